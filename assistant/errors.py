@@ -1,0 +1,22 @@
+"""Errors that reach the user as one clear line."""
+
+from __future__ import annotations
+
+
+class AssistError(Exception):
+    """A problem the user can fix; the CLI prints its message on one line and exits non-zero.
+
+    The message should say what is wrong and, where there is one, how to fix it.
+    """
+
+    exit_code: int = 1
+
+
+class UsageError(AssistError):
+    """Bad input from the user (empty requirement, bad path, malformed bank line)."""
+
+    exit_code = 2
+
+
+class ModelError(AssistError):
+    """A model is missing, corrupt or cannot be loaded."""

@@ -1,0 +1,192 @@
+"""The generation pipeline: retrieve demonstrations → prompt → sample → keep parsable distinct code → rank → diff."""
+
+from __future__ import annotations
+
+import ast
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .backends import Backend, SamplingParams
+from .candidates import collect
+from .edit import Edit, plan_edit
+from .errors import UsageError
+from .prompts import Prompt, build_prompt
+from .rank import Problem, Ranked, make_rankers, rank
+from .retrieve import Hit, Retriever
+
+# progress(stage, done, total): stages "retrieve", "generate", "rank".
+Progress = Callable[[str, int, int], None]
+
+FILE_CONTEXT_LINES = 200
+
+
+@dataclass
+class GenerateResult:
+    """Everything `generate` produced, best candidate first."""
+
+    requirement: str
+    model: str
+    backend: str
+    retriever: str
+    rankers: list[str]
+    demonstrations: list[Hit]  # best first (the prompt shows them in the reverse order)
+    candidates: list[Ranked]
+    edits: list[Edit | None]  # aligned with candidates; set when a target file was given
+    prompt: Prompt
+    prompt_tokens: int
+    samples: int
+    dropped: dict[str, int]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def best(self) -> Ranked | None:
+        return self.candidates[0] if self.candidates else None
+
+    def to_json(self) -> dict:
+        return {
+            "requirement": self.requirement,
+            "model": self.model,
+            "backend": self.backend,
+            "retriever": self.retriever,
+            "rankers": self.rankers,
+            "prompt_tokens": self.prompt_tokens,
+            "samples": self.samples,
+            "dropped": self.dropped,
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "demonstrations": [hit.to_json() for hit in self.demonstrations],
+            "candidates": [
+                {
+                    "rank": number,
+                    "code": ranked.candidate.code,
+                    "sample": ranked.candidate.sample,
+                    "score": ranked.scores[self.rankers[0]].value,
+                    "scores": {name: {"value": s.value, "why": s.why} for name, s in ranked.scores.items()},
+                    "edit": edit.to_json() if edit else None,
+                }
+                for number, (ranked, edit) in enumerate(zip(self.candidates, self.edits, strict=True), start=1)
+            ],
+        }
+
+
+def read_tests(path: str | Path) -> list[str]:
+    """Test chunks from a Python file: each `assert` together with the statements just before it."""
+    path = Path(path)
+    try:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+    except OSError as exc:
+        raise UsageError(f"cannot read tests file {path}: {exc.strerror}") from None
+    except SyntaxError as exc:
+        raise UsageError(f"tests file {path} does not parse (line {exc.lineno}: {exc.msg})") from None
+    lines = source.splitlines()
+    chunks: list[str] = []
+    pending: list[str] = []
+    for node in tree.body:
+        pending.append("\n".join(lines[node.lineno - 1 : node.end_lineno]))
+        if isinstance(node, ast.Assert):
+            chunks.append("\n".join(pending))
+            pending = []
+    if pending and chunks:
+        chunks[-1] += "\n" + "\n".join(pending)
+    if not chunks:
+        raise UsageError(f"tests file {path} has no assert statements")
+    return chunks
+
+
+def file_context(path: Path) -> str:
+    """The target file's text for the prompt, cut to its first lines so the prompt stays small."""
+    if not path.exists():
+        return ""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    if len(lines) > FILE_CONTEXT_LINES:
+        lines = [*lines[:FILE_CONTEXT_LINES], f"# ... ({len(lines) - FILE_CONTEXT_LINES} more lines)"]
+    return "\n".join(lines)
+
+
+def generate(
+    requirement: str,
+    backend: Backend,
+    *,
+    retriever: Retriever | None = None,
+    k: int = 4,
+    params: SamplingParams | None = None,
+    tests: Sequence[str] = (),
+    file: str | Path | None = None,
+    root: Path | None = None,
+    ranker: str = "auto",
+    progress: Progress | None = None,
+) -> GenerateResult:
+    """Generate ranked candidates for a requirement.
+
+    `ranker="auto"` ranks by tests passed then log-probability when tests are given, else by
+    log-probability. With `file`, every candidate comes with the diff that would put it into that file.
+    """
+    requirement = " ".join(requirement.split()) if "\n" not in requirement.strip() else requirement.strip()
+    if not requirement:
+        raise UsageError("the requirement is empty; say what the code should do")
+    if k < 0:
+        raise UsageError("-k must be 0 or more")
+    params = params or SamplingParams()
+    if params.n < 1:
+        raise UsageError("-n must be at least 1")
+    report = progress or (lambda stage, done, total: None)
+    timings: dict[str, float] = {}
+    target = Path(file).expanduser().resolve() if file else None
+    if target is not None and target.exists() and not target.is_file():
+        raise UsageError(f"{file} is not a file")
+
+    started = time.perf_counter()
+    report("retrieve", 0, 1)
+    hits = retriever.search(requirement, k) if retriever is not None and k > 0 else []
+    report("retrieve", 1, 1)
+    timings["retrieve"] = time.perf_counter() - started
+
+    display = ""
+    if target is not None:
+        display = str(target.relative_to(root)) if root and target.is_relative_to(root) else str(file)
+    prompt = build_prompt(
+        requirement,
+        [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
+        tests=tests,
+        file_path=display,
+        file_context=file_context(target) if target else "",
+    )
+    prompt_tokens = backend.count_tokens(prompt)
+
+    started = time.perf_counter()
+    report("generate", 0, params.n)
+    completions = backend.sample(prompt, params)
+    report("generate", params.n, params.n)
+    timings["generate"] = time.perf_counter() - started
+    candidates, dropped = collect(completions)
+
+    started = time.perf_counter()
+    spec = ranker if ranker != "auto" else ("exec+logprob" if tests else "logprob")
+    rankers = make_rankers(spec, backend)
+    report("rank", 0, len(candidates))
+    problem = Problem(requirement=requirement, prompt=prompt, tests=tuple(tests))
+    ranked = rank(problem, candidates, rankers) if candidates else []
+    report("rank", len(candidates), len(candidates))
+    timings["rank"] = time.perf_counter() - started
+
+    edits: list[Edit | None] = [None] * len(ranked)
+    if target is not None:
+        edits = [plan_edit(target, item.candidate.code, root) for item in ranked]
+
+    return GenerateResult(
+        requirement=requirement,
+        model=backend.model,
+        backend=backend.name,
+        retriever=retriever.name if retriever is not None and k > 0 else "none",
+        rankers=[r.name for r in rankers],
+        demonstrations=hits,
+        candidates=ranked,
+        edits=edits,
+        prompt=prompt,
+        prompt_tokens=prompt_tokens,
+        samples=len(completions),
+        dropped=dict(dropped),
+        timings=timings,
+    )

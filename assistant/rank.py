@@ -1,0 +1,168 @@
+"""Rankers: score candidates for a problem. One interface, `score(problem, candidates) -> list[Score]`.
+
+`first` (sampling order), `random` (seeded), `logprob` (mean token log-probability under the local
+model) and `exec` (tests passed in the sandbox). Rankers combine with `+`: `exec+logprob` orders by tests
+passed, then by log-probability. Trained rankers (Condor) plug in through :data:`RANKERS`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .backends import Backend
+from .candidates import Candidate
+from .errors import UsageError
+from .prompts import Prompt
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What the candidates were generated for."""
+
+    requirement: str
+    prompt: Prompt
+    tests: tuple[str, ...] = ()
+    setup: str = ""
+
+
+@dataclass(frozen=True)
+class Score:
+    """A ranker's verdict on one candidate: higher is better; `why` is for people."""
+
+    value: float
+    why: str
+    details: dict = field(default_factory=dict)
+
+
+class Ranker(Protocol):
+    name: str
+
+    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]: ...
+
+
+class FirstRanker:
+    """Keeps the sampling order: the baseline every other ranker must beat."""
+
+    name = "first"
+
+    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+        return [Score(-float(c.sample), f"sample #{c.sample + 1}") for c in candidates]
+
+
+class RandomRanker:
+    """A seeded random order (a baseline for evaluation)."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+        rng = random.Random(f"{self.seed}:{problem.requirement}")
+        return [Score(rng.random(), "random draw") for _ in candidates]
+
+
+class LogprobRanker:
+    """Mean token log-probability of the candidate's code given the prompt.
+
+    Uses the log-probabilities recorded while sampling when the backend reported them; the other
+    candidates are scored in one batched forward pass.
+    """
+
+    name = "logprob"
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+        values: dict[int, list[float]] = {i: list(c.logprobs) for i, c in enumerate(candidates) if c.logprobs}
+        missing = [i for i in range(len(candidates)) if i not in values]
+        if missing:
+            scored = self.backend.logprob([(problem.prompt, candidates[i].code) for i in missing])
+            values.update({i: list(result.logprobs) for i, result in zip(missing, scored, strict=True)})
+        scores = []
+        for i in range(len(candidates)):
+            logprobs = values[i]
+            mean = sum(logprobs) / len(logprobs) if logprobs else float("-inf")
+            scores.append(
+                Score(mean, f"mean log-prob {mean:.3f} over {len(logprobs)} tokens", {"tokens": len(logprobs)})
+            )
+        return scores
+
+
+class ExecRanker:
+    """Fraction of the problem's tests a candidate passes, run in the sandbox (never in this process)."""
+
+    name = "exec"
+
+    def __init__(self, timeout_s: float = 10.0, memory_mb: int = 1024) -> None:
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+
+    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+        from . import sandbox
+
+        if not problem.tests:
+            return [Score(0.0, "no tests") for _ in candidates]
+        limits = sandbox.Limits(timeout_s=self.timeout_s, cpu_s=int(self.timeout_s) + 1, memory_mb=self.memory_mb)
+        results = sandbox.run_many([(c.code, problem.tests, problem.setup) for c in candidates], limits=limits)
+        scores = []
+        for result in results:
+            why = f"{result.passed}/{result.total} tests passed"
+            if result.status == "failed" and result.failed_test:
+                why += f"; failed: {result.failed_test.strip().splitlines()[0][:80]}"
+            elif result.status not in ("passed", "failed"):
+                detail = f" ({result.error_type}: {result.error_message})" if result.error_type else ""
+                why += f"; {result.status}{detail}"
+            scores.append(Score(result.passed / max(result.total, 1), why, {"status": result.status}))
+        return scores
+
+
+RankerFactory = Callable[[Backend | None], Ranker]
+
+
+def _needs_backend(backend: Backend | None) -> Backend:
+    if backend is None or not hasattr(backend, "logprob"):
+        raise UsageError("the logprob ranker needs a backend that returns log-probabilities")
+    return backend
+
+
+RANKERS: dict[str, RankerFactory] = {
+    "first": lambda backend: FirstRanker(),
+    "random": lambda backend: RandomRanker(),
+    "logprob": lambda backend: LogprobRanker(_needs_backend(backend)),
+    "exec": lambda backend: ExecRanker(),
+}
+
+
+def make_rankers(spec: str, backend: Backend | None) -> list[Ranker]:
+    """`exec+logprob` → [ExecRanker, LogprobRanker]; unknown names are a one-line error."""
+    names = [part.strip() for part in spec.split("+") if part.strip()]
+    if not names:
+        raise UsageError("no ranker given")
+    unknown = [n for n in names if n not in RANKERS]
+    if unknown:
+        raise UsageError(f"unknown ranker {unknown[0]!r}; choose from: {', '.join(RANKERS)} (combine with +)")
+    return [RANKERS[n](backend) for n in names]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A candidate with every ranker's score; ranking is lexicographic in the rankers' order."""
+
+    candidate: Candidate
+    scores: dict[str, Score]
+
+    def key(self, names: Sequence[str]) -> tuple[float, ...]:
+        return tuple(self.scores[n].value for n in names)
+
+
+def rank(problem: Problem, candidates: Sequence[Candidate], rankers: Sequence[Ranker]) -> list[Ranked]:
+    """Score candidates with each ranker and sort best first (ties keep sampling order)."""
+    per_ranker = {r.name: r.score(problem, candidates) for r in rankers}
+    ranked = [Ranked(c, {name: scores[i] for name, scores in per_ranker.items()}) for i, c in enumerate(candidates)]
+    names = [r.name for r in rankers]
+    return sorted(ranked, key=lambda item: (*(-v for v in item.key(names)), item.candidate.sample))

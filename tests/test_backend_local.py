@@ -1,0 +1,49 @@
+"""The real default model: these load Qwen2.5-Coder-0.5B-Instruct once (see conftest) and generate a little."""
+
+import ast
+
+import pytest
+
+from assistant.backends import SamplingParams
+from assistant.errors import UsageError
+from assistant.prompts import build_prompt
+
+pytestmark = pytest.mark.model
+
+PROMPT = build_prompt(
+    "Write a function add(a, b) that returns the sum of two numbers.", tests=["assert add(2, 3) == 5"]
+)
+
+
+def test_samples_n_candidates_with_recorded_logprobs_matching_a_forward_pass(backend):
+    completions = backend.sample(PROMPT, SamplingParams(n=3, max_new_tokens=64, seed=0))
+    assert len(completions) == 3
+    parsed = 0
+    for completion in completions:
+        assert "```" not in completion.text  # cut at the closing fence
+        assert completion.logprobs and all(v <= 0 for v in completion.logprobs)
+        try:
+            ast.parse(completion.text)
+            parsed += 1
+        except SyntaxError:
+            pass
+    assert parsed >= 1
+    # The log-probabilities recorded while sampling are the model's own: a separate forward pass agrees.
+    scored = backend.logprob([(PROMPT, c.text) for c in completions])
+    for completion, result in zip(completions, scored, strict=True):
+        assert len(result.logprobs) == len(completion.logprobs)
+        assert result.mean == pytest.approx(sum(completion.logprobs) / len(completion.logprobs), abs=2e-3)
+
+
+def test_logprob_prefers_the_correct_program(backend):
+    right, wrong = backend.logprob(
+        [(PROMPT, "def add(a, b):\n    return a + b\n"), (PROMPT, "def add(a, b):\n    return a ** b - 7\n")]
+    )
+    assert right.mean > wrong.mean
+
+
+def test_greedy_returns_one_candidate_and_prompt_must_fit(backend):
+    assert len(backend.sample(PROMPT, SamplingParams(n=4, temperature=0, max_new_tokens=40))) == 1
+    huge = build_prompt("word " * 40_000)
+    with pytest.raises(UsageError, match="context of"):
+        backend.sample(huge, SamplingParams(n=1, max_new_tokens=8))

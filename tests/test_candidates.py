@@ -1,0 +1,22 @@
+from assistant.backends import Completion
+from assistant.candidates import collect, extract_code
+
+
+def test_extract_code_from_fences_or_plain_text():
+    assert extract_code("Sure:\n```python\ndef f():\n    return 1\n```\nDone.") == "def f():\n    return 1"
+    assert extract_code("def g():\n    pass\n") == "def g():\n    pass"
+    assert extract_code("```py\nx = 1\n") == "x = 1"  # unterminated fence
+
+
+def test_collect_drops_unparsable_empty_and_duplicates_keeping_sample_order():
+    texts = [
+        "def f(x):\n    return x + 1\n",
+        "def f(x):\n    return (x+1)  # same tree, other formatting\n",
+        "def f(x:\n",
+        "   \n",
+        "def f(x):\n    return x - 1\n",
+    ]
+    kept, dropped = collect([Completion(text=t, tokens=5, finish_reason="stop", logprobs=(-0.5,)) for t in texts])
+    assert [c.sample for c in kept] == [0, 4]
+    assert dict(dropped) == {"duplicate": 1, "syntax": 1, "empty": 1}
+    assert kept[0].logprobs == (-0.5,) and kept[0].entry_points() == ["f"]

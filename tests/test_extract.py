@@ -1,0 +1,65 @@
+import subprocess
+
+from assistant.extract import extract_python, first_paragraph, git_blob_hash, humanize_identifier
+from assistant.tokenize import tokenize
+
+SOURCE = '''import functools
+
+
+def documented(a, b=1):
+    """Add two numbers.
+
+    More detail here.
+    """
+    return a + b
+
+
+@functools.cache
+def undocumented_helper(xs: list[int]) -> int:
+    return sum(xs)
+
+
+class Shape:
+    def area(self):
+        """Compute the area."""
+        return 0
+
+    class Inner:
+        async def fetch(self):
+            return 1
+'''
+
+
+def test_extracts_functions_methods_with_spans_and_requirements():
+    examples = {e.name: e for e in extract_python(SOURCE, "pkg/mod.py", "abc")}
+    assert set(examples) == {"documented", "undocumented_helper", "Shape.area", "Shape.Inner.fetch"}
+    doc = examples["documented"]
+    assert doc.requirement == "Add two numbers."
+    assert (doc.start_line, doc.end_line, doc.path, doc.blob) == (4, 9, "pkg/mod.py", "abc")
+    helper = examples["undocumented_helper"]
+    # No docstring: the name in words plus the signature; the decorator belongs to the span.
+    assert helper.requirement == "undocumented helper: undocumented_helper(xs: list[int]) -> int"
+    assert helper.start_line == 12 and helper.code.startswith("@functools.cache\ndef undocumented_helper")
+    assert examples["Shape.area"].code.startswith("def area(self):")  # dedented
+
+
+def test_broken_file_yields_nothing():
+    assert extract_python("def broken(:\n", "x.py") == []
+
+
+def test_blob_hash_matches_git(tmp_path):
+    data = b"print('hi')\n"
+    (tmp_path / "f.py").write_bytes(data)
+    expected = subprocess.run(["git", "hash-object", "f.py"], cwd=tmp_path, capture_output=True, text=True).stdout
+    assert git_blob_hash(data) == expected.strip()
+
+
+def test_identifier_helpers():
+    assert humanize_identifier("parseHTTPResponse_v2") == "parse http response v 2"
+    assert first_paragraph("  Line one\n  continues.\n\n  Second.") == "Line one continues."
+
+
+def test_tokenizer_splits_identifiers_and_keeps_compounds():
+    tokens = tokenize("getUserName from user_records, then sort")
+    assert {"get", "user", "name", "getusername", "records", "user_records", "sort"} <= set(tokens)
+    assert "from" not in tokens and "the" not in tokenize("the list")

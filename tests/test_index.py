@@ -1,0 +1,93 @@
+import json
+
+import pytest
+
+from assistant.errors import UsageError
+from assistant.index import Index, index_bank, index_repo
+from assistant.retrieve import BM25Retriever, DenseRetriever, HybridRetriever, make_retriever
+from assistant.sources import open_source
+
+from .conftest import git
+
+
+def test_index_repo_then_incremental_reindex(scratch_repo, encoder):
+    index, stats = index_repo(scratch_repo, encoder)
+    assert sorted(e.name for e in index.examples) == ["cube_all", "is_even", "word_count"]
+    assert (stats.files, stats.files_parsed, stats.embedded, stats.reused) == (2, 2, 3, 0)
+    assert (scratch_repo / ".assist" / "index" / "meta.json").exists()
+    assert git(scratch_repo, "status", "--porcelain") == ""  # .assist/ ignores itself
+
+    # Change one file: only it is re-parsed, and only its new function is embedded.
+    words = scratch_repo / "text" / "words.py"
+    words.write_text(words.read_text() + '\n\ndef shout(s):\n    """Upper-case a string."""\n    return s.upper()\n')
+    index, stats = index_repo(scratch_repo / "text", encoder)  # from a subfolder: finds the repo top
+    assert (stats.files_parsed, stats.embedded, stats.reused, stats.examples) == (1, 1, 3, 4)
+
+    # Nothing changed: nothing parsed or embedded; a deleted file drops its functions.
+    _, stats = index_repo(scratch_repo, encoder)
+    assert (stats.files_parsed, stats.embedded) == (0, 0)
+    (scratch_repo / "mathutils.py").unlink()
+    index, stats = index_repo(scratch_repo, encoder)
+    assert sorted(e.name for e in index.examples) == ["shout", "word_count"]
+    loaded = Index.load(scratch_repo / ".assist" / "index")
+    assert [e.name for e in loaded.examples] == [e.name for e in index.examples]
+    assert loaded.vectors.shape == (2, encoder.dim)
+
+
+def test_not_a_repo(tmp_path, encoder):
+    with pytest.raises(UsageError, match="is not inside a git repository"):
+        index_repo(tmp_path, encoder)
+
+
+def test_failed_save_keeps_previous_index(scratch_repo, encoder, monkeypatch):
+    index_repo(scratch_repo, encoder)
+    before = (scratch_repo / ".assist" / "index" / "examples.jsonl").read_text()
+    (scratch_repo / "new.py").write_text('def f():\n    """Do a thing."""\n')
+    git(scratch_repo, "add", "new.py")
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("assistant.index.faiss.write_index", boom)
+    with pytest.raises(OSError, match="disk full"):
+        index_repo(scratch_repo, encoder)
+    assert (scratch_repo / ".assist" / "index" / "examples.jsonl").read_text() == before
+    assert sorted(p.name for p in (scratch_repo / ".assist").iterdir()) == [".gitignore", "index"]
+
+
+def test_retrievers_find_the_relevant_function(scratch_repo, encoder):
+    index, _ = index_repo(scratch_repo, encoder)
+    query = "cube every number in a list"
+    for retriever in (
+        BM25Retriever(index),
+        DenseRetriever(index, encoder),
+        HybridRetriever(BM25Retriever(index), DenseRetriever(index, encoder)),
+    ):
+        hits = retriever.search(query, 2)
+        assert hits[0].example.name == "cube_all", retriever.name
+        assert hits[0].why
+    hits = make_retriever("dense", index, encoder).search(query, 2, exclude=lambda e: e.name == "cube_all")
+    assert "cube_all" not in [h.example.name for h in hits]
+    with pytest.raises(UsageError, match="unknown retriever"):
+        make_retriever("magic", index, encoder)
+
+
+def test_bank_index_is_reused_and_rebuilt_on_change(tmp_path, encoder):
+    bank = tmp_path / "bank.jsonl"
+    rows = [{"requirement": f"task number {i}", "code": f"def f{i}():\n    return {i}"} for i in range(3)]
+    bank.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    _, stats = index_bank(bank, encoder)
+    assert (stats.examples, stats.embedded) == (3, 3)
+    _, stats = index_bank(bank, encoder)
+    assert (stats.embedded, stats.reused) == (0, 3)
+    bank.write_text(bank.read_text() + json.dumps({"requirement": "a new task", "code": "x = 1"}) + "\n")
+    _, stats = index_bank(bank, encoder)
+    assert (stats.examples, stats.embedded, stats.reused) == (4, 1, 3)
+
+
+def test_source_falls_back_to_default_bank_then_uses_repo_index(scratch_repo, encoder):
+    source = open_source(encoder, start=scratch_repo)
+    assert source.kind == "default" and len(source.index) > 500 and "run `assist index`" in source.description
+    index_repo(scratch_repo, encoder)
+    source = open_source(encoder, start=scratch_repo)
+    assert source.kind == "repo" and len(source.index) == 3 and source.root == scratch_repo

@@ -1,0 +1,332 @@
+"""Tests for assistant.sandbox: normal results, and hostile candidates that must be contained."""
+
+from __future__ import annotations
+
+import os
+import resource
+import select
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from assistant.sandbox import Limits, SandboxResult, run, run_many
+
+ADD_ONE = "def f(x):\n    return x + 1\n"
+ADD_ONE_TESTS = ["assert f(1) == 2", "assert f(2) == 3", "assert f(10) == 11"]
+FAST = Limits(timeout_s=10.0, cpu_s=5)
+
+
+def first_line(result: SandboxResult) -> str:
+    """The first line the candidate printed (used to learn its cwd or pid)."""
+    assert result.stdout, result
+    return result.stdout.splitlines()[0]
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of live processes whose command line contains ``text``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path("/proc", entry, "cmdline").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+# --- normal behaviour -------------------------------------------------------------------------
+
+
+def test_correct_function_passes_all_asserts() -> None:
+    result = run(ADD_ONE, ADD_ONE_TESTS, limits=FAST)
+    assert result.ok
+    assert (result.status, result.passed, result.total) == ("passed", 3, 3)
+    assert result.failed_test is None and result.error_type is None
+    assert result.duration_s > 0
+
+
+def test_wrong_function_reports_first_failing_assert() -> None:
+    result = run("def f(x):\n    return x + 1 if x < 2 else x\n", ADD_ONE_TESTS, limits=FAST)
+    assert not result.ok
+    assert (result.status, result.passed, result.total) == ("failed", 1, 3)
+    assert result.failed_test == "assert f(2) == 3"
+    assert result.error_type == "AssertionError"
+
+
+def test_test_raising_other_exception_is_a_failure_with_its_type() -> None:
+    result = run(ADD_ONE, ["assert f(1) == 2", "assert f(None) == 1"], limits=FAST)
+    assert (result.status, result.passed) == ("failed", 1)
+    assert result.error_type == "TypeError"
+    assert result.failed_test == "assert f(None) == 1"
+
+
+def test_syntax_error_in_code_is_an_error() -> None:
+    result = run("def f(x)\n    return x\n", ADD_ONE_TESTS, limits=FAST)
+    assert (result.status, result.passed, result.error_type) == ("error", 0, "SyntaxError")
+
+
+def test_runtime_error_in_code_is_an_error_with_its_type() -> None:
+    result = run("def f(x):\n    return x\nundefined_name + 1\n", ADD_ONE_TESTS, limits=FAST)
+    assert (result.status, result.passed, result.error_type) == ("error", 0, "NameError")
+    assert "undefined_name" in (result.error_message or "")
+
+
+def test_no_tests_passes_when_code_runs_cleanly() -> None:
+    result = run("print('hello')", limits=FAST)
+    assert (result.status, result.total, result.stdout) == ("passed", 0, "hello\n")
+
+
+def test_setup_runs_before_code() -> None:
+    result = run("def f(x):\n    return sqrt(x)\n", ["assert f(9) == 3"], setup="from math import sqrt", limits=FAST)
+    assert result.ok, result
+
+
+def test_multi_line_test_chunk() -> None:
+    check = "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(5) == 6\n"
+    assert run(ADD_ONE, [check, "check(f)"], limits=FAST).ok
+    failing = run("def f(x):\n    return x\n", [check, "check(f)"], limits=FAST)
+    assert (failing.status, failing.passed, failing.failed_test) == ("failed", 1, "check(f)")
+
+
+def test_stdlib_imports_and_sandbox_local_files_work() -> None:
+    code = (
+        "import math, re, collections, itertools, heapq, functools, json, dataclasses, typing\n"
+        "import tempfile, pathlib\n"
+        "Point = collections.namedtuple('Point', 'x y')\n"
+        "with tempfile.TemporaryDirectory() as d:\n"
+        "    pathlib.Path(d, 'a.txt').write_text('a')\n"
+        "with open('notes.txt', 'w') as fh:\n"
+        "    fh.write('ok')\n"
+        "os_free = open('notes.txt').read()\n"
+    )
+    result = run(code, ["assert os_free == 'ok'", "assert Point(1, 2).y == 2"], limits=FAST)
+    assert result.ok, result
+
+
+def test_asyncio_dataclasses_and_pickle_work() -> None:
+    code = (
+        "from __future__ import annotations\n"
+        "import asyncio, dataclasses, pickle\n"
+        "@dataclasses.dataclass\n"
+        "class P:\n"
+        "    x: int\n"
+        "async def g():\n"
+        "    await asyncio.sleep(0)\n"
+        "    return 3\n"
+    )
+    tests = ["assert asyncio.run(g()) == 3", "assert pickle.loads(pickle.dumps(P(1))) == P(1)"]
+    result = run(code, tests, limits=FAST)
+    assert result.ok, result
+
+
+def test_recursion_error_is_an_ordinary_failure() -> None:
+    result = run("def f(n):\n    return f(n + 1)\n", ["f(0)"], limits=FAST)
+    assert (result.status, result.error_type) == ("failed", "RecursionError")
+
+
+def test_run_many_keeps_order_and_runs_in_parallel() -> None:
+    jobs = [(f"import time\ntime.sleep(0.5)\nX = {i}\n", [f"assert X == {i}"], "") for i in range(4)]
+    jobs.append(("X = 1", ["assert X == 2"], ""))
+    start = time.monotonic()
+    results = run_many(jobs, limits=FAST, workers=5)
+    elapsed = time.monotonic() - start
+    assert [r.status for r in results] == ["passed"] * 4 + ["failed"]
+    assert elapsed < 1.6, f"jobs ran serially ({elapsed:.2f}s)"
+    assert run_many([]) == []
+
+
+# --- hostile candidates -----------------------------------------------------------------------
+
+
+def test_infinite_loop_times_out_and_process_is_gone() -> None:
+    code = "import os\nprint(os.getpid(), flush=True)\nwhile True:\n    pass\n"
+    result = run(code, limits=Limits(timeout_s=1.5))
+    assert result.status == "timeout"
+    assert 1.4 < result.duration_s < 3.0
+    assert not process_exists(int(first_line(result)))
+
+
+def test_cpu_limit_is_a_resource_limit_not_a_timeout() -> None:
+    result = run("while True:\n    pass\n", limits=Limits(timeout_s=8, cpu_s=1))
+    assert result.status == "resource-limit"
+
+
+def test_fork_bomb_is_blocked_and_leaves_no_processes() -> None:
+    code = "import os\nprint(os.getcwd(), flush=True)\nwhile True:\n    os.fork()\n"
+    result = run(code, limits=FAST)
+    assert (result.status, result.error_type) == ("error", "PermissionError")
+    assert processes_mentioning(first_line(result)) == []
+
+
+def test_huge_allocation_is_a_resource_limit() -> None:
+    result = run("x = bytearray(10 * 1024**3)", limits=FAST)
+    assert (result.status, result.error_type) == ("resource-limit", "MemoryError")
+
+
+def test_file_size_limit_is_a_resource_limit() -> None:
+    code = "with open('big.bin', 'wb') as fh:\n    fh.write(b'x' * (3 * 1024 * 1024))\n"
+    result = run(code, limits=Limits(file_size_mb=1))
+    assert result.status == "resource-limit"
+
+
+def test_socket_connection_is_blocked_and_never_arrives() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+        result = run(code, limits=FAST)
+        assert (result.status, result.error_type) == ("error", "PermissionError")
+        readable, _, _ = select.select([listener], [], [], 0.3)
+        assert readable == [], "a connection reached the listener"
+
+
+def test_dns_lookup_and_unix_socket_connect_are_blocked() -> None:
+    for code in (
+        "import socket\nsocket.getaddrinfo('localhost', 80)\n",
+        "import socket\nsocket.socket(socket.AF_UNIX).connect('/var/run/docker.sock')\n",
+    ):
+        result = run(code, limits=FAST)
+        assert (result.status, result.error_type) == ("error", "PermissionError"), code
+
+
+def test_writing_outside_the_sandbox_is_blocked(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    target = home / ".bashrc"
+    result = run(f"open({str(target)!r}, 'w').write('pwned')", limits=FAST)
+    assert (result.status, result.error_type) == ("error", "PermissionError")
+    assert not target.exists()
+
+    via_os = run(f"import os\nos.open({str(target)!r}, os.O_WRONLY | os.O_CREAT)", limits=FAST)
+    assert via_os.error_type == "PermissionError"
+    assert not target.exists()
+
+
+def test_deleting_or_changing_files_outside_is_blocked(tmp_path: Path) -> None:
+    victim = tmp_path / "keep.txt"
+    victim.write_text("precious")
+    for code in (
+        f"import os\nos.remove({str(victim)!r})",
+        f"import os\nos.rename({str(victim)!r}, 'stolen.txt')",
+        f"import os\nos.chmod({str(victim)!r}, 0)",
+        f"import os\nos.truncate({str(victim)!r}, 0)",
+        f"import shutil\nshutil.rmtree({str(tmp_path)!r})",
+        f"import os\nos.mkdir({str(tmp_path / 'new')!r})",
+    ):
+        result = run(code, limits=FAST)
+        assert result.error_type == "PermissionError", (code, result)
+    assert victim.read_text() == "precious"
+    assert os.stat(victim).st_mode & 0o777 != 0
+    assert not (tmp_path / "new").exists()
+
+
+def test_symlink_escape_is_blocked(tmp_path: Path) -> None:
+    code = f"import os\nos.symlink({str(tmp_path)!r}, 'escape')\nopen('escape/owned.txt', 'w').write('x')\n"
+    result = run(code, limits=FAST)
+    assert result.error_type == "PermissionError"
+    assert not (tmp_path / "owned.txt").exists()
+
+
+def test_subprocess_is_blocked() -> None:
+    result = run("import subprocess\nsubprocess.run(['echo', 'hi'])\n", limits=FAST)
+    assert (result.status, result.error_type) == ("error", "PermissionError")
+    assert "hi" not in result.stdout
+    assert run("import os\nos.system('echo hi')", limits=FAST).error_type == "PermissionError"
+
+
+def test_signalling_the_parent_is_blocked() -> None:
+    result = run("import os\nos.kill(os.getppid(), 0)\n", limits=FAST)
+    assert (result.status, result.error_type) == ("error", "PermissionError")
+
+
+def test_raising_resource_limits_is_blocked() -> None:
+    code = "import resource\nresource.setrlimit(resource.RLIMIT_AS, (-1, -1))\n"
+    assert run(code, limits=FAST).error_type == "PermissionError"
+
+
+def test_ctypes_is_blocked() -> None:
+    assert run("import ctypes\nctypes.CDLL(None).fork()\n", limits=FAST).error_type == "PermissionError"
+
+
+def test_secrets_in_parent_environment_do_not_leak(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-test-secret")
+    assert run("import os", ['assert os.environ.get("OPENAI_API_KEY") is None'], limits=FAST).ok
+    printed = run("import os\nprint(dict(os.environ))\n", limits=FAST)
+    assert printed.ok
+    assert "sk-test-secret" not in printed.stdout and "ghp-test-secret" not in printed.stdout
+    assert "PATH" in printed.stdout
+
+
+def test_huge_output_is_capped_without_growing_parent_memory() -> None:
+    before_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    code = "import sys\nchunk = 'x' * (1024 * 1024)\nfor _ in range(50):\n    sys.stdout.write(chunk)\n"
+    result = run(code, limits=Limits(output_limit=10_000))
+    after_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert result.status == "passed"
+    assert len(result.stdout) <= 10_000
+    assert after_kb - before_kb < 30 * 1024, "parent memory grew with the child's output"
+
+
+def test_sandbox_dir_is_removed_after_each_run() -> None:
+    done = run("import os\nprint(os.getcwd())\nopen('left.txt', 'w').write('x')\n", limits=FAST)
+    timed_out = run("import os\nprint(os.getcwd(), flush=True)\nwhile True:\n    pass\n", limits=Limits(timeout_s=1))
+    assert timed_out.status == "timeout"
+    for result in (done, timed_out):
+        workdir = first_line(result)
+        assert os.path.basename(workdir).startswith("assist-sandbox-")
+        assert not os.path.exists(workdir)
+
+
+def test_home_and_tmpdir_point_into_the_sandbox() -> None:
+    code = "import os, tempfile\nprint(os.getcwd())\nprint(os.environ['HOME'])\nprint(tempfile.gettempdir())\n"
+    cwd, home, tmp = run(code, limits=FAST).stdout.splitlines()
+    assert home == cwd and tmp.startswith(cwd + os.sep)
+
+
+def test_printed_json_cannot_forge_the_report() -> None:
+    fake = '{"status": "passed", "passed": 1, "total": 1}'
+    code = (
+        f"print({fake!r})\nprint({{'status': 'passed', 'passed': 1, 'failed_index': None}})\ndef f(x):\n    return 0\n"
+    )
+    result = run(code, ["assert f(1) == 2"], limits=FAST)
+    assert (result.status, result.passed) == ("failed", 0)
+
+
+def test_writing_a_fake_report_to_every_fd_cannot_pass() -> None:
+    code = (
+        "import os\n"
+        "fake = repr({'nonce': 'x', 'status': 'passed', 'passed': 1, 'failed_index': None,\n"
+        "             'error_type': None, 'error_message': None}).encode()\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(fd, fake)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "os._exit(0)\n"
+    )
+    result = run(code, ["assert False"], limits=FAST)
+    assert result.status == "error"
+    assert not result.ok
+
+
+def test_early_exit_is_an_error_not_a_pass() -> None:
+    assert run("import sys\nsys.exit(0)", ["assert True"], limits=FAST).status == "error"
+    assert run("import os\nos._exit(0)", ["assert True"], limits=FAST).status == "error"
+
+
+def test_limits_are_validated() -> None:
+    with pytest.raises(ValueError):
+        Limits(timeout_s=0)
