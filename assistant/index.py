@@ -207,6 +207,11 @@ def _build(
     return index
 
 
+def build_index(examples: Sequence[Example], encoder: TextEncoder, progress: Progress = _no_progress) -> Index:
+    """An in-memory index over `examples` (nothing written), e.g. an evaluation's demonstration pool."""
+    return _build(list(examples), encoder, None, {"source": {"kind": "memory"}}, IndexStats(), progress)
+
+
 def repo_root(path: str | Path) -> Path:
     """The top of the git work tree containing `path`, or a UsageError when it is not in one."""
     import git  # imported here: gitpython costs ~0.1 s at start-up and most commands do not need it

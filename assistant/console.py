@@ -1,0 +1,84 @@
+"""Terminal output shared by the CLI's commands: consoles, progress bars, one-line errors."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
+
+from .errors import AssistError
+
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+STAGE_LABELS = {
+    "assemble": "Assembling model parts",
+    "convert": "Converting the model (once)",
+    "parse": "Parsing files",
+    "encode": "Embedding",
+    "retrieve": "Retrieving demonstrations",
+    "generate": "Generating candidates",
+    "rank": "Ranking candidates",
+}
+
+
+def friendly_errors(command: F) -> F:
+    """Print an AssistError as one line on stderr and exit with its code; Ctrl-C exits 130."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except AssistError as exc:
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class ProgressUI:
+    """Renders the library's progress callbacks as rich progress bars on stderr (hidden when not a tty)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=not enabled,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> ProgressUI:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            self.tasks[stage] = self.progress.add_task(STAGE_LABELS.get(stage, stage), total=total or None)
+        self.progress.update(self.tasks[stage], completed=done, total=total or None)
+
+    def status(self, message: str) -> None:
+        if not self.progress.disable:
+            self.progress.console.print(f"[dim]{escape(message)}[/]", markup=True)
+
+
+def show_progress(json_output: bool) -> bool:
+    return err.is_terminal and not json_output and not os.environ.get("CI")

@@ -1,0 +1,190 @@
+"""`assist eval ...`: the evaluation harness's commands (a thin layer over `assistant.evaluate`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .console import ProgressUI, err, friendly_errors, out, show_progress
+from .errors import UsageError
+
+eval_app = typer.Typer(
+    help="Measure retrieval and ranking strategies on real benchmarks (HumanEval, MBPP).\n\n"
+    "Runs are cached and resumable: re-running the same command continues where it stopped, and "
+    "`assist eval report DIR` rebuilds tables and charts without touching the model.",
+    no_args_is_help=True,
+)
+
+Dataset = Annotated[str, typer.Option(help="humaneval, or mbpp[:PATH] (default path ../shared/data/mbpp.jsonl).")]
+Strategies = Annotated[str, typer.Option(help="Comma-separated: zero, random, bm25, dense, hybrid.")]
+Limit = Annotated[int | None, typer.Option(help="Evaluate a fixed subset of this many tasks (chosen by --seed).")]
+Seed = Annotated[int, typer.Option(help="Seeds the subset, the random strategy and sampling.")]
+Demos = Annotated[int, typer.Option(help="Demonstrations per prompt.")]
+Pool = Annotated[str, typer.Option(help="Where demonstrations come from: a benchmark's train split.")]
+OutDir = Annotated[Path | None, typer.Option("--out", help="Results folder (default: results/<run name>).")]
+
+
+def _parse_ks(spec: str) -> list[int]:
+    try:
+        ks = sorted({int(part) for part in spec.split(",") if part.strip()})
+    except ValueError:
+        raise UsageError(f"-k takes comma-separated integers like 1,5, not {spec!r}") from None
+    if not ks or ks[0] < 1:
+        raise UsageError("-k values must be 1 or more")
+    return ks
+
+
+def _prepare(out: Path, config: dict) -> None:
+    """Create the results folder, refusing one that holds a run with other settings."""
+    path = out / "config.json"
+    if path.exists():
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in config if k != "strategies" and previous.get(k) != config[k])
+        if changed:
+            raise UsageError(f"{out} holds a run with other settings ({', '.join(changed)}); choose another --out")
+        config = {**config, "strategies": list(dict.fromkeys(previous.get("strategies", []) + config["strategies"]))}
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+
+@eval_app.command("codegen")
+@friendly_errors
+def codegen(
+    dataset: Dataset = "humaneval",
+    split: Annotated[str, typer.Option(help="MBPP split: test, validation, train, prompt.")] = "test",
+    limit: Limit = None,
+    seed: Seed = 0,
+    strategies: Strategies = "zero,random,bm25,dense",
+    n: Annotated[int, typer.Option("-n", help="Samples per task.")] = 5,
+    k: Annotated[str, typer.Option("-k", help="pass@k values, e.g. 1,3,5 (each <= n).")] = "1,5",
+    demos: Demos = 4,
+    backend: Annotated[str, typer.Option(help="Generation backend.")] = "local",
+    model: Annotated[str | None, typer.Option(help="Model name.")] = None,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.8,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 0.95,
+    max_new_tokens: Annotated[int, typer.Option(help="Longest sample, in tokens.")] = 384,
+    pool: Pool = "mbpp",
+    out_dir: OutDir = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Pass@k per demonstration strategy, and pass@1 after each ranker (first, random, logprob, oracle)."""
+    from .backends import SamplingParams, load_backend
+    from .encoder import Encoder
+    from .evaluate import load_dataset, load_pool, run_codegen, subset, summarize_codegen, write_report
+    from .evaluate.report import codegen_table
+    from .evaluate.strategies import check_strategies, parse_strategies
+
+    ks = _parse_ks(k)
+    if ks[-1] > n:
+        raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
+    names = parse_strategies(strategies)
+    check_strategies(names)
+    tasks = subset(load_dataset(dataset, split), limit, seed)
+    name = dataset.split(":")[0]
+    folder = out_dir or Path("results") / f"codegen-{name}-{split if name == 'mbpp' else 'all'}-n{n}-seed{seed}"
+    config = {
+        "command": "codegen",
+        "dataset": name,
+        "split": split,
+        "limit": limit,
+        "seed": seed,
+        "n": n,
+        "ks": ks,
+        "demos": demos,
+        "backend": backend,
+        "model": model,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_new_tokens": max_new_tokens,
+        "pool": pool.split(":")[0],
+        "strategies": names,
+    }
+    _prepare(folder, config)
+    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
+    with ProgressUI(show_progress(json_output)) as ui:
+        encoder = Encoder.load()
+        demo_pool = load_pool(pool, encoder)
+        generator = load_backend(backend, model, progress=ui)
+        records = run_codegen(
+            tasks, demo_pool, names, generator, folder, params=params, demos=demos, seed=seed, progress=ui
+        )
+    rows = summarize_codegen(records, ks)
+    write_report(folder)
+    if json_output:
+        out.print_json(json.dumps({"out": str(folder), "tasks": len(tasks), "rows": rows}))
+        return
+    out.print(
+        f"{len(tasks)} tasks of {dataset} ({split}), n={n}, {demos} demonstrations from {pool}; "
+        f"percent with 95% bootstrap intervals"
+    )
+    out.print(codegen_table(rows, ks))
+    err.print(f"results: {folder} (report.md, charts)")
+
+
+@eval_app.command("likelihood")
+@friendly_errors
+def likelihood(
+    dataset: Dataset = "mbpp",
+    split: Annotated[str, typer.Option(help="MBPP split.")] = "test",
+    limit: Limit = None,
+    seed: Seed = 0,
+    strategies: Strategies = "zero,random,bm25,dense",
+    demos: Demos = 4,
+    backend: Annotated[str, typer.Option(help="Scoring backend (must return log-probabilities).")] = "local",
+    model: Annotated[str | None, typer.Option(help="Model name.")] = None,
+    pool: Pool = "mbpp",
+    out_dir: OutDir = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Mean log-probability of each task's reference solution given each strategy's demonstrations."""
+    from .backends import load_backend
+    from .encoder import Encoder
+    from .evaluate import load_dataset, load_pool, run_likelihood, subset, summarize_likelihood, write_report
+    from .evaluate.report import likelihood_table
+    from .evaluate.strategies import check_strategies, parse_strategies
+
+    names = parse_strategies(strategies)
+    check_strategies(names)
+    tasks = subset(load_dataset(dataset, split), limit, seed)
+    name = dataset.split(":")[0]
+    folder = out_dir or Path("results") / f"likelihood-{name}-{split if name == 'mbpp' else 'all'}-seed{seed}"
+    config = {
+        "command": "likelihood",
+        "dataset": name,
+        "split": split,
+        "limit": limit,
+        "seed": seed,
+        "demos": demos,
+        "backend": backend,
+        "model": model,
+        "pool": pool.split(":")[0],
+        "strategies": names,
+    }
+    _prepare(folder, config)
+    with ProgressUI(show_progress(json_output)) as ui:
+        encoder = Encoder.load()
+        demo_pool = load_pool(pool, encoder)
+        scorer = load_backend(backend, model, progress=ui)
+        records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=seed, progress=ui)
+    rows = summarize_likelihood(records)
+    write_report(folder)
+    if json_output:
+        out.print_json(json.dumps({"out": str(folder), "tasks": len(tasks), "rows": rows}))
+        return
+    out.print(f"{len(tasks)} tasks of {dataset} ({split}), {demos} demonstrations from {pool}; 95% bootstrap intervals")
+    out.print(likelihood_table(rows))
+    err.print(f"results: {folder} (report.md, charts)")
+
+
+@eval_app.command("report")
+@friendly_errors
+def report(results: Annotated[Path, typer.Argument(help="A results folder written by assist eval.")]) -> None:
+    """Rebuild report.md (tables) and PNG charts from a results folder; no model is loaded."""
+    from .evaluate import write_report
+
+    if not results.is_dir():
+        raise UsageError(f"{results} is not a folder")
+    out.print(write_report(results))

@@ -1,0 +1,39 @@
+"""Evaluation: datasets, demonstration strategies, pass@k and likelihood runs, reports."""
+
+from __future__ import annotations
+
+from ..examples import Example
+from ..index import TextEncoder, build_index
+from .codegen import run_codegen, summarize_codegen
+from .datasets import Task, load_dataset, load_humaneval, load_mbpp, subset
+from .likelihood import run_likelihood, summarize_likelihood
+from .metrics import bootstrap_ci, pass_at_k
+from .report import write_report
+from .strategies import Pool, make_strategy
+
+
+def load_pool(spec: str, encoder: TextEncoder) -> Pool:
+    """The demonstration pool: a benchmark's training split (default MBPP train, task_ids 601-974)."""
+    name, _, path = spec.partition(":")
+    tasks = load_mbpp(path or "../shared/data/mbpp.jsonl", "train") if name == "mbpp" else load_dataset(spec, "train")
+    examples: list[Example] = [task.as_example() for task in tasks]
+    return Pool(examples=examples, index=build_index(examples, encoder), encoder=encoder)
+
+
+__all__ = [
+    "Pool",
+    "Task",
+    "bootstrap_ci",
+    "load_dataset",
+    "load_humaneval",
+    "load_mbpp",
+    "load_pool",
+    "make_strategy",
+    "pass_at_k",
+    "run_codegen",
+    "run_likelihood",
+    "subset",
+    "summarize_codegen",
+    "summarize_likelihood",
+    "write_report",
+]

@@ -1,0 +1,48 @@
+"""A resumable on-disk cache of model outputs, keyed by everything that determines them.
+
+Each entry is one JSON line appended and flushed at once, so an interrupted run keeps all finished work
+and a re-run (or a new ranker over the same samples) asks the model for nothing it already answered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def cache_key(**parts: Any) -> str:
+    """A stable key: sha256 of the parts as canonical JSON (model, prompt, sampling params, seed...)."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+class JsonlCache:
+    """key → JSON value, backed by an append-only JSONL file (a torn last line is ignored)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.entries: dict[str, Any] = {}
+        if self.path.exists():
+            with open(self.path, encoding="utf-8") as handle:
+                for line in handle:
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a line cut short by an interruption
+                    self.entries[record["key"]] = record["value"]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries
+
+    def get(self, key: str) -> Any:
+        return self.entries.get(key)
+
+    def put(self, key: str, value: Any) -> None:
+        self.entries[key] = value
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"key": key, "value": value}, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())

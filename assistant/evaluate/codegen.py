@@ -1,0 +1,168 @@
+"""`assist eval codegen`: sample n programs per task and strategy, run the tests in the sandbox, and score
+pass@k plus every ranker's pick, all on the SAME cached samples."""
+
+from __future__ import annotations
+
+import ast
+import random
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .. import sandbox
+from ..backends import Backend, SamplingParams
+from ..candidates import extract_code
+from ..prompts import build_prompt
+from .cache import JsonlCache, cache_key
+from .datasets import Task
+from .metrics import bootstrap_ci, pass_at_k
+from .strategies import Pool, make_strategy
+
+Progress = Callable[[str, int, int], None]
+RANKERS = ("first", "random", "logprob", "oracle")
+
+
+def task_seed(seed: int, task_id: str) -> int:
+    """One sampling seed per task, shared by all strategies (common random numbers lower the variance)."""
+    return int(cache_key(seed=seed, task=task_id)[:8], 16)
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+        return True
+    except (SyntaxError, ValueError):
+        return False
+
+
+def picks(samples: list[dict], task_id: str, seed: int) -> dict[str, int | None]:
+    """Which sample each ranker chooses among those that parse (None when none parse)."""
+    parsed = [i for i, s in enumerate(samples) if s["parsed"]]
+    if not parsed:
+        return dict.fromkeys(RANKERS)
+    logprob = max(parsed, key=lambda i: (samples[i]["logprob"] if samples[i]["logprob"] is not None else -1e9, -i))
+    correct = [i for i in parsed if samples[i]["passed"]]
+    return {
+        "first": parsed[0],
+        "random": random.Random(f"{seed}:{task_id}:random").choice(parsed),
+        "logprob": logprob,
+        "oracle": correct[0] if correct else parsed[0],
+    }
+
+
+def run_codegen(
+    tasks: Sequence[Task],
+    pool: Pool,
+    strategies: Sequence[str],
+    backend: Backend,
+    out: Path,
+    *,
+    params: SamplingParams,
+    demos: int = 4,
+    seed: int = 0,
+    cache: JsonlCache | None = None,
+    limits: sandbox.Limits | None = None,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """Run (or resume) a codegen evaluation; returns one record per (task, strategy), also in out/records.jsonl."""
+    report = progress or (lambda stage, done, total: None)
+    out.mkdir(parents=True, exist_ok=True)
+    cache = cache or JsonlCache(out / "samples.jsonl")
+    records = JsonlCache(out / "records.jsonl")
+    limits = limits or sandbox.Limits(timeout_s=10, cpu_s=10, memory_mb=1024)
+    results = []
+    total = len(tasks) * len(strategies)
+    done = 0
+    for strategy in strategies:
+        select = make_strategy(strategy, pool, seed)
+        for task in tasks:
+            sample_params = SamplingParams(
+                n=params.n,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                max_new_tokens=params.max_new_tokens,
+                seed=task_seed(seed, task.task_id),
+            )
+            chosen = select(task, demos)
+            prompt = build_prompt(task.requirement, list(reversed(chosen)), tests=task.shown_tests)
+            key = cache_key(
+                kind="sample",
+                backend=backend.name,
+                model=backend.model,
+                prompt=prompt.to_json(),
+                params=sample_params.__dict__,
+            )
+            record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy)
+            if record_key in records:
+                results.append(records.get(record_key))
+                done += 1
+                report(f"codegen {strategy}", done, total)
+                continue
+            if key not in cache:
+                completions = backend.sample(prompt, sample_params)
+                cache.put(
+                    key,
+                    [
+                        {
+                            "text": c.text,
+                            "tokens": c.tokens,
+                            "finish": c.finish_reason,
+                            "logprobs": list(c.logprobs) if c.logprobs else None,
+                        }
+                        for c in completions
+                    ],
+                )
+            samples = []
+            for completion in cache.get(key):
+                code = extract_code(completion["text"])
+                lp = completion["logprobs"]
+                samples.append(
+                    {
+                        "code": code,
+                        "parsed": _parses(code),
+                        "tokens": completion["tokens"],
+                        "logprob": sum(lp) / len(lp) if lp else None,
+                    }
+                )
+            runs = sandbox.run_many(
+                [
+                    ((task.prefix + "\n" + s["code"]) if task.prefix else s["code"], task.tests, task.setup)
+                    for s in samples
+                ],
+                limits=limits,
+            )
+            for sample, run in zip(samples, runs, strict=True):
+                sample["passed"] = run.ok and sample["parsed"]
+                sample["status"] = run.status
+            record = {
+                "task_id": task.task_id,
+                "strategy": strategy,
+                "demonstrations": [e.path or e.name for e in chosen],
+                "prompt_tokens": backend.count_tokens(prompt),
+                "n": len(samples),
+                "correct": sum(s["passed"] for s in samples),
+                "samples": samples,
+                "picks": picks(samples, task.task_id, seed),
+            }
+            records.put(record_key, record)
+            results.append(record)
+            done += 1
+            report(f"codegen {strategy}", done, total)
+    return results
+
+
+def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
+    """Per strategy: pass@k (mean over tasks, 95% bootstrap interval) and each ranker's pass@1."""
+    rows = []
+    for strategy in dict.fromkeys(r["strategy"] for r in records):
+        mine = [r for r in records if r["strategy"] == strategy]
+        row: dict = {"strategy": strategy, "tasks": len(mine)}
+        for k in ks:
+            values = [pass_at_k(r["n"], r["correct"], k) for r in mine if r["n"] >= k]
+            row[f"pass@{k}"] = bootstrap_ci(values)
+        for ranker in RANKERS:
+            values = [
+                float(r["picks"][ranker] is not None and r["samples"][r["picks"][ranker]]["passed"]) for r in mine
+            ]
+            row[f"{ranker}"] = bootstrap_ci(values)
+        rows.append(row)
+    return rows

@@ -1,0 +1,89 @@
+"""`assist eval likelihood`: how much each strategy's demonstrations help the model, without generating.
+
+For each task: the model's mean token log-probability of the reference solution given the selected
+demonstrations (LAIL's own feedback signal). One forward pass per task and strategy, batched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..backends import Backend
+from ..prompts import build_prompt
+from .cache import JsonlCache, cache_key
+from .datasets import Task
+from .metrics import bootstrap_ci
+from .strategies import Pool, make_strategy
+
+Progress = Callable[[str, int, int], None]
+
+
+def run_likelihood(
+    tasks: Sequence[Task],
+    pool: Pool,
+    strategies: Sequence[str],
+    backend: Backend,
+    out: Path,
+    *,
+    demos: int = 4,
+    seed: int = 0,
+    batch: int = 4,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """One record per (task, strategy): {task_id, strategy, logprob, tokens}, also in out/likelihood.jsonl.
+
+    Scores are cached in out/likelihood_cache.jsonl by (model, prompt, continuation): resumable.
+    """
+    report = progress or (lambda stage, done, total: None)
+    out.mkdir(parents=True, exist_ok=True)
+    cache = JsonlCache(out / "likelihood_cache.jsonl")
+    store = JsonlCache(out / "likelihood.jsonl")
+    records: list[dict] = []
+    for strategy in strategies:
+        select = make_strategy(strategy, pool, seed)
+        jobs = []
+        for task in tasks:
+            chosen = select(task, demos)
+            prompt = build_prompt(task.requirement, list(reversed(chosen)), tests=task.shown_tests)
+            key = cache_key(
+                kind="likelihood",
+                backend=backend.name,
+                model=backend.model,
+                prompt=prompt.to_json(),
+                continuation=task.reference,
+            )
+            jobs.append((task, prompt, key))
+        done = sum(1 for _, _, key in jobs if key in cache)
+        report(f"likelihood {strategy}", done, len(jobs))
+        pending = [job for job in jobs if job[2] not in cache]
+        for start in range(0, len(pending), batch):
+            chunk = pending[start : start + batch]
+            scored = backend.logprob([(prompt, task.reference) for task, prompt, _ in chunk])
+            for (_, _, key), result in zip(chunk, scored, strict=True):
+                cache.put(key, {"logprob": result.mean, "tokens": len(result.logprobs)})
+            done += len(chunk)
+            report(f"likelihood {strategy}", done, len(jobs))
+        for task, _, key in jobs:
+            record = {"task_id": task.task_id, "strategy": strategy, **cache.get(key)}
+            record_key = cache_key(kind="likelihood-record", task=task.task_id, strategy=strategy, score=key)
+            if record_key not in store:
+                store.put(record_key, record)
+            records.append(record)
+    return records
+
+
+def summarize_likelihood(records: Sequence[dict]) -> list[dict]:
+    """Per strategy: mean log-probability with a 95% bootstrap interval, and the paired gain over zero-shot."""
+    by_strategy: dict[str, dict[str, float]] = {}
+    for record in records:
+        by_strategy.setdefault(record["strategy"], {})[record["task_id"]] = record["logprob"]
+    zero = by_strategy.get("zero")
+    rows = []
+    for strategy, values in by_strategy.items():
+        row = {"strategy": strategy, "tasks": len(values), "logprob": bootstrap_ci(list(values.values()))}
+        if zero is not None and strategy != "zero":
+            shared = [t for t in values if t in zero]
+            row["gain_vs_zero"] = bootstrap_ci([values[t] - zero[t] for t in shared])
+        rows.append(row)
+    return rows

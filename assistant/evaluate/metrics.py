@@ -1,0 +1,32 @@
+"""Metrics: unbiased pass@k (Chen et al. 2021) and bootstrap confidence intervals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Probability that at least one of k samples drawn from n (c of them correct) is correct.
+
+    1 - C(n-c, k) / C(n, k), computed as a stable product.
+    """
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, got {n}")
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, resamples: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """(mean, low, high): the mean and a percentile bootstrap interval over the values (tasks)."""
+    data = np.asarray(values, dtype="float64")
+    if data.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
+    alpha = (1.0 - level) / 2
+    return float(data.mean()), float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))

@@ -1,0 +1,118 @@
+"""Reports: markdown tables (with 95% intervals) and one PNG bar chart per metric, from a results folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import UsageError
+from ..paths import atomic_write_text
+from .cache import JsonlCache
+from .codegen import RANKERS, summarize_codegen
+from .likelihood import summarize_likelihood
+
+
+def _cell(value: tuple[float, float, float], scale: float = 100.0, digits: int = 1) -> str:
+    mean, low, high = value
+    return f"{mean * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
+
+
+def codegen_table(rows: Sequence[dict], ks: Sequence[int]) -> str:
+    """Pass@k per strategy, then pass@1 after each ranker on the same samples (percent, 95% CI)."""
+    header = ["strategy", "tasks", *[f"pass@{k}" for k in ks], *[f"top-1 by {r}" for r in RANKERS]]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [row["strategy"], str(row["tasks"])]
+        cells += [_cell(row[f"pass@{k}"]) if f"pass@{k}" in row else "" for k in ks]
+        cells += [_cell(row[r]) for r in RANKERS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def likelihood_table(rows: Sequence[dict]) -> str:
+    """Mean log-probability of the reference per strategy, and the paired gain over zero-shot (95% CI)."""
+    lines = ["| strategy | tasks | mean log-prob of reference | gain vs zero-shot |", "|---|---|---|---|"]
+    for row in rows:
+        gain = _cell(row["gain_vs_zero"], 1, 4) if "gain_vs_zero" in row else ""
+        lines.append(f"| {row['strategy']} | {row['tasks']} | {_cell(row['logprob'], 1, 4)} | {gain} |")
+    return "\n".join(lines)
+
+
+def bar_chart(
+    path: Path, title: str, labels: Sequence[str], values: Sequence[tuple[float, float, float]], ylabel: str
+) -> bool:
+    """A bar chart with 95% interval whiskers; False when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    means = [v[0] for v in values]
+    errors = [[v[0] - v[1] for v in values], [v[2] - v[0] for v in values]]
+    figure, axes = plt.subplots(figsize=(max(4, 1.2 * len(labels) + 2), 3.5))
+    axes.bar(labels, means, yerr=errors, capsize=4, color="#4C72B0")
+    axes.set_title(title)
+    axes.set_ylabel(ylabel)
+    axes.tick_params(axis="x", rotation=20)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return True
+
+
+def write_report(out: Path) -> str:
+    """Build report.md (and PNG charts) from what a results folder holds; returns the markdown."""
+    out = Path(out)
+    config_path = out / "config.json"
+    if not config_path.exists():
+        raise UsageError(f"{out} is not an assist results folder (no config.json)")
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    sections = [f"# assist evaluation: {out.name}", "", "```", json.dumps(config, indent=1), "```", ""]
+    charts = []
+    if (out / "records.jsonl").exists():
+        ks = config.get("ks", [1])
+        rows = summarize_codegen(list(JsonlCache(out / "records.jsonl").entries.values()), ks)
+        sections += ["## Code generation (percent, 95% bootstrap interval over tasks)", "", codegen_table(rows, ks), ""]
+        for k in ks:
+            labels = [r["strategy"] for r in rows if f"pass@{k}" in r]
+            if labels and bar_chart(
+                out / f"pass_at_{k}.png",
+                f"pass@{k}",
+                labels,
+                [r[f"pass@{k}"] for r in rows if f"pass@{k}" in r],
+                "fraction of tasks",
+            ):
+                charts.append(f"pass_at_{k}.png")
+        for ranker in RANKERS:
+            if bar_chart(
+                out / f"top1_{ranker}.png",
+                f"pass@1 after ranking by {ranker}",
+                [r["strategy"] for r in rows],
+                [r[ranker] for r in rows],
+                "fraction of tasks",
+            ):
+                charts.append(f"top1_{ranker}.png")
+    if (out / "likelihood.jsonl").exists():
+        records = [r for r in JsonlCache(out / "likelihood.jsonl").entries.values() if "strategy" in r]
+        rows = summarize_likelihood(records)
+        sections += [
+            "## Likelihood of the reference solution (mean token log-prob, higher is better)",
+            "",
+            likelihood_table(rows),
+            "",
+        ]
+        if bar_chart(
+            out / "likelihood.png",
+            "mean log-prob of the reference",
+            [r["strategy"] for r in rows],
+            [r["logprob"] for r in rows],
+            "mean token log-prob",
+        ):
+            charts.append("likelihood.png")
+    sections += [f"![{name}]({name})" for name in charts]
+    text = "\n".join(sections) + "\n"
+    atomic_write_text(out / "report.md", text)
+    return text

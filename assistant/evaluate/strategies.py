@@ -1,0 +1,65 @@
+"""Demonstration-selection strategies for evaluation: the LAIL paper's baselines, over a candidate pool.
+
+`zero` (no demonstrations), `random` (seeded per task), `bm25` (requirements; AceCoder-style), `dense`
+(TOP-k-SBERT with the default encoder) and `hybrid`. Trained retrievers register here under their names.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from ..examples import Example
+from ..index import Index, TextEncoder
+from ..retrieve import make_retriever
+from .datasets import Task
+
+Select = Callable[[Task, int], list[Example]]
+
+
+@dataclass
+class Pool:
+    """The demonstration pool (e.g. MBPP train), indexed once for every retrieval strategy."""
+
+    examples: list[Example]
+    index: Index
+    encoder: TextEncoder
+
+
+def make_strategy(name: str, pool: Pool, seed: int = 0) -> Select:
+    """A function (task, k) → demonstrations, most similar first; the pool never contains test tasks."""
+    if name == "zero":
+        return lambda task, k: []
+    if name == "random":
+
+        def select_random(task: Task, k: int) -> list[Example]:
+            return random.Random(f"{seed}:{task.task_id}").sample(pool.examples, min(k, len(pool.examples)))
+
+        return select_random
+    try:
+        retriever = make_retriever(name, pool.index, pool.encoder)
+    except UsageError:
+        raise UsageError(f"unknown strategy {name!r}; choose from zero, random, bm25, dense, hybrid") from None
+
+    def select(task: Task, k: int) -> list[Example]:
+        # The task's own text is excluded in case the pool overlaps the evaluated split.
+        hits = retriever.search(task.requirement, k, exclude=lambda e: e.requirement == task.requirement)
+        return [hit.example for hit in hits]
+
+    return select
+
+
+def parse_strategies(spec: str) -> list[str]:
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if not names:
+        raise UsageError("no strategy given")
+    return names
+
+
+def check_strategies(names: Sequence[str]) -> None:
+    known = {"zero", "random", "bm25", "dense", "hybrid"}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(sorted(known))}")

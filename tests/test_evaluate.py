@@ -1,0 +1,137 @@
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from assistant.backends import SamplingParams
+from assistant.errors import UsageError
+from assistant.evaluate import (
+    bootstrap_ci,
+    load_humaneval,
+    load_mbpp,
+    load_pool,
+    pass_at_k,
+    run_codegen,
+    run_likelihood,
+    subset,
+    summarize_codegen,
+    write_report,
+)
+from assistant.evaluate.cache import JsonlCache
+from assistant.evaluate.codegen import picks
+
+MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
+needs_mbpp = pytest.mark.skipif(not MBPP.exists(), reason=f"MBPP not found at {MBPP} (../shared/data)")
+
+
+def test_pass_at_k_matches_the_closed_form():
+    for n, c, k in [(5, 0, 1), (5, 2, 1), (5, 2, 3), (10, 3, 5), (5, 5, 5)]:
+        expected = 1 - math.comb(n - c, k) / math.comb(n, k)
+        assert pass_at_k(n, c, k) == pytest.approx(expected)
+    with pytest.raises(ValueError):
+        pass_at_k(3, 1, 5)
+
+
+def test_bootstrap_interval_contains_the_mean_and_narrows_with_data():
+    mean, low, high = bootstrap_ci([0, 1] * 10)
+    assert low < mean == 0.5 < high
+    _, low_big, high_big = bootstrap_ci([0, 1] * 500)
+    assert high_big - low_big < high - low
+
+
+def test_subsets_are_fixed_nested_and_in_dataset_order():
+    tasks = list(range(100))
+    small, large = subset(tasks, 10, seed=3), subset(tasks, 40, seed=3)
+    assert small == sorted(small) and set(small) <= set(large) and small == subset(tasks, 10, seed=3)
+    assert subset(tasks, 10, seed=4) != small
+
+
+@needs_mbpp
+def test_mbpp_splits_and_references_pass_their_own_tests():
+    from assistant import sandbox
+
+    test, train = load_mbpp(MBPP, "test"), load_mbpp(MBPP, "train")
+    assert (len(test), len(train)) == (500, 374)
+    assert test[0].task_id == "mbpp/11" and train[0].task_id == "mbpp/601"
+    sample = subset(test, 8, seed=0)
+    results = sandbox.run_many([(t.reference, t.tests, t.setup) for t in sample])
+    assert all(r.ok for r in results), [r for r in results if not r.ok]
+    with pytest.raises(UsageError, match="unknown MBPP split"):
+        load_mbpp(MBPP, "dev")
+
+
+def test_humaneval_reference_solutions_pass_and_a_wrong_one_fails():
+    from assistant import sandbox
+
+    tasks = load_humaneval()
+    assert len(tasks) == 164
+    chosen = tasks[:3]
+    runs = sandbox.run_many([(t.prefix + "\n" + t.reference, t.tests, "") for t in chosen])
+    assert all(r.ok for r in runs)
+    wrong = sandbox.run(f"def {chosen[0].entry_point}(*args):\n    return None", chosen[0].tests)
+    assert wrong.status == "failed"
+
+
+def test_cache_survives_a_torn_line(tmp_path):
+    cache = JsonlCache(tmp_path / "c.jsonl")
+    cache.put("a", {"x": 1})
+    with open(tmp_path / "c.jsonl", "a") as handle:
+        handle.write('{"key": "b", "val')  # interrupted mid-write
+    again = JsonlCache(tmp_path / "c.jsonl")
+    assert again.get("a") == {"x": 1} and "b" not in again
+
+
+def test_rankers_pick_among_parsable_samples():
+    samples = [
+        {"parsed": False, "passed": False, "logprob": -0.1},
+        {"parsed": True, "passed": False, "logprob": -0.9},
+        {"parsed": True, "passed": True, "logprob": -0.2},
+    ]
+    chosen = picks(samples, "t", 0)
+    assert (chosen["first"], chosen["logprob"], chosen["oracle"]) == (1, 2, 2)
+    assert chosen["random"] in (1, 2)
+    assert set(picks([{"parsed": False, "passed": False, "logprob": None}], "t", 0).values()) == {None}
+
+
+class Counting:
+    """Delegates to the real backend and counts the calls that reach the model."""
+
+    def __init__(self, backend):
+        self.backend, self.calls = backend, 0
+        self.name, self.model, self.context = backend.name, backend.model, backend.context
+
+    def count_tokens(self, prompt):
+        return self.backend.count_tokens(prompt)
+
+    def sample(self, prompt, params):
+        self.calls += 1
+        return self.backend.sample(prompt, params)
+
+    def logprob(self, pairs):
+        self.calls += 1
+        return self.backend.logprob(pairs)
+
+
+@needs_mbpp
+@pytest.mark.model
+def test_codegen_and_likelihood_runs_resume_without_calling_the_model_again(tmp_path, backend, encoder):
+    pool = load_pool(f"mbpp:{MBPP}", encoder)
+    tasks = subset(load_mbpp(MBPP, "test"), 1, seed=0)
+    counting = Counting(backend)
+    params = SamplingParams(n=2, max_new_tokens=96)
+    (tmp_path / "config.json").write_text(json.dumps({"ks": [1, 2]}))
+    first = run_codegen(tasks, pool, ["zero", "bm25"], counting, tmp_path, params=params, demos=2)
+    assert counting.calls == 2 and len(first) == 2 and all(r["n"] == 2 for r in first)
+    assert first[1]["demonstrations"] and all(d.startswith("mbpp/") for d in first[1]["demonstrations"])
+    again = run_codegen(tasks, pool, ["zero", "bm25"], counting, tmp_path, params=params, demos=2)
+    assert counting.calls == 2 and again == first
+    rows = summarize_codegen(first, [1, 2])
+    assert [r["strategy"] for r in rows] == ["zero", "bm25"] and 0 <= rows[0]["pass@1"][0] <= 1
+
+    scores = run_likelihood(tasks, pool, ["zero", "bm25"], counting, tmp_path, demos=2)
+    assert counting.calls == 4 and all(s["logprob"] < 0 for s in scores)  # one batch per strategy
+    run_likelihood(tasks, pool, ["zero", "bm25"], counting, tmp_path, demos=2)
+    assert counting.calls == 4
+    report = write_report(tmp_path)
+    assert "| zero | 1 |" in report and "gain vs zero-shot" in report and (tmp_path / "report.md").exists()
