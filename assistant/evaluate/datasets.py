@@ -7,11 +7,13 @@ import gzip
 import json
 import random
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
 from ..examples import Example
+from ..prompts import Prompt, build_prompt
 
 # MBPP's standard splits, by task_id (see ../shared/data/README.md).
 MBPP_SPLITS = {"prompt": (1, 10), "test": (11, 510), "validation": (511, 600), "train": (601, 974)}
@@ -33,6 +35,10 @@ class Task:
     setup: str = ""
     prefix: str = ""
     entry_point: str = ""
+
+    def prompt(self, demonstrations: Sequence[Example]) -> Prompt:
+        """The generation prompt for this task; `demonstrations` best first (shown most-similar-last)."""
+        return build_prompt(self.requirement, list(reversed(demonstrations)), tests=self.shown_tests)
 
     def as_example(self) -> Example:
         """The task as a demonstration (requirement, tests shown, reference code)."""

@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..backends import Backend
-from ..prompts import build_prompt
 from .cache import JsonlCache, cache_key
 from .datasets import Task
 from .metrics import bootstrap_ci
@@ -45,7 +44,7 @@ def run_likelihood(
         jobs = []
         for task in tasks:
             chosen = select(task, demos)
-            prompt = build_prompt(task.requirement, list(reversed(chosen)), tests=task.shown_tests)
+            prompt = task.prompt(chosen)
             key = cache_key(
                 kind="likelihood",
                 backend=backend.name,
