@@ -67,7 +67,8 @@ def index(
     out.print(
         f"Indexed {stats.examples} {what} from {stats.files} file(s) into {stats.location}\n"
         f"  parsed {stats.files_parsed} changed file(s), removed {stats.files_removed}; "
-        f"embedded {stats.embedded} {what} ({stats.reused} reused) in {stats.total_s:.1f} s"
+        f"embedded {stats.embedded} {what[:-1] if stats.embedded == 1 else what} ({stats.reused} reused) "
+        f"in {stats.total_s:.1f} s"
     )
 
 

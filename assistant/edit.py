@@ -70,6 +70,8 @@ def merge(old: str, code: str) -> tuple[str, list[str]]:
                 actions.append(f"insert {ast.unparse(node)}")
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             if node.name in existing:
+                if ast.dump(existing[node.name]) == ast.dump(node):
+                    continue  # the same definition the file already has: not a change
                 old_start, old_end = _span(existing[node.name])
                 replacements.append((old_start, old_end, segment))
                 actions.append(f"replace {node.name}")

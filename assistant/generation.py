@@ -12,6 +12,7 @@ from .backends import Backend, SamplingParams
 from .candidates import collect
 from .edit import Edit, plan_edit
 from .errors import UsageError
+from .extract import first_paragraph
 from .prompts import Prompt, build_prompt
 from .rank import Problem, Ranked, make_rankers, rank
 from .retrieve import Hit, Retriever
@@ -96,13 +97,44 @@ def read_tests(path: str | Path) -> list[str]:
 
 
 def file_context(path: Path) -> str:
-    """The target file's text for the prompt, cut to its first lines so the prompt stays small."""
+    """An outline of the target file for the prompt: its imports and each definition's signature and
+    docstring summary, bodies elided.
+
+    A small model shown whole bodies tends to copy them back instead of writing what was asked; the
+    outline tells it what exists (names to reuse, style) without that pull. A file that does not parse
+    is shown as its first lines.
+    """
     if not path.exists():
         return ""
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    if len(lines) > FILE_CONTEXT_LINES:
-        lines = [*lines[:FILE_CONTEXT_LINES], f"# ... ({len(lines) - FILE_CONTEXT_LINES} more lines)"]
-    return "\n".join(lines)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        lines = text.splitlines()
+        return "\n".join(lines[:FILE_CONTEXT_LINES])
+    lines = text.splitlines()
+    outline: list[str] = []
+
+    def summarize(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, indent: str) -> None:
+        header = lines[node.lineno - 1].strip()
+        outline.append(indent + header)
+        docstring = ast.get_docstring(node)
+        if docstring:
+            outline.append(f'{indent}    """{first_paragraph(docstring)}"""')
+        if isinstance(node, ast.ClassDef):
+            for child in node.body:
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    summarize(child, indent + "    ")
+        else:
+            outline.append(indent + "    ...")
+
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            outline.append(ast.get_source_segment(text, node) or ast.unparse(node))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            outline.append("")
+            summarize(node, "")
+    return "\n".join(outline[:FILE_CONTEXT_LINES]).strip("\n")
 
 
 def generate(
@@ -137,15 +169,18 @@ def generate(
     if target is not None and target.exists() and not target.is_file():
         raise UsageError(f"{file} is not a file")
 
-    started = time.perf_counter()
-    report("retrieve", 0, 1)
-    hits = retriever.search(requirement, k) if retriever is not None and k > 0 else []
-    report("retrieve", 1, 1)
-    timings["retrieve"] = time.perf_counter() - started
-
     display = ""
     if target is not None:
         display = str(target.relative_to(root)) if root and target.is_relative_to(root) else str(file)
+
+    started = time.perf_counter()
+    report("retrieve", 0, 1)
+    # The target file's own functions are in the prompt already; as demonstrations too they only
+    # invite the model to copy them back.
+    exclude = (lambda example: example.path == display) if display else None
+    hits = retriever.search(requirement, k, exclude) if retriever is not None and k > 0 else []
+    report("retrieve", 1, 1)
+    timings["retrieve"] = time.perf_counter() - started
     prompt = build_prompt(
         requirement,
         [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
@@ -173,7 +208,13 @@ def generate(
 
     edits: list[Edit | None] = [None] * len(ranked)
     if target is not None:
-        edits = [plan_edit(target, item.candidate.code, root) for item in ranked]
+        # A candidate that only repeats what the file already has is no answer: drop it.
+        planned = [(item, plan_edit(target, item.candidate.code, root)) for item in ranked]
+        kept = [(item, edit) for item, edit in planned if edit.new != edit.old]
+        if len(kept) < len(planned):
+            dropped["no change"] = len(planned) - len(kept)
+        ranked = [item for item, _ in kept]
+        edits = [edit for _, edit in kept]
 
     return GenerateResult(
         requirement=requirement,

@@ -8,6 +8,7 @@ safetensors copy under the user cache (`<cache>/models/<name>-<sha>/hf`) that la
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -240,8 +241,17 @@ def _convert(spec: ModelSpec, gguf: Path, out: Path, progress: Progress | None) 
     quiet_transformers()
     if progress:
         progress("convert", 0, 1)
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    # The GGUF reader draws its own tqdm bar, outside transformers' logging switch (and tqdm reads
+    # TQDM_DISABLE only at import); assist shows its own progress, so silence that bar for this call.
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    original = gguf_utils.tqdm
+    gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    finally:
+        gguf_utils.tqdm = original
     # save_pretrained refuses a GGUF-loaded model while it still looks quantized; the weights are plain now.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

@@ -87,3 +87,8 @@ def test_apply_refuses_when_file_changed_after_planning(scratch_repo):
     with pytest.raises(UsageError, match="changed since the diff was made"):
         apply_edit(edit, force=True)
     assert target.read_text() == "x = 1\n"
+
+
+def test_repeating_an_existing_definition_is_not_a_change():
+    new, actions = merge(FILE, "def other():\n    return 2\n")
+    assert actions == [] and new == FILE
