@@ -69,29 +69,23 @@ def test_index_generate_json_and_apply_in_a_scratch_repo(scratch_repo):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["examples"] == 3
 
-    result = assist(
-        "generate",
-        "return the squares of the even numbers in a list",
-        "--json",
-        "-n",
-        "3",
-        "--max-new-tokens",
-        "96",
-        "--seed",
-        "0",
-        "--file",
-        "mathutils.py",
-        "--apply",
-        cwd=scratch_repo,
-    )
+    request = ["generate", "return the squares of the even numbers in a list", "--json", "--max-new-tokens", "96"]
+    result = assist(*request, "-n", "2", "--seed", "0", cwd=scratch_repo)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["applied"] is True and data["candidates"]
-    assert {d["source"].split(":")[0] for d in data["demonstrations"]} <= {"mathutils.py", "text/words.py"}
-    assert len(data["demonstrations"]) == 3
+    assert {d["source"] for d in data["demonstrations"]} == {"mathutils.py:1", "mathutils.py:6", "text/words.py:1"}
     best = data["candidates"][0]
     ast.parse(best["code"])
     assert isinstance(best["score"], float) and best["scores"]["logprob"]["why"].startswith("mean log-prob")
+    assert git(scratch_repo, "status", "--porcelain") == ""  # no --apply: nothing written
+
+    result = assist(*request, "-n", "3", "--seed", "0", "--file", "mathutils.py", "--apply", cwd=scratch_repo)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["applied"] is True and data["candidates"]
+    # The target file's own functions are in the prompt already, so they are not demonstrations too.
+    assert [d["source"] for d in data["demonstrations"]] == ["text/words.py:1"]
+    best = data["candidates"][0]
 
     # Only the target file changed, and git shows exactly the printed diff.
     assert git(scratch_repo, "status", "--porcelain") == " M mathutils.py\n"
