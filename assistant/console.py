@@ -50,7 +50,7 @@ def friendly_errors(command: F) -> F:
 class ProgressUI:
     """Renders the library's progress callbacks as rich progress bars on stderr (hidden when not a tty)."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, plain: bool = False) -> None:
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -62,6 +62,9 @@ class ProgressUI:
             disable=not enabled,
         )
         self.tasks: dict[str, Any] = {}
+        # Without bars (not a terminal), long runs may still log a line at every tenth of a stage.
+        self.plain = plain and not enabled
+        self.logged: dict[str, int] = {}
 
     def __enter__(self) -> ProgressUI:
         self.progress.__enter__()
@@ -71,6 +74,11 @@ class ProgressUI:
         self.progress.__exit__(*exc)
 
     def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.plain and total:
+            tenth = done * 10 // total
+            if tenth > self.logged.get(stage, -1):
+                self.logged[stage] = tenth
+                err.print(f"{STAGE_LABELS.get(stage, stage)}: {done}/{total}")
         if stage not in self.tasks:
             self.tasks[stage] = self.progress.add_task(STAGE_LABELS.get(stage, stage), total=total or None)
         self.progress.update(self.tasks[stage], completed=done, total=total or None)

@@ -119,7 +119,7 @@ def codegen(
     }
     _prepare(folder, config)
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
-    with ProgressUI(show_progress(json_output)) as ui:
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
         demo_pool, generator = _load_models(pool, backend, model, ui)
         records = run_codegen(
             tasks, demo_pool, names, generator, folder, params=params, demos=demos, seed=seed, progress=ui
@@ -172,7 +172,7 @@ def likelihood(
         "strategies": names,
     }
     _prepare(folder, config)
-    with ProgressUI(show_progress(json_output)) as ui:
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
         demo_pool, scorer = _load_models(pool, backend, model, ui)
         records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=seed, progress=ui)
     rows = summarize_likelihood(records)

@@ -1,4 +1,4 @@
-"""The local backend: a causal LM run with `transformers` on the CPU (or a GPU when there is one)."""
+"""The local backend: a causal LM run with `transformers` on the CPU (GPU placement is not implemented yet)."""
 
 from __future__ import annotations
 
