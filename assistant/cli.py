@@ -115,7 +115,7 @@ def generate(
     Example: assist generate "return the squares of the even numbers in a list" -n 3
     """
     from .backends import SamplingParams, load_backend
-    from .edit import apply_edit
+    from .edit import apply_edit, read_target
     from .encoder import Encoder
     from .generation import generate as run_generate
     from .generation import read_tests
@@ -127,8 +127,8 @@ def generate(
         raise UsageError("the requirement is empty; say what the code should do")
     if apply and file is None:
         raise UsageError("--apply needs --file, the file to write the code into")
-    if file is not None and file.exists() and not file.is_file():
-        raise UsageError(f"{file} is not a file")
+    if file is not None:
+        read_target(file.resolve())
     tests = list(test or [])
     if tests_file is not None:
         tests += read_tests(tests_file)

@@ -118,17 +118,27 @@ def unified_diff(old: str, new: str, display_path: str, exists: bool = True) -> 
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
+def read_target(path: Path) -> str:
+    """The text of a file assist may edit ("" when it does not exist yet), or a UsageError saying why not."""
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{path} is not a file")
+    raw = path.read_bytes() if path.exists() else b""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text; assist will not edit it") from None
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        raise UsageError(f"{path} does not parse (line {exc.lineno}: {exc.msg}); fix it first") from None
+    return text
+
+
 def plan_edit(path: str | Path, code: str, root: Path | None = None) -> Edit:
     """The edit that merges `code` into the file at `path` (which may not exist yet). Writes nothing."""
     path = Path(path).expanduser().resolve()
-    if path.exists() and not path.is_file():
-        raise UsageError(f"{path} is not a file")
     exists = path.exists()
-    raw = path.read_bytes() if exists else b""
-    try:
-        old_text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is not UTF-8 text; assist will not edit it") from None
+    old_text = read_target(path)
     crlf = "\r\n" in old_text
     old = old_text.replace("\r\n", "\n")
     new, actions = merge(old, code)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .backends import Backend, SamplingParams
 from .candidates import collect
-from .edit import Edit, plan_edit
+from .edit import Edit, plan_edit, read_target
 from .errors import UsageError
 from .extract import first_paragraph
 from .prompts import Prompt, build_prompt
@@ -166,8 +166,8 @@ def generate(
     report = progress or (lambda stage, done, total: None)
     timings: dict[str, float] = {}
     target = Path(file).expanduser().resolve() if file else None
-    if target is not None and target.exists() and not target.is_file():
-        raise UsageError(f"{file} is not a file")
+    if target is not None:
+        read_target(target)  # a file assist could not edit fails now, not after a minute of sampling
 
     display = ""
     if target is not None:

@@ -96,3 +96,9 @@ def test_index_generate_json_and_apply_in_a_scratch_repo(scratch_repo):
         if line[:1] in " +-" and not line.startswith(("---", "+++"))
     ]
     assert printed == shown
+
+
+def test_unparsable_target_file_fails_before_any_model_loads(tmp_path):
+    (tmp_path / "broken.py").write_text("def broken(:\n")
+    result = assist("generate", "add two numbers", "--file", "broken.py", cwd=tmp_path)
+    one_line_error(result, 2, "broken.py does not parse (line 1")

@@ -92,3 +92,11 @@ def test_apply_refuses_when_file_changed_after_planning(scratch_repo):
 def test_repeating_an_existing_definition_is_not_a_change():
     new, actions = merge(FILE, "def other():\n    return 2\n")
     assert actions == [] and new == FILE
+
+
+def test_non_utf8_and_directory_targets_are_refused(tmp_path):
+    (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\n")
+    with pytest.raises(UsageError, match="not UTF-8"):
+        plan_edit(tmp_path / "latin1.py", "def f():\n    pass\n")
+    with pytest.raises(UsageError, match="is not a file"):
+        plan_edit(tmp_path, "def f():\n    pass\n")
