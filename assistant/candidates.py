@@ -22,11 +22,6 @@ class Candidate:
     tokens: int = 0
     logprobs: tuple[float, ...] | None = None  # as sampled, when the backend reported them
 
-    def entry_points(self) -> list[str]:
-        """Names of the top-level functions and classes it defines, in order."""
-        tree = ast.parse(self.code)
-        return [n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
-
 
 def extract_code(text: str) -> str:
     """The code in a completion: the first fenced block if there is one, else the whole text."""

@@ -19,4 +19,4 @@ def test_collect_drops_unparsable_empty_and_duplicates_keeping_sample_order():
     kept, dropped = collect([Completion(text=t, tokens=5, finish_reason="stop", logprobs=(-0.5,)) for t in texts])
     assert [c.sample for c in kept] == [0, 4]
     assert dict(dropped) == {"duplicate": 1, "syntax": 1, "empty": 1}
-    assert kept[0].logprobs == (-0.5,) and kept[0].entry_points() == ["f"]
+    assert kept[0].logprobs == (-0.5,)

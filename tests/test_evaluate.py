@@ -73,6 +73,14 @@ def test_humaneval_reference_solutions_pass_and_a_wrong_one_fails():
     assert wrong.status == "failed"
 
 
+def test_strategies_come_from_the_retriever_registry():
+    from assistant.evaluate.strategies import parse_strategies
+
+    assert parse_strategies(" zero, hybrid ") == ["zero", "hybrid"]
+    with pytest.raises(UsageError, match="unknown strategy 'lail'; choose from zero, random, bm25, dense, hybrid"):
+        parse_strategies("zero,lail")
+
+
 def test_cache_survives_a_torn_line(tmp_path):
     cache = JsonlCache(tmp_path / "c.jsonl")
     cache.put("a", {"x": 1})

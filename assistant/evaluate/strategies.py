@@ -7,13 +7,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..examples import Example
 from ..index import Index, TextEncoder
-from ..retrieve import make_retriever
+from ..retrieve import RETRIEVERS, make_retriever
 from .datasets import Task
 
 Select = Callable[[Task, int], list[Example]]
@@ -28,6 +28,11 @@ class Pool:
     encoder: TextEncoder
 
 
+def strategy_names() -> list[str]:
+    """Every strategy: zero, random, and each registered retriever (trained ones included once registered)."""
+    return ["zero", "random", *RETRIEVERS]
+
+
 def make_strategy(name: str, pool: Pool, seed: int = 0) -> Select:
     """A function (task, k) → demonstrations, most similar first; the pool never contains test tasks."""
     if name == "zero":
@@ -38,10 +43,8 @@ def make_strategy(name: str, pool: Pool, seed: int = 0) -> Select:
             return random.Random(f"{seed}:{task.task_id}").sample(pool.examples, min(k, len(pool.examples)))
 
         return select_random
-    try:
-        retriever = make_retriever(name, pool.index, pool.encoder)
-    except UsageError:
-        raise UsageError(f"unknown strategy {name!r}; choose from zero, random, bm25, dense, hybrid") from None
+    parse_strategies(name)  # an unknown name is a one-line error naming the strategies
+    retriever = make_retriever(name, pool.index, pool.encoder)
 
     def select(task: Task, k: int) -> list[Example]:
         # The task's own text is excluded in case the pool overlaps the evaluated split.
@@ -52,14 +55,12 @@ def make_strategy(name: str, pool: Pool, seed: int = 0) -> Select:
 
 
 def parse_strategies(spec: str) -> list[str]:
+    """`zero,bm25` → ["zero", "bm25"]; empty or unknown names are a one-line error."""
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
         raise UsageError("no strategy given")
-    return names
-
-
-def check_strategies(names: Sequence[str]) -> None:
-    known = {"zero", "random", "bm25", "dense", "hybrid"}
+    known = strategy_names()
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise UsageError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(sorted(known))}")
+        raise UsageError(f"unknown strategy {unknown[0]!r}; choose from {', '.join(known)}")
+    return names
