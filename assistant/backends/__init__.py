@@ -8,9 +8,10 @@ training need). Backends are imported lazily: `torch` is only loaded when the lo
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..errors import UsageError
 from ..prompts import Prompt
@@ -55,12 +56,47 @@ class TokenLogprobs:
 Progress = Callable[[str, int, int], None]
 
 
+class Usage:
+    """Running totals of what a backend did: requests, tokens in and out, wall time. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.seconds = 0.0
+
+    def add(self, prompt_tokens: int, completion_tokens: int, seconds: float, requests: int = 1) -> None:
+        with self._lock:
+            self.requests += requests
+            self.prompt_tokens += prompt_tokens
+            self.completion_tokens += completion_tokens
+            self.seconds += seconds
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def since(self, before: dict[str, Any]) -> dict[str, Any]:
+        """What was used after `before` (an earlier `to_json()`)."""
+        now = self.to_json()
+        return {key: round(now[key] - before.get(key, 0), 3) for key in now}
+
+
 class Backend(Protocol):
     """What every backend offers."""
 
     name: str
     model: str
-    context: int
+    context: int | None  # tokens; None when the server does not say
+    usage: Usage
+    # Whether `logprob()` can score given text; when False, `scoring_unavailable` says why.
+    can_score: bool
+    scoring_unavailable: str
 
     def count_tokens(self, prompt: Prompt) -> int:
         """Tokens the prompt takes (exact when the tokenizer is known)."""
@@ -77,14 +113,19 @@ class Backend(Protocol):
 
 BACKENDS: dict[str, str] = {
     "local": "assistant.backends.local:LocalBackend",
+    "openai": "assistant.backends.openai_api:OpenAIBackend",
 }
 
 
-def load_backend(name: str, model: str | None = None, progress: Progress | None = None) -> Backend:
-    """Create a registered backend (`local`, ...) for a model name; unknown names are a one-line error."""
+def load_backend(name: str, model: str | None = None, progress: Progress | None = None, **options: Any) -> Backend:
+    """Create a registered backend (`local`, `openai`) for a model name; unknown names are a one-line error.
+
+    `options` are the backend's own settings (for `openai`: base_url, api_key, api, timeout, retries,
+    concurrency, context, logprobs, tokenizer); see :mod:`assistant.config`.
+    """
     target = BACKENDS.get(name)
     if target is None:
         raise UsageError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
     module_name, class_name = target.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    return cls.load(model, progress=progress)
+    return cls.load(model, progress=progress, **options)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..errors import ModelError, UsageError
 from ..models import ModelSpec, generator_dir, pull, quiet_transformers, resolve
 from ..prompts import Prompt
-from . import Completion, Progress, SamplingParams, TokenLogprobs
+from . import Completion, Progress, SamplingParams, TokenLogprobs, Usage
 
 if TYPE_CHECKING:  # torch is imported lazily: `import assistant` must stay fast
     import torch
@@ -25,6 +26,8 @@ class LocalBackend:
     """
 
     name = "local"
+    can_score = True
+    scoring_unavailable = ""
 
     def __init__(self, spec: ModelSpec, directory: Path, threads: int | None = None) -> None:
         import torch
@@ -43,6 +46,7 @@ class LocalBackend:
             ) from None
         self.spec = spec
         self.model = spec.name
+        self.usage = Usage()
         self.context = int(getattr(self.lm.config, "max_position_embeddings", spec.context) or spec.context)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -89,6 +93,7 @@ class LocalBackend:
         import torch
         from transformers import DynamicCache, LogitsProcessorList
 
+        started = time.perf_counter()
         self.check_fits(prompt, params.max_new_tokens)
         ids = self.tokenizer(self.render(prompt), return_tensors="pt", add_special_tokens=False)["input_ids"]
         greedy = params.temperature <= 0
@@ -130,6 +135,7 @@ class LocalBackend:
             completions.append(
                 Completion(text=code, tokens=length, finish_reason=finish, logprobs=tuple(logprobs[row][:kept]))
             )
+        self.usage.add(ids.shape[1], sum(c.tokens for c in completions), time.perf_counter() - started)
         return completions
 
     @property

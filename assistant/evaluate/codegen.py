@@ -38,7 +38,9 @@ def picks(samples: list[dict], task_id: str, seed: int) -> dict[str, int | None]
     parsed = [i for i, s in enumerate(samples) if s["parsed"]]
     if not parsed:
         return dict.fromkeys(RANKERS)
-    logprob = max(parsed, key=lambda i: (samples[i]["logprob"] if samples[i]["logprob"] is not None else -1e9, -i))
+    scored = [i for i in parsed if samples[i]["logprob"] is not None]
+    # Without log-probabilities (a server that does not return them) the logprob ranker has no pick.
+    logprob = max(scored, key=lambda i: (samples[i]["logprob"], -i)) if scored else None
     correct = [i for i in parsed if samples[i]["passed"]]
     return {
         "first": parsed[0],
@@ -85,7 +87,7 @@ def run_codegen(
             prompt = task.prompt(chosen)
             key = cache_key(
                 kind="sample",
-                backend=backend.name,
+                backend=getattr(backend, "identity", backend.name),
                 model=backend.model,
                 prompt=prompt.to_json(),
                 params=sample_params.__dict__,
@@ -96,8 +98,11 @@ def run_codegen(
                 done += 1
                 report(f"codegen {strategy}", done, total)
                 continue
+            usage = None
             if key not in cache:
+                before = backend.usage.to_json()
                 completions = backend.sample(prompt, sample_params)
+                usage = backend.usage.since(before)
                 cache.put(
                     key,
                     [
@@ -141,6 +146,7 @@ def run_codegen(
                 "correct": sum(s["passed"] for s in samples),
                 "samples": samples,
                 "picks": picks(samples, task.task_id, seed),
+                "usage": usage,  # None when the samples came from the cache
             }
             records.put(record_key, record)
             results.append(record)
@@ -159,9 +165,14 @@ def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
             values = [pass_at_k(r["n"], r["correct"], k) for r in mine if r["n"] >= k]
             row[f"pass@{k}"] = bootstrap_ci(values)
         for ranker in RANKERS:
+            if ranker == "logprob" and not any(s["logprob"] is not None for r in mine for s in r["samples"]):
+                row[ranker] = None  # no log-probabilities were returned: the ranker was unavailable
+                continue
             values = [
                 float(r["picks"][ranker] is not None and r["samples"][r["picks"][ranker]]["passed"]) for r in mine
             ]
             row[f"{ranker}"] = bootstrap_ci(values)
+        spent = [r["usage"] for r in mine if r.get("usage")]
+        row["usage"] = {key: round(sum(u[key] for u in spent), 3) for key in spent[0]} if spent else None
         rows.append(row)
     return rows

@@ -25,8 +25,23 @@ def codegen_table(rows: Sequence[dict], ks: Sequence[int]) -> str:
     for row in rows:
         cells = [row["strategy"], str(row["tasks"])]
         cells += [_cell(row[f"pass@{k}"]) if f"pass@{k}" in row else "" for k in ks]
-        cells += [_cell(row[r]) for r in RANKERS]
+        cells += [_cell(row[r]) if row.get(r) is not None else "n/a" for r in RANKERS]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def usage_table(rows: Sequence[dict]) -> str:
+    """Requests, tokens in and out, and backend wall time per strategy (empty when all came from the cache)."""
+    spent = [r for r in rows if r.get("usage")]
+    if not spent:
+        return ""
+    lines = ["| strategy | requests | prompt tokens | completion tokens | backend seconds |", "|---|---|---|---|---|"]
+    for row in spent:
+        u = row["usage"]
+        lines.append(
+            f"| {row['strategy']} | {u['requests']:g} | {u['prompt_tokens']:g} | {u['completion_tokens']:g} "
+            f"| {u['seconds']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -87,14 +102,18 @@ def write_report(out: Path) -> str:
             ):
                 charts.append(f"pass_at_{k}.png")
         for ranker in RANKERS:
-            if bar_chart(
+            available = [r for r in rows if r.get(ranker) is not None]
+            if available and bar_chart(
                 out / f"top1_{ranker}.png",
                 f"pass@1 after ranking by {ranker}",
-                [r["strategy"] for r in rows],
-                [r[ranker] for r in rows],
+                [r["strategy"] for r in available],
+                [r[ranker] for r in available],
                 "fraction of tasks",
             ):
                 charts.append(f"top1_{ranker}.png")
+        usage = usage_table(rows)
+        if usage:
+            sections += ["## Backend usage (requests made in this run; cached samples cost nothing)", "", usage, ""]
     if (out / "likelihood.jsonl").exists():
         records = [r for r in JsonlCache(out / "likelihood.jsonl").entries.values() if "strategy" in r]
         rows = summarize_likelihood(records)

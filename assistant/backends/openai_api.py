@@ -1,0 +1,390 @@
+"""The `openai` backend: any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama, LM Studio).
+
+What servers differ on, and how this backend copes:
+
+- `n` candidates per request: asked for first; when a server returns fewer (llama.cpp and Ollama ignore `n`),
+  the rest are sent as single requests with distinct seeds, concurrently (`concurrency` at a time), and the
+  server is remembered as one that ignores `n`.
+- Context: servers like Ollama truncate a long prompt silently. When the tokenizer is known (the model, or
+  the `tokenizer` setting, names a local model that is converted) the prompt is counted before sending and
+  refused if it does not fit `context`; otherwise an estimate only warns.
+- Log-probabilities: requested when `logprobs` is on, kept where returned (chat: only the tokens inside
+  the code block). Scoring given text (`logprob()`) is not offered: chat servers cannot do it, and the
+  completions `echo` route returns wrong values on llama.cpp. The logprob ranker says so instead of guessing.
+- Retries (429, 5xx, dropped connections, timeouts) are the `openai` client's own, with exponential backoff
+  and `Retry-After` honoured; failures that remain become one-line errors that say what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..errors import ModelError, UsageError
+from ..prompts import Prompt
+from . import Completion, Progress, SamplingParams, TokenLogprobs, Usage
+
+log = logging.getLogger("assistant")
+
+CHARS_PER_TOKEN = 3.0  # a conservative estimate for code, used only when the tokenizer is unknown
+
+
+class OpenAIBackend:
+    """Sampling through the `openai` client against `base_url`."""
+
+    name = "openai"
+    can_score = False
+    scoring_unavailable = (
+        "OpenAI-compatible servers cannot score given text reliably (chat cannot, and llama.cpp's echoed "
+        "completions log-probabilities are wrong)"
+    )
+
+    def __init__(
+        self,
+        client: Any,
+        model: str,
+        *,
+        base_url: str,
+        api: str = "chat",
+        concurrency: int = 4,
+        context: int | None = None,
+        logprobs: bool = True,
+        tokenizer: Any = None,
+        timeout: float = 120.0,
+        retries: int = 3,
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.base_url = base_url
+        self.api = api
+        self.concurrency = concurrency
+        self.context = context
+        self.logprobs = logprobs
+        self.tokenizer = tokenizer
+        self.timeout = timeout
+        self.retries = retries
+        self.usage = Usage()
+        self.honours_n: bool | None = None  # learnt from the first multi-candidate request
+        self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        """What, besides the model name, changes the samples: the endpoint kind (for evaluation caches)."""
+        return f"openai-{self.api}"
+
+    @classmethod
+    def load(
+        cls,
+        model: str | None = None,
+        progress: Progress | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api: str = "chat",
+        timeout: float = 120.0,
+        retries: int = 3,
+        concurrency: int = 4,
+        context: int | None = None,
+        logprobs: bool = True,
+        tokenizer: str | None = None,
+    ) -> OpenAIBackend:
+        """Connect, check the server answers and serves the model (the only one it serves, if none is named)."""
+        import openai
+
+        if api not in ("chat", "completions"):
+            raise UsageError(f"--api must be chat or completions, not {api!r}")
+        if base_url is None and api_key is None:
+            raise UsageError(
+                "the openai backend needs --base-url (e.g. http://127.0.0.1:8080/v1; `assist serve` starts a "
+                "local server) or OPENAI_API_KEY for api.openai.com"
+            )
+        client = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key or "not-needed",  # local servers take any key; the client insists on one
+            timeout=timeout,
+            max_retries=retries,
+        )
+        url = str(client.base_url).rstrip("/")
+        backend = cls(
+            client,
+            model or "",
+            base_url=url,
+            api=api,
+            concurrency=concurrency,
+            context=context,
+            logprobs=logprobs,
+            timeout=timeout,
+            retries=retries,
+        )
+        served = backend._served_models()
+        if model is None:
+            if served is None:
+                raise UsageError(f"{url} does not list its models; name one with --model")
+            if len(served) != 1:
+                names = ", ".join(sorted(served)[:10]) or "none"
+                raise UsageError(f"{url} serves {len(served)} models; choose one with --model ({names})")
+            model = next(iter(served))
+            backend.model = model
+        elif served is not None and model not in served:
+            names = ", ".join(sorted(served)[:10]) or "none"
+            raise ModelError(f"{url} does not serve model {model!r}; it serves: {names}")
+        if backend.context is None and served:
+            backend.context = served.get(model)
+        backend.tokenizer = _local_tokenizer(tokenizer or model, explicit=tokenizer is not None)
+        return backend
+
+    # -- token counting -------------------------------------------------------------------------------
+
+    def render(self, prompt: Prompt) -> str:
+        """The prompt as plain text for the completions endpoint: the model's chat template when known."""
+        if self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
+            return text + prompt.answer_prefix
+        return "\n\n".join(m["content"] for m in prompt.messages) + "\n\n" + prompt.answer_prefix
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        """Exact with a known tokenizer, else an estimate from the length of the text."""
+        if self.tokenizer is not None:
+            if self.api == "chat" and getattr(self.tokenizer, "chat_template", None):
+                text = self.tokenizer.apply_chat_template(
+                    list(prompt.messages), tokenize=False, add_generation_prompt=True
+                )
+            else:
+                text = self.render(prompt)
+            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return math.ceil(len(self.render(prompt)) / CHARS_PER_TOKEN)
+
+    def check_fits(self, prompt: Prompt, new_tokens: int) -> int:
+        """Refuse a prompt that cannot fit (exact count), warn when it may not (estimate)."""
+        used = self.count_tokens(prompt)
+        if self.context is None or used + new_tokens <= self.context:
+            return used
+        if self.tokenizer is not None:
+            raise UsageError(
+                f"the prompt takes {used} tokens and {new_tokens} more are asked for, but {self.model} at "
+                f"{self.base_url} has a context of {self.context}; use fewer demonstrations (-k) or a smaller file"
+            )
+        log.warning(
+            "the prompt is about %d tokens (estimated) plus %d new, over the server's context of %d: "
+            "some servers cut it silently; use fewer demonstrations (-k)",
+            used,
+            new_tokens,
+            self.context,
+        )
+        return used
+
+    # -- sampling -------------------------------------------------------------------------------------
+
+    def sample(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
+        """`params.n` completions: one request with `n` when the server honours it, else n seeded requests."""
+        self.check_fits(prompt, params.max_new_tokens)
+        greedy = params.temperature <= 0
+        wanted = 1 if greedy else params.n
+        base_seed = params.seed if params.seed is not None else random.randrange(2**31)
+        completions: list[Completion] = []
+        if wanted == 1 or self.honours_n is not False:
+            completions = self._request(prompt, params, wanted, base_seed)
+            if wanted > 1 and self.honours_n is None:
+                self.honours_n = len(completions) >= wanted
+            completions = completions[:wanted]
+        missing = wanted - len(completions)
+        if missing > 0:
+            seeds = [base_seed + len(completions) + i for i in range(missing)]
+            with ThreadPoolExecutor(max_workers=min(self.concurrency, missing)) as pool:
+                for batch in pool.map(lambda seed: self._request(prompt, params, 1, seed), seeds):
+                    completions.extend(batch[:1])
+        return completions
+
+    def _request(self, prompt: Prompt, params: SamplingParams, n: int, seed: int) -> list[Completion]:
+        greedy = params.temperature <= 0
+        common: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": params.max_new_tokens,
+            "temperature": 0.0 if greedy else params.temperature,
+            "seed": seed,
+            "n": n,
+        }
+        if not greedy:
+            common["top_p"] = params.top_p
+        started = time.perf_counter()
+        if self.api == "chat":
+            if self.logprobs:
+                common["logprobs"] = True
+            response = self._call(
+                self.client.chat.completions.create, messages=[dict(m) for m in prompt.messages], **common
+            )
+            completions = [self._from_chat(choice) for choice in _choices(response, self.base_url)]
+        else:
+            if self.logprobs:
+                common["logprobs"] = 1
+            response = self._call(
+                self.client.completions.create, prompt=self.render(prompt), stop=list(prompt.stop), **common
+            )
+            completions = [self._from_text(choice, prompt) for choice in _choices(response, self.base_url)]
+        usage = getattr(response, "usage", None)
+        self.usage.add(
+            int(getattr(usage, "prompt_tokens", 0) or 0),
+            int(getattr(usage, "completion_tokens", 0) or 0) or sum(c.tokens for c in completions),
+            time.perf_counter() - started,
+        )
+        return completions
+
+    def _from_chat(self, choice: Any) -> Completion:
+        from ..candidates import code_span
+
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) or ""
+        entries = getattr(getattr(choice, "logprobs", None), "content", None) or []
+        logprobs = None
+        if entries:
+            # Keep the tokens inside the code block: the fence and any prose around it are not the program.
+            start, end = code_span(text)
+            kept, offset = [], 0
+            for entry in entries:
+                token = entry.token or ""
+                if start <= offset < end and entry.logprob is not None:
+                    kept.append(float(entry.logprob))
+                offset += len(token)
+            logprobs = tuple(kept) or None
+        return Completion(
+            text=text,
+            tokens=len(entries) or self._count_text(text),
+            finish_reason=_finish(getattr(choice, "finish_reason", None)),
+            logprobs=logprobs,
+        )
+
+    def _from_text(self, choice: Any, prompt: Prompt) -> Completion:
+        text = getattr(choice, "text", None) or ""
+        values = getattr(getattr(choice, "logprobs", None), "token_logprobs", None) or []
+        # Servers differ on whether the stop string is included; cut at it either way.
+        cut = min((text.find(s) for s in prompt.stop if s in text), default=-1)
+        finish = _finish(getattr(choice, "finish_reason", None))
+        if cut >= 0:
+            text, finish = text[:cut], "stop"
+        logprobs = tuple(float(v) for v in values if v is not None) or None
+        return Completion(
+            text=text, tokens=len(values) or self._count_text(text), finish_reason=finish, logprobs=logprobs
+        )
+
+    def _count_text(self, text: str) -> int:
+        if self.tokenizer is not None:
+            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+    def logprob(self, pairs: Sequence[tuple[Prompt, str]]) -> list[TokenLogprobs]:
+        """Not offered by OpenAI-compatible servers (see `scoring_unavailable`)."""
+        raise ModelError(f"the openai backend cannot score given text: {self.scoring_unavailable}")
+
+    # -- errors ---------------------------------------------------------------------------------------
+
+    def _served_models(self) -> dict[str, int | None] | None:
+        """Model ids the server lists, each with its context length when the server says (vLLM does); None
+        when the server has no model list."""
+        import openai
+
+        try:
+            page = self._call(self.client.models.list)
+        except ModelError as exc:
+            if isinstance(exc.__cause__, openai.NotFoundError):
+                return None
+            raise
+        served: dict[str, int | None] = {}
+        for item in getattr(page, "data", None) or []:
+            extra = getattr(item, "model_extra", None) or {}
+            length = extra.get("max_model_len") or extra.get("context_length")
+            served[str(item.id)] = int(length) if isinstance(length, int) else None
+        return served
+
+    def _call(self, method: Callable[..., Any], **kwargs: Any) -> Any:
+        """Call the client, turning its exceptions into one-line errors that say what to do."""
+        import openai
+
+        url = self.base_url
+        try:
+            return method(**kwargs)
+        except openai.APITimeoutError:
+            raise ModelError(
+                f"{url} did not answer within {self.timeout:g} s ({self.retries} retries); "
+                "raise --timeout or check the server"
+            ) from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise ModelError(
+                f"cannot reach {url} ({type(cause).__name__}); is the server running? `assist serve` starts a local one"
+            ) from None
+        except openai.AuthenticationError:
+            raise ModelError(
+                f"{url} refused the API key; set OPENAI_API_KEY (or openai.api_key in the config)"
+            ) from None
+        except openai.NotFoundError as exc:
+            model = kwargs.get("model")
+            what = f"does not know model {model!r}" if model else "has no such endpoint"
+            error = ModelError(f"{url} {what} (404: {_message(exc)}); check --model and --base-url (usually …/v1)")
+            raise error from exc
+        except openai.RateLimitError:
+            raise ModelError(
+                f"{url} is rate-limiting requests (429 after {self.retries} retries); try later or lower "
+                "openai.concurrency"
+            ) from None
+        except openai.BadRequestError as exc:
+            text = _message(exc)
+            if any(word in text.lower() for word in ("context", "too long", "maximum", "exceed")):
+                raise UsageError(f"{url} says the prompt is too long: {text}; use fewer demonstrations (-k)") from None
+            raise ModelError(f"{url} rejected the request: {text}") from None
+        except openai.APIStatusError as exc:
+            raise ModelError(
+                f"{url} failed with HTTP {exc.status_code} after {self.retries} retries: {_message(exc)}"
+            ) from None
+        except (openai.APIResponseValidationError, ValueError) as exc:
+            raise ModelError(f"{url} sent a response that is not valid OpenAI JSON ({type(exc).__name__})") from None
+
+
+def _choices(response: Any, url: str) -> list[Any]:
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list):
+        raise ModelError(f"{url} sent a response without choices; is it an OpenAI-compatible server?")
+    return choices
+
+
+def _finish(reason: Any) -> str:
+    return "length" if reason == "length" else "stop"
+
+
+def _message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])[:200]
+        if isinstance(inner, str):
+            return inner[:200]
+    return str(getattr(exc, "message", exc))[:200]
+
+
+def _local_tokenizer(name: str, explicit: bool) -> Any:
+    """The tokenizer of a registered local model that is already converted, or None (counts are estimates)."""
+    from ..models import generator_dir, quiet_transformers, resolve
+
+    try:
+        spec = resolve(name, "generator")
+    except UsageError:
+        if explicit:
+            raise
+        return None
+    try:
+        directory = generator_dir(spec)
+    except ModelError:
+        if explicit:
+            raise
+        log.info("token counts are estimates: run `assist models pull %s` to count exactly", spec.name)
+        return None
+    from transformers import AutoTokenizer
+
+    quiet_transformers()
+    return AutoTokenizer.from_pretrained(str(directory))

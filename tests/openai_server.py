@@ -1,0 +1,158 @@
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI wire format, for driving the real `openai` client.
+
+Its answers are scripted (a tiny deterministic "model" that writes `def f(): return <seed>`), and it can
+misbehave on demand: ignore `n`, answer 429 or 500, stall, send broken JSON, not know a model.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Script:
+    """How the server behaves; tests change it between requests."""
+
+    models: list[str] = field(default_factory=lambda: ["tiny-coder"])
+    honour_n: bool = True
+    logprobs: bool = True
+    fail: list[int] = field(default_factory=list)  # status codes to answer with, one per request, before succeeding
+    fail_forever: int | None = None
+    delay_s: float = 0.0
+    malformed: bool = False
+    list_models: bool = True
+    context: int | None = None  # answer 400 "exceeds context" when the prompt is longer (in characters)
+    down_after: int | None = None  # after this many answered requests, drop every connection (a killed server)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    answered: int = 0
+
+
+def _program(seed: int) -> str:
+    return f"def f():\n    return {seed}\n"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    script: Script
+
+    def log_message(self, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: int, message: str) -> None:
+        # retry-after-ms keeps the client's backoff short in tests.
+        self._send(status, {"error": {"message": message, "type": "test"}}, {"retry-after-ms": "10"})
+
+    def do_GET(self) -> None:
+        script = self.script
+        if self.path.rstrip("/").endswith("/models") and script.list_models:
+            data = [{"id": m, "object": "model", "owned_by": "test", "created": 0} for m in script.models]
+            self._send(200, {"object": "list", "data": data})
+            return
+        self._error(404, "not found")
+
+    def do_POST(self) -> None:
+        script = self.script
+        length = int(self.headers.get("Content-Length", 0))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if script.down_after is not None and script.answered >= script.down_after:
+            self.close_connection = True  # no response at all, like a server that died
+            return
+        script.requests.append({"path": self.path, **body})
+        if script.delay_s:
+            time.sleep(script.delay_s)
+        if script.fail_forever:
+            self._error(script.fail_forever, "the server is broken")
+            return
+        if script.fail:
+            self._error(script.fail.pop(0), "try again")
+            return
+        if script.malformed:
+            self._send(200, b'{"choices": [ this is not json')
+            return
+        if body.get("model") not in script.models:
+            self._error(404, f"The model `{body.get('model')}` does not exist")
+            return
+        text_in = json.dumps(body.get("messages") or body.get("prompt"))
+        if script.context is not None and len(text_in) > script.context:
+            self._error(400, f"Requested tokens ({len(text_in)}) exceed context window of {script.context}")
+            return
+        n = int(body.get("n") or 1) if script.honour_n else 1
+        seed = int(body.get("seed") or 0)
+        chat = self.path.endswith("/chat/completions")
+        choices = []
+        for index in range(n):
+            program = _program(seed + index)
+            if chat:
+                content = f"Here it is:\n```python\n{program}```\n"
+                choice: dict[str, Any] = {
+                    "index": index,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+                if script.logprobs and body.get("logprobs"):
+                    # One "token" per line; the code lines are likelier than the prose and fences.
+                    tokens = content.splitlines(keepends=True)
+                    values = [-0.1 if t.startswith(("def", "    ")) else -3.0 for t in tokens]
+                    choice["logprobs"] = {
+                        "content": [
+                            {"token": t, "logprob": v, "bytes": None, "top_logprobs": []}
+                            for t, v in zip(tokens, values, strict=True)
+                        ]
+                    }
+            else:
+                text = program + "```\n\nmore text"
+                choice = {"index": index, "text": text, "finish_reason": "stop", "logprobs": None}
+                if script.logprobs and body.get("logprobs") is not None:
+                    lines = program.splitlines(keepends=True)
+                    choice["logprobs"] = {
+                        "tokens": lines,
+                        "token_logprobs": [-0.2] * len(lines),
+                        "top_logprobs": None,
+                        "text_offset": [0] * len(lines),
+                    }
+            choices.append(choice)
+        script.answered += 1
+        usage = {"prompt_tokens": len(text_in) // 4, "completion_tokens": 12 * n, "total_tokens": 0}
+        self._send(
+            200,
+            {
+                "id": "x",
+                "object": "chat.completion" if chat else "text_completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": choices,
+                "usage": usage,
+            },
+        )
+
+
+@contextmanager
+def openai_server(script: Script | None = None) -> Iterator[tuple[str, Script]]:
+    """Serve on a free port of 127.0.0.1; yields (base_url, script)."""
+    script = script or Script()
+    handler = type("Handler", (_Handler,), {"script": script})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", script
+    finally:
+        server.shutdown()
+        server.server_close()

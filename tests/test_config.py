@@ -1,0 +1,93 @@
+"""Settings layering: defaults < user config < repo .assist.toml < environment < flags, with sources."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from assistant.cli import app
+from assistant.config import load_settings, user_config_path
+from assistant.errors import UsageError
+
+from .conftest import git
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q")
+    return path
+
+
+def write_user(text: str) -> Path:
+    path = user_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults() -> None:
+    settings = load_settings(start=Path("/"))
+    assert settings.backend == "local" and settings.model is None
+    assert settings.values["openai.timeout"].source == "default"
+    assert settings.backend_options() == {}  # the local backend has no table of its own
+
+
+def test_layers_override_in_order(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = write_user('backend = "openai"\n[openai]\nbase_url = "http://user/v1"\ntimeout = 30\nretries = 5\n')
+    (repo / ".assist.toml").write_text('[openai]\nbase_url = "http://repo/v1"\ntimeout = 20\n', encoding="utf-8")
+    (repo / "sub").mkdir()
+    monkeypatch.setenv("ASSIST_OPENAI_TIMEOUT", "10")
+    settings = load_settings({"openai.api": "completions", "model": None}, start=repo / "sub")
+    assert settings.values["backend"].source == str(user)
+    assert settings["openai.retries"] == 5 and settings.values["openai.retries"].source == str(user)
+    assert settings["openai.base_url"] == "http://repo/v1"
+    assert settings.values["openai.base_url"].source == str(repo / ".assist.toml")
+    assert (
+        settings["openai.timeout"] == 10.0 and settings.values["openai.timeout"].source == "env ASSIST_OPENAI_TIMEOUT"
+    )
+    assert settings["openai.api"] == "completions" and settings.values["openai.api"].source == "flag"
+    options = settings.backend_options()
+    assert options["base_url"] == "http://repo/v1" and options["api"] == "completions"
+
+
+def test_a_key_in_the_repo_config_is_refused(repo: Path) -> None:
+    (repo / ".assist.toml").write_text('[openai]\napi_key = "sk-secret"\n', encoding="utf-8")
+    with pytest.raises(UsageError, match="keep keys out of the repo"):
+        load_settings(start=repo)
+
+
+def test_unknown_keys_and_bad_values_name_the_file(repo: Path) -> None:
+    (repo / ".assist.toml").write_text('[openai]\nbse_url = "x"\n', encoding="utf-8")
+    with pytest.raises(UsageError, match=r"unknown setting 'openai.bse_url' in .*\.assist\.toml"):
+        load_settings(start=repo)
+    (repo / ".assist.toml").write_text("[openai]\nretries = -1\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"bad value for openai\.retries"):
+        load_settings(start=repo)
+    (repo / ".assist.toml").write_text("backend = \n", encoding="utf-8")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load_settings(start=repo)
+
+
+def test_config_show_never_prints_the_key(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_user('[openai]\napi_key = "sk-user-secret"\n')
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.chdir(repo)
+    result = CliRunner().invoke(app, ["config", "show", "--json"], env={**os.environ})
+    assert result.exit_code == 0, result.output
+    assert "sk-user-secret" not in result.output
+    rows = {row["key"]: row for row in json.loads(result.output)}
+    assert rows["openai.api_key"]["value"] == "(set)"
+    assert rows["openai.base_url"] == {
+        "key": "openai.base_url",
+        "value": "http://127.0.0.1:9/v1",
+        "source": "env OPENAI_BASE_URL",
+        "help": rows["openai.base_url"]["help"],
+    }
+    table = CliRunner().invoke(app, ["config", "show"])
+    assert table.exit_code == 0 and "sk-user-secret" not in table.output and "openai.base_url" in table.output

@@ -1,0 +1,178 @@
+"""The openai backend against a real HTTP server on 127.0.0.1, driven by the real `openai` client."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import pytest
+
+from assistant.backends import SamplingParams, load_backend
+from assistant.backends.openai_api import OpenAIBackend
+from assistant.candidates import collect, extract_code
+from assistant.errors import ModelError, UsageError
+from assistant.prompts import build_prompt
+from assistant.rank import Problem, make_rankers, rank
+
+from .openai_server import Script, openai_server
+
+PROMPT = build_prompt("return a number")
+
+
+def connect(url: str, **options) -> OpenAIBackend:
+    options.setdefault("retries", 2)
+    options.setdefault("timeout", 5.0)
+    backend = load_backend("openai", options.pop("model", None), base_url=url, **options)
+    assert isinstance(backend, OpenAIBackend)
+    return backend
+
+
+def test_n_honoured_is_one_request_with_distinct_candidates() -> None:
+    with openai_server() as (url, script):
+        backend = connect(url)
+        completions = backend.sample(PROMPT, SamplingParams(n=3, seed=10))
+    assert backend.model == "tiny-coder"  # the only model the server lists
+    posts = [r for r in script.requests if r["path"].endswith("/chat/completions")]
+    assert len(posts) == 1 and posts[0]["n"] == 3
+    codes = [extract_code(c.text) for c in completions]
+    assert codes == ["def f():\n    return 10", "def f():\n    return 11", "def f():\n    return 12"]
+    assert backend.honours_n is True
+
+
+def test_n_ignored_falls_back_to_seeded_requests_and_remembers() -> None:
+    with openai_server(Script(honour_n=False)) as (url, script):
+        backend = connect(url, concurrency=2)
+        first = backend.sample(PROMPT, SamplingParams(n=3, seed=5))
+        assert backend.honours_n is False
+        assert len(script.requests) == 3
+        script.requests.clear()
+        second = backend.sample(PROMPT, SamplingParams(n=3, seed=7))
+    assert len({extract_code(c.text) for c in first}) == 3
+    # Known to ignore n: straight to three single requests with distinct seeds.
+    assert sorted(r["seed"] for r in script.requests) == [7, 8, 9]
+    assert all(r["n"] == 1 for r in script.requests)
+    assert len({extract_code(c.text) for c in second}) == 3
+
+
+def test_429_then_success_is_retried() -> None:
+    with openai_server(Script(fail=[429, 503])) as (url, script):
+        backend = connect(url)
+        completions = backend.sample(PROMPT, SamplingParams(n=2, seed=1))
+    assert len(completions) == 2
+    assert len([r for r in script.requests if "n" in r]) == 3  # two failures, then the answer
+
+
+def test_500_forever_gives_up_with_a_clear_error() -> None:
+    with openai_server(Script(fail_forever=500)) as (url, script):
+        backend = connect(url, retries=2)
+        with pytest.raises(ModelError, match=r"failed with HTTP 500 after 2 retries: the server is broken"):
+            backend.sample(PROMPT, SamplingParams(n=1))
+    assert len(script.requests) == 3
+
+
+def test_slow_server_times_out() -> None:
+    with openai_server(Script(delay_s=2.0)) as (url, _):
+        backend = connect(url, timeout=0.5, retries=0)
+        started = time.perf_counter()
+        with pytest.raises(ModelError, match=r"did not answer within 0.5 s"):
+            backend.sample(PROMPT, SamplingParams(n=1))
+    assert time.perf_counter() - started < 2.0
+
+
+def test_malformed_json_is_reported() -> None:
+    with openai_server(Script(malformed=True)) as (url, _):
+        backend = connect(url)
+        with pytest.raises(ModelError, match="not valid OpenAI JSON"):
+            backend.sample(PROMPT, SamplingParams(n=1))
+
+
+def test_unknown_model_is_refused_at_load_listing_what_is_served() -> None:
+    with openai_server() as (url, _), pytest.raises(ModelError, match=r"does not serve model 'gpt-9'.*tiny-coder"):
+        connect(url, model="gpt-9")
+
+
+def test_unknown_model_without_a_model_list_fails_on_the_request() -> None:
+    with openai_server(Script(list_models=False)) as (url, _):
+        backend = connect(url, model="gpt-9")
+        with pytest.raises(ModelError, match=r"does not know model 'gpt-9'"):
+            backend.sample(PROMPT, SamplingParams(n=1))
+
+
+def test_unreachable_server() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ModelError, match=r"cannot reach http://127.0.0.1:\d+/v1 .*assist serve"):
+        connect(f"http://127.0.0.1:{port}/v1", retries=0)
+
+
+def test_missing_base_url_and_key_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(UsageError, match="--base-url"):
+        load_backend("openai")
+
+
+def test_chat_logprobs_cover_only_the_code_and_feed_the_ranker() -> None:
+    with openai_server() as (url, _):
+        backend = connect(url)
+        completions = backend.sample(PROMPT, SamplingParams(n=2, seed=3))
+    # The fake model gives -0.1 to code lines, -3 to prose and fences: only the code's tokens are kept.
+    assert all(c.logprobs == (-0.1, -0.1) for c in completions)
+    candidates, _ = collect(completions)
+    ranked = rank(Problem("return a number", PROMPT), candidates, make_rankers("logprob", backend))
+    assert ranked[0].scores["logprob"].value == pytest.approx(-0.1)
+
+
+def test_without_logprobs_the_ranker_says_it_is_unavailable() -> None:
+    with openai_server(Script(logprobs=False)) as (url, _):
+        backend = connect(url)
+        completions = backend.sample(PROMPT, SamplingParams(n=2, seed=3))
+    assert all(c.logprobs is None for c in completions)
+    candidates, _ = collect(completions)
+    with pytest.raises(UsageError, match="logprob ranker is unavailable"):
+        rank(Problem("return a number", PROMPT), candidates, make_rankers("logprob", backend))
+
+
+def test_completions_api_renders_text_and_cuts_at_the_stop_string() -> None:
+    with openai_server() as (url, script):
+        backend = connect(url, api="completions")
+        completions = backend.sample(PROMPT, SamplingParams(n=2, seed=20))
+    request = script.requests[-1]
+    assert request["path"].endswith("/v1/completions")
+    assert request["prompt"].endswith("```python\n") and request["stop"] == ["```"]
+    assert [c.text for c in completions] == ["def f():\n    return 20\n", "def f():\n    return 21\n"]
+    assert completions[0].logprobs == (-0.2, -0.2)
+
+
+def test_context_overflow_from_the_server_is_a_usage_error() -> None:
+    with openai_server(Script(context=50)) as (url, _):
+        backend = connect(url)
+        with pytest.raises(UsageError, match="prompt is too long"):
+            backend.sample(PROMPT, SamplingParams(n=1))
+
+
+def test_estimated_overflow_warns_before_sending(caplog: pytest.LogCaptureFixture) -> None:
+    with openai_server() as (url, _):
+        backend = connect(url, context=100)
+        with caplog.at_level(logging.WARNING, logger="assistant"):
+            backend.sample(PROMPT, SamplingParams(n=1, max_new_tokens=64))
+    assert "estimated" in caplog.text and "context of 100" in caplog.text
+
+
+def test_usage_is_summed_over_requests() -> None:
+    with openai_server(Script(honour_n=False)) as (url, _):
+        backend = connect(url)
+        backend.sample(PROMPT, SamplingParams(n=3, seed=1))
+    usage = backend.usage.to_json()
+    assert usage["requests"] == 3
+    assert usage["completion_tokens"] == 36 and usage["prompt_tokens"] > 0
+    assert usage["seconds"] > 0
+
+
+def test_scoring_given_text_is_refused() -> None:
+    with openai_server() as (url, _):
+        backend = connect(url)
+    assert backend.can_score is False
+    with pytest.raises(ModelError, match="cannot score"):
+        backend.logprob([(PROMPT, "def f(): pass")])
