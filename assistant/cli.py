@@ -17,6 +17,7 @@ from .cli_options import ApiOpt, BackendOpt, BaseUrlOpt, ModelOpt, TimeoutOpt, b
 from .console import ProgressUI, err, friendly_errors, out, setup_logging, show_progress
 from .errors import AssistError, UsageError
 from .eval_cli import eval_app
+from .train_cli import train_app
 
 app = typer.Typer(
     help="assist: code from your requirements, with demonstrations retrieved from your own repo.\n\n"
@@ -38,6 +39,7 @@ config_app = typer.Typer(
 app.add_typer(models_app, name="models")
 app.add_typer(config_app, name="config")
 app.add_typer(eval_app, name="eval")
+app.add_typer(train_app, name="train")
 
 
 @app.command()

@@ -205,3 +205,59 @@ def report(results: Annotated[Path, typer.Argument(help="A results folder writte
     if not results.is_dir():
         raise UsageError(f"{results} is not a folder")
     out.print(write_report(results))
+
+
+@eval_app.command("retrieval")
+@friendly_errors
+def retrieval(
+    method: Annotated[str, typer.Option(help="The trained retriever to evaluate: tstr.")] = "tstr",
+    dataset: Dataset = "mbpp",
+    split: Annotated[str, typer.Option(help="MBPP split the references come from.")] = "test",
+    limit: Limit = None,
+    seed: Seed = 0,
+    pool: Pool = "mbpp",
+    json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+) -> None:
+    """Pairwise ranking accuracy on (reference, closer code, farther code) triplets; no LLM involved.
+
+    Compares the frozen encoder, the trained retriever, and an oracle that embeds the reference's code itself
+    (scoring by S_c itself would be 1.0 by construction).
+    """
+    import numpy as np
+
+    from .encoder import Encoder
+    from .evaluate import load_dataset, load_pool, subset
+    from .evaluate.retrieval import run_retrieval_eval
+
+    if method != "tstr":
+        raise UsageError("eval retrieval measures TST^R (--method tstr)")
+    tasks = subset(load_dataset(dataset, split), limit, seed)
+    with ProgressUI(show_progress(json_output)) as ui:
+        ui.status("Embedding the pool and the references")
+        encoder = Encoder.load()
+        demo_pool = load_pool(pool, encoder)
+        from .tstr import TstrRetriever
+
+        trained = TstrRetriever.for_index(demo_pool.index, encoder)
+        test_vectors = encoder.encode([t.requirement for t in tasks])
+        pool_vectors = np.asarray(demo_pool.index.vectors, dtype=np.float32)
+        pool_codes = [e.code for e in demo_pool.examples]
+        code_vectors = encoder.encode([t.reference for t in tasks])
+        pool_code_vectors = encoder.encode(pool_codes)
+        scorers = {
+            "frozen encoder": test_vectors @ pool_vectors.T,
+            "tstr": trained.model.transform(test_vectors) @ trained.pool.T,
+            "code embedding (sees the reference code)": code_vectors @ pool_code_vectors.T,
+        }
+        rows = run_retrieval_eval(
+            test_vectors, [t.reference for t in tasks], pool_vectors, pool_codes, scorers, seed=seed
+        )
+    if json_output:
+        out.print_json(json.dumps({"tasks": len(tasks), "rows": rows}))
+        return
+    out.print(f"{len(tasks)} references from {dataset} ({split}), pool {pool}; pairwise accuracy, 95% bootstrap CI")
+    lines = ["| scorer | triplets | count | accuracy |", "|---|---|---|---|"]
+    for row in rows:
+        mean, low, high = row["accuracy"]
+        lines.append(f"| {row['scorer']} | {row['triplets']} | {row['count']} | {mean:.3f} [{low:.3f}, {high:.3f}] |")
+    out.print("\n".join(lines))

@@ -144,10 +144,18 @@ class HybridRetriever:
 
 RetrieverFactory = Callable[[Index, TextEncoder], Retriever]
 
+
+def _tstr(index: Index, encoder: TextEncoder) -> Retriever:
+    from .tstr import TstrRetriever  # trained retrievers import torch: only when asked for
+
+    return TstrRetriever.for_index(index, encoder)
+
+
 RETRIEVERS: dict[str, RetrieverFactory] = {
     "bm25": lambda index, encoder: BM25Retriever(index),
     "dense": lambda index, encoder: DenseRetriever(index, encoder),
     "hybrid": lambda index, encoder: HybridRetriever(BM25Retriever(index), DenseRetriever(index, encoder)),
+    "tstr": _tstr,
 }
 
 

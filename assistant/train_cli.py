@@ -1,0 +1,73 @@
+"""`assist train ...`: train the retrievers (and later the discriminator) on a repo, a bank or a benchmark pool."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .console import ProgressUI, friendly_errors, out, show_progress
+from .errors import UsageError
+
+train_app = typer.Typer(
+    help="Train what assist learns from your code: retrievers that pick the demonstrations this model finds useful.",
+    no_args_is_help=True,
+)
+
+METHODS = ("lail", "tstr")
+
+
+def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # -> Index
+    """The pool to train on: a benchmark's train split (`mbpp[:PATH]`), a JSONL bank, or the repo at `path`."""
+    from .index import index_bank, index_repo
+
+    if bank is None:
+        return index_repo(path, encoder, ui)[0]
+    if bank.split(":")[0] == "mbpp":
+        from .evaluate import load_pool
+
+        return load_pool(bank, encoder).index
+    return index_bank(Path(bank), encoder, ui)[0]
+
+
+@train_app.command("retriever")
+@friendly_errors
+def retriever(
+    path: Annotated[Path, typer.Argument(help="The git repo to train on (default: where you stand).")] = Path("."),
+    method: Annotated[str, typer.Option(help="tstr (seconds) or lail (the LLM labels; see --help).")] = "tstr",
+    bank: Annotated[
+        str | None,
+        typer.Option(help="Train on a JSONL bank, or a benchmark's train split (mbpp[:PATH]), instead of the repo."),
+    ] = None,
+    epochs: Annotated[int | None, typer.Option(help="Training epochs (default: the method's).")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the training summary as JSON.")] = False,
+) -> None:
+    """Train a retriever for a pool of examples; `assist generate` then uses it by default.
+
+    tstr: a small MLP over the frozen embeddings, so that requirement similarity predicts code similarity
+    (TST^R; trains in seconds). Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks.
+    """
+    from .encoder import Encoder
+
+    if method not in METHODS:
+        raise UsageError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if method == "lail":
+        raise UsageError("LAIL training is not available yet; use --method tstr")
+    with ProgressUI(show_progress(json_output)) as ui:
+        encoder = Encoder.load()
+        index = training_index(path, bank, encoder, ui)
+        from .tstr import TstrConfig, train_for_index
+
+        config = TstrConfig(seed=seed, **({"epochs": epochs} if epochs else {}))
+        directory, stats = train_for_index(index, encoder, config, progress=ui)
+    summary = {"method": method, "examples": len(index), "saved": str(directory), **stats}
+    if json_output:
+        out.print_json(json.dumps(summary))
+        return
+    out.print(
+        f"Trained TST^R on {len(index)} examples ({stats['pairs']} boundary pairs) in {stats['seconds']:.1f} s: "
+        f"loss {stats['loss_before']:.4f} → {stats['loss_after']:.4f}\nSaved to {directory}"
+    )
