@@ -95,7 +95,13 @@ def generate(
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
     timeout: TimeoutOpt = None,
-    retriever: Annotated[str, typer.Option(help="bm25, dense or hybrid.")] = "hybrid",
+    retriever: Annotated[
+        str,
+        typer.Option(
+            help="auto, bm25, dense, hybrid, tstr or lail (auto: a retriever trained for this pool if there is one "
+            "— lail, then tstr — else hybrid)."
+        ),
+    ] = "auto",
     ranker: Annotated[
         str,
         typer.Option(

@@ -28,6 +28,8 @@ STAGE_LABELS = {
     "retrieve": "Retrieving demonstrations",
     "generate": "Generating candidates",
     "rank": "Ranking candidates",
+    "label": "Labeling pairs with the LLM",
+    "train": "Training",
 }
 
 

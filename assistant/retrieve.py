@@ -151,19 +151,34 @@ def _tstr(index: Index, encoder: TextEncoder) -> Retriever:
     return TstrRetriever.for_index(index, encoder)
 
 
+def _lail(index: Index, encoder: TextEncoder) -> Retriever:
+    from .lail import LailRetriever
+
+    return LailRetriever.for_index(index, encoder)
+
+
 RETRIEVERS: dict[str, RetrieverFactory] = {
     "bm25": lambda index, encoder: BM25Retriever(index),
     "dense": lambda index, encoder: DenseRetriever(index, encoder),
     "hybrid": lambda index, encoder: HybridRetriever(BM25Retriever(index), DenseRetriever(index, encoder)),
     "tstr": _tstr,
+    "lail": _lail,
 }
 
 
 def make_retriever(name: str, index: Index, encoder: TextEncoder) -> Retriever:
-    """Build a registered retriever over an index; an unknown name is a one-line error."""
+    """Build a registered retriever over an index; an unknown name is a one-line error.
+
+    `auto` picks a retriever trained for this index's pool when there is one (LAIL, then TST^R), else hybrid.
+    """
     from .errors import UsageError
 
+    if name == "auto":
+        from .trained import trained_methods
+
+        trained = trained_methods(index)
+        name = trained[0] if trained else "hybrid"
     factory = RETRIEVERS.get(name)
     if factory is None:
-        raise UsageError(f"unknown retriever {name!r}; choose one of: {', '.join(RETRIEVERS)}")
+        raise UsageError(f"unknown retriever {name!r}; choose one of: auto, {', '.join(RETRIEVERS)}")
     return factory(index, encoder)

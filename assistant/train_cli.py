@@ -41,8 +41,19 @@ def retriever(
         str | None,
         typer.Option(help="Train on a JSONL bank, or a benchmark's train split (mbpp[:PATH]), instead of the repo."),
     ] = None,
-    epochs: Annotated[int | None, typer.Option(help="Training epochs (default: the method's).")] = None,
+    epochs: Annotated[int | None, typer.Option(help="Training epochs (default: tstr 60, lail 4).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    labeler: Annotated[str, typer.Option(help="lail: the LLM that labels (local).")] = "local",
+    model: Annotated[
+        str | None, typer.Option(help="lail: the labeling model (default: the default generator).")
+    ] = None,
+    candidates: Annotated[int, typer.Option(help="lail: BM25 candidates scored per example, t (paper 50).")] = 8,
+    positives: Annotated[int, typer.Option(help="lail: top-scored kept as positives, z (paper 5).")] = 2,
+    soft_negatives: Annotated[int, typer.Option(help="lail: bottom-scored soft negatives, v (paper 5).")] = 2,
+    hard_negatives: Annotated[int, typer.Option(help="lail: hard negatives from outside S_i, h (paper 63).")] = 32,
+    resume: Annotated[
+        bool, typer.Option("--resume/--fresh", help="lail: reuse the labels already computed (default) or relabel.")
+    ] = True,
     json_output: Annotated[bool, typer.Option("--json", help="Print the training summary as JSON.")] = False,
 ) -> None:
     """Train a retriever for a pool of examples; `assist generate` then uses it by default.
@@ -55,7 +66,21 @@ def retriever(
     if method not in METHODS:
         raise UsageError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     if method == "lail":
-        raise UsageError("LAIL training is not available yet; use --method tstr")
+        _train_lail(
+            path,
+            bank,
+            epochs,
+            seed,
+            labeler,
+            model,
+            candidates,
+            positives,
+            soft_negatives,
+            hard_negatives,
+            resume,
+            json_output,
+        )
+        return
     with ProgressUI(show_progress(json_output)) as ui:
         encoder = Encoder.load()
         index = training_index(path, bank, encoder, ui)
@@ -70,4 +95,58 @@ def retriever(
     out.print(
         f"Trained TST^R on {len(index)} examples ({stats['pairs']} boundary pairs) in {stats['seconds']:.1f} s: "
         f"loss {stats['loss_before']:.4f} → {stats['loss_after']:.4f}\nSaved to {directory}"
+    )
+
+
+def _train_lail(
+    path: Path,
+    bank: str | None,
+    epochs: int | None,
+    seed: int,
+    labeler: str,
+    model: str | None,
+    candidates: int,
+    positives: int,
+    soft_negatives: int,
+    hard_negatives: int,
+    resume: bool,
+    json_output: bool,
+) -> None:
+    from .backends import load_backend
+    from .encoder import Encoder
+    from .lail import LailConfig, train_lail
+    from .models import encoder_dir, resolve
+    from .trained import artifact_dir
+
+    if labeler != "local":
+        raise UsageError(
+            "only the local labeler is supported: OpenAI-compatible servers do not return usable prompt "
+            "log-probabilities (chat cannot; llama.cpp's echoed values are wrong)"
+        )
+    for name, value in (("candidates", candidates), ("positives", positives), ("soft-negatives", soft_negatives)):
+        if value < 1:
+            raise UsageError(f"--{name} must be at least 1")
+    config = LailConfig(
+        candidates=candidates,
+        positives=positives,
+        soft_negatives=soft_negatives,
+        hard_negatives=max(0, hard_negatives),
+        seed=seed,
+        **({"epochs": epochs} if epochs else {}),
+    )
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        encoder = Encoder.load()
+        index = training_index(path, bank, encoder, ui)
+        if not resume:
+            (artifact_dir(index, "lail") / "labels.jsonl").unlink(missing_ok=True)
+        backend = load_backend("local", model, progress=ui)
+        directory, stats = train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), backend, config, ui)
+    summary = {"method": "lail", "examples": len(index), "saved": str(directory), **stats}
+    if json_output:
+        out.print_json(json.dumps(summary))
+        return
+    out.print(
+        f"Trained LAIL on {len(index)} examples: {stats['pairs_labeled']} pairs labeled by {backend.model} "
+        f"({stats['label_seconds']:.0f} s), encoder trained in {stats['train_seconds']:.0f} s, "
+        f"epoch losses {stats['epoch_losses']}\nSaved to {directory}"
     )

@@ -194,6 +194,78 @@ class LocalBackend:
                 results[i] = TokenLogprobs(tokens=self.tokenizer.convert_ids_to_tokens(tail), logprobs=values)
         return results
 
+    def logprob_shared_prefix(
+        self, prefix: str, tails: Sequence[tuple[str, str]], batch_tokens: int = 4096
+    ) -> list[TokenLogprobs]:
+        """Log-probabilities of each continuation in `prefix + context + continuation`, for many
+        (context, continuation) tails after one shared prefix.
+
+        The prefix is run once and its KV cache reused by every tail (LAIL labeling: one demonstration's
+        prompt, many examples scored after it), so each pair costs only its own tokens. Tails are right-padded;
+        only the continuation positions go through the 152k-wide vocabulary projection. Every context must
+        be non-empty (it holds the request the continuation answers).
+        """
+        import copy
+
+        import torch
+        from transformers import DynamicCache
+
+        head = self.tokenizer(prefix, add_special_tokens=False)["input_ids"]
+        encoded = []
+        for context, continuation in tails:
+            ctx = self.tokenizer(context, add_special_tokens=False)["input_ids"]
+            cont = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
+            if not ctx:
+                raise ValueError("each tail needs a non-empty context")
+            encoded.append((ctx, cont))
+        results = [TokenLogprobs() for _ in encoded]
+        if not head:
+            raise ValueError("the shared prefix is empty")
+        with torch.inference_mode():
+            base = DynamicCache(config=self.lm.config)
+            self.lm.model(input_ids=torch.tensor([head]), past_key_values=base, use_cache=True)
+        order = sorted(range(len(encoded)), key=lambda i: -(len(encoded[i][0]) + len(encoded[i][1])))
+        position = 0
+        while position < len(order):
+            longest = len(encoded[order[position]][0]) + len(encoded[order[position]][1])
+            size = max(1, batch_tokens // max(longest, 1))
+            batch = [i for i in order[position : position + size] if encoded[i][1]]
+            position += size
+            if not batch:
+                continue
+            width = max(len(encoded[i][0]) + len(encoded[i][1]) for i in batch)
+            ids = torch.full((len(batch), width), self.tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), len(head) + width), dtype=torch.long)
+            mask[:, : len(head)] = 1
+            for row, i in enumerate(batch):
+                sequence = encoded[i][0] + encoded[i][1]
+                ids[row, : len(sequence)] = torch.tensor(sequence)
+                mask[row, len(head) : len(head) + len(sequence)] = 1
+            positions = torch.arange(len(head), len(head) + width).unsqueeze(0).expand(len(batch), -1)
+            cache = copy.deepcopy(base)
+            cache.batch_repeat_interleave(len(batch))
+            with torch.inference_mode():
+                hidden = self.lm.model(
+                    input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True
+                ).last_hidden_state
+                # Token j of a tail is predicted at position j-1: gather just the continuation's positions.
+                rows, cols, targets, owners = [], [], [], []
+                for row, i in enumerate(batch):
+                    ctx, cont = encoded[i]
+                    for offset, token in enumerate(cont):
+                        rows.append(row)
+                        cols.append(len(ctx) + offset - 1)
+                        targets.append(token)
+                        owners.append(i)
+                picked = hidden[torch.tensor(rows), torch.tensor(cols)]
+                logp = torch.log_softmax(self.lm.lm_head(picked).float(), dim=-1)
+                values = logp[torch.arange(len(targets)), torch.tensor(targets)].tolist()
+            for i in batch:
+                cont = encoded[i][1]
+                mine = [v for v, owner in zip(values, owners, strict=True) if owner == i]
+                results[i] = TokenLogprobs(tokens=self.tokenizer.convert_ids_to_tokens(cont), logprobs=mine)
+        return results
+
 
 class _TokenLogprobRecorder:
     """A logits processor that records the raw log-probability of each token generate picks.

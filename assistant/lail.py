@@ -1,0 +1,309 @@
+"""LAIL (LLM-aware in-context learning): the LLM labels which demonstrations help it, and an encoder learns
+to retrieve those (`../shared/docs/methods.md`, section 1).
+
+Labeling, for every example e_i = (x_i, y_i) of the pool:
+  1. BM25 over requirements keeps the top t other examples as S_i;
+  2. each candidate q in S_i is scored by the LLM's mean token log-probability of y_i given the prompt
+     (x_q, y_q, x_i) — the same prompt `assist generate` builds with one demonstration. No generation;
+  3. the top z are positives, the bottom v soft negatives.
+Training: the encoder (default MiniLM) with InfoNCE over cosine / τ: for each query x_i, one positive, one
+soft negative, and h hard negatives drawn from outside S_i (shared by the batch, plus the other queries'
+candidates when they are not in S_i).
+
+Cost on a 2-core CPU is dominated by labeling: every pair is one prompt. Pairs that share a demonstration
+share its forward pass (the prompt's prefix KV cache), so a pair costs only the tokens of x_i and y_i.
+Defaults are scaled to finish a few hundred examples within an hour; the paper's settings are beside them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .backends import Backend
+from .errors import UsageError
+from .evaluate.cache import JsonlCache, cache_key
+from .examples import Example
+from .index import Index, TextEncoder, embedding_text
+from .paths import atomic_write_bytes
+from .prompts import build_prompt
+from .retrieve import BM25Retriever, Exclude, Hit
+from .trained import artifact_dir, describe_pool, read_manifest, write_manifest
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class LailConfig:
+    """Labeling and training settings. Paper (GPU, 16B labeler): t=50, z=5, v=5, h=63, lr 5e-5, batch 32."""
+
+    candidates: int = 8  # t: BM25 candidates scored per example (paper 50)
+    positives: int = 2  # z (paper 5)
+    soft_negatives: int = 2  # v (paper 5)
+    hard_negatives: int = 32  # h, from outside S_i (paper 63)
+    epochs: int = 4
+    batch: int = 16  # queries per step (paper 32)
+    lr: float = 5e-5
+    temperature: float = 0.05
+    seed: int = 0
+
+
+def text_hash(example: Example) -> str:
+    return hashlib.sha256(f"{example.requirement}\x00{example.code}".encode()).hexdigest()[:24]
+
+
+def candidate_sets(index: Index, count: int) -> list[list[int]]:
+    """S_i for every example: the `count` best BM25 matches of its requirement, never itself or a duplicate."""
+    bm25 = BM25Retriever(index)
+    sets = []
+    for i, example in enumerate(index.examples):
+        scores = bm25.scores(example.requirement)
+        order = np.argsort(-scores, kind="stable")
+        chosen = [
+            int(j)
+            for j in order
+            if j != i
+            and index.examples[j].requirement != example.requirement
+            and index.examples[j].code != example.code
+        ][:count]
+        sets.append(chosen)
+    return sets
+
+
+def label_pool(
+    index: Index,
+    backend: Backend,
+    config: LailConfig,
+    cache: JsonlCache,
+    progress: Progress | None = None,
+) -> list[list[tuple[int, float]]]:
+    """Per example: [(candidate row, mean log-prob of its code given that demonstration)], best first.
+
+    Scores are cached by (labeler, demonstration, example): an interrupted run resumes where it stopped.
+    """
+    report = progress or (lambda stage, done, total: None)
+    examples = index.examples
+    sets = candidate_sets(index, config.candidates)
+    hashes = [text_hash(e) for e in examples]
+
+    def key(q: int, i: int) -> str:
+        return cache_key(kind="lail-label", labeler=backend.model, demo=hashes[q], example=hashes[i])
+
+    by_demo: dict[int, list[int]] = {}
+    for i, chosen in enumerate(sets):
+        for q in chosen:
+            by_demo.setdefault(q, []).append(i)
+    total = sum(len(s) for s in sets)
+    done = sum(1 for i, chosen in enumerate(sets) for q in chosen if key(q, i) in cache)
+    report("label", done, total)
+    shared = getattr(backend, "logprob_shared_prefix", None)
+    for q, users in by_demo.items():
+        pending = [i for i in users if key(q, i) not in cache]
+        if not pending:
+            continue
+        prompts = [build_prompt(examples[i].requirement, [examples[q]]) for i in pending]
+        if shared is not None and hasattr(backend, "render"):
+            # Everything up to the end of the demonstration's answer is the same for every pending example.
+            prefix = backend.tokenizer.apply_chat_template(list(prompts[0].messages[:3]), tokenize=False)
+            texts = [backend.render(p) for p in prompts]
+            if all(t.startswith(prefix) for t in texts):
+                scored = shared(
+                    prefix, [(t[len(prefix) :], examples[i].code) for t, i in zip(texts, pending, strict=True)]
+                )
+            else:
+                scored = backend.logprob([(p, examples[i].code) for p, i in zip(prompts, pending, strict=True)])
+        else:
+            scored = backend.logprob([(p, examples[i].code) for p, i in zip(prompts, pending, strict=True)])
+        for i, result in zip(pending, scored, strict=True):
+            cache.put(key(q, i), result.mean)
+        done += len(pending)
+        report("label", done, total)
+    return [
+        sorted(((q, float(cache.get(key(q, i)))) for q in chosen), key=lambda item: -item[1])
+        for i, chosen in enumerate(sets)
+    ]
+
+
+def _mean_pool(model, tokenizer, texts: Sequence[str], max_length: int = 128):
+    import torch
+
+    batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    hidden = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(pooled, dim=-1)
+
+
+def train_encoder(
+    examples: Sequence[Example],
+    labels: Sequence[Sequence[tuple[int, float]]],
+    encoder_dir: Path,
+    config: LailConfig,
+    progress: Progress | None = None,
+):  # -> (model, tokenizer, losses)
+    """Fine-tune a copy of the encoder with InfoNCE on the labels; returns (model, tokenizer, epoch losses)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    report = progress or (lambda stage, done, total: None)
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(str(encoder_dir))
+    model = AutoModel.from_pretrained(str(encoder_dir), dtype=torch.float32)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    texts = [embedding_text(e) for e in examples]
+    usable = [i for i, ranked in enumerate(labels) if len(ranked) >= config.positives + config.soft_negatives]
+    if not usable:
+        raise UsageError("no example has enough labeled candidates to train on")
+    steps_per_epoch = (len(usable) + config.batch - 1) // config.batch
+    losses: list[float] = []
+    for epoch in range(config.epochs):
+        rng.shuffle(usable)
+        total = 0.0
+        for step in range(steps_per_epoch):
+            queries = usable[step * config.batch : (step + 1) * config.batch]
+            if not queries:
+                continue
+            positives = [rng.choice(labels[i][: config.positives])[0] for i in queries]
+            softs = [rng.choice(labels[i][-config.soft_negatives :])[0] for i in queries]
+            blocked = set(queries) | {q for i in queries for q, _ in labels[i]}
+            outside = [j for j in range(len(examples)) if j not in blocked]
+            hard = rng.sample(outside, min(config.hard_negatives, len(outside)))
+            candidates = positives + softs + hard
+            q_vec = _mean_pool(model, tokenizer, [texts[i] for i in queries])
+            c_vec = _mean_pool(model, tokenizer, [texts[j] for j in candidates])
+            logits = q_vec @ c_vec.T / config.temperature
+            # A query must not be pushed away from its own candidate set (false negatives), except its own
+            # soft negative; nor from itself.
+            mask = torch.zeros_like(logits, dtype=torch.bool)
+            for row, i in enumerate(queries):
+                own = {q for q, _ in labels[i]} | {i}
+                for col, j in enumerate(candidates):
+                    if col in (row, len(queries) + row):
+                        continue
+                    if j in own or j == positives[row]:
+                        mask[row, col] = True
+            logits = logits.masked_fill(mask, float("-inf"))
+            loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(queries)))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(queries)
+            report("train", epoch * steps_per_epoch + step + 1, config.epochs * steps_per_epoch)
+        losses.append(total / len(usable))
+    model.eval()
+    return model, tokenizer, losses
+
+
+def train_lail(
+    index: Index,
+    encoder: TextEncoder,
+    encoder_dir: Path,
+    backend: Backend,
+    config: LailConfig | None = None,
+    progress: Progress | None = None,
+) -> tuple[Path, dict]:
+    """Label (resumably) and train; save the encoder with its config and the labels' provenance."""
+    config = config or LailConfig()
+    if config.positives + config.soft_negatives > config.candidates:
+        raise UsageError("--positives plus --soft-negatives must not exceed --candidates")
+    if len(index) < config.candidates + 2:
+        raise UsageError(f"LAIL needs more than {config.candidates + 1} examples, the pool has {len(index)}")
+    directory = artifact_dir(index, "lail")
+    directory.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    cache = JsonlCache(directory / "labels.jsonl")
+    labels = label_pool(index, backend, config, cache, progress)
+    labeled_s = time.perf_counter() - started
+    model, tokenizer, losses = train_encoder(index.examples, labels, encoder_dir, config, progress)
+    (directory / "manifest.json").unlink(missing_ok=True)
+    model.save_pretrained(str(directory / "encoder"), safe_serialization=True)
+    tokenizer.save_pretrained(str(directory / "encoder"))
+    (directory / "pool_vectors.npz").unlink(missing_ok=True)
+    stats = {
+        "pairs_labeled": sum(len(s) for s in labels),
+        "label_seconds": round(labeled_s, 1),
+        "train_seconds": round(time.perf_counter() - started - labeled_s, 1),
+        "epoch_losses": [round(x, 4) for x in losses],
+    }
+    write_manifest(
+        directory,
+        {
+            "method": "lail",
+            "config": asdict(config),
+            "base_encoder": encoder.name,
+            "labeler": {"backend": backend.name, "model": backend.model},
+            "pool": describe_pool(index),
+            "examples": len(index),
+            "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "stats": stats,
+        },
+    )
+    return directory, stats
+
+
+class LailRetriever:
+    """Cosine top-k with the LAIL-trained encoder; the pool is re-embedded with it once and cached."""
+
+    name = "lail"
+
+    def __init__(self, index: Index, directory: Path) -> None:
+        from .encoder import Encoder
+
+        manifest = read_manifest(directory)
+        if manifest is None:
+            raise UsageError(
+                f"no LAIL retriever trained for the {describe_pool(index)}; run `assist train retriever --method lail`"
+            )
+        self.index = index
+        self.manifest = manifest
+        self.encoder = Encoder(directory / "encoder", name=f"lail:{directory.name}")
+        self.pool = self._pool_vectors(directory)
+
+    @classmethod
+    def for_index(cls, index: Index, encoder: TextEncoder | None = None) -> LailRetriever:
+        return cls(index, artifact_dir(index, "lail"))
+
+    def _pool_vectors(self, directory: Path) -> np.ndarray:
+        """The pool embedded with the trained encoder, reusing vectors of texts embedded before."""
+        texts = [embedding_text(e) for e in self.index.examples]
+        keys = [hashlib.sha256(t.encode()).hexdigest()[:24] for t in texts]
+        path = directory / "pool_vectors.npz"
+        known: dict[str, np.ndarray] = {}
+        if path.exists():
+            stored = np.load(path)
+            known = dict(zip(json.loads(str(stored["keys"])), stored["vectors"], strict=True))
+        missing = [i for i, k in enumerate(keys) if k not in known]
+        if missing:
+            fresh = self.encoder.encode([texts[i] for i in missing])
+            known.update({keys[i]: fresh[row] for row, i in enumerate(missing)})
+            vectors = np.stack([known[k] for k in keys]) if keys else np.zeros((0, self.encoder.dim), "float32")
+            buffer = io.BytesIO()
+            np.savez(buffer, keys=json.dumps(keys), vectors=vectors)
+            atomic_write_bytes(path, buffer.getvalue())
+            return vectors
+        return np.stack([known[k] for k in keys]) if keys else np.zeros((0, self.encoder.dim), "float32")
+
+    def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
+        if not len(self.index):
+            return []
+        scores = self.pool @ self.encoder.encode([query])[0]
+        hits = []
+        for row in np.argsort(-scores, kind="stable"):
+            example = self.index.examples[int(row)]
+            if exclude is not None and exclude(example):
+                continue
+            hits.append(Hit(example, float(scores[row]), self.name, f"LAIL cosine {scores[row]:.3f}"))
+            if len(hits) == k:
+                break
+        return hits

@@ -1,0 +1,138 @@
+"""Trained retrievers: code similarity, TST^R, LAIL (labels from the real local model), and `auto`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from assistant.codesim import masked_tokens, similarity, similarity_matrix
+from assistant.errors import UsageError
+from assistant.evaluate.retrieval import boundary_triplets, random_triplets
+from assistant.examples import Example
+from assistant.index import build_index
+from assistant.retrieve import make_retriever
+from assistant.tstr import TstrConfig, boundary_pairs, train_for_index
+
+POOL = [
+    (
+        "Return the sum of a list of numbers.",
+        "def total(xs):\n    s = 0\n    for x in xs:\n        s += x\n    return s",
+    ),
+    (
+        "Add up the prices in a list.",
+        "def add_prices(prices):\n    t = 0\n    for p in prices:\n        t += p\n    return t",
+    ),
+    ("Count the vowels in a string.", "def vowels(s):\n    return sum(1 for c in s if c in 'aeiou')"),
+    ("Count how many items are even.", "def evens(xs):\n    return sum(1 for x in xs if x % 2 == 0)"),
+    ("Reverse a string.", "def rev(s):\n    return s[::-1]"),
+    ("Reverse the order of a list.", "def rev_list(xs):\n    return xs[::-1]"),
+    (
+        "Check whether a number is prime.",
+        "def is_prime(n):\n    if n < 2:\n        return False\n    return all(n % d for d in range(2, n))",
+    ),
+    (
+        "Return the largest number in a list.",
+        "def largest(xs):\n    best = xs[0]\n    for x in xs:\n        if x > best:\n"
+        "            best = x\n    return best",
+    ),
+    (
+        "Return the smallest number in a list.",
+        "def smallest(xs):\n    low = xs[0]\n    for x in xs:\n        if x < low:\n"
+        "            low = x\n    return low",
+    ),
+    ("Square every number in a list.", "def squares(xs):\n    return [x * x for x in xs]"),
+    ("Double every number in a list.", "def doubles(xs):\n    return [2 * x for x in xs]"),
+    ("Join words with spaces.", "def join(words):\n    return ' '.join(words)"),
+]
+
+
+def pool_examples() -> list[Example]:
+    return [Example(requirement=r, code=c, name=c.split("(")[0][4:]) for r, c in POOL]
+
+
+def test_masking_makes_renamed_code_identical_and_keeps_structure() -> None:
+    a = "def add(a, b):\n    return a + b  # sum\n"
+    b = "def plus(x, y):\n    return x + y\n"
+    assert masked_tokens(a) == masked_tokens(b)
+    assert masked_tokens("x = 'hi' + 3") == ["ID", "=", "STR", "+", "NUM", "NEWLINE"]
+    assert similarity(a, b) == 1.0
+    loop = "def f(xs):\n    for x in xs:\n        if x:\n            return True\n    return False\n"
+    assert similarity(a, loop) < 0.5
+    matrix = similarity_matrix([a, loop])
+    assert matrix.shape == (2, 2) and np.allclose(np.diag(matrix), 1.0) and matrix[0, 1] == matrix[1, 0]
+
+
+def test_boundary_pairs_take_code_neighbours_then_confusing_texts() -> None:
+    code = np.array(
+        [[1.0, 0.9, 0.8, 0.1, 0.2], [0.9, 1, 0, 0, 0], [0.8, 0, 1, 0, 0], [0.1, 0, 0, 1, 0], [0.2, 0, 0, 0, 1]]
+    )
+    text = np.array([[1.0, 0.0, 0.0, 0.9, 0.1]] + [[0.0] * 5] * 4)
+    pairs = [p for p in boundary_pairs(code, text, lambda_k=1, lambda_s=1) if p[0] == 0]
+    # Code-closest is 1; skip 2; of the rest (3, 4) the text-closest is 3.
+    assert pairs == [(0, 1), (0, 3)]
+
+
+def test_triplets_always_order_by_code_similarity() -> None:
+    rng = np.random.default_rng(0)
+    code = rng.random((5, 20)).astype(np.float32)
+    text = rng.random((5, 20)).astype(np.float32)
+    for triplets in (boundary_triplets(code, text, 4, 4), random_triplets(code, per_test=10)):
+        assert triplets and all(code[t, p] > code[t, n] for t, p, n in triplets)
+
+
+def test_tstr_trains_saves_and_becomes_the_auto_retriever(encoder) -> None:
+    index = build_index(pool_examples(), encoder)
+    with pytest.raises(UsageError, match="no TST\\^R retriever trained"):
+        make_retriever("tstr", index, encoder)
+    assert make_retriever("auto", index, encoder).name == "hybrid"
+    directory, stats = train_for_index(index, encoder, TstrConfig(lambda_k=2, lambda_s=1, epochs=40, batch=16))
+    assert (directory / "manifest.json").exists() and stats["loss_after"] < stats["loss_before"]
+    retriever = make_retriever("auto", index, encoder)
+    assert retriever.name == "tstr"
+    hits = retriever.search("total of all values in a list", 2, exclude=lambda e: e.name == "total")
+    assert len(hits) == 2 and all(h.example.name != "total" for h in hits)
+    assert hits[0].why.startswith("tuned cosine")
+
+
+@pytest.mark.model
+def test_shared_prefix_scoring_equals_scoring_each_prompt(backend) -> None:
+    from assistant.prompts import build_prompt
+
+    demo = Example(requirement="Add two numbers.", code="def add(a, b):\n    return a + b")
+    pairs = [(build_prompt(r, [demo]), c) for r, c in POOL[:3]]
+    full = backend.logprob(pairs)
+    prefix = backend.tokenizer.apply_chat_template(list(pairs[0][0].messages[:3]), tokenize=False)
+    tails = [(backend.render(p)[len(prefix) :], c) for p, c in pairs]
+    shared = backend.logprob_shared_prefix(prefix, tails)
+    for a, b in zip(full, shared, strict=True):
+        assert len(a.logprobs) == len(b.logprobs) > 0
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+
+
+@pytest.mark.model
+def test_lail_labels_with_the_model_trains_and_retrieves(backend, encoder) -> None:
+    from assistant.lail import LailConfig, candidate_sets, train_lail
+    from assistant.models import encoder_dir, resolve
+
+    examples = pool_examples()[:8]
+    index = build_index(examples, encoder)
+    sets = candidate_sets(index, 2)
+    assert all(i not in chosen and len(chosen) == 2 for i, chosen in enumerate(sets))
+    config = LailConfig(candidates=2, positives=1, soft_negatives=1, hard_negatives=4, epochs=1, batch=4)
+    directory, stats = train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), backend, config)
+    assert stats["pairs_labeled"] == 16 and (directory / "encoder" / "config.json").exists()
+    labels = (directory / "labels.jsonl").read_text().splitlines()
+    assert len(labels) == 16
+    # Labels are cached: training again asks the model for nothing.
+    calls = []
+    original = backend.logprob_shared_prefix
+    backend.logprob_shared_prefix = lambda *a, **k: calls.append(a) or original(*a, **k)
+    try:
+        train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), backend, config)
+    finally:
+        del backend.logprob_shared_prefix
+    assert calls == []
+    retriever = make_retriever("auto", index, encoder)
+    assert retriever.name == "lail"
+    hits = retriever.search("sum of a list", 3)
+    assert len(hits) == 3 and hits[0].why.startswith("LAIL cosine")
