@@ -63,10 +63,16 @@ def _prepare(out: Path, config: dict) -> None:
     path = out / "config.json"
     if path.exists():
         previous = json.loads(path.read_text(encoding="utf-8"))
-        changed = sorted(k for k in config if k != "strategies" and previous.get(k) != config[k])
+        # Strategies and --limit may grow: subsets are nested and every (task, strategy) is cached on its own.
+        changed = sorted(k for k in config if k not in ("strategies", "limit") and previous.get(k) != config[k])
         if changed:
             raise UsageError(f"{out} holds a run with other settings ({', '.join(changed)}); choose another --out")
-        config = {**config, "strategies": list(dict.fromkeys(previous.get("strategies", []) + config["strategies"]))}
+        limits = [previous.get("limit"), config["limit"]]
+        config = {
+            **config,
+            "strategies": list(dict.fromkeys(previous.get("strategies", []) + config["strategies"])),
+            "limit": None if None in limits else max(limits),
+        }
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=1), encoding="utf-8")
 
