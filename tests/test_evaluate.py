@@ -77,8 +77,11 @@ def test_strategies_come_from_the_retriever_registry():
     from assistant.evaluate.strategies import parse_strategies
 
     assert parse_strategies(" zero, hybrid ") == ["zero", "hybrid"]
-    with pytest.raises(UsageError, match="unknown strategy 'lail'; choose from zero, random, bm25, dense, hybrid"):
-        parse_strategies("zero,lail")
+    assert parse_strategies("lail,tstr") == ["lail", "tstr"]  # trained retrievers register as strategies
+    with pytest.raises(
+        UsageError, match="unknown strategy 'vote'; choose from zero, random, bm25, dense, hybrid, tstr"
+    ):
+        parse_strategies("zero,vote")
 
 
 def test_cache_survives_a_torn_line(tmp_path):
@@ -108,6 +111,7 @@ class Counting:
     def __init__(self, backend):
         self.backend, self.calls = backend, 0
         self.name, self.model, self.context = backend.name, backend.model, backend.context
+        self.usage, self.can_score = backend.usage, backend.can_score
 
     def count_tokens(self, prompt):
         return self.backend.count_tokens(prompt)
