@@ -336,7 +336,7 @@ def serve(
 ) -> None:
     """Serve a local GGUF model through llama.cpp's OpenAI-compatible server, on 127.0.0.1, until Ctrl-C.
 
-    Needs the optional extra: pip install 'assist[serve]' (builds llama.cpp from source, ~8 min on 2 cores).
+    Needs the optional extra: pip install 'assist[serve]' (builds llama.cpp from source once: up to an hour on 2 cores).
     """
     from .paths import cache_dir
     from .serve import LlamaServer
@@ -345,11 +345,7 @@ def serve(
     with ProgressUI(err.is_terminal) as ui:
         server = LlamaServer(model, port=port, threads=threads, context=context, log_file=log, progress=ui)
         ui.status(f"Starting llama.cpp's server for {server.spec.name}")
-        try:
-            server.wait_ready()
-        except BaseException:
-            server.stop()
-            raise
+        server.wait_ready()
     url = server.base_url
     out.print(f"Serving {server.spec.name} (llama.cpp, context {context}) at {url}")
     out.print(f'  assist generate "..." --backend openai --base-url {url}')

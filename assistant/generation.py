@@ -239,6 +239,6 @@ def generate(
 
 def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> str:
     """Tests first when there are any, then log-probability where it is known (else sampling order)."""
-    scored = getattr(backend, "can_score", True) or all(c.logprobs for c in candidates)
+    scored = backend.can_score or all(c.logprobs for c in candidates)
     order = "logprob" if scored else "first"
     return f"exec+{order}" if has_tests else order

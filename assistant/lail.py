@@ -36,7 +36,7 @@ from .examples import Example
 from .index import Index, TextEncoder, embedding_text
 from .paths import atomic_write_bytes
 from .prompts import build_prompt
-from .retrieve import BM25Retriever, Exclude, Hit
+from .retrieve import BM25Retriever, Exclude, Hit, top_rows
 from .trained import artifact_dir, describe_pool, read_manifest, write_manifest
 
 Progress = Callable[[str, int, int], None]
@@ -105,24 +105,15 @@ def label_pool(
     total = sum(len(s) for s in sets)
     done = sum(1 for i, chosen in enumerate(sets) for q in chosen if key(q, i) in cache)
     report("label", done, total)
-    shared = getattr(backend, "logprob_shared_prefix", None)
+    # Backends that can reuse a shared prompt prefix (the local one) get every example of one demonstration
+    # at once: system message, demonstration request and answer are the same three messages for all of them.
+    shared = getattr(backend, "logprob_shared", None)
     for q, users in by_demo.items():
         pending = [i for i in users if key(q, i) not in cache]
         if not pending:
             continue
-        prompts = [build_prompt(examples[i].requirement, [examples[q]]) for i in pending]
-        if shared is not None and hasattr(backend, "render"):
-            # Everything up to the end of the demonstration's answer is the same for every pending example.
-            prefix = backend.tokenizer.apply_chat_template(list(prompts[0].messages[:3]), tokenize=False)
-            texts = [backend.render(p) for p in prompts]
-            if all(t.startswith(prefix) for t in texts):
-                scored = shared(
-                    prefix, [(t[len(prefix) :], examples[i].code) for t, i in zip(texts, pending, strict=True)]
-                )
-            else:
-                scored = backend.logprob([(p, examples[i].code) for p, i in zip(prompts, pending, strict=True)])
-        else:
-            scored = backend.logprob([(p, examples[i].code) for p, i in zip(prompts, pending, strict=True)])
+        pairs = [(build_prompt(examples[i].requirement, [examples[q]]), examples[i].code) for i in pending]
+        scored = shared(pairs, shared_messages=3) if shared is not None else backend.logprob(pairs)
         for i, result in zip(pending, scored, strict=True):
             cache.put(key(q, i), result.mean)
         done += len(pending)
@@ -298,12 +289,7 @@ class LailRetriever:
         if not len(self.index):
             return []
         scores = self.pool @ self.encoder.encode([query])[0]
-        hits = []
-        for row in np.argsort(-scores, kind="stable"):
-            example = self.index.examples[int(row)]
-            if exclude is not None and exclude(example):
-                continue
-            hits.append(Hit(example, float(scores[row]), self.name, f"LAIL cosine {scores[row]:.3f}"))
-            if len(hits) == k:
-                break
-        return hits
+        return [
+            Hit(self.index.examples[row], float(scores[row]), self.name, f"LAIL cosine {scores[row]:.3f}")
+            for row in top_rows(scores, self.index, k, exclude)
+        ]

@@ -80,7 +80,7 @@ class LogprobRanker:
     def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
         values: dict[int, list[float]] = {i: list(c.logprobs) for i, c in enumerate(candidates) if c.logprobs}
         missing = [i for i in range(len(candidates)) if i not in values]
-        if missing and not getattr(self.backend, "can_score", True):
+        if missing and not self.backend.can_score:
             raise UsageError(
                 f"the logprob ranker is unavailable: {self.backend.model} returned no log-probabilities and "
                 f"{self.backend.scoring_unavailable}; use --ranker first, or exec with --test"

@@ -49,7 +49,7 @@ class Retriever(Protocol):
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]: ...
 
 
-def _top(scores: np.ndarray, index: Index, k: int, exclude: Exclude | None) -> list[int]:
+def top_rows(scores: np.ndarray, index: Index, k: int, exclude: Exclude | None) -> list[int]:
     """Row numbers of the k best scores, skipping excluded examples."""
     order = np.argsort(-scores, kind="stable")
     rows: list[int] = []
@@ -81,7 +81,7 @@ class BM25Retriever:
         scores = self.scores(query)
         query_tokens = set(tokenize(query))
         hits = []
-        for row in _top(scores, self.index, k, exclude):
+        for row in top_rows(scores, self.index, k, exclude):
             if scores[row] <= 0:
                 break
             shared = sorted(query_tokens & set(tokenize(self.index.examples[row].requirement)))

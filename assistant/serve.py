@@ -1,7 +1,7 @@
 """`assist serve`: llama.cpp's OpenAI-compatible server on 127.0.0.1 for a registered local GGUF model.
 
 llama-cpp-python is an optional extra (`pip install 'assist[serve]'`): it has no wheel on PyPI and builds
-llama.cpp from source (about 8 minutes on 2 cores, then pip caches the wheel).
+llama.cpp from source (0.3.36: nearly an hour on 2 busy cores here, once; pip then caches the wheel).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .models import Progress, gguf_path, resolve
 
 INSTALL_HINT = (
     "llama-cpp-python is not installed; install it with `pip install 'assist[serve]'` "
-    "(it builds llama.cpp from source: about 8 minutes on 2 cores, once)"
+    "(it builds llama.cpp from source, once: up to an hour on 2 cores)"
 )
 
 
@@ -82,7 +82,15 @@ class LlamaServer:
         )
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:
-        """Block until the server lists its model; a server that exits or stalls is an error."""
+        """Block until the server lists its model. A server that exits or stalls is an error, and on any
+        failure (Ctrl-C included) the server is stopped: nothing is left running."""
+        try:
+            self._wait(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -95,7 +103,6 @@ class LlamaServer:
             except (urllib.error.URLError, OSError, ValueError):
                 pass
             time.sleep(0.3)
-        self.stop()
         raise AssistError(f"llama.cpp's server did not start within {timeout_s:.0f} s")
 
     def stop(self, grace_s: float = 10.0) -> int | None:
@@ -116,11 +123,7 @@ class LlamaServer:
         return self.process.returncode
 
     def __enter__(self) -> LlamaServer:
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+        self.wait_ready()
         return self
 
     def __exit__(self, *exc: object) -> None:

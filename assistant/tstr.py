@@ -13,7 +13,6 @@ It trains in seconds on cached embeddings, so the paper's settings are the defau
 from __future__ import annotations
 
 import datetime as dt
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -24,8 +23,8 @@ import numpy as np
 from .codesim import similarity_matrix
 from .errors import UsageError
 from .examples import Example
-from .index import Index, TextEncoder, embedding_text
-from .retrieve import Exclude, Hit
+from .index import Index, TextEncoder
+from .retrieve import Exclude, Hit, top_rows
 from .trained import artifact_dir, describe_pool, read_manifest, write_manifest
 
 Progress = Callable[[str, int, int], None]
@@ -131,7 +130,6 @@ def train_tstr(
         raise UsageError(f"TST^R needs at least {config.lambda_k + config.lambda_s + 2} examples, got {len(examples)}")
     started = time.perf_counter()
     torch.manual_seed(config.seed)
-    random.seed(config.seed)
     code_sim = similarity_matrix([e.code for e in examples])
     text_sim = vectors @ vectors.T
     pairs = boundary_pairs(code_sim, text_sim, config.lambda_k, config.lambda_s)
@@ -223,19 +221,8 @@ class TstrRetriever:
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         if not len(self.index):
             return []
-        vector = self.model.transform(self.encoder.encode([query]))[0]
-        scores = self.pool @ vector
-        hits = []
-        for row in np.argsort(-scores, kind="stable"):
-            example = self.index.examples[int(row)]
-            if exclude is not None and exclude(example):
-                continue
-            hits.append(Hit(example, float(scores[row]), self.name, f"tuned cosine {scores[row]:.3f}"))
-            if len(hits) == k:
-                break
-        return hits
-
-
-def pool_vectors(examples: Sequence[Example], encoder: TextEncoder) -> np.ndarray:
-    """Frozen requirement embeddings, as the index stores them."""
-    return encoder.encode([embedding_text(e) for e in examples])
+        scores = self.pool @ self.model.transform(self.encoder.encode([query]))[0]
+        return [
+            Hit(self.index.examples[row], float(scores[row]), self.name, f"tuned cosine {scores[row]:.3f}")
+            for row in top_rows(scores, self.index, k, exclude)
+        ]

@@ -24,6 +24,7 @@ class FakeScorer:
     """Isolates LogprobRanker from a real model: returns fixed log-probabilities and records what it was asked."""
 
     name = "fake"
+    can_score = True
 
     def __init__(self):
         self.asked = []

@@ -107,6 +107,13 @@ def test_shared_prefix_scoring_equals_scoring_each_prompt(backend) -> None:
     for a, b in zip(full, shared, strict=True):
         assert len(a.logprobs) == len(b.logprobs) > 0
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-3
+    # The prompt-level entry point LAIL uses takes the shared path, not the plain one.
+    backend.logprob = lambda pairs: pytest.fail("logprob_shared fell back to scoring each prompt whole")
+    try:
+        via_prompts = backend.logprob_shared(pairs, shared_messages=3)
+    finally:
+        del backend.logprob
+    assert [r.logprobs for r in via_prompts] == [r.logprobs for r in shared]
 
 
 @pytest.mark.model
@@ -125,12 +132,12 @@ def test_lail_labels_with_the_model_trains_and_retrieves(backend, encoder) -> No
     assert len(labels) == 16
     # Labels are cached: training again asks the model for nothing.
     calls = []
-    original = backend.logprob_shared_prefix
-    backend.logprob_shared_prefix = lambda *a, **k: calls.append(a) or original(*a, **k)
+    backend.logprob_shared = lambda *a, **k: calls.append(a)
+    backend.logprob = lambda *a, **k: calls.append(a)
     try:
         train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), backend, config)
     finally:
-        del backend.logprob_shared_prefix
+        del backend.logprob_shared, backend.logprob
     assert calls == []
     retriever = make_retriever("auto", index, encoder)
     assert retriever.name == "lail"

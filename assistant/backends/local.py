@@ -165,15 +165,7 @@ class LocalBackend:
             tail = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
             encoded.append((head, tail))
         results: list[TokenLogprobs] = [TokenLogprobs() for _ in encoded]
-        order = sorted(range(len(encoded)), key=lambda i: -(len(encoded[i][0]) + len(encoded[i][1])))
-        position = 0
-        while position < len(order):
-            longest = len(encoded[order[position]][0]) + len(encoded[order[position]][1])
-            size = max(1, batch_tokens // max(longest, 1))
-            batch = [i for i in order[position : position + size] if encoded[i][1]]
-            position += size
-            if not batch:
-                continue
+        for batch in _length_batches(encoded, batch_tokens):
             width = max(len(encoded[i][0]) + len(encoded[i][1]) for i in batch)
             keep = max(len(encoded[i][1]) for i in batch) + 1
             ids = torch.full((len(batch), width), self.tokenizer.pad_token_id, dtype=torch.long)
@@ -193,6 +185,25 @@ class LocalBackend:
                 values = logp[row, at, torch.tensor(tail)].tolist()
                 results[i] = TokenLogprobs(tokens=self.tokenizer.convert_ids_to_tokens(tail), logprobs=values)
         return results
+
+    def logprob_shared(self, pairs: Sequence[tuple[Prompt, str]], shared_messages: int) -> list[TokenLogprobs]:
+        """Like :meth:`logprob`, for prompts whose first `shared_messages` messages are the same: that part
+        is run once and its KV cache reused by every pair (LAIL labeling: one demonstration, many examples).
+
+        Falls back to :meth:`logprob` when the rendered prompts do not actually start with the shared text.
+        """
+        if not pairs:
+            return []
+        shared = list(pairs[0][0].messages[:shared_messages])
+        prefix = self.tokenizer.apply_chat_template(shared, tokenize=False) if shared else ""
+        texts = [self.render(prompt) for prompt, _ in pairs]
+        if not prefix or not all(
+            list(prompt.messages[:shared_messages]) == shared and text.startswith(prefix) and len(text) > len(prefix)
+            for (prompt, _), text in zip(pairs, texts, strict=True)
+        ):
+            return self.logprob(pairs)
+        tails = [(text[len(prefix) :], continuation) for text, (_, continuation) in zip(texts, pairs, strict=True)]
+        return self.logprob_shared_prefix(prefix, tails)
 
     def logprob_shared_prefix(
         self, prefix: str, tails: Sequence[tuple[str, str]], batch_tokens: int = 4096
@@ -224,15 +235,7 @@ class LocalBackend:
         with torch.inference_mode():
             base = DynamicCache(config=self.lm.config)
             self.lm.model(input_ids=torch.tensor([head]), past_key_values=base, use_cache=True)
-        order = sorted(range(len(encoded)), key=lambda i: -(len(encoded[i][0]) + len(encoded[i][1])))
-        position = 0
-        while position < len(order):
-            longest = len(encoded[order[position]][0]) + len(encoded[order[position]][1])
-            size = max(1, batch_tokens // max(longest, 1))
-            batch = [i for i in order[position : position + size] if encoded[i][1]]
-            position += size
-            if not batch:
-                continue
+        for batch in _length_batches(encoded, batch_tokens):
             width = max(len(encoded[i][0]) + len(encoded[i][1]) for i in batch)
             ids = torch.full((len(batch), width), self.tokenizer.pad_token_id, dtype=torch.long)
             mask = torch.zeros((len(batch), len(head) + width), dtype=torch.long)
@@ -265,6 +268,22 @@ class LocalBackend:
                 mine = [v for v, owner in zip(values, owners, strict=True) if owner == i]
                 results[i] = TokenLogprobs(tokens=self.tokenizer.convert_ids_to_tokens(cont), logprobs=mine)
         return results
+
+
+def _length_batches(encoded: Sequence[tuple[list[int], list[int]]], batch_tokens: int) -> list[list[int]]:
+    """Indices of (context, continuation) token pairs, longest first, grouped so that a batch padded to its
+    longest row holds at most `batch_tokens` tokens; pairs with an empty continuation are left out."""
+    order = sorted(range(len(encoded)), key=lambda i: -(len(encoded[i][0]) + len(encoded[i][1])))
+    batches = []
+    position = 0
+    while position < len(order):
+        longest = len(encoded[order[position]][0]) + len(encoded[order[position]][1])
+        size = max(1, batch_tokens // max(longest, 1))
+        batch = [i for i in order[position : position + size] if encoded[i][1]]
+        position += size
+        if batch:
+            batches.append(batch)
+    return batches
 
 
 class _TokenLogprobRecorder:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -71,7 +70,6 @@ class OpenAIBackend:
         self.retries = retries
         self.usage = Usage()
         self.honours_n: bool | None = None  # learnt from the first multi-candidate request
-        self._lock = threading.Lock()
 
     @property
     def identity(self) -> str:
