@@ -65,17 +65,12 @@ def candidate_sets(index: Index, count: int) -> list[list[int]]:
     """S_i for every example: the `count` best BM25 matches of its requirement, never itself or a duplicate."""
     bm25 = BM25Retriever(index)
     sets = []
-    for i, example in enumerate(index.examples):
-        scores = bm25.scores(example.requirement)
-        order = np.argsort(-scores, kind="stable")
-        chosen = [
-            int(j)
-            for j in order
-            if j != i
-            and index.examples[j].requirement != example.requirement
-            and index.examples[j].code != example.code
-        ][:count]
-        sets.append(chosen)
+    for example in index.examples:
+
+        def same(other: Example, example: Example = example) -> bool:
+            return other is example or other.requirement == example.requirement or other.code == example.code
+
+        sets.append(top_rows(bm25.scores(example.requirement), index, count, same))
     return sets
 
 
