@@ -361,6 +361,56 @@ def serve(
     raise AssistError(f"llama.cpp's server exited with code {code}; see {log}")
 
 
+@app.command()
+@friendly_errors
+def tui(
+    path: Annotated[Path, typer.Argument(help="Where to work: a git repo (default: where you stand).")] = Path("."),
+    file: Annotated[
+        str | None, typer.Option("--file", "-f", help="Target file, relative to the repo root (ctrl+f picks one).")
+    ] = None,
+    n: Annotated[int, typer.Option("-n", help="Candidates to sample.")] = 5,
+    k: Annotated[int, typer.Option("-k", help="Demonstrations to retrieve (0 for zero-shot).")] = 4,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = None,
+    timeout: TimeoutOpt = None,
+    retriever: Annotated[str, typer.Option(help="auto, hybrid, bm25, dense, tstr or lail.")] = "auto",
+    ranker: Annotated[str, typer.Option(help="auto, logprob, exec, first, random; combine with +.")] = "auto",
+    bank: Annotated[
+        Path | None, typer.Option(help="Retrieve from this JSONL bank instead of the repo's index.")
+    ] = None,
+    max_new_tokens: Annotated[int, typer.Option(help="Longest candidate, in tokens.")] = 256,
+    seed: Annotated[int | None, typer.Option(help="Random seed, for repeatable samples.")] = None,
+) -> None:
+    """Interactive sessions: ask, compare candidates and their diffs, apply, undo, ask again.
+
+    Keys: ctrl+g generate, ctrl+n resample the selected candidate, ctrl+s apply it to the target file,
+    ctrl+r undo the last apply, ctrl+t tests, ctrl+f target file, ctrl+o settings, ctrl+l history,
+    f2 copy, Escape cancels, ctrl+p all commands, ctrl+q quits. Respects NO_COLOR.
+    """
+    from .session import Options, Session
+
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a directory")
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        raise UsageError("assist tui needs a terminal; use `assist generate` in scripts")
+    settings = backend_settings(backend, model, base_url, api, timeout, start=path)
+    options = Options(retriever=retriever, ranker=ranker, n=n, k=k, max_new_tokens=max_new_tokens, seed=seed)
+    session = Session(path, settings=settings, options=options, bank=bank)
+    session.configure(options)  # checks the retriever and ranker names before the screen opens
+    if file is not None:
+        # A path as typed (relative to where the user stands) becomes relative to the repo root.
+        typed = (Path.cwd() / file).resolve()
+        base = session.root or session.start
+        if typed.is_relative_to(base):
+            file = str(typed.relative_to(base))
+    session.check_target(file)
+    from .tui import run
+
+    run(session, file)
+
+
 def main() -> None:
     """Console-script entry point."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # assist never fetches models from a hub

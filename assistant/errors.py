@@ -20,3 +20,7 @@ class UsageError(AssistError):
 
 class ModelError(AssistError):
     """A model is missing, corrupt or cannot be loaded."""
+
+
+class Cancelled(AssistError):
+    """The user stopped a long job (the TUI's Escape); raised from a progress callback."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 import ast
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .backends import Backend, SamplingParams
 from .candidates import Candidate, collect
 from .edit import Edit, plan_edit, read_target
-from .errors import UsageError
+from .errors import AssistError, UsageError
 from .extract import first_paragraph
 from .prompts import Prompt, build_prompt
 from .rank import Problem, Ranked, make_rankers, rank
@@ -151,11 +151,15 @@ def generate(
     root: Path | None = None,
     ranker: str = "auto",
     progress: Progress | None = None,
+    demonstrations: Sequence[Hit] | None = None,
 ) -> GenerateResult:
     """Generate ranked candidates for a requirement.
 
     `ranker="auto"` ranks by tests passed then log-probability when tests are given, else by
     log-probability. With `file`, every candidate comes with the diff that would put it into that file.
+    `demonstrations` replaces retrieval with these hits (an interactive user who switched some off).
+    `progress` hears every sampled token; if it raises (e.g. :class:`~assistant.errors.Cancelled`),
+    generation stops there.
     """
     requirement = requirement.strip()
     if not requirement:
@@ -180,7 +184,10 @@ def generate(
     # The target file's own functions are in the prompt already; as demonstrations too they only
     # invite the model to copy them back.
     exclude = (lambda example: example.path == display) if display else None
-    hits = retriever.search(requirement, k, exclude) if retriever is not None and k > 0 else []
+    if demonstrations is not None:
+        hits = list(demonstrations)
+    else:
+        hits = retriever.search(requirement, k, exclude) if retriever is not None and k > 0 else []
     report("retrieve", 1, 1)
     timings["retrieve"] = time.perf_counter() - started
     prompt = build_prompt(
@@ -195,8 +202,8 @@ def generate(
     started = time.perf_counter()
     usage_before = backend.usage.to_json()
     report("generate", 0, params.n)
-    completions = backend.sample(prompt, params)
-    report("generate", params.n, params.n)
+    completions = backend.sample(prompt, params, step=lambda done, total: report("generate", done, total))
+    report("generate", 1, 1)
     timings["generate"] = time.perf_counter() - started
     candidates, dropped = collect(completions)
 
@@ -208,22 +215,19 @@ def generate(
     ranked = rank(problem, candidates, rankers) if candidates else []
     report("rank", len(candidates), len(candidates))
     timings["rank"] = time.perf_counter() - started
+    ranked, edits, unchanged = plan_edits(ranked, target, root)
+    if unchanged:
+        dropped["no change"] = unchanged
 
-    edits: list[Edit | None] = [None] * len(ranked)
-    if target is not None:
-        # A candidate that only repeats what the file already has is no answer: drop it.
-        planned = [(item, plan_edit(target, item.candidate.code, root)) for item in ranked]
-        kept = [(item, edit) for item, edit in planned if edit.new != edit.old]
-        if len(kept) < len(planned):
-            dropped["no change"] = len(planned) - len(kept)
-        ranked = [item for item, _ in kept]
-        edits = [edit for _, edit in kept]
-
+    if demonstrations is not None:
+        retriever_name = "+".join(dict.fromkeys(hit.retriever for hit in hits)) or "none"
+    else:
+        retriever_name = retriever.name if retriever is not None and k > 0 else "none"
     return GenerateResult(
         requirement=requirement,
         model=backend.model,
         backend=backend.name,
-        retriever=retriever.name if retriever is not None and k > 0 else "none",
+        retriever=retriever_name,
         rankers=[r.name for r in rankers],
         demonstrations=hits,
         candidates=ranked,
@@ -242,3 +246,77 @@ def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bo
     scored = backend.can_score or all(c.logprobs for c in candidates)
     order = "logprob" if scored else "first"
     return f"exec+{order}" if has_tests else order
+
+
+def plan_edits(
+    ranked: Sequence[Ranked], target: Path | None, root: Path | None
+) -> tuple[list[Ranked], list[Edit | None], int]:
+    """Each candidate's edit of `target` (None without one), dropping candidates that would change nothing.
+
+    Returns the kept candidates, their edits, and how many were dropped.
+    """
+    if target is None:
+        return list(ranked), [None] * len(ranked), 0
+    planned = [(item, plan_edit(target, item.candidate.code, root)) for item in ranked]
+    # A candidate that only repeats what the file already has is no answer.
+    kept = [(item, edit) for item, edit in planned if edit.new != edit.old]
+    return [item for item, _ in kept], [edit for _, edit in kept], len(planned) - len(kept)
+
+
+def resample(
+    result: GenerateResult,
+    position: int,
+    backend: Backend,
+    *,
+    params: SamplingParams | None = None,
+    tests: Sequence[str] = (),
+    file: str | Path | None = None,
+    root: Path | None = None,
+    progress: Progress | None = None,
+) -> GenerateResult:
+    """`result` with the candidate at `position` replaced by a fresh sample from the same prompt, re-ranked.
+
+    The new sample gets a seed no earlier sample used. A sample that does not parse, repeats another
+    candidate or changes nothing in `file` is a one-line error; the old result stays as it was.
+    """
+    if not 0 <= position < len(result.candidates):
+        raise UsageError(f"there is no candidate #{position + 1}")
+    report = progress or (lambda stage, done, total: None)
+    params = params or SamplingParams()
+    next_sample = max((item.candidate.sample for item in result.candidates), default=-1) + 1
+    seed = (params.seed if params.seed is not None else int(time.time())) + 7919 * next_sample
+    one = SamplingParams(
+        n=1, temperature=params.temperature or 0.8, top_p=params.top_p, max_new_tokens=params.max_new_tokens, seed=seed
+    )
+    started = time.perf_counter()
+    usage_before = backend.usage.to_json()
+    completions = backend.sample(result.prompt, one, step=lambda done, total: report("generate", done, total))
+    report("generate", 1, 1)
+    others = [item.candidate for i, item in enumerate(result.candidates) if i != position]
+    fresh, dropped = collect(list(completions))
+    if not fresh:
+        why = next(iter(dropped), "empty")
+        raise AssistError(f"the new sample was dropped ({why}); try again")
+    candidate = replace(fresh[0], sample=next_sample)
+    if any(_same_program(candidate.code, other.code) for other in others):
+        raise AssistError("the new sample repeats another candidate; try again")
+    target = Path(file).expanduser().resolve() if file else None
+    rankers = make_rankers("+".join(result.rankers), backend)
+    problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests))
+    ranked = rank(problem, [*others, candidate], rankers)
+    ranked, edits, unchanged = plan_edits(ranked, target, root)
+    if unchanged and not any(item.candidate.sample == next_sample for item in ranked):
+        raise AssistError("the new sample changes nothing in the file; try again")
+    timings = dict(result.timings, generate=time.perf_counter() - started)
+    return replace(
+        result,
+        candidates=ranked,
+        edits=edits,
+        samples=result.samples + 1,
+        timings=timings,
+        usage=backend.usage.since(usage_before),
+    )
+
+
+def _same_program(a: str, b: str) -> bool:
+    return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))

@@ -116,9 +116,9 @@ class Counting:
     def count_tokens(self, prompt):
         return self.backend.count_tokens(prompt)
 
-    def sample(self, prompt, params):
+    def sample(self, prompt, params, step=None):
         self.calls += 1
-        return self.backend.sample(prompt, params)
+        return self.backend.sample(prompt, params, step)
 
     def logprob(self, pairs):
         self.calls += 1

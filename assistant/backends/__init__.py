@@ -54,6 +54,9 @@ class TokenLogprobs:
 
 # progress(stage, done, total)
 Progress = Callable[[str, int, int], None]
+# step(done, total) while sampling: tokens generated (local) or requests answered (servers). A step
+# callback that raises stops the sampling there, which is how interactive callers cancel it.
+Step = Callable[[int, int], None]
 
 
 class Usage:
@@ -102,8 +105,8 @@ class Backend(Protocol):
         """Tokens the prompt takes (exact when the tokenizer is known)."""
         ...
 
-    def sample(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
-        """`params.n` continuations of the prompt."""
+    def sample(self, prompt: Prompt, params: SamplingParams, step: Step | None = None) -> list[Completion]:
+        """`params.n` continuations of the prompt; `step` is told how far sampling has got."""
         ...
 
     def logprob(self, pairs: Sequence[tuple[Prompt, str]]) -> list[TokenLogprobs]:

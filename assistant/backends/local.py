@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..errors import ModelError, UsageError
 from ..models import ModelSpec, generator_dir, pull, quiet_transformers, resolve
 from ..prompts import Prompt
-from . import Completion, Progress, SamplingParams, TokenLogprobs, Usage
+from . import Completion, Progress, SamplingParams, Step, TokenLogprobs, Usage
 
 if TYPE_CHECKING:  # torch is imported lazily: `import assistant` must stay fast
     import torch
@@ -83,7 +83,7 @@ class LocalBackend:
             )
         return used
 
-    def sample(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
+    def sample(self, prompt: Prompt, params: SamplingParams, step: Step | None = None) -> list[Completion]:
         """Sample `params.n` candidates in one batched `generate` call.
 
         The prompt is prefilled once and its KV cache shared by all n sequences (generate's own
@@ -100,7 +100,7 @@ class LocalBackend:
         rows = 1 if greedy else params.n
         if params.seed is not None:
             torch.manual_seed(params.seed)
-        recorder = _TokenLogprobRecorder()
+        recorder = _TokenLogprobRecorder(step, params.max_new_tokens)
         with torch.inference_mode():
             cache = DynamicCache(config=self.lm.config)
             self.lm(input_ids=ids[:, :-1], past_key_values=cache, use_cache=True)
@@ -293,13 +293,17 @@ class _TokenLogprobRecorder:
     distribution. At each step it looks up the token chosen at the previous step.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, step: Step | None = None, total: int = 0) -> None:
         self.previous: torch.Tensor | None = None
         self.values: list[torch.Tensor] = []
+        self.step = step
+        self.total = total
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         import torch
 
+        if self.step is not None:
+            self.step(len(self.values) + (self.previous is not None), self.total)  # may raise to cancel
         if self.previous is not None:
             self.values.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
         self.previous = torch.log_softmax(scores.float(), dim=-1)

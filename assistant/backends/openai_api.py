@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import ModelError, UsageError
 from ..prompts import Prompt
-from . import Completion, Progress, SamplingParams, TokenLogprobs, Usage
+from . import Completion, Progress, SamplingParams, Step, TokenLogprobs, Usage
 
 log = logging.getLogger("assistant")
 
@@ -179,24 +179,37 @@ class OpenAIBackend:
 
     # -- sampling -------------------------------------------------------------------------------------
 
-    def sample(self, prompt: Prompt, params: SamplingParams) -> list[Completion]:
-        """`params.n` completions: one request with `n` when the server honours it, else n seeded requests."""
+    def sample(self, prompt: Prompt, params: SamplingParams, step: Step | None = None) -> list[Completion]:
+        """`params.n` completions: one request with `n` when the server honours it, else n seeded requests.
+
+        `step(done, n)` is called as completions arrive; if it raises, no further request is sent.
+        """
+        report: Step = step or (lambda done, total: None)
         self.check_fits(prompt, params.max_new_tokens)
         greedy = params.temperature <= 0
         wanted = 1 if greedy else params.n
         base_seed = params.seed if params.seed is not None else random.randrange(2**31)
         completions: list[Completion] = []
+        report(0, wanted)
         if wanted == 1 or self.honours_n is not False:
             completions = self._request(prompt, params, wanted, base_seed)
             if wanted > 1 and self.honours_n is None:
                 self.honours_n = len(completions) >= wanted
             completions = completions[:wanted]
+            report(len(completions), wanted)
         missing = wanted - len(completions)
         if missing > 0:
             seeds = [base_seed + len(completions) + i for i in range(missing)]
             with ThreadPoolExecutor(max_workers=min(self.concurrency, missing)) as pool:
-                for batch in pool.map(lambda seed: self._request(prompt, params, 1, seed), seeds):
-                    completions.extend(batch[:1])
+                futures = [pool.submit(self._request, prompt, params, 1, seed) for seed in seeds]
+                try:
+                    for future in futures:
+                        completions.extend(future.result()[:1])
+                        report(len(completions), wanted)
+                except BaseException:
+                    for future in futures:
+                        future.cancel()  # requests not yet sent are dropped
+                    raise
         return completions
 
     def _request(self, prompt: Prompt, params: SamplingParams, n: int, seed: int) -> list[Completion]:

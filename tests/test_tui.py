@@ -1,0 +1,427 @@
+"""The interactive session (library) and the Textual TUI driven by a Pilot against a scratch repo.
+
+UI-flow tests swap the generator for a scripted one (fixed programs and log-probabilities) so they test
+the UI, not the model; the index, the encoder, git, the sandbox and the file writes are all real. One test
+drives the same flow with the default local model.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from assistant.backends import Completion, Usage
+from assistant.errors import UsageError
+from assistant.index import index_repo
+from assistant.session import Options, Session
+
+from .conftest import git
+
+PROGRAMS = [
+    ("def square_all(values):\n    return [v * v for v in values]", -0.1),
+    ("def square_all(values):\n    return [v ** 2 for v in values]", -0.3),
+    ("def square_all(values):\n    out = []\n    for v in values:\n        out.append(v + v)\n    return out", -0.5),
+]
+REQUIREMENT = "return the squares of the numbers in a list"
+
+
+class ScriptedBackend:
+    """A generator stand-in: returns PROGRAMS in order, each with a fixed mean log-probability."""
+
+    name = "scripted"
+    model = "scripted"
+    context = None
+    can_score = False
+    scoring_unavailable = "it is a script"
+
+    def __init__(self, programs=PROGRAMS, delay: float = 0.0, fail: Exception | None = None) -> None:
+        self.programs = programs
+        self.delay = delay
+        self.fail = fail
+        self.usage = Usage()
+        self.calls = 0
+
+    def count_tokens(self, prompt) -> int:
+        return sum(len(m["content"]) for m in prompt.messages) // 4
+
+    def sample(self, prompt, params, step=None):
+        if self.fail is not None:
+            raise self.fail
+        completions = []
+        for i in range(params.n):
+            code, mean = self.programs[(self.calls + i) % len(self.programs)]
+            for token in range(10):
+                if step is not None:
+                    step(i * 10 + token, params.n * 10)  # raises when the user cancels
+                time.sleep(self.delay)
+            completions.append(Completion(code, tokens=5, finish_reason="stop", logprobs=(mean,) * 5))
+        self.calls += params.n
+        return completions
+
+    def logprob(self, pairs):
+        raise AssertionError("the scripted backend cannot score")
+
+
+@pytest.fixture
+def indexed_repo(scratch_repo: Path, encoder) -> Path:
+    index_repo(scratch_repo, encoder)
+    return scratch_repo
+
+
+def make_session(root: Path, encoder, backend=None, **options) -> Session:
+    options = {"n": 3, "k": 2, **options}
+    return Session(root, options=Options(**options), backend=backend or ScriptedBackend(), encoder=encoder)
+
+
+def status(root: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+
+
+# -- the session (library API) -----------------------------------------------------------------------------
+
+
+def test_session_generates_ranks_applies_and_undoes(indexed_repo: Path, encoder) -> None:
+    session = make_session(indexed_repo, encoder)
+    original = (indexed_repo / "mathutils.py").read_text()
+    result = session.generate(REQUIREMENT, target="mathutils.py")
+    assert result.rankers == ["logprob", "first"]  # the active ranker sorts; every available one scores
+    assert [round(item.scores["logprob"].value, 1) for item in result.candidates] == [-0.1, -0.3, -0.5]
+    assert result.demonstrations and all(hit.example.path != "mathutils.py" for hit in result.demonstrations)
+    assert all(edit is not None and "insert square_all" in edit.actions for edit in result.edits)
+
+    applied = session.apply(1)
+    assert "v ** 2" in (indexed_repo / "mathutils.py").read_text()
+    assert applied.display_path == "mathutils.py"
+    # The other candidates' diffs are re-planned against the new content.
+    assert "replace square_all" in session.state.result.edits[0].actions
+
+    session.undo()
+    assert (indexed_repo / "mathutils.py").read_text() == original
+    assert status(indexed_repo) == ""
+    events = [entry["event"] for entry in session.history()]
+    assert events == ["undo", "apply", "generate"]
+    assert session.requirements() == [REQUIREMENT]
+    with pytest.raises(UsageError, match="nothing to undo"):
+        session.undo()
+
+
+def test_apply_over_unstaged_work_needs_confirmation_and_undo_restores_it(indexed_repo: Path, encoder) -> None:
+    target = indexed_repo / "mathutils.py"
+    target.write_text(target.read_text() + "\n# my unsaved note\n")
+    mine = target.read_text()
+    session = make_session(indexed_repo, encoder)
+    session.generate(REQUIREMENT, target="mathutils.py")
+    assert session.apply_needs_confirmation(0) == "it has unstaged changes"
+    with pytest.raises(UsageError, match="unstaged changes"):
+        session.apply(0)
+    assert target.read_text() == mine
+    session.apply(0, force=True)
+    assert "# my unsaved note" in target.read_text() and "square_all" in target.read_text()
+    session.undo()
+    assert target.read_text() == mine
+
+
+def test_undo_refuses_when_the_file_changed_after_apply(indexed_repo: Path, encoder) -> None:
+    target = indexed_repo / "mathutils.py"
+    session = make_session(indexed_repo, encoder)
+    session.generate(REQUIREMENT, target="mathutils.py")
+    session.apply(0)
+    target.write_text(target.read_text() + "# edited by hand\n")
+    with pytest.raises(UsageError, match="changed since"):
+        session.undo()
+    assert target.read_text().endswith("# edited by hand\n")
+
+
+def test_undo_removes_a_file_the_apply_created(indexed_repo: Path, encoder) -> None:
+    session = make_session(indexed_repo, encoder)
+    session.generate(REQUIREMENT, target="new_module.py")
+    session.apply(0, force=True)  # a new file is not in git: the user confirms
+    assert (indexed_repo / "new_module.py").exists()
+    session.undo()
+    assert not (indexed_repo / "new_module.py").exists()
+
+
+def test_resample_replaces_one_candidate_and_rerank_switches_the_order(indexed_repo: Path, encoder) -> None:
+    programs = [*PROGRAMS, ("def square_all(values):\n    return list(map(lambda v: v * v, values))", -0.2)]
+    session = make_session(indexed_repo, encoder, backend=ScriptedBackend(programs))
+    session.generate(REQUIREMENT)
+    result = session.resample(2)
+    codes = [item.candidate.code for item in result.candidates]
+    assert "map(lambda" in codes[1]  # mean -0.2 sorts second
+    assert not any("v + v" in code for code in codes)
+    assert result.samples == 4
+    session.configure(Options(n=3, k=2, ranker="first"))
+    assert [item.candidate.sample for item in session.state.result.candidates] == [0, 1, 3]
+
+
+def test_run_tests_scores_the_candidate_in_the_sandbox(indexed_repo: Path, encoder) -> None:
+    session = make_session(indexed_repo, encoder)
+    session.generate(REQUIREMENT)
+    outcome = session.run_tests(2, ["assert square_all([3]) == [9]"])
+    assert outcome.status == "failed" and outcome.passed == 0
+    assert session.state.result.candidates[2].scores["exec"].value == 0.0
+    assert "exec" not in session.state.result.candidates[0].scores  # not run: no score shown
+
+
+def test_session_refuses_bad_settings_and_targets(indexed_repo: Path, encoder) -> None:
+    session = make_session(indexed_repo, encoder)
+    with pytest.raises(UsageError, match="unknown retriever"):
+        session.configure(Options(retriever="magic"))
+    with pytest.raises(UsageError, match="unknown ranker"):
+        session.configure(Options(ranker="exec+magic"))
+    with pytest.raises(UsageError, match="outside"):
+        session.check_target("../elsewhere.py")
+    (indexed_repo / "broken.py").write_text("def broken(:\n")
+    with pytest.raises(UsageError, match="does not parse"):
+        session.generate(REQUIREMENT, target="broken.py")
+    assert session.tracked_files() == ["mathutils.py", "text/words.py"]
+
+
+# -- the TUI, driven by a Pilot ----------------------------------------------------------------------------
+
+
+def last_notice(app) -> str:
+    """The message of the newest notification on screen."""
+    notices = list(app._notifications)
+    return notices[-1].message if notices else ""
+
+
+async def settle(app, pilot) -> None:
+    """Wait for the worker and for what it posted back to the UI."""
+    await pilot.pause()
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def start(app, pilot) -> None:
+    await settle(app, pilot)  # the models load in a worker at start-up
+
+
+async def type_requirement(pilot, text: str) -> None:
+    await pilot.click("#requirement")
+    await pilot.press(*text)
+
+
+async def test_tui_generate_choose_apply_undo(indexed_repo: Path, encoder) -> None:
+    from textual.widgets import DataTable
+
+    from assistant.tui import AssistApp
+
+    original = (indexed_repo / "mathutils.py").read_text()
+    app = AssistApp(make_session(indexed_repo, encoder), target="mathutils.py")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await start(app, pilot)
+        await type_requirement(pilot, REQUIREMENT)
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        table = app.screen.query_one("#candidates", DataTable)
+        assert table.row_count == 3 and app.screen.hits
+        await pilot.press("down")  # the candidates table has focus after generating
+        assert app.screen.selected == 1
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert "v ** 2" in (indexed_repo / "mathutils.py").read_text()
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert (indexed_repo / "mathutils.py").read_text() == original
+    assert status(indexed_repo) == ""
+
+
+async def test_tui_toggle_a_demonstration_off_and_regenerate(indexed_repo: Path, encoder) -> None:
+    from assistant.tui import AssistApp
+
+    app = AssistApp(make_session(indexed_repo, encoder))
+    async with app.run_test(size=(100, 32)) as pilot:
+        await start(app, pilot)
+        await type_requirement(pilot, REQUIREMENT)
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        first = [hit.example.source for hit in app.session.state.result.demonstrations]
+        assert len(first) == 2
+        await pilot.click("#demos")
+        await pilot.press("home", "space")  # switch the best demonstration off
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        assert [hit.example.source for hit in app.session.state.result.demonstrations] == first[1:]
+
+
+async def test_tui_apply_over_unstaged_changes_asks_first(indexed_repo: Path, encoder) -> None:
+    from assistant.tui import AssistApp
+    from assistant.tui.screens import ConfirmScreen
+
+    target = indexed_repo / "mathutils.py"
+    target.write_text(target.read_text() + "# mine\n")
+    mine = target.read_text()
+    app = AssistApp(make_session(indexed_repo, encoder), target="mathutils.py")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await start(app, pilot)
+        await type_requirement(pilot, REQUIREMENT)
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await pilot.pause()
+        assert target.read_text() == mine
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert "square_all" in target.read_text()
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert target.read_text() == mine
+
+
+async def test_tui_errors_are_notifications_and_escape_cancels(indexed_repo: Path, encoder) -> None:
+    from textual.widgets import ProgressBar
+
+    from assistant.errors import ModelError
+    from assistant.tui import AssistApp
+
+    app = AssistApp(make_session(indexed_repo, encoder, backend=ScriptedBackend(delay=0.05)))
+    async with app.run_test(size=(100, 32)) as pilot:
+        await start(app, pilot)
+        await pilot.press("ctrl+g")  # nothing written yet
+        await pilot.pause()
+        assert "Write a requirement first" in last_notice(app)
+        await type_requirement(pilot, REQUIREMENT)
+        await pilot.press("ctrl+g")
+        await pilot.pause(0.3)
+        assert app.screen.busy == "Generating"
+        assert app.screen.query_one("#progress", ProgressBar).display
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert app.screen.busy is None
+        assert "cancelled" in last_notice(app)
+        assert app.session.state.result is None
+
+        app.session._backend = ScriptedBackend(fail=ModelError("the model server went away"))
+        await pilot.click("#requirement")
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        assert last_notice(app) == "the model server went away"
+        assert app.is_running
+
+
+async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, encoder) -> None:
+    from textual.widgets import Input, Select, TextArea
+
+    from assistant.tui import AssistApp
+
+    session = make_session(indexed_repo, encoder)
+    session.record("generate", requirement="an older requirement")
+    app = AssistApp(session)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await start(app, pilot)
+        box = app.screen.query_one("#requirement", TextArea)
+        await type_requirement(pilot, "draft")
+        await pilot.press("up")
+        assert box.text == "an older requirement"
+        await pilot.press("down")
+        assert box.text == "draft"
+
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await pilot.press(*"mathu", "enter")
+        await pilot.pause()
+        assert app.screen.target == "mathutils.py"
+
+        box.load_text(REQUIREMENT)
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        app.screen.query_one("#tests-text", TextArea).load_text("assert square_all([3]) == [9]")
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert app.session.state.result.candidates[0].scores["exec"].value == 1.0
+        assert "1/1 tests passed" in last_notice(app)
+
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        app.screen.query_one("#ranker", Select).value = "first"
+        app.screen.query_one("#n", Input).value = "2"
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert app.session.options.ranker == "first" and app.session.options.n == 2
+        assert app.session.state.result.rankers[0] == "first"
+
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        await pilot.press("enter")  # the newest entry
+        await pilot.pause()
+        assert box.text == REQUIREMENT
+
+
+def test_tui_respects_no_color(monkeypatch: pytest.MonkeyPatch, indexed_repo: Path, encoder) -> None:
+    from assistant.tui import AssistApp
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert AssistApp(make_session(indexed_repo, encoder)).no_color
+
+
+def test_tui_command_needs_a_terminal(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from assistant.cli import app
+
+    result = CliRunner().invoke(app, ["tui", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "needs a terminal" in result.output
+
+
+# -- snapshots of the main screen (SVG, kept in tests/__snapshots__) -------------------------------------
+
+
+def _snapshot_app(root: Path, encoder):
+    from assistant.tui import AssistApp
+
+    git(root, "config", "user.name", "test")
+    return AssistApp(make_session(root, encoder, seed=0), target="mathutils.py")
+
+
+async def _generated(pilot) -> None:
+    app = pilot.app
+    await settle(app, pilot)
+    await type_requirement(pilot, REQUIREMENT)
+    await pilot.press("ctrl+g")
+    await settle(app, pilot)
+    await pilot.press("down")
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+def test_main_screen_snapshot(size, indexed_repo: Path, encoder, snap_compare) -> None:
+    assert snap_compare(_snapshot_app(indexed_repo, encoder), terminal_size=size, run_before=_generated)
+
+
+# -- the same flow with the default local model ----------------------------------------------------------
+
+
+@pytest.mark.model
+async def test_tui_with_the_default_model(indexed_repo: Path, encoder, backend) -> None:
+    from assistant.tui import AssistApp
+
+    original = (indexed_repo / "mathutils.py").read_text()
+    session = make_session(indexed_repo, encoder, backend=backend, n=2, max_new_tokens=96, seed=1)
+    app = AssistApp(session, target="mathutils.py")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await start(app, pilot)
+        await type_requirement(pilot, "return the squares of the numbers in a list")
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        result = app.session.state.result
+        assert result is not None and result.candidates, last_notice(app)
+        assert result.model == backend.model and result.rankers[0] == "logprob"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert (indexed_repo / "mathutils.py").read_text() != original
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+    assert (indexed_repo / "mathutils.py").read_text() == original
+    assert status(indexed_repo) == ""
