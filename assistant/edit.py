@@ -46,8 +46,18 @@ def _definitions(tree: ast.Module) -> dict[str, ast.stmt]:
     return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
 
 
-def merge(old: str, code: str) -> tuple[str, list[str]]:
-    """The file text with `code` merged in, and a list of what was done. Both must parse."""
+def _imports_module(node: ast.Import | ast.ImportFrom, modules: frozenset[str]) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and node.module in modules
+    return any(alias.name in modules for alias in node.names)
+
+
+def merge(old: str, code: str, own_module: frozenset[str] = frozenset()) -> tuple[str, list[str]]:
+    """The file text with `code` merged in, and a list of what was done. Both must parse.
+
+    Imports of `own_module` (the file's own module names) are left out: a model that was shown the
+    file tends to import its functions from it, which inside that file is a circular import.
+    """
     try:
         tree = ast.parse(old)
     except SyntaxError as exc:
@@ -65,7 +75,7 @@ def merge(old: str, code: str) -> tuple[str, list[str]]:
         start, end = _span(node)
         segment = code_lines[start - 1 : end]
         if isinstance(node, ast.Import | ast.ImportFrom):
-            if ast.unparse(node) not in have_imports:
+            if ast.unparse(node) not in have_imports and not _imports_module(node, own_module):
                 imports.extend(segment)
                 actions.append(f"insert {ast.unparse(node)}")
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -141,7 +151,10 @@ def plan_edit(path: str | Path, code: str, root: Path | None = None) -> Edit:
     old_text = read_target(path)
     crlf = "\r\n" in old_text
     old = old_text.replace("\r\n", "\n")
-    new, actions = merge(old, code)
+    own = {path.stem}
+    if root is not None and path.is_relative_to(root):
+        own.add(".".join(path.relative_to(root).with_suffix("").parts))
+    new, actions = merge(old, code, frozenset(own))
     if crlf:
         new = new.replace("\n", "\r\n")
     try:

@@ -241,12 +241,15 @@ class Session:
 
     # -- generation --------------------------------------------------------------------------------------
 
-    def retrieve(self, requirement: str, progress: Progress = _quiet) -> list[Hit]:
-        """The demonstrations the current retriever picks for a requirement."""
+    def retrieve(self, requirement: str, target: str | None = None, progress: Progress = _quiet) -> list[Hit]:
+        """The demonstrations the current retriever picks for a requirement.
+
+        The target file's own functions are left out: the prompt shows that file already, and as
+        demonstrations they only invite the model to copy them back.
+        """
         if self.options.k == 0:
             return []
         retriever = self.retriever(progress)
-        target = self.state.target
         exclude = (lambda example: example.path == target) if target else None
         return retriever.search(requirement, self.options.k, exclude)
 
@@ -266,7 +269,7 @@ class Session:
         self.state.target = target
         self.state.tests = list(tests)
         if demonstrations is None:
-            demonstrations = self.retrieve(requirement, progress)
+            demonstrations = self.retrieve(requirement, target, progress)
         backend = self.backend(progress)
         result = run_generate(
             requirement,

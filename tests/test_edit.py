@@ -100,3 +100,13 @@ def test_non_utf8_and_directory_targets_are_refused(tmp_path):
         plan_edit(tmp_path / "latin1.py", "def f():\n    pass\n")
     with pytest.raises(UsageError, match="is not a file"):
         plan_edit(tmp_path, "def f():\n    pass\n")
+
+
+def test_a_candidate_importing_from_the_target_itself_does_not_add_a_circular_import(tmp_path) -> None:
+    target = tmp_path / "mathutils.py"
+    target.write_text("def is_even(n):\n    return n % 2 == 0\n")
+    code = "from mathutils import is_even\nimport math\n\ndef is_odd(n):\n    return not is_even(n)\n"
+    edit = plan_edit(target, code, tmp_path)
+    assert "from mathutils" not in edit.new
+    assert edit.new.startswith("import math\n")
+    assert edit.actions == ("insert import math", "insert is_odd")

@@ -219,6 +219,7 @@ async def test_tui_generate_choose_apply_undo(indexed_repo: Path, encoder) -> No
         await settle(app, pilot)
         table = app.screen.query_one("#candidates", DataTable)
         assert table.row_count == 3 and app.screen.hits
+        assert all(hit.example.path != "mathutils.py" for hit in app.screen.hits)
         await pilot.press("down")  # the candidates table has focus after generating
         assert app.screen.selected == 1
         await pilot.press("ctrl+s")
@@ -392,6 +393,8 @@ async def _generated(pilot) -> None:
     await pilot.press("ctrl+g")
     await settle(app, pilot)
     await pilot.press("down")
+    await pilot.pause()
+    app.screen.set_message("3 candidates; ↑↓ in the table to compare, ctrl+s applies")  # its timing varies
     await pilot.pause()
 
 

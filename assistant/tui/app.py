@@ -8,6 +8,7 @@ Escape cancels it at the next token. Errors become notifications.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
@@ -76,10 +77,10 @@ class MainScreen(Screen[None]):
         Binding("ctrl+n", "resample", "Resample", priority=True),
         Binding("ctrl+s", "apply", "Apply", priority=True),
         Binding("ctrl+r", "undo", "Undo", priority=True),
-        Binding("ctrl+t", "tests", "Tests", priority=True),
+        Binding("ctrl+t", "tests", "Test", priority=True),
         Binding("ctrl+f", "pick_file", "File", priority=True),
-        Binding("ctrl+o", "settings", "Settings", priority=True),
-        Binding("ctrl+l", "history", "History", priority=True),
+        Binding("ctrl+o", "settings", "Setup", priority=True),
+        Binding("ctrl+l", "history", "Log", priority=True),
         Binding("f2", "copy", "Copy"),
         Binding("f11", "zoom", "Zoom", show=False),
         Binding("escape", "cancel", "Cancel", show=False),
@@ -112,7 +113,7 @@ class MainScreen(Screen[None]):
         with Horizontal(id="status"):
             yield Static("Ready", id="message")
             yield ProgressBar(id="progress", show_eta=False)
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)  # 80 columns hold every binding
 
     def on_mount(self) -> None:
         box = self.query_one("#requirement", RequirementBox)
@@ -214,7 +215,11 @@ class MainScreen(Screen[None]):
                 if result is None
                 else "No candidate parsed: try a higher n, more tokens, or rephrase (ctrl+o)."
             )
-            diff.update("Pick a target file with ctrl+f to see the diff that puts the code there.")
+            diff.update(
+                f"The diff against {self.target} appears here."
+                if self.target
+                else "Pick a target file with ctrl+f to see the diff that puts the code there."
+            )
             self.query_one("#code-pane").border_title = "Code"
             self.query_one("#diff-pane").border_title = "Diff"
             return
@@ -227,8 +232,11 @@ class MainScreen(Screen[None]):
         if edit is None:
             diff.update("No target file: press ctrl+f to pick one, then ctrl+g.")
             self.query_one("#diff-pane").border_title = "Diff"
+        elif not edit.diff:
+            diff.update(f"{edit.display_path} already has this candidate (ctrl+r undoes an apply).")
+            self.query_one("#diff-pane").border_title = f"Diff {edit.display_path}: no change"
         else:
-            diff.update(Syntax(edit.diff or "(no change)", "diff", theme=SYNTAX_THEME, background_color="default"))
+            diff.update(Syntax(edit.diff, "diff", theme=SYNTAX_THEME, background_color="default"))
             self.query_one("#diff-pane").border_title = f"Diff {edit.display_path}: {', '.join(edit.actions)}"
 
     def set_message(self, message: str) -> None:
@@ -252,10 +260,15 @@ class MainScreen(Screen[None]):
         worker = get_current_worker()
         call = self.app.call_from_thread
 
+        posted = [0.0]
+
         def progress(stage: str, step: int, total: int) -> None:
             if worker.is_cancelled:
                 raise Cancelled(f"{label} cancelled")
-            call(self._progress, label, stage, step, total)
+            now = time.monotonic()
+            if now - posted[0] >= 0.1 or step >= total:  # the UI needs no more than ten updates a second
+                posted[0] = now
+                call(self._progress, label, stage, step, total)
 
         try:
             value = job(progress)
@@ -304,7 +317,7 @@ class MainScreen(Screen[None]):
         def job(progress: Callable[[str, int, int], None]) -> tuple[GenerateResult, list[Hit] | None]:
             hits = demonstrations
             if hits is None:
-                hits = self.session.retrieve(requirement, progress)
+                hits = self.session.retrieve(requirement, self.target, progress)
                 self.app.call_from_thread(self.retrieved, requirement, hits)
             result = self.session.generate(
                 requirement, target=self.target, tests=self.tests, demonstrations=hits, progress=progress
@@ -447,8 +460,9 @@ class MainScreen(Screen[None]):
             except AssistError as exc:
                 self.app.notify(str(exc), severity="error")
                 return
+            if (name or None) != self.target:
+                self.hits_for = ""  # demonstrations are retrieved again, without the new target's own code
             self.target = name or None
-            self.session.state.target = self.target
             self.show_info()
             self.set_message(f"Target: {name}; ctrl+g generates for it" if name else "No target file")
 
