@@ -15,6 +15,7 @@ from rich.table import Table
 
 from .cli_options import ApiOpt, BackendOpt, BaseUrlOpt, ModelOpt, TimeoutOpt, backend_settings
 from .console import ProgressUI, err, friendly_errors, out, setup_logging, show_progress
+from .docstring_cli import docstring, hook_app
 from .errors import AssistError, UsageError
 from .eval_cli import eval_app
 from .train_cli import train_app
@@ -40,6 +41,8 @@ app.add_typer(models_app, name="models")
 app.add_typer(config_app, name="config")
 app.add_typer(eval_app, name="eval")
 app.add_typer(train_app, name="train")
+app.add_typer(hook_app, name="hook")
+app.command("docstring")(docstring)
 
 
 @app.command()

@@ -71,7 +71,7 @@ def test_index_generate_json_and_apply_in_a_scratch_repo(scratch_repo):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["examples"] == 3
 
-    request = ["generate", "return the squares of the even numbers in a list", "--json", "--max-new-tokens", "96"]
+    request = ["generate", "return the squares of the even numbers in a list", "--json", "--max-new-tokens", "64"]
     result = assist(*request, "-n", "2", "--seed", "0", cwd=scratch_repo)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -81,7 +81,7 @@ def test_index_generate_json_and_apply_in_a_scratch_repo(scratch_repo):
     assert isinstance(best["score"], float) and best["scores"]["logprob"]["why"].startswith("mean log-prob")
     assert git(scratch_repo, "status", "--porcelain") == ""  # no --apply: nothing written
 
-    result = assist(*request, "-n", "3", "--seed", "0", "--file", "mathutils.py", "--apply", cwd=scratch_repo)
+    result = assist(*request, "-n", "2", "--seed", "0", "--file", "mathutils.py", "--apply", cwd=scratch_repo)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["applied"] is True and data["candidates"]
@@ -124,10 +124,7 @@ def test_generate_through_an_openai_compatible_server(scratch_repo):
         result = assist(*request, "--base-url", url, cwd=scratch_repo)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["rankers"] == ["first"]
-        unknown = assist(*request, "--base-url", url, "--model", "gpt-9", cwd=scratch_repo)
-        one_line_error(unknown, 1, "does not serve model 'gpt-9'; it serves: tiny-coder")
-    gone = assist(*request, "--base-url", url, cwd=scratch_repo, env={"ASSIST_OPENAI_RETRIES": "0"})
-    one_line_error(gone, 1, f"cannot reach {url}")
+    # Unknown models and unreachable servers: one-line errors, tested on the backend (test_openai_backend.py).
     assert git(scratch_repo, "status", "--porcelain") == ""
 
 

@@ -1,0 +1,240 @@
+"""`assist docstring` and `assist hook`: document what lacks a docstring, from the CLI or a pre-commit hook."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .cli_options import BackendOpt, BaseUrlOpt, ModelOpt, backend_settings
+from .console import ProgressUI, err, friendly_errors, out, show_progress
+from .errors import AssistError, UsageError
+
+hook_app = typer.Typer(help="Install or remove assist's plain git pre-commit hook.", no_args_is_help=True)
+
+
+@dataclass
+class FileJob:
+    name: str  # as shown to the user
+    path: Path
+    text: str
+    targets: list = field(default_factory=list)
+
+
+def _collect(files: list[Path], staged: bool, root: Path | None) -> tuple[list[FileJob], list[str]]:
+    from .docstrings import find_missing, read_python
+    from .hooks import staged_python_files, staged_text
+
+    jobs: list[FileJob] = []
+    skipped: list[str] = []
+    if staged:
+        if root is None:
+            raise UsageError("--staged needs a git repository")
+        for name in staged_python_files(root):
+            raw = staged_text(root, name)
+            try:
+                text = raw.decode("utf-8")
+                compile(text, name, "exec", dont_inherit=True, flags=0x400)  # ast.PyCF_ONLY_AST
+            except UnicodeDecodeError:
+                skipped.append(f"{name}: not UTF-8, skipped")
+                continue
+            except SyntaxError as exc:
+                skipped.append(f"{name}: does not parse (line {exc.lineno}: {exc.msg}), skipped")
+                continue
+            jobs.append(FileJob(name, root / name, text))
+    else:
+        if not files:
+            raise UsageError("name the files to document, or pass --staged")
+        for path in files:
+            if not path.is_file():
+                raise UsageError(f"{path} is not a file")
+            try:
+                text = read_python(path)
+            except UsageError as exc:
+                skipped.append(str(exc))
+                continue
+            jobs.append(FileJob(str(path), path, text))
+    for job in jobs:
+        job.targets = find_missing(job.text)
+    return jobs, skipped
+
+
+def docstring(
+    files: Annotated[list[Path] | None, typer.Argument(help="Python files (or --staged).")] = None,
+    check: Annotated[bool, typer.Option("--check", help="List what lacks one (no model); exit 1 if any.")] = False,
+    staged: Annotated[bool, typer.Option("--staged", help="The staged Python files (hooks).")] = False,
+    style: Annotated[str, typer.Option(help="auto (inferred from the repo), google, numpy, rest or plain.")] = "auto",
+    diff: Annotated[bool, typer.Option("--diff", help="Show the diff (the default unless --write).")] = False,
+    write: Annotated[bool, typer.Option("--write", help="Write the docstrings into the files (atomically).")] = False,
+    fail_on_change: Annotated[
+        bool, typer.Option("--fail-on-change", help="Exit 1 when files were changed (hooks: review, then re-stage).")
+    ] = False,
+    max_functions: Annotated[int, typer.Option(help="Refuse to document more definitions than this in one run.")] = 25,
+    time_budget: Annotated[float, typer.Option(help="Generation seconds per file.")] = 120.0,
+    k: Annotated[int, typer.Option("-k", help="Exemplar (code, docstring) pairs from the repo's index.")] = 2,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Write missing docstrings in the style of the code around them.
+
+    Examples: assist docstring src/util.py (shows the diff); assist docstring --check --staged (a fast hook);
+    assist docstring --staged --write --fail-on-change (the writing hook).
+    """
+    import contextlib
+
+    from .docstrings import STYLES, insert_docstrings, line_length, repo_docstrings
+    from .edit import unified_diff
+    from .hooks import has_unstaged_changes
+    from .index import repo_root
+    from .paths import atomic_write_text
+
+    if style != "auto" and style not in STYLES:
+        raise UsageError(f"unknown style {style!r}; choose from: auto, {', '.join(STYLES)}")
+    root: Path | None = None
+    with contextlib.suppress(UsageError):
+        root = repo_root(Path.cwd())
+    jobs, skipped = _collect(list(files or []), staged, root)
+    for line in skipped:
+        err.print(f"skipped {line}" if not line.startswith("skipped") else line, markup=False)
+    missing = [(job, target) for job in jobs for target in job.targets]
+    report: dict = {"files": [], "skipped": skipped}
+
+    if check:
+        for job, target in missing:
+            out.print(f"{job.name}:{target.line}: {target.kind} {target.qualname} has no docstring", markup=False)
+        if json_output:
+            report["missing"] = [{"file": job.name, **target.to_json()} for job, target in missing]
+            out.print_json(json.dumps(report))
+        if missing:
+            files_with = len({job.name for job, _ in missing})
+            err.print(
+                f"{len(missing)} definition(s) in {files_with} file(s) lack a docstring; "
+                "`assist docstring --write` writes them"
+            )
+            raise typer.Exit(1)
+        return
+
+    if not missing:
+        if not json_output:
+            err.print("every function, method and class has a docstring")
+        else:
+            out.print_json(json.dumps(report))
+        return
+    if len(missing) > max_functions:
+        raise UsageError(
+            f"{len(missing)} definitions lack a docstring, more than --max-functions {max_functions}; "
+            "document some files at a time, or raise the limit"
+        )
+
+    from .backends import load_backend
+    from .docwriter import write_docstrings
+    from .encoder import Encoder
+    from .retrieve import make_retriever
+    from .sources import open_source
+
+    base = root or Path.cwd()
+    width = line_length(base)
+    if style == "auto":
+        pool = [base / name for name in _tracked_python(base)] if root else [job.path for job in jobs]
+        style = _detect(repo_docstrings(pool))
+    settings = backend_settings(backend, model, base_url, start=base)
+    changed = 0
+    with ProgressUI(show_progress(json_output)) as ui:
+        encoder = Encoder.load()
+        source = open_source(encoder, start=base, progress=ui)
+        retriever = make_retriever("bm25", source.index, encoder) if k > 0 else None
+        generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
+        for job in jobs:
+            if not job.targets:
+                continue
+            ui.status(f"{job.name}: {len(job.targets)} definition(s) to document ({style} style)")
+            written = write_docstrings(
+                job.targets,
+                generator,
+                style=style,
+                retriever=retriever,
+                k=k,
+                path=job.name,
+                time_budget_s=time_budget,
+                progress=ui,
+            )
+            entry = {"file": job.name, "written": written.docstrings, "skipped": written.skipped}
+            report["files"].append(entry)
+            for name, why in written.skipped.items():
+                err.print(f"{job.name}: {name} skipped: {why}", markup=False)
+            if not written.docstrings:
+                continue
+            try:
+                new = insert_docstrings(job.text, written.docstrings, width)
+            except ValueError as exc:
+                err.print(f"{job.name}: left untouched: {exc}", markup=False)
+                continue
+            if not write or diff:
+                if not json_output:
+                    out.print(unified_diff(job.text, new, job.name).rstrip("\n"), markup=False, highlight=False)
+                entry["diff"] = unified_diff(job.text, new, job.name)
+            if write:
+                if staged and root is not None and has_unstaged_changes(root, job.name):
+                    err.print(f"{job.name}: has unstaged changes too; not written (stage or stash them first)")
+                    continue
+                mode = job.path.stat().st_mode & 0o7777
+                atomic_write_text(job.path, new, mode)
+                entry["written_to_disk"] = True
+                changed += 1
+    if json_output:
+        out.print_json(json.dumps(report))
+    total = sum(len(entry["written"]) for entry in report["files"])
+    if write:
+        err.print(f"wrote {total} docstring(s) in {changed} file(s) ({style} style); review with `git diff`")
+        if fail_on_change and changed:
+            err.print("files were changed: review the docstrings, `git add` them, and commit again")
+            raise typer.Exit(1)
+    elif not json_output:
+        err.print(f"{total} docstring(s) proposed ({style} style); pass --write to write them")
+
+
+def _tracked_python(root: Path) -> list[str]:
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files", "-z", "--", "*.py"], cwd=root, capture_output=True, check=False)
+    return [name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name]
+
+
+def _detect(docstrings: list[str]) -> str:
+    from .docstrings import detect_style
+
+    return detect_style(docstrings)
+
+
+@hook_app.command("install")
+@friendly_errors
+def hook_install(
+    check_only: Annotated[bool, typer.Option("--check-only", help="Only fail on missing ones (no model).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace a pre-commit hook assist did not write.")] = False,
+) -> None:
+    """Install a plain git pre-commit hook that documents staged Python files (fails so you can review)."""
+    from .hooks import install_hook
+    from .index import repo_root
+
+    path = install_hook(repo_root(Path.cwd()), check_only=check_only, force=force)
+    out.print(f"installed {path}: " + ("checks for" if check_only else "writes") + " missing docstrings on commit")
+
+
+@hook_app.command("uninstall")
+@friendly_errors
+def hook_uninstall() -> None:
+    """Remove the pre-commit hook that `assist hook install` wrote."""
+    from .hooks import uninstall_hook
+    from .index import repo_root
+
+    out.print(f"removed {uninstall_hook(repo_root(Path.cwd()))}")
+
+
+docstring = friendly_errors(docstring)
+
+__all__ = ["AssistError", "docstring", "hook_app"]

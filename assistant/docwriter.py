@@ -1,0 +1,172 @@
+"""Docstring generation: exemplars from the repo, a prompt in the repo's style, one clean docstring per target.
+
+The model is shown the repo's own (code, docstring) pairs as exemplars (retrieved by the code, as RAF_BM25
+does), then the undocumented definition, and answers inside an opened triple quote, so its reply is the
+docstring's text and nothing else. :func:`clean` removes what small models add anyway.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .backends import Backend, SamplingParams
+from .docstrings import Target
+from .examples import Example
+from .prompts import Prompt, render
+from .retrieve import Retriever
+
+STYLE_HINTS = {
+    "google": 'Use Google style: a one-line summary, then "Args:", "Returns:" and "Raises:" sections where they '
+    "apply, each entry indented under its heading.",
+    "numpy": 'Use NumPy style: a one-line summary, then "Parameters" and "Returns" sections, each heading underlined '
+    "with dashes.",
+    "rest": 'Use reStructuredText fields: a one-line summary, then ":param name:" lines and ":returns:".',
+    "plain": "Write a one-line summary, and at most one short paragraph more when the code needs it.",
+}
+
+
+def split_docstring(code: str) -> tuple[str, str]:
+    """A definition's code without its docstring, and the docstring ("" when it has none)."""
+    tree = ast.parse(code)
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)), None)
+    if node is None:
+        return code, ""
+    docstring = ast.get_docstring(node)
+    if docstring is None:
+        return code, ""
+    first = node.body[0]
+    lines = code.splitlines()
+    del lines[first.lineno - 1 : first.end_lineno]
+    if len(node.body) == 1:  # the docstring was the whole body: keep the code valid
+        indent = re.match(r"\s*", code.splitlines()[first.lineno - 1]).group(0)
+        lines.insert(first.lineno - 1, indent + "...")
+    return "\n".join(lines), docstring
+
+
+def build_docstring_prompt(target: Target, exemplars: Sequence[Example], style: str, path: str = "") -> Prompt:
+    """The prompt for one target: system rules in the repo's style, exemplar pairs, the target's code."""
+    system = render("docstring_system.jinja", style_hint=STYLE_HINTS.get(style, STYLE_HINTS["plain"]))
+    messages: list[dict[str, str]] = [{"role": "system", "content": system}]
+    for example in exemplars:
+        code, docstring = split_docstring(example.code)
+        if not docstring:
+            continue
+        kind = "class" if code.lstrip().startswith("class ") else "function"
+        messages.append({"role": "user", "content": render("docstring_request.jinja", kind=kind, code=code, path="")})
+        messages.append({"role": "assistant", "content": f'"""{docstring}"""'})
+    messages.append(
+        {
+            "role": "user",
+            "content": render("docstring_request.jinja", kind=target.kind, code=shown_code(target), path=path),
+        }
+    )
+    return Prompt(messages=tuple(messages), answer_prefix='"""', stop=('"""',))
+
+
+def shown_code(target: Target) -> str:
+    """What the model sees of a target: functions whole; classes as an outline (attributes and method
+    signatures, bodies elided), so the docstring describes the class rather than its last method."""
+    if target.kind != "class":
+        return target.code
+    try:
+        tree = ast.parse(target.code)
+    except SyntaxError:
+        return target.code
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+    if node is None:
+        return target.code
+    lines = target.code.splitlines()
+    outline = [line for line in lines[: node.body[0].lineno - 1]]
+    for child in node.body:
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            start = min([child.lineno] + [d.lineno for d in child.decorator_list])
+            header_end = child.body[0].lineno - 1 if child.body[0].lineno > child.lineno else child.lineno
+            outline.extend(lines[start - 1 : header_end])
+            doc = ast.get_docstring(child)
+            indent = " " * (child.col_offset + 4)
+            outline.append(f'{indent}"""{doc.splitlines()[0]}"""' if doc else f"{indent}...")
+        else:
+            outline.extend(lines[child.lineno - 1 : child.end_lineno])
+    return "\n".join(outline)
+
+
+def clean(text: str, target: Target, style: str = "plain") -> str:
+    """The docstring a reply holds, or "" when it holds none.
+
+    Removes code fences, quotes, a restated signature or `def` line, and a trailing code block that small
+    models append; dedents; keeps the rest as written.
+    """
+    text = text.replace("\r\n", "\n").strip()
+    text = re.sub(r"^```\w*\n|```$", "", text).strip()
+    text = text.strip('"').strip("'").strip()
+    name = target.qualname.rsplit(".", 1)[-1]
+    kept: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            break  # an example or the code itself follows; the docstring ended before it
+        restated_def = re.match(rf"^(async\s+)?(def|class)\s+{re.escape(name)}\b", stripped)
+        restated_call = stripped.startswith(f"{name}(") and stripped.endswith((")", "):"))
+        if restated_def or restated_call:
+            continue
+        kept.append(line.rstrip())
+    text = textwrap.dedent("\n".join(kept)).strip()
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    if style == "plain":
+        # The repo writes plain docstrings: the summary paragraph, not the sections small models add.
+        text = text.split("\n\n", 1)[0].strip()
+    return text
+
+
+@dataclass
+class Written:
+    """What the writer produced for one file."""
+
+    docstrings: dict[str, str] = field(default_factory=dict)  # qualname -> docstring text
+    skipped: dict[str, str] = field(default_factory=dict)  # qualname -> why
+    seconds: float = 0.0
+
+
+def write_docstrings(
+    targets: Sequence[Target],
+    backend: Backend,
+    *,
+    style: str,
+    retriever: Retriever | None = None,
+    k: int = 2,
+    path: str = "",
+    max_new_tokens: int | None = None,
+    time_budget_s: float | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Written:
+    """One docstring per target (greedy), with `k` exemplars from `retriever`; stops at the time budget."""
+    report = progress or (lambda stage, done, total: None)
+    written = Written()
+    started = time.perf_counter()
+    # A plain docstring is a sentence or two; the sectioned styles need room for their sections.
+    budget = max_new_tokens or (64 if style == "plain" else 192)
+    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=budget)
+    for number, target in enumerate(targets):
+        report("docstring", number, len(targets))
+        if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
+            written.skipped[target.qualname] = f"time budget of {time_budget_s:.0f} s used up"
+            continue
+        exemplars: list[Example] = []
+        if retriever is not None and k > 0:
+            hits = retriever.search(target.code, k, lambda example: example.path == path and bool(path))
+            exemplars = [hit.example for hit in reversed(hits)]  # most similar last, nearest the request
+        prompt = build_docstring_prompt(target, exemplars, style, path)
+        completion = backend.sample(prompt, params)[0]
+        text = clean(completion.text, target, style)
+        if text:
+            written.docstrings[target.qualname] = text
+        else:
+            written.skipped[target.qualname] = "the model's reply held no docstring"
+    report("docstring", len(targets), len(targets))
+    written.seconds = time.perf_counter() - started
+    return written

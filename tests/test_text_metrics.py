@@ -1,0 +1,50 @@
+"""Docstring metrics: checked against NLTK's BLEU (computed once, offline) and by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from assistant.evaluate.text_metrics import corpus_bleu, meteor, rouge_l, score_all, sentence_bleu
+
+HYPOTHESES = [
+    "return the sum of the squares of a list of numbers",
+    "compute the mean value of the list",
+    "open a file and read its lines into a list",
+]
+REFERENCES = [
+    "return the sum of squares of the numbers in a list",
+    "return the mean of a list of values",
+    "read the lines of a file into a list",
+]
+
+
+def test_corpus_bleu_matches_nltk() -> None:
+    # nltk.translate.bleu_score.corpus_bleu on the same tokens gives 0.21541034531036557.
+    assert corpus_bleu(HYPOTHESES, REFERENCES) == pytest.approx(0.21541034531036557, abs=1e-12)
+
+
+def test_identical_and_disjoint_texts() -> None:
+    text = "Return the squares of the numbers in a list."
+    assert sentence_bleu(text, text) == pytest.approx(1.0)
+    assert rouge_l(text, text) == pytest.approx(1.0)
+    # One chunk of 10 matches: METEOR's fragmentation penalty is 0.5 * (1/10)^3.
+    assert meteor(text, text) == pytest.approx(1 - 0.5 * (1 / 10) ** 3)
+    assert sentence_bleu("alpha beta", "gamma delta") == 0.0
+    assert rouge_l("alpha beta", "gamma delta") == 0.0 and meteor("", text) == 0.0
+
+
+def test_rouge_l_by_hand() -> None:
+    # LCS("the cat sat on the mat", "the cat is on the mat") = 5; P = R = 5/6.
+    assert rouge_l("the cat sat on the mat", "the cat is on the mat") == pytest.approx(5 / 6)
+
+
+def test_meteor_matches_stems_and_penalises_fragments() -> None:
+    assert meteor("returns the squares", "return the squares") > meteor("gives the squares", "return the squares")
+    assert meteor("list the of squares", "the squares of list") < meteor("the squares of list", "the squares of list")
+
+
+def test_score_all_reports_percentages() -> None:
+    scores = score_all(HYPOTHESES, REFERENCES)
+    assert set(scores) == {"corpus_bleu4", "sentence_bleu4", "rouge_l", "meteor"}
+    assert scores["corpus_bleu4"] == pytest.approx(21.541034531036557)
+    assert all(0 < value < 100 for value in scores.values())
