@@ -200,3 +200,40 @@ def test_the_check_hook_blocks_a_commit_with_undocumented_code(scratch_repo: Pat
     )
     assert commit.returncode != 0
     assert "bare.py:1: function f has no docstring" in commit.stdout + commit.stderr
+
+
+# -- generation: cleaning replies, and one real docstring from the default model ------------------------
+
+
+def test_clean_keeps_the_docstring_and_drops_what_small_models_add() -> None:
+    from assistant.docwriter import clean
+
+    target = find_missing("def area(r):\n    return 3.14 * r * r\n")[0]
+    reply = (
+        "area(r):\n    Return the area of a circle.\n\n    Args:\n        r: radius.\n```python\ndef area(r): ...\n```"
+    )
+    assert clean(reply, target, "google") == "Return the area of a circle.\n\nArgs:\n    r: radius."
+    assert clean(reply, target, "plain") == "Return the area of a circle."
+    assert clean('```\n"""\n```', target) == ""
+
+
+def test_classes_are_shown_as_an_outline() -> None:
+    from assistant.docwriter import shown_code
+
+    source = "class P:\n    size = 2\n\n    def grow(self, by):\n        self.size += by\n        return self.size\n"
+    outline = shown_code(find_missing(source)[0])
+    assert "def grow(self, by):" in outline and "size = 2" in outline and "self.size += by" not in outline
+
+
+@pytest.mark.model
+def test_the_default_model_documents_a_function_in_place(backend) -> None:
+    from assistant.docwriter import write_docstrings
+
+    source = "import math\n\n\ndef circle_area(radius):\n    return math.pi * radius ** 2\n"
+    targets = find_missing(source)
+    written = write_docstrings(targets, backend, style="plain")
+    assert list(written.docstrings) == ["circle_area"] and not written.skipped
+    text = written.docstrings["circle_area"]
+    assert "area" in text.lower() and '"""' not in text and "def " not in text
+    out = insert_docstrings(source, written.docstrings)
+    assert find_missing(out) == [] and ast.get_docstring(ast.parse(out).body[1]) == text

@@ -138,7 +138,7 @@ def test_undo_refuses_when_the_file_changed_after_apply(indexed_repo: Path, enco
 def test_undo_removes_a_file_the_apply_created(indexed_repo: Path, encoder) -> None:
     session = make_session(indexed_repo, encoder)
     session.generate(REQUIREMENT, target="new_module.py")
-    session.apply(0, force=True)  # a new file is not in git: the user confirms
+    session.apply(0)  # nothing to lose: no confirmation needed
     assert (indexed_repo / "new_module.py").exists()
     session.undo()
     assert not (indexed_repo / "new_module.py").exists()
