@@ -132,9 +132,8 @@ def docstring(
         )
 
     from .backends import load_backend
-    from .docwriter import write_docstrings
+    from .docwriter import ExemplarIndex, write_docstrings
     from .encoder import Encoder
-    from .retrieve import make_retriever
     from .sources import open_source
 
     base = root or Path.cwd()
@@ -147,7 +146,7 @@ def docstring(
     with ProgressUI(show_progress(json_output)) as ui:
         encoder = Encoder.load()
         source = open_source(encoder, start=base, progress=ui)
-        retriever = make_retriever("bm25", source.index, encoder) if k > 0 else None
+        exemplars = ExemplarIndex(source.index.examples) if k > 0 else None
         generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
         for job in jobs:
             if not job.targets:
@@ -157,7 +156,7 @@ def docstring(
                 job.targets,
                 generator,
                 style=style,
-                retriever=retriever,
+                exemplars=exemplars,
                 k=k,
                 path=job.name,
                 time_budget_s=time_budget,

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from .backends import Backend, SamplingParams
 from .docstrings import Target
 from .examples import Example
+from .index import TextEncoder
 from .prompts import Prompt, render
-from .retrieve import Retriever
 
 STYLE_HINTS = {
     "google": 'Use Google style: a one-line summary, then "Args:", "Returns:" and "Raises:" sections where they '
@@ -42,6 +42,8 @@ def split_docstring(code: str) -> tuple[str, str]:
     first = node.body[0]
     lines = code.splitlines()
     del lines[first.lineno - 1 : first.end_lineno]
+    if first.lineno - 1 < len(lines) and not lines[first.lineno - 1].strip():
+        del lines[first.lineno - 1]  # the blank line that separated the docstring from the body
     if len(node.body) == 1:  # the docstring was the whole body: keep the code valid
         indent = re.match(r"\s*", code.splitlines()[first.lineno - 1]).group(0)
         lines.insert(first.lineno - 1, indent + "...")
@@ -123,6 +125,62 @@ def clean(text: str, target: Target, style: str = "plain") -> str:
     return text
 
 
+class ExemplarIndex:
+    """(code, docstring) exemplars, retrieved by code: BM25 over code tokens (RAF_BM25), or cosine
+    similarity of code embeddings when an encoder is given."""
+
+    def __init__(self, examples: Sequence[Example], encoder: TextEncoder | None = None) -> None:
+        from rank_bm25 import BM25Okapi
+
+        from .tokenize import tokenize
+
+        # Only documented examples can serve; what is compared is their code without the docstring.
+        pairs = [(e, split_docstring_safe(e.code)) for e in examples]
+        kept = [(e, code) for e, (code, doc) in pairs if doc]
+        self.examples = [e for e, _ in kept]
+        self.name = "dense" if encoder is not None else "bm25"
+        self.encoder = encoder
+        self._bm25 = None
+        self._vectors = None
+        if kept and encoder is not None:
+            self._vectors = encoder.encode([code for _, code in kept])
+        elif kept:
+            self._bm25 = BM25Okapi([tokenize(code) or ["_"] for _, code in kept])
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def search(self, code: str, k: int, exclude: Callable[[Example], bool] | None = None) -> list[Example]:
+        """The `k` exemplars most similar to `code`, best first."""
+        import numpy as np
+
+        from .tokenize import tokenize
+
+        if not self.examples or k <= 0:
+            return []
+        if self._vectors is not None and self.encoder is not None:
+            scores = self._vectors @ self.encoder.encode([code])[0]
+        else:
+            assert self._bm25 is not None
+            scores = np.asarray(self._bm25.get_scores(tokenize(code) or ["_"]))
+        chosen: list[Example] = []
+        for row in np.argsort(-scores, kind="stable"):
+            example = self.examples[int(row)]
+            if exclude is not None and exclude(example):
+                continue
+            chosen.append(example)
+            if len(chosen) == k:
+                break
+        return chosen
+
+
+def split_docstring_safe(code: str) -> tuple[str, str]:
+    try:
+        return split_docstring(code)
+    except SyntaxError:
+        return code, ""
+
+
 @dataclass
 class Written:
     """What the writer produced for one file."""
@@ -137,7 +195,7 @@ def write_docstrings(
     backend: Backend,
     *,
     style: str,
-    retriever: Retriever | None = None,
+    exemplars: ExemplarIndex | None = None,
     k: int = 2,
     path: str = "",
     max_new_tokens: int | None = None,
@@ -156,11 +214,11 @@ def write_docstrings(
         if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
             written.skipped[target.qualname] = f"time budget of {time_budget_s:.0f} s used up"
             continue
-        exemplars: list[Example] = []
-        if retriever is not None and k > 0:
-            hits = retriever.search(target.code, k, lambda example: example.path == path and bool(path))
-            exemplars = [hit.example for hit in reversed(hits)]  # most similar last, nearest the request
-        prompt = build_docstring_prompt(target, exemplars, style, path)
+        chosen: list[Example] = []
+        if exemplars is not None and k > 0:
+            found = exemplars.search(target.code, k, lambda example: bool(path) and example.path == path)
+            chosen = found[::-1]  # most similar last, nearest the request
+        prompt = build_docstring_prompt(target, chosen, style, path)
         completion = backend.sample(prompt, params)[0]
         text = clean(completion.text, target, style)
         if text:

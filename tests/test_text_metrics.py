@@ -48,3 +48,35 @@ def test_score_all_reports_percentages() -> None:
     assert set(scores) == {"corpus_bleu4", "sentence_bleu4", "rouge_l", "meteor"}
     assert scores["corpus_bleu4"] == pytest.approx(21.541034531036557)
     assert all(0 < value < 100 for value in scores.values())
+
+
+def test_stdlib_split_is_disjoint_and_items_hide_their_docstring() -> None:
+    from assistant.evaluate.docstring_eval import load_docstring_task, split_modules
+
+    train, test = split_modules()
+    assert train and test and not set(train) & set(test)
+    assert split_modules() == (train, test)  # seeded
+    pool, items, split = load_docstring_task(limit=20, seed=0)
+    assert len(items) == 20 and split["test_modules"] == test
+    assert all(item.item_id.split("/")[0].split(":")[0] in test for item in items)
+    assert all('"""' not in item.code and item.reference for item in items)
+    assert all(e.path.split("/")[0] in train for e in pool)
+
+
+def test_exemplars_are_retrieved_by_code() -> None:
+    from assistant.docwriter import ExemplarIndex
+    from assistant.examples import Example
+
+    examples = [
+        Example("a", 'def add(a, b):\n    """Add two numbers."""\n    return a + b\n', name="add", path="m.py"),
+        Example(
+            "b", 'def read(path):\n    """Read a file."""\n    return open(path).read()\n', name="read", path="m.py"
+        ),
+        Example("c", "def bare(x):\n    return x\n", name="bare", path="m.py"),  # no docstring: not an exemplar
+    ]
+    index = ExemplarIndex(examples)
+    assert len(index) == 2
+    assert [e.name for e in index.search("def load(p):\n    return open(p).read()", 1)] == ["read"]
+    assert (
+        index.search("def load(p):\n    return open(p).read()", 2, exclude=lambda e: e.name == "read")[0].name == "add"
+    )

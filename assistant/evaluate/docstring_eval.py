@@ -1,0 +1,195 @@
+"""`assist eval docstring`: docstring generation measured on code no one here wrote, the Python standard library.
+
+The library's top-level modules are split by a seeded shuffle into exemplar modules (the retrieval pool,
+and JOINTCOM's training data) and held-out test modules; the split is written to the results folder. A
+test item is a documented public function from a test module: the model sees its code with the
+docstring removed, and the reference is the docstring's first paragraph (the summary, which is what the
+plain style asks for). Outputs are cached per (model, strategy, item, exemplars), so a run resumes.
+"""
+
+from __future__ import annotations
+
+import random
+import sysconfig
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..backends import Backend
+from ..docstrings import find_missing
+from ..docwriter import ExemplarIndex, split_docstring_safe, write_docstrings
+from ..examples import Example
+from ..extract import extract_python, first_paragraph
+from .cache import JsonlCache, cache_key
+from .text_metrics import score_all
+
+# Not library code a user's repo resembles: tests, demos, GUI toolkits, vendored or generated code.
+SKIPPED_MODULES = {
+    "test", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip", "pydoc_data", "site-packages",
+    "__pycache__", "encodings", "distutils", "config-3", "venv", "turtle.py", "this.py", "antigravity.py",
+}  # fmt: skip
+STRATEGIES = ("zero", "bm25", "dense")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One test function: its code without the docstring, and the reference summary."""
+
+    item_id: str  # module path:qualname
+    code: str
+    reference: str
+
+
+def stdlib_dir() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def split_modules(root: Path | None = None, test_share: float = 0.25, seed: int = 0) -> tuple[list[str], list[str]]:
+    """(exemplar modules, test modules): top-level stdlib modules and packages, seeded shuffle."""
+    root = root or stdlib_dir()
+    names = sorted(
+        p.name
+        for p in root.iterdir()
+        if p.name not in SKIPPED_MODULES
+        and not p.name.startswith(("_", "config-"))
+        and ((p.is_file() and p.suffix == ".py") or (p.is_dir() and (p / "__init__.py").exists()))
+    )
+    random.Random(seed).shuffle(names)
+    cut = max(1, int(len(names) * test_share))
+    return sorted(names[cut:]), sorted(names[:cut])
+
+
+def _functions(root: Path, modules: Sequence[str]) -> list[Example]:
+    found: list[Example] = []
+    for module in modules:
+        path = root / module
+        files = [path] if path.is_file() else sorted(path.rglob("*.py"))
+        for file in files:
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            found.extend(extract_python(text, str(file.relative_to(root))))
+    return found
+
+
+def _usable(example: Example, max_lines: int) -> bool:
+    leaf = example.name.rsplit(".", 1)[-1]
+    code, doc = split_docstring_safe(example.code)
+    summary = first_paragraph(doc) if doc else ""
+    return (
+        bool(summary)
+        and not leaf.startswith("_")
+        and len(code.splitlines()) <= max_lines
+        and 3 <= len(summary.split()) <= 60
+        and "test" not in example.path.split("/")[0]
+    )
+
+
+def load_docstring_task(
+    limit: int | None = None, seed: int = 0, max_lines: int = 40, root: Path | None = None
+) -> tuple[list[Example], list[Item], dict]:
+    """The exemplar pool, the test items (seeded sample of `limit`) and a description of the split."""
+    root = root or stdlib_dir()
+    train_modules, test_modules = split_modules(root, seed=seed)
+    pool = [e for e in _functions(root, train_modules) if _usable(e, max_lines)]
+    items: list[Item] = []
+    seen: set[str] = set()
+    for example in _functions(root, test_modules):
+        if not _usable(example, max_lines):
+            continue
+        code, doc = split_docstring_safe(example.code)
+        if code in seen:
+            continue
+        seen.add(code)
+        items.append(Item(f"{example.path}:{example.name}", code, first_paragraph(doc)))
+    random.Random(seed).shuffle(items)
+    chosen = items[:limit] if limit else items
+    split = {
+        "stdlib": str(root),
+        "exemplar_modules": train_modules,
+        "test_modules": test_modules,
+        "pool_functions": len(pool),
+        "test_functions_available": len(items),
+        "test_functions_used": len(chosen),
+    }
+    return pool, chosen, split
+
+
+def run_docstring_eval(
+    items: Sequence[Item],
+    exemplar_indexes: dict[str, ExemplarIndex | None],
+    backend: Backend,
+    out: Path,
+    *,
+    k: int = 1,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[dict]:
+    """Generate a plain docstring for each item under each strategy (cached), and return the records."""
+    report = progress or (lambda stage, done, total: None)
+    cache = JsonlCache(out / "docstrings.jsonl")
+    records: list[dict] = []
+    total = len(items) * len(exemplar_indexes)
+    done = 0
+    for strategy, index in exemplar_indexes.items():
+        for item in items:
+            target = find_missing(item.code)[0]
+            chosen = index.search(item.code, k) if index is not None and k > 0 else []
+            key = cache_key(
+                model=backend.model,
+                backend=backend.name,
+                strategy=strategy,
+                item=item.item_id,
+                exemplars=[f"{e.path}:{e.name}" for e in chosen],
+                k=k,
+            )
+            if key not in cache:
+                fixed = _Fixed(chosen)
+                written = write_docstrings([target], backend, style="plain", exemplars=fixed, k=k)
+                cache.put(key, {"hypothesis": written.docstrings.get(target.qualname, "")})
+            records.append(
+                {
+                    "strategy": strategy,
+                    "item": item.item_id,
+                    "exemplars": [f"{e.path}:{e.name}" for e in chosen],
+                    "reference": item.reference,
+                    "hypothesis": cache.get(key)["hypothesis"],
+                }
+            )
+            done += 1
+            report("docstring", done, total)
+    return records
+
+
+class _Fixed(ExemplarIndex):
+    """The exemplars already chosen for an item (so the cache key and the prompt agree)."""
+
+    def __init__(self, chosen: list[Example]) -> None:
+        self.examples = chosen
+        self.name = "fixed"
+
+    def search(self, code: str, k: int, exclude: Callable[[Example], bool] | None = None) -> list[Example]:
+        return self.examples[:k]
+
+
+def summarize_docstrings(records: Sequence[dict]) -> list[dict]:
+    """Per strategy: the four metrics (percentages) and how many items had an empty output."""
+    rows = []
+    for strategy in dict.fromkeys(r["strategy"] for r in records):
+        mine = [r for r in records if r["strategy"] == strategy]
+        scores = score_all([r["hypothesis"] for r in mine], [r["reference"] for r in mine])
+        rows.append({"strategy": strategy, "n": len(mine), "empty": sum(not r["hypothesis"] for r in mine), **scores})
+    return rows
+
+
+def docstring_table(rows: Sequence[dict]) -> str:
+    lines = [
+        "| strategy | n | corpus BLEU-4 | sentence BLEU-4 | ROUGE-L | METEOR | empty |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['strategy']} | {r['n']} | {r['corpus_bleu4']:.2f} | {r['sentence_bleu4']:.2f} | "
+            f"{r['rouge_l']:.2f} | {r['meteor']:.2f} | {r['empty']} |"
+        )
+    return "\n".join(lines)
