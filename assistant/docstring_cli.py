@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,7 @@ def _collect(files: list[Path], staged: bool, root: Path | None) -> tuple[list[F
             raw = staged_text(root, name)
             try:
                 text = raw.decode("utf-8")
-                compile(text, name, "exec", dont_inherit=True, flags=0x400)  # ast.PyCF_ONLY_AST
+                ast.parse(text)
             except UnicodeDecodeError:
                 skipped.append(f"{name}: not UTF-8, skipped")
                 continue
@@ -100,7 +101,7 @@ def docstring(
         root = repo_root(Path.cwd())
     jobs, skipped = _collect(list(files or []), staged, root)
     for line in skipped:
-        err.print(f"skipped {line}" if not line.startswith("skipped") else line, markup=False)
+        err.print(line, markup=False)  # e.g. "x.py: not UTF-8, skipped"
     missing = [(job, target) for job in jobs for target in job.targets]
     report: dict = {"files": [], "skipped": skipped}
 
