@@ -35,7 +35,8 @@ def code_span(text: str) -> tuple[int, int]:
     return match.span(1) if match else (0, len(text))
 
 
-def _normal_form(code: str) -> str:
+def normal_form(code: str) -> str:
+    """The code's syntax tree as text: equal for programs that differ only in formatting and comments."""
     # ast.dump ignores formatting and comments, so two samples that differ only there count once.
     return ast.dump(ast.parse(code))
 
@@ -51,7 +52,7 @@ def collect(completions: Sequence[Completion]) -> tuple[list[Candidate], Counter
             dropped["empty"] += 1
             continue
         try:
-            form = _normal_form(code)
+            form = normal_form(code)
         except (SyntaxError, ValueError):
             dropped["syntax"] += 1
             continue

@@ -13,7 +13,19 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from .cli_options import ApiOpt, BackendOpt, BaseUrlOpt, ModelOpt, TimeoutOpt, backend_settings
+from .cli_options import (
+    ApiOpt,
+    BackendOpt,
+    BankOpt,
+    BaseUrlOpt,
+    CandidatesOpt,
+    DemosOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    SeedOpt,
+    TimeoutOpt,
+    backend_settings,
+)
 from .console import ProgressUI, err, friendly_errors, out, setup_logging, show_progress
 from .docstring_cli import docstring, hook_app
 from .errors import AssistError, UsageError
@@ -91,8 +103,8 @@ def generate(
     file: Annotated[
         Path | None, typer.Option("--file", "-f", help="Target file: show the diff that puts the code there.")
     ] = None,
-    n: Annotated[int, typer.Option("-n", help="Candidates to sample.")] = 5,
-    k: Annotated[int, typer.Option("-k", help="Demonstrations to retrieve (0 for zero-shot).")] = 4,
+    n: CandidatesOpt = 5,
+    k: DemosOpt = 4,
     backend: BackendOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -116,13 +128,11 @@ def generate(
         list[str] | None, typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).')
     ] = None,
     tests_file: Annotated[Path | None, typer.Option("--tests", help="A Python file of assert statements.")] = None,
-    bank: Annotated[
-        Path | None, typer.Option(help="Retrieve from this JSONL bank instead of the repo's index.")
-    ] = None,
+    bank: BankOpt = None,
     temperature: Annotated[float, typer.Option(help="Sampling temperature (0 = greedy, one candidate).")] = 0.8,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 0.95,
-    max_new_tokens: Annotated[int, typer.Option(help="Longest candidate, in tokens.")] = 256,
-    seed: Annotated[int | None, typer.Option(help="Random seed, for repeatable samples.")] = None,
+    max_new_tokens: MaxTokensOpt = 256,
+    seed: SeedOpt = None,
     apply: Annotated[bool, typer.Option("--apply", help="Write the top candidate into --file (atomically).")] = False,
     force: Annotated[
         bool, typer.Option("--force", help="With --apply: write even if the file has unstaged changes.")
@@ -371,8 +381,8 @@ def tui(
     file: Annotated[
         str | None, typer.Option("--file", "-f", help="Target file, relative to the repo root (ctrl+f picks one).")
     ] = None,
-    n: Annotated[int, typer.Option("-n", help="Candidates to sample.")] = 5,
-    k: Annotated[int, typer.Option("-k", help="Demonstrations to retrieve (0 for zero-shot).")] = 4,
+    n: CandidatesOpt = 5,
+    k: DemosOpt = 4,
     backend: BackendOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -380,11 +390,9 @@ def tui(
     timeout: TimeoutOpt = None,
     retriever: Annotated[str, typer.Option(help="auto, hybrid, bm25, dense, tstr or lail.")] = "auto",
     ranker: Annotated[str, typer.Option(help="auto, logprob, exec, first, random; combine with +.")] = "auto",
-    bank: Annotated[
-        Path | None, typer.Option(help="Retrieve from this JSONL bank instead of the repo's index.")
-    ] = None,
-    max_new_tokens: Annotated[int, typer.Option(help="Longest candidate, in tokens.")] = 256,
-    seed: Annotated[int | None, typer.Option(help="Random seed, for repeatable samples.")] = None,
+    bank: BankOpt = None,
+    max_new_tokens: MaxTokensOpt = 256,
+    seed: SeedOpt = None,
 ) -> None:
     """Interactive sessions: ask, compare candidates and their diffs, apply, undo, ask again.
 

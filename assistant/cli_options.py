@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from .config import Settings, load_settings
+from .config import backend_settings
+
+__all__ = [
+    "ApiOpt",
+    "BackendOpt",
+    "BankOpt",
+    "BaseUrlOpt",
+    "CandidatesOpt",
+    "DemosOpt",
+    "MaxTokensOpt",
+    "ModelOpt",
+    "SeedOpt",
+    "TimeoutOpt",
+    "backend_settings",
+]
 
 BackendOpt = Annotated[
     str | None,
@@ -28,23 +42,9 @@ TimeoutOpt = Annotated[
     float | None, typer.Option("--timeout", help="openai backend: seconds to wait for one request (default 120).")
 ]
 
-
-def backend_settings(
-    backend: str | None,
-    model: str | None,
-    base_url: str | None = None,
-    api: str | None = None,
-    timeout: float | None = None,
-    start: Path | None = None,
-) -> Settings:
-    """Settings with these flags on top of env, the repo's `.assist.toml` and the user config."""
-    if base_url is not None and backend is None:
-        backend = "openai"  # a server URL on the command line says which backend is meant
-    flags: dict[str, Any] = {
-        "backend": backend,
-        "model": model,
-        "openai.base_url": base_url,
-        "openai.api": api,
-        "openai.timeout": timeout,
-    }
-    return load_settings(flags, start=start)
+# What `assist generate` and `assist tui` share.
+CandidatesOpt = Annotated[int, typer.Option("-n", help="Candidates to sample.")]
+DemosOpt = Annotated[int, typer.Option("-k", help="Demonstrations to retrieve (0 for zero-shot).")]
+BankOpt = Annotated[Path | None, typer.Option(help="Retrieve from this JSONL bank instead of the repo's index.")]
+MaxTokensOpt = Annotated[int, typer.Option(help="Longest candidate, in tokens.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Random seed, for repeatable samples.")]

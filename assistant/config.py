@@ -238,3 +238,24 @@ def load_settings(flags: Mapping[str, Any] | None = None, start: Path | None = N
         field = FIELD_BY_KEY[key]
         values[key] = Setting(_parse(field, raw, "the command line"), "flag")
     return Settings(values)
+
+
+def backend_settings(
+    backend: str | None,
+    model: str | None,
+    base_url: str | None = None,
+    api: str | None = None,
+    timeout: float | None = None,
+    start: Path | None = None,
+) -> Settings:
+    """Settings with these flags on top of env, the repo's `.assist.toml` and the user config."""
+    if base_url is not None and backend is None:
+        backend = "openai"  # a server URL on the command line says which backend is meant
+    flags: dict[str, Any] = {
+        "backend": backend,
+        "model": model,
+        "openai.base_url": base_url,
+        "openai.api": api,
+        "openai.timeout": timeout,
+    }
+    return load_settings(flags, start=start)

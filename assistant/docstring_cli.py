@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,7 @@ import typer
 
 from .cli_options import BackendOpt, BaseUrlOpt, ModelOpt, backend_settings
 from .console import ProgressUI, err, friendly_errors, out, show_progress
-from .errors import AssistError, UsageError
+from .errors import UsageError
 
 hook_app = typer.Typer(help="Install or remove assist's plain git pre-commit hook.", no_args_is_help=True)
 
@@ -27,6 +26,7 @@ class FileJob:
 
 def _collect(files: list[Path], staged: bool, root: Path | None) -> tuple[list[FileJob], list[str]]:
     from .docstrings import find_missing, read_python
+    from .edit import python_text
     from .hooks import staged_python_files, staged_text
 
     jobs: list[FileJob] = []
@@ -35,15 +35,10 @@ def _collect(files: list[Path], staged: bool, root: Path | None) -> tuple[list[F
         if root is None:
             raise UsageError("--staged needs a git repository")
         for name in staged_python_files(root):
-            raw = staged_text(root, name)
             try:
-                text = raw.decode("utf-8")
-                ast.parse(text)
-            except UnicodeDecodeError:
-                skipped.append(f"{name}: not UTF-8, skipped")
-                continue
-            except SyntaxError as exc:
-                skipped.append(f"{name}: does not parse (line {exc.lineno}: {exc.msg}), skipped")
+                text = python_text(staged_text(root, name), name)
+            except UsageError as exc:
+                skipped.append(f"{exc}, skipped")
                 continue
             jobs.append(FileJob(name, root / name, text))
     else:
@@ -63,6 +58,7 @@ def _collect(files: list[Path], staged: bool, root: Path | None) -> tuple[list[F
     return jobs, skipped
 
 
+@friendly_errors
 def docstring(
     files: Annotated[list[Path] | None, typer.Argument(help="Python files (or --staged).")] = None,
     check: Annotated[bool, typer.Option("--check", help="List what lacks one (no model); exit 1 if any.")] = False,
@@ -88,9 +84,9 @@ def docstring(
     """
     import contextlib
 
-    from .docstrings import STYLES, insert_docstrings, line_length, repo_docstrings
+    from .docstrings import STYLES, detect_style, insert_docstrings, line_length, repo_docstrings
     from .edit import unified_diff
-    from .hooks import has_unstaged_changes
+    from .hooks import has_unstaged_changes, tracked_python_files
     from .index import repo_root
     from .paths import atomic_write_text
 
@@ -101,7 +97,7 @@ def docstring(
         root = repo_root(Path.cwd())
     jobs, skipped = _collect(list(files or []), staged, root)
     for line in skipped:
-        err.print(line, markup=False)  # e.g. "x.py: not UTF-8, skipped"
+        err.print(line, markup=False)  # e.g. "x.py is not UTF-8 text, skipped"
     missing = [(job, target) for job in jobs for target in job.targets]
     report: dict = {"files": [], "skipped": skipped}
 
@@ -140,8 +136,8 @@ def docstring(
     base = root or Path.cwd()
     width = line_length(base)
     if style == "auto":
-        pool = [base / name for name in _tracked_python(base)] if root else [job.path for job in jobs]
-        style = _detect(repo_docstrings(pool))
+        pool = [base / name for name in tracked_python_files(base)] if root else [job.path for job in jobs]
+        style = detect_style(repo_docstrings(pool))
     settings = backend_settings(backend, model, base_url, start=base)
     changed = 0
     with ProgressUI(show_progress(json_output)) as ui:
@@ -198,19 +194,6 @@ def docstring(
         err.print(f"{total} docstring(s) proposed ({style} style); pass --write to write them")
 
 
-def _tracked_python(root: Path) -> list[str]:
-    import subprocess
-
-    listed = subprocess.run(["git", "ls-files", "-z", "--", "*.py"], cwd=root, capture_output=True, check=False)
-    return [name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name]
-
-
-def _detect(docstrings: list[str]) -> str:
-    from .docstrings import detect_style
-
-    return detect_style(docstrings)
-
-
 @hook_app.command("install")
 @friendly_errors
 def hook_install(
@@ -233,8 +216,3 @@ def hook_uninstall() -> None:
     from .index import repo_root
 
     out.print(f"removed {uninstall_hook(repo_root(Path.cwd()))}")
-
-
-docstring = friendly_errors(docstring)
-
-__all__ = ["AssistError", "docstring", "hook_app"]

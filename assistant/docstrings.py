@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .edit import python_text
 from .errors import UsageError
 
 STYLES = ("google", "numpy", "rest", "plain")
@@ -273,15 +274,12 @@ def line_length(root: Path) -> int:
 
 
 def read_python(path: Path) -> str:
-    """A Python file's text, or a UsageError saying why it is skipped (not UTF-8, does not parse)."""
+    """A Python file's text, or a UsageError saying why it is skipped (unreadable, not UTF-8, does not parse)."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not UTF-8, skipped") from None
+        raise UsageError(f"{path}: cannot read ({exc.strerror}), skipped") from None
     try:
-        ast.parse(text)
-    except SyntaxError as exc:
-        raise UsageError(f"{path}: does not parse (line {exc.lineno}: {exc.msg}), skipped") from None
-    return text
+        return python_text(raw, str(path))
+    except UsageError as exc:
+        raise UsageError(f"{exc}, skipped") from None

@@ -19,6 +19,7 @@ from .docstrings import Target
 from .examples import Example
 from .index import TextEncoder
 from .prompts import Prompt, render
+from .retrieve import top_rows
 
 STYLE_HINTS = {
     "google": 'Use Google style: a one-line summary, then "Args:", "Returns:" and "Raises:" sections where they '
@@ -163,15 +164,7 @@ class ExemplarIndex:
         else:
             assert self._bm25 is not None
             scores = np.asarray(self._bm25.get_scores(tokenize(code) or ["_"]))
-        chosen: list[Example] = []
-        for row in np.argsort(-scores, kind="stable"):
-            example = self.examples[int(row)]
-            if exclude is not None and exclude(example):
-                continue
-            chosen.append(example)
-            if len(chosen) == k:
-                break
-        return chosen
+        return [self.examples[row] for row in top_rows(scores, self.examples, k, exclude)]
 
 
 def split_docstring_safe(code: str) -> tuple[str, str]:

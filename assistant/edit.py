@@ -128,20 +128,27 @@ def unified_diff(old: str, new: str, display_path: str, exists: bool = True) -> 
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
+def python_text(raw: bytes, name: str) -> str:
+    """Bytes as Python source, or a UsageError naming what is wrong with them (not UTF-8, does not parse)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{name} is not UTF-8 text") from None
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        raise UsageError(f"{name} does not parse (line {exc.lineno}: {exc.msg})") from None
+    return text
+
+
 def read_target(path: Path) -> str:
     """The text of a file assist may edit ("" when it does not exist yet), or a UsageError saying why not."""
     if path.exists() and not path.is_file():
         raise UsageError(f"{path} is not a file")
-    raw = path.read_bytes() if path.exists() else b""
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is not UTF-8 text; assist will not edit it") from None
-    try:
-        ast.parse(text)
-    except SyntaxError as exc:
-        raise UsageError(f"{path} does not parse (line {exc.lineno}: {exc.msg}); fix it first") from None
-    return text
+        return python_text(path.read_bytes() if path.exists() else b"", str(path))
+    except UsageError as exc:
+        raise UsageError(f"{exc}; assist will not edit it until it is fixed") from None
 
 
 def plan_edit(path: str | Path, code: str, root: Path | None = None) -> Edit:

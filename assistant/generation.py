@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .backends import Backend, SamplingParams
-from .candidates import Candidate, collect
+from .candidates import Candidate, collect, normal_form
 from .edit import Edit, plan_edit, read_target
 from .errors import AssistError, UsageError
 from .extract import first_paragraph
@@ -241,10 +241,14 @@ def generate(
     )
 
 
+def scorable(backend: Backend, candidates: Sequence[Candidate]) -> bool:
+    """Whether log-probabilities are known for these candidates: recorded while sampling, or computable."""
+    return backend.can_score or all(c.logprobs for c in candidates)
+
+
 def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> str:
     """Tests first when there are any, then log-probability where it is known (else sampling order)."""
-    scored = backend.can_score or all(c.logprobs for c in candidates)
-    order = "logprob" if scored else "first"
+    order = "logprob" if scorable(backend, candidates) else "first"
     return f"exec+{order}" if has_tests else order
 
 
@@ -292,18 +296,19 @@ def resample(
     usage_before = backend.usage.to_json()
     completions = backend.sample(result.prompt, one, step=lambda done, total: report("generate", done, total))
     report("generate", 1, 1)
-    others = [item.candidate for i, item in enumerate(result.candidates) if i != position]
+    others = [item for i, item in enumerate(result.candidates) if i != position]
     fresh, dropped = collect(list(completions))
     if not fresh:
         why = next(iter(dropped), "empty")
         raise AssistError(f"the new sample was dropped ({why}); try again")
     candidate = replace(fresh[0], sample=next_sample)
-    if any(_same_program(candidate.code, other.code) for other in others):
+    if any(normal_form(candidate.code) == normal_form(other.candidate.code) for other in others):
         raise AssistError("the new sample repeats another candidate; try again")
     target = Path(file).expanduser().resolve() if file else None
-    rankers = make_rankers("+".join(result.rankers), backend)
+    # Only the new sample is scored: the others keep the scores they have (tests are not run again).
     problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests))
-    ranked = rank(problem, [*others, candidate], rankers)
+    new = rank(problem, [candidate], make_rankers("+".join(result.rankers), backend))
+    ranked = sorted([*others, *new], key=lambda item: item.key(result.rankers))
     ranked, edits, unchanged = plan_edits(ranked, target, root)
     if unchanged and not any(item.candidate.sample == next_sample for item in ranked):
         raise AssistError("the new sample changes nothing in the file; try again")
@@ -316,7 +321,3 @@ def resample(
         timings=timings,
         usage=backend.usage.since(usage_before),
     )
-
-
-def _same_program(a: str, b: str) -> bool:
-    return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))

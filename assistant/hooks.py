@@ -31,6 +31,12 @@ def staged_python_files(root: Path) -> list[str]:
     return sorted(name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name)
 
 
+def tracked_python_files(root: Path) -> list[str]:
+    """The Python files git tracks under `root`, relative to it."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--", "*.py"], cwd=root, capture_output=True, check=False)
+    return sorted(name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name)
+
+
 def staged_text(root: Path, name: str) -> bytes:
     """The staged content of a file (what the commit will hold)."""
     shown = subprocess.run(["git", "show", f":{name}"], cwd=root, capture_output=True, check=False)

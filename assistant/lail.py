@@ -70,7 +70,7 @@ def candidate_sets(index: Index, count: int) -> list[list[int]]:
         def same(other: Example, example: Example = example) -> bool:
             return other is example or other.requirement == example.requirement or other.code == example.code
 
-        sets.append(top_rows(bm25.scores(example.requirement), index, count, same))
+        sets.append(top_rows(bm25.scores(example.requirement), index.examples, count, same))
     return sets
 
 
@@ -286,5 +286,5 @@ class LailRetriever:
         scores = self.pool @ self.encoder.encode([query])[0]
         return [
             Hit(self.index.examples[row], float(scores[row]), self.name, f"LAIL cosine {scores[row]:.3f}")
-            for row in top_rows(scores, self.index, k, exclude)
+            for row in top_rows(scores, self.index.examples, k, exclude)
         ]

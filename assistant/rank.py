@@ -143,15 +143,20 @@ RANKERS: dict[str, RankerFactory] = {
 }
 
 
-def make_rankers(spec: str, backend: Backend | None) -> list[Ranker]:
-    """`exec+logprob` → [ExecRanker, LogprobRanker]; unknown names are a one-line error."""
+def parse_rankers(spec: str) -> list[str]:
+    """`exec+logprob` → ["exec", "logprob"]; empty or unknown names are a one-line error."""
     names = [part.strip() for part in spec.split("+") if part.strip()]
     if not names:
         raise UsageError("no ranker given")
     unknown = [n for n in names if n not in RANKERS]
     if unknown:
         raise UsageError(f"unknown ranker {unknown[0]!r}; choose from: {', '.join(RANKERS)} (combine with +)")
-    return [RANKERS[n](backend) for n in names]
+    return names
+
+
+def make_rankers(spec: str, backend: Backend | None) -> list[Ranker]:
+    """`exec+logprob` → [ExecRanker, LogprobRanker]."""
+    return [RANKERS[n](backend) for n in parse_rankers(spec)]
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,8 @@ class Ranked:
     scores: dict[str, Score]
 
     def key(self, names: Sequence[str]) -> tuple[float, ...]:
-        return tuple(self.scores[n].value for n in names)
+        """Sort key, best first: scores in the rankers' order (negated), ties kept in sampling order."""
+        return (*(-self.scores[n].value for n in names), self.candidate.sample)
 
 
 def rank(problem: Problem, candidates: Sequence[Candidate], rankers: Sequence[Ranker]) -> list[Ranked]:
@@ -170,4 +176,4 @@ def rank(problem: Problem, candidates: Sequence[Candidate], rankers: Sequence[Ra
     per_ranker = {r.name: r.score(problem, candidates) for r in rankers}
     ranked = [Ranked(c, {name: scores[i] for name, scores in per_ranker.items()}) for i, c in enumerate(candidates)]
     names = [r.name for r in rankers]
-    return sorted(ranked, key=lambda item: (*(-v for v in item.key(names)), item.candidate.sample))
+    return sorted(ranked, key=lambda item: item.key(names))

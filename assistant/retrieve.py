@@ -7,7 +7,7 @@ TOP-k-SBERT) and `hybrid` (reciprocal-rank fusion of both). Trained retrievers p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,12 +49,12 @@ class Retriever(Protocol):
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]: ...
 
 
-def top_rows(scores: np.ndarray, index: Index, k: int, exclude: Exclude | None) -> list[int]:
-    """Row numbers of the k best scores, skipping excluded examples."""
+def top_rows(scores: np.ndarray, examples: Sequence[Example], k: int, exclude: Exclude | None) -> list[int]:
+    """Row numbers of the k best scores, skipping excluded examples (`scores[i]` belongs to `examples[i]`)."""
     order = np.argsort(-scores, kind="stable")
     rows: list[int] = []
     for row in order:
-        if exclude is not None and exclude(index.examples[row]):
+        if exclude is not None and exclude(examples[row]):
             continue
         rows.append(int(row))
         if len(rows) == k:
@@ -81,7 +81,7 @@ class BM25Retriever:
         scores = self.scores(query)
         query_tokens = set(tokenize(query))
         hits = []
-        for row in top_rows(scores, self.index, k, exclude):
+        for row in top_rows(scores, self.index.examples, k, exclude):
             if scores[row] <= 0:
                 break
             shared = sorted(query_tokens & set(tokenize(self.index.examples[row].requirement)))

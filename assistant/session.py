@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -19,22 +18,22 @@ from pathlib import Path
 from typing import Any
 
 from .backends import Backend, SamplingParams, load_backend
-from .config import Settings, load_settings
+from .config import Settings, backend_settings, load_settings
 from .edit import Edit, apply_edit, plan_edit, read_target, unstaged_changes
 from .errors import AssistError, UsageError
-from .generation import GenerateResult, auto_ranker, resample
+from .generation import GenerateResult, auto_ranker, resample, scorable
 from .generation import generate as run_generate
+from .hooks import tracked_python_files
 from .index import TextEncoder, repo_index_dir, repo_root
 from .paths import REPO_DIR_NAME, atomic_write_text, cache_dir
-from .rank import RANKERS as RANKER_FACTORIES
-from .rank import Problem, Ranked, Score, make_rankers
-from .retrieve import Hit, Retriever, make_retriever
+from .rank import Problem, Ranked, Score, make_rankers, parse_rankers
+from .retrieve import RETRIEVERS, Hit, Retriever, make_retriever
 from .sandbox import SandboxResult
 from .sources import Source, open_source
 
 Progress = Callable[[str, int, int], None]
 
-RETRIEVER_CHOICES = ("auto", "hybrid", "bm25", "dense", "tstr", "lail")
+RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
 
 
 def _quiet(stage: str, done: int, total: int) -> None:
@@ -175,20 +174,14 @@ class Session:
         if options.retriever not in RETRIEVER_CHOICES:
             raise UsageError(f"unknown retriever {options.retriever!r}; choose from: {', '.join(RETRIEVER_CHOICES)}")
         if options.ranker != "auto":
-            unknown = [name for name in options.ranker.split("+") if name not in RANKER_FACTORIES]
-            if unknown:
-                raise UsageError(f"unknown ranker {unknown[0]!r}; choose from: auto, {', '.join(RANKER_FACTORIES)}")
+            parse_rankers(options.ranker)
         if options.n < 1 or options.k < 0 or options.max_new_tokens < 1 or options.temperature < 0:
             raise UsageError("n and max new tokens must be at least 1; k and temperature 0 or more")
         with self._lock:
             if options.retriever != self.options.retriever:
                 self._retriever = None
-            changed_backend = (backend, model, base_url) != (None, None, None)
-            if changed_backend:
-                flags: dict[str, Any] = {"backend": backend, "model": model or None, "openai.base_url": base_url}
-                if base_url and not backend:
-                    flags["backend"] = "openai"
-                settings = load_settings(flags, start=self.start)
+            if (backend, model, base_url) != (None, None, None):
+                settings = backend_settings(backend, model or None, base_url, start=self.start)
                 if (settings.backend, settings.model, settings.backend_options()) != (
                     self.settings.backend,
                     self.settings.model,
@@ -222,10 +215,7 @@ class Session:
         """The repo's tracked Python files, relative to its root (what the target picker offers)."""
         if self.root is None:
             return sorted(str(p.relative_to(self.start)) for p in self.start.glob("*.py"))
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--", "*.py"], cwd=self.root, capture_output=True, check=False
-        )
-        return sorted(name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name)
+        return tracked_python_files(self.root)
 
     def target_path(self, display: str) -> Path:
         base = self.root or self.start
@@ -315,8 +305,8 @@ class Session:
         active = self.options.ranker
         if active == "auto":
             active = auto_ranker(backend, candidates, has_tests)
-        scorable = backend.can_score or all(c.logprobs for c in candidates)
-        available = [*(["exec"] if has_tests else []), *(["logprob"] if scorable else []), "first"]
+        logprob = ["logprob"] if scorable(backend, candidates) else []
+        available = [*(["exec"] if has_tests else []), *logprob, "first"]
         return list(dict.fromkeys([*active.split("+"), *available]))
 
     def rerank(self, progress: Progress = _quiet) -> GenerateResult:
@@ -337,7 +327,7 @@ class Session:
                 progress("rank", done, len(missing))
         paired = sorted(
             zip(candidates, result.edits, strict=True),
-            key=lambda pair: (*(-v for v in pair[0].key(names)), pair[0].candidate.sample),
+            key=lambda pair: pair[0].key(names),
         )
         self.state.result = replace(
             result, rankers=names, candidates=[p[0] for p in paired], edits=[p[1] for p in paired]

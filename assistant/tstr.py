@@ -224,5 +224,5 @@ class TstrRetriever:
         scores = self.pool @ self.model.transform(self.encoder.encode([query]))[0]
         return [
             Hit(self.index.examples[row], float(scores[row]), self.name, f"tuned cosine {scores[row]:.3f}")
-            for row in top_rows(scores, self.index, k, exclude)
+            for row in top_rows(scores, self.index.examples, k, exclude)
         ]

@@ -205,6 +205,14 @@ async def type_requirement(pilot, text: str) -> None:
     await pilot.press(*text)
 
 
+async def ask(app, pilot, text: str = REQUIREMENT) -> None:
+    """Start, write the requirement, generate, and wait for the candidates."""
+    await start(app, pilot)
+    await type_requirement(pilot, text)
+    await pilot.press("ctrl+g")
+    await settle(app, pilot)
+
+
 async def test_tui_generate_choose_apply_undo(indexed_repo: Path, encoder) -> None:
     from textual.widgets import DataTable
 
@@ -213,10 +221,7 @@ async def test_tui_generate_choose_apply_undo(indexed_repo: Path, encoder) -> No
     original = (indexed_repo / "mathutils.py").read_text()
     app = AssistApp(make_session(indexed_repo, encoder), target="mathutils.py")
     async with app.run_test(size=(100, 32)) as pilot:
-        await start(app, pilot)
-        await type_requirement(pilot, REQUIREMENT)
-        await pilot.press("ctrl+g")
-        await settle(app, pilot)
+        await ask(app, pilot)
         table = app.screen.query_one("#candidates", DataTable)
         assert table.row_count == 3 and app.screen.hits
         assert all(hit.example.path != "mathutils.py" for hit in app.screen.hits)
@@ -236,10 +241,7 @@ async def test_tui_toggle_a_demonstration_off_and_regenerate(indexed_repo: Path,
 
     app = AssistApp(make_session(indexed_repo, encoder))
     async with app.run_test(size=(100, 32)) as pilot:
-        await start(app, pilot)
-        await type_requirement(pilot, REQUIREMENT)
-        await pilot.press("ctrl+g")
-        await settle(app, pilot)
+        await ask(app, pilot)
         first = [hit.example.source for hit in app.session.state.result.demonstrations]
         assert len(first) == 2
         await pilot.click("#demos")
@@ -258,10 +260,7 @@ async def test_tui_apply_over_unstaged_changes_asks_first(indexed_repo: Path, en
     mine = target.read_text()
     app = AssistApp(make_session(indexed_repo, encoder), target="mathutils.py")
     async with app.run_test(size=(100, 32)) as pilot:
-        await start(app, pilot)
-        await type_requirement(pilot, REQUIREMENT)
-        await pilot.press("ctrl+g")
-        await settle(app, pilot)
+        await ask(app, pilot)
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -388,10 +387,7 @@ def _snapshot_app(root: Path, encoder):
 
 async def _generated(pilot) -> None:
     app = pilot.app
-    await settle(app, pilot)
-    await type_requirement(pilot, REQUIREMENT)
-    await pilot.press("ctrl+g")
-    await settle(app, pilot)
+    await ask(app, pilot)
     await pilot.press("down")
     await pilot.pause()
     app.screen.set_message("3 candidates; ↑↓ in the table to compare, ctrl+s applies")  # its timing varies
@@ -415,7 +411,7 @@ async def test_tui_with_the_default_model(indexed_repo: Path, encoder, backend) 
     app = AssistApp(session, target="mathutils.py")
     async with app.run_test(size=(100, 32)) as pilot:
         await start(app, pilot)
-        await type_requirement(pilot, "return the squares of the numbers in a list")
+        await type_requirement(pilot, REQUIREMENT)
         await pilot.press("ctrl+g")
         await settle(app, pilot)
         result = app.session.state.result

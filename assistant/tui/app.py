@@ -314,15 +314,14 @@ class MainScreen(Screen[None]):
             chosen = set(self.query_one("#demos", SelectionList).selected)
             demonstrations = [hit for number, hit in enumerate(self.hits) if number in chosen]
 
-        def job(progress: Callable[[str, int, int], None]) -> tuple[GenerateResult, list[Hit] | None]:
+        def job(progress: Callable[[str, int, int], None]) -> GenerateResult:
             hits = demonstrations
             if hits is None:
                 hits = self.session.retrieve(requirement, self.target, progress)
                 self.app.call_from_thread(self.retrieved, requirement, hits)
-            result = self.session.generate(
+            return self.session.generate(
                 requirement, target=self.target, tests=self.tests, demonstrations=hits, progress=progress
             )
-            return result, hits
 
         self.query_one("#requirement", RequirementBox).remember(requirement)
         self.run_job("Generating", job, self.generated)
@@ -331,8 +330,7 @@ class MainScreen(Screen[None]):
         self.hits, self.hits_for = hits, requirement
         self.show_demonstrations()
 
-    def generated(self, value: tuple[GenerateResult, list[Hit] | None]) -> None:
-        result, _ = value
+    def generated(self, result: GenerateResult) -> None:
         self.selected = 0
         self.show_result()
         self.show_info()
