@@ -120,8 +120,9 @@ def generate(
     ranker: Annotated[
         str,
         typer.Option(
-            help="first, random, logprob, exec; combine with + (default: exec+logprob with tests, else logprob; "
-            "first when the backend returns no log-probabilities)."
+            help="first, random, logprob, exec, condor (the trained discriminator); combine with +, e.g. "
+            "exec+condor. Default: exec+ with tests, then condor once trained (`assist train discriminator`), "
+            "else logprob, else first when the backend returns no log-probabilities."
         ),
     ] = "auto",
     test: Annotated[
@@ -389,7 +390,7 @@ def tui(
     api: ApiOpt = None,
     timeout: TimeoutOpt = None,
     retriever: Annotated[str, typer.Option(help="auto, hybrid, bm25, dense, tstr or lail.")] = "auto",
-    ranker: Annotated[str, typer.Option(help="auto, logprob, exec, first, random; combine with +.")] = "auto",
+    ranker: Annotated[str, typer.Option(help="auto, logprob, exec, condor, first, random; combine with +.")] = "auto",
     bank: BankOpt = None,
     max_new_tokens: MaxTokensOpt = 256,
     seed: SeedOpt = None,

@@ -97,6 +97,9 @@ def codegen(
     top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 0.95,
     max_new_tokens: Annotated[int, typer.Option(help="Longest sample, in tokens.")] = 384,
     pool: Pool = "mbpp",
+    batch: Annotated[
+        int, typer.Option(help="Tasks sampled together in one batched call (local backend; ~3x faster on a CPU).")
+    ] = 4,
     out_dir: OutDir = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
@@ -106,6 +109,8 @@ def codegen(
     from .evaluate.report import codegen_table
 
     ks = _parse_ks(k)
+    if batch < 1:
+        raise UsageError("--batch must be 1 or more")
     if ks[-1] > n:
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
@@ -134,7 +139,16 @@ def codegen(
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         demo_pool, generator = _load_models(pool, settings, ui)
         records = run_codegen(
-            tasks, demo_pool, names, generator, folder, params=params, demos=demos, seed=seed, progress=ui
+            tasks,
+            demo_pool,
+            names,
+            generator,
+            folder,
+            params=params,
+            demos=demos,
+            seed=seed,
+            batch=batch,
+            progress=ui,
         )
     rows = summarize_codegen(records, ks)
     write_report(folder)
@@ -329,3 +343,77 @@ def docstring_eval(
         out.print(f"{len(items)} functions from held-out modules: {', '.join(split['test_modules'][:12])}"
                   f"{' ...' if len(split['test_modules']) > 12 else ''} (all in {folder / 'split.json'})")  # fmt: skip
         out.print(table, markup=False, highlight=False)
+
+
+@eval_app.command("discriminator")
+@friendly_errors
+def discriminator_eval(
+    from_bank: Annotated[
+        str, typer.Option("--from-bank", help="Training problems with tests: mbpp[:PATH] (MBPP's train split).")
+    ] = "mbpp",
+    from_eval: Annotated[
+        list[Path] | None,
+        typer.Option("--from-eval", help="Add the model's candidates from a codegen run on MBPP train. Repeatable."),
+    ] = None,
+    candidates: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--candidates", help="Rank the cached candidates of a codegen run (a test split) with each variant."
+        ),
+    ] = None,
+    variants: Annotated[
+        str, typer.Option(help="Comma-separated: condor, no-contrastive, no-partial-fixes, plain (CodeRanker-style).")
+    ] = "condor,no-contrastive,no-partial-fixes,plain",
+    mutants: Annotated[int, typer.Option(help="Mutants per known-correct program.")] = 4,
+    epochs: Annotated[int, typer.Option(help="Classifier epochs.")] = 2,
+    holdout: Annotated[float, typer.Option(help="Share of training problems held out for P/R/F1.")] = 0.2,
+    seed: Seed = 0,
+    out_dir: OutDir = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+) -> None:
+    """Condor against its ablations: P/R/F1 on held-out problems, and pass@1 after ranking cached candidates.
+
+    Every variant is trained on the same data and split; pass@1 compares them with the first sample, a
+    random choice, mean log-probability and the oracle on the SAME samples (those of --candidates runs).
+    """
+    from .condor import CondorConfig, verification_cache
+    from .condor_data import build_dataset, merge_problems, problems_from_eval, problems_from_tasks
+    from .evaluate import load_dataset
+    from .evaluate.discriminator import discriminator_tables, load_candidates, parse_variants, run_discriminator_eval
+    from .paths import atomic_write_text
+
+    names = parse_variants(variants)
+    if from_bank.split(":")[0] != "mbpp":
+        raise UsageError("eval discriminator trains on MBPP's train split: --from-bank mbpp[:PATH]")
+    if not 0 < holdout < 1:
+        raise UsageError("--holdout must be between 0 and 1")
+    mbpp_path = from_bank.partition(":")[2]
+    runs = []
+    for folder in candidates or []:
+        config, records = load_candidates(folder)
+        spec = config["dataset"] if config["dataset"] != "mbpp" else from_bank
+        texts = {t.task_id: t.requirement for t in load_dataset(spec, config.get("split", "test"))}
+        runs.append((folder.name, records, texts))
+    problems = merge_problems(
+        problems_from_tasks(load_dataset(from_bank, "train")),
+        *(problems_from_eval(folder, mbpp_path) for folder in from_eval or []),
+    )
+    base = CondorConfig(epochs=epochs, seed=seed)
+    folder = out_dir or Path("results") / f"discriminator-mbpp-seed{seed}"
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        ui.status(f"Building training data from {len(problems)} MBPP train problems")
+        data = build_dataset(problems, mutants_per_program=mutants, seed=seed, cache=verification_cache(), progress=ui)
+        results = run_discriminator_eval(data, names, base, runs, folder, holdout=holdout, progress=ui)
+    tables = discriminator_tables(results)
+    atomic_write_text(folder / "report.md", f"# Discriminator (Condor) evaluation\n\n{tables}\n")
+    if json_output:
+        out.print_json(json.dumps(results))
+        return
+    train, held = results["data"]["train"], results["data"]["held_out"]
+    out.print(
+        f"Trained on {train['problems']} MBPP train problems ({train['programs']} programs, {train['partial_fixes']} "
+        f"partial fixes, {train['pairs_cc']} C-C / {train['pairs_ec']} E-C pairs); held out {held['problems']} "
+        f"problems ({held['programs']} programs)"
+    )
+    out.print(tables, markup=False, highlight=False)
+    err.print(f"results: {folder} (results.json, report.md)")

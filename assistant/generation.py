@@ -247,8 +247,11 @@ def scorable(backend: Backend, candidates: Sequence[Candidate]) -> bool:
 
 
 def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> str:
-    """Tests first when there are any, then log-probability where it is known (else sampling order)."""
-    order = "logprob" if scorable(backend, candidates) else "first"
+    """Tests first when there are any; then the trained discriminator once there is one, else
+    log-probability where it is known, else sampling order."""
+    from .rank import condor_available
+
+    order = "condor" if condor_available() else "logprob" if scorable(backend, candidates) else "first"
     return f"exec+{order}" if has_tests else order
 
 

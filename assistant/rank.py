@@ -1,8 +1,9 @@
 """Rankers: score candidates for a problem. One interface, `score(problem, candidates) -> list[Score]`.
 
 `first` (sampling order), `random` (seeded), `logprob` (mean token log-probability under the local
-model) and `exec` (tests passed in the sandbox). Rankers combine with `+`: `exec+logprob` orders by tests
-passed, then by log-probability. Trained rankers (Condor) plug in through :data:`RANKERS`.
+model), `exec` (tests passed in the sandbox) and `condor` (p(correct) from the trained discriminator,
+:mod:`assistant.condor`). Rankers combine with `+`: `exec+logprob` orders by tests passed, then by
+log-probability.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from .backends import Backend
@@ -126,6 +128,28 @@ class ExecRanker:
         return scores
 
 
+class CondorRanker:
+    """p(correct) from the trained discriminator (Condor): no execution, no tests needed."""
+
+    name = "condor"
+
+    def __init__(self, start: Path | None = None) -> None:
+        from .condor import Condor
+
+        self.model = Condor.locate(start)
+
+    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+        probabilities = self.model.probabilities(problem.requirement, [c.code for c in candidates])
+        return [Score(p, f"p(correct) {p:.2f} by Condor", {"p": round(p, 4)}) for p in probabilities]
+
+
+def condor_available(start: Path | None = None) -> bool:
+    """Whether a trained discriminator exists for `start` (the working directory by default)."""
+    from .condor import find_discriminator
+
+    return find_discriminator(start) is not None
+
+
 RankerFactory = Callable[[Backend | None], Ranker]
 
 
@@ -140,6 +164,7 @@ RANKERS: dict[str, RankerFactory] = {
     "random": lambda backend: RandomRanker(),
     "logprob": lambda backend: LogprobRanker(_needs_backend(backend)),
     "exec": lambda backend: ExecRanker(),
+    "condor": lambda backend: CondorRanker(),
 }
 
 

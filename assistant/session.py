@@ -26,7 +26,7 @@ from .generation import generate as run_generate
 from .hooks import tracked_python_files
 from .index import TextEncoder, repo_index_dir, repo_root
 from .paths import REPO_DIR_NAME, atomic_write_text, cache_dir
-from .rank import Problem, Ranked, Score, make_rankers, parse_rankers
+from .rank import Problem, Ranked, Score, condor_available, make_rankers, parse_rankers
 from .retrieve import RETRIEVERS, Hit, Retriever, make_retriever
 from .sandbox import SandboxResult
 from .sources import Source, open_source
@@ -306,7 +306,8 @@ class Session:
         if active == "auto":
             active = auto_ranker(backend, candidates, has_tests)
         logprob = ["logprob"] if scorable(backend, candidates) else []
-        available = [*(["exec"] if has_tests else []), *logprob, "first"]
+        condor = ["condor"] if condor_available() else []
+        available = [*(["exec"] if has_tests else []), *condor, *logprob, "first"]
         return list(dict.fromkeys([*active.split("+"), *available]))
 
     def rerank(self, progress: Progress = _quiet) -> GenerateResult:

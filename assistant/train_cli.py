@@ -12,7 +12,8 @@ from .console import ProgressUI, friendly_errors, out, show_progress
 from .errors import UsageError
 
 train_app = typer.Typer(
-    help="Train what assist learns from your code: retrievers that pick the demonstrations this model finds useful.",
+    help="Train what assist learns from your code: retrievers that pick the demonstrations this model finds useful, "
+    "and a discriminator that picks the correct candidate without running it.",
     no_args_is_help=True,
 )
 
@@ -150,3 +151,119 @@ def _train_lail(
         f"({stats['label_seconds']:.0f} s), encoder trained in {stats['train_seconds']:.0f} s, "
         f"epoch losses {stats['epoch_losses']}\nSaved to {directory}"
     )
+
+
+@train_app.command("discriminator")
+@friendly_errors
+def discriminator(
+    path: Annotated[Path, typer.Argument(help="The git repo whose functions to learn from (default: here).")] = Path(
+        "."
+    ),
+    from_bank: Annotated[
+        str | None,
+        typer.Option(
+            "--from-bank",
+            help="Learn from a bank instead of the repo: mbpp[:PATH] (MBPP's train split, with tests) or a JSONL "
+            "bank (tests, if present, label the mutants).",
+        ),
+    ] = None,
+    from_eval: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--from-eval",
+            help="Also learn from the model's own candidates in an `assist eval codegen` run on MBPP's train split "
+            "(labelled by their tests). Repeatable.",
+        ),
+    ] = None,
+    mutants: Annotated[int, typer.Option(help="Mutants per known-correct program.")] = 4,
+    epochs: Annotated[int, typer.Option(help="Classifier epochs.")] = 2,
+    contrastive_epochs: Annotated[int, typer.Option(help="Contrastive epochs (stage 1).")] = 1,
+    contrastive: Annotated[
+        bool, typer.Option("--contrastive/--no-contrastive", help="Stage 1 on near-identical pairs (ablation: off).")
+    ] = True,
+    partial: Annotated[
+        bool, typer.Option("--partial-fixes/--no-partial-fixes", help="Add partial fixes as negatives (ablation).")
+    ] = True,
+    backbone: Annotated[
+        str, typer.Option(help="Encoder to fine-tune: a registered one, or a folder with a transformers model.")
+    ] = "all-minilm-l6-v2",
+    holdout: Annotated[float, typer.Option(help="Share of problems held out and scored (0 trains on all).")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Random seed (mutants, split, training).")] = 0,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume/--fresh", help="Reuse the test outcomes of mutants already run (default) or rerun."),
+    ] = True,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Where to save (default: <repo>/.assist/discriminator).")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Train Condor, the discriminator that ranks candidates by p(correct) without running them.
+
+    Data: known-correct programs (the repo's functions, a bank's code, MBPP references), their semantic
+    mutants (a flipped comparison, an off-by-one, a wrong variable, ... labelled by running the tests where
+    there are any), the model's own candidates (--from-eval), and partial fixes between near-identical wrong
+    and correct versions. Then a contrastive stage and a classifier. `assist generate` ranks with it by default.
+    """
+    from .condor import CondorConfig, discriminator_dir, summary_line, train_and_save
+    from .condor_data import (
+        merge_problems,
+        problems_from_eval,
+        problems_from_examples,
+        problems_from_repo,
+        problems_from_tasks,
+    )
+    from .index import repo_root
+
+    if mutants < 0 or epochs < 1 or contrastive_epochs < 1:
+        raise UsageError("--mutants must be 0 or more, --epochs and --contrastive-epochs at least 1")
+    config = CondorConfig(
+        backbone=backbone,
+        contrastive=contrastive,
+        partial_fixes=partial,
+        epochs=epochs,
+        contrastive_epochs=contrastive_epochs,
+        seed=seed,
+    )
+    groups = []
+    sources: dict = {"eval": [str(d) for d in from_eval or []]}
+    mbpp_path = ""
+    if from_bank is not None and from_bank.split(":")[0] == "mbpp":
+        from .evaluate import load_dataset
+
+        mbpp_path = from_bank.partition(":")[2]
+        groups.append(problems_from_tasks(load_dataset(from_bank, "train")))
+        sources["bank"] = from_bank
+    elif from_bank is not None:
+        from .examples import read_bank
+
+        groups.append(problems_from_examples(read_bank(Path(from_bank))))
+        sources["bank"] = from_bank
+    for folder in from_eval or []:
+        groups.append(problems_from_eval(folder, mbpp_path))
+    root = None
+    if from_bank is None and not from_eval:
+        root = repo_root(path)
+        groups.append(problems_from_repo(root))
+        sources["repo"] = str(root)
+    else:
+        try:
+            root = repo_root(path)
+        except UsageError:
+            root = None
+    directory = out_dir or discriminator_dir(root)
+    problems = merge_problems(*groups)
+    if not resume:
+        from .condor import verification_cache
+
+        verification_cache().path.unlink(missing_ok=True)
+    with ProgressUI(show_progress(json_output)) as ui:
+        ui.status(f"Building training data from {len(problems)} problems")
+        manifest = train_and_save(
+            problems, config, directory, holdout=holdout, mutants=mutants, sources=sources, progress=ui
+        )
+    if json_output:
+        out.print_json(json.dumps({"saved": str(directory), **manifest}))
+        return
+    out.print(f"Trained Condor in {manifest['stats']['seconds']:.0f} s on {summary_line(manifest)}")
+    out.print(f"Saved to {directory}; `assist generate` now ranks with it (--ranker condor).")

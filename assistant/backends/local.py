@@ -90,53 +90,93 @@ class LocalBackend:
         num_return_sequences would prefill it n times). Each sampled token's raw log-probability (before
         temperature and top-p) is recorded on the way, so ranking by log-probability costs nothing more.
         """
+        return self.sample_batch([prompt], params, step)[0]
+
+    def sample_batch(
+        self, prompts: Sequence[Prompt], params: SamplingParams, step: Step | None = None
+    ) -> list[list[Completion]]:
+        """`params.n` candidates for each of several prompts, all in one batched `generate` call.
+
+        On a CPU, decoding 20 rows costs little more per step than decoding 5, so the evaluation harness
+        samples a few tasks together (about 3x the tokens per second of one task at a time). Prompts are
+        left-padded and prefilled once each; their KV caches are repeated n times. The samples depend on
+        which prompts share the batch (one random stream serves all rows), not only on `params.seed`.
+        """
         import torch
         from transformers import DynamicCache, LogitsProcessorList
 
         started = time.perf_counter()
-        self.check_fits(prompt, params.max_new_tokens)
-        ids = self.tokenizer(self.render(prompt), return_tensors="pt", add_special_tokens=False)["input_ids"]
+        if not prompts:
+            return []
+        encoded = []
+        for prompt in prompts:
+            self.check_fits(prompt, params.max_new_tokens)
+            encoded.append(self.tokenizer(self.render(prompt), add_special_tokens=False)["input_ids"])
+        width = max(len(ids) for ids in encoded)
+        ids = torch.full((len(encoded), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(encoded), width), dtype=torch.long)
+        for row, tokens in enumerate(encoded):
+            ids[row, width - len(tokens) :] = torch.tensor(tokens)
+            mask[row, width - len(tokens) :] = 1
         greedy = params.temperature <= 0
-        rows = 1 if greedy else params.n
+        n = 1 if greedy else params.n
         if params.seed is not None:
             torch.manual_seed(params.seed)
         recorder = _TokenLogprobRecorder(step, params.max_new_tokens)
+        stops = list(dict.fromkeys(s for prompt in prompts for s in prompt.stop))
         with torch.inference_mode():
+            # Prefill all but the last prompt token once per prompt; generate feeds the last one itself.
             cache = DynamicCache(config=self.lm.config)
-            self.lm(input_ids=ids[:, :-1], past_key_values=cache, use_cache=True)
-            cache.batch_repeat_interleave(rows)
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            self.lm(
+                input_ids=ids[:, :-1],
+                attention_mask=mask[:, :-1],
+                position_ids=positions[:, :-1],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            cache.batch_repeat_interleave(n)
             output = self.lm.generate(
-                input_ids=ids.repeat(rows, 1),
-                attention_mask=torch.ones((rows, ids.shape[1]), dtype=torch.long),
+                input_ids=ids.repeat_interleave(n, dim=0),
+                attention_mask=mask.repeat_interleave(n, dim=0),
                 past_key_values=cache,
                 do_sample=not greedy,
                 temperature=None if greedy else params.temperature,
                 top_p=None if greedy else params.top_p,
                 top_k=None,
                 max_new_tokens=params.max_new_tokens,
-                stop_strings=list(prompt.stop),
+                stop_strings=stops or None,
                 tokenizer=self.tokenizer,
                 pad_token_id=self.tokenizer.pad_token_id,
                 logits_processor=LogitsProcessorList([recorder]),
             )
-        new_tokens = output[:, ids.shape[1] :]
+        new_tokens = output[:, width:]
         logprobs = recorder.finish(new_tokens)
-        completions = []
-        for row in range(rows):
-            tokens = new_tokens[row].tolist()
-            # Finished rows are padded to the longest; pad and eos end a sequence.
-            length = next((i for i, t in enumerate(tokens) if t in self._end_ids), len(tokens))
-            tokens = tokens[:length]
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            cut = min((text.find(s) for s in prompt.stop if s in text), default=-1)
-            finish = "stop" if cut >= 0 or length < params.max_new_tokens else "length"
-            code = text[:cut] if cut >= 0 else text
-            kept = self._tokens_within(tokens, len(code)) if cut >= 0 else length
-            completions.append(
-                Completion(text=code, tokens=length, finish_reason=finish, logprobs=tuple(logprobs[row][:kept]))
-            )
-        self.usage.add(ids.shape[1], sum(c.tokens for c in completions), time.perf_counter() - started)
-        return completions
+        results: list[list[Completion]] = []
+        for index, prompt in enumerate(prompts):
+            completions = []
+            for row in range(index * n, (index + 1) * n):
+                tokens = new_tokens[row].tolist()
+                # Finished rows are padded to the longest; pad and eos end a sequence.
+                length = next((i for i, t in enumerate(tokens) if t in self._end_ids), len(tokens))
+                tokens = tokens[:length]
+                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+                cut = min((text.find(s) for s in prompt.stop if s in text), default=-1)
+                finish = "stop" if cut >= 0 or length < params.max_new_tokens else "length"
+                code = text[:cut] if cut >= 0 else text
+                kept = self._tokens_within(tokens, len(code)) if cut >= 0 else length
+                completions.append(
+                    Completion(text=code, tokens=length, finish_reason=finish, logprobs=tuple(logprobs[row][:kept]))
+                )
+            results.append(completions)
+        spent = time.perf_counter() - started
+        self.usage.add(
+            sum(len(t) for t in encoded),
+            sum(c.tokens for group in results for c in group),
+            spent,
+            requests=len(prompts),
+        )
+        return results
 
     @property
     def _end_ids(self) -> set[int]:

@@ -50,6 +50,13 @@ def picks(samples: list[dict], task_id: str, seed: int) -> dict[str, int | None]
     }
 
 
+def _sample_group(backend: Backend, prompts: list, params: list[SamplingParams]) -> list[list]:
+    """Samples for several prompts: one batched call where the backend offers it, else one call each."""
+    if len(prompts) > 1 and hasattr(backend, "sample_batch"):
+        return backend.sample_batch(prompts, params[0])
+    return [backend.sample(prompt, p) for prompt, p in zip(prompts, params, strict=True)]
+
+
 def run_codegen(
     tasks: Sequence[Task],
     pool: Pool,
@@ -60,19 +67,22 @@ def run_codegen(
     params: SamplingParams,
     demos: int = 4,
     seed: int = 0,
+    batch: int = 1,
     cache: JsonlCache | None = None,
     limits: sandbox.Limits | None = None,
     progress: Progress | None = None,
 ) -> list[dict]:
-    """Run (or resume) a codegen evaluation; returns one record per (task, strategy), also in out/records.jsonl."""
+    """Run (or resume) a codegen evaluation; returns one record per (task, strategy), also in out/records.jsonl.
+
+    `batch` tasks are sampled in one call when the backend can batch prompts (the local one can: on a CPU
+    that is about 3x faster than one task at a time); the cache is written after every call.
+    """
     report = progress or (lambda stage, done, total: None)
     out.mkdir(parents=True, exist_ok=True)
     cache = cache or JsonlCache(out / "samples.jsonl")
     records = JsonlCache(out / "records.jsonl")
     limits = limits or sandbox.Limits(timeout_s=10, cpu_s=10, memory_mb=1024)
-    results = []
-    total = len(tasks) * len(strategies)
-    done = 0
+    jobs = []
     for strategy in strategies:
         select = make_strategy(strategy, pool, seed)
         for task in tasks:
@@ -93,18 +103,29 @@ def run_codegen(
                 params=sample_params.__dict__,
             )
             record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy)
-            if record_key in records:
-                results.append(records.get(record_key))
-                done += 1
-                report(f"codegen {strategy}", done, total)
-                continue
-            usage = None
-            if key not in cache:
-                before = backend.usage.to_json()
-                completions = backend.sample(prompt, sample_params)
-                usage = backend.usage.since(before)
+            jobs.append((strategy, task, chosen, prompt, sample_params, key, record_key))
+    results = []
+    for done, (strategy, task, chosen, prompt, sample_params, key, record_key) in enumerate(jobs, start=1):
+        if record_key in records:
+            results.append(records.get(record_key))
+            report(f"codegen {strategy}", done, len(jobs))
+            continue
+        usage = None
+        if key not in cache:
+            # Sample this task together with the next uncached ones (distinct prompts only).
+            group = [(prompt, sample_params, key)]
+            for job in jobs[done:]:
+                if len(group) >= max(1, batch):
+                    break
+                if job[5] not in cache and job[6] not in records and all(job[5] != g[2] for g in group):
+                    group.append((job[3], job[4], job[5]))
+            before = backend.usage.to_json()
+            sampled = _sample_group(backend, [g[0] for g in group], [g[1] for g in group])
+            spent = backend.usage.since(before)
+            usage = {name: round(value / len(group), 3) for name, value in spent.items()}  # this task's share
+            for (_, _, group_key), completions in zip(group, sampled, strict=True):
                 cache.put(
-                    key,
+                    group_key,
                     [
                         {
                             "text": c.text,
@@ -115,43 +136,39 @@ def run_codegen(
                         for c in completions
                     ],
                 )
-            samples = []
-            for completion in cache.get(key):
-                code = extract_code(completion["text"])
-                lp = completion["logprobs"]
-                samples.append(
-                    {
-                        "code": code,
-                        "parsed": _parses(code),
-                        "tokens": completion["tokens"],
-                        "logprob": sum(lp) / len(lp) if lp else None,
-                    }
-                )
-            runs = sandbox.run_many(
-                [
-                    ((task.prefix + "\n" + s["code"]) if task.prefix else s["code"], task.tests, task.setup)
-                    for s in samples
-                ],
-                limits=limits,
+        samples = []
+        for completion in cache.get(key):
+            code = extract_code(completion["text"])
+            lp = completion["logprobs"]
+            samples.append(
+                {
+                    "code": code,
+                    "parsed": _parses(code),
+                    "tokens": completion["tokens"],
+                    "logprob": sum(lp) / len(lp) if lp else None,
+                }
             )
-            for sample, run in zip(samples, runs, strict=True):
-                sample["passed"] = run.ok and sample["parsed"]
-                sample["status"] = run.status
-            record = {
-                "task_id": task.task_id,
-                "strategy": strategy,
-                "demonstrations": [e.path or e.name for e in chosen],
-                "prompt_tokens": backend.count_tokens(prompt),
-                "n": len(samples),
-                "correct": sum(s["passed"] for s in samples),
-                "samples": samples,
-                "picks": picks(samples, task.task_id, seed),
-                "usage": usage,  # None when the samples came from the cache
-            }
-            records.put(record_key, record)
-            results.append(record)
-            done += 1
-            report(f"codegen {strategy}", done, total)
+        runs = sandbox.run_many(
+            [((task.prefix + "\n" + s["code"]) if task.prefix else s["code"], task.tests, task.setup) for s in samples],
+            limits=limits,
+        )
+        for sample, run in zip(samples, runs, strict=True):
+            sample["passed"] = run.ok and sample["parsed"]
+            sample["status"] = run.status
+        record = {
+            "task_id": task.task_id,
+            "strategy": strategy,
+            "demonstrations": [e.path or e.name for e in chosen],
+            "prompt_tokens": backend.count_tokens(prompt),
+            "n": len(samples),
+            "correct": sum(s["passed"] for s in samples),
+            "samples": samples,
+            "picks": picks(samples, task.task_id, seed),
+            "usage": usage,  # None when the samples came from the cache
+        }
+        records.put(record_key, record)
+        results.append(record)
+        report(f"codegen {strategy}", done, len(jobs))
     return results
 
 

@@ -16,7 +16,7 @@ from textual.widgets.option_list import Option
 from ..session import RETRIEVER_CHOICES, Options
 
 NO_FILE = "\0none"
-RANKER_CHOICES = ("auto", "logprob", "exec", "first", "random", "exec+logprob")
+RANKER_CHOICES = ("auto", "logprob", "condor", "exec", "first", "random", "exec+logprob", "exec+condor")
 
 
 class ConfirmScreen(ModalScreen[bool]):

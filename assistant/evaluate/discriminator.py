@@ -1,0 +1,183 @@
+"""`assist eval discriminator`: Condor and its ablations, on held-out problems and on cached candidates.
+
+1. Classification: every variant is trained on the same train problems and scored on the same held-out
+   problems (precision / recall / F1 of "correct", on all held-out programs and on those in near-identical
+   pairs). Variants that keep the contrastive stage share one stage-1 run.
+2. Ranking: each variant scores the candidates cached by `assist eval codegen` runs (the SAME samples the
+   first / random / logprob rankers were scored on) and its top pick's pass rate is reported beside
+   theirs and the oracle's.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from ..condor import (
+    Condor,
+    CondorConfig,
+    _Discriminator,
+    _predict,
+    backbone_dir,
+    contrastive_stage,
+    evaluate_discriminator,
+    make_manifest,
+    save_discriminator,
+    train_discriminator,
+)
+from ..condor_data import PROBLEM_CHARS, Dataset
+from ..errors import UsageError
+from ..trained import read_manifest
+from .cache import JsonlCache
+from .metrics import bootstrap_ci
+
+Progress = Callable[[str, int, int], None]
+
+VARIANTS = {
+    "condor": {"contrastive": True, "partial_fixes": True},
+    "no-contrastive": {"contrastive": False, "partial_fixes": True},
+    "no-partial-fixes": {"contrastive": True, "partial_fixes": False},
+    "plain": {"contrastive": False, "partial_fixes": False},  # CodeRanker-style: a fine-tuned classifier
+}
+
+
+def parse_variants(spec: str) -> list[str]:
+    names = [part.strip() for part in spec.split(",") if part.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if not names or unknown:
+        raise UsageError(f"unknown variant {unknown[0] if unknown else ''!r}; choose from {', '.join(VARIANTS)}")
+    return names
+
+
+def load_candidates(folder: Path) -> tuple[dict, list[dict]]:
+    """The config and records of an `assist eval codegen` run (its cached candidates and their test results)."""
+    config_path = folder / "config.json"
+    records_path = folder / "records.jsonl"
+    if not config_path.is_file() or not records_path.is_file():
+        raise UsageError(f"{folder} is not an `assist eval codegen` results folder (no config.json/records.jsonl)")
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    if config.get("dataset") == "mbpp" and config.get("split") == "train":
+        raise UsageError(f"{folder} holds MBPP train candidates: those are training data, not an evaluation")
+    return config, list(JsonlCache(records_path).entries.values())
+
+
+def run_discriminator_eval(
+    data: Dataset,
+    variants: Sequence[str],
+    base: CondorConfig,
+    candidate_runs: Sequence[tuple[str, list[dict], dict[str, str]]],
+    out: Path,
+    *,
+    holdout: float = 0.2,
+    progress: Progress | None = None,
+) -> dict:
+    """Train each variant on the train problems; classification scores on held-out ones; ranking on candidates.
+
+    `candidate_runs` holds (name, codegen records, task_id → problem text). Results go to out/results.json.
+    """
+    report = progress or (lambda stage, done, total: None)
+    out.mkdir(parents=True, exist_ok=True)
+    train, held = data.split(holdout, base.seed)
+    if not held.programs:
+        raise UsageError("the held-out part is empty: use more problems or a larger --holdout")
+    results: dict = {"data": {"train": train.describe(), "held_out": held.describe()}, "variants": {}}
+    shared_stage1 = None
+    for name in variants:
+        config = replace(base, **VARIANTS[name])
+        directory = out / "models" / name
+        identity = _identity(train, held, config)
+        manifest = read_manifest(directory)
+        if manifest is not None and manifest.get("identity") == identity:
+            # Trained by an earlier run on the same data and settings: resume instead of retraining.
+            model = Condor(directory).model
+            stats, scores = manifest["stats"], manifest["held_out"]
+        else:
+            if config.contrastive and shared_stage1 is None:
+                stage1 = _Discriminator(backbone_dir(base.backbone))
+                contrastive_stage(stage1, train, config, lambda s, d, t: report(f"stage 1 (shared): {s}", d, t))
+                shared_stage1 = copy.deepcopy(stage1.encoder.state_dict())
+            model, stats = train_discriminator(
+                train, config, lambda s, d, t, name=name: report(f"{name}: {s}", d, t), start_from=shared_stage1
+            )
+            scores = evaluate_discriminator(model, held, config)
+            save_discriminator(
+                model,
+                directory,
+                {**make_manifest(config, train, stats, scores, {"holdout": holdout}), "identity": identity},
+            )
+        entry = {"config": VARIANTS[name], "stats": stats, "held_out": scores}
+        entry["ranking"] = {
+            run: _rank_candidates(model, records, texts, config) for run, records, texts in candidate_runs
+        }
+        results["variants"][name] = entry
+        (out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    results["baselines"] = {run: _baseline_picks(records) for run, records, _ in candidate_runs}
+    (out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return results
+
+
+def _identity(train: Dataset, held: Dataset, config: CondorConfig) -> str:
+    """What a trained variant depends on: its settings and the exact programs and pairs of the split."""
+    digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode())
+    for part in (train, held):
+        for program in sorted([*part.programs, *part.partials], key=lambda p: (p.problem, p.code)):
+            digest.update(f"{program.problem}\x00{program.code}\x00{program.correct}\x01".encode())
+        digest.update(str(len(part.pairs)).encode())
+    return digest.hexdigest()[:16]
+
+
+def _rank_candidates(model: _Discriminator, records: list[dict], texts: dict[str, str], config: CondorConfig) -> dict:
+    """Pass@1 of the variant's top pick among each task's parsed candidates (ties: sampling order)."""
+    jobs = []
+    for r, record in enumerate(records):
+        for s, sample in enumerate(record["samples"]):
+            if sample["parsed"]:
+                jobs.append((r, s, texts[record["task_id"]][:PROBLEM_CHARS], sample["code"]))
+    probabilities = _predict(model, [(text, code) for _, _, text, code in jobs], config.max_length)
+    best: dict[int, tuple[float, int]] = {}
+    for (r, s, _, _), p in zip(jobs, probabilities, strict=True):
+        if r not in best or p > best[r][0]:
+            best[r] = (float(p), s)
+    values = [float(r in best and records[r]["samples"][best[r][1]]["passed"]) for r in range(len(records))]
+    return {"pass@1": bootstrap_ci(values), "tasks": len(records)}
+
+
+def _baseline_picks(records: list[dict]) -> dict:
+    """Pass@1 of the rankers the codegen run already scored on the same samples."""
+    rows = {}
+    for ranker in ("first", "random", "logprob", "oracle"):
+        values = [
+            float(r["picks"].get(ranker) is not None and r["samples"][r["picks"][ranker]]["passed"]) for r in records
+        ]
+        rows[ranker] = bootstrap_ci(values)
+    rows["tasks"] = len(records)
+    return rows
+
+
+def discriminator_tables(results: dict) -> str:
+    """Markdown: classification on held-out problems, then pass@1 after ranking per candidate run."""
+    lines = [
+        "| variant | held-out P | R | F1 | pairs P | R | F1 | train s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, entry in results["variants"].items():
+        a, p = entry["held_out"]["all"], entry["held_out"]["pairs"]
+        lines.append(
+            f"| {name} | {a['precision']:.3f} | {a['recall']:.3f} | {a['f1']:.3f} | {p['precision']:.3f} | "
+            f"{p['recall']:.3f} | {p['f1']:.3f} | {entry['stats']['seconds']:.0f} |"
+        )
+    for run, base in results.get("baselines", {}).items():
+        lines += ["", f"Pass@1 after ranking the same candidates: {run} ({base['tasks']} tasks)", ""]
+        lines += ["| ranker | pass@1 (95% CI) | share of the first→oracle gap closed |", "|---|---|---|"]
+        rows = [(r, base[r]) for r in ("first", "random", "logprob")]
+        rows += [(name, entry["ranking"][run]["pass@1"]) for name, entry in results["variants"].items()]
+        rows.append(("oracle (any correct)", base["oracle"]))
+        first, oracle = base["first"][0], base["oracle"][0]
+        for name, (mean, low, high) in rows:
+            gap = f"{100 * (mean - first) / (oracle - first):+.0f}%" if oracle > first else "n/a"
+            lines.append(f"| {name} | {100 * mean:.1f} [{100 * low:.1f}, {100 * high:.1f}] | {gap} |")
+    return "\n".join(lines)
