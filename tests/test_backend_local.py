@@ -47,3 +47,16 @@ def test_greedy_returns_one_candidate_and_prompt_must_fit(backend):
     huge = build_prompt("word " * 40_000)
     with pytest.raises(UsageError, match="context of"):
         backend.sample(huge, SamplingParams(n=1, max_new_tokens=8))
+
+
+def test_batched_prompts_sample_as_if_alone(backend):
+    """Prompts of different lengths share one batched call (left-padded); greedy output is unchanged by it."""
+    other = build_prompt("Write a python function to reverse the words of a sentence, keeping single spaces.")
+    greedy = SamplingParams(n=1, temperature=0, max_new_tokens=24)
+    alone = [backend.sample(PROMPT, greedy)[0], backend.sample(other, greedy)[0]]
+    together = backend.sample_batch([PROMPT, other], greedy)
+    assert [group[0].text for group in together] == [c.text for c in alone]
+    for group, single in zip(together, alone, strict=True):
+        assert group[0].logprobs == pytest.approx(single.logprobs, abs=1e-3)
+    sampled = backend.sample_batch([PROMPT, other], SamplingParams(n=2, max_new_tokens=16, seed=0))
+    assert [len(group) for group in sampled] == [2, 2]

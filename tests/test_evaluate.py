@@ -120,6 +120,10 @@ class Counting:
         self.calls += 1
         return self.backend.sample(prompt, params, step)
 
+    def sample_batch(self, prompts, params, step=None):
+        self.calls += 1
+        return self.backend.sample_batch(prompts, params, step)
+
     def logprob(self, pairs):
         self.calls += 1
         return self.backend.logprob(pairs)
@@ -133,17 +137,18 @@ def test_codegen_and_likelihood_runs_resume_without_calling_the_model_again(tmp_
     counting = Counting(backend)
     params = SamplingParams(n=2, max_new_tokens=48)  # whether the samples pass does not matter here
     (tmp_path / "config.json").write_text(json.dumps({"ks": [1, 2]}))
-    first = run_codegen(tasks, pool, ["zero", "bm25"], counting, tmp_path, params=params, demos=2)
-    assert counting.calls == 2 and len(first) == 2 and all(r["n"] == 2 for r in first)
+    # --batch 2: both strategies' prompts are sampled in one batched call.
+    first = run_codegen(tasks, pool, ["zero", "bm25"], counting, tmp_path, params=params, demos=2, batch=2)
+    assert counting.calls == 1 and len(first) == 2 and all(r["n"] == 2 for r in first)
     assert first[1]["demonstrations"] and all(d.startswith("mbpp/") for d in first[1]["demonstrations"])
     again = run_codegen(tasks, pool, ["zero", "bm25"], counting, tmp_path, params=params, demos=2)
-    assert counting.calls == 2 and again == first
+    assert counting.calls == 1 and again == first
     rows = summarize_codegen(first, [1, 2])
     assert [r["strategy"] for r in rows] == ["zero", "bm25"] and 0 <= rows[0]["pass@1"][0] <= 1
 
     scores = run_likelihood(tasks, pool, ["zero", "bm25"], counting, tmp_path, demos=2)
-    assert counting.calls == 4 and all(s["logprob"] < 0 for s in scores)  # one batch per strategy
+    assert counting.calls == 3 and all(s["logprob"] < 0 for s in scores)  # one batch per strategy
     run_likelihood(tasks, pool, ["zero", "bm25"], counting, tmp_path, demos=2)
-    assert counting.calls == 4
+    assert counting.calls == 3
     report = write_report(tmp_path)
     assert "| zero | 1 |" in report and "gain vs zero-shot" in report and (tmp_path / "report.md").exists()
