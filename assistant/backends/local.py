@@ -95,15 +95,18 @@ class LocalBackend:
     def sample_batch(
         self, prompts: Sequence[Prompt], params: SamplingParams, step: Step | None = None
     ) -> list[list[Completion]]:
-        """`params.n` candidates for each of several prompts, all in one batched `generate` call.
+        """`params.n` candidates for each of several prompts, decoded together in one batch.
 
-        On a CPU, decoding 20 rows costs little more per step than decoding 5, so the evaluation harness
-        samples a few tasks together (about 3x the tokens per second of one task at a time). Prompts are
-        left-padded and prefilled once each; their KV caches are repeated n times. The samples depend on
-        which prompts share the batch (one random stream serves all rows), not only on `params.seed`.
+        Prompts are left-padded and prefilled once each; their KV caches are repeated n times. Decoding is
+        our own loop rather than `generate`: a row that finishes (end of turn, or the prompt's stop string)
+        leaves the batch at once, so the samples that stop early no longer pay for the one that runs to
+        `max_new_tokens`. On a CPU, 20 rows cost little more per step than 5, so the evaluation harness
+        samples several tasks together. Each token's raw log-probability (before temperature and top-p)
+        is recorded, so ranking by log-probability costs nothing more. The samples depend on which prompts
+        share the batch (one random stream serves all rows), not only on `params.seed`.
         """
         import torch
-        from transformers import DynamicCache, LogitsProcessorList
+        from transformers import DynamicCache
 
         started = time.perf_counter()
         if not prompts:
@@ -122,65 +125,80 @@ class LocalBackend:
         n = 1 if greedy else params.n
         if params.seed is not None:
             torch.manual_seed(params.seed)
-        recorder = _TokenLogprobRecorder(step, params.max_new_tokens)
-        stops = list(dict.fromkeys(s for prompt in prompts for s in prompt.stop))
+        rows = len(encoded) * n
+        owner = [index // n for index in range(rows)]  # which prompt each row answers
+        stops = [list(prompts[o].stop) for o in owner]
+        generated: list[list[int]] = [[] for _ in range(rows)]
+        logprobs: list[list[float]] = [[] for _ in range(rows)]
+        ends = self._end_ids
+        report: Step = step or (lambda done, total: None)
         with torch.inference_mode():
-            # Prefill all but the last prompt token once per prompt; generate feeds the last one itself.
             cache = DynamicCache(config=self.lm.config)
             positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            self.lm(
-                input_ids=ids[:, :-1],
-                attention_mask=mask[:, :-1],
-                position_ids=positions[:, :-1],
-                past_key_values=cache,
-                use_cache=True,
-            )
+            logits = self.lm(
+                input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, logits_to_keep=1
+            ).logits[:, -1, :]
             cache.batch_repeat_interleave(n)
-            output = self.lm.generate(
-                input_ids=ids.repeat_interleave(n, dim=0),
-                attention_mask=mask.repeat_interleave(n, dim=0),
-                past_key_values=cache,
-                do_sample=not greedy,
-                temperature=None if greedy else params.temperature,
-                top_p=None if greedy else params.top_p,
-                top_k=None,
-                max_new_tokens=params.max_new_tokens,
-                stop_strings=stops or None,
-                tokenizer=self.tokenizer,
-                pad_token_id=self.tokenizer.pad_token_id,
-                logits_processor=LogitsProcessorList([recorder]),
+            logits = logits.repeat_interleave(n, dim=0)
+            mask = mask.repeat_interleave(n, dim=0)
+            position = positions[:, -1].repeat_interleave(n, dim=0) + 1
+            active = list(range(rows))  # rows still decoding, in batch order
+            for done in range(params.max_new_tokens):
+                report(done, params.max_new_tokens)  # may raise to cancel
+                raw = torch.log_softmax(logits.float(), dim=-1)
+                chosen = raw.argmax(-1) if greedy else _sample_top_p(logits.float(), params.temperature, params.top_p)
+                picked = raw.gather(1, chosen[:, None]).squeeze(1).tolist()
+                keep = []
+                for slot, (row, token) in enumerate(zip(active, chosen.tolist(), strict=True)):
+                    if token in ends:
+                        continue
+                    generated[row].append(token)
+                    logprobs[row].append(picked[slot])
+                    tail = self.tokenizer.decode(generated[row][-8:], skip_special_tokens=True)
+                    if not any(stop in tail for stop in stops[row]):
+                        keep.append(slot)
+                if not keep or done + 1 == params.max_new_tokens:
+                    break
+                if len(keep) < len(active):
+                    selected = torch.tensor(keep)
+                    cache.batch_select_indices(selected)
+                    chosen, mask, position = chosen[selected], mask[selected], position[selected]
+                    active = [active[slot] for slot in keep]
+                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+                logits = self.lm(
+                    input_ids=chosen[:, None],
+                    attention_mask=mask,
+                    position_ids=position[:, None],
+                    past_key_values=cache,
+                    logits_to_keep=1,
+                ).logits[:, -1, :]
+                position = position + 1
+        results: list[list[Completion]] = [[] for _ in prompts]
+        for row in range(rows):
+            tokens = generated[row]
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            prompt = prompts[owner[row]]
+            cut = min((text.find(s) for s in prompt.stop if s in text), default=-1)
+            finish = "stop" if cut >= 0 or len(tokens) < params.max_new_tokens else "length"
+            code = text[:cut] if cut >= 0 else text
+            kept = self._tokens_within(tokens, len(code)) if cut >= 0 else len(tokens)
+            results[owner[row]].append(
+                Completion(text=code, tokens=len(tokens), finish_reason=finish, logprobs=tuple(logprobs[row][:kept]))
             )
-        new_tokens = output[:, width:]
-        logprobs = recorder.finish(new_tokens)
-        results: list[list[Completion]] = []
-        for index, prompt in enumerate(prompts):
-            completions = []
-            for row in range(index * n, (index + 1) * n):
-                tokens = new_tokens[row].tolist()
-                # Finished rows are padded to the longest; pad and eos end a sequence.
-                length = next((i for i, t in enumerate(tokens) if t in self._end_ids), len(tokens))
-                tokens = tokens[:length]
-                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-                cut = min((text.find(s) for s in prompt.stop if s in text), default=-1)
-                finish = "stop" if cut >= 0 or length < params.max_new_tokens else "length"
-                code = text[:cut] if cut >= 0 else text
-                kept = self._tokens_within(tokens, len(code)) if cut >= 0 else length
-                completions.append(
-                    Completion(text=code, tokens=length, finish_reason=finish, logprobs=tuple(logprobs[row][:kept]))
-                )
-            results.append(completions)
-        spent = time.perf_counter() - started
         self.usage.add(
             sum(len(t) for t in encoded),
             sum(c.tokens for group in results for c in group),
-            spent,
+            time.perf_counter() - started,
             requests=len(prompts),
         )
         return results
 
     @property
     def _end_ids(self) -> set[int]:
-        ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id}
+        """Tokens that end a sample: the tokenizer's end and padding tokens, and the model's end-of-turn."""
+        configured = getattr(self.lm.generation_config, "eos_token_id", None)
+        configured = configured if isinstance(configured, list) else [configured]
+        ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id, *configured}
         return {t for t in ends if t is not None}
 
     def _tokens_within(self, tokens: list[int], chars: int) -> int:
@@ -326,36 +344,20 @@ def _length_batches(encoded: Sequence[tuple[list[int], list[int]]], batch_tokens
     return batches
 
 
-class _TokenLogprobRecorder:
-    """A logits processor that records the raw log-probability of each token generate picks.
+def _sample_top_p(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """One token per row: temperature, then nucleus (top-p) filtering, then a multinomial draw.
 
-    It runs before temperature and top-p (custom processors come first), so it sees the model's own
-    distribution. At each step it looks up the token chosen at the previous step.
+    The smallest set of most likely tokens whose probabilities reach `top_p` is kept (at least one), as
+    in `transformers`' TopPLogitsWarper.
     """
+    import torch
 
-    def __init__(self, step: Step | None = None, total: int = 0) -> None:
-        self.previous: torch.Tensor | None = None
-        self.values: list[torch.Tensor] = []
-        self.step = step
-        self.total = total
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        if self.step is not None:
-            self.step(len(self.values) + (self.previous is not None), self.total)  # may raise to cancel
-        if self.previous is not None:
-            self.values.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
-        self.previous = torch.log_softmax(scores.float(), dim=-1)
-        return scores
-
-    def finish(self, new_tokens: torch.Tensor) -> list[list[float]]:
-        """Per-row log-probabilities of the generated tokens."""
-        import torch
-
-        if self.previous is not None and new_tokens.shape[1] > len(self.values):
-            last = new_tokens[:, len(self.values) : len(self.values) + 1]
-            self.values.append(self.previous.gather(1, last).squeeze(1))
-        if not self.values:
-            return [[] for _ in range(new_tokens.shape[0])]
-        return torch.stack(self.values, dim=1).tolist()
+    scaled = logits / temperature
+    if top_p < 1.0:
+        ordered, order = torch.sort(scaled, descending=True, dim=-1)
+        cumulative = ordered.softmax(dim=-1).cumsum(dim=-1)
+        # Drop a token when the tokens before it already reach top_p.
+        drop = (cumulative - ordered.softmax(dim=-1)) >= top_p
+        drop[:, 0] = False
+        scaled = scaled.scatter(1, order, ordered.masked_fill(drop, float("-inf")))
+    return torch.multinomial(scaled.softmax(dim=-1), num_samples=1).squeeze(1)
