@@ -143,7 +143,13 @@ def docstring(
     with ProgressUI(show_progress(json_output)) as ui:
         encoder = Encoder.load()
         source = open_source(encoder, start=base, progress=ui)
-        exemplars = ExemplarIndex(source.index.examples) if k > 0 else None
+        exemplars = None
+        if k > 0:
+            from .jointcom import retriever_dir, trained_encoder
+
+            # The repo's JOINTCOM retriever when one was trained, else exemplars by code tokens (RAF_BM25).
+            trained = trained_encoder(retriever_dir([], root)) if root else None
+            exemplars = ExemplarIndex(source.index.examples, trained)
         generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
         for job in jobs:
             if not job.targets:

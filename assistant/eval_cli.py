@@ -287,7 +287,11 @@ def retrieval(
 @friendly_errors
 def docstring_eval(
     strategies: Annotated[
-        str, typer.Option(help="Comma-separated: zero, bm25 (RAF_BM25: exemplar by code tokens), dense.")
+        str,
+        typer.Option(
+            help="Comma-separated: zero, bm25 (RAF_BM25: exemplar by code tokens), dense, jointcom (the retriever "
+            "trained by `assist train docstring-retriever --stdlib`)."
+        ),
     ] = "zero,bm25,dense",
     limit: Annotated[int | None, typer.Option(help="Test functions (a seeded sample of the held-out modules).")] = 200,
     k: Annotated[int, typer.Option("-k", help="Exemplars per prompt (JOINTCOM uses the single best).")] = 1,
@@ -328,10 +332,22 @@ def docstring_eval(
         atomic_write_text(folder / "split.json", json.dumps(split, indent=1))
         ui.status(f"{len(items)} test functions from {len(split['test_modules'])} held-out modules; "
                   f"{len(pool)} exemplars")  # fmt: skip
-        indexes = {
-            name: None if name == "zero" else ExemplarIndex(pool, Encoder.load() if name == "dense" else None)
-            for name in names
-        }
+        indexes = {}
+        for name in names:
+            if name == "jointcom":
+                from .jointcom import retriever_dir, trained_encoder
+
+                trained = trained_encoder(retriever_dir(pool))
+                if trained is None:
+                    raise UsageError(
+                        "no JOINTCOM retriever trained on this split: run "
+                        f"`assist train docstring-retriever --stdlib --seed {seed}` first"
+                    )
+                indexes[name] = ExemplarIndex(pool, trained)
+            else:
+                indexes[name] = (
+                    None if name == "zero" else ExemplarIndex(pool, Encoder.load() if name == "dense" else None)
+                )
         generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
         records = run_docstring_eval(items, indexes, generator, folder, k=k, progress=ui)
     rows = summarize_docstrings(records)

@@ -267,3 +267,70 @@ def discriminator(
         return
     out.print(f"Trained Condor in {manifest['stats']['seconds']:.0f} s on {summary_line(manifest)}")
     out.print(f"Saved to {directory}; `assist generate` now ranks with it (--ranker condor).")
+
+
+@train_app.command("docstring-retriever")
+@friendly_errors
+def docstring_retriever(
+    path: Annotated[Path, typer.Argument(help="The git repo whose documented functions to learn from.")] = Path("."),
+    stdlib: Annotated[
+        bool,
+        typer.Option(
+            "--stdlib", help="Train on the standard library's exemplar modules (the pool `assist eval docstring` uses)."
+        ),
+    ] = False,
+    k: Annotated[int, typer.Option("-k", help="Exemplars scored per function (paper 4).")] = 4,
+    epochs: Annotated[int, typer.Option(help="Epochs; the index is refreshed before each.")] = 2,
+    limit: Annotated[int, typer.Option(help="Training functions drawn from the pool (0: all).")] = 120,
+    seed: Annotated[int, typer.Option(help="Random seed (and, with --stdlib, the module split).")] = 0,
+    model: Annotated[str | None, typer.Option(help="The generator whose loss trains the retriever.")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Train the docstring-exemplar retriever from the generator's own loss (JOINTCOM, frozen LLM).
+
+    For each documented function, its k nearest exemplars are scored by the generator's loss of the real
+    docstring given each; the encoder learns to rank the helpful ones first. `assist docstring` then uses it.
+    Losses are cached, so a second run (or more epochs) only scores new pairs.
+    """
+    from .backends import load_backend
+    from .jointcom import JointcomConfig, retriever_dir, train_docstring_retriever
+    from .models import encoder_dir, resolve
+
+    if k < 1 or epochs < 1 or limit < 0:
+        raise UsageError("-k and --epochs must be at least 1, --limit 0 or more")
+    if stdlib:
+        from .evaluate.docstring_eval import load_docstring_task
+
+        pool, _, split = load_docstring_task(None, seed)
+        directory = retriever_dir(pool)
+        provenance = {"kind": "stdlib", "modules": split["exemplar_modules"], "functions": len(pool), "seed": seed}
+    else:
+        from .extract import extract_python
+        from .hooks import tracked_python_files
+        from .index import repo_root
+
+        root = repo_root(path)
+        pool = []
+        for name in tracked_python_files(root):
+            try:
+                pool.extend(extract_python((root / name).read_text(encoding="utf-8"), name))
+            except (OSError, UnicodeDecodeError):
+                continue
+        directory = retriever_dir(pool, root)
+        provenance = {"kind": "repo", "path": str(root), "functions": len(pool)}
+    config = JointcomConfig(k=k, epochs=epochs, limit=limit or None, seed=seed)
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        backend = load_backend("local", model, progress=ui)
+        manifest = train_docstring_retriever(
+            pool, backend, encoder_dir(resolve(None, "encoder")), directory, config, ui, provenance
+        )
+    if json_output:
+        out.print_json(json.dumps({"saved": str(directory), **manifest}))
+        return
+    stats = manifest["stats"]
+    last = stats["epochs"][-1]
+    out.print(
+        f"Trained on {stats['trained_on']} of {stats['functions']} documented functions in {stats['seconds']:.0f} s; "
+        f"last epoch: expected loss {last['expected_loss']} (uniform over the top {k}: {last['uniform_loss']}, "
+        f"best of {k}: {last['best_of_k_loss']})\nSaved to {directory}"
+    )

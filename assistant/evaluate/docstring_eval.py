@@ -28,7 +28,7 @@ SKIPPED_MODULES = {
     "test", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip", "pydoc_data", "site-packages",
     "__pycache__", "encodings", "distutils", "config-3", "venv", "turtle.py", "this.py", "antigravity.py",
 }  # fmt: skip
-STRATEGIES = ("zero", "bm25", "dense")
+STRATEGIES = ("zero", "bm25", "dense", "jointcom")
 
 
 @dataclass(frozen=True)

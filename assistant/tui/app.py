@@ -528,7 +528,7 @@ def format_score(name: str, value: float) -> str:
     """A ranker's score as the table shows it."""
     if name == "first":
         return f"#{int(-value) + 1}"
-    if name == "exec":
+    if name in ("exec", "condor"):  # tests passed; p(correct)
         return f"{value:.0%}"
     return f"{value:.3f}"
 
