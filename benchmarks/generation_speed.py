@@ -68,6 +68,35 @@ def time_local(backend: LocalBackend, rows: int, tokens: int) -> dict:
     }
 
 
+REQUIREMENTS = [
+    REQUIREMENT,
+    "Write a python function to count the number of vowels in a string.",
+    "Write a function to find the second smallest number in a list.",
+    "Write a function to check whether a string is a palindrome, ignoring case and spaces.",
+]
+
+
+def time_backend(backend: LocalBackend, tasks: int, n: int, max_tokens: int) -> dict:
+    """The backend's own sampling as `eval codegen --batch` uses it: `tasks` prompts × n rows in one batch,
+    each row stopping at its closing fence (finished rows leave the batch)."""
+    from assistant.backends import SamplingParams
+
+    prompts = [build_prompt(r) for r in REQUIREMENTS[:tasks]]
+    started = time.perf_counter()
+    groups = backend.sample_batch(prompts, SamplingParams(n=n, max_new_tokens=max_tokens, seed=0))
+    seconds = time.perf_counter() - started
+    produced = sum(c.tokens for group in groups for c in group)
+    return {
+        "backend": f"assist sample_batch, {tasks} task(s) x n={n}",
+        "tasks": tasks,
+        "sequences": tasks * n,
+        "tokens": produced,
+        "seconds": round(seconds, 2),
+        "tokens_per_s_total": round(produced / seconds, 2),
+        "seconds_per_task": round(seconds / tasks, 2),
+    }
+
+
 def time_llama_cpp(model: str, tokens: int, rows: int) -> list[dict] | str:
     """The same model through llama.cpp (sequential requests, as its server serves them), or why not."""
     try:
@@ -106,6 +135,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64, help="tokens to decode per sequence")
     parser.add_argument("--n", type=int, default=5, help="sequences in the batched run")
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--tasks", type=int, default=4, help="prompts batched together in the sample_batch run")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
 
@@ -114,6 +144,7 @@ def main() -> None:
     load_s = time.perf_counter() - started
     time_local(backend, 1, 4)  # warm-up: first calls allocate
     rows = [time_local(backend, 1, args.tokens), time_local(backend, args.n, args.tokens)]
+    sampled = [time_backend(backend, 1, args.n, 384), time_backend(backend, min(args.tasks, 4), args.n, 384)]
     llama = time_llama_cpp(args.model, args.tokens, args.n)
     result = {
         "machine": {
@@ -125,6 +156,7 @@ def main() -> None:
         "model": args.model,
         "load_s": round(load_s, 2),
         "local": rows,
+        "sample_batch": sampled,
         "llama_cpp": llama,
     }
     if args.json:
@@ -142,6 +174,12 @@ def main() -> None:
         print(
             f"{row['backend']:<22}{row['sequences']:>5}{row['prompt_tokens']:>8}{row['prefill_s']:>11}"
             f"{row['decode_s']:>10}{row['tokens_per_s_per_sequence']:>11}{row['tokens_per_s_total']:>13}"
+        )
+    print("\nReal sampling (rows stop at their closing fence; max 384 tokens):")
+    for row in sampled:
+        print(
+            f"  {row['backend']:<40} {row['tokens']:>5} tokens in {row['seconds']:>6} s: "
+            f"{row['tokens_per_s_total']:>6} tok/s total, {row['seconds_per_task']:>6} s per task"
         )
     if isinstance(llama, str):
         print(f"llama.cpp: {llama}")
