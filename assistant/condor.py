@@ -49,7 +49,7 @@ class CondorConfig:
     head_lr: float = 1e-3
     margin: float = 2.0
     max_length: int = 256
-    max_pairs: int = 2000  # contrastive pairs per epoch (most similar first within each problem)
+    max_pairs: int = 2000  # contrastive pairs per epoch (a seeded random sample when there are more)
     seed: int = 0
 
 
@@ -248,23 +248,45 @@ def train_discriminator(
 ) -> tuple[_Discriminator, dict]:
     """Stage 1 (contrastive, when enabled) then stage 2 (classifier); returns the model and training stats.
 
-    `start_from` is an encoder state after stage 1 (from an earlier run on the same data and config): the
-    ablations that keep stage 1 share it instead of repeating it.
+    `start_from` is the result of :func:`shared_stage1` on the same data and config: the ablations that keep
+    stage 1 share it instead of repeating it (its losses and time are reported as theirs).
     """
+    import torch
+
     report = progress or (lambda stage, done, total: None)
     started = time.perf_counter()
+    torch.manual_seed(config.seed)  # the head's initial weights: the same for every variant
     model = _Discriminator(backbone_dir(config.backbone))
-    stats: dict = {"contrastive_losses": [], "classifier_losses": []}
+    stats: dict = {"contrastive_losses": [], "classifier_losses": [], "contrastive_seconds": 0.0}
     if config.contrastive and start_from is not None:
-        model.encoder.load_state_dict(start_from)
-        stats["contrastive_losses"] = ["shared"]
+        model.encoder.load_state_dict(start_from["encoder"])
+        stats["contrastive_losses"] = start_from["losses"]
+        stats["contrastive_seconds"] = start_from["seconds"]
     elif config.contrastive:
         stats["contrastive_losses"] = contrastive_stage(model, data, config, report)
+        stats["contrastive_seconds"] = round(time.perf_counter() - started, 1)
     stats["classifier_losses"] = classifier_stage(model, data, config, report)
     stats["train_programs"] = len(data.programs) + (len(data.partials) if config.partial_fixes else 0)
     stats["train_pairs"] = min(len(data.pairs), config.max_pairs) if config.contrastive else 0
-    stats["seconds"] = round(time.perf_counter() - started, 1)
+    stats["seconds"] = round(time.perf_counter() - started + (start_from or {}).get("seconds", 0.0), 1)
     return model, stats
+
+
+def shared_stage1(data: Dataset, config: CondorConfig, progress: Progress | None = None) -> dict:
+    """Stage 1 once, for several variants: the encoder's state, the epoch losses and the seconds it took."""
+    import copy
+
+    import torch
+
+    started = time.perf_counter()
+    torch.manual_seed(config.seed)
+    model = _Discriminator(backbone_dir(config.backbone))
+    losses = contrastive_stage(model, data, config, progress or (lambda stage, done, total: None))
+    return {
+        "encoder": copy.deepcopy(model.encoder.state_dict()),
+        "losses": losses,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def evaluate_discriminator(model: _Discriminator, held_out: Dataset, config: CondorConfig) -> dict:
@@ -398,7 +420,7 @@ def train_and_save(
 
     Returns the manifest written beside the model (config, data counts and provenance, held-out P/R/F1).
     """
-    from .condor_data import build_dataset
+    from .condor_data import build_dataset, fingerprint
 
     if not problems:
         raise UsageError("no problems to train the discriminator on")
@@ -410,6 +432,7 @@ def train_and_save(
     train, held = data.split(holdout, config.seed)
     model, stats = train_discriminator(train, config, progress)
     scores = evaluate_discriminator(model, held, config) if held.programs else None
-    manifest = make_manifest(config, data, stats, scores, {**(sources or {}), "holdout": holdout})
+    provenance = {**(sources or {}), "holdout": holdout, "problems_fingerprint": fingerprint(problems)}
+    manifest = make_manifest(config, data, stats, scores, provenance)
     save_discriminator(model, directory, manifest)
     return manifest

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import sandbox
-from .candidates import normal_form
+from .candidates import normal_form as _ast_form
 from .errors import UsageError
 from .evaluate.cache import JsonlCache, cache_key
 from .mutants import mutants, partial_fixes, token_jaccard
@@ -74,12 +74,21 @@ class Dataset:
     pairs: list[Pair]
     partials: list[Program]
     stats: dict = field(default_factory=dict)
+    groups: dict[str, str] = field(default_factory=dict)  # problem id → its group (same correct code)
 
     def split(self, holdout: float, seed: int) -> tuple[Dataset, Dataset]:
         """(train, held-out) by problem; held-out keeps no partial fixes (every variant is scored on it)."""
-        ids = sorted(self.problems)
-        random.Random(seed).shuffle(ids)
-        held = set(ids[: round(len(ids) * holdout)])
+        # Problems whose known-correct code is the same (copies in a repo or bank) go to the same side.
+        groups: dict[str, list[str]] = {}
+        for problem in sorted(self.problems):
+            groups.setdefault(self.groups.get(problem, problem), []).append(problem)
+        keys = sorted(groups)
+        random.Random(seed).shuffle(keys)
+        held: set[str] = set()
+        for key in keys:
+            if len(held) >= round(len(self.problems) * holdout):
+                break
+            held.update(groups[key])
 
         def part(keep: Callable[[str], bool], partials: bool) -> Dataset:
             return Dataset(
@@ -87,6 +96,7 @@ class Dataset:
                 programs=[p for p in self.programs if keep(p.problem)],
                 pairs=[p for p in self.pairs if keep(p.problem)],
                 partials=[p for p in self.partials if keep(p.problem)] if partials else [],
+                groups={k: v for k, v in self.groups.items() if keep(k)},
             )
 
         return part(lambda k: k not in held, True), part(lambda k: k in held, False)
@@ -109,6 +119,14 @@ class Dataset:
         }
 
 
+def normal_form(code: str) -> str:
+    """The code's syntax tree as text (formatting and comments ignored); the raw text when it does not parse."""
+    try:
+        return _ast_form(code)
+    except (SyntaxError, ValueError):
+        return code
+
+
 class _MemoryCache(dict):
     """A JsonlCache stand-in that keeps nothing on disk."""
 
@@ -123,7 +141,9 @@ def _verify(
     limits = sandbox.Limits(timeout_s=10, cpu_s=5, memory_mb=1024)
 
     def key(problem: ProblemData, code: str) -> str:
-        return cache_key(kind="condor-verify", code=code, tests=list(problem.tests), setup=problem.setup)
+        return cache_key(
+            kind="condor-verify", code=code, tests=list(problem.tests), setup=problem.setup, prefix=problem.prefix
+        )
 
     store = cache if cache is not None else _MemoryCache()
     results: dict[tuple[str, str], bool] = {}
@@ -141,7 +161,9 @@ def _verify(
             [((p.prefix + "\n" + code) if p.prefix else code, p.tests, p.setup) for p, code in chunk], limits=limits
         )
         for (problem, code), run in zip(chunk, runs, strict=True):
-            store.put(key(problem, code), run.ok)
+            # A timeout on a busy machine says little about the code: use it now, but do not remember it.
+            if run.status not in ("timeout", "resource-limit"):
+                store.put(key(problem, code), run.ok)
             results[(problem.id, code)] = run.ok
         progress(stage, len(jobs) - len(pending) + start + len(chunk), len(jobs))
     return results
@@ -215,6 +237,7 @@ def build_dataset(
         programs=programs,
         pairs=pairs,
         partials=partial_programs,
+        groups={p.id: normal_form(p.correct[0]) if p.correct else p.id for p in problems},
     )
     dataset.stats = dataset.describe()
     return dataset
@@ -249,7 +272,7 @@ def near_pairs(programs: Sequence[Program], jaccard: float = 0.9, per_problem: i
 
 
 def fingerprint(problems: Iterable[ProblemData]) -> str:
-    """A short hash of the training problems (provenance: which data a discriminator saw)."""
+    """A short hash of the training problems, recorded in the manifest: which data a discriminator saw."""
     digest = hashlib.sha256()
     for problem in sorted(problems, key=lambda p: p.id):
         digest.update(json.dumps(asdict(problem), sort_keys=True).encode())

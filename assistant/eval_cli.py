@@ -409,6 +409,11 @@ def discriminator_eval(
         config, records = load_candidates(folder)
         spec = config["dataset"] if config["dataset"] != "mbpp" else from_bank
         texts = {t.task_id: t.requirement for t in load_dataset(spec, config.get("split", "test"))}
+        unknown = sorted({r["task_id"] for r in records} - set(texts))
+        if unknown:
+            raise UsageError(
+                f"{folder} has tasks ({', '.join(unknown[:3])}...) that {spec} does not: was it run on another file?"
+            )
         runs.append((folder.name, records, texts))
     problems = merge_problems(
         problems_from_tasks(load_dataset(from_bank, "train")),

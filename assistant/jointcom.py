@@ -29,6 +29,7 @@ from .evaluate.cache import JsonlCache, cache_key
 from .examples import Example
 from .extract import first_paragraph
 from .paths import REPO_DIR_NAME, cache_dir
+from .prompts import Prompt
 from .trained import fingerprint, read_manifest, write_manifest
 
 Progress = Callable[[str, int, int], None]
@@ -84,16 +85,17 @@ def generator_losses(
 ) -> list[float]:
     """−mean token log-probability of each target's real summary given one exemplar (cached by content)."""
 
+    def prompt(target: Documented, exemplar: Example) -> tuple[Prompt, str]:
+        return build_docstring_prompt(find_missing(target.code)[0], [exemplar], "plain"), target.summary + '"""'
+
     def key(target: Documented, exemplar: Example) -> str:
-        return cache_key(
-            kind="jointcom-loss", model=backend.model, code=target.code, summary=target.summary, exemplar=exemplar.code
-        )
+        # Keyed by the whole prompt: a changed template or exemplar rendering is a new pair.
+        question, answer = prompt(target, exemplar)
+        return cache_key(kind="jointcom-loss", model=backend.model, prompt=question.to_json(), answer=answer)
 
     missing = [(t, e) for t, e in pairs if key(t, e) not in cache]
     if missing:
-        prompts = [
-            (build_docstring_prompt(find_missing(t.code)[0], [e], "plain"), t.summary + '"""') for t, e in missing
-        ]
+        prompts = [prompt(t, e) for t, e in missing]
         for start in range(0, len(prompts), 8):
             scored = backend.logprob(prompts[start : start + 8])
             for (target, exemplar), result in zip(missing[start : start + 8], scored, strict=True):
@@ -132,7 +134,7 @@ def train_docstring_retriever(
     if not backend.can_score:
         raise UsageError(f"training needs a backend that scores given text: {backend.scoring_unavailable}")
     items = documented(pool)
-    if len(items) < config.k + 2:
+    if len({item.code for item in items}) < config.k + 2:
         raise UsageError(f"the pool has {len(items)} documented functions; JOINTCOM needs more than {config.k + 1}")
     directory.mkdir(parents=True, exist_ok=True)
     cache = JsonlCache(directory / "losses.jsonl")
@@ -163,7 +165,8 @@ def train_docstring_retriever(
             scores[i] = -np.inf  # never the function itself, nor an exact copy of its code
             for j in np.flatnonzero(np.asarray(codes) == codes[i]):
                 scores[j] = -np.inf
-            neighbours[i] = [int(j) for j in np.argsort(-scores)[: config.k]]
+            neighbours[i] = [int(j) for j in np.argsort(-scores)[: config.k] if np.isfinite(scores[j])]
+        chosen = [i for i in chosen if len(neighbours[i]) == config.k]
         pairs = [(items[i], items[j].example) for i in chosen for j in neighbours[i]]
         losses = generator_losses(backend, pairs, cache, lambda s, d, t, e=epoch: report(f"epoch {e + 1}: {s}", d, t))
         by_query = {i: losses[n * config.k : (n + 1) * config.k] for n, i in enumerate(chosen)}

@@ -25,6 +25,7 @@ rest of the code (comments, spacing) is untouched and a pair differs only where 
 from __future__ import annotations
 
 import ast
+import builtins
 import difflib
 import io
 import itertools
@@ -69,9 +70,15 @@ def apply(code: str, edits: list[Edit]) -> str:
     return code
 
 
+def _lines(code: str) -> list[str]:
+    """Lines as tokenize and ast count them: split at "\n" only (`splitlines` also splits at form feeds)."""
+    parts = code.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def _line_starts(code: str) -> list[int]:
     starts = [0, 0]  # 1-based line numbers
-    for line in code.splitlines(keepends=True):
+    for line in _lines(code):
         starts.append(starts[-1] + len(line))
     return starts
 
@@ -119,6 +126,8 @@ def _token_edits(code: str) -> Iterator[tuple[str, Edit]]:
             # Binary only: the left neighbour must end an operand (a unary minus follows an operator or `(`).
             and before
             and (before.type in _BINARY_LEFT or before.string in (")", "]", "}"))
+            # `return -1`, `not -x`, `in -y`: a keyword before the sign makes it unary (True/None are values).
+            and not (keyword.iskeyword(before.string) and before.string not in ("True", "False", "None"))
         ):
             yield "arith", Edit(start, end, _ARITH[token.string])
 
@@ -147,7 +156,7 @@ def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
 def _ast_edits(code: str, tree: ast.AST) -> Iterator[tuple[str, Site]]:
     """Edits that need the syntax tree: range stops, wrong variables, early returns, renames."""
     starts = _line_starts(code)
-    lines = code.splitlines(keepends=True)
+    lines = _lines(code)
 
     def where(node: ast.AST) -> tuple[int, int]:
         return (
@@ -167,6 +176,10 @@ def _ast_edits(code: str, tree: ast.AST) -> Iterator[tuple[str, Site]]:
                 _, end = where(stop)
                 yield "range", Edit(end, end, " + 1")
                 yield "range", Edit(end, end, " - 1")
+    # A renamed variable must not take a name the code already uses anywhere (a global, a builtin it calls).
+    everywhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
     for function in _functions(tree):
         params, assigned = _local_names(function)
         names = sorted(params | assigned)
@@ -198,7 +211,7 @@ def _ast_edits(code: str, tree: ast.AST) -> Iterator[tuple[str, Site]]:
         for name in sorted(assigned):
             if name.startswith("_"):
                 continue
-            new = _fresh_name(name, names)
+            new = _fresh_name(name, sorted(everywhere | set(names) | set(dir(builtins))))
             edits = [
                 Edit(*where(n), new)
                 for n in ast.walk(function)
@@ -284,10 +297,6 @@ def mutants(code: str, limit: int = 4, seed: int = 0, doubles: float = 0.25) -> 
             continue
         seen.add(variant)
         singles.append((operator, edit))
-    wanted_doubles = round(len(singles) * doubles)
-    kept_singles = singles[: len(singles) - wanted_doubles] if wanted_doubles else singles
-    for operator, edit in kept_singles:
-        found.append(Mutant(apply(code, _as_edits(edit)), operator, _line_of(code, _start(edit))))
     pairs = [
         (a, b)
         for i, a in enumerate(singles)
@@ -295,11 +304,18 @@ def mutants(code: str, limit: int = 4, seed: int = 0, doubles: float = 0.25) -> 
         if _line_of(code, _start(a[1])) != _line_of(code, _start(b[1]))
     ]
     rng.shuffle(pairs)
-    for (op_a, a), (op_b, b) in pairs[:wanted_doubles]:
+    doubled: list[Mutant] = []
+    for (op_a, a), (op_b, b) in pairs:
+        if len(doubled) >= round(len(singles) * doubles):
+            break
         variant = apply(code, [*_as_edits(a), *_as_edits(b)])
         if variant not in seen and _parse(variant) is not None:
             seen.add(variant)
-            found.append(Mutant(variant, f"{op_a}+{op_b}", _line_of(code, min(_start(a), _start(b)))))
+            doubled.append(Mutant(variant, f"{op_a}+{op_b}", _line_of(code, min(_start(a), _start(b)))))
+    # Doubles replace some singles (the total stays at `limit`); when none could be made, all singles stay.
+    for operator, edit in singles[: len(singles) - len(doubled)]:
+        found.append(Mutant(apply(code, _as_edits(edit)), operator, _line_of(code, _start(edit))))
+    found.extend(doubled)
     for edit in by_operator.get("rename", [])[:1]:
         variant = apply(code, _as_edits(edit))
         if variant not in seen and _parse(variant) is not None:
@@ -326,7 +342,7 @@ def partial_fixes(wrong: str, right: str) -> list[str]:
 
     The line diff is split into hunks, or, when there is a single hunk, into its single-line changes;
     applying the first j of m changes (j < m) gives m - 1 partial versions, each still containing a slip.
-    Versions equal to either end are dropped.
+    Versions equal to either end, and versions that do not parse, are dropped.
     """
     old = wrong.splitlines(keepends=True)
     new = right.splitlines(keepends=True)
@@ -352,6 +368,7 @@ def partial_fixes(wrong: str, right: str) -> list[str]:
             position = i2
         lines.extend(old[position:])
         version = "".join(lines)
-        if version not in (wrong, right) and version not in versions:
+        # A half-applied block can leave code that does not parse (an `if` with no body): not a useful negative.
+        if version not in (wrong, right) and version not in versions and _parse(version) is not None:
             versions.append(version)
     return versions

@@ -194,7 +194,11 @@ def discriminator(
         typer.Option("--resume/--fresh", help="Reuse the test outcomes of mutants already run (default) or rerun."),
     ] = True,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Where to save (default: <repo>/.assist/discriminator).")
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Where to save (default: <repo>/.assist/discriminator when trained on the repo, else the user cache).",
+        ),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
 ) -> None:
@@ -246,11 +250,8 @@ def discriminator(
         root = repo_root(path)
         groups.append(problems_from_repo(root))
         sources["repo"] = str(root)
-    else:
-        try:
-            root = repo_root(path)
-        except UsageError:
-            root = None
+    # Trained on the repo: the repo's own (.assist/). Trained on a bank or benchmark: the user's, for every repo
+    # without one of its own.
     directory = out_dir or discriminator_dir(root)
     problems = merge_problems(*groups)
     if not resume:

@@ -58,5 +58,10 @@ def test_batched_prompts_sample_as_if_alone(backend):
     assert [group[0].text for group in together] == [c.text for c in alone]
     for group, single in zip(together, alone, strict=True):
         assert group[0].logprobs == pytest.approx(single.logprobs, abs=1e-3)
-    sampled = backend.sample_batch([PROMPT, other], SamplingParams(n=2, max_new_tokens=16, seed=0))
-    assert [len(group) for group in sampled] == [2, 2]
+    # Every prompt keeps its own seed: its samples are the same alone or batched with another prompt.
+    params = SamplingParams(n=2, max_new_tokens=16)
+    together = backend.sample_batch([PROMPT, other], params, seeds=[7, 8])
+    alone = backend.sample_batch([other], params, seeds=[8])
+    assert [len(group) for group in together] == [2, 2]
+    assert [c.text for c in together[1]] == [c.text for c in alone[0]]
+    assert together[1][0].text != together[1][1].text or together[1][0].logprobs != together[1][1].logprobs

@@ -160,12 +160,16 @@ def test_near_pairs_skip_wrong_wrong_and_dissimilar_pairs() -> None:
     }
 
 
-def test_split_keeps_problems_apart() -> None:
-    data = build_dataset(problems(), mutants_per_program=2, seed=0)
-    train, held = data.split(0.34, seed=1)
-    assert set(train.problems).isdisjoint(held.problems)
-    assert len(held.problems) == 2 and not held.partials
-    assert {p.problem for p in held.programs} <= set(held.problems)
+def test_split_keeps_problems_and_their_copies_apart() -> None:
+    # A copy of problem 0 under another id (copy-pasted code in a repo) must land on the same side.
+    copy = ProblemData(id="copy", text="Add two numbers.", correct=(BANK[0][1],), tests=tuple(BANK[0][2]))
+    data = build_dataset([*problems(), copy], mutants_per_program=2, seed=0)
+    for seed in range(6):
+        train, held = data.split(0.3, seed=seed)
+        assert ("p0" in held.problems) == ("copy" in held.problems)
+        assert 1 <= len(held.problems) <= 3 and not held.partials
+        held_codes = {p.code for p in held.programs}
+        assert not any(p.code in held_codes for p in train.programs if p.source == "reference")
 
 
 def test_classification_scores() -> None:
@@ -187,8 +191,10 @@ def test_train_from_eval_refuses_test_split_candidates(tmp_path: Path) -> None:
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real discriminator trained on the small bank (seconds: one short epoch per stage)."""
     directory = tmp_path_factory.mktemp("condor") / "discriminator"
-    config = CondorConfig(epochs=2, batch=8, lr=5e-5, seed=0)
-    train_and_save(problems(), config, directory, holdout=0.34, mutants=6, sources={"bank": "test"})
+    config = CondorConfig(epochs=3, batch=8, lr=5e-5, seed=0)
+    with pytest.MonkeyPatch.context() as patch:  # module scope: the autouse per-test cache is not set up yet
+        patch.setenv("ASSIST_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        train_and_save(problems(), config, directory, holdout=0.34, mutants=6, sources={"bank": "test"})
     return directory
 
 
@@ -199,11 +205,18 @@ def test_trained_discriminator_is_saved_with_provenance_and_scores(trained: Path
     assert manifest["data"]["problems"] == len(BANK) and manifest["data"]["sources"]["bank"] == "test"
     assert manifest["stats"]["contrastive_losses"] and manifest["stats"]["classifier_losses"]
     assert set(manifest["held_out"]["all"]) >= {"precision", "recall", "f1"}
+    assert len(manifest["data"]["sources"]["problems_fingerprint"]) == 16
+    # It learned something: on its own training problems, correct programs score above the mutants.
     model = Condor(trained)
-    text, code, _ = BANK[0]
-    probabilities = model.probabilities(text, [code, code.replace("+", "-")])
-    assert all(0.0 <= p <= 1.0 for p in probabilities)
-    assert probabilities[0] != probabilities[1]
+    data = build_dataset(problems(), mutants_per_program=6, seed=0)
+    train_ids = set(data.split(0.34, 0)[0].problems)
+    right, wrong = [], []
+    for program in data.programs:
+        if program.problem in train_ids:
+            p = model.probabilities(data.problems[program.problem], [program.code])[0]
+            assert 0.0 <= p <= 1.0
+            (right if program.correct else wrong).append(p)
+    assert sum(right) / len(right) > sum(wrong) / len(wrong)
 
 
 def test_condor_ranker_scores_and_explains(trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -218,9 +231,13 @@ def test_condor_ranker_scores_and_explains(trained: Path, tmp_path: Path, monkey
     text, code, _ = BANK[1]
     candidates = [Candidate(code=code.replace(">", "<"), sample=0), Candidate(code=code, sample=1)]
     problem = Problem(requirement=text, prompt=build_prompt(text))
-    ranked = rank(problem, candidates, [CondorRanker()])
-    assert [r.scores["condor"].why.startswith("p(correct)") for r in ranked] == [True, True]
-    assert ranked[0].scores["condor"].value >= ranked[1].scores["condor"].value
+    ranker = CondorRanker()
+    ranked = rank(problem, candidates, [ranker])
+    expected = Condor(trained).probabilities(text, [c.code for c in candidates])
+    by_sample = {r.candidate.sample: r.scores["condor"] for r in ranked}
+    assert [by_sample[0].value, by_sample[1].value] == pytest.approx(expected)
+    assert by_sample[1].why == f"p(correct) {expected[1]:.2f} by Condor"
+    assert CondorRanker().model is ranker.model  # loaded once, reused by later rankings
 
 
 def test_ranker_without_a_trained_discriminator_says_how_to_train(tmp_path: Path, monkeypatch) -> None:
@@ -277,13 +294,16 @@ def test_discriminator_eval_trains_each_variant_once_and_resumes(tmp_path: Path)
     ]
     runs = [("toy", records, {"t1": BANK[0][0]})]
     config = CondorConfig(epochs=1, batch=8, seed=0)
-    first = run_discriminator_eval(data, ["condor", "plain"], config, runs, tmp_path, holdout=0.34)
-    assert set(first["variants"]) == {"condor", "plain"}
-    assert first["variants"]["condor"]["stats"]["contrastive_losses"]
-    assert not first["variants"]["plain"]["stats"]["contrastive_losses"]
-    stamp = (tmp_path / "models" / "condor" / "manifest.json").stat().st_mtime_ns
-    again = run_discriminator_eval(data, ["condor", "plain"], config, runs, tmp_path, holdout=0.34)
-    assert (tmp_path / "models" / "condor" / "manifest.json").stat().st_mtime_ns == stamp  # not retrained
+    names = ["condor", "no-partial-fixes", "plain"]
+    first = run_discriminator_eval(data, names, config, runs, tmp_path, holdout=0.34)
+    assert list(first["variants"]) == names
+    stage1 = first["variants"]["condor"]["stats"]["contrastive_losses"]
+    assert stage1 and all(isinstance(x, float) and x > 0 for x in stage1)
+    assert first["variants"]["no-partial-fixes"]["stats"]["contrastive_losses"] == stage1  # one shared stage 1
+    assert first["variants"]["plain"]["stats"]["contrastive_losses"] == []
+    stamps = {n: (tmp_path / "models" / n / "manifest.json").stat().st_mtime_ns for n in names}
+    again = run_discriminator_eval(data, names, config, runs, tmp_path, holdout=0.34)
+    assert {n: (tmp_path / "models" / n / "manifest.json").stat().st_mtime_ns for n in names} == stamps
     assert again["variants"]["condor"]["held_out"] == first["variants"]["condor"]["held_out"]
     table = discriminator_tables(again)
     assert "| condor |" in table and "| plain |" in table and "oracle" in table

@@ -120,9 +120,9 @@ class Counting:
         self.calls += 1
         return self.backend.sample(prompt, params, step)
 
-    def sample_batch(self, prompts, params, step=None):
+    def sample_batch(self, prompts, params, step=None, seeds=None):
         self.calls += 1
-        return self.backend.sample_batch(prompts, params, step)
+        return self.backend.sample_batch(prompts, params, step, seeds)
 
     def logprob(self, pairs):
         self.calls += 1

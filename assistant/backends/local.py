@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # torch is imported lazily: `import assistant` must stay fast
 class LocalBackend:
     """Qwen2.5-Coder (or any registered generator) through `transformers`.
 
-    Sampling draws all n candidates in one batched `generate` call. Log-probability scoring pads a batch
+    Sampling decodes all n candidates (of one prompt, or of several) as one batch. Log-probability scoring pads a batch
     of (prompt, continuation) pairs into one forward pass: on CPU, fp32 batched passes are much faster
     than one at a time.
     """
@@ -84,7 +84,7 @@ class LocalBackend:
         return used
 
     def sample(self, prompt: Prompt, params: SamplingParams, step: Step | None = None) -> list[Completion]:
-        """Sample `params.n` candidates in one batched `generate` call.
+        """Sample `params.n` candidates as one batch.
 
         The prompt is prefilled once and its KV cache shared by all n sequences (generate's own
         num_return_sequences would prefill it n times). Each sampled token's raw log-probability (before
@@ -93,7 +93,11 @@ class LocalBackend:
         return self.sample_batch([prompt], params, step)[0]
 
     def sample_batch(
-        self, prompts: Sequence[Prompt], params: SamplingParams, step: Step | None = None
+        self,
+        prompts: Sequence[Prompt],
+        params: SamplingParams,
+        step: Step | None = None,
+        seeds: Sequence[int | None] | None = None,
     ) -> list[list[Completion]]:
         """`params.n` candidates for each of several prompts, decoded together in one batch.
 
@@ -102,8 +106,11 @@ class LocalBackend:
         leaves the batch at once, so the samples that stop early no longer pay for the one that runs to
         `max_new_tokens`. On a CPU, 20 rows cost little more per step than 5, so the evaluation harness
         samples several tasks together. Each token's raw log-probability (before temperature and top-p)
-        is recorded, so ranking by log-probability costs nothing more. The samples depend on which prompts
-        share the batch (one random stream serves all rows), not only on `params.seed`.
+        is recorded, so ranking by log-probability costs nothing more.
+
+        `seeds` gives each prompt its own seed (default: `params.seed` for all). Every row draws from its
+        own random generator, seeded by (its prompt's seed, its number), so a prompt's samples do not depend
+        on which other prompts share the batch.
         """
         import torch
         from transformers import DynamicCache
@@ -123,11 +130,23 @@ class LocalBackend:
             mask[row, width - len(tokens) :] = 1
         greedy = params.temperature <= 0
         n = 1 if greedy else params.n
-        if params.seed is not None:
-            torch.manual_seed(params.seed)
         rows = len(encoded) * n
         owner = [index // n for index in range(rows)]  # which prompt each row answers
         stops = [list(prompts[o].stop) for o in owner]
+        # Enough trailing tokens to hold the longest stop string (every token is at least one character).
+        window = max((len(stop) for row_stops in stops for stop in row_stops), default=0) + 2
+        seeds = list(seeds) if seeds is not None else [params.seed] * len(prompts)
+        if len(seeds) != len(prompts):
+            raise ValueError("one seed per prompt")
+        generators = []
+        for row in range(rows):
+            generator = torch.Generator()
+            seed = seeds[owner[row]]
+            if seed is None:
+                generator.seed()
+            else:
+                generator.manual_seed(seed * 1009 + row % n)
+            generators.append(generator)
         generated: list[list[int]] = [[] for _ in range(rows)]
         logprobs: list[list[float]] = [[] for _ in range(rows)]
         ends = self._end_ids
@@ -146,7 +165,13 @@ class LocalBackend:
             for done in range(params.max_new_tokens):
                 report(done, params.max_new_tokens)  # may raise to cancel
                 raw = torch.log_softmax(logits.float(), dim=-1)
-                chosen = raw.argmax(-1) if greedy else _sample_top_p(logits.float(), params.temperature, params.top_p)
+                chosen = (
+                    raw.argmax(-1)
+                    if greedy
+                    else _sample_top_p(
+                        logits.float(), params.temperature, params.top_p, [generators[row] for row in active]
+                    )
+                )
                 picked = raw.gather(1, chosen[:, None]).squeeze(1).tolist()
                 keep = []
                 for slot, (row, token) in enumerate(zip(active, chosen.tolist(), strict=True)):
@@ -154,7 +179,7 @@ class LocalBackend:
                         continue
                     generated[row].append(token)
                     logprobs[row].append(picked[slot])
-                    tail = self.tokenizer.decode(generated[row][-8:], skip_special_tokens=True)
+                    tail = self.tokenizer.decode(generated[row][-window:], skip_special_tokens=True)
                     if not any(stop in tail for stop in stops[row]):
                         keep.append(slot)
                 if not keep or done + 1 == params.max_new_tokens:
@@ -344,8 +369,10 @@ def _length_batches(encoded: Sequence[tuple[list[int], list[int]]], batch_tokens
     return batches
 
 
-def _sample_top_p(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
-    """One token per row: temperature, then nucleus (top-p) filtering, then a multinomial draw.
+def _sample_top_p(
+    logits: torch.Tensor, temperature: float, top_p: float, generators: Sequence[torch.Generator]
+) -> torch.Tensor:
+    """One token per row: temperature, then nucleus (top-p) filtering, then a draw from the row's generator.
 
     The smallest set of most likely tokens whose probabilities reach `top_p` is kept (at least one), as
     in `transformers`' TopPLogitsWarper.
@@ -360,4 +387,7 @@ def _sample_top_p(logits: torch.Tensor, temperature: float, top_p: float) -> tor
         drop = (cumulative - ordered.softmax(dim=-1)) >= top_p
         drop[:, 0] = False
         scaled = scaled.scatter(1, order, ordered.masked_fill(drop, float("-inf")))
-    return torch.multinomial(scaled.softmax(dim=-1), num_samples=1).squeeze(1)
+    probabilities = scaled.softmax(dim=-1)
+    return torch.stack(
+        [torch.multinomial(probabilities[row], 1, generator=generator)[0] for row, generator in enumerate(generators)]
+    )

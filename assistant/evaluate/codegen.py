@@ -53,7 +53,8 @@ def picks(samples: list[dict], task_id: str, seed: int) -> dict[str, int | None]
 def _sample_group(backend: Backend, prompts: list, params: list[SamplingParams]) -> list[list]:
     """Samples for several prompts: one batched call where the backend offers it, else one call each."""
     if len(prompts) > 1 and hasattr(backend, "sample_batch"):
-        return backend.sample_batch(prompts, params[0])
+        # Each task keeps its own seed: its samples do not depend on which tasks share the batch.
+        return backend.sample_batch(prompts, params[0], seeds=[p.seed for p in params])
     return [backend.sample(prompt, p) for prompt, p in zip(prompts, params, strict=True)]
 
 

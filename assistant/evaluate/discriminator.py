@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -22,11 +21,10 @@ from ..condor import (
     CondorConfig,
     _Discriminator,
     _predict,
-    backbone_dir,
-    contrastive_stage,
     evaluate_discriminator,
     make_manifest,
     save_discriminator,
+    shared_stage1,
     train_discriminator,
 )
 from ..condor_data import PROBLEM_CHARS, Dataset
@@ -60,6 +58,8 @@ def load_candidates(folder: Path) -> tuple[dict, list[dict]]:
     if not config_path.is_file() or not records_path.is_file():
         raise UsageError(f"{folder} is not an `assist eval codegen` results folder (no config.json/records.jsonl)")
     config = json.loads(config_path.read_text(encoding="utf-8"))
+    if config.get("command") != "codegen":
+        raise UsageError(f"{folder} holds a `{config.get('command')}` run, not `assist eval codegen` candidates")
     if config.get("dataset") == "mbpp" and config.get("split") == "train":
         raise UsageError(f"{folder} holds MBPP train candidates: those are training data, not an evaluation")
     return config, list(JsonlCache(records_path).entries.values())
@@ -85,7 +85,7 @@ def run_discriminator_eval(
     if not held.programs:
         raise UsageError("the held-out part is empty: use more problems or a larger --holdout")
     results: dict = {"data": {"train": train.describe(), "held_out": held.describe()}, "variants": {}}
-    shared_stage1 = None
+    stage1: dict | None = None
     for name in variants:
         config = replace(base, **VARIANTS[name])
         directory = out / "models" / name
@@ -96,12 +96,13 @@ def run_discriminator_eval(
             model = Condor(directory).model
             stats, scores = manifest["stats"], manifest["held_out"]
         else:
-            if config.contrastive and shared_stage1 is None:
-                stage1 = _Discriminator(backbone_dir(base.backbone))
-                contrastive_stage(stage1, train, config, lambda s, d, t: report(f"stage 1 (shared): {s}", d, t))
-                shared_stage1 = copy.deepcopy(stage1.encoder.state_dict())
+            if config.contrastive and stage1 is None:
+                stage1 = shared_stage1(train, config, lambda s, d, t: report(f"stage 1 (shared): {s}", d, t))
             model, stats = train_discriminator(
-                train, config, lambda s, d, t, name=name: report(f"{name}: {s}", d, t), start_from=shared_stage1
+                train,
+                config,
+                lambda s, d, t, name=name: report(f"{name}: {s}", d, t),
+                start_from=stage1 if config.contrastive else None,
             )
             scores = evaluate_discriminator(model, held, config)
             save_discriminator(
@@ -148,8 +149,11 @@ def _rank_candidates(model: _Discriminator, records: list[dict], texts: dict[str
 
 def _baseline_picks(records: list[dict]) -> dict:
     """Pass@1 of the rankers the codegen run already scored on the same samples."""
-    rows = {}
+    rows: dict = {}
     for ranker in ("first", "random", "logprob", "oracle"):
+        if ranker == "logprob" and not any(s.get("logprob") is not None for r in records for s in r["samples"]):
+            rows[ranker] = None  # the server returned no log-probabilities: no such ranker on these samples
+            continue
         values = [
             float(r["picks"].get(ranker) is not None and r["samples"][r["picks"][ranker]]["passed"]) for r in records
         ]
@@ -173,7 +177,7 @@ def discriminator_tables(results: dict) -> str:
     for run, base in results.get("baselines", {}).items():
         lines += ["", f"Pass@1 after ranking the same candidates: {run} ({base['tasks']} tasks)", ""]
         lines += ["| ranker | pass@1 (95% CI) | share of the first→oracle gap closed |", "|---|---|---|"]
-        rows = [(r, base[r]) for r in ("first", "random", "logprob")]
+        rows = [(r, base[r]) for r in ("first", "random", "logprob") if base[r] is not None]
         rows += [(name, entry["ranking"][run]["pass@1"]) for name, entry in results["variants"].items()]
         rows.append(("oracle (any correct)", base["oracle"]))
         first, oracle = base["first"][0], base["oracle"][0]
