@@ -51,11 +51,11 @@ def picks(samples: list[dict], task_id: str, seed: int) -> dict[str, int | None]
 
 
 def _sample_group(backend: Backend, prompts: list, params: list[SamplingParams]) -> list[list]:
-    """Samples for several prompts: one batched call where the backend offers it, else one call each."""
-    if len(prompts) > 1 and hasattr(backend, "sample_batch"):
+    """Samples for one prompt, or for several in one batched call (backends with `sample_batch`)."""
+    if len(prompts) > 1:
         # Each task keeps its own seed: its samples do not depend on which tasks share the batch.
-        return backend.sample_batch(prompts, params[0], seeds=[p.seed for p in params])
-    return [backend.sample(prompt, p) for prompt, p in zip(prompts, params, strict=True)]
+        return backend.sample_batch(prompts, params[0], seeds=[p.seed for p in params])  # type: ignore[attr-defined]
+    return [backend.sample(prompts[0], params[0])]
 
 
 def run_codegen(
@@ -115,8 +115,11 @@ def run_codegen(
         if key not in cache:
             # Sample this task together with the next uncached ones (distinct prompts only).
             group = [(prompt, sample_params, key)]
+            # Only a backend that batches prompts gains from grouping; for the others, one task at a time keeps
+            # every finished task cached the moment it is done (a server that dies loses nothing).
+            size = batch if hasattr(backend, "sample_batch") else 1
             for job in jobs[done:]:
-                if len(group) >= max(1, batch):
+                if len(group) >= max(1, size):
                     break
                 if job[5] not in cache and job[6] not in records and all(job[5] != g[2] for g in group):
                     group.append((job[3], job[4], job[5]))
