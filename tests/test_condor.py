@@ -304,6 +304,12 @@ def test_discriminator_eval_trains_each_variant_once_and_resumes(tmp_path: Path)
     stamps = {n: (tmp_path / "models" / n / "manifest.json").stat().st_mtime_ns for n in names}
     again = run_discriminator_eval(data, names, config, runs, tmp_path, holdout=0.34)
     assert {n: (tmp_path / "models" / n / "manifest.json").stat().st_mtime_ns for n in names} == stamps
+    # A variant trained in a later run reuses the stage 1 kept on disk.
+    import shutil
+
+    shutil.rmtree(tmp_path / "models" / "no-partial-fixes")
+    later = run_discriminator_eval(data, ["no-partial-fixes"], config, runs, tmp_path, holdout=0.34)
+    assert later["variants"]["no-partial-fixes"]["stats"]["contrastive_losses"] == stage1
     assert again["variants"]["condor"]["held_out"] == first["variants"]["condor"]["held_out"]
     table = discriminator_tables(again)
     assert "| condor |" in table and "| plain |" in table and "oracle" in table

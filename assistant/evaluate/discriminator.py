@@ -97,7 +97,7 @@ def run_discriminator_eval(
             stats, scores = manifest["stats"], manifest["held_out"]
         else:
             if config.contrastive and stage1 is None:
-                stage1 = shared_stage1(train, config, lambda s, d, t: report(f"stage 1 (shared): {s}", d, t))
+                stage1 = _stage1(train, held, config, out / "models" / "stage1.pt", report)
             model, stats = train_discriminator(
                 train,
                 config,
@@ -119,6 +119,23 @@ def run_discriminator_eval(
     results["baselines"] = {run: _baseline_picks(records) for run, records, _ in candidate_runs}
     (out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     return results
+
+
+def _stage1(train: Dataset, held: Dataset, config: CondorConfig, path: Path, report: Progress) -> dict:
+    """The shared stage 1, kept on disk so that a variant trained in a later run reuses it too."""
+    import torch
+
+    identity = _identity(train, held, replace(config, partial_fixes=True, epochs=0))  # what stage 1 depends on
+    if path.exists():
+        saved = torch.load(path, weights_only=True)
+        if saved.get("identity") == identity:
+            return saved
+    stage1 = shared_stage1(train, config, lambda s, d, t: report(f"stage 1 (shared): {s}", d, t))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    torch.save({**stage1, "identity": identity}, partial)
+    partial.replace(path)
+    return stage1
 
 
 def _identity(train: Dataset, held: Dataset, config: CondorConfig) -> str:
