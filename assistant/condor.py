@@ -36,8 +36,9 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True)
 class CondorConfig:
-    """Training settings. Defaults are sized for a 2-core CPU (a few thousand programs in well under an hour);
-    the paper trains 110M and 1.3B backbones on a GPU for more epochs (contrastive until distances settle)."""
+    """Training settings, sized for a 2-core CPU (MiniLM, 1 contrastive and 2 classifier epochs; whether MBPP's
+    train split fits in an hour is not measured yet). The paper trains 110M and 1.3B backbones on a GPU, with
+    contrastive training until the distances settle."""
 
     backbone: str = "all-minilm-l6-v2"  # a registered encoder, or a folder with a transformers encoder
     contrastive: bool = True
@@ -99,9 +100,9 @@ class _Discriminator:
         )
 
     def embed(self, batch):
-        hidden = self.encoder(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        from .encoder import mean_pool
+
+        return mean_pool(self.encoder, batch, normalize=False)
 
     def logits(self, batch):
         return self.head(self.embed(batch)).squeeze(-1)
@@ -162,6 +163,35 @@ def classification_scores(probabilities: Sequence[float], labels: Sequence[bool]
     }
 
 
+def _fit(
+    model: _Discriminator,
+    optimizer,
+    lengths: Sequence[int],
+    epochs: int,
+    batch_loss: Callable[[list[int]], object],
+    config: CondorConfig,
+    rng: random.Random,
+    progress: Progress,
+    stage: str,
+) -> list[float]:
+    """The training loop both stages share: length-bucketed batches, one optimizer step each; mean loss per epoch."""
+    losses = []
+    model.train(True)
+    for epoch in range(epochs):
+        batches = _length_batches(lengths, config.batch, rng)
+        total = 0.0
+        for step, rows in enumerate(batches, start=1):
+            loss = batch_loss(rows)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(rows)
+            progress(f"{stage} epoch {epoch + 1}", step, len(batches))
+        losses.append(round(total / len(lengths), 4))
+    model.train(False)
+    return losses
+
+
 def contrastive_stage(model: _Discriminator, data: Dataset, config: CondorConfig, progress: Progress) -> list[float]:
     """Stage 1: pull near-identical correct programs together, push a wrong one ≥ margin from its correct twin."""
     import torch
@@ -173,31 +203,21 @@ def contrastive_stage(model: _Discriminator, data: Dataset, config: CondorConfig
     pairs = pairs[: config.max_pairs]
     if not pairs:
         return []
+
+    def batch_loss(rows: list[int]):
+        chosen = [pairs[i] for i in rows]
+        problems = [data.problems[p.problem] for p in chosen]
+        # Both sides in one forward pass: one padded batch of 2B rows.
+        encoded = model.batch(problems * 2, [p.a for p in chosen] + [p.b for p in chosen], config.max_length)
+        vectors = model.embed(encoded)
+        left, right = vectors[: len(chosen)], vectors[len(chosen) :]
+        distance = (left - right).pow(2).sum(-1).clamp(min=1e-12).sqrt()
+        label = torch.tensor([float(p.label) for p in chosen])
+        return (label * distance.pow(2) + (1 - label) * torch.relu(config.margin - distance).pow(2)).mean()
+
     optimizer = torch.optim.AdamW(model.encoder.parameters(), lr=config.lr)
     lengths = [len(p.a) + len(p.b) for p in pairs]
-    losses = []
-    model.train(True)
-    for epoch in range(config.contrastive_epochs):
-        batches = _length_batches(lengths, config.batch, rng)
-        total = 0.0
-        for step, rows in enumerate(batches, start=1):
-            chosen = [pairs[i] for i in rows]
-            problems = [data.problems[p.problem] for p in chosen]
-            # Both sides in one forward pass: one padded batch of 2B rows.
-            encoded = model.batch(problems * 2, [p.a for p in chosen] + [p.b for p in chosen], config.max_length)
-            vectors = model.embed(encoded)
-            left, right = vectors[: len(chosen)], vectors[len(chosen) :]
-            distance = (left - right).pow(2).sum(-1).clamp(min=1e-12).sqrt()
-            label = torch.tensor([float(p.label) for p in chosen])
-            loss = (label * distance.pow(2) + (1 - label) * torch.relu(config.margin - distance).pow(2)).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += loss.item() * len(chosen)
-            progress(f"contrastive epoch {epoch + 1}", step, len(batches))
-        losses.append(round(total / len(pairs), 4))
-    model.train(False)
-    return losses
+    return _fit(model, optimizer, lengths, config.contrastive_epochs, batch_loss, config, rng, progress, "contrastive")
 
 
 def classifier_stage(model: _Discriminator, data: Dataset, config: CondorConfig, progress: Progress) -> list[float]:
@@ -214,6 +234,12 @@ def classifier_stage(model: _Discriminator, data: Dataset, config: CondorConfig,
         raise UsageError("the training data has only one class (every program correct, or every one wrong)")
     # Mutants outnumber correct programs several times over: weight the positives so both classes count.
     loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor((len(programs) - positives) / positives))
+
+    def batch_loss(rows: list[int]):
+        chosen = [programs[i] for i in rows]
+        encoded = model.batch([data.problems[p.problem] for p in chosen], [p.code for p in chosen], config.max_length)
+        return loss_fn(model.logits(encoded), torch.tensor([float(p.correct) for p in chosen]))
+
     optimizer = torch.optim.AdamW(
         [
             {"params": model.encoder.parameters(), "lr": config.lr},
@@ -221,26 +247,7 @@ def classifier_stage(model: _Discriminator, data: Dataset, config: CondorConfig,
         ]
     )
     lengths = [len(p.code) for p in programs]
-    losses = []
-    model.train(True)
-    for epoch in range(config.epochs):
-        batches = _length_batches(lengths, config.batch, rng)
-        total = 0.0
-        for step, rows in enumerate(batches, start=1):
-            chosen = [programs[i] for i in rows]
-            encoded = model.batch(
-                [data.problems[p.problem] for p in chosen], [p.code for p in chosen], config.max_length
-            )
-            target = torch.tensor([float(p.correct) for p in chosen])
-            loss = loss_fn(model.logits(encoded), target)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += loss.item() * len(chosen)
-            progress(f"classifier epoch {epoch + 1}", step, len(batches))
-        losses.append(round(total / len(programs), 4))
-    model.train(False)
-    return losses
+    return _fit(model, optimizer, lengths, config.epochs, batch_loss, config, rng, progress, "classifier")
 
 
 def train_discriminator(
@@ -352,6 +359,10 @@ def make_manifest(config: CondorConfig, data: Dataset, stats: dict, held_out: di
     }
 
 
+# (folder, manifest mtime) → the loaded discriminator.
+_LOADED: dict[tuple[str, int], Condor] = {}
+
+
 class Condor:
     """A trained discriminator loaded from its folder: `probabilities(problem, codes)` → p(correct) each."""
 
@@ -368,13 +379,19 @@ class Condor:
 
     @classmethod
     def locate(cls, start: Path | None = None) -> Condor:
-        """The discriminator for `start` (see :func:`find_discriminator`), or a UsageError saying how to train one."""
+        """The discriminator for `start` (see :func:`find_discriminator`), or a UsageError saying how to train one.
+
+        Loaded once per process (until it is retrained): resample and rerank reuse it.
+        """
         directory = find_discriminator(start)
         if directory is None:
             raise UsageError(
                 "no trained discriminator: run `assist train discriminator` (in this repo, or with --from-bank mbpp)"
             )
-        return cls(directory)
+        key = (str(directory), (directory / "manifest.json").stat().st_mtime_ns)
+        if key not in _LOADED:
+            _LOADED[key] = cls(directory)
+        return _LOADED[key]
 
     def probabilities(self, problem: str, codes: Sequence[str]) -> list[float]:
         """p(correct) for each code, given the problem statement."""

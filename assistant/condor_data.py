@@ -300,14 +300,9 @@ def problems_from_eval(folder: Path, mbpp_path: str = "", references: bool = Tru
     Refuses a run on a test split: a discriminator trained on test problems would be measured on them.
     """
     from .evaluate import load_dataset
+    from .evaluate.codegen import read_run
 
-    config_path = folder / "config.json"
-    records_path = folder / "records.jsonl"
-    if not config_path.is_file() or not records_path.is_file():
-        raise UsageError(f"{folder} is not an `assist eval codegen` results folder (no config.json/records.jsonl)")
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    if config.get("command") != "codegen":
-        raise UsageError(f"{folder} holds a `{config.get('command')}` run; train from a codegen run")
+    config, records = read_run(folder)
     if config.get("dataset") != "mbpp" or config.get("split") != "train":
         raise UsageError(
             f"{folder} holds candidates for {config.get('dataset')} ({config.get('split')}); train only on a train "
@@ -315,7 +310,7 @@ def problems_from_eval(folder: Path, mbpp_path: str = "", references: bool = Tru
         )
     tasks = {t.task_id: t for t in load_dataset(f"mbpp:{mbpp_path}" if mbpp_path else "mbpp", "train")}
     samples: dict[str, list[tuple[str, bool]]] = {}
-    for record in JsonlCache(records_path).entries.values():
+    for record in records:
         for sample in record["samples"]:
             if sample["parsed"]:
                 samples.setdefault(record["task_id"], []).append((sample["code"], bool(sample["passed"])))
@@ -376,14 +371,35 @@ def problems_from_examples(examples: Sequence, prefix: str = "") -> list[Problem
 
 def problems_from_repo(root: Path) -> list[ProblemData]:
     """The documented functions of a git repo's tracked Python files (no tests: mutants are taken as wrong)."""
-    from .extract import extract_python
-    from .hooks import tracked_python_files
+    from .extract import repo_functions
 
-    examples = []
-    for name in tracked_python_files(root):
-        try:
-            source = (root / name).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        examples.extend(e for e in extract_python(source, name) if e.requirement.strip())
-    return problems_from_examples(examples)
+    return problems_from_examples([e for e in repo_functions(root) if e.requirement.strip()])
+
+
+def training_problems(from_bank: str | None, from_eval: Sequence[Path], root: Path | None) -> tuple[list, dict]:
+    """The problems to train on and where they came from (for the manifest).
+
+    `from_bank`: `mbpp[:PATH]` (MBPP's train split, with tests) or a JSONL bank; `from_eval`: codegen runs on
+    MBPP train (the model's own candidates); neither: the repo at `root`.
+    """
+    from .evaluate import load_dataset
+
+    groups: list[list[ProblemData]] = []
+    sources: dict = {"eval": [str(folder) for folder in from_eval]}
+    mbpp_path = ""
+    if from_bank is not None and from_bank.split(":")[0] == "mbpp":
+        mbpp_path = from_bank.partition(":")[2]
+        groups.append(problems_from_tasks(load_dataset(from_bank, "train")))
+        sources["bank"] = from_bank
+    elif from_bank is not None:
+        from .examples import read_bank
+
+        groups.append(problems_from_examples(read_bank(Path(from_bank))))
+        sources["bank"] = from_bank
+    groups.extend(problems_from_eval(folder, mbpp_path) for folder in from_eval)
+    if not groups:
+        if root is None:
+            raise UsageError("nothing to train on: give --from-bank or --from-eval, or run inside a git repo")
+        groups.append(problems_from_repo(root))
+        sources["repo"] = str(root)
+    return merge_problems(*groups), sources

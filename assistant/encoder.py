@@ -11,6 +11,25 @@ from .errors import ModelError
 from .models import ModelSpec, encoder_dir, quiet_transformers, resolve
 
 
+def mean_pool(model, batch, normalize: bool = True):  # -> torch.Tensor (rows, dim)
+    """Mean of the last hidden states over real tokens (padding masked out), L2-normalised unless asked not to.
+
+    One pooling for every encoder assist runs or trains: the index encoder, LAIL, JOINTCOM and Condor.
+    """
+    import torch
+
+    hidden = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(pooled, dim=-1) if normalize else pooled
+
+
+def embed_texts(model, tokenizer, texts: Sequence[str], max_length: int):  # -> torch.Tensor
+    """Tokenize (padded, truncated) and mean-pool `texts` with a trainable encoder; gradients flow."""
+    batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    return mean_pool(model, batch)
+
+
 class Encoder:
     """Turns texts into unit vectors; cosine similarity is then a dot product.
 
@@ -57,11 +76,7 @@ class Encoder:
                     max_length=self.max_length,
                     return_tensors="pt",
                 )
-                hidden = self.model(**batch).last_hidden_state
-                mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                pooled = torch.nn.functional.normalize(pooled, dim=-1)
-                vectors[chunk] = pooled.numpy()
+                vectors[chunk] = mean_pool(self.model, batch).numpy()
                 done += len(chunk)
                 if progress:
                     progress(done, len(texts))

@@ -393,7 +393,7 @@ def discriminator_eval(
     random choice, mean log-probability and the oracle on the SAME samples (those of --candidates runs).
     """
     from .condor import CondorConfig, verification_cache
-    from .condor_data import build_dataset, merge_problems, problems_from_eval, problems_from_tasks
+    from .condor_data import build_dataset, training_problems
     from .evaluate import load_dataset
     from .evaluate.discriminator import discriminator_tables, load_candidates, parse_variants, run_discriminator_eval
     from .paths import atomic_write_text
@@ -403,7 +403,6 @@ def discriminator_eval(
         raise UsageError("eval discriminator trains on MBPP's train split: --from-bank mbpp[:PATH]")
     if not 0 < holdout < 1:
         raise UsageError("--holdout must be between 0 and 1")
-    mbpp_path = from_bank.partition(":")[2]
     runs = []
     for folder in candidates or []:
         config, records = load_candidates(folder)
@@ -415,10 +414,7 @@ def discriminator_eval(
                 f"{folder} has tasks ({', '.join(unknown[:3])}...) that {spec} does not: was it run on another file?"
             )
         runs.append((folder.name, records, texts))
-    problems = merge_problems(
-        problems_from_tasks(load_dataset(from_bank, "train")),
-        *(problems_from_eval(folder, mbpp_path) for folder in from_eval or []),
-    )
+    problems, _ = training_problems(from_bank, from_eval or [], None)
     base = CondorConfig(epochs=epochs, seed=seed)
     folder = out_dir or Path("results") / f"discriminator-mbpp-seed{seed}"
     with ProgressUI(show_progress(json_output), plain=True) as ui:

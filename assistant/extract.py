@@ -7,6 +7,7 @@ import hashlib
 import re
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 
 from .examples import Example
 
@@ -89,3 +90,19 @@ def extract_python(source: str, path: str = "", blob: str = "") -> list[Example]
 
 
 EXTRACTORS: dict[str, Extractor] = {".py": extract_python}
+
+
+def repo_functions(root: Path) -> list[Example]:
+    """Every function of the Python files git tracks under `root` (unreadable files are skipped).
+
+    Parsed straight from the files, without building or reading an index (nothing is embedded).
+    """
+    from .hooks import tracked_python_files
+
+    found: list[Example] = []
+    for name in tracked_python_files(root):
+        try:
+            found.extend(extract_python((root / name).read_text(encoding="utf-8"), name))
+        except (OSError, UnicodeDecodeError):
+            continue
+    return found

@@ -24,6 +24,7 @@ from pathlib import Path
 from .backends import Backend
 from .docstrings import find_missing
 from .docwriter import build_docstring_prompt, split_docstring_safe
+from .encoder import embed_texts
 from .errors import UsageError
 from .evaluate.cache import JsonlCache, cache_key
 from .examples import Example
@@ -105,16 +106,6 @@ def generator_losses(
     return [float(cache.get(key(t, e))) for t, e in pairs]
 
 
-def _embed(model, tokenizer, texts: Sequence[str], max_length: int):
-    import torch
-
-    batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-    hidden = model(**batch).last_hidden_state
-    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(pooled, dim=-1)
-
-
 def train_docstring_retriever(
     pool: Sequence[Example],
     backend: Backend,
@@ -155,7 +146,7 @@ def train_docstring_retriever(
         with torch.inference_mode():
             index = np.concatenate(
                 [
-                    _embed(model, tokenizer, codes[s : s + 64], config.max_length).numpy()
+                    embed_texts(model, tokenizer, codes[s : s + 64], config.max_length).numpy()
                     for s in range(0, len(codes), 64)
                 ]
             )
@@ -176,8 +167,10 @@ def train_docstring_retriever(
         total, expected_before = 0.0, 0.0
         for start in range(0, len(order), config.batch):
             batch = order[start : start + config.batch]
-            queries = _embed(model, tokenizer, [codes[i] for i in batch], config.max_length)
-            candidates = _embed(model, tokenizer, [codes[j] for i in batch for j in neighbours[i]], config.max_length)
+            queries = embed_texts(model, tokenizer, [codes[i] for i in batch], config.max_length)
+            candidates = embed_texts(
+                model, tokenizer, [codes[j] for i in batch for j in neighbours[i]], config.max_length
+            )
             candidates = candidates.view(len(batch), config.k, -1)
             scores = (candidates @ queries.unsqueeze(-1)).squeeze(-1) / config.temperature
             weights = torch.softmax(scores, dim=-1)

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .backends import Backend
+from .encoder import embed_texts
 from .errors import UsageError
 from .evaluate.cache import JsonlCache, cache_key
 from .examples import Example
@@ -119,16 +120,6 @@ def label_pool(
     ]
 
 
-def _mean_pool(model, tokenizer, texts: Sequence[str], max_length: int = 128):
-    import torch
-
-    batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-    hidden = model(**batch).last_hidden_state
-    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(pooled, dim=-1)
-
-
 def train_encoder(
     examples: Sequence[Example],
     labels: Sequence[Sequence[tuple[int, float]]],
@@ -166,8 +157,8 @@ def train_encoder(
             outside = [j for j in range(len(examples)) if j not in blocked]
             hard = rng.sample(outside, min(config.hard_negatives, len(outside)))
             candidates = positives + softs + hard
-            q_vec = _mean_pool(model, tokenizer, [texts[i] for i in queries])
-            c_vec = _mean_pool(model, tokenizer, [texts[j] for j in candidates])
+            q_vec = embed_texts(model, tokenizer, [texts[i] for i in queries], 128)
+            c_vec = embed_texts(model, tokenizer, [texts[j] for j in candidates], 128)
             logits = q_vec @ c_vec.T / config.temperature
             # A query must not be pushed away from its own candidate set (false negatives), except its own
             # soft negative; nor from itself.

@@ -128,26 +128,15 @@ class ExecRanker:
         return scores
 
 
-# (folder, manifest mtime) → loaded Condor: resample and rerank reuse the model instead of reloading it.
-_CONDOR_MODELS: dict[tuple[str, int], object] = {}
-
-
 class CondorRanker:
     """p(correct) from the trained discriminator (Condor): no execution, no tests needed."""
 
     name = "condor"
 
     def __init__(self, start: Path | None = None) -> None:
-        from .condor import Condor, find_discriminator
+        from .condor import Condor
 
-        directory = find_discriminator(start)
-        if directory is None:
-            self.model = Condor.locate(start)  # raises the error that says how to train one
-            return
-        key = (str(directory), (directory / "manifest.json").stat().st_mtime_ns)
-        if key not in _CONDOR_MODELS:
-            _CONDOR_MODELS[key] = Condor(directory)
-        self.model = _CONDOR_MODELS[key]
+        self.model = Condor.locate(start)
 
     def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
         probabilities = self.model.probabilities(problem.requirement, [c.code for c in candidates])

@@ -210,13 +210,7 @@ def discriminator(
     and correct versions. Then a contrastive stage and a classifier. `assist generate` ranks with it by default.
     """
     from .condor import CondorConfig, discriminator_dir, summary_line, train_and_save
-    from .condor_data import (
-        merge_problems,
-        problems_from_eval,
-        problems_from_examples,
-        problems_from_repo,
-        problems_from_tasks,
-    )
+    from .condor_data import training_problems
     from .index import repo_root
 
     if mutants < 0 or epochs < 1 or contrastive_epochs < 1:
@@ -229,31 +223,11 @@ def discriminator(
         contrastive_epochs=contrastive_epochs,
         seed=seed,
     )
-    groups = []
-    sources: dict = {"eval": [str(d) for d in from_eval or []]}
-    mbpp_path = ""
-    if from_bank is not None and from_bank.split(":")[0] == "mbpp":
-        from .evaluate import load_dataset
-
-        mbpp_path = from_bank.partition(":")[2]
-        groups.append(problems_from_tasks(load_dataset(from_bank, "train")))
-        sources["bank"] = from_bank
-    elif from_bank is not None:
-        from .examples import read_bank
-
-        groups.append(problems_from_examples(read_bank(Path(from_bank))))
-        sources["bank"] = from_bank
-    for folder in from_eval or []:
-        groups.append(problems_from_eval(folder, mbpp_path))
-    root = None
-    if from_bank is None and not from_eval:
-        root = repo_root(path)
-        groups.append(problems_from_repo(root))
-        sources["repo"] = str(root)
     # Trained on the repo: the repo's own (.assist/). Trained on a bank or benchmark: the user's, for every repo
     # without one of its own.
+    root = repo_root(path) if from_bank is None and not from_eval else None
+    problems, sources = training_problems(from_bank, from_eval or [], root)
     directory = out_dir or discriminator_dir(root)
-    problems = merge_problems(*groups)
     if not resume:
         from .condor import verification_cache
 
@@ -306,17 +280,11 @@ def docstring_retriever(
         directory = retriever_dir(pool)
         provenance = {"kind": "stdlib", "modules": split["exemplar_modules"], "functions": len(pool), "seed": seed}
     else:
-        from .extract import extract_python
-        from .hooks import tracked_python_files
+        from .extract import repo_functions
         from .index import repo_root
 
         root = repo_root(path)
-        pool = []
-        for name in tracked_python_files(root):
-            try:
-                pool.extend(extract_python((root / name).read_text(encoding="utf-8"), name))
-            except (OSError, UnicodeDecodeError):
-                continue
+        pool = repo_functions(root)
         directory = retriever_dir(pool, root)
         provenance = {"kind": "repo", "path": str(root), "functions": len(pool)}
     config = JointcomConfig(k=k, epochs=epochs, limit=limit or None, seed=seed)

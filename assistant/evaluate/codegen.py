@@ -176,6 +176,21 @@ def run_codegen(
     return results
 
 
+def read_run(folder: Path) -> tuple[dict, list[dict]]:
+    """The config and records of an `assist eval codegen` results folder (its cached candidates, tested)."""
+    import json
+
+    from ..errors import UsageError
+
+    config_path, records_path = folder / "config.json", folder / "records.jsonl"
+    if not config_path.is_file() or not records_path.is_file():
+        raise UsageError(f"{folder} is not an `assist eval codegen` results folder (no config.json/records.jsonl)")
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    if config.get("command") != "codegen":
+        raise UsageError(f"{folder} holds a `{config.get('command')}` run, not `assist eval codegen` candidates")
+    return config, list(JsonlCache(records_path).entries.values())
+
+
 def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
     """Per strategy: pass@k (mean over tasks, 95% bootstrap interval) and each ranker's pass@1."""
     rows = []

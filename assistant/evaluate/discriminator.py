@@ -30,7 +30,7 @@ from ..condor import (
 from ..condor_data import PROBLEM_CHARS, Dataset
 from ..errors import UsageError
 from ..trained import read_manifest
-from .cache import JsonlCache
+from .codegen import read_run
 from .metrics import bootstrap_ci
 
 Progress = Callable[[str, int, int], None]
@@ -52,17 +52,11 @@ def parse_variants(spec: str) -> list[str]:
 
 
 def load_candidates(folder: Path) -> tuple[dict, list[dict]]:
-    """The config and records of an `assist eval codegen` run (its cached candidates and their test results)."""
-    config_path = folder / "config.json"
-    records_path = folder / "records.jsonl"
-    if not config_path.is_file() or not records_path.is_file():
-        raise UsageError(f"{folder} is not an `assist eval codegen` results folder (no config.json/records.jsonl)")
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    if config.get("command") != "codegen":
-        raise UsageError(f"{folder} holds a `{config.get('command')}` run, not `assist eval codegen` candidates")
+    """An `assist eval codegen` run to rank: any split but MBPP's train split (that is training data)."""
+    config, records = read_run(folder)
     if config.get("dataset") == "mbpp" and config.get("split") == "train":
         raise UsageError(f"{folder} holds MBPP train candidates: those are training data, not an evaluation")
-    return config, list(JsonlCache(records_path).entries.values())
+    return config, records
 
 
 def run_discriminator_eval(
