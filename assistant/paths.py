@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -41,17 +42,31 @@ def data_path(*parts: str) -> Path:
     raise FileNotFoundError(f"assist's data file {'/'.join(parts)} is missing from this installation")
 
 
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never half of it."""
+    """Write `data` to `path` so that readers see the old file or the new one, never half of it.
+
+    The file keeps its permissions (or gets `mode`); a new one gets the umask's, as `open()` would give it
+    (mkstemp alone would leave it readable by its owner only).
+    """
     path = Path(path)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

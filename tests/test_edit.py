@@ -110,3 +110,24 @@ def test_a_candidate_importing_from_the_target_itself_does_not_add_a_circular_im
     assert "from mathutils" not in edit.new
     assert edit.new.startswith("import math\n")
     assert edit.actions == ("insert import math", "insert is_odd")
+
+
+def test_atomic_writes_keep_permissions_and_new_files_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    from assistant.paths import atomic_write_text
+
+    script = tmp_path / "run.sh"
+    script.write_text("old\n")
+    script.chmod(0o750)
+    atomic_write_text(script, "new\n")
+    assert script.read_text() == "new\n"
+    assert stat.S_IMODE(script.stat().st_mode) == 0o750
+
+    previous = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "report.md", "# report\n")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "report.md").stat().st_mode) == 0o644
