@@ -184,8 +184,7 @@ def docstring(
                 if staged and root is not None and has_unstaged_changes(root, job.name):
                     err.print(f"{job.name}: has unstaged changes too; not written (stage or stash them first)")
                     continue
-                mode = job.path.stat().st_mode & 0o7777
-                atomic_write_text(job.path, new, mode)
+                atomic_write_text(job.path, new)
                 entry["written_to_disk"] = True
                 changed += 1
     if json_output:

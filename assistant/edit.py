@@ -206,6 +206,5 @@ def apply_edit(edit: Edit, force: bool = False) -> None:
         reason = unstaged_changes(edit.path)
         if reason:
             raise UsageError(f"refusing to modify {edit.display_path}: {reason} (commit or stash, or pass --force)")
-    mode = edit.path.stat().st_mode & 0o7777 if edit.exists else None
     edit.path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(edit.path, edit.new, mode)
+    atomic_write_text(edit.path, edit.new)  # keeps the file's permissions

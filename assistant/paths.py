@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 
 import platformdirs
@@ -42,34 +42,37 @@ def data_path(*parts: str) -> Path:
     raise FileNotFoundError(f"assist's data file {'/'.join(parts)} is missing from this installation")
 
 
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
+def _new_temp_file(path: Path) -> tuple[int, Path]:
+    """An exclusive new file beside `path`, created with mode 0o666 so the kernel applies the umask as for
+    `open()` (mkstemp would make it 0o600, and reading the umask means briefly changing it for every thread)."""
+    for _ in range(100):
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file beside {path}")
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write `data` to `path` so that readers see the old file or the new one, never half of it.
 
-    The file keeps its permissions (or gets `mode`); a new one gets the umask's, as `open()` would give it
-    (mkstemp alone would leave it readable by its owner only).
+    The file keeps its permissions (or gets `mode`); a new one gets those `open()` would give it.
     """
     path = Path(path)
-    if mode is None:
-        try:
-            mode = stat.S_IMODE(path.stat().st_mode)
-        except FileNotFoundError:
-            mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if mode is None and path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+    fd, tmp = _new_temp_file(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -395,8 +395,7 @@ class Session:
         if applied.before is None:
             applied.path.unlink()
         else:
-            mode = applied.path.stat().st_mode & 0o7777
-            atomic_write_text(applied.path, applied.before, mode)
+            atomic_write_text(applied.path, applied.before)
         self.undo_stack.pop()
         self._replan()
         self.record("undo", requirement=applied.requirement, file=applied.display_path)

@@ -131,3 +131,4 @@ def test_atomic_writes_keep_permissions_and_new_files_follow_the_umask(tmp_path)
     finally:
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "report.md").stat().st_mode) == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "run.sh"]  # no temporary file left
