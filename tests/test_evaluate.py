@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant.backends import SamplingParams
+from assistant.backends import SamplingParams, TokenLogprobs
 from assistant.errors import UsageError
 from assistant.evaluate import (
     bootstrap_ci,
@@ -20,6 +20,7 @@ from assistant.evaluate import (
 )
 from assistant.evaluate.cache import JsonlCache
 from assistant.evaluate.codegen import picks
+from assistant.evaluate.datasets import Task
 
 MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
 needs_mbpp = pytest.mark.skipif(not MBPP.exists(), reason=f"MBPP not found at {MBPP} (../shared/data)")
@@ -91,6 +92,8 @@ def test_cache_survives_a_torn_line(tmp_path):
         handle.write('{"key": "b", "val')  # interrupted mid-write
     again = JsonlCache(tmp_path / "c.jsonl")
     assert again.get("a") == {"x": 1} and "b" not in again
+    again.put("c", {"x": 3})  # appended after the torn line, not glued onto it
+    assert JsonlCache(tmp_path / "c.jsonl").get("c") == {"x": 3}
 
 
 def test_rankers_pick_among_parsable_samples():
@@ -103,6 +106,29 @@ def test_rankers_pick_among_parsable_samples():
     assert (chosen["first"], chosen["logprob"], chosen["oracle"]) == (1, 2, 2)
     assert chosen["random"] in (1, 2)
     assert set(picks([{"parsed": False, "passed": False, "logprob": None}], "t", 0).values()) == {None}
+
+
+class Lengths:
+    """Records, per call, the prompt lengths a likelihood run sends (no model: batching order only)."""
+
+    name, model = "fake", "fake"
+
+    def __init__(self):
+        self.calls: list[list[int]] = []
+
+    def logprob(self, pairs):
+        self.calls.append([len(prompt.messages[-1]["content"]) for prompt, _ in pairs])
+        return [TokenLogprobs(tokens=["x"], logprobs=[-1.0]) for _ in pairs]
+
+
+def test_likelihood_batches_prompts_of_similar_length_and_records_in_task_order(tmp_path):
+    sizes = [40, 5, 300, 7, 120, 6, 250, 9]
+    tasks = [Task(f"t{i}", "w" * size, "pass", ()) for i, size in enumerate(sizes)]
+    backend = Lengths()
+    records = run_likelihood(tasks, None, ["zero"], backend, tmp_path, batch=4)
+    sent = [length for call in backend.calls for length in call]
+    assert len(backend.calls) == 2 and sent == sorted(sent, reverse=True)  # each batch pads little
+    assert [r["task_id"] for r in records] == [t.task_id for t in tasks]  # output keeps the tasks' order
 
 
 class Counting:

@@ -25,7 +25,9 @@ class JsonlCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.entries: dict[str, Any] = {}
+        self._torn = False  # the file ends mid-line: the next entry must start on a new line
         if self.path.exists():
+            line = ""
             with open(self.path, encoding="utf-8") as handle:
                 for line in handle:
                     try:
@@ -33,6 +35,7 @@ class JsonlCache:
                     except json.JSONDecodeError:
                         continue  # a line cut short by an interruption
                     self.entries[record["key"]] = record["value"]
+            self._torn = line != "" and not line.endswith("\n")
 
     def __contains__(self, key: str) -> bool:
         return key in self.entries
@@ -43,6 +46,9 @@ class JsonlCache:
     def put(self, key: str, value: Any) -> None:
         self.entries[key] = value
         with open(self.path, "a", encoding="utf-8") as handle:
+            if self._torn:
+                handle.write("\n")
+                self._torn = False
             handle.write(json.dumps({"key": key, "value": value}, ensure_ascii=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..backends import Backend
+from ..prompts import Prompt
 from .cache import JsonlCache, cache_key
 from .datasets import Task
 from .metrics import bootstrap_ci
@@ -55,7 +56,9 @@ def run_likelihood(
             jobs.append((task, prompt, key))
         done = sum(1 for _, _, key in jobs if key in cache)
         report(f"likelihood {strategy}", done, len(jobs))
-        pending = [job for job in jobs if job[2] not in cache]
+        # Sorted by length, each batch holds prompts of similar length, so little compute goes to padding;
+        # longest first, so a memory limit is hit at once and the ETA errs on the long side.
+        pending = sorted((job for job in jobs if job[2] not in cache), key=_length, reverse=True)
         for start in range(0, len(pending), batch):
             chunk = pending[start : start + batch]
             scored = backend.logprob([(prompt, task.reference) for task, prompt, _ in chunk])
@@ -70,6 +73,12 @@ def run_likelihood(
                 store.put(record_key, record)
             records.append(record)
     return records
+
+
+def _length(job: tuple[Task, Prompt, str]) -> int:
+    """Characters of a job's prompt and reference: a tokenizer-free proxy for its padded width."""
+    task, prompt, _ = job
+    return sum(len(m["content"]) for m in prompt.messages) + len(task.reference)
 
 
 def summarize_likelihood(records: Sequence[dict]) -> list[dict]:
