@@ -21,6 +21,7 @@ from assistant.evaluate import (
 from assistant.evaluate.cache import JsonlCache
 from assistant.evaluate.codegen import picks
 from assistant.evaluate.datasets import Task
+from assistant.evaluate.report import codegen_table
 
 MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
 needs_mbpp = pytest.mark.skipif(not MBPP.exists(), reason=f"MBPP not found at {MBPP} (../shared/data)")
@@ -106,6 +107,31 @@ def test_rankers_pick_among_parsable_samples():
     assert (chosen["first"], chosen["logprob"], chosen["oracle"]) == (1, 2, 2)
     assert chosen["random"] in (1, 2)
     assert set(picks([{"parsed": False, "passed": False, "logprob": None}], "t", 0).values()) == {None}
+
+
+def _record(task: str, strategy: str, correct: int, n: int = 4) -> dict:
+    samples = [{"parsed": True, "passed": i < correct, "logprob": -1.0} for i in range(n)]
+    return {
+        "task_id": task,
+        "strategy": strategy,
+        "n": n,
+        "correct": correct,
+        "samples": samples,
+        "picks": picks(samples, task, 0),
+    }
+
+
+def test_codegen_summary_pairs_each_strategy_with_zero_shot_on_shared_tasks():
+    # bm25 is one sample in four better on every task, though the tasks themselves vary widely: the paired
+    # difference is exactly +25 points, while the two pass@1 intervals overlap.
+    zero = [_record(f"t{i}", "zero", c) for i, c in enumerate([0, 1, 2, 3, 0, 1, 2, 3])]
+    bm25 = [_record(f"t{i}", "bm25", c + 1) for i, c in enumerate([0, 1, 2, 3, 0, 1, 2, 3])]
+    extra = [_record("t9", "bm25", 4)]  # a task zero-shot never ran is left out of the pairing
+    rows = {r["strategy"]: r for r in summarize_codegen(zero + bm25 + extra, [1])}
+    assert "vs_zero" not in rows["zero"]
+    assert rows["bm25"]["vs_zero"] == pytest.approx((0.25, 0.25, 0.25))
+    assert rows["bm25"]["pass@1"][1] < rows["zero"]["pass@1"][2]
+    assert "pass@1 vs zero" in codegen_table(list(rows.values()), [1])
 
 
 class Lengths:

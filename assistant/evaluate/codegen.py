@@ -192,7 +192,9 @@ def read_run(folder: Path) -> tuple[dict, list[dict]]:
 
 
 def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
-    """Per strategy: pass@k (mean over tasks, 95% bootstrap interval) and each ranker's pass@1."""
+    """Per strategy: pass@k (mean over tasks, 95% bootstrap interval), each ranker's pass@1, and the paired
+    pass@1 difference from zero-shot on the tasks both ran (`vs_zero`)."""
+    zero = {r["task_id"]: r["correct"] / r["n"] for r in records if r["strategy"] == "zero" and r["n"]}
     rows = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
         mine = [r for r in records if r["strategy"] == strategy]
@@ -208,6 +210,11 @@ def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
                 float(r["picks"][ranker] is not None and r["samples"][r["picks"][ranker]]["passed"]) for r in mine
             ]
             row[f"{ranker}"] = bootstrap_ci(values)
+        shared = [r for r in mine if r["task_id"] in zero and r["n"]]
+        if strategy != "zero" and shared:
+            # Paired over tasks: both strategies share each task's sampling seed, so this interval is much
+            # tighter than comparing the two pass@1 intervals.
+            row["vs_zero"] = bootstrap_ci([r["correct"] / r["n"] - zero[r["task_id"]] for r in shared])
         spent = [r["usage"] for r in mine if r.get("usage")]
         row["usage"] = {key: round(sum(u[key] for u in spent), 3) for key in spent[0]} if spent else None
         rows.append(row)

@@ -19,12 +19,15 @@ def _cell(value: tuple[float, float, float], scale: float = 100.0, digits: int =
 
 
 def codegen_table(rows: Sequence[dict], ks: Sequence[int]) -> str:
-    """Pass@k per strategy, then pass@1 after each ranker on the same samples (percent, 95% CI)."""
-    header = ["strategy", "tasks", *[f"pass@{k}" for k in ks], *[f"top-1 by {r}" for r in RANKERS]]
+    """Pass@k per strategy, its paired pass@1 difference from zero-shot, then pass@1 after each ranker on the
+    same samples (percent, 95% CI)."""
+    header = ["strategy", "tasks", *[f"pass@{k}" for k in ks], "pass@1 vs zero"]
+    header += [f"top-1 by {r}" for r in RANKERS]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [row["strategy"], str(row["tasks"])]
         cells += [_cell(row[f"pass@{k}"]) if f"pass@{k}" in row else "" for k in ks]
+        cells.append(_cell(row["vs_zero"]) if "vs_zero" in row else "")
         cells += [_cell(row[r]) if row.get(r) is not None else "n/a" for r in RANKERS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
