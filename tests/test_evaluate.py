@@ -21,6 +21,7 @@ from assistant.evaluate import (
 from assistant.evaluate.cache import JsonlCache
 from assistant.evaluate.codegen import picks
 from assistant.evaluate.datasets import Task
+from assistant.evaluate.metrics import paired_difference
 from assistant.evaluate.report import codegen_table
 
 MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
@@ -40,6 +41,11 @@ def test_bootstrap_interval_contains_the_mean_and_narrows_with_data():
     assert low < mean == 0.5 < high
     _, low_big, high_big = bootstrap_ci([0, 1] * 500)
     assert high_big - low_big < high - low
+
+
+def test_paired_difference_uses_only_shared_tasks():
+    assert paired_difference({"a": 0.5, "b": 1.0, "c": 9.0}, {"a": 0.25, "b": 0.75}) == (0.25, 0.25, 0.25)
+    assert paired_difference({"a": 1.0}, {"b": 0.0}) is None
 
 
 def test_subsets_are_fixed_nested_and_in_dataset_order():

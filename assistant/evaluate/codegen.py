@@ -13,7 +13,7 @@ from ..backends import Backend, SamplingParams
 from ..candidates import extract_code
 from .cache import JsonlCache, cache_key
 from .datasets import Task
-from .metrics import bootstrap_ci, pass_at_k
+from .metrics import bootstrap_ci, paired_difference, pass_at_k
 from .strategies import Pool, make_strategy
 
 Progress = Callable[[str, int, int], None]
@@ -191,10 +191,15 @@ def read_run(folder: Path) -> tuple[dict, list[dict]]:
     return config, list(JsonlCache(records_path).entries.values())
 
 
+def _pass_at_1(records: Sequence[dict]) -> dict[str, float]:
+    """Each task's unbiased pass@1 (c / n)."""
+    return {r["task_id"]: r["correct"] / r["n"] for r in records if r["n"]}
+
+
 def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
     """Per strategy: pass@k (mean over tasks, 95% bootstrap interval), each ranker's pass@1, and the paired
     pass@1 difference from zero-shot on the tasks both ran (`vs_zero`)."""
-    zero = {r["task_id"]: r["correct"] / r["n"] for r in records if r["strategy"] == "zero" and r["n"]}
+    zero = _pass_at_1([r for r in records if r["strategy"] == "zero"])
     rows = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
         mine = [r for r in records if r["strategy"] == strategy]
@@ -210,11 +215,10 @@ def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
                 float(r["picks"][ranker] is not None and r["samples"][r["picks"][ranker]]["passed"]) for r in mine
             ]
             row[f"{ranker}"] = bootstrap_ci(values)
-        shared = [r for r in mine if r["task_id"] in zero and r["n"]]
-        if strategy != "zero" and shared:
-            # Paired over tasks: both strategies share each task's sampling seed, so this interval is much
-            # tighter than comparing the two pass@1 intervals.
-            row["vs_zero"] = bootstrap_ci([r["correct"] / r["n"] - zero[r["task_id"]] for r in shared])
+        # Both strategies share each task's sampling seed, so pairing by task is fair as well as tight.
+        difference = paired_difference(_pass_at_1(mine), zero) if strategy != "zero" else None
+        if difference is not None:
+            row["vs_zero"] = difference
         spent = [r["usage"] for r in mine if r.get("usage")]
         row["usage"] = {key: round(sum(u[key] for u in spent), 3) for key in spent[0]} if spent else None
         rows.append(row)

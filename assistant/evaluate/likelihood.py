@@ -13,7 +13,7 @@ from ..backends import Backend
 from ..prompts import Prompt
 from .cache import JsonlCache, cache_key
 from .datasets import Task
-from .metrics import bootstrap_ci
+from .metrics import bootstrap_ci, paired_difference
 from .strategies import Pool, make_strategy
 
 Progress = Callable[[str, int, int], None]
@@ -90,8 +90,8 @@ def summarize_likelihood(records: Sequence[dict]) -> list[dict]:
     rows = []
     for strategy, values in by_strategy.items():
         row = {"strategy": strategy, "tasks": len(values), "logprob": bootstrap_ci(list(values.values()))}
-        if zero is not None and strategy != "zero":
-            shared = [t for t in values if t in zero]
-            row["gain_vs_zero"] = bootstrap_ci([values[t] - zero[t] for t in shared])
+        gain = paired_difference(values, zero) if zero is not None and strategy != "zero" else None
+        if gain is not None:
+            row["gain_vs_zero"] = gain
         rows.append(row)
     return rows
