@@ -64,7 +64,9 @@ def _prepare(out: Path, config: dict) -> None:
     if path.exists():
         previous = json.loads(path.read_text(encoding="utf-8"))
         # Strategies and --limit may grow: subsets are nested and every (task, strategy) is cached on its own.
-        changed = sorted(k for k in config if k not in ("strategies", "limit") and previous.get(k) != config[k])
+        # -k too: pass@k is computed from each task's (n, correct), so it changes the report, not the samples.
+        merged = ("strategies", "limit", "ks")
+        changed = sorted(k for k in config if k not in merged and previous.get(k) != config[k])
         if changed:
             raise UsageError(f"{out} holds a run with other settings ({', '.join(changed)}); choose another --out")
         limits = [previous.get("limit"), config["limit"]]
@@ -73,6 +75,8 @@ def _prepare(out: Path, config: dict) -> None:
             "strategies": list(dict.fromkeys(previous.get("strategies", []) + config["strategies"])),
             "limit": None if None in limits else max(limits),
         }
+        if "ks" in config:
+            config["ks"] = sorted({*previous.get("ks", []), *config["ks"]})
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=1), encoding="utf-8")
 

@@ -6,6 +6,7 @@ import pytest
 
 from assistant.backends import SamplingParams, TokenLogprobs
 from assistant.errors import UsageError
+from assistant.eval_cli import _prepare
 from assistant.evaluate import (
     bootstrap_ci,
     load_humaneval,
@@ -46,6 +47,17 @@ def test_bootstrap_interval_contains_the_mean_and_narrows_with_data():
 def test_paired_difference_uses_only_shared_tasks():
     assert paired_difference({"a": 0.5, "b": 1.0, "c": 9.0}, {"a": 0.25, "b": 0.75}) == (0.25, 0.25, 0.25)
     assert paired_difference({"a": 1.0}, {"b": 0.0}) is None
+
+
+def test_a_results_folder_accepts_more_strategies_tasks_and_ks_but_not_other_sampling(tmp_path):
+    config = {"command": "codegen", "n": 5, "ks": [1, 3, 5], "limit": 40, "strategies": ["zero"]}
+    _prepare(tmp_path, config)
+    # -k 1,5 on the same samples only changes the report: the folder keeps every k asked for so far.
+    _prepare(tmp_path, {**config, "ks": [1, 5], "limit": 100, "strategies": ["bm25"]})
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert (saved["ks"], saved["limit"], saved["strategies"]) == ([1, 3, 5], 100, ["zero", "bm25"])
+    with pytest.raises(UsageError, match=r"other settings \(n\)"):
+        _prepare(tmp_path, {**config, "n": 10})
 
 
 def test_subsets_are_fixed_nested_and_in_dataset_order():
