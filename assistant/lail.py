@@ -13,6 +13,8 @@ candidates when they are not in S_i).
 Cost on a 2-core CPU is dominated by labeling: every pair is one prompt. Pairs that share a demonstration
 share its forward pass (the prompt's prefix KV cache), so a pair costs only the tokens of x_i and y_i.
 Defaults are scaled to finish a few hundred examples within an hour; the paper's settings are beside them.
+The labeler can also be an OpenAI-compatible server whose completions endpoint echoes prompt log-probabilities
+(vLLM); servers whose echo is missing or misaligned are refused (see `OpenAIBackend.check_echo`).
 """
 
 from __future__ import annotations
@@ -91,8 +93,11 @@ def label_pool(
     sets = candidate_sets(index, config.candidates)
     hashes = [text_hash(e) for e in examples]
 
+    # The local model keeps its plain name (labels cached before servers could label stay valid).
+    labeler = backend.model if backend.name == "local" else f"{backend.name}:{backend.model}"
+
     def key(q: int, i: int) -> str:
-        return cache_key(kind="lail-label", labeler=backend.model, demo=hashes[q], example=hashes[i])
+        return cache_key(kind="lail-label", labeler=labeler, demo=hashes[q], example=hashes[i])
 
     by_demo: dict[int, list[int]] = {}
     for i, chosen in enumerate(sets):

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from .cli_options import BaseUrlOpt
 from .console import ProgressUI, friendly_errors, out, show_progress
 from .errors import UsageError
 
@@ -44,10 +45,17 @@ def retriever(
     ] = None,
     epochs: Annotated[int | None, typer.Option(help="Training epochs (default: tstr 60, lail 4).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
-    labeler: Annotated[str, typer.Option(help="lail: the LLM that labels (local).")] = "local",
+    labeler: Annotated[
+        str,
+        typer.Option(
+            help="lail: the LLM that labels: local, or openai (a server whose completions endpoint echoes prompt "
+            "log-probabilities, e.g. vLLM; others are refused)."
+        ),
+    ] = "local",
     model: Annotated[
         str | None, typer.Option(help="lail: the labeling model (default: the default generator).")
     ] = None,
+    base_url: BaseUrlOpt = None,
     candidates: Annotated[int, typer.Option(help="lail: BM25 candidates scored per example, t (paper 50).")] = 8,
     positives: Annotated[int, typer.Option(help="lail: top-scored kept as positives, z (paper 5).")] = 2,
     soft_negatives: Annotated[int, typer.Option(help="lail: bottom-scored soft negatives, v (paper 5).")] = 2,
@@ -74,6 +82,7 @@ def retriever(
             seed,
             labeler,
             model,
+            base_url,
             candidates,
             positives,
             soft_negatives,
@@ -106,6 +115,7 @@ def _train_lail(
     seed: int,
     labeler: str,
     model: str | None,
+    base_url: str | None,
     candidates: int,
     positives: int,
     soft_negatives: int,
@@ -119,11 +129,8 @@ def _train_lail(
     from .models import encoder_dir, resolve
     from .trained import artifact_dir
 
-    if labeler != "local":
-        raise UsageError(
-            "only the local labeler is supported: OpenAI-compatible servers do not return usable prompt "
-            "log-probabilities (chat cannot; llama.cpp's echoed values are wrong)"
-        )
+    if labeler not in ("local", "openai"):
+        raise UsageError(f"unknown labeler {labeler!r}; choose local or openai")
     for name, value in (("candidates", candidates), ("positives", positives), ("soft-negatives", soft_negatives)):
         if value < 1:
             raise UsageError(f"--{name} must be at least 1")
@@ -140,7 +147,14 @@ def _train_lail(
         index = training_index(path, bank, encoder, ui)
         if not resume:
             (artifact_dir(index, "lail") / "labels.jsonl").unlink(missing_ok=True)
-        backend = load_backend("local", model, progress=ui)
+        if labeler == "local":
+            backend = load_backend("local", model, progress=ui)
+        else:
+            from .config import backend_settings
+
+            # Scoring given text needs the completions endpoint's echo, whatever the config says for sampling.
+            settings = backend_settings("openai", model, base_url, api="completions")
+            backend = load_backend("openai", settings.model, progress=ui, **settings.backend_options())
         directory, stats = train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), backend, config, ui)
     summary = {"method": "lail", "examples": len(index), "saved": str(directory), **stats}
     if json_output:

@@ -1,7 +1,9 @@
 """A real HTTP server on 127.0.0.1 that speaks the OpenAI wire format, for driving the real `openai` client.
 
 Its answers are scripted (a tiny deterministic "model" that writes `def f(): return <seed>`), and it can
-misbehave on demand: ignore `n`, answer 429 or 500, stall, send broken JSON, not know a model.
+misbehave on demand: ignore `n`, answer 429 or 500, stall, send broken JSON, not know a model. The completions
+route's `echo` (prompt log-probabilities) is answered by `Script.echo`, a scorer a test plugs in (the real
+local model, in the tests that need true values); without one, `echo` is ignored as llama.cpp's server does.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +32,9 @@ class Script:
     list_models: bool = True
     context: int | None = None  # answer 400 "exceeds context" when the prompt is longer (in characters)
     down_after: int | None = None  # after this many answered requests, drop every connection (a killed server)
+    # text -> (token texts, log-probabilities with None first, character offsets)
+    echo: Callable[[str], tuple[list[str], list[float | None], list[int]]] | None = None
+    echo_shift: bool = False  # misalign the echoed values by one token (a buggy server)
     requests: list[dict[str, Any]] = field(default_factory=list)
     answered: int = 0
 
@@ -115,6 +120,21 @@ class _Handler(BaseHTTPRequestHandler):
                             for t, v in zip(tokens, values, strict=True)
                         ]
                     }
+            elif body.get("echo") and script.echo is not None:
+                tokens, values, offsets = script.echo(body["prompt"])
+                if script.echo_shift:
+                    values = [None, *values[:-1]]
+                choice = {
+                    "index": index,
+                    "text": body["prompt"],
+                    "finish_reason": "length",
+                    "logprobs": {
+                        "tokens": tokens,
+                        "token_logprobs": values,
+                        "top_logprobs": None,
+                        "text_offset": offsets,
+                    },
+                }
             else:
                 text = program + "```\n\nmore text"
                 choice = {"index": index, "text": text, "finish_reason": "stop", "logprobs": None}
@@ -156,3 +176,21 @@ def openai_server(script: Script | None = None) -> Iterator[tuple[str, Script]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def model_echo(backend: Any) -> Callable[[str], tuple[list[str], list[float | None], list[int]]]:
+    """An `echo` scorer backed by a real local model: what a vLLM server returns for `echo=True, logprobs=0`."""
+    import torch
+
+    lock = threading.Lock()  # the server is threaded; one forward pass at a time
+
+    def score(text: str) -> tuple[list[str], list[float | None], list[int]]:
+        encoded = backend.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, spans = encoded["input_ids"], encoded["offset_mapping"]
+        with lock, torch.inference_mode():
+            logits = backend.lm(input_ids=torch.tensor([ids])).logits[0]
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        values: list[float | None] = [None] + [logp[t - 1, ids[t]].item() for t in range(1, len(ids))]
+        return [text[a:b] for a, b in spans], values, [a for a, _ in spans]
+
+    return score

@@ -15,7 +15,7 @@ from assistant.errors import ModelError, UsageError
 from assistant.prompts import build_prompt
 from assistant.rank import Problem, make_rankers, rank
 
-from .openai_server import Script, openai_server
+from .openai_server import Script, model_echo, openai_server
 
 PROMPT = build_prompt("return a number")
 
@@ -176,3 +176,36 @@ def test_scoring_given_text_is_refused() -> None:
     assert backend.can_score is False
     with pytest.raises(ModelError, match="cannot score"):
         backend.logprob([(PROMPT, "def f(): pass")])
+
+
+def test_a_completions_server_that_ignores_echo_is_refused_for_scoring() -> None:
+    # llama.cpp's server answers `echo=True` with the generated tokens' values only.
+    with openai_server() as (url, script):
+        backend = connect(url, api="completions")
+        assert backend.can_score
+        with pytest.raises(ModelError, match="does not return the prompt's log-probabilities"):
+            backend.logprob([(PROMPT, "def f(): pass")])
+    assert script.requests[-1]["echo"] is True
+
+
+PAIRS = [
+    (build_prompt("Add two numbers.", []), "def add(a, b):\n    return a + b\n"),
+    (build_prompt("Reverse a string.", []), "def rev(s):\n    return s[::-1]\n"),
+]
+
+
+@pytest.mark.model
+def test_echoed_log_probabilities_score_like_the_local_model(backend) -> None:
+    with openai_server(Script(models=[backend.model], echo=model_echo(backend))) as (url, script):
+        remote = connect(url, api="completions", model=backend.model, timeout=120.0)
+        scored = remote.logprob(PAIRS)
+        probes = sum(1 for r in script.requests if r["prompt"].startswith("Counting:"))
+        remote.logprob(PAIRS[:1])  # the server is probed once per backend
+        assert sum(1 for r in script.requests if r["prompt"].startswith("Counting:")) == probes == 1
+        script.echo_shift = True  # values one token off: a buggy server
+        with pytest.raises(ModelError, match="misaligned"):
+            connect(url, api="completions", model=backend.model, timeout=120.0).logprob(PAIRS)
+    local = backend.logprob(PAIRS)
+    for mine, theirs in zip(scored, local, strict=True):
+        assert len(mine.logprobs) == len(theirs.logprobs) > 5
+        assert mine.mean == pytest.approx(theirs.mean, abs=2e-3)

@@ -143,3 +143,42 @@ def test_lail_labels_with_the_model_trains_and_retrieves(backend, encoder) -> No
     assert retriever.name == "lail"
     hits = retriever.search("sum of a list", 3)
     assert len(hits) == 3 and hits[0].why.startswith("LAIL cosine")
+
+
+@pytest.mark.model
+def test_lail_labels_from_an_echoing_server_match_the_local_labeler(backend, encoder, tmp_path) -> None:
+    from assistant.backends import load_backend
+    from assistant.evaluate.cache import JsonlCache
+    from assistant.lail import LailConfig, label_pool
+
+    from .openai_server import Script, model_echo, openai_server
+
+    index = build_index(pool_examples()[:6], encoder)
+    config = LailConfig(candidates=2, positives=1, soft_negatives=1)
+    local = label_pool(index, backend, config, JsonlCache(tmp_path / "local.jsonl"))
+    with openai_server(Script(models=[backend.model], echo=model_echo(backend))) as (url, _):
+        server = load_backend("openai", backend.model, base_url=url, api="completions")
+        remote = label_pool(index, server, config, JsonlCache(tmp_path / "server.jsonl"))
+    assert len(remote) == 6 and all(len(r) == 2 for r in remote)
+    for mine, theirs in zip(remote, local, strict=True):
+        assert dict(mine) == pytest.approx(dict(theirs), abs=2e-3)
+
+
+def test_lail_refuses_a_server_without_usable_echo(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from assistant.cli import app
+
+    from .openai_server import openai_server
+
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text("".join(json.dumps({"requirement": r, "code": c}) + "\n" for r, c in POOL))
+    with openai_server() as (url, _):
+        result = CliRunner().invoke(
+            app,
+            ["train", "retriever", "--method", "lail", "--labeler", "openai", "--base-url", url, "--bank", str(bank)],
+        )
+    assert result.exit_code == 1
+    assert "does not return the prompt's log-probabilities" in result.output

@@ -9,14 +9,18 @@ What servers differ on, and how this backend copes:
   the `tokenizer` setting, names a local model that is converted) the prompt is counted before sending and
   refused if it does not fit `context`; otherwise an estimate only warns.
 - Log-probabilities: requested when `logprobs` is on, kept where returned (chat: only the tokens inside
-  the code block). Scoring given text (`logprob()`) is not offered: chat servers cannot do it, and the
-  completions `echo` route returns wrong values on llama.cpp. The logprob ranker says so instead of guessing.
+  the code block). Scoring given text (`logprob()`, what LAIL's labeler and `eval likelihood` need) works
+  only with `api = "completions"` on a server that echoes the prompt's log-probabilities (`echo`, as
+  OpenAI's legacy endpoint and vLLM do). Before the first score the server is probed: the echo must cover
+  the prompt, and in a counting sequence with one planted odd word the least likely token must be that
+  word's first. Servers that ignore `echo` or return misaligned values are refused with a one-line error.
 - Retries (429, 5xx, dropped connections, timeouts) are the `openai` client's own, with exponential backoff
   and `Retry-After` honoured; failures that remain become one-line errors that say what to do.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import random
@@ -38,11 +42,6 @@ class OpenAIBackend:
     """Sampling through the `openai` client against `base_url`."""
 
     name = "openai"
-    can_score = False
-    scoring_unavailable = (
-        "OpenAI-compatible servers cannot score given text reliably (chat cannot, and llama.cpp's echoed "
-        "completions log-probabilities are wrong)"
-    )
 
     def __init__(
         self,
@@ -70,6 +69,16 @@ class OpenAIBackend:
         self.retries = retries
         self.usage = Usage()
         self.honours_n: bool | None = None  # learnt from the first multi-candidate request
+        # Scoring given text needs the completions endpoint's `echo`; whether the server's echo is usable is
+        # learnt from a probe before the first score.
+        self.can_score = api == "completions"
+        self.scoring_unavailable = (
+            ""
+            if self.can_score
+            else "chat endpoints cannot score given text; use --api completions with a server that echoes "
+            "prompt log-probabilities (vLLM, OpenAI's legacy completions)"
+        )
+        self.echo_checked = False
 
     @property
     def identity(self) -> str:
@@ -289,8 +298,89 @@ class OpenAIBackend:
         return math.ceil(len(text) / CHARS_PER_TOKEN)
 
     def logprob(self, pairs: Sequence[tuple[Prompt, str]]) -> list[TokenLogprobs]:
-        """Not offered by OpenAI-compatible servers (see `scoring_unavailable`)."""
-        raise ModelError(f"the openai backend cannot score given text: {self.scoring_unavailable}")
+        """Token log-probabilities of each continuation given its prompt, from the server's echoed prompt
+        log-probabilities (completions API only; the server is probed first, see `check_echo`)."""
+        if not self.can_score:
+            raise ModelError(f"the openai backend cannot score given text: {self.scoring_unavailable}")
+        self.check_echo()
+        texts = [(self.render(prompt), continuation) for prompt, continuation in pairs]
+        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(texts)))) as pool:
+            return list(pool.map(lambda item: self._score(*item), texts))
+
+    def check_echo(self) -> None:
+        """Refuse a server whose echoed prompt log-probabilities are missing or misaligned (once per backend).
+
+        The probe counts from 1 to 30 with one number replaced by an unrelated word: any language model finds
+        the numbers easy and that word's first token the hardest of all (its later tokens are already less of a
+        surprise). A server that ignores `echo` returns no values for the prompt; one whose values are a
+        token off puts the minimum beside it.
+        """
+        if self.echo_checked:
+            return
+        numbers = [str(i) for i in range(1, 31)]
+        numbers[20] = "zebra"
+        text = "Counting: " + ", ".join(numbers)
+        start = text.index("zebra")
+        offsets, values = self._echo(text)
+        scored = [(o, v) for o, v in zip(offsets, values, strict=True) if 0 <= o < len(text) and v is not None]
+        where = f"{self.base_url} ({self.model})"
+        if len(scored) < 20:
+            raise ModelError(
+                f"{where} does not return the prompt's log-probabilities (`echo`), so it cannot score given text; "
+                "use the local backend, or a server that does (vLLM)"
+            )
+        if any(not math.isfinite(v) or v > 1e-3 for _, v in scored):
+            raise ModelError(f"{where} returns echoed log-probabilities that are not log-probabilities (> 0 or NaN)")
+        # Tokens after the first numbers, where the pattern is established.
+        tail = [(o, v) for o, v in scored if o >= text.index("10")]
+        lowest = min(tail, key=lambda item: item[1])[0]
+        starts = sorted(o for o, _ in scored)
+        token_end = next((o for o in starts if o > lowest), len(text))
+        if not lowest <= start < token_end:  # the word's first token (a token later, it is merely unlikely)
+            raise ModelError(
+                f"{where} returns misaligned echoed log-probabilities (the least likely token of a probe is not "
+                "the planted word's first), so it cannot score given text; use the local backend, or vLLM"
+            )
+        self.echo_checked = True
+
+    def _echo(self, text: str) -> tuple[list[int], list[float | None]]:
+        """Character offsets and log-probabilities of the tokens of `text`, as the server echoes them."""
+        response = self._call(
+            self.client.completions.create,
+            model=self.model,
+            prompt=text,
+            echo=True,
+            max_tokens=1,  # some servers refuse 0; the generated token lies past the text and is dropped
+            temperature=0.0,
+            logprobs=0,
+        )
+        choices = _choices(response, self.base_url)
+        logprobs = getattr(choices[0], "logprobs", None) if choices else None
+        tokens = list(getattr(logprobs, "tokens", None) or [])
+        values = list(getattr(logprobs, "token_logprobs", None) or [])
+        offsets = list(getattr(logprobs, "text_offset", None) or [])
+        if len(values) != len(tokens):
+            return [], []
+        if len(offsets) != len(tokens):  # no offsets: recover them from the token texts
+            offsets, at = [], 0
+            for token in tokens:
+                offsets.append(at)
+                at += len(token or "")
+        return [int(o) for o in offsets], [None if v is None else float(v) for v in values]
+
+    def _score(self, prompt_text: str, continuation: str) -> TokenLogprobs:
+        text = prompt_text + continuation
+        offsets, values = self._echo(text)
+        kept = [
+            (o, v) for o, v in zip(offsets, values, strict=True) if len(prompt_text) <= o < len(text) and v is not None
+        ]
+        if continuation and not kept:
+            raise ModelError(f"{self.base_url} echoed no log-probabilities for the scored text")
+        bounds = [o for o, _ in kept] + [len(text)]
+        return TokenLogprobs(
+            tokens=[text[a:b] for a, b in itertools.pairwise(bounds)],
+            logprobs=[v for _, v in kept],
+        )
 
     # -- errors ---------------------------------------------------------------------------------------
 
