@@ -14,7 +14,12 @@ What it measures, with the product's own code paths (`assistant.extract`, `assis
    each warmed up once before timing. Queries are MBPP requirement texts (`../shared/data/mbpp.jsonl`, a
    seeded sample) when that file is present, else the docstring summaries of a seeded sample of the indexed
    functions (`--queries-from` picks explicitly).
-3. The machine (CPU count, torch threads, Python version, load average before and after: other work on
+3. With `--trained POOL` (e.g. `mbpp:../shared/data/mbpp.jsonl`): the retrievers trained for that pool
+   (`assist train retriever --method lail|tstr --bank POOL`), timed the same way over the same large index.
+   LAIL is `assistant.lail.LailRetriever` (the pool re-embedded once with the trained encoder, timed as its
+   own encode stage; its vector cache goes to a temp dir, not the artifact); TST^R is
+   `assistant.tstr.TstrRetriever` (the MLP applied to the stored vectors, then to each query's).
+4. The machine (CPU count, torch threads, Python version, load average before and after: other work on
    the machine skews every figure) and the sizes (files, functions).
 
 It prints figures and asserts nothing about them. Run from the repo root:
@@ -22,6 +27,7 @@ It prints figures and asserts nothing about them. Run from the repo root:
     .venv/bin/python benchmarks/index_speed.py                 # the whole stdlib: several minutes on 2 cores
     .venv/bin/python benchmarks/index_speed.py --limit 2000    # quick run: encode a sample of 2,000 functions
     .venv/bin/python benchmarks/index_speed.py --json          # one JSON object instead of the table
+    .venv/bin/python benchmarks/index_speed.py --trained mbpp:../shared/data/mbpp.jsonl   # + LAIL, TST^R
 
 Progress goes to stderr, figures to stdout.
 """
@@ -197,8 +203,50 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
+def trained_retrievers(pool: str, index: Index, encoder: Encoder) -> tuple[list[Retriever], dict[str, float]]:
+    """The LAIL and TST^R retrievers trained for `pool`, over the benchmark's `index`; and the seconds it took
+    to make each searchable (LAIL re-embeds the whole index with its encoder)."""
+    import shutil
+    import tempfile
+
+    from assistant.evaluate import load_pool
+    from assistant.lail import LailRetriever
+    from assistant.trained import artifact_dir, read_manifest
+    from assistant.tstr import Tstr, TstrRetriever
+
+    trained_on = load_pool(pool, encoder).index
+    found: list[Retriever] = []
+    setup: dict[str, float] = {}
+    lail_dir = artifact_dir(trained_on, "lail")
+    if read_manifest(lail_dir) is not None:
+        # A scratch copy of the artifact's manifest and encoder, so the 16,000 pool vectors are not cached
+        # beside the real pool's.
+        scratch = Path(tempfile.mkdtemp(prefix="lail-bench-"))
+        shutil.copy(lail_dir / "manifest.json", scratch / "manifest.json")
+        (scratch / "encoder").symlink_to(lail_dir / "encoder")
+        started = time.perf_counter()
+        sys.stderr.write(f"encode ({len(index):,} functions with the LAIL encoder)\n")
+        found.append(LailRetriever(index, scratch))
+        setup["lail"] = time.perf_counter() - started
+    else:
+        sys.stderr.write(f"no LAIL retriever trained for {pool}; skipped\n")
+    tstr_dir = artifact_dir(trained_on, "tstr")
+    if read_manifest(tstr_dir) is not None:
+        started = time.perf_counter()
+        found.append(TstrRetriever(index, encoder, Tstr.load(tstr_dir)))
+        setup["tstr"] = time.perf_counter() - started
+    else:
+        sys.stderr.write(f"no TST^R retriever trained for {pool}; skipped\n")
+    return found, setup
+
+
 def run_benchmark(
-    root: Path, limit: int | None, query_count: int, queries_from: str, include_tests: bool = False
+    root: Path,
+    limit: int | None,
+    query_count: int,
+    queries_from: str,
+    include_tests: bool = False,
+    trained: str | None = None,
 ) -> dict[str, Any]:
     """Index the tree, time the retrievers, and return every figure as one dict."""
     machine = machine_facts()
@@ -235,6 +283,10 @@ def run_benchmark(
     bm25 = BM25Retriever(index)
     dense = DenseRetriever(index, encoder)
     retrievers: list[Retriever] = [bm25, dense, HybridRetriever(bm25, dense)]
+    trained_setup: dict[str, float] = {}
+    if trained is not None:
+        extra, trained_setup = trained_retrievers(trained, index, encoder)
+        retrievers.extend(extra)
     latency: dict[str, dict[str, float]] = {}
     for retriever in retrievers:
         sys.stderr.write(f"timing {retriever.name} over {len(queries)} queries\n")
@@ -278,6 +330,7 @@ def run_benchmark(
             },
         },
         "queries": {"count": len(queries), "source": query_source, "k": K},
+        "trained": {"pool": trained, "setup_seconds": trained_setup},
         "latency_ms": latency,
         "latency_components_ms": components,
     }
@@ -321,6 +374,10 @@ def print_table(result: dict[str, Any]) -> None:
     print(f"  {'retriever':<16} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8} {'max ms':>8}")
     for name, row in result["latency_ms"].items():
         print(f"  {name:<16} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f} {row['mean_ms']:>8.2f} {row['max_ms']:>8.2f}")
+    trained = result["trained"]
+    if trained["pool"] is not None:
+        setup = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in trained["setup_seconds"].items())
+        print(f"  trained for {trained['pool']}; made searchable over this index in: {setup or 'none found'}")
     print("  components:")
     for name, row in result["latency_components_ms"].items():
         print(f"  {name:<16} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f} {row['mean_ms']:>8.2f} {row['max_ms']:>8.2f}")
@@ -341,6 +398,11 @@ def main() -> None:
         "--include-tests", action="store_true", help="also index test-suite folders (stdlib: ~49,000 functions)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument(
+        "--trained",
+        metavar="POOL",
+        help="also time the LAIL and TST^R retrievers trained for this pool, e.g. mbpp:../shared/data/mbpp.jsonl",
+    )
     args = parser.parse_args()
     if not args.root.is_dir():
         parser.error(f"{args.root} is not a directory")
@@ -351,7 +413,9 @@ def main() -> None:
     if args.queries_from == "mbpp" and not MBPP.is_file():
         parser.error(f"{MBPP} is not there")
 
-    result = run_benchmark(args.root.resolve(), args.limit, args.queries, args.queries_from, args.include_tests)
+    result = run_benchmark(
+        args.root.resolve(), args.limit, args.queries, args.queries_from, args.include_tests, args.trained
+    )
     if args.json:
         print(json.dumps(result, indent=1))
     else:
