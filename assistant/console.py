@@ -5,13 +5,23 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from .errors import AssistError
 
@@ -50,6 +60,20 @@ def friendly_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class PerMinuteColumn(ProgressColumn):
+    """Items per minute: the unit long jobs here are judged in (pairs labeled, samples drawn)."""
+
+    def render(self, task: Any) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed * 60:,.1f}/min" if speed else "", style="progress.data.speed")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
 class ProgressUI:
     """Renders the library's progress callbacks as rich progress bars on stderr (hidden when not a tty)."""
 
@@ -59,6 +83,7 @@ class ProgressUI:
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
+            PerMinuteColumn(),
             TimeRemainingColumn(),
             console=err,
             transient=True,
@@ -68,6 +93,7 @@ class ProgressUI:
         # Without bars (not a terminal), long runs may still log a line at every tenth of a stage.
         self.plain = plain and not enabled
         self.logged: dict[str, int] = {}
+        self.started: dict[str, tuple[float, int]] = {}  # stage -> (clock, done) when first reported
 
     def __enter__(self) -> ProgressUI:
         self.progress.__enter__()
@@ -77,11 +103,19 @@ class ProgressUI:
         self.progress.__exit__(*exc)
 
     def __call__(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        since, first = self.started.setdefault(stage, (now, done))
         if self.plain and total:
             tenth = done * 10 // total
             if tenth > self.logged.get(stage, -1):
                 self.logged[stage] = tenth
-                err.print(f"{STAGE_LABELS.get(stage, stage)}: {done}/{total}")
+                line = f"{STAGE_LABELS.get(stage, stage)}: {done}/{total}"
+                if done > first and now > since:
+                    # The rate counts only this run's work (a resumed run starts with work already done).
+                    per_minute = (done - first) / (now - since) * 60
+                    left = "" if done >= total else f", ~{_duration((total - done) / per_minute * 60)} left"
+                    line += f" ({per_minute:,.1f}/min{left})"
+                err.print(line)
         if stage not in self.tasks:
             self.tasks[stage] = self.progress.add_task(STAGE_LABELS.get(stage, stage), total=total or None)
         self.progress.update(self.tasks[stage], completed=done, total=total or None)

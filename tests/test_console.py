@@ -6,7 +6,25 @@ def test_hidden_progress_logs_a_line_per_tenth_when_asked(capsys):
         for done in range(101):
             ui("parse", done, 100)
     lines = capsys.readouterr().err.splitlines()
-    assert lines[0] == "Parsing files: 0/100" and lines[-1] == "Parsing files: 100/100" and len(lines) == 11
+    assert lines[0] == "Parsing files: 0/100" and len(lines) == 11
+    # After the first, each line says the rate and what is left; the last only the rate.
+    assert lines[5].startswith("Parsing files: 50/100 (") and "/min, ~0m00s left)" in lines[5]
+    assert lines[-1].startswith("Parsing files: 100/100 (") and lines[-1].endswith("/min)")
+
+
+def test_a_resumed_stage_counts_only_this_runs_rate(capsys, monkeypatch):
+    clock = iter([0.0, 60.0, 120.0])
+    monkeypatch.setattr("assistant.console.time.monotonic", lambda: next(clock))
+    with ProgressUI(enabled=False, plain=True) as ui:
+        ui("label", 500, 1000)  # half was cached
+        ui("label", 600, 1000)
+        ui("label", 700, 1000)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "Labeling pairs with the LLM: 500/1000",
+        "Labeling pairs with the LLM: 600/1000 (100.0/min, ~4m00s left)",
+        "Labeling pairs with the LLM: 700/1000 (100.0/min, ~3m00s left)",
+    ]
 
 
 def test_hidden_progress_is_silent_by_default(capsys):
