@@ -2,7 +2,9 @@
 
 The model is shown the repo's own (code, docstring) pairs as exemplars (retrieved by the code, as RAF_BM25
 does), then the undocumented definition, and answers inside an opened triple quote, so its reply is the
-docstring's text and nothing else. :func:`clean` removes what small models add anyway.
+docstring's text and nothing else. :func:`clean` removes what small models add anyway. In a sectioned style
+(Google, NumPy, reST) a reply that is prose only is asked again with its summary and the parameter section's
+opening already written, where the backend can continue a prefix.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import re
 import textwrap
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .backends import Backend, SamplingParams
 from .docstrings import Target
@@ -29,6 +31,39 @@ STYLE_HINTS = {
     "rest": 'Use reStructuredText fields: a one-line summary, then ":param name:" lines and ":returns:".',
     "plain": "Write a one-line summary, and at most one short paragraph more when the code needs it.",
 }
+
+
+# How each sectioned style opens its parameter section, given the first parameter's name; and the marker
+# that says a docstring already has one.
+SECTION_OPENERS = {
+    "google": ("Args:", lambda name: f"Args:\n    {name}:"),
+    "numpy": ("Parameters\n---", lambda name: f"Parameters\n----------\n{name} :"),
+    "rest": (":param ", lambda name: f":param {name}:"),
+}  # no trailing space: the model's next token brings its own
+
+
+def parameter_names(target: Target) -> list[str]:
+    """The parameters a function's docstring documents: all but `self`/`cls` of a method, `*args` and
+    `**kwargs` with their stars; none for a class or code that does not parse."""
+    if target.kind == "class":
+        return []
+    try:
+        tree = ast.parse(textwrap.dedent(target.code))
+    except SyntaxError:
+        return []
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    if node is None:
+        return []
+    args = node.args
+    names = [a.arg for a in args.posonlyargs + args.args]
+    if "method" in target.kind and names and names[0] in ("self", "cls"):
+        names = names[1:]
+    if args.vararg:
+        names.append(f"*{args.vararg.arg}")
+    names += [a.arg for a in args.kwonlyargs]
+    if args.kwarg:
+        names.append(f"**{args.kwarg.arg}")
+    return names
 
 
 def split_docstring(code: str) -> tuple[str, str]:
@@ -214,6 +249,13 @@ def write_docstrings(
         prompt = build_docstring_prompt(target, chosen, style, path)
         completion = backend.sample(prompt, params)[0]
         text = clean(completion.text, target, style)
+        names = parameter_names(target) if style in SECTION_OPENERS else []
+        if text and names and SECTION_OPENERS[style][0] not in text and getattr(backend, "prefills_answer", False):
+            # Small models often answer a sectioned style with prose only. Keep the summary and open the
+            # parameter section for them, so they go on in the repo's style.
+            opener = text.split("\n\n", 1)[0].strip() + "\n\n" + SECTION_OPENERS[style][1](names[0])
+            guided = replace(prompt, answer_prefix=prompt.answer_prefix + opener)
+            text = clean(opener + backend.sample(guided, params)[0].text, target, style) or text
         if text:
             written.docstrings[target.qualname] = text
         else:

@@ -217,6 +217,52 @@ def test_clean_keeps_the_docstring_and_drops_what_small_models_add() -> None:
     assert clean('```\n"""\n```', target) == ""
 
 
+def test_parameter_names_skip_self_and_keep_stars() -> None:
+    from assistant.docwriter import parameter_names
+
+    source = "class C:\n    def m(self, a, /, b=1, *rest, key, **extra):\n        pass\n"
+    method = next(t for t in find_missing(source) if t.qualname == "C.m")
+    assert parameter_names(method) == ["a", "b", "*rest", "key", "**extra"]
+    assert parameter_names(find_missing(source)[0]) == []  # the class
+    assert parameter_names(find_missing("def f(self):\n    pass\n")[0]) == ["self"]  # not a method
+
+
+class _Scripted:
+    """Replies in turn, recording each prompt's answer prefix (a unit double for one backend call)."""
+
+    name, model = "scripted", "scripted"
+
+    def __init__(self, replies: list[str], prefills_answer: bool = True) -> None:
+        self.replies, self.prefixes, self.prefills_answer = replies, [], prefills_answer
+
+    def sample(self, prompt, params, step=None):
+        from assistant.backends import Completion
+
+        self.prefixes.append(prompt.answer_prefix)
+        return [Completion(text=self.replies.pop(0), tokens=5, finish_reason="stop")]
+
+
+def test_a_prose_reply_in_a_sectioned_style_gets_its_parameter_section_opened() -> None:
+    from assistant.docwriter import write_docstrings
+
+    target = find_missing("def scale(xs, factor):\n    return [x * factor for x in xs]\n")[0]
+    backend = _Scripted(["Multiply every number.\n\nIt returns a new list.", " the numbers.\n    factor: by how much."])
+    written = write_docstrings([target], backend, style="google")
+    assert backend.prefixes == ['"""', '"""Multiply every number.\n\nArgs:\n    xs:']
+    assert (
+        written.docstrings["scale"] == "Multiply every number.\n\nArgs:\n    xs: the numbers.\n    factor: by how much."
+    )
+    # Already sectioned, or plain style, or a chat endpoint that cannot continue a prefix: one call only.
+    for style, reply, prefills in (
+        ("google", "Scale.\n\nArgs:\n    xs: numbers.", True),
+        ("plain", "Scale.", True),
+        ("rest", "Scale.", False),
+    ):
+        backend = _Scripted([reply], prefills_answer=prefills)
+        assert write_docstrings([target], backend, style=style).docstrings["scale"] == reply
+        assert len(backend.prefixes) == 1
+
+
 def test_classes_are_shown_as_an_outline() -> None:
     from assistant.docwriter import shown_code
 

@@ -100,6 +100,9 @@ class Backend(Protocol):
     # Whether `logprob()` can score given text; when False, `scoring_unavailable` says why.
     can_score: bool
     scoring_unavailable: str
+    # Whether the model continues from `prompt.answer_prefix` (local, completions endpoints) rather than
+    # starting its answer afresh (chat endpoints): callers may put words in the model's mouth only if so.
+    prefills_answer: bool
 
     def count_tokens(self, prompt: Prompt) -> int:
         """Tokens the prompt takes (exact when the tokenizer is known)."""

@@ -28,6 +28,7 @@ class LocalBackend:
     name = "local"
     can_score = True
     scoring_unavailable = ""
+    prefills_answer = True
 
     def __init__(self, spec: ModelSpec, directory: Path, threads: int | None = None) -> None:
         import torch

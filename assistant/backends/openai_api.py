@@ -72,6 +72,7 @@ class OpenAIBackend:
         # Scoring given text needs the completions endpoint's `echo`; whether the server's echo is usable is
         # learnt from a probe before the first score.
         self.can_score = api == "completions"
+        self.prefills_answer = api == "completions"  # chat messages cannot end inside the answer
         self.scoring_unavailable = (
             ""
             if self.can_score
