@@ -30,7 +30,10 @@ def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # ->
     if bank.split(":")[0] == "mbpp":
         from .evaluate import load_pool
 
-        return load_pool(bank, encoder).index
+        index = load_pool(bank, encoder).index
+        # Named in the trained artifact's provenance ("on which bank").
+        index.meta.setdefault("source", {"kind": "benchmark", "name": f"{bank} (train split)"})
+        return index
     return index_bank(Path(bank), encoder, ui)[0]
 
 
