@@ -16,8 +16,8 @@ What it measures, with the product's own code paths (`assistant.extract`, `assis
    functions (`--queries-from` picks explicitly).
 3. With `--trained POOL` (e.g. `mbpp:../shared/data/mbpp.jsonl`): the retrievers trained for that pool
    (`assist train retriever --method lail|tstr --bank POOL`), timed the same way over the same large index.
-   LAIL is `assistant.lail.LailRetriever` (the pool re-embedded once with the trained encoder, timed as its
-   own encode stage; its vector cache goes to a temp dir, not the artifact); TST^R is
+   LAIL is `assistant.lail.LailRetriever` (the index re-embedded once with the trained encoder, reported as
+   its setup time; its vector cache goes to a temp dir removed at exit, not the artifact); TST^R is
    `assistant.tstr.TstrRetriever` (the MLP applied to the stored vectors, then to each query's).
 4. The machine (CPU count, torch threads, Python version, load average before and after: other work on
    the machine skews every figure) and the sizes (files, functions).
@@ -206,6 +206,7 @@ def machine_facts() -> dict[str, Any]:
 def trained_retrievers(pool: str, index: Index, encoder: Encoder) -> tuple[list[Retriever], dict[str, float]]:
     """The LAIL and TST^R retrievers trained for `pool`, over the benchmark's `index`; and the seconds it took
     to make each searchable (LAIL re-embeds the whole index with its encoder)."""
+    import atexit
     import shutil
     import tempfile
 
@@ -222,6 +223,7 @@ def trained_retrievers(pool: str, index: Index, encoder: Encoder) -> tuple[list[
         # A scratch copy of the artifact's manifest and encoder, so the 16,000 pool vectors are not cached
         # beside the real pool's.
         scratch = Path(tempfile.mkdtemp(prefix="lail-bench-"))
+        atexit.register(shutil.rmtree, scratch, True)
         shutil.copy(lail_dir / "manifest.json", scratch / "manifest.json")
         (scratch / "encoder").symlink_to(lail_dir / "encoder")
         started = time.perf_counter()

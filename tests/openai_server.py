@@ -3,7 +3,7 @@
 Its answers are scripted (a tiny deterministic "model" that writes `def f(): return <seed>`), and it can
 misbehave on demand: ignore `n`, answer 429 or 500, stall, send broken JSON, not know a model. The completions
 route's `echo` (prompt log-probabilities) is answered by `Script.echo`, a scorer a test plugs in (the real
-local model, in the tests that need true values); without one, `echo` is ignored as llama.cpp's server does.
+local model, in the tests that need true values); without one, `echo` is ignored (a server that cannot echo).
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def test_scoring_given_text_is_refused() -> None:
 
 
 def test_a_completions_server_that_ignores_echo_is_refused_for_scoring() -> None:
-    # llama.cpp's server answers `echo=True` with the generated tokens' values only.
+    # Without an echo scorer the test server answers `echo=True` with the generated tokens' values only.
     with openai_server() as (url, script):
         backend = connect(url, api="completions")
         assert backend.can_score
