@@ -208,11 +208,29 @@ def test_codegen_and_likelihood_runs_resume_without_calling_the_model_again(tmp_
     params = SamplingParams(n=2, max_new_tokens=48)  # whether the samples pass does not matter here
     (tmp_path / "config.json").write_text(json.dumps({"ks": [1, 2]}))
     # --batch 2: both strategies' prompts are sampled in one batched call.
-    first = run_codegen(tasks, pool, ["zero", "bm25"], counting, tmp_path, params=params, demos=2, batch=2)
+    reports = []
+    first = run_codegen(
+        tasks,
+        pool,
+        ["zero", "bm25"],
+        counting,
+        tmp_path,
+        params=params,
+        demos=2,
+        batch=2,
+        progress=lambda *r: reports.append(r),
+    )
     assert counting.calls == 1 and len(first) == 2 and all(r["n"] == 2 for r in first)
     assert first[1]["demonstrations"] and all(d.startswith("mbpp/") for d in first[1]["demonstrations"])
-    again = run_codegen(tasks, pool, ["zero", "bm25"], counting, tmp_path, params=params, demos=2)
+    # Progress is per strategy, counted in tasks.
+    assert reports == [("codegen zero", 0, 1), ("codegen zero", 1, 1), ("codegen bm25", 0, 1), ("codegen bm25", 1, 1)]
+    reports.clear()
+    again = run_codegen(
+        tasks, pool, ["zero", "bm25"], counting, tmp_path, params=params, demos=2, progress=lambda *r: reports.append(r)
+    )
     assert counting.calls == 1 and again == first
+    # A resumed strategy reports its cached tasks in one step, so no rate is computed from cache hits.
+    assert reports == [("codegen zero", 1, 1), ("codegen bm25", 1, 1)]
     rows = summarize_codegen(first, [1, 2])
     assert [r["strategy"] for r in rows] == ["zero", "bm25"] and 0 <= rows[0]["pass@1"][0] <= 1
 

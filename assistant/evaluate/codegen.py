@@ -105,11 +105,18 @@ def run_codegen(
             )
             record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy)
             jobs.append((strategy, task, chosen, prompt, sample_params, key, record_key))
+    # Progress is per strategy, and a resumed strategy reports its cached tasks at once: the rate and ETA then
+    # count only the tasks this run samples.
+    per_strategy = {s: sum(1 for job in jobs if job[0] == s) for s in strategies}
+    counted = {s: sum(1 for job in jobs if job[0] == s and job[6] in records) for s in strategies}
+    reported: set[str] = set()
     results = []
-    for done, (strategy, task, chosen, prompt, sample_params, key, record_key) in enumerate(jobs, start=1):
+    for position, (strategy, task, chosen, prompt, sample_params, key, record_key) in enumerate(jobs, start=1):
+        if strategy not in reported:
+            reported.add(strategy)
+            report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
         if record_key in records:
             results.append(records.get(record_key))
-            report(f"codegen {strategy}", done, len(jobs))
             continue
         usage = None
         if key not in cache:
@@ -118,7 +125,7 @@ def run_codegen(
             # Only a backend that batches prompts gains from grouping; for the others, one task at a time keeps
             # every finished task cached the moment it is done (a server that dies loses nothing).
             size = batch if hasattr(backend, "sample_batch") else 1
-            for job in jobs[done:]:
+            for job in jobs[position:]:
                 if len(group) >= max(1, size):
                     break
                 if job[5] not in cache and job[6] not in records and all(job[5] != g[2] for g in group):
@@ -172,7 +179,8 @@ def run_codegen(
         }
         records.put(record_key, record)
         results.append(record)
-        report(f"codegen {strategy}", done, len(jobs))
+        counted[strategy] += 1
+        report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
     return results
 
 

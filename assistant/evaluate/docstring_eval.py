@@ -129,11 +129,9 @@ def run_docstring_eval(
     report = progress or (lambda stage, done, total: None)
     cache = JsonlCache(out / "docstrings.jsonl")
     records: list[dict] = []
-    total = len(items) * len(exemplar_indexes)
-    done = 0
     for strategy, index in exemplar_indexes.items():
+        jobs = []
         for item in items:
-            target = find_missing(item.code)[0]
             chosen = index.search(item.code, k) if index is not None and k > 0 else []
             key = cache_key(
                 model=backend.model,
@@ -143,10 +141,17 @@ def run_docstring_eval(
                 exemplars=[f"{e.path}:{e.name}" for e in chosen],
                 k=k,
             )
+            jobs.append((item, chosen, key))
+        # Cached items are reported at once, so a resumed run's rate and ETA count only new generations.
+        done = sum(1 for _, _, key in jobs if key in cache)
+        report(f"docstring {strategy}", done, len(jobs))
+        for item, chosen, key in jobs:
             if key not in cache:
-                fixed = _Fixed(chosen)
-                written = write_docstrings([target], backend, style="plain", exemplars=fixed, k=k)
+                target = find_missing(item.code)[0]
+                written = write_docstrings([target], backend, style="plain", exemplars=_Fixed(chosen), k=k)
                 cache.put(key, {"hypothesis": written.docstrings.get(target.qualname, "")})
+                done += 1
+                report(f"docstring {strategy}", done, len(jobs))
             records.append(
                 {
                     "strategy": strategy,
@@ -156,8 +161,6 @@ def run_docstring_eval(
                     "hypothesis": cache.get(key)["hypothesis"],
                 }
             )
-            done += 1
-            report("docstring", done, total)
     return records
 
 
