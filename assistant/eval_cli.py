@@ -21,7 +21,13 @@ eval_app = typer.Typer(
 )
 
 Dataset = Annotated[str, typer.Option(help="humaneval, or mbpp[:PATH] (default path ../shared/data/mbpp.jsonl).")]
-Strategies = Annotated[str, typer.Option(help="Comma-separated: zero, random, bm25, dense, hybrid.")]
+Strategies = Annotated[
+    str,
+    typer.Option(
+        help="Comma-separated: zero, random, bm25, dense, hybrid, and the trained lail, tstr "
+        "(`assist train retriever` first)."
+    ),
+]
 Limit = Annotated[int | None, typer.Option(help="Evaluate a fixed subset of this many tasks (chosen by --seed).")]
 Seed = Annotated[int, typer.Option(help="Seeds the subset, the random strategy and sampling.")]
 Demos = Annotated[int, typer.Option(help="Demonstrations per prompt.")]
@@ -177,7 +183,12 @@ def likelihood(
     strategies: Strategies = "zero,random,bm25,dense",
     demos: Demos = 4,
     backend: Annotated[
-        str | None, typer.Option("--backend", help="Scoring backend: it must score given text (local).")
+        str | None,
+        typer.Option(
+            "--backend",
+            help="Scoring backend: local, or openai when the configured server (OPENAI_BASE_URL, "
+            "ASSIST_OPENAI_API=completions) echoes prompt log-probabilities, as vLLM does.",
+        ),
     ] = None,
     model: ModelOpt = None,
     pool: Pool = "mbpp",
