@@ -41,7 +41,9 @@ def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # ->
 @friendly_errors
 def retriever(
     path: Annotated[Path, typer.Argument(help="The git repo to train on (default: where you stand).")] = Path("."),
-    method: Annotated[str, typer.Option(help="tstr (seconds) or lail (the LLM labels; see --help).")] = "tstr",
+    method: Annotated[
+        str, typer.Option(help="tstr (seconds) or lail (the LLM labels; about 16 min per 100 examples on a CPU).")
+    ] = "tstr",
     bank: Annotated[
         str | None,
         typer.Option(help="Train on a JSONL bank, or a benchmark's train split (mbpp[:PATH]), instead of the repo."),
@@ -71,7 +73,13 @@ def retriever(
     """Train a retriever for a pool of examples; `assist generate` then uses it by default.
 
     tstr: a small MLP over the frozen embeddings, so that requirement similarity predicts code similarity
-    (TST^R; trains in seconds). Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks.
+    (TST^R; trains in seconds).
+
+    lail: the LLM scores t BM25 candidates per example by how likely they make the example's code; the encoder
+    then learns to retrieve the best-scored ones (LAIL). Labeling dominates the cost: with the 0.5B model on
+    2 CPU cores, about 16 minutes per 100 examples at t=8. Labels are cached, so an interrupted run resumes.
+
+    Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks.
     """
     from .encoder import Encoder
 
