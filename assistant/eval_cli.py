@@ -233,13 +233,19 @@ def likelihood(
 
 @eval_app.command("report")
 @friendly_errors
-def report(results: Annotated[Path, typer.Argument(help="A results folder written by assist eval.")]) -> None:
+def report(
+    results: Annotated[Path, typer.Argument(help="A results folder written by assist eval.")],
+    versus: Annotated[
+        str | None,
+        typer.Option(help="Add each strategy's difference from this one (e.g. dense), paired by task, with 95% CIs."),
+    ] = None,
+) -> None:
     """Rebuild report.md (tables) and PNG charts from a results folder; no model is loaded."""
     from .evaluate import write_report
 
     if not results.is_dir():
         raise UsageError(f"{results} is not a folder")
-    out.print(write_report(results))
+    out.print(write_report(results, versus=versus))
 
 
 @eval_app.command("retrieval")

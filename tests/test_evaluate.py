@@ -152,6 +152,31 @@ def test_codegen_summary_pairs_each_strategy_with_zero_shot_on_shared_tasks():
     assert "pass@1 vs zero" in codegen_table(list(rows.values()), [1])
 
 
+def test_report_versus_pairs_every_strategy_with_the_named_one(tmp_path):
+    # lail is one sample in four better than dense on each of the 6 tasks both ran; a seventh lail task is
+    # left out of the pairing. Likelihood: lail is 0.1 above dense on every task.
+    counts = [0, 1, 2, 3, 0, 1]
+    records = JsonlCache(tmp_path / "records.jsonl")
+    for i, c in enumerate(counts):
+        records.put(f"d{i}", _record(f"t{i}", "dense", c))
+        records.put(f"l{i}", _record(f"t{i}", "lail", c + 1))
+        records.put(f"z{i}", _record(f"t{i}", "zero", 0))
+    records.put("l9", _record("t9", "lail", 4))
+    scores = JsonlCache(tmp_path / "likelihood.jsonl")
+    for i in range(6):
+        scores.put(f"d{i}", {"task_id": f"t{i}", "strategy": "dense", "logprob": -1.0 - i / 10})
+        scores.put(f"l{i}", {"task_id": f"t{i}", "strategy": "lail", "logprob": -0.9 - i / 10})
+    (tmp_path / "config.json").write_text(json.dumps({"command": "codegen", "ks": [1]}))
+    report = write_report(tmp_path, versus="dense")
+    against = report.split("## Against dense, paired by task (percentage")[1].split("\n## ")[0]
+    assert "| lail | 6 | 25.0 [25.0, 25.0] |" in against and "| zero | 6 | -" in against
+    assert "| dense |" not in against
+    assert "| lail | 6 | 0.1000 [0.1000, 0.1000] |" in report.split("## Against dense, paired by task (mean")[1]
+    assert "## Against" not in write_report(tmp_path)  # only when asked
+    with pytest.raises(UsageError, match=r"no strategy 'bm25'.*dense, lail, zero"):
+        write_report(tmp_path, versus="bm25")
+
+
 class Lengths:
     """Records, per call, the prompt lengths a likelihood run sends (no model: batching order only)."""
 

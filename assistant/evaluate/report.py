@@ -11,6 +11,7 @@ from ..paths import atomic_write_text
 from .cache import JsonlCache
 from .codegen import RANKERS, summarize_codegen
 from .likelihood import summarize_likelihood
+from .metrics import paired_difference, pass_at_k
 
 
 def _cell(value: tuple[float, float, float], scale: float = 100.0, digits: int = 1) -> str:
@@ -57,6 +58,42 @@ def likelihood_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
+def versus_table(per_task: dict[str, dict[str, dict[str, float]]], versus: str, scale: float, digits: int) -> str:
+    """Each strategy minus `versus`, paired over the tasks both ran (95% CI), one column per metric.
+
+    `per_task` maps metric → strategy → task → value. Pairing asks "better than that strategy?" directly,
+    on far fewer tasks than comparing two intervals would need."""
+    metrics = list(per_task)
+    strategies = list(dict.fromkeys(s for values in per_task.values() for s in values))
+    if versus not in strategies:
+        raise UsageError(f"no strategy {versus!r} in this run; it holds {', '.join(strategies)}")
+    lines = [
+        "| strategy | tasks | " + " | ".join(f"{m} − {versus}" for m in metrics) + " |",
+        "|" + "---|" * (len(metrics) + 2),
+    ]
+    for strategy in strategies:
+        if strategy == versus:
+            continue
+        first = per_task[metrics[0]]
+        shared = sum(1 for task in first.get(strategy, {}) if task in first[versus])
+        cells = []
+        for metric in metrics:
+            difference = paired_difference(per_task[metric].get(strategy, {}), per_task[metric][versus])
+            cells.append(_cell(difference, scale, digits) if difference is not None else "")
+        lines.append(f"| {strategy} | {shared} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _codegen_per_task(records: Sequence[dict], ks: Sequence[int]) -> dict[str, dict[str, dict[str, float]]]:
+    per_task: dict[str, dict[str, dict[str, float]]] = {f"pass@{k}": {} for k in ks}
+    for record in records:
+        for k in ks:
+            if record["n"] >= k:
+                value = pass_at_k(record["n"], record["correct"], k)
+                per_task[f"pass@{k}"].setdefault(record["strategy"], {})[record["task_id"]] = value
+    return per_task
+
+
 def bar_chart(
     path: Path, title: str, labels: Sequence[str], values: Sequence[tuple[float, float, float]], ylabel: str
 ) -> bool:
@@ -81,8 +118,10 @@ def bar_chart(
     return True
 
 
-def write_report(out: Path) -> str:
-    """Build report.md (and PNG charts) from what a results folder holds; returns the markdown."""
+def write_report(out: Path, versus: str | None = None) -> str:
+    """Build report.md (and PNG charts) from what a results folder holds; returns the markdown.
+
+    With `versus` (a strategy of the run), add tables of every strategy's paired difference from it."""
     out = Path(out)
     config_path = out / "config.json"
     if not config_path.exists():
@@ -114,6 +153,14 @@ def write_report(out: Path) -> str:
                 "fraction of tasks",
             ):
                 charts.append(f"top1_{ranker}.png")
+        if versus is not None:
+            records = list(JsonlCache(out / "records.jsonl").entries.values())
+            sections += [
+                f"## Against {versus}, paired by task (percentage points, 95% bootstrap interval)",
+                "",
+                versus_table(_codegen_per_task(records, ks), versus, 100.0, 1),
+                "",
+            ]
         usage = usage_table(rows)
         if usage:
             sections += ["## Backend usage (requests made in this run; cached samples cost nothing)", "", usage, ""]
@@ -126,6 +173,16 @@ def write_report(out: Path) -> str:
             likelihood_table(rows),
             "",
         ]
+        if versus is not None:
+            scores: dict[str, dict[str, float]] = {}
+            for record in records:
+                scores.setdefault(record["strategy"], {})[record["task_id"]] = record["logprob"]
+            sections += [
+                f"## Against {versus}, paired by task (mean log-prob difference, 95% bootstrap interval)",
+                "",
+                versus_table({"log-prob": scores}, versus, 1.0, 4),
+                "",
+            ]
         if bar_chart(
             out / "likelihood.png",
             "mean log-prob of the reference",
