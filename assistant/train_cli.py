@@ -31,8 +31,9 @@ def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # ->
         from .evaluate import load_pool
 
         index = load_pool(bank, encoder).index
-        # Named in the trained artifact's provenance ("on which bank").
-        index.meta.setdefault("source", {"kind": "benchmark", "name": f"{bank} (train split)"})
+        # Named in the trained artifact's provenance ("on which bank"), instead of an in-memory pool.
+        if index.meta.get("source", {}).get("kind", "memory") == "memory":
+            index.meta["source"] = {"kind": "benchmark", "name": f"{bank} (train split)"}
         return index
     return index_bank(Path(bank), encoder, ui)[0]
 

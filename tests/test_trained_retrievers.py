@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -182,3 +184,16 @@ def test_lail_refuses_a_server_without_usable_echo(tmp_path) -> None:
         )
     assert result.exit_code == 1
     assert "does not return the prompt's log-probabilities" in result.output
+
+
+MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
+
+
+@pytest.mark.skipif(not MBPP.exists(), reason=f"MBPP not found at {MBPP} (../shared/data)")
+def test_a_benchmark_pool_is_named_in_the_trained_artifacts_provenance(encoder) -> None:
+    from assistant.console import ProgressUI
+    from assistant.train_cli import training_index
+    from assistant.trained import describe_pool
+
+    index = training_index(Path("."), f"mbpp:{MBPP}", encoder, ProgressUI(False))
+    assert describe_pool(index) == f"benchmark mbpp:{MBPP} (train split) ({len(index)} examples)"
