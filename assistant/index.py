@@ -207,9 +207,17 @@ def _build(
     return index
 
 
-def build_index(examples: Sequence[Example], encoder: TextEncoder, progress: Progress = _no_progress) -> Index:
-    """An in-memory index over `examples` (nothing written), e.g. an evaluation's demonstration pool."""
-    return _build(list(examples), encoder, None, {"source": {"kind": "memory"}}, IndexStats(), progress)
+def build_index(
+    examples: Sequence[Example],
+    encoder: TextEncoder,
+    progress: Progress = _no_progress,
+    source: dict | None = None,
+) -> Index:
+    """An in-memory index over `examples` (nothing written), e.g. an evaluation's demonstration pool.
+
+    `source` says where the examples came from (kept in `meta`, named in trained artifacts' provenance)."""
+    meta = {"source": source or {"kind": "memory"}}
+    return _build(list(examples), encoder, None, meta, IndexStats(), progress)
 
 
 def repo_root(path: str | Path) -> Path:

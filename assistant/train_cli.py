@@ -30,11 +30,7 @@ def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # ->
     if bank.split(":")[0] == "mbpp":
         from .evaluate import load_pool
 
-        index = load_pool(bank, encoder).index
-        # Named in the trained artifact's provenance ("on which bank"), instead of an in-memory pool.
-        if index.meta.get("source", {}).get("kind", "memory") == "memory":
-            index.meta["source"] = {"kind": "benchmark", "name": f"{bank} (train split)"}
-        return index
+        return load_pool(bank, encoder).index
     return index_bank(Path(bank), encoder, ui)[0]
 
 

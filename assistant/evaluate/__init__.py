@@ -17,7 +17,8 @@ def load_pool(spec: str, encoder: TextEncoder) -> Pool:
     name, _, path = spec.partition(":")
     tasks = load_mbpp(path or "../shared/data/mbpp.jsonl", "train") if name == "mbpp" else load_dataset(spec, "train")
     examples: list[Example] = [task.as_example() for task in tasks]
-    return Pool(examples=examples, index=build_index(examples, encoder), encoder=encoder)
+    index = build_index(examples, encoder, source={"kind": "benchmark", "name": f"{spec} (train split)"})
+    return Pool(examples=examples, index=index, encoder=encoder)
 
 
 __all__ = [

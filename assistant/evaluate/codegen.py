@@ -199,15 +199,20 @@ def read_run(folder: Path) -> tuple[dict, list[dict]]:
     return config, list(JsonlCache(records_path).entries.values())
 
 
-def _pass_at_1(records: Sequence[dict]) -> dict[str, float]:
-    """Each task's unbiased pass@1 (c / n)."""
-    return {r["task_id"]: r["correct"] / r["n"] for r in records if r["n"]}
+def per_task_pass_at_k(records: Sequence[dict], k: int) -> dict[str, dict[str, float]]:
+    """strategy → task → unbiased pass@k, for the records with at least k samples (what pairing compares)."""
+    values: dict[str, dict[str, float]] = {}
+    for r in records:
+        if r["n"] >= k:
+            values.setdefault(r["strategy"], {})[r["task_id"]] = pass_at_k(r["n"], r["correct"], k)
+    return values
 
 
 def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
     """Per strategy: pass@k (mean over tasks, 95% bootstrap interval), each ranker's pass@1, and the paired
     pass@1 difference from zero-shot on the tasks both ran (`vs_zero`)."""
-    zero = _pass_at_1([r for r in records if r["strategy"] == "zero"])
+    pass_at_1 = per_task_pass_at_k(records, 1)
+    zero = pass_at_1.get("zero", {})
     rows = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
         mine = [r for r in records if r["strategy"] == strategy]
@@ -224,7 +229,7 @@ def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
             ]
             row[f"{ranker}"] = bootstrap_ci(values)
         # Both strategies share each task's sampling seed, so pairing by task is fair as well as tight.
-        difference = paired_difference(_pass_at_1(mine), zero) if strategy != "zero" else None
+        difference = paired_difference(pass_at_1.get(strategy, {}), zero) if strategy != "zero" else None
         if difference is not None:
             row["vs_zero"] = difference
         spent = [r["usage"] for r in mine if r.get("usage")]

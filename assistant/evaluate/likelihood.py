@@ -81,11 +81,17 @@ def _length(job: tuple[Task, Prompt, str]) -> int:
     return sum(len(m["content"]) for m in prompt.messages) + len(task.reference)
 
 
-def summarize_likelihood(records: Sequence[dict]) -> list[dict]:
-    """Per strategy: mean log-probability with a 95% bootstrap interval, and the paired gain over zero-shot."""
+def per_task_logprob(records: Sequence[dict]) -> dict[str, dict[str, float]]:
+    """strategy → task → mean log-probability of the reference (what pairing compares)."""
     by_strategy: dict[str, dict[str, float]] = {}
     for record in records:
         by_strategy.setdefault(record["strategy"], {})[record["task_id"]] = record["logprob"]
+    return by_strategy
+
+
+def summarize_likelihood(records: Sequence[dict]) -> list[dict]:
+    """Per strategy: mean log-probability with a 95% bootstrap interval, and the paired gain over zero-shot."""
+    by_strategy = per_task_logprob(records)
     zero = by_strategy.get("zero")
     rows = []
     for strategy, values in by_strategy.items():

@@ -9,9 +9,9 @@ from pathlib import Path
 from ..errors import UsageError
 from ..paths import atomic_write_text
 from .cache import JsonlCache
-from .codegen import RANKERS, summarize_codegen
-from .likelihood import summarize_likelihood
-from .metrics import paired_difference, pass_at_k
+from .codegen import RANKERS, per_task_pass_at_k, summarize_codegen
+from .likelihood import per_task_logprob, summarize_likelihood
+from .metrics import paired_difference
 
 
 def _cell(value: tuple[float, float, float], scale: float = 100.0, digits: int = 1) -> str:
@@ -84,16 +84,6 @@ def versus_table(per_task: dict[str, dict[str, dict[str, float]]], versus: str, 
     return "\n".join(lines)
 
 
-def _codegen_per_task(records: Sequence[dict], ks: Sequence[int]) -> dict[str, dict[str, dict[str, float]]]:
-    per_task: dict[str, dict[str, dict[str, float]]] = {f"pass@{k}": {} for k in ks}
-    for record in records:
-        for k in ks:
-            if record["n"] >= k:
-                value = pass_at_k(record["n"], record["correct"], k)
-                per_task[f"pass@{k}"].setdefault(record["strategy"], {})[record["task_id"]] = value
-    return per_task
-
-
 def bar_chart(
     path: Path, title: str, labels: Sequence[str], values: Sequence[tuple[float, float, float]], ylabel: str
 ) -> bool:
@@ -131,7 +121,8 @@ def write_report(out: Path, versus: str | None = None) -> str:
     charts = []
     if (out / "records.jsonl").exists():
         ks = config.get("ks", [1])
-        rows = summarize_codegen(list(JsonlCache(out / "records.jsonl").entries.values()), ks)
+        records = list(JsonlCache(out / "records.jsonl").entries.values())
+        rows = summarize_codegen(records, ks)
         sections += ["## Code generation (percent, 95% bootstrap interval over tasks)", "", codegen_table(rows, ks), ""]
         for k in ks:
             labels = [r["strategy"] for r in rows if f"pass@{k}" in r]
@@ -154,11 +145,11 @@ def write_report(out: Path, versus: str | None = None) -> str:
             ):
                 charts.append(f"top1_{ranker}.png")
         if versus is not None:
-            records = list(JsonlCache(out / "records.jsonl").entries.values())
+            per_task = {f"pass@{k}": per_task_pass_at_k(records, k) for k in ks}
             sections += [
                 f"## Against {versus}, paired by task (percentage points, 95% bootstrap interval)",
                 "",
-                versus_table(_codegen_per_task(records, ks), versus, 100.0, 1),
+                versus_table(per_task, versus, 100.0, 1),
                 "",
             ]
         usage = usage_table(rows)
@@ -174,13 +165,10 @@ def write_report(out: Path, versus: str | None = None) -> str:
             "",
         ]
         if versus is not None:
-            scores: dict[str, dict[str, float]] = {}
-            for record in records:
-                scores.setdefault(record["strategy"], {})[record["task_id"]] = record["logprob"]
             sections += [
                 f"## Against {versus}, paired by task (mean log-prob difference, 95% bootstrap interval)",
                 "",
-                versus_table({"log-prob": scores}, versus, 1.0, 4),
+                versus_table({"log-prob": per_task_logprob(records)}, versus, 1.0, 4),
                 "",
             ]
         if bar_chart(
