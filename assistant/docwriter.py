@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from .backends import Backend, SamplingParams
 from .docstrings import Target
+from .encoder import dot_scores
 from .examples import Example
 from .index import TextEncoder
 from .prompts import Prompt, render
@@ -195,7 +196,7 @@ class ExemplarIndex:
         if not self.examples or k <= 0:
             return []
         if self._vectors is not None and self.encoder is not None:
-            scores = self._vectors @ self.encoder.encode([code])[0]
+            scores = dot_scores(self._vectors, self.encoder.encode([code])[0])
         else:
             assert self._bm25 is not None
             scores = np.asarray(self._bm25.get_scores(tokenize(code) or ["_"]))

@@ -30,6 +30,19 @@ def embed_texts(model, tokenizer, texts: Sequence[str], max_length: int):  # -> 
     return mean_pool(model, batch)
 
 
+def dot_scores(pool: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """`pool @ vector` computed by torch, for query-time scoring right after an `Encoder.encode`.
+
+    numpy's BLAS keeps its own thread pool; run straight after torch's, the two contend for the cores and
+    a 0.3 ms product took up to 100 ms (p95) on 2 cores. torch reuses the pool the encoder just used.
+    """
+    import torch
+
+    with torch.inference_mode():
+        matrix = torch.from_numpy(np.ascontiguousarray(pool, dtype=np.float32))
+        return (matrix @ torch.from_numpy(np.ascontiguousarray(vector, dtype=np.float32))).numpy()
+
+
 class Encoder:
     """Turns texts into unit vectors; cosine similarity is then a dot product.
 

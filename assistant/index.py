@@ -111,6 +111,21 @@ class Index:
             self._faiss = _faiss_index(self.vectors)
         return self._faiss
 
+    def dense_search(self, vectors: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """faiss top-`depth` (scores, rows) for each query vector.
+
+        A single query runs on one faiss thread: its OpenMP pool would otherwise contend with torch's, which
+        has just encoded the query, and on 2 cores that doubled the p50 (18 ms against 9 ms for 15,668 rows).
+        """
+        if len(vectors) != 1:
+            return self.dense.search(vectors, depth)
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)
+        try:
+            return self.dense.search(vectors, depth)
+        finally:
+            faiss.omp_set_num_threads(threads)
+
     def save(self, directory: Path) -> None:
         """Write the index to `directory`, replacing what was there only once everything is written."""
         directory = Path(directory)

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from .backends import Backend
-from .encoder import embed_texts
+from .encoder import dot_scores, embed_texts
 from .errors import UsageError
 from .evaluate.cache import JsonlCache, cache_key
 from .examples import Example
@@ -279,7 +279,7 @@ class LailRetriever:
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         if not len(self.index):
             return []
-        scores = self.pool @ self.encoder.encode([query])[0]
+        scores = dot_scores(self.pool, self.encoder.encode([query])[0])
         return [
             Hit(self.index.examples[row], float(scores[row]), self.name, f"LAIL cosine {scores[row]:.3f}")
             for row in top_rows(scores, self.index.examples, k, exclude)

@@ -105,7 +105,7 @@ class DenseRetriever:
         vector = self.encoder.encode([query])
         # Ask faiss for extra rows so exclusions still leave k.
         depth = min(len(self.index), k + 16)
-        scores, rows = self.index.dense.search(vector, depth)
+        scores, rows = self.index.dense_search(vector, depth)
         hits = []
         for score, row in zip(scores[0], rows[0], strict=True):
             if row < 0 or (exclude is not None and exclude(self.index.examples[row])):

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .codesim import similarity_matrix
+from .encoder import dot_scores
 from .errors import UsageError
 from .examples import Example
 from .index import Index, TextEncoder
@@ -221,7 +222,7 @@ class TstrRetriever:
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         if not len(self.index):
             return []
-        scores = self.pool @ self.model.transform(self.encoder.encode([query]))[0]
+        scores = dot_scores(self.pool, self.model.transform(self.encoder.encode([query]))[0])
         return [
             Hit(self.index.examples[row], float(scores[row]), self.name, f"tuned cosine {scores[row]:.3f}")
             for row in top_rows(scores, self.index.examples, k, exclude)

@@ -299,7 +299,7 @@ def run_benchmark(
         "bm25 get_scores": latencies_ms(bm25.scores, queries),
         "encode query": latencies_ms(lambda q: encoder.encode([q]), queries),
         "faiss search": latencies_ms(
-            lambda v: index.dense.search(v, K + 16), [query_vectors[i : i + 1] for i in range(len(queries))]
+            lambda v: index.dense_search(v, K + 16), [query_vectors[i : i + 1] for i in range(len(queries))]
         ),
     }
 

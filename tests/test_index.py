@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 
 from assistant.errors import UsageError
@@ -91,3 +92,36 @@ def test_source_falls_back_to_default_bank_then_uses_repo_index(scratch_repo, en
     index_repo(scratch_repo, encoder)
     source = open_source(encoder, start=scratch_repo)
     assert source.kind == "repo" and len(source.index) == 3 and source.root == scratch_repo
+
+
+def test_dot_scores_match_numpy_for_any_float_dtype() -> None:
+    from assistant.encoder import dot_scores
+
+    rng = np.random.default_rng(0)
+    pool = rng.standard_normal((50, 8))
+    vector = rng.standard_normal(8).astype(np.float32)
+    scores = dot_scores(pool, vector)  # a float64 pool is scored in float32, like the encoder's vectors
+    assert scores.dtype == np.float32 and scores.shape == (50,)
+    np.testing.assert_allclose(scores, pool @ vector, rtol=1e-5, atol=1e-5)
+    assert int(np.argmax(scores)) == int(np.argmax(pool @ vector))
+
+
+def test_dense_search_of_one_query_matches_faiss_and_keeps_its_thread_setting(tmp_path, encoder) -> None:
+    import faiss
+
+    bank = tmp_path / "bank.jsonl"
+    rows = [
+        {"requirement": f"task {i}: {word}", "code": f"def f{i}():\n    return {i}\n"}
+        for i, word in enumerate(
+            ["sort a list", "reverse a string", "sum of squares", "parse a date", "merge two dicts"]
+        )
+    ]
+    bank.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    index = index_bank(bank, encoder)[0]
+    query = encoder.encode(["reverse the characters of a string"])
+    before = faiss.omp_get_max_threads()
+    scores, found = index.dense_search(query, 3)
+    expected_scores, expected_rows = index.dense.search(query, 3)
+    assert found.tolist() == expected_rows.tolist() and found[0][0] == 1
+    np.testing.assert_allclose(scores, expected_scores, rtol=1e-6)
+    assert faiss.omp_get_max_threads() == before
