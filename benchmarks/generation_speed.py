@@ -103,7 +103,8 @@ def time_llama_cpp(model: str, tokens: int, rows: int) -> list[dict] | str:
         from llama_cpp import Llama
     except ImportError:
         return (
-            "skipped: llama-cpp-python is not installed (pip install llama-cpp-python; it builds from source, ~8 min)"
+            "skipped: llama-cpp-python is not installed "
+            "(pip install llama-cpp-python; it builds from source: most of an hour on 2 cores)"
         )
     spec = resolve(model)
     with tempfile.TemporaryDirectory() as folder:
