@@ -114,7 +114,11 @@ def bounds(labels: Labels, rows: Sequence[int]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pool", default="mbpp:../shared/data/mbpp.jsonl")
+    parser.add_argument(
+        "--pool",
+        default="mbpp:../shared/data/mbpp.jsonl",
+        help="the pool LAIL trained on, as `assist eval --pool` takes it",
+    )
     parser.add_argument("--folds", type=int, default=0, help="held-out folds to retrain (0: in-sample only)")
     for name in ("epochs", "hard_negatives", "positives", "soft_negatives", "batch"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int)
