@@ -57,6 +57,10 @@ class LailConfig:
     batch: int = 16  # queries per step (paper 32)
     lr: float = 5e-5
     temperature: float = 0.05
+    # "infonce": the paper's loss (one positive, one soft negative). "listwise": every labeled candidate, the
+    # target being softmax(label / label_temperature) over S_i, so the whole ranking teaches, not its two ends.
+    loss: str = "infonce"
+    label_temperature: float = 0.1
     seed: int = 0
 
 
@@ -156,27 +160,10 @@ def train_encoder(
             queries = usable[step * config.batch : (step + 1) * config.batch]
             if not queries:
                 continue
-            positives = [rng.choice(labels[i][: config.positives])[0] for i in queries]
-            softs = [rng.choice(labels[i][-config.soft_negatives :])[0] for i in queries]
-            blocked = set(queries) | {q for i in queries for q, _ in labels[i]}
-            outside = [j for j in range(len(examples)) if j not in blocked]
-            hard = rng.sample(outside, min(config.hard_negatives, len(outside)))
-            candidates = positives + softs + hard
-            q_vec = embed_texts(model, tokenizer, [texts[i] for i in queries], 128)
-            c_vec = embed_texts(model, tokenizer, [texts[j] for j in candidates], 128)
-            logits = q_vec @ c_vec.T / config.temperature
-            # A query must not be pushed away from its own candidate set (false negatives), except its own
-            # soft negative; nor from itself.
-            mask = torch.zeros_like(logits, dtype=torch.bool)
-            for row, i in enumerate(queries):
-                own = {q for q, _ in labels[i]} | {i}
-                for col, j in enumerate(candidates):
-                    if col in (row, len(queries) + row):
-                        continue
-                    if j in own or j == positives[row]:
-                        mask[row, col] = True
-            logits = logits.masked_fill(mask, float("-inf"))
-            loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(queries)))
+            if config.loss == "listwise":
+                loss = _listwise_loss(model, tokenizer, texts, labels, queries, rng, config)
+            else:
+                loss = _infonce_loss(model, tokenizer, texts, labels, queries, rng, config)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -185,6 +172,61 @@ def train_encoder(
         losses.append(total / len(usable))
     model.eval()
     return model, tokenizer, losses
+
+
+def _hard_negatives(labels, queries, count: int, size: int, rng: random.Random) -> list[int]:
+    """Examples outside every query's S_i (and not a query): negatives no label vouches for."""
+    blocked = set(queries) | {q for i in queries for q, _ in labels[i]}
+    outside = [j for j in range(size) if j not in blocked]
+    return rng.sample(outside, min(count, len(outside)))
+
+
+def _infonce_loss(model, tokenizer, texts, labels, queries, rng, config):
+    """The paper's InfoNCE: one positive and one soft negative per query, plus shared hard negatives."""
+    import torch
+
+    positives = [rng.choice(labels[i][: config.positives])[0] for i in queries]
+    softs = [rng.choice(labels[i][-config.soft_negatives :])[0] for i in queries]
+    hard = _hard_negatives(labels, queries, config.hard_negatives, len(texts), rng)
+    candidates = positives + softs + hard
+    q_vec = embed_texts(model, tokenizer, [texts[i] for i in queries], 128)
+    c_vec = embed_texts(model, tokenizer, [texts[j] for j in candidates], 128)
+    logits = q_vec @ c_vec.T / config.temperature
+    # A query must not be pushed away from its own candidate set (false negatives), except its own
+    # soft negative; nor from itself.
+    mask = torch.zeros_like(logits, dtype=torch.bool)
+    for row, i in enumerate(queries):
+        own = {q for q, _ in labels[i]} | {i}
+        for col, j in enumerate(candidates):
+            if col in (row, len(queries) + row):
+                continue
+            if j in own or j == positives[row]:
+                mask[row, col] = True
+    logits = logits.masked_fill(mask, float("-inf"))
+    return torch.nn.functional.cross_entropy(logits, torch.arange(len(queries)))
+
+
+def _listwise_loss(model, tokenizer, texts, labels, queries, rng, config):
+    """Soft-target cross-entropy: over the batch's candidates and shared hard negatives, each query's target
+    is softmax(label / label_temperature) on its own S_i and zero elsewhere (never itself)."""
+    import torch
+
+    columns = list(dict.fromkeys(q for i in queries for q, _ in labels[i]))
+    columns += _hard_negatives(labels, queries, config.hard_negatives, len(texts), rng)
+    where = {j: col for col, j in enumerate(columns)}
+    q_vec = embed_texts(model, tokenizer, [texts[i] for i in queries], 128)
+    c_vec = embed_texts(model, tokenizer, [texts[j] for j in columns], 128)
+    logits = q_vec @ c_vec.T / config.temperature
+    target = torch.zeros_like(logits)
+    mask = torch.zeros_like(logits, dtype=torch.bool)
+    for row, i in enumerate(queries):
+        scores = torch.tensor([score for _, score in labels[i]]) / config.label_temperature
+        target[row, [where[q] for q, _ in labels[i]]] = torch.softmax(scores, dim=0)
+        if i in where:
+            mask[row, where[i]] = True
+    logits = logits.masked_fill(mask, float("-inf"))
+    log_probs = torch.log_softmax(logits, dim=1).masked_fill(mask, 0.0)
+    return -(target * log_probs).sum(dim=1).mean()
 
 
 def train_lail(

@@ -62,6 +62,13 @@ def retriever(
     positives: Annotated[int, typer.Option(help="lail: top-scored kept as positives, z (paper 5).")] = 2,
     soft_negatives: Annotated[int, typer.Option(help="lail: bottom-scored soft negatives, v (paper 5).")] = 2,
     hard_negatives: Annotated[int, typer.Option(help="lail: hard negatives from outside S_i, h (paper 63).")] = 32,
+    loss: Annotated[
+        str,
+        typer.Option(
+            help="lail: infonce (the paper's: one positive, one soft negative) or listwise (every labeled candidate, "
+            "weighted by softmax of its score; see results/lail-headroom)."
+        ),
+    ] = "infonce",
     resume: Annotated[
         bool, typer.Option("--resume/--fresh", help="lail: reuse the labels already computed (default) or relabel.")
     ] = True,
@@ -96,6 +103,7 @@ def retriever(
             positives,
             soft_negatives,
             hard_negatives,
+            loss,
             resume,
             json_output,
         )
@@ -129,6 +137,7 @@ def _train_lail(
     positives: int,
     soft_negatives: int,
     hard_negatives: int,
+    loss: str,
     resume: bool,
     json_output: bool,
 ) -> None:
@@ -140,6 +149,8 @@ def _train_lail(
 
     if labeler not in ("local", "openai"):
         raise UsageError(f"unknown labeler {labeler!r}; choose local or openai")
+    if loss not in ("infonce", "listwise"):
+        raise UsageError(f"unknown loss {loss!r}; choose infonce or listwise")
     for name, value in (("candidates", candidates), ("positives", positives), ("soft-negatives", soft_negatives)):
         if value < 1:
             raise UsageError(f"--{name} must be at least 1")
@@ -148,6 +159,7 @@ def _train_lail(
         positives=positives,
         soft_negatives=soft_negatives,
         hard_negatives=max(0, hard_negatives),
+        loss=loss,
         seed=seed,
         **({"epochs": epochs} if epochs else {}),
     )

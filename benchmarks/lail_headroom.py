@@ -24,6 +24,7 @@ It prints figures and asserts nothing. Run from the repo root once the artifact 
     .venv/bin/python benchmarks/lail_headroom.py                   # in-sample only: seconds
     .venv/bin/python benchmarks/lail_headroom.py --folds 5         # + 5-fold held-out (about 2 min per fold)
     .venv/bin/python benchmarks/lail_headroom.py --folds 5 --temperature 0.1 --epochs 2   # a variant
+    .venv/bin/python benchmarks/lail_headroom.py --folds 5 --loss listwise                 # every label teaches
 """
 
 from __future__ import annotations
@@ -122,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=0, help="held-out folds to retrain (0: in-sample only)")
     for name in ("epochs", "hard_negatives", "positives", "soft_negatives", "batch"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int)
-    for name in ("temperature", "lr"):
-        parser.add_argument(f"--{name}", type=float)
+    for name in ("temperature", "lr", "label_temperature"):
+        parser.add_argument(f"--{name.replace('_', '-')}", type=float)
+    parser.add_argument("--loss", choices=["infonce", "listwise"], help="the training loss (see LailConfig)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 

@@ -197,3 +197,30 @@ def test_a_benchmark_pool_is_named_in_the_trained_artifacts_provenance(encoder) 
 
     index = training_index(Path("."), f"mbpp:{MBPP}", encoder, ProgressUI(False))
     assert describe_pool(index) == f"benchmark mbpp:{MBPP} (train split) ({len(index)} examples)"
+
+
+def test_listwise_lail_training_learns_the_labels_order_not_the_frozen_encoders(encoder) -> None:
+    import torch
+
+    from assistant.encoder import embed_texts
+    from assistant.lail import LailConfig, train_encoder
+    from assistant.models import encoder_dir, resolve
+
+    examples = pool_examples()
+    vectors = encoder.encode([e.requirement for e in examples])
+    frozen = vectors @ vectors.T
+    # Every example's labels prefer its least similar other example over its most similar one.
+    labels = []
+    for i in range(len(examples)):
+        order = [int(j) for j in np.argsort(-frozen[i]) if j != i]
+        labels.append([(order[-1], -0.5), (order[0], -1.5)])
+    config = LailConfig(
+        candidates=2, positives=1, soft_negatives=1, hard_negatives=4, epochs=3, batch=4, loss="listwise"
+    )
+    model, tokenizer, losses = train_encoder(examples, labels, encoder_dir(resolve(None, "encoder")), config)
+    assert losses[-1] < losses[0]
+    with torch.inference_mode():
+        trained = embed_texts(model, tokenizer, [e.requirement for e in examples], 128).numpy()
+    scores = trained @ trained.T
+    flipped = sum(scores[i, labels[i][0][0]] > scores[i, labels[i][1][0]] for i in range(len(examples)))
+    assert flipped >= len(examples) - 1
