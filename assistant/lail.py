@@ -8,7 +8,8 @@ Labeling, for every example e_i = (x_i, y_i) of the pool:
   3. the top z are positives, the bottom v soft negatives.
 Training: the encoder (default MiniLM) with InfoNCE over cosine / τ: for each query x_i, one positive, one
 soft negative, and h hard negatives drawn from outside S_i (shared by the batch, plus the other queries'
-candidates when they are not in S_i).
+candidates when they are not in S_i). Optionally (`loss="listwise"`, not in the paper) every candidate of S_i
+teaches, with softmax(label / label τ) as the target distribution.
 
 Cost on a 2-core CPU is dominated by labeling: every pair is one prompt. Pairs that share a demonstration
 share its forward pass (the prompt's prefix KV cache), so a pair costs only the tokens of x_i and y_i.
@@ -136,7 +137,10 @@ def train_encoder(
     config: LailConfig,
     progress: Progress | None = None,
 ):  # -> (model, tokenizer, losses)
-    """Fine-tune a copy of the encoder with InfoNCE on the labels; returns (model, tokenizer, epoch losses)."""
+    """Fine-tune a copy of the encoder on the labels with `config.loss` (InfoNCE by default).
+
+    Returns (model, tokenizer, epoch losses).
+    """
     import torch
     from transformers import AutoModel, AutoTokenizer
 
