@@ -46,6 +46,9 @@ from .trained import artifact_dir, describe_pool, read_manifest, write_manifest
 Progress = Callable[[str, int, int], None]
 
 
+LOSSES = ("infonce", "listwise")
+
+
 @dataclass(frozen=True)
 class LailConfig:
     """Labeling and training settings. Paper (GPU, 16B labeler): t=50, z=5, v=5, h=63, lr 5e-5, batch 32."""
@@ -63,6 +66,10 @@ class LailConfig:
     loss: str = "infonce"
     label_temperature: float = 0.1
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise UsageError(f"unknown loss {self.loss!r}; choose {' or '.join(LOSSES)}")
 
 
 def text_hash(example: Example) -> str:

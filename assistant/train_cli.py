@@ -149,8 +149,6 @@ def _train_lail(
 
     if labeler not in ("local", "openai"):
         raise UsageError(f"unknown labeler {labeler!r}; choose local or openai")
-    if loss not in ("infonce", "listwise"):
-        raise UsageError(f"unknown loss {loss!r}; choose infonce or listwise")
     for name, value in (("candidates", candidates), ("positives", positives), ("soft-negatives", soft_negatives)):
         if value < 1:
             raise UsageError(f"--{name} must be at least 1")

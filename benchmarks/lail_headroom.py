@@ -47,7 +47,7 @@ from assistant.encoder import Encoder, embed_texts
 from assistant.evaluate import bootstrap_ci, load_pool
 from assistant.evaluate.cache import JsonlCache
 from assistant.index import Index, embedding_text
-from assistant.lail import LailConfig, candidate_sets, label_pool, train_encoder
+from assistant.lail import LOSSES, LailConfig, candidate_sets, label_pool, train_encoder
 from assistant.models import encoder_dir, resolve
 from assistant.trained import artifact_dir, read_manifest
 
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--{name.replace('_', '-')}", type=int)
     for name in ("temperature", "lr", "label_temperature"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=float)
-    parser.add_argument("--loss", choices=["infonce", "listwise"], help="the training loss (see LailConfig)")
+    parser.add_argument("--loss", choices=LOSSES, help="the held-out folds' training loss (see LailConfig)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
@@ -136,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     if manifest is None:
         print(f"no LAIL artifact for this pool in {directory}; train it first", file=sys.stderr)
         return 2
-    config = LailConfig(**manifest["config"])
+    artifact_config = LailConfig(**manifest["config"])
     overrides = {k: v for k, v in vars(args).items() if k in {f.name for f in dataclasses.fields(LailConfig)}}
-    config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v is not None})
+    config = dataclasses.replace(artifact_config, **{k: v for k, v in overrides.items() if v is not None})
     labels = label_pool(index, CachedOnly(manifest["labeler"]["model"]), config, JsonlCache(directory / "labels.jsonl"))
     order = candidate_sets(index, config.candidates)
     rows = list(range(len(index)))
@@ -200,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     b = results["bounds"]
     gap = b["oracle"] - means["bm25"]["chosen"]
     print(f"pool: {results['pool']}; labels by {results['labeler']}; t={config.candidates}")
-    print(f"config: {json.dumps(results['config'])}")
+    # The in-sample row is the artifact as trained; overrides change only the held-out folds.
+    print(f"artifact (in-sample) config: {json.dumps(dataclasses.asdict(artifact_config))}")
+    print(f"held-out folds' config: {json.dumps(results['config'])}")
     print(f"{'choice within S_i':<26}{'mean log-prob':>14}{'gap closed':>12}{'spearman':>10}")
     print(f"{'oracle (best of t)':<26}{b['oracle']:>14.4f}{'100%':>12}{'':>10}")
     for name, value in means.items():

@@ -224,3 +224,5 @@ def test_listwise_lail_training_learns_the_labels_order_not_the_frozen_encoders(
     scores = trained @ trained.T
     flipped = sum(scores[i, labels[i][0][0]] > scores[i, labels[i][1][0]] for i in range(len(examples)))
     assert flipped >= len(examples) - 1
+    with pytest.raises(UsageError, match="unknown loss 'pairwise'"):
+        LailConfig(loss="pairwise")
