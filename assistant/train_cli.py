@@ -66,7 +66,8 @@ def retriever(
         str,
         typer.Option(
             help="lail: infonce (the paper's: one positive, one soft negative) or listwise (every labeled candidate, "
-            "weighted by softmax of its score; see results/lail-headroom)."
+            "weighted by softmax of its score; about 2.6x InfoNCE's training time, since it embeds all "
+            "candidates; see results/lail-headroom)."
         ),
     ] = "infonce",
     resume: Annotated[

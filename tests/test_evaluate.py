@@ -19,7 +19,7 @@ from assistant.evaluate import (
     summarize_codegen,
     write_report,
 )
-from assistant.evaluate.cache import JsonlCache
+from assistant.evaluate.cache import JsonlCache, supersede
 from assistant.evaluate.codegen import picks
 from assistant.evaluate.datasets import Task
 from assistant.evaluate.metrics import paired_difference
@@ -113,6 +113,21 @@ def test_cache_survives_a_torn_line(tmp_path):
     assert again.get("a") == {"x": 1} and "b" not in again
     again.put("c", {"x": 3})  # appended after the torn line, not glued onto it
     assert JsonlCache(tmp_path / "c.jsonl").get("c") == {"x": 3}
+
+
+def test_supersede_keeps_one_record_per_task_and_strategy(tmp_path):
+    store = JsonlCache(tmp_path / "records.jsonl")
+    store.put("old-lail-t1", {"task_id": "t1", "strategy": "lail", "logprob": -1.0})
+    store.put("dense-t1", {"task_id": "t1", "strategy": "dense", "logprob": -1.1})
+    store.put("old-lail-t2", {"task_id": "t2", "strategy": "lail", "logprob": -1.2})
+    with open(tmp_path / "records.jsonl", "a") as handle:
+        handle.write('{"key": "x", "val')  # a torn line is dropped by the rewrite
+    store = JsonlCache(tmp_path / "records.jsonl")
+    # The retrained lail is about to record t1 under a new key; t2 and dense are not in this run, so they stay.
+    assert supersede(store, {("t1", "lail"): "new-lail-t1", ("t1", "dense"): "dense-t1"}) == 1
+    store.put("new-lail-t1", {"task_id": "t1", "strategy": "lail", "logprob": -0.9})
+    assert list(JsonlCache(tmp_path / "records.jsonl").entries) == ["dense-t1", "old-lail-t2", "new-lail-t1"]
+    assert supersede(store, {("t1", "lail"): "new-lail-t1"}) == 0  # nothing stale: the file is left alone
 
 
 def test_rankers_pick_among_parsable_samples():
@@ -265,3 +280,13 @@ def test_codegen_and_likelihood_runs_resume_without_calling_the_model_again(tmp_
     assert counting.calls == 3
     report = write_report(tmp_path)
     assert "| zero | 1 |" in report and "gain vs zero-shot" in report and (tmp_path / "report.md").exists()
+
+    # bm25's prompts change (as a retrained retriever's would): its new records replace the old, zero's stay.
+    changed = run_codegen(tasks, pool, ["bm25"], counting, tmp_path, params=params, demos=1)
+    assert counting.calls == 4 and changed[0]["demonstrations"] != first[1]["demonstrations"]
+    records = list(JsonlCache(tmp_path / "records.jsonl").entries.values())
+    assert sorted(r["strategy"] for r in records) == ["bm25", "zero"] and changed[0] in records
+    run_likelihood(tasks, pool, ["bm25"], counting, tmp_path, demos=1)
+    assert counting.calls == 5
+    report = write_report(tmp_path)
+    assert "| bm25 | 1 |" in report and "| zero | 1 |" in report

@@ -9,8 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from ..paths import atomic_write_text
 
 
 def cache_key(**parts: Any) -> str:
@@ -52,3 +55,30 @@ class JsonlCache:
             handle.write(json.dumps({"key": key, "value": value}, ensure_ascii=False) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+
+    def discard(self, keys: Iterable[str]) -> int:
+        """Drop these entries, rewriting the file atomically (only if one is held); returns how many went."""
+        gone = [key for key in dict.fromkeys(keys) if key in self.entries]
+        if gone:
+            for key in gone:
+                del self.entries[key]
+            lines = (json.dumps({"key": k, "value": v}, ensure_ascii=False) + "\n" for k, v in self.entries.items())
+            atomic_write_text(self.path, "".join(lines))
+            self._torn = False
+        return len(gone)
+
+
+def supersede(store: JsonlCache, current: Mapping[tuple[str, str], str]) -> int:
+    """Keep one record per (task_id, strategy) in a results store: drop those that `current` replaces.
+
+    `current` maps each (task, strategy) a run is about to record to its record key. An older record for the
+    same pair under another key (say, `lail` before the retriever was retrained: its prompts, hence its key,
+    differ) would otherwise be reported beside the new one. Pairs the run does not touch are kept, so a
+    results folder can still grow by strategies and tasks. Returns how many records were dropped.
+    """
+    stale = [
+        key
+        for key, record in store.entries.items()
+        if isinstance(record, dict) and current.get((record.get("task_id"), record.get("strategy")), key) != key
+    ]
+    return store.discard(stale)

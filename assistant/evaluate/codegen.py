@@ -11,7 +11,7 @@ from pathlib import Path
 from .. import sandbox
 from ..backends import Backend, SamplingParams
 from ..candidates import extract_code
-from .cache import JsonlCache, cache_key
+from .cache import JsonlCache, cache_key, supersede
 from .datasets import Task
 from .metrics import bootstrap_ci, paired_difference, pass_at_k
 from .strategies import Pool, make_strategy
@@ -105,6 +105,9 @@ def run_codegen(
             )
             record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy)
             jobs.append((strategy, task, chosen, prompt, sample_params, key, record_key))
+    # A strategy whose prompts changed since an earlier run into this folder (a retrained retriever) gets new
+    # record keys: its old records must go, or the report would count each task twice.
+    supersede(records, {(job[1].task_id, job[0]): job[6] for job in jobs})
     # Progress is per strategy, and a resumed strategy reports its cached tasks at once: the rate and ETA then
     # count only the tasks this run samples.
     per_strategy = {s: sum(1 for job in jobs if job[0] == s) for s in strategies}

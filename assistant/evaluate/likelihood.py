@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..backends import Backend
 from ..prompts import Prompt
-from .cache import JsonlCache, cache_key
+from .cache import JsonlCache, cache_key, supersede
 from .datasets import Task
 from .metrics import bootstrap_ci, paired_difference
 from .strategies import Pool, make_strategy
@@ -54,6 +54,8 @@ def run_likelihood(
                 continuation=task.reference,
             )
             jobs.append((task, prompt, key))
+        # One record per (task, strategy): a retrained retriever's new scores replace its old ones.
+        supersede(store, {(task.task_id, strategy): _record_key(task, strategy, key) for task, _, key in jobs})
         done = sum(1 for _, _, key in jobs if key in cache)
         report(f"likelihood {strategy}", done, len(jobs))
         # Sorted by length, each batch holds prompts of similar length, so little compute goes to padding;
@@ -68,11 +70,16 @@ def run_likelihood(
             report(f"likelihood {strategy}", done, len(jobs))
         for task, _, key in jobs:
             record = {"task_id": task.task_id, "strategy": strategy, **cache.get(key)}
-            record_key = cache_key(kind="likelihood-record", task=task.task_id, strategy=strategy, score=key)
+            record_key = _record_key(task, strategy, key)
             if record_key not in store:
                 store.put(record_key, record)
             records.append(record)
     return records
+
+
+def _record_key(task: Task, strategy: str, score_key: str) -> str:
+    """The results-store key of a (task, strategy) record whose score is cached under `score_key`."""
+    return cache_key(kind="likelihood-record", task=task.task_id, strategy=strategy, score=score_key)
 
 
 def _length(job: tuple[Task, Prompt, str]) -> int:
