@@ -77,8 +77,6 @@ def supersede(store: JsonlCache, current: Mapping[tuple[str, str], str]) -> int:
     results folder can still grow by strategies and tasks. Returns how many records were dropped.
     """
     stale = [
-        key
-        for key, record in store.entries.items()
-        if isinstance(record, dict) and current.get((record.get("task_id"), record.get("strategy")), key) != key
+        key for key, record in store.entries.items() if current.get((record["task_id"], record["strategy"]), key) != key
     ]
     return store.discard(stale)
