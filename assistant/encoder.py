@@ -24,6 +24,11 @@ def mean_pool(model, batch, normalize: bool = True):  # -> torch.Tensor (rows, d
     return torch.nn.functional.normalize(pooled, dim=-1) if normalize else pooled
 
 
+# Tokens embedded per text. Training (LAIL) and retrieval share it: an encoder trained on truncated texts
+# would otherwise meet longer ones at query time.
+MAX_TOKENS = 256
+
+
 def embed_texts(model, tokenizer, texts: Sequence[str], max_length: int):  # -> torch.Tensor
     """Tokenize (padded, truncated) and mean-pool `texts` with a trainable encoder; gradients flow."""
     batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
@@ -50,7 +55,7 @@ class Encoder:
     several times faster than encoding in input order.
     """
 
-    def __init__(self, directory: str | Path, name: str, max_length: int = 256, batch_size: int = 64) -> None:
+    def __init__(self, directory: str | Path, name: str, max_length: int = MAX_TOKENS, batch_size: int = 64) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -70,7 +75,7 @@ class Encoder:
     def load(cls, spec: ModelSpec | str | None = None) -> Encoder:
         """Load a registered encoder (default: all-MiniLM-L6-v2) from its package."""
         spec = spec if isinstance(spec, ModelSpec) else resolve(spec, "encoder")
-        return cls(encoder_dir(spec), spec.name, max_length=min(spec.context, 256))
+        return cls(encoder_dir(spec), spec.name, max_length=min(spec.context, MAX_TOKENS))
 
     def encode(self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None) -> np.ndarray:
         """Embed `texts` → float32 array (len(texts), dim) of unit vectors, in input order."""

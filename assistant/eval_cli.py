@@ -116,7 +116,7 @@ def codegen(
     """Pass@k per demonstration strategy, and pass@1 after each ranker (first, random, logprob, oracle)."""
     from .backends import SamplingParams
     from .evaluate import run_codegen, summarize_codegen, write_report
-    from .evaluate.report import codegen_table
+    from .evaluate.report import codegen_table, record_retrievers
 
     ks = _parse_ks(k)
     if batch < 1:
@@ -148,6 +148,7 @@ def codegen(
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         demo_pool, generator = _load_models(pool, settings, ui)
+        record_retrievers(folder, demo_pool.index, names)
         records = run_codegen(
             tasks,
             demo_pool,
@@ -197,7 +198,7 @@ def likelihood(
 ) -> None:
     """Mean log-probability of each task's reference solution given each strategy's demonstrations."""
     from .evaluate import run_likelihood, summarize_likelihood, write_report
-    from .evaluate.report import likelihood_table
+    from .evaluate.report import likelihood_table, record_retrievers
 
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     settings = backend_settings(backend, model)
@@ -220,6 +221,7 @@ def likelihood(
         demo_pool, scorer = _load_models(pool, settings, ui)
         if not scorer.can_score:
             raise UsageError(f"eval likelihood needs a backend that scores given text: {scorer.scoring_unavailable}")
+        record_retrievers(folder, demo_pool.index, names)
         records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=seed, progress=ui)
     rows = summarize_likelihood(records)
     write_report(folder)

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .backends import Backend
-from .encoder import dot_scores, embed_texts
+from .encoder import MAX_TOKENS, dot_scores, embed_texts
 from .errors import UsageError
 from .evaluate.cache import JsonlCache, cache_key
 from .examples import Example
@@ -200,8 +200,8 @@ def _infonce_loss(model, tokenizer, texts, labels, queries, rng, config):
     softs = [rng.choice(labels[i][-config.soft_negatives :])[0] for i in queries]
     hard = _hard_negatives(labels, queries, config.hard_negatives, len(texts), rng)
     candidates = positives + softs + hard
-    q_vec = embed_texts(model, tokenizer, [texts[i] for i in queries], 128)
-    c_vec = embed_texts(model, tokenizer, [texts[j] for j in candidates], 128)
+    q_vec = embed_texts(model, tokenizer, [texts[i] for i in queries], MAX_TOKENS)
+    c_vec = embed_texts(model, tokenizer, [texts[j] for j in candidates], MAX_TOKENS)
     logits = q_vec @ c_vec.T / config.temperature
     # A query must not be pushed away from its own candidate set (false negatives), except its own
     # soft negative; nor from itself.
@@ -225,8 +225,8 @@ def _listwise_loss(model, tokenizer, texts, labels, queries, rng, config):
     columns = list(dict.fromkeys(q for i in queries for q, _ in labels[i]))
     columns += _hard_negatives(labels, queries, config.hard_negatives, len(texts), rng)
     where = {j: col for col, j in enumerate(columns)}
-    q_vec = embed_texts(model, tokenizer, [texts[i] for i in queries], 128)
-    c_vec = embed_texts(model, tokenizer, [texts[j] for j in columns], 128)
+    q_vec = embed_texts(model, tokenizer, [texts[i] for i in queries], MAX_TOKENS)
+    c_vec = embed_texts(model, tokenizer, [texts[j] for j in columns], MAX_TOKENS)
     logits = q_vec @ c_vec.T / config.temperature
     target = torch.zeros_like(logits)
     mask = torch.zeros_like(logits, dtype=torch.bool)

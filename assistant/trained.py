@@ -17,6 +17,8 @@ from .examples import Example
 from .index import Index
 from .paths import REPO_DIR_NAME, atomic_write_text, cache_dir
 
+METHODS = ("lail", "tstr")  # the trained retrievers, best first
+
 
 def fingerprint(examples: Sequence[Example]) -> str:
     """A stable hash of a pool's content (order-independent)."""
@@ -58,6 +60,24 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
         return None
 
 
+def artifact_identity(index: Index, method: str) -> dict[str, Any] | None:
+    """What identifies a trained artifact in a results folder: its manifest (less the training statistics) and
+    the sha256 of each weight file (as `sha256sum` prints it), which tells two trainings apart even when their
+    settings are the same."""
+    directory = artifact_dir(index, method)
+    manifest = read_manifest(directory)
+    if manifest is None:
+        return None
+    weights = {}
+    for path in sorted(directory.rglob("*.safetensors")):
+        digest = hashlib.sha256()
+        with path.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+        weights[path.relative_to(directory).as_posix()] = digest.hexdigest()
+    return {key: value for key, value in manifest.items() if key != "stats"} | {"weights_sha256": weights}
+
+
 def trained_methods(index: Index) -> list[str]:
     """The trained retrievers available for this index, best first (LAIL, then TST^R)."""
-    return [m for m in ("lail", "tstr") if read_manifest(artifact_dir(index, m)) is not None]
+    return [m for m in METHODS if read_manifest(artifact_dir(index, m)) is not None]

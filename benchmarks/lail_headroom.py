@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from assistant.encoder import Encoder, embed_texts
+from assistant.encoder import MAX_TOKENS, Encoder, embed_texts
 from assistant.evaluate import bootstrap_ci, load_pool
 from assistant.evaluate.cache import JsonlCache
 from assistant.index import Index, embedding_text
@@ -79,7 +79,9 @@ def model_scorer(model, tokenizer, texts: Sequence[str]) -> Scorer:
     import torch
 
     with torch.inference_mode():
-        vectors = torch.cat([embed_texts(model, tokenizer, texts[s : s + 64], 128) for s in range(0, len(texts), 64)])
+        vectors = torch.cat(
+            [embed_texts(model, tokenizer, texts[s : s + 64], MAX_TOKENS) for s in range(0, len(texts), 64)]
+        )
     matrix = vectors.numpy()
     return lambda i, rows: matrix[list(rows)] @ matrix[i]
 

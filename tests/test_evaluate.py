@@ -22,6 +22,7 @@ from assistant.evaluate import (
 from assistant.evaluate.cache import JsonlCache, supersede
 from assistant.evaluate.codegen import picks
 from assistant.evaluate.datasets import Task
+from assistant.evaluate.likelihood import summarize_likelihood
 from assistant.evaluate.metrics import paired_difference
 from assistant.evaluate.report import codegen_table
 
@@ -165,6 +166,22 @@ def test_codegen_summary_pairs_each_strategy_with_zero_shot_on_shared_tasks():
     assert rows["bm25"]["vs_zero"] == pytest.approx((0.25, 0.25, 0.25))
     assert rows["bm25"]["pass@1"][1] < rows["zero"]["pass@1"][2]
     assert "pass@1 vs zero" in codegen_table(list(rows.values()), [1])
+
+
+def test_summaries_do_not_depend_on_the_order_records_were_written():
+    # A resumed run holds cached records first and new ones after; `eval report` reads the file's order.
+    # Both must print the same intervals, to the last digit.
+    counts = [(i * 7) % 5 for i in range(30)]
+    codegen = [_record(f"t{i}", s, min(4, c + (s == "bm25"))) for s in ("zero", "bm25") for i, c in enumerate(counts)]
+    likelihood = [
+        {"task_id": f"t{i}", "strategy": s, "logprob": -1.0 - 0.1 * c + 0.05 * (s == "bm25")}
+        for s in ("zero", "bm25")
+        for i, c in enumerate(counts)
+    ]
+    rotated = codegen[7:30] + codegen[:7] + codegen[42:] + codegen[30:42]
+    assert summarize_codegen(rotated, [1, 2]) == summarize_codegen(codegen, [1, 2])
+    rotated = likelihood[7:30] + likelihood[:7] + likelihood[42:] + likelihood[30:42]
+    assert summarize_likelihood(rotated) == summarize_likelihood(likelihood)
 
 
 def test_report_versus_pairs_every_strategy_with_the_named_one(tmp_path):

@@ -226,3 +226,25 @@ def test_listwise_lail_training_learns_the_labels_order_not_the_frozen_encoders(
     assert flipped >= len(examples) - 1
     with pytest.raises(UsageError, match="unknown loss 'pairwise'"):
         LailConfig(loss="pairwise")
+
+
+def test_a_results_folder_records_which_training_its_figures_come_from(encoder, tmp_path) -> None:
+    from assistant.evaluate.report import record_retrievers, write_report
+
+    index = build_index(pool_examples(), encoder)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text('{"command": "likelihood"}')
+    assert record_retrievers(out, index, ["bm25", "tstr"]) == {}  # nothing trained yet: no file
+    assert not (out / "retrievers.json").exists()
+    train_for_index(index, encoder, TstrConfig(lambda_k=2, lambda_s=1, epochs=5, batch=16, seed=0))
+    first = record_retrievers(out, index, ["bm25", "tstr"])["tstr"]
+    assert first["config"]["seed"] == 0 and "stats" not in first
+    assert list(first["weights_sha256"]) == ["tstr.safetensors"]
+    # Same settings but another seed: the weights differ, and so does what the folder records.
+    train_for_index(index, encoder, TstrConfig(lambda_k=2, lambda_s=1, epochs=5, batch=16, seed=1))
+    assert record_retrievers(out, index, ["bm25"])["tstr"] == first  # a run without tstr leaves its entry
+    second = record_retrievers(out, index, ["tstr"])["tstr"]
+    assert second["weights_sha256"] != first["weights_sha256"]
+    report = write_report(out)
+    assert "## Trained retrievers" in report and second["weights_sha256"]["tstr.safetensors"][:12] in report

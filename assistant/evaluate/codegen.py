@@ -218,7 +218,8 @@ def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
     zero = pass_at_1.get("zero", {})
     rows = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
-        mine = [r for r in records if r["strategy"] == strategy]
+        # Sorted by task: the intervals must not depend on the order the records were written in.
+        mine = sorted((r for r in records if r["strategy"] == strategy), key=lambda r: r["task_id"])
         row: dict = {"strategy": strategy, "tasks": len(mine)}
         for k in ks:
             values = [pass_at_k(r["n"], r["correct"], k) for r in mine if r["n"] >= k]

@@ -102,7 +102,8 @@ def summarize_likelihood(records: Sequence[dict]) -> list[dict]:
     zero = by_strategy.get("zero")
     rows = []
     for strategy, values in by_strategy.items():
-        row = {"strategy": strategy, "tasks": len(values), "logprob": bootstrap_ci(list(values.values()))}
+        # Sorted by task: the interval must not depend on the order the records were written in.
+        row = {"strategy": strategy, "tasks": len(values), "logprob": bootstrap_ci([values[t] for t in sorted(values)])}
         gain = paired_difference(values, zero) if zero is not None and strategy != "zero" else None
         if gain is not None:
             row["gain_vs_zero"] = gain

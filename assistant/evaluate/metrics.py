@@ -36,6 +36,7 @@ def paired_difference(values: Mapping[str, float], baseline: Mapping[str, float]
     """(mean, low, high) of values − baseline over the tasks both hold, a 95% bootstrap interval; None if none.
 
     Pairing removes the spread between tasks, so this answers "better than the baseline?" on far fewer tasks
-    than comparing the two intervals."""
-    shared = [task for task in values if task in baseline]
+    than comparing the two intervals. Tasks are taken in sorted order, so the interval does not depend on the
+    order in which a run wrote its records (a resumed run and `assist eval report` print the same figures)."""
+    shared = sorted(task for task in values if task in baseline)
     return bootstrap_ci([values[task] - baseline[task] for task in shared]) if shared else None

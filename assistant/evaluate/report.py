@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import UsageError
+from ..index import Index
 from ..paths import atomic_write_text
+from ..trained import METHODS, artifact_identity
 from .cache import JsonlCache
 from .codegen import RANKERS, per_task_pass_at_k, summarize_codegen
 from .likelihood import per_task_logprob, summarize_likelihood
@@ -108,6 +110,38 @@ def bar_chart(
     return True
 
 
+RETRIEVERS_FILE = "retrievers.json"
+
+
+def record_retrievers(out: Path, index: Index, strategies: Sequence[str]) -> dict:
+    """Write which trained artifact each trained strategy of this run used, to `retrievers.json`.
+
+    Records are keyed by prompt, so a retrained retriever's records supersede the old ones; this file says which
+    training the folder's figures now come from (its manifest and a sha256 of its weights). Strategies this run
+    did not use keep their entry."""
+    path = Path(out) / RETRIEVERS_FILE
+    known = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    for name in strategies:
+        if name in METHODS and (identity := artifact_identity(index, name)) is not None:
+            known[name] = identity
+    if known:
+        atomic_write_text(path, json.dumps(known, indent=1))
+    return known
+
+
+def retrievers_table(known: dict) -> str:
+    """One line per trained strategy: when it was trained, by which labeler, and its weights' hash."""
+    lines = ["| strategy | trained | settings | weights sha256 |", "|---|---|---|---|"]
+    for name, identity in known.items():
+        config = identity.get("config", {})
+        settings = ", ".join(f"{k} {v}" for k, v in config.items() if k in ("candidates", "loss", "epochs"))
+        labeler = identity.get("labeler", {}).get("model")
+        settings += f", labeler {labeler}" if labeler else ""
+        shas = ", ".join(f"{path} {sha[:12]}" for path, sha in identity["weights_sha256"].items())
+        lines.append(f"| {name} | {identity.get('trained', '')} | {settings} | {shas} |")
+    return "\n".join(lines)
+
+
 def write_report(out: Path, versus: str | None = None) -> str:
     """Build report.md (and PNG charts) from what a results folder holds; returns the markdown.
 
@@ -118,6 +152,9 @@ def write_report(out: Path, versus: str | None = None) -> str:
         raise UsageError(f"{out} is not an assist results folder (no config.json)")
     config = json.loads(config_path.read_text(encoding="utf-8"))
     sections = [f"# assist evaluation: {out.name}", "", "```", json.dumps(config, indent=1), "```", ""]
+    if (out / RETRIEVERS_FILE).exists():
+        known = json.loads((out / RETRIEVERS_FILE).read_text(encoding="utf-8"))
+        sections += ["## Trained retrievers these figures come from", "", retrievers_table(known), ""]
     charts = []
     if (out / "records.jsonl").exists():
         ks = config.get("ks", [1])
