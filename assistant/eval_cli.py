@@ -83,6 +83,8 @@ def _prepare(out: Path, config: dict) -> None:
         }
         if "ks" in config:
             config["ks"] = sorted({*previous.get("ks", []), *config["ks"]})
+        if "versus" in previous:  # `eval report --versus`: the rewritten report keeps its paired tables
+            config["versus"] = previous["versus"]
     out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=1), encoding="utf-8")
 

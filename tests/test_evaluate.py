@@ -199,14 +199,19 @@ def test_report_versus_pairs_every_strategy_with_the_named_one(tmp_path):
         scores.put(f"d{i}", {"task_id": f"t{i}", "strategy": "dense", "logprob": -1.0 - i / 10})
         scores.put(f"l{i}", {"task_id": f"t{i}", "strategy": "lail", "logprob": -0.9 - i / 10})
     (tmp_path / "config.json").write_text(json.dumps({"command": "codegen", "ks": [1]}))
+    assert "## Against" not in write_report(tmp_path)  # only when asked
     report = write_report(tmp_path, versus="dense")
     against = report.split("## Against dense, paired by task (percentage")[1].split("\n## ")[0]
     assert "| lail | 6 | 25.0 [25.0, 25.0] |" in against and "| zero | 6 | -" in against
     assert "| dense |" not in against
     assert "| lail | 6 | 0.1000 [0.1000, 0.1000] |" in report.split("## Against dense, paired by task (mean")[1]
-    assert "## Against" not in write_report(tmp_path)  # only when asked
     with pytest.raises(UsageError, match=r"no strategy 'bm25'.*dense, lail, zero"):
         write_report(tmp_path, versus="bm25")
+    # Once asked, the choice is remembered (a bad one is not): a later run's rewritten report keeps the tables,
+    # and so does a run that prepares the folder again.
+    _prepare(tmp_path, {"command": "codegen", "ks": [1], "strategies": ["lail"], "limit": None})
+    assert json.loads((tmp_path / "config.json").read_text())["versus"] == "dense"
+    assert write_report(tmp_path).split("```")[-1] == report.split("```")[-1]  # the same tables after config
 
 
 class Lengths:

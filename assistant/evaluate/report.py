@@ -145,12 +145,17 @@ def retrievers_table(known: dict) -> str:
 def write_report(out: Path, versus: str | None = None) -> str:
     """Build report.md (and PNG charts) from what a results folder holds; returns the markdown.
 
-    With `versus` (a strategy of the run), add tables of every strategy's paired difference from it."""
+    With `versus` (a strategy of the run), add tables of every strategy's paired difference from it. The choice
+    is kept in config.json, so the report a later run rewrites keeps those tables."""
     out = Path(out)
     config_path = out / "config.json"
     if not config_path.exists():
         raise UsageError(f"{out} is not an assist results folder (no config.json)")
     config = json.loads(config_path.read_text(encoding="utf-8"))
+    remembered = config.get("versus")
+    versus = versus or remembered
+    if versus is not None:
+        config["versus"] = versus
     sections = [f"# assist evaluation: {out.name}", "", "```", json.dumps(config, indent=1), "```", ""]
     if (out / RETRIEVERS_FILE).exists():
         known = json.loads((out / RETRIEVERS_FILE).read_text(encoding="utf-8"))
@@ -219,4 +224,6 @@ def write_report(out: Path, versus: str | None = None) -> str:
     sections += [f"![{name}]({name})" for name in charts]
     text = "\n".join(sections) + "\n"
     atomic_write_text(out / "report.md", text)
+    if versus != remembered:  # only once the tables were built: an unknown strategy is an error, not remembered
+        atomic_write_text(config_path, json.dumps(config, indent=1))
     return text
