@@ -12,6 +12,7 @@ from .cli_options import ApiOpt, BackendOpt, BaseUrlOpt, ModelOpt, TimeoutOpt, b
 from .config import Settings
 from .console import ProgressUI, err, friendly_errors, out, show_progress
 from .errors import UsageError
+from .paths import atomic_write_text
 
 eval_app = typer.Typer(
     help="Measure retrieval and ranking strategies on real benchmarks (HumanEval, MBPP).\n\n"
@@ -86,7 +87,17 @@ def _prepare(out: Path, config: dict) -> None:
         if "versus" in previous:  # `eval report --versus`: the rewritten report keeps its paired tables
             config["versus"] = previous["versus"]
     out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+    atomic_write_text(path, json.dumps(config, indent=1))
+
+
+def _record_retrievers(folder: Path, index, names: list[str], before: dict, tasks: list) -> None:
+    """Name in the folder the trained artifacts this completed run used, unless one was retrained meanwhile."""
+    from .evaluate.report import record_retrievers, retriever_identities
+
+    if retriever_identities(index, names) != before:
+        err.print("warning: a trained retriever was retrained during this run; retrievers.json was not updated")
+        return
+    record_retrievers(folder, before, [task.task_id for task in tasks])
 
 
 @eval_app.command("codegen")
@@ -118,7 +129,7 @@ def codegen(
     """Pass@k per demonstration strategy, and pass@1 after each ranker (first, random, logprob, oracle)."""
     from .backends import SamplingParams
     from .evaluate import run_codegen, summarize_codegen, write_report
-    from .evaluate.report import codegen_table, record_retrievers
+    from .evaluate.report import codegen_table, retriever_identities
 
     ks = _parse_ks(k)
     if batch < 1:
@@ -150,7 +161,7 @@ def codegen(
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         demo_pool, generator = _load_models(pool, settings, ui)
-        record_retrievers(folder, demo_pool.index, names)
+        trained = retriever_identities(demo_pool.index, names)
         records = run_codegen(
             tasks,
             demo_pool,
@@ -163,6 +174,7 @@ def codegen(
             batch=batch,
             progress=ui,
         )
+        _record_retrievers(folder, demo_pool.index, names, trained, tasks)
     rows = summarize_codegen(records, ks)
     write_report(folder)
     if json_output:
@@ -200,7 +212,7 @@ def likelihood(
 ) -> None:
     """Mean log-probability of each task's reference solution given each strategy's demonstrations."""
     from .evaluate import run_likelihood, summarize_likelihood, write_report
-    from .evaluate.report import likelihood_table, record_retrievers
+    from .evaluate.report import likelihood_table, retriever_identities
 
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     settings = backend_settings(backend, model)
@@ -223,8 +235,9 @@ def likelihood(
         demo_pool, scorer = _load_models(pool, settings, ui)
         if not scorer.can_score:
             raise UsageError(f"eval likelihood needs a backend that scores given text: {scorer.scoring_unavailable}")
-        record_retrievers(folder, demo_pool.index, names)
+        trained = retriever_identities(demo_pool.index, names)
         records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=seed, progress=ui)
+        _record_retrievers(folder, demo_pool.index, names, trained, tasks)
     rows = summarize_likelihood(records)
     write_report(folder)
     if json_output:
@@ -241,7 +254,10 @@ def report(
     results: Annotated[Path, typer.Argument(help="A results folder written by assist eval.")],
     versus: Annotated[
         str | None,
-        typer.Option(help="Add each strategy's difference from this one (e.g. dense), paired by task, with 95% CIs."),
+        typer.Option(
+            help="Add each strategy's difference from this one (e.g. dense), paired by task, with 95% CIs. "
+            "Remembered in the folder's config.json, so later runs keep these tables; `none` forgets it."
+        ),
     ] = None,
 ) -> None:
     """Rebuild report.md (tables) and PNG charts from a results folder; no model is loaded."""

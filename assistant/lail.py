@@ -277,6 +277,7 @@ def train_lail(
             "method": "lail",
             "config": asdict(config),
             "base_encoder": encoder.name,
+            "max_tokens": MAX_TOKENS,
             "labeler": {"backend": backend.name, "model": backend.model},
             "pool": describe_pool(index),
             "examples": len(index),

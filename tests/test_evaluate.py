@@ -174,7 +174,7 @@ def test_summaries_do_not_depend_on_the_order_records_were_written():
     counts = [(i * 7) % 5 for i in range(30)]
     codegen = [_record(f"t{i}", s, min(4, c + (s == "bm25"))) for s in ("zero", "bm25") for i, c in enumerate(counts)]
     likelihood = [
-        {"task_id": f"t{i}", "strategy": s, "logprob": -1.0 - 0.1 * c + 0.05 * (s == "bm25")}
+        {"task_id": f"t{i}", "strategy": s, "logprob": -1.0 - 0.1 * c + 0.01 * i * (s == "bm25")}
         for s in ("zero", "bm25")
         for i, c in enumerate(counts)
     ]
@@ -182,6 +182,10 @@ def test_summaries_do_not_depend_on_the_order_records_were_written():
     assert summarize_codegen(rotated, [1, 2]) == summarize_codegen(codegen, [1, 2])
     rotated = likelihood[7:30] + likelihood[:7] + likelihood[42:] + likelihood[30:42]
     assert summarize_likelihood(rotated) == summarize_likelihood(likelihood)
+    gains = {f"t{i}": 0.01 * i * i for i in range(30)}
+    assert paired_difference(dict(reversed(gains.items())), {t: 0.0 for t in gains}) == paired_difference(
+        gains, {t: 0.0 for t in gains}
+    )
 
 
 def test_report_versus_pairs_every_strategy_with_the_named_one(tmp_path):
@@ -212,6 +216,14 @@ def test_report_versus_pairs_every_strategy_with_the_named_one(tmp_path):
     _prepare(tmp_path, {"command": "codegen", "ks": [1], "strategies": ["lail"], "limit": None})
     assert json.loads((tmp_path / "config.json").read_text())["versus"] == "dense"
     assert write_report(tmp_path).split("```")[-1] == report.split("```")[-1]  # the same tables after config
+    assert "## Against" not in write_report(tmp_path, versus="none")  # forgotten
+    assert "## Against" not in write_report(tmp_path)
+    # A remembered strategy whose records are gone is dropped, not an error in every later run.
+    write_report(tmp_path, versus="lail")
+    records.discard([f"l{i}" for i in range(6)] + ["l9"])
+    scores.discard([f"l{i}" for i in range(6)])
+    assert "## Against" not in write_report(tmp_path)
+    assert "versus" not in json.loads((tmp_path / "config.json").read_text())
 
 
 class Lengths:

@@ -229,22 +229,32 @@ def test_listwise_lail_training_learns_the_labels_order_not_the_frozen_encoders(
 
 
 def test_a_results_folder_records_which_training_its_figures_come_from(encoder, tmp_path) -> None:
-    from assistant.evaluate.report import record_retrievers, write_report
+    from assistant.evaluate.cache import JsonlCache
+    from assistant.evaluate.report import record_retrievers, retriever_identities, write_report
 
     index = build_index(pool_examples(), encoder)
     out = tmp_path / "run"
     out.mkdir()
     (out / "config.json").write_text('{"command": "likelihood"}')
-    assert record_retrievers(out, index, ["bm25", "tstr"]) == {}  # nothing trained yet: no file
-    assert not (out / "retrievers.json").exists()
+    records = JsonlCache(out / "likelihood.jsonl")
+    for task in ("t1", "t2", "t3"):
+        records.put(task, {"task_id": task, "strategy": "tstr", "logprob": -1.0})
+    assert retriever_identities(index, ["bm25", "tstr"]) == {}  # nothing trained yet
     train_for_index(index, encoder, TstrConfig(lambda_k=2, lambda_s=1, epochs=5, batch=16, seed=0))
-    first = record_retrievers(out, index, ["bm25", "tstr"])["tstr"]
-    assert first["config"]["seed"] == 0 and "stats" not in first
-    assert list(first["weights_sha256"]) == ["tstr.safetensors"]
-    # Same settings but another seed: the weights differ, and so does what the folder records.
+    first = retriever_identities(index, ["bm25", "tstr"])
+    assert list(first) == ["tstr"] and first["tstr"]["config"]["seed"] == 0 and "stats" not in first["tstr"]
+    assert list(first["tstr"]["weights_sha256"]) == ["tstr.safetensors"]
+    record_retrievers(out, first, ["t1", "t2"])
+    record_retrievers(out, first, ["t3"])  # the same weights: their tasks add up
+    assert "| tstr | 3 of 3 |" in write_report(out)
+    # Same settings but another seed: the weights differ, and a run over one task makes only that one.
     train_for_index(index, encoder, TstrConfig(lambda_k=2, lambda_s=1, epochs=5, batch=16, seed=1))
-    assert record_retrievers(out, index, ["bm25"])["tstr"] == first  # a run without tstr leaves its entry
-    second = record_retrievers(out, index, ["tstr"])["tstr"]
-    assert second["weights_sha256"] != first["weights_sha256"]
+    second = retriever_identities(index, ["tstr"])
+    assert second["tstr"]["weights_sha256"] != first["tstr"]["weights_sha256"]
+    assert record_retrievers(out, {}, ["t1"])["tstr"]["tasks"] == ["t1", "t2", "t3"]  # a run without tstr
+    record_retrievers(out, second, ["t1"])
     report = write_report(out)
-    assert "## Trained retrievers" in report and second["weights_sha256"]["tstr.safetensors"][:12] in report
+    assert "| tstr | 1 of 3 |" in report and second["tstr"]["weights_sha256"]["tstr.safetensors"][:12] in report
+    (out / "retrievers.json").write_text("{not json")  # a damaged file is rewritten, never a crash
+    assert "## Trained retrievers" not in write_report(out)
+    assert record_retrievers(out, second, ["t2"])["tstr"]["tasks"] == ["t2"]

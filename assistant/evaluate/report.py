@@ -113,53 +113,94 @@ def bar_chart(
 RETRIEVERS_FILE = "retrievers.json"
 
 
-def record_retrievers(out: Path, index: Index, strategies: Sequence[str]) -> dict:
-    """Write which trained artifact each trained strategy of this run used, to `retrievers.json`.
+def retriever_identities(index: Index, strategies: Sequence[str]) -> dict[str, dict]:
+    """strategy → identity of the trained artifact it would load now, for the trained strategies given."""
+    found = {name: artifact_identity(index, name) for name in strategies if name in METHODS}
+    return {name: identity for name, identity in found.items() if identity is not None}
 
-    Records are keyed by prompt, so a retrained retriever's records supersede the old ones; this file says which
-    training the folder's figures now come from (its manifest and a sha256 of its weights). Strategies this run
-    did not use keep their entry."""
-    path = Path(out) / RETRIEVERS_FILE
-    known = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    for name in strategies:
-        if name in METHODS and (identity := artifact_identity(index, name)) is not None:
-            known[name] = identity
+
+def read_retrievers(out: Path) -> dict:
+    """The folder's `retrievers.json`; empty when missing or unreadable (the next run writes it anew)."""
+    try:
+        known = json.loads((Path(out) / RETRIEVERS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def record_retrievers(out: Path, identities: dict[str, dict], tasks: Sequence[str]) -> dict:
+    """After a completed run, note in `retrievers.json` which trained artifact made each trained strategy's
+    figures: its manifest, the sha256 of its weights, and the tasks it covered.
+
+    A retrained retriever's records supersede the old ones only for the tasks a run covers, so an entry keeps
+    the task ids: same weights as before add to them, new weights start them afresh. The report then says how
+    many of the folder's tasks the named training made. Strategies this run did not use keep their entry."""
+    known = read_retrievers(out)
+    for name, identity in identities.items():
+        covered = set(tasks)
+        previous = known.get(name)
+        if isinstance(previous, dict) and previous.get("weights_sha256") == identity["weights_sha256"]:
+            covered |= set(previous.get("tasks", []))
+        known[name] = identity | {"tasks": sorted(covered)}
     if known:
-        atomic_write_text(path, json.dumps(known, indent=1))
+        atomic_write_text(Path(out) / RETRIEVERS_FILE, json.dumps(known, indent=1))
     return known
 
 
-def retrievers_table(known: dict) -> str:
-    """One line per trained strategy: when it was trained, by which labeler, and its weights' hash."""
-    lines = ["| strategy | trained | settings | weights sha256 |", "|---|---|---|---|"]
+def retrievers_table(known: dict, held: dict[str, set[str]]) -> str:
+    """One line per trained strategy: when and how it was trained, its weights' hashes, and how many of the
+    folder's tasks (`held`: strategy → task ids with records) that training made."""
+    lines = ["| strategy | tasks made by it | trained | settings | weights sha256 |", "|---|---|---|---|---|"]
     for name, identity in known.items():
         config = identity.get("config", {})
+        if identity.get("method") == "lail":
+            config = {"loss": "infonce", **config}  # artifacts trained before the option existed used InfoNCE
         settings = ", ".join(f"{k} {v}" for k, v in config.items() if k in ("candidates", "loss", "epochs"))
         labeler = identity.get("labeler", {}).get("model")
         settings += f", labeler {labeler}" if labeler else ""
-        shas = ", ".join(f"{path} {sha[:12]}" for path, sha in identity["weights_sha256"].items())
-        lines.append(f"| {name} | {identity.get('trained', '')} | {settings} | {shas} |")
+        shas = ", ".join(f"{path} {sha[:12]}" for path, sha in identity.get("weights_sha256", {}).items())
+        mine = held.get(name, set())
+        made = f"{len(mine & set(identity.get('tasks', [])))} of {len(mine)}"
+        lines.append(f"| {name} | {made} | {identity.get('trained', '')} | {settings} | {shas} |")
     return "\n".join(lines)
+
+
+def _strategies_held(out: Path) -> dict[str, set[str]]:
+    """strategy → the task ids the folder holds records for."""
+    held: dict[str, set[str]] = {}
+    for name in ("records.jsonl", "likelihood.jsonl"):
+        if (out / name).exists():
+            for record in JsonlCache(out / name).entries.values():
+                if isinstance(record, dict) and "strategy" in record:
+                    held.setdefault(record["strategy"], set()).add(record["task_id"])
+    return held
 
 
 def write_report(out: Path, versus: str | None = None) -> str:
     """Build report.md (and PNG charts) from what a results folder holds; returns the markdown.
 
     With `versus` (a strategy of the run), add tables of every strategy's paired difference from it. The choice
-    is kept in config.json, so the report a later run rewrites keeps those tables."""
+    is kept in config.json, so the report a later run rewrites keeps those tables; "none" forgets it."""
     out = Path(out)
     config_path = out / "config.json"
     if not config_path.exists():
         raise UsageError(f"{out} is not an assist results folder (no config.json)")
     config = json.loads(config_path.read_text(encoding="utf-8"))
+    held = _strategies_held(out)
     remembered = config.get("versus")
-    versus = versus or remembered
+    if versus == "none":
+        versus = None  # forget the remembered one
+    elif versus is None and remembered is not None and held and remembered not in held:
+        versus = None  # the remembered strategy's records are gone: drop it rather than fail every later run
+    elif versus is None:
+        versus = remembered
+    config.pop("versus", None)
     if versus is not None:
         config["versus"] = versus
     sections = [f"# assist evaluation: {out.name}", "", "```", json.dumps(config, indent=1), "```", ""]
-    if (out / RETRIEVERS_FILE).exists():
-        known = json.loads((out / RETRIEVERS_FILE).read_text(encoding="utf-8"))
-        sections += ["## Trained retrievers these figures come from", "", retrievers_table(known), ""]
+    known = read_retrievers(out)
+    if known:
+        sections += ["## Trained retrievers these figures come from", "", retrievers_table(known, held), ""]
     charts = []
     if (out / "records.jsonl").exists():
         ks = config.get("ks", [1])
@@ -224,6 +265,7 @@ def write_report(out: Path, versus: str | None = None) -> str:
     sections += [f"![{name}]({name})" for name in charts]
     text = "\n".join(sections) + "\n"
     atomic_write_text(out / "report.md", text)
-    if versus != remembered:  # only once the tables were built: an unknown strategy is an error, not remembered
+    # Remembered only once its tables were built (an unknown strategy raised above), and only with records.
+    if config.get("versus") != remembered and (held or versus is None):
         atomic_write_text(config_path, json.dumps(config, indent=1))
     return text
