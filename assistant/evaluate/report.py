@@ -165,15 +165,11 @@ def retrievers_table(known: dict, held: dict[str, set[str]]) -> str:
     return "\n".join(lines)
 
 
-def _strategies_held(out: Path) -> dict[str, set[str]]:
-    """strategy → the task ids the folder holds records for."""
-    held: dict[str, set[str]] = {}
-    for name in ("records.jsonl", "likelihood.jsonl"):
-        if (out / name).exists():
-            for record in JsonlCache(out / name).entries.values():
-                if isinstance(record, dict) and "strategy" in record:
-                    held.setdefault(record["strategy"], set()).add(record["task_id"])
-    return held
+def _read_records(path: Path) -> list[dict] | None:
+    """A results store's records (None when the folder has no such store)."""
+    if not path.exists():
+        return None
+    return [r for r in JsonlCache(path).entries.values() if isinstance(r, dict) and "strategy" in r]
 
 
 def write_report(out: Path, versus: str | None = None) -> str:
@@ -186,15 +182,17 @@ def write_report(out: Path, versus: str | None = None) -> str:
     if not config_path.exists():
         raise UsageError(f"{out} is not an assist results folder (no config.json)")
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    held = _strategies_held(out)
-    remembered = config.get("versus")
-    if versus == "none":
-        versus = None  # forget the remembered one
-    elif versus is None and remembered is not None and held and remembered not in held:
-        versus = None  # the remembered strategy's records are gone: drop it rather than fail every later run
-    elif versus is None:
-        versus = remembered
-    config.pop("versus", None)
+    codegen_records = _read_records(out / "records.jsonl")
+    likelihood_records = _read_records(out / "likelihood.jsonl")
+    held: dict[str, set[str]] = {}  # strategy → the task ids the folder holds records for
+    for record in (codegen_records or []) + (likelihood_records or []):
+        held.setdefault(record["strategy"], set()).add(record["task_id"])
+    remembered = config.pop("versus", None)
+    if versus is None:
+        # A remembered strategy whose records are gone is dropped rather than failing every later run.
+        versus = remembered if remembered in held else None
+    elif versus == "none":
+        versus = None
     if versus is not None:
         config["versus"] = versus
     sections = [f"# assist evaluation: {out.name}", "", "```", json.dumps(config, indent=1), "```", ""]
@@ -202,9 +200,9 @@ def write_report(out: Path, versus: str | None = None) -> str:
     if known:
         sections += ["## Trained retrievers these figures come from", "", retrievers_table(known, held), ""]
     charts = []
-    if (out / "records.jsonl").exists():
+    if codegen_records is not None:
         ks = config.get("ks", [1])
-        records = list(JsonlCache(out / "records.jsonl").entries.values())
+        records = codegen_records
         rows = summarize_codegen(records, ks)
         sections += ["## Code generation (percent, 95% bootstrap interval over tasks)", "", codegen_table(rows, ks), ""]
         for k in ks:
@@ -238,8 +236,8 @@ def write_report(out: Path, versus: str | None = None) -> str:
         usage = usage_table(rows)
         if usage:
             sections += ["## Backend usage (requests made in this run; cached samples cost nothing)", "", usage, ""]
-    if (out / "likelihood.jsonl").exists():
-        records = [r for r in JsonlCache(out / "likelihood.jsonl").entries.values() if "strategy" in r]
+    if likelihood_records is not None:
+        records = likelihood_records
         rows = summarize_likelihood(records)
         sections += [
             "## Likelihood of the reference solution (mean token log-prob, higher is better)",
@@ -265,7 +263,6 @@ def write_report(out: Path, versus: str | None = None) -> str:
     sections += [f"![{name}]({name})" for name in charts]
     text = "\n".join(sections) + "\n"
     atomic_write_text(out / "report.md", text)
-    # Remembered only once its tables were built (an unknown strategy raised above), and only with records.
-    if config.get("versus") != remembered and (held or versus is None):
+    if versus != remembered:  # only once its tables were built: an unknown strategy raised above
         atomic_write_text(config_path, json.dumps(config, indent=1))
     return text
