@@ -415,7 +415,9 @@ def discriminator_eval(
     candidates: Annotated[
         list[Path] | None,
         typer.Option(
-            "--candidates", help="Rank the cached candidates of a codegen run (a test split) with each variant."
+            "--candidates",
+            help="Rank the cached candidates of a codegen run (a test split) with each variant; each strategy "
+            "in it is ranked and reported on its own.",
         ),
     ] = None,
     variants: Annotated[
@@ -446,15 +448,15 @@ def discriminator_eval(
         raise UsageError("--holdout must be between 0 and 1")
     runs = []
     for folder in candidates or []:
-        config, records = load_candidates(folder)
+        config, groups = load_candidates(folder)
         spec = config["dataset"] if config["dataset"] != "mbpp" else from_bank
         texts = {t.task_id: t.requirement for t in load_dataset(spec, config.get("split", "test"))}
-        unknown = sorted({r["task_id"] for r in records} - set(texts))
+        unknown = sorted({r["task_id"] for _, records in groups for r in records} - set(texts))
         if unknown:
             raise UsageError(
                 f"{folder} has tasks ({', '.join(unknown[:3])}...) that {spec} does not: was it run on another file?"
             )
-        runs.append((folder.name, records, texts))
+        runs += [(name, records, texts) for name, records in groups]
     problems, _ = training_problems(from_bank, from_eval or [], None)
     base = CondorConfig(epochs=epochs, seed=seed)
     folder = out_dir or Path("results") / f"discriminator-mbpp-seed{seed}"

@@ -324,3 +324,38 @@ def test_dataset_describe_counts_sources() -> None:
         partials=[Program("p", "c", False, "partial")],
     )
     assert data.describe()["by_source"] == {"reference": 1, "mutant": 1, "partial": 1}
+
+
+def test_candidates_are_ranked_per_strategy_in_task_order(tmp_path: Path) -> None:
+    """A codegen folder with several strategies gives one run per strategy, and the intervals do not depend
+    on the order the records were written in."""
+    import random
+
+    from assistant.evaluate.cache import JsonlCache
+    from assistant.evaluate.discriminator import _baseline_picks, load_candidates
+
+    rng = random.Random(0)
+    records = []
+    for strategy in ("bm25", "lail"):
+        for t in range(40):
+            passed = [rng.random() < 0.4 for _ in range(3)]
+            samples = [{"code": "x = 1\n", "parsed": True, "passed": p} for p in passed]
+            picks = {
+                "first": 0,
+                "random": rng.randrange(3),
+                "logprob": 1,
+                "oracle": passed.index(True) if any(passed) else 0,
+            }
+            records.append({"task_id": f"t{t:02d}", "strategy": strategy, "samples": samples, "picks": picks})
+    rng.shuffle(records)
+    (tmp_path / "config.json").write_text(json.dumps({"command": "codegen", "dataset": "mbpp", "split": "test"}))
+    store = JsonlCache(tmp_path / "records.jsonl")
+    for r, record in enumerate(records):
+        store.put(str(r), record)
+    _, groups = load_candidates(tmp_path)
+    assert sorted(name for name, _ in groups) == [f"{tmp_path.name} (bm25)", f"{tmp_path.name} (lail)"]
+    for _, group in groups:
+        assert len(group) == 40 and len({r["strategy"] for r in group}) == 1
+        assert [r["task_id"] for r in group] == sorted(r["task_id"] for r in group)
+        rotated = group[17:] + group[:17]
+        assert _baseline_picks(rotated) == _baseline_picks(group)

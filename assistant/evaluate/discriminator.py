@@ -51,12 +51,27 @@ def parse_variants(spec: str) -> list[str]:
     return names
 
 
-def load_candidates(folder: Path) -> tuple[dict, list[dict]]:
-    """An `assist eval codegen` run to rank: any split but MBPP's train split (that is training data)."""
+def load_candidates(folder: Path) -> tuple[dict, list[tuple[str, list[dict]]]]:
+    """An `assist eval codegen` run to rank (any split but MBPP's train split, which is training data).
+
+    Returns its config and one (name, records) per demonstration strategy, each in task order. A folder that
+    holds one strategy keeps its own name; otherwise each is named "folder (strategy)". Pooling strategies
+    would count a task once per strategy and mix samples drawn from different prompts.
+    """
     config, records = read_run(folder)
     if config.get("dataset") == "mbpp" and config.get("split") == "train":
         raise UsageError(f"{folder} holds MBPP train candidates: those are training data, not an evaluation")
-    return config, records
+    by_strategy: dict[str, list[dict]] = {}
+    for record in records:
+        by_strategy.setdefault(record["strategy"], []).append(record)
+    if len(by_strategy) == 1:
+        return config, [(folder.name, _in_task_order(records))]
+    return config, [(f"{folder.name} ({name})", _in_task_order(group)) for name, group in by_strategy.items()]
+
+
+def _in_task_order(records: Sequence[dict]) -> list[dict]:
+    """Records sorted by task, so a bootstrap interval does not depend on the order they were written in."""
+    return sorted(records, key=lambda r: r["task_id"])
 
 
 def run_discriminator_eval(
@@ -144,6 +159,7 @@ def _identity(train: Dataset, held: Dataset, config: CondorConfig) -> str:
 
 def _rank_candidates(model: _Discriminator, records: list[dict], texts: dict[str, str], config: CondorConfig) -> dict:
     """Pass@1 of the variant's top pick among each task's parsed candidates (ties: sampling order)."""
+    records = _in_task_order(records)
     jobs = []
     for r, record in enumerate(records):
         for s, sample in enumerate(record["samples"]):
@@ -160,6 +176,7 @@ def _rank_candidates(model: _Discriminator, records: list[dict], texts: dict[str
 
 def _baseline_picks(records: list[dict]) -> dict:
     """Pass@1 of the rankers the codegen run already scored on the same samples."""
+    records = _in_task_order(records)
     rows: dict = {}
     for ranker in ("first", "random", "logprob", "oracle"):
         if ranker == "logprob" and not any(s.get("logprob") is not None for r in records for s in r["samples"]):
