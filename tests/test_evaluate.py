@@ -182,6 +182,9 @@ def test_summaries_do_not_depend_on_the_order_records_were_written():
     assert summarize_codegen(rotated, [1, 2]) == summarize_codegen(codegen, [1, 2])
     rotated = likelihood[7:30] + likelihood[:7] + likelihood[42:] + likelihood[30:42]
     assert summarize_likelihood(rotated) == summarize_likelihood(likelihood)
+    # Rows come in the strategies' own order, not the order the records were written in.
+    assert summarize_codegen(codegen[::-1], [1, 2]) == summarize_codegen(codegen, [1, 2])
+    assert [row["strategy"] for row in summarize_likelihood(likelihood[::-1])] == ["zero", "bm25"]
     gains = {f"t{i}": 0.01 * i * i for i in range(30)}
     assert paired_difference(dict(reversed(gains.items())), {t: 0.0 for t in gains}) == paired_difference(
         gains, {t: 0.0 for t in gains}
@@ -209,7 +212,7 @@ def test_report_versus_pairs_every_strategy_with_the_named_one(tmp_path):
     assert "| lail | 6 | 25.0 [25.0, 25.0] |" in against and "| zero | 6 | -" in against
     assert "| dense |" not in against
     assert "| lail | 6 | 0.1000 [0.1000, 0.1000] |" in report.split("## Against dense, paired by task (mean")[1]
-    with pytest.raises(UsageError, match=r"no strategy 'bm25'.*dense, lail, zero"):
+    with pytest.raises(UsageError, match=r"no strategy 'bm25'.*zero, dense, lail"):
         write_report(tmp_path, versus="bm25")
     # Once asked, the choice is remembered (a bad one is not): a later run's rewritten report keeps the tables,
     # and so does a run that prepares the folder again.

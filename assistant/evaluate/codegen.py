@@ -14,7 +14,7 @@ from ..candidates import extract_code
 from .cache import JsonlCache, cache_key, supersede
 from .datasets import Task
 from .metrics import bootstrap_ci, paired_difference, pass_at_k
-from .strategies import Pool, make_strategy
+from .strategies import Pool, in_strategy_order, make_strategy
 
 Progress = Callable[[str, int, int], None]
 RANKERS = ("first", "random", "logprob", "oracle")
@@ -217,7 +217,7 @@ def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
     pass_at_1 = per_task_pass_at_k(records, 1)
     zero = pass_at_1.get("zero", {})
     rows = []
-    for strategy in dict.fromkeys(r["strategy"] for r in records):
+    for strategy in in_strategy_order(r["strategy"] for r in records):
         # Sorted by task: the intervals must not depend on the order the records were written in.
         mine = sorted((r for r in records if r["strategy"] == strategy), key=lambda r: r["task_id"])
         row: dict = {"strategy": strategy, "tasks": len(mine)}

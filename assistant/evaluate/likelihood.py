@@ -14,7 +14,7 @@ from ..prompts import Prompt
 from .cache import JsonlCache, cache_key, supersede
 from .datasets import Task
 from .metrics import bootstrap_ci, paired_difference
-from .strategies import Pool, make_strategy
+from .strategies import Pool, in_strategy_order, make_strategy
 
 Progress = Callable[[str, int, int], None]
 
@@ -101,7 +101,8 @@ def summarize_likelihood(records: Sequence[dict]) -> list[dict]:
     by_strategy = per_task_logprob(records)
     zero = by_strategy.get("zero")
     rows = []
-    for strategy, values in by_strategy.items():
+    for strategy in in_strategy_order(by_strategy):
+        values = by_strategy[strategy]
         # Sorted by task: the interval must not depend on the order the records were written in.
         row = {"strategy": strategy, "tasks": len(values), "logprob": bootstrap_ci([values[t] for t in sorted(values)])}
         gain = paired_difference(values, zero) if zero is not None and strategy != "zero" else None

@@ -14,6 +14,7 @@ from .cache import JsonlCache
 from .codegen import RANKERS, per_task_pass_at_k, summarize_codegen
 from .likelihood import per_task_logprob, summarize_likelihood
 from .metrics import paired_difference
+from .strategies import in_strategy_order
 
 
 def _cell(value: tuple[float, float, float], scale: float = 100.0, digits: int = 1) -> str:
@@ -66,7 +67,7 @@ def versus_table(per_task: dict[str, dict[str, dict[str, float]]], versus: str, 
     `per_task` maps metric → strategy → task → value. Pairing asks "better than that strategy?" directly,
     on far fewer tasks than comparing two intervals would need."""
     metrics = list(per_task)
-    strategies = list(dict.fromkeys(s for values in per_task.values() for s in values))
+    strategies = in_strategy_order(s for values in per_task.values() for s in values)
     if versus not in strategies:
         raise UsageError(f"no strategy {versus!r} in this run; it holds {', '.join(strategies)}")
     lines = [

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..errors import UsageError
@@ -31,6 +31,13 @@ class Pool:
 def strategy_names() -> list[str]:
     """Every strategy: zero, random, and each registered retriever (trained ones included once registered)."""
     return ["zero", "random", *RETRIEVERS]
+
+
+def in_strategy_order(names: Iterable[str]) -> list[str]:
+    """Names once each, in `strategy_names()` order, others after in the order given: a report's rows then
+    do not depend on the order its records were written in (a resumed run prints the table a fresh one does)."""
+    known = strategy_names()
+    return sorted(dict.fromkeys(names), key=lambda name: known.index(name) if name in known else len(known))
 
 
 def make_strategy(name: str, pool: Pool, seed: int = 0) -> Select:
