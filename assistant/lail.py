@@ -143,10 +143,11 @@ def train_encoder(
     encoder_dir: Path,
     config: LailConfig,
     progress: Progress | None = None,
+    max_tokens: int = MAX_TOKENS,
 ):  # -> (model, tokenizer, losses)
     """Fine-tune a copy of the encoder on the labels with `config.loss` (InfoNCE by default).
 
-    Returns (model, tokenizer, epoch losses).
+    Texts are cut at `max_tokens`, the limit retrieval embeds them with. Returns (model, tokenizer, epoch losses).
     """
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -159,6 +160,10 @@ def train_encoder(
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     texts = [embedding_text(e) for e in examples]
+
+    def embed(rows: Sequence[int]):  # -> torch.Tensor of unit vectors, with gradients
+        return embed_texts(model, tokenizer, [texts[i] for i in rows], max_tokens)
+
     usable = [i for i, ranked in enumerate(labels) if len(ranked) >= config.positives + config.soft_negatives]
     if not usable:
         raise UsageError("no example has enough labeled candidates to train on")
@@ -172,9 +177,9 @@ def train_encoder(
             if not queries:
                 continue
             if config.loss == "listwise":
-                loss = _listwise_loss(model, tokenizer, texts, labels, queries, rng, config)
+                loss = _listwise_loss(embed, len(texts), labels, queries, rng, config)
             else:
-                loss = _infonce_loss(model, tokenizer, texts, labels, queries, rng, config)
+                loss = _infonce_loss(embed, len(texts), labels, queries, rng, config)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -192,16 +197,15 @@ def _hard_negatives(labels, queries, count: int, size: int, rng: random.Random) 
     return rng.sample(outside, min(count, len(outside)))
 
 
-def _infonce_loss(model, tokenizer, texts, labels, queries, rng, config):
+def _infonce_loss(embed, size, labels, queries, rng, config):
     """The paper's InfoNCE: one positive and one soft negative per query, plus shared hard negatives."""
     import torch
 
     positives = [rng.choice(labels[i][: config.positives])[0] for i in queries]
     softs = [rng.choice(labels[i][-config.soft_negatives :])[0] for i in queries]
-    hard = _hard_negatives(labels, queries, config.hard_negatives, len(texts), rng)
+    hard = _hard_negatives(labels, queries, config.hard_negatives, size, rng)
     candidates = positives + softs + hard
-    q_vec = embed_texts(model, tokenizer, [texts[i] for i in queries], MAX_TOKENS)
-    c_vec = embed_texts(model, tokenizer, [texts[j] for j in candidates], MAX_TOKENS)
+    q_vec, c_vec = embed(queries), embed(candidates)
     logits = q_vec @ c_vec.T / config.temperature
     # A query must not be pushed away from its own candidate set (false negatives), except its own
     # soft negative; nor from itself.
@@ -217,16 +221,15 @@ def _infonce_loss(model, tokenizer, texts, labels, queries, rng, config):
     return torch.nn.functional.cross_entropy(logits, torch.arange(len(queries)))
 
 
-def _listwise_loss(model, tokenizer, texts, labels, queries, rng, config):
+def _listwise_loss(embed, size, labels, queries, rng, config):
     """Soft-target cross-entropy: over the batch's candidates and shared hard negatives, each query's target
     is softmax(label / label_temperature) on its own S_i and zero elsewhere (never itself)."""
     import torch
 
     columns = list(dict.fromkeys(q for i in queries for q, _ in labels[i]))
-    columns += _hard_negatives(labels, queries, config.hard_negatives, len(texts), rng)
+    columns += _hard_negatives(labels, queries, config.hard_negatives, size, rng)
     where = {j: col for col, j in enumerate(columns)}
-    q_vec = embed_texts(model, tokenizer, [texts[i] for i in queries], MAX_TOKENS)
-    c_vec = embed_texts(model, tokenizer, [texts[j] for j in columns], MAX_TOKENS)
+    q_vec, c_vec = embed(queries), embed(columns)
     logits = q_vec @ c_vec.T / config.temperature
     target = torch.zeros_like(logits)
     mask = torch.zeros_like(logits, dtype=torch.bool)
@@ -260,7 +263,9 @@ def train_lail(
     cache = JsonlCache(directory / "labels.jsonl")
     labels = label_pool(index, backend, config, cache, progress)
     labeled_s = time.perf_counter() - started
-    model, tokenizer, losses = train_encoder(index.examples, labels, encoder_dir, config, progress)
+    # The base encoder's own limit when it is below ours; retrieval reads it back from the manifest.
+    max_tokens = min(getattr(encoder, "max_length", MAX_TOKENS), MAX_TOKENS)
+    model, tokenizer, losses = train_encoder(index.examples, labels, encoder_dir, config, progress, max_tokens)
     (directory / "manifest.json").unlink(missing_ok=True)
     model.save_pretrained(str(directory / "encoder"), safe_serialization=True)
     tokenizer.save_pretrained(str(directory / "encoder"))
@@ -277,7 +282,7 @@ def train_lail(
             "method": "lail",
             "config": asdict(config),
             "base_encoder": encoder.name,
-            "max_tokens": MAX_TOKENS,
+            "max_tokens": max_tokens,
             "labeler": {"backend": backend.name, "model": backend.model},
             "pool": describe_pool(index),
             "examples": len(index),
@@ -303,7 +308,9 @@ class LailRetriever:
             )
         self.index = index
         self.manifest = manifest
-        self.encoder = Encoder(directory / "encoder", name=f"lail:{directory.name}")
+        # Embed with the limit training used (artifacts from before it was recorded used MAX_TOKENS).
+        max_tokens = int(manifest.get("max_tokens", MAX_TOKENS))
+        self.encoder = Encoder(directory / "encoder", name=f"lail:{directory.name}", max_length=max_tokens)
         self.pool = self._pool_vectors(directory)
 
     @classmethod
