@@ -76,6 +76,18 @@ def text_hash(example: Example) -> str:
     return hashlib.sha256(f"{example.requirement}\x00{example.code}".encode()).hexdigest()[:24]
 
 
+def _precision(backend: Backend) -> str:
+    return getattr(backend, "precision", "fp32")
+
+
+def labeler_name(backend: Backend) -> str:
+    """Who labeled, as label cache keys name it: the local model keeps its plain name in fp32 (labels cached
+    before servers or bf16 could label stay valid), `model@bf16` in bf16, `server:model` for a server."""
+    if backend.name != "local":
+        return f"{backend.name}:{backend.model}"
+    return backend.model if _precision(backend) == "fp32" else f"{backend.model}@{_precision(backend)}"
+
+
 def candidate_sets(index: Index, count: int) -> list[list[int]]:
     """S_i for every example: the `count` best BM25 matches of its requirement, never itself or a duplicate."""
     bm25 = BM25Retriever(index)
@@ -106,7 +118,7 @@ def label_pool(
     hashes = [text_hash(e) for e in examples]
 
     # The local model keeps its plain name (labels cached before servers could label stay valid).
-    labeler = backend.model if backend.name == "local" else f"{backend.name}:{backend.model}"
+    labeler = labeler_name(backend)
 
     def key(q: int, i: int) -> str:
         return cache_key(kind="lail-label", labeler=labeler, demo=hashes[q], example=hashes[i])
@@ -283,7 +295,7 @@ def train_lail(
             "config": asdict(config),
             "base_encoder": encoder.name,
             "max_tokens": max_tokens,
-            "labeler": {"backend": backend.name, "model": backend.model},
+            "labeler": {"backend": backend.name, "model": backend.model, "precision": _precision(backend)},
             "pool": describe_pool(index),
             "examples": len(index),
             "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

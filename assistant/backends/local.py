@@ -16,6 +16,31 @@ from . import Completion, Progress, SamplingParams, Step, TokenLogprobs, Usage
 if TYPE_CHECKING:  # torch is imported lazily: `import assistant` must stay fast
     import torch
 
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU does bfloat16 matmuls in hardware (AVX512-BF16 or AMX), read from /proc/cpuinfo.
+
+    Elsewhere torch emulates bf16, which is slower than fp32, so "auto" must not pick it there.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+    flags = {flag for line in cpuinfo.splitlines() if line.startswith("flags") for flag in line.split()}
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def resolve_precision(choice: str) -> str:
+    """`auto` → bf16 where the CPU has native bf16, else fp32; `fp32`/`bf16` as given; others are an error."""
+    if choice not in PRECISIONS:
+        raise UsageError(f"unknown precision {choice!r}; choose {', '.join(PRECISIONS)}")
+    if choice == "auto":
+        return "bf16" if cpu_has_native_bf16() else "fp32"
+    return choice
+
 
 class LocalBackend:
     """Qwen2.5-Coder (or any registered generator) through `transformers`.
@@ -30,7 +55,7 @@ class LocalBackend:
     scoring_unavailable = ""
     prefills_answer = True
 
-    def __init__(self, spec: ModelSpec, directory: Path, threads: int | None = None) -> None:
+    def __init__(self, spec: ModelSpec, directory: Path, threads: int | None = None, precision: str = "fp32") -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -39,7 +64,8 @@ class LocalBackend:
         torch.set_num_threads(threads or os.cpu_count() or 1)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
-            self.lm = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32).eval()
+            dtype = torch.bfloat16 if resolve_precision(precision) == "bf16" else torch.float32
+            self.lm = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype).eval()
         except Exception as exc:  # any failure to load (safetensors, config, tokenizer) means a bad model dir
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise ModelError(
@@ -47,14 +73,19 @@ class LocalBackend:
             ) from None
         self.spec = spec
         self.model = spec.name
+        # fp32 unless asked: bf16 is about 2x faster on CPUs with native bf16 (LAIL labeling uses it), but its
+        # log-probabilities differ in the third decimal, so results made with it are keyed apart.
+        self.precision = "bf16" if dtype == torch.bfloat16 else "fp32"
         self.usage = Usage()
         self.context = int(getattr(self.lm.config, "max_position_embeddings", spec.context) or spec.context)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
 
     @classmethod
-    def load(cls, model: str | None = None, progress: Progress | None = None) -> LocalBackend:
-        """Load a registered generator, assembling and converting it first if this is its first use."""
+    def load(cls, model: str | None = None, progress: Progress | None = None, precision: str = "fp32") -> LocalBackend:
+        """Load a registered generator, assembling and converting it first if this is its first use.
+
+        `precision`: fp32 (default), bf16, or auto (bf16 where the CPU does it natively)."""
         spec = resolve(model, "generator")
         try:
             directory = generator_dir(spec)
@@ -64,7 +95,7 @@ class LocalBackend:
             if (spec.cache_dir / "manifest.json").exists():
                 raise
             directory = pull(spec.name, install=False, progress=progress)
-        return cls(spec, directory)
+        return cls(spec, directory, precision=precision)
 
     def render(self, prompt: Prompt) -> str:
         """The prompt as the model sees it: its chat template, then the answer's opening fence."""
