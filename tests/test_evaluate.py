@@ -327,3 +327,22 @@ def test_codegen_and_likelihood_runs_resume_without_calling_the_model_again(tmp_
     assert counting.calls == 5
     report = write_report(tmp_path)
     assert "| bm25 | 1 |" in report and "| zero | 1 |" in report
+
+
+def test_retrievers_table_says_how_each_retriever_was_trained() -> None:
+    from assistant.evaluate.report import retrievers_table
+
+    known = {
+        "lail": {
+            "method": "lail",
+            "config": {"candidates": 16},
+            "labeler": {"model": "m", "precision": "bf16"},
+            "weights_sha256": {"w.safetensors": "ab" * 32},
+            "tasks": ["t1"],
+        },
+        "old": {"method": "lail", "config": {"candidates": 8}, "labeler": {"model": "m"}, "tasks": []},
+    }
+    rows = retrievers_table(known, {"lail": {"t1", "t2"}}).splitlines()[2:]
+    assert rows[0].startswith("| lail | 1 of 2 |")
+    assert "| loss infonce, candidates 16, labeler m in bf16 | w.safetensors abababababab |" in rows[0]
+    assert "| loss infonce, candidates 8, labeler m |" in rows[1]  # trained before bf16: fp32, not named
