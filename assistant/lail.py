@@ -117,7 +117,6 @@ def label_pool(
     sets = candidate_sets(index, config.candidates)
     hashes = [text_hash(e) for e in examples]
 
-    # The local model keeps its plain name (labels cached before servers could label stay valid).
     labeler = labeler_name(backend)
 
     def key(q: int, i: int) -> str:
@@ -295,7 +294,9 @@ def train_lail(
             "config": asdict(config),
             "base_encoder": encoder.name,
             "max_tokens": max_tokens,
-            "labeler": {"backend": backend.name, "model": backend.model, "precision": _precision(backend)},
+            # A server's precision is its own business: only the local labeler's is known and recorded.
+            "labeler": {"backend": backend.name, "model": backend.model}
+            | ({"precision": _precision(backend)} if backend.name == "local" else {}),
             "pool": describe_pool(index),
             "examples": len(index),
             "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

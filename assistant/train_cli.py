@@ -39,7 +39,7 @@ def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # ->
 def retriever(
     path: Annotated[Path, typer.Argument(help="The git repo to train on (default: where you stand).")] = Path("."),
     method: Annotated[
-        str, typer.Option(help="tstr (seconds) or lail (the LLM labels; about 15 min per 100 examples on 2 CPU cores).")
+        str, typer.Option(help="tstr (seconds) or lail (the LLM labels; about 14 min per 100 examples on 2 CPU cores).")
     ] = "tstr",
     bank: Annotated[
         str | None,
@@ -96,7 +96,7 @@ def retriever(
 
     lail: the LLM scores t BM25 candidates per example by how likely they make the example's code; the encoder
     then learns to retrieve the best-scored ones (LAIL). Labeling dominates the cost: with the 0.5B model on
-    2 CPU cores, about 15 minutes per 100 examples at t=16 in bf16 (MBPP's 374 train tasks: 53 min labeling,
+    2 CPU cores, about 14 minutes per 100 examples at t=16 in bf16 (MBPP's 374 train tasks: 53 min labeling,
     2 min training), or 13 minutes at t=8 in fp32 where the CPU lacks native bf16. Labels are cached, so an
     interrupted run resumes.
 

@@ -157,9 +157,11 @@ def retrievers_table(known: dict, held: dict[str, set[str]]) -> str:
         if identity.get("method") == "lail":
             config = {"loss": "infonce", **config}  # artifacts trained before the option existed used InfoNCE
         settings = ", ".join(f"{k} {v}" for k, v in config.items() if k in ("candidates", "loss", "epochs"))
-        labeler = identity.get("labeler", {}).get("model")
-        precision = identity.get("labeler", {}).get("precision", "fp32")  # fp32 before bf16 could label
-        settings += f", labeler {labeler}" + (f" in {precision}" if precision != "fp32" else "") if labeler else ""
+        labeler = identity.get("labeler", {})
+        if labeler.get("model"):
+            settings += f", labeler {labeler['model']}"
+            if labeler.get("precision", "fp32") != "fp32":  # recorded since bf16 could label; fp32 before
+                settings += f" in {labeler['precision']}"
         shas = ", ".join(f"{path} {sha[:12]}" for path, sha in identity.get("weights_sha256", {}).items())
         mine = held.get(name, set())
         made = f"{len(mine & set(identity.get('tasks', [])))} of {len(mine)}"
