@@ -284,7 +284,6 @@ def retrieval(
     Compares the frozen encoder, the trained retriever, and an oracle that embeds the reference's code itself
     (scoring by S_c itself would be 1.0 by construction).
     """
-    import numpy as np
 
     from .encoder import Encoder
     from .evaluate import load_dataset, load_pool, subset
@@ -300,11 +299,13 @@ def retrieval(
         from .tstr import TstrRetriever
 
         trained = TstrRetriever.for_index(demo_pool.index, encoder)
-        test_vectors = encoder.encode([t.requirement for t in tasks])
-        pool_vectors = np.asarray(demo_pool.index.vectors, dtype=np.float32)
+        # Everything in the embedder TST^R was trained on (the local encoder, or an embeddings endpoint).
+        embedder = trained.embedder
+        test_vectors = embedder.encode([t.requirement for t in tasks])
+        pool_vectors = trained.frozen
         pool_codes = [e.code for e in demo_pool.examples]
-        code_vectors = encoder.encode([t.reference for t in tasks])
-        pool_code_vectors = encoder.encode(pool_codes)
+        code_vectors = embedder.encode([t.reference for t in tasks])
+        pool_code_vectors = embedder.encode(pool_codes)
         scorers = {
             "frozen encoder": test_vectors @ pool_vectors.T,
             "tstr": trained.model.transform(test_vectors) @ trained.pool.T,
@@ -314,9 +315,12 @@ def retrieval(
             test_vectors, [t.reference for t in tasks], pool_vectors, pool_codes, scorers, seed=seed
         )
     if json_output:
-        out.print_json(json.dumps({"tasks": len(tasks), "rows": rows}))
+        out.print_json(json.dumps({"tasks": len(tasks), "embedder": embedder.name, "rows": rows}))
         return
-    out.print(f"{len(tasks)} references from {dataset} ({split}), pool {pool}; pairwise accuracy, 95% bootstrap CI")
+    out.print(
+        f"{len(tasks)} references from {dataset} ({split}), pool {pool}, {embedder.name} embeddings; "
+        "pairwise accuracy, 95% bootstrap CI"
+    )
     lines = ["| scorer | triplets | count | accuracy |", "|---|---|---|---|"]
     for row in rows:
         mean, low, high = row["accuracy"]

@@ -22,15 +22,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import io
-import json
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import numpy as np
 
 from .backends import Backend
 from .encoder import MAX_TOKENS, dot_scores, embed_texts
@@ -38,10 +34,9 @@ from .errors import UsageError
 from .evaluate.cache import JsonlCache, cache_key
 from .examples import Example
 from .index import Index, TextEncoder, embedding_text
-from .paths import atomic_write_bytes
 from .prompts import build_prompt
 from .retrieve import BM25Retriever, Exclude, Hit, top_rows
-from .trained import artifact_dir, describe_pool, read_manifest, write_manifest
+from .trained import artifact_dir, cached_vectors, describe_pool, read_manifest, write_manifest
 
 Progress = Callable[[str, int, int], None]
 
@@ -324,31 +319,14 @@ class LailRetriever:
         # Embed with the limit training used (artifacts from before it was recorded used MAX_TOKENS).
         max_tokens = int(manifest.get("max_tokens", MAX_TOKENS))
         self.encoder = Encoder(directory / "encoder", name=f"lail:{directory.name}", max_length=max_tokens)
-        self.pool = self._pool_vectors(directory)
+        # The pool embedded with the trained encoder once, then only what changed.
+        self.pool = cached_vectors(
+            directory / "pool_vectors.npz", [embedding_text(e) for e in index.examples], self.encoder
+        )
 
     @classmethod
     def for_index(cls, index: Index, encoder: TextEncoder | None = None) -> LailRetriever:
         return cls(index, artifact_dir(index, "lail"))
-
-    def _pool_vectors(self, directory: Path) -> np.ndarray:
-        """The pool embedded with the trained encoder, reusing vectors of texts embedded before."""
-        texts = [embedding_text(e) for e in self.index.examples]
-        keys = [hashlib.sha256(t.encode()).hexdigest()[:24] for t in texts]
-        path = directory / "pool_vectors.npz"
-        known: dict[str, np.ndarray] = {}
-        if path.exists():
-            stored = np.load(path)
-            known = dict(zip(json.loads(str(stored["keys"])), stored["vectors"], strict=True))
-        missing = [i for i, k in enumerate(keys) if k not in known]
-        if missing:
-            fresh = self.encoder.encode([texts[i] for i in missing])
-            known.update({keys[i]: fresh[row] for row, i in enumerate(missing)})
-            vectors = np.stack([known[k] for k in keys]) if keys else np.zeros((0, self.encoder.dim), "float32")
-            buffer = io.BytesIO()
-            np.savez(buffer, keys=json.dumps(keys), vectors=vectors)
-            atomic_write_bytes(path, buffer.getvalue())
-            return vectors
-        return np.stack([known[k] for k in keys]) if keys else np.zeros((0, self.encoder.dim), "float32")
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         if not len(self.index):

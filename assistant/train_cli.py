@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from .cli_options import BaseUrlOpt
 from .console import ProgressUI, friendly_errors, out, show_progress
 from .errors import UsageError
 
@@ -57,7 +56,21 @@ def retriever(
     model: Annotated[
         str | None, typer.Option(help="lail: the labeling model (default: the default generator).")
     ] = None,
-    base_url: BaseUrlOpt = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="The openai labeler's server (lail) or the embeddings server (tstr --embedder openai:...), e.g. "
+            "http://127.0.0.1:8080/v1 (env OPENAI_BASE_URL).",
+        ),
+    ] = None,
+    embedder: Annotated[
+        str,
+        typer.Option(
+            help="tstr: the frozen embeddings to transform: default (the local MiniLM encoder) or openai:<model> "
+            "(any OpenAI-compatible embeddings endpoint, at --base-url; queries are embedded there too)."
+        ),
+    ] = "default",
     precision: Annotated[
         str,
         typer.Option(
@@ -125,19 +138,26 @@ def retriever(
             json_output,
         )
         return
+    if embedder != "default" and method != "tstr":
+        raise UsageError("--embedder applies to tstr; LAIL fine-tunes the local encoder")
     with ProgressUI(show_progress(json_output)) as ui:
         encoder = Encoder.load()
         index = training_index(path, bank, encoder, ui)
+        from .embeddings import load_embedder
         from .tstr import TstrConfig, train_for_index
 
+        if embedder != "default":
+            ui.status(f"Embedding the pool with {embedder}")
+        frozen = encoder if embedder == "default" else load_embedder(embedder, base_url=base_url)
         config = TstrConfig(seed=seed, **({"epochs": epochs} if epochs else {}))
-        directory, stats = train_for_index(index, encoder, config, progress=ui)
-    summary = {"method": method, "examples": len(index), "saved": str(directory), **stats}
+        directory, stats = train_for_index(index, frozen, config, progress=ui)
+    summary = {"method": method, "embedder": frozen.name, "examples": len(index), "saved": str(directory), **stats}
     if json_output:
         out.print_json(json.dumps(summary))
         return
     out.print(
-        f"Trained TST^R on {len(index)} examples ({stats['pairs']} boundary pairs) in {stats['seconds']:.1f} s: "
+        f"Trained TST^R on {len(index)} examples ({stats['pairs']} boundary pairs, {frozen.name} embeddings) in "
+        f"{stats['seconds']:.1f} s: "
         f"loss {stats['loss_before']:.4f} → {stats['loss_after']:.4f}\nSaved to {directory}"
     )
 

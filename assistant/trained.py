@@ -8,14 +8,17 @@ fingerprint is a hash of the examples' requirements and code: the same pool find
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .examples import Example
-from .index import Index
-from .paths import REPO_DIR_NAME, atomic_write_text, cache_dir
+from .index import Index, TextEncoder
+from .paths import REPO_DIR_NAME, atomic_write_bytes, atomic_write_text, cache_dir
 
 METHODS = ("lail", "tstr")  # the trained retrievers, best first
 
@@ -81,3 +84,29 @@ def artifact_identity(index: Index, method: str) -> dict[str, Any] | None:
 def trained_methods(index: Index) -> list[str]:
     """The trained retrievers available for this index, best first (LAIL, then TST^R)."""
     return [m for m in METHODS if read_manifest(artifact_dir(index, m)) is not None]
+
+
+def cached_vectors(
+    path: Path, texts: Sequence[str], encoder: TextEncoder, progress: Callable[[int, int], None] | None = None
+) -> np.ndarray:
+    """`encoder.encode(texts)`, reusing the vectors stored in `path` (an .npz keyed by encoder and text).
+
+    A pool that gains a few examples embeds only those; the file then holds exactly this pool's vectors.
+    """
+    keys = [hashlib.sha256(f"{encoder.name}\x00{text}".encode()).hexdigest()[:24] for text in texts]
+    known: dict[str, np.ndarray] = {}
+    if path.exists():
+        stored = np.load(path)
+        known = dict(zip(json.loads(str(stored["keys"])), stored["vectors"], strict=True))
+    missing = [i for i, key in enumerate(keys) if key not in known]
+    if missing:
+        fresh = encoder.encode([texts[i] for i in missing], progress)
+        known.update({keys[i]: fresh[row] for row, i in enumerate(missing)})
+    if not keys:
+        return np.zeros((0, encoder.dim), "float32")
+    vectors = np.stack([known[key] for key in keys]).astype("float32")
+    if missing:
+        buffer = io.BytesIO()
+        np.savez(buffer, keys=json.dumps(keys), vectors=vectors)
+        atomic_write_bytes(path, buffer.getvalue())
+    return vectors

@@ -21,12 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from .codesim import similarity_matrix
+from .embeddings import PREFIX, EndpointEncoder, load_embedder
 from .encoder import dot_scores
 from .errors import UsageError
 from .examples import Example
-from .index import Index, TextEncoder
+from .index import Index, TextEncoder, embedding_text
 from .retrieve import Exclude, Hit, top_rows
-from .trained import artifact_dir, describe_pool, read_manifest, write_manifest
+from .trained import artifact_dir, cached_vectors, describe_pool, read_manifest, write_manifest
 
 Progress = Callable[[str, int, int], None]
 
@@ -176,53 +177,82 @@ def train_tstr(
     return Tstr(network, config, manifest), stats
 
 
+def frozen_vectors(
+    index: Index, embedder: TextEncoder, directory: Path, progress: Progress | None = None
+) -> np.ndarray:
+    """The pool's frozen requirement embeddings: the index's own when it was embedded by `embedder`, else
+    embedded by it once and cached beside the trained model (an endpoint is called only for new examples)."""
+    if index.encoder_name == embedder.name:
+        return np.asarray(index.vectors, dtype=np.float32)
+    texts = [embedding_text(e) for e in index.examples]
+    step = (lambda done, total: progress("encode", done, total)) if progress else None
+    return cached_vectors(directory / "frozen_vectors.npz", texts, embedder, step)
+
+
+def _embedder_for(manifest: dict, encoder: TextEncoder) -> TextEncoder:
+    """What embeds queries for a trained model: the same embedder (and server) that training used."""
+    name = manifest.get("embedder")
+    if name == encoder.name:
+        return encoder
+    if isinstance(name, str) and name.startswith(PREFIX):
+        return load_embedder(name, base_url=manifest.get("embedder_url"))
+    raise UsageError(f"the TST^R model was trained on {name} embeddings, not {encoder.name}; retrain it")
+
+
 def train_for_index(
-    index: Index, encoder: TextEncoder, config: TstrConfig | None = None, progress: Progress | None = None
+    index: Index, embedder: TextEncoder, config: TstrConfig | None = None, progress: Progress | None = None
 ) -> tuple[Path, dict]:
-    """Train TST^R on an index's examples (its stored frozen vectors) and save it where retrieval finds it."""
-    if index.encoder_name and index.encoder_name != encoder.name:
-        raise UsageError(f"the index was embedded with {index.encoder_name}, not {encoder.name}; re-index first")
+    """Train TST^R on an index's examples, embedded by `embedder` (the index's encoder, or an endpoint), and
+    save it where retrieval finds it."""
+    directory = artifact_dir(index, "tstr")
+    # Training embeds the pool afresh: a server may have changed the model behind the same name.
+    (directory / "frozen_vectors.npz").unlink(missing_ok=True)
     model, stats = train_tstr(
         index.examples,
-        np.asarray(index.vectors, dtype=np.float32),
-        embedder=encoder.name,
+        frozen_vectors(index, embedder, directory, progress),
+        embedder=embedder.name,
         pool=describe_pool(index),
         config=config,
         progress=progress,
     )
-    directory = artifact_dir(index, "tstr")
+    if isinstance(embedder, EndpointEncoder):
+        model.manifest["embedder_url"] = embedder.base_url  # queries must go to the same server
     model.save(directory)
     return directory, stats
 
 
 class TstrRetriever:
-    """Cosine top-k in the tuned space: the pool's stored vectors and the query's, both transformed."""
+    """Cosine top-k in the tuned space: the pool's frozen vectors and the query's, both transformed."""
 
     name = "tstr"
 
-    def __init__(self, index: Index, encoder: TextEncoder, model: Tstr) -> None:
-        if model.manifest.get("embedder") != encoder.name:
+    def __init__(self, index: Index, embedder: TextEncoder, model: Tstr, frozen: np.ndarray) -> None:
+        if model.manifest.get("embedder") != embedder.name:
             raise UsageError(
-                f"the TST^R model was trained on {model.manifest.get('embedder')} embeddings, not {encoder.name}"
+                f"the TST^R model was trained on {model.manifest.get('embedder')} embeddings, not {embedder.name}"
             )
         self.index = index
-        self.encoder = encoder
+        self.embedder = embedder
         self.model = model
-        self.pool = model.transform(np.asarray(index.vectors, dtype=np.float32)) if len(index) else np.zeros((0, 1))
+        self.frozen = frozen
+        self.pool = model.transform(frozen) if len(index) else np.zeros((0, 1))
 
     @classmethod
     def for_index(cls, index: Index, encoder: TextEncoder) -> TstrRetriever:
+        """The model trained for this index; `encoder` embeds queries unless training used another embedder."""
         directory = artifact_dir(index, "tstr")
         if read_manifest(directory) is None:
             raise UsageError(
                 f"no TST^R retriever trained for the {describe_pool(index)}; run `assist train retriever --method tstr`"
             )
-        return cls(index, encoder, Tstr.load(directory))
+        model = Tstr.load(directory)
+        embedder = _embedder_for(model.manifest, encoder)
+        return cls(index, embedder, model, frozen_vectors(index, embedder, directory))
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         if not len(self.index):
             return []
-        scores = dot_scores(self.pool, self.model.transform(self.encoder.encode([query]))[0])
+        scores = dot_scores(self.pool, self.model.transform(self.embedder.encode([query]))[0])
         return [
             Hit(self.index.examples[row], float(scores[row]), self.name, f"tuned cosine {scores[row]:.3f}")
             for row in top_rows(scores, self.index.examples, k, exclude)

@@ -235,7 +235,8 @@ def trained_retrievers(pool: str, index: Index, encoder: Encoder) -> tuple[list[
     tstr_dir = artifact_dir(trained_on, "tstr")
     if read_manifest(tstr_dir) is not None:
         started = time.perf_counter()
-        found.append(TstrRetriever(index, encoder, Tstr.load(tstr_dir)))
+        frozen = np.asarray(index.vectors, dtype=np.float32)  # the benchmark's index is embedded by `encoder`
+        found.append(TstrRetriever(index, encoder, Tstr.load(tstr_dir), frozen))
         setup["tstr"] = time.perf_counter() - started
     else:
         sys.stderr.write(f"no TST^R retriever trained for {pool}; skipped\n")

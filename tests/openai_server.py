@@ -4,6 +4,8 @@ Its answers are scripted (a tiny deterministic "model" that writes `def f(): ret
 misbehave on demand: ignore `n`, answer 429 or 500, stall, send broken JSON, not know a model. The completions
 route's `echo` (prompt log-probabilities) is answered by `Script.echo`, a scorer a test plugs in (the real
 local model, in the tests that need true values); without one, `echo` is ignored (a server that cannot echo).
+The embeddings route is answered by `Script.embed` (the real local encoder, in the tests that need true
+vectors); without one it is a 404, as on a server that serves no embeddings.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ class Script:
     # text -> (token texts, log-probabilities with None first, character offsets)
     echo: Callable[[str], tuple[list[str], list[float | None], list[int]]] | None = None
     echo_shift: bool = False  # misalign the echoed values by one token (a buggy server)
+    # texts -> one vector per text
+    embed: Callable[[list[str]], list[list[float]]] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     answered: int = 0
 
@@ -92,6 +96,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if body.get("model") not in script.models:
             self._error(404, f"The model `{body.get('model')}` does not exist")
+            return
+        if self.path.rstrip("/").endswith("/embeddings"):
+            self._embeddings(body)
             return
         text_in = json.dumps(body.get("messages") or body.get("prompt"))
         if script.context is not None and len(text_in) > script.context:
@@ -161,6 +168,25 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
+    def _embeddings(self, body: dict[str, Any]) -> None:
+        script = self.script
+        if script.embed is None:
+            self._error(404, "not found")
+            return
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        if any(not text for text in texts):
+            self._error(400, "input cannot be an empty string")
+            return
+        if body.get("encoding_format", "float") != "float":
+            # Like llama.cpp's server before it learnt base64 (the `openai` client asks for base64 by default).
+            self._error(400, f"encoding_format {body.get('encoding_format')!r} is not supported")
+            return
+        vectors = script.embed(texts)
+        data = [{"object": "embedding", "index": i, "embedding": list(v)} for i, v in enumerate(vectors)]
+        script.answered += 1
+        usage = {"prompt_tokens": sum(len(t) // 4 for t in texts), "total_tokens": 0}
+        self._send(200, {"object": "list", "data": data, "model": body["model"], "usage": usage})
+
 
 @contextmanager
 def openai_server(script: Script | None = None) -> Iterator[tuple[str, Script]]:
@@ -194,3 +220,16 @@ def model_echo(backend: Any) -> Callable[[str], tuple[list[str], list[float | No
         return [text[a:b] for a, b in spans], values, [a for a, _ in spans]
 
     return score
+
+
+def model_embed(encoder: Any, scale: float = 1.0) -> Callable[[list[str]], list[list[float]]]:
+    """An `embed` answerer backed by a real local encoder: what an embeddings server returns for its texts
+    (`scale` != 1 answers vectors that are not unit length, as some servers do)."""
+    lock = threading.Lock()  # the server is threaded; one forward pass at a time
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        with lock:
+            vectors = encoder.encode(texts)
+        return [[float(x) * scale for x in row] for row in vectors]
+
+    return embed

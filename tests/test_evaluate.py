@@ -341,8 +341,12 @@ def test_retrievers_table_says_how_each_retriever_was_trained() -> None:
             "tasks": ["t1"],
         },
         "old": {"method": "lail", "config": {"candidates": 8}, "labeler": {"model": "m"}, "tasks": []},
+        "tstr": {"method": "tstr", "config": {"epochs": 60}, "embedder": "openai:e5", "tasks": []},
+        "tstr-local": {"method": "tstr", "config": {"epochs": 60}, "embedder": "all-minilm-l6-v2", "tasks": []},
     }
     rows = retrievers_table(known, {"lail": {"t1", "t2"}}).splitlines()[2:]
     assert rows[0].startswith("| lail | 1 of 2 |")
     assert "| loss infonce, candidates 16, labeler m in bf16 | w.safetensors abababababab |" in rows[0]
     assert "| loss infonce, candidates 8, labeler m |" in rows[1]  # trained before bf16: fp32, not named
+    assert "| epochs 60, embeddings openai:e5 |" in rows[2]
+    assert "| epochs 60 |" in rows[3]  # the default embeddings go unnamed, as in the reports made before

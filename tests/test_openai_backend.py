@@ -148,7 +148,7 @@ def test_completions_api_renders_text_and_cuts_at_the_stop_string() -> None:
 def test_context_overflow_from_the_server_is_a_usage_error() -> None:
     with openai_server(Script(context=50)) as (url, _):
         backend = connect(url)
-        with pytest.raises(UsageError, match="prompt is too long"):
+        with pytest.raises(UsageError, match="input is too long"):
             backend.sample(PROMPT, SamplingParams(n=1))
 
 

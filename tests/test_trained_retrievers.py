@@ -289,3 +289,83 @@ def test_a_results_folder_records_which_training_its_figures_come_from(encoder, 
     (out / "retrievers.json").write_text("{not json")  # a damaged file is rewritten, never a crash
     assert "## Trained retrievers" not in write_report(out)
     assert record_retrievers(out, second, ["t2"])["tstr"]["tasks"] == ["t2"]
+
+
+def test_an_embeddings_endpoint_is_batched_kept_in_order_and_normalised() -> None:
+    from assistant.embeddings import EndpointEncoder
+
+    from .openai_server import Script, openai_server
+
+    # A "model" whose vector is (len(text), 1): the rows' order shows, and no vector has unit length.
+    script = Script(models=["emb"], embed=lambda texts: [[float(len(t)), 1.0] for t in texts])
+    texts = ["a", "bbb", "", "dddd", "ee"]
+    with openai_server(script) as (url, _):
+        embedder = EndpointEncoder.connect("emb", base_url=url, batch_size=2)
+        vectors = embedder.encode(texts)
+    assert embedder.name == "openai:emb" and embedder.dim == 2 and vectors.dtype == np.float32
+    raw = np.array([[max(len(t), 1), 1.0] for t in texts])  # the empty text goes out as " "
+    assert np.allclose(vectors, raw / np.linalg.norm(raw, axis=1, keepdims=True))
+    sizes = [len(r["input"]) for r in script.requests if r["path"].endswith("/embeddings")]
+    assert sizes == [1, 2, 2, 1]  # the probe, then batches of 2
+    assert all(r["encoding_format"] == "float" for r in script.requests)  # this server refuses base64
+
+
+def test_an_embedder_that_is_not_there_fails_in_one_line(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from assistant.cli import app
+
+    from .openai_server import Script, openai_server
+
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text("".join(json.dumps({"requirement": r, "code": c}) + "\n" for r, c in POOL))
+    train = ["train", "retriever", "--method", "tstr", "--bank", str(bank)]
+    result = CliRunner().invoke(app, [*train, "--embedder", "minilm-large"])
+    assert result.exit_code == 2 and "unknown embedder 'minilm-large'" in result.output
+    with openai_server(Script(models=["emb"])) as (url, _):  # serves completions, not embeddings
+        result = CliRunner().invoke(app, [*train, "--embedder", "openai:emb", "--base-url", url])
+    assert result.exit_code == 1 and "no embeddings endpoint" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(encoder, tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from assistant.cli import app
+    from assistant.errors import ModelError
+    from assistant.index import index_bank
+    from assistant.trained import artifact_dir, read_manifest
+
+    from .openai_server import Script, model_embed, openai_server
+
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text("".join(json.dumps({"requirement": r, "code": c}) + "\n" for r, c in POOL))
+    train = ["train", "retriever", "--method", "tstr", "--bank", str(bank), "--epochs", "40", "--json"]
+    query = "total of all values in a list"
+    local = CliRunner().invoke(app, train)
+    assert local.exit_code == 0, local.output
+    index = index_bank(bank, encoder)[0]
+    expected = make_retriever("tstr", index, encoder).search(query, 3)
+    # The server embeds with the same real encoder, but answers vectors of length 2: assist normalises them.
+    script = Script(models=["minilm"], embed=model_embed(encoder, scale=2.0))
+    with openai_server(script) as (url, _):
+        result = CliRunner().invoke(app, [*train, "--embedder", "openai:minilm", "--base-url", url])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)["embedder"] == "openai:minilm"
+        manifest = read_manifest(artifact_dir(index, "tstr"))
+        assert manifest["embedder"] == "openai:minilm" and manifest["embedder_url"] == url
+        embedded = sum(len(r["input"]) for r in script.requests)
+        retriever = make_retriever("tstr", index, encoder)  # the manifest says where queries go
+        hits = retriever.search(query, 3)
+        # The pool's vectors were cached at training: loading asked only for the probe, searching for the query.
+        assert sum(len(r["input"]) for r in script.requests) == embedded + 2
+        assert script.requests[-1]["input"] == [query]
+    assert retriever.embedder.name == "openai:minilm"
+    assert [h.example.name for h in hits] == [h.example.name for h in expected]
+    assert [h.score for h in hits] == pytest.approx([h.score for h in expected], abs=1e-3)
+    with pytest.raises(ModelError, match="cannot reach"):
+        make_retriever("tstr", index, encoder)  # the server is gone

@@ -404,47 +404,53 @@ class OpenAIBackend:
         return served
 
     def _call(self, method: Callable[..., Any], **kwargs: Any) -> Any:
-        """Call the client, turning its exceptions into one-line errors that say what to do."""
-        import openai
+        return call_api(method, url=self.base_url, timeout=self.timeout, retries=self.retries, **kwargs)
 
-        url = self.base_url
-        try:
-            return method(**kwargs)
-        except openai.APITimeoutError:
-            raise ModelError(
-                f"{url} did not answer within {self.timeout:g} s ({self.retries} retries); "
-                "raise --timeout or check the server"
-            ) from None
-        except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            raise ModelError(
-                f"cannot reach {url} ({type(cause).__name__}); is the server running? `assist serve` starts a local one"
-            ) from None
-        except openai.AuthenticationError:
-            raise ModelError(
-                f"{url} refused the API key; set OPENAI_API_KEY (or openai.api_key in the config)"
-            ) from None
-        except openai.NotFoundError as exc:
-            model = kwargs.get("model")
-            what = f"does not know model {model!r}" if model else "has no such endpoint"
-            error = ModelError(f"{url} {what} (404: {_message(exc)}); check --model and --base-url (usually …/v1)")
-            raise error from exc
-        except openai.RateLimitError:
-            raise ModelError(
-                f"{url} is rate-limiting requests (429 after {self.retries} retries); try later or lower "
-                "openai.concurrency"
-            ) from None
-        except openai.BadRequestError as exc:
-            text = _message(exc)
-            if any(word in text.lower() for word in ("context", "too long", "maximum", "exceed")):
-                raise UsageError(f"{url} says the prompt is too long: {text}; use fewer demonstrations (-k)") from None
-            raise ModelError(f"{url} rejected the request: {text}") from None
-        except openai.APIStatusError as exc:
-            raise ModelError(
-                f"{url} failed with HTTP {exc.status_code} after {self.retries} retries: {_message(exc)}"
-            ) from None
-        except (openai.APIResponseValidationError, ValueError) as exc:
-            raise ModelError(f"{url} sent a response that is not valid OpenAI JSON ({type(exc).__name__})") from None
+
+def call_api(
+    method: Callable[..., Any],
+    *,
+    url: str,
+    timeout: float,
+    retries: int,
+    too_long: str = "use fewer demonstrations (-k)",
+    **kwargs: Any,
+) -> Any:
+    """Call an `openai` client method, turning its exceptions into one-line errors that say what to do
+    (`too_long`: what to do when the server says the input is too long)."""
+    import openai
+
+    try:
+        return method(**kwargs)
+    except openai.APITimeoutError:
+        raise ModelError(
+            f"{url} did not answer within {timeout:g} s ({retries} retries); raise --timeout or check the server"
+        ) from None
+    except openai.APIConnectionError as exc:
+        cause = exc.__cause__ or exc
+        raise ModelError(
+            f"cannot reach {url} ({type(cause).__name__}); is the server running? `assist serve` starts a local one"
+        ) from None
+    except openai.AuthenticationError:
+        raise ModelError(f"{url} refused the API key; set OPENAI_API_KEY (or openai.api_key in the config)") from None
+    except openai.NotFoundError as exc:
+        model = kwargs.get("model")
+        what = f"does not know model {model!r}" if model else "has no such endpoint"
+        error = ModelError(f"{url} {what} (404: {_message(exc)}); check --model and --base-url (usually …/v1)")
+        raise error from exc
+    except openai.RateLimitError:
+        raise ModelError(
+            f"{url} is rate-limiting requests (429 after {retries} retries); try later or lower openai.concurrency"
+        ) from None
+    except openai.BadRequestError as exc:
+        text = _message(exc)
+        if any(word in text.lower() for word in ("context", "too long", "maximum", "exceed")):
+            raise UsageError(f"{url} says the input is too long: {text}; {too_long}") from None
+        raise ModelError(f"{url} rejected the request: {text}") from None
+    except openai.APIStatusError as exc:
+        raise ModelError(f"{url} failed with HTTP {exc.status_code} after {retries} retries: {_message(exc)}") from None
+    except (openai.APIResponseValidationError, ValueError) as exc:
+        raise ModelError(f"{url} sent a response that is not valid OpenAI JSON ({type(exc).__name__})") from None
 
 
 def _choices(response: Any, url: str) -> list[Any]:

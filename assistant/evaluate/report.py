@@ -162,6 +162,8 @@ def retrievers_table(known: dict, held: dict[str, set[str]]) -> str:
             settings += f", labeler {labeler['model']}"
             if labeler.get("precision", "fp32") != "fp32":  # recorded since bf16 could label; fp32 before
                 settings += f" in {labeler['precision']}"
+        if str(identity.get("embedder", "")).startswith("openai:"):  # TST^R over an embeddings endpoint
+            settings += f", embeddings {identity['embedder']}"
         shas = ", ".join(f"{path} {sha[:12]}" for path, sha in identity.get("weights_sha256", {}).items())
         mine = held.get(name, set())
         made = f"{len(mine & set(identity.get('tasks', [])))} of {len(mine)}"
