@@ -89,6 +89,10 @@ def retriever(
     positives: Annotated[int, typer.Option(help="lail: top-scored kept as positives, z (paper 5).")] = 2,
     soft_negatives: Annotated[int, typer.Option(help="lail: bottom-scored soft negatives, v (paper 5).")] = 2,
     hard_negatives: Annotated[int, typer.Option(help="lail: hard negatives from outside S_i, h (paper 63).")] = 32,
+    temperature: Annotated[
+        float,
+        typer.Option(help="lail: the contrastive loss's temperature τ (the paper leaves it unstated; lower sharpens)."),
+    ] = 0.05,
     loss: Annotated[
         str,
         typer.Option(
@@ -119,6 +123,8 @@ def retriever(
 
     if method not in METHODS:
         raise UsageError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if embedder != "default" and method != "tstr":
+        raise UsageError("--embedder applies to tstr; LAIL fine-tunes the local encoder")
     if method == "lail":
         _train_lail(
             path,
@@ -133,13 +139,12 @@ def retriever(
             positives,
             soft_negatives,
             hard_negatives,
+            temperature,
             loss,
             resume,
             json_output,
         )
         return
-    if embedder != "default" and method != "tstr":
-        raise UsageError("--embedder applies to tstr; LAIL fine-tunes the local encoder")
     with ProgressUI(show_progress(json_output)) as ui:
         encoder = Encoder.load()
         index = training_index(path, bank, encoder, ui)
@@ -175,6 +180,7 @@ def _train_lail(
     positives: int,
     soft_negatives: int,
     hard_negatives: int,
+    temperature: float,
     loss: str,
     resume: bool,
     json_output: bool,
@@ -195,11 +201,14 @@ def _train_lail(
     for name, value in (("candidates", candidates), ("positives", positives), ("soft-negatives", soft_negatives)):
         if value < 1:
             raise UsageError(f"--{name} must be at least 1")
+    if not temperature > 0:
+        raise UsageError(f"--temperature must be above 0, not {temperature:g}")
     config = LailConfig(
         candidates=candidates,
         positives=positives,
         soft_negatives=soft_negatives,
         hard_negatives=max(0, hard_negatives),
+        temperature=temperature,
         loss=loss,
         seed=seed,
         **({"epochs": epochs} if epochs else {}),

@@ -369,3 +369,15 @@ def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(encod
     assert [h.score for h in hits] == pytest.approx([h.score for h in expected], abs=1e-3)
     with pytest.raises(ModelError, match="cannot reach"):
         make_retriever("tstr", index, encoder)  # the server is gone
+
+
+def test_lail_settings_are_checked_before_anything_loads(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from assistant.cli import app
+
+    train = ["train", "retriever", "--method", "lail", "--bank", str(tmp_path / "missing.jsonl")]
+    result = CliRunner().invoke(app, [*train, "--temperature", "0"])
+    assert result.exit_code == 2 and "--temperature must be above 0" in result.output
+    result = CliRunner().invoke(app, [*train, "--embedder", "openai:e5"])
+    assert result.exit_code == 2 and "--embedder applies to tstr" in result.output
