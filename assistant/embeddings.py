@@ -82,6 +82,8 @@ class EndpointEncoder:
         return np.stack(rows)
 
     def _batch(self, texts: list[str]) -> list[np.ndarray]:
+        import openai
+
         from .backends.openai_api import call_api
 
         url = f"{self.base_url}/embeddings"
@@ -98,7 +100,7 @@ class EndpointEncoder:
                 encoding_format="float",  # the client would ask for base64, which not every server speaks
             )
         except ModelError as exc:
-            if "404" in str(exc):
+            if isinstance(exc.__cause__, openai.NotFoundError):
                 raise ModelError(
                     f"{url} answered 404: the server has no embeddings endpoint, or does not serve model "
                     f"{self.model!r} (llama.cpp's server needs --embedding)"

@@ -106,6 +106,7 @@ def cached_vectors(
         return np.zeros((0, encoder.dim), "float32")
     vectors = np.stack([known[key] for key in keys]).astype("float32")
     if missing:
+        path.parent.mkdir(parents=True, exist_ok=True)
         buffer = io.BytesIO()
         np.savez(buffer, keys=json.dumps(keys), vectors=vectors)
         atomic_write_bytes(path, buffer.getvalue())
