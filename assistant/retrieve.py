@@ -7,6 +7,7 @@ TOP-k-SBERT) and `hybrid` (reciprocal-rank fusion of both). Trained retrievers p
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -16,6 +17,8 @@ import numpy as np
 from .examples import Example
 from .index import Index, TextEncoder
 from .tokenize import tokenize
+
+log = logging.getLogger("assistant")
 
 Exclude = Callable[[Example], bool]
 
@@ -169,15 +172,20 @@ RETRIEVERS: dict[str, RetrieverFactory] = {
 def make_retriever(name: str, index: Index, encoder: TextEncoder) -> Retriever:
     """Build a registered retriever over an index; an unknown name is a one-line error.
 
-    `auto` picks a retriever trained for this index's pool when there is one (LAIL, then TST^R), else hybrid.
+    `auto` picks a retriever trained for this index's pool when there is one (LAIL, then TST^R), else hybrid;
+    one that cannot load (its embeddings server is down) is skipped with a warning.
     """
-    from .errors import UsageError
+    from .errors import ModelError, UsageError
 
     if name == "auto":
         from .trained import trained_methods
 
-        trained = trained_methods(index)
-        name = trained[0] if trained else "hybrid"
+        for method in trained_methods(index):
+            try:
+                return RETRIEVERS[method](index, encoder)
+            except ModelError as exc:  # e.g. the embeddings server TST^R was trained on is down
+                log.warning("the trained %s retriever is unavailable (%s); using the next best", method, exc)
+        name = "hybrid"
     factory = RETRIEVERS.get(name)
     if factory is None:
         raise UsageError(f"unknown retriever {name!r}; choose one of: auto, {', '.join(RETRIEVERS)}")

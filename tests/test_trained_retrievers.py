@@ -330,7 +330,7 @@ def test_an_embedder_that_is_not_there_fails_in_one_line(tmp_path) -> None:
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(encoder, tmp_path) -> None:
+def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(encoder, tmp_path, caplog) -> None:
     import json
 
     from typer.testing import CliRunner
@@ -364,6 +364,9 @@ def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(encod
     assert retriever.embedder.name == "openai:minilm"
     with pytest.raises(ModelError, match="cannot reach"):
         make_retriever("tstr", index, encoder)  # the server is gone
+    with caplog.at_level("WARNING", logger="assistant"):
+        assert make_retriever("auto", index, encoder).name == "hybrid"  # `auto` says so and uses the next best
+    assert "trained tstr retriever is unavailable" in caplog.text
     local = CliRunner().invoke(app, train)  # the same training on the local encoder's own vectors
     assert local.exit_code == 0, local.output
     expected = make_retriever("tstr", index, encoder).search(query, 3)
