@@ -1,4 +1,4 @@
-"""Frozen embedders for TST^R: the default local encoder, or an OpenAI-compatible embeddings endpoint.
+"""An OpenAI-compatible embeddings endpoint as TST^R's frozen embedder (the default is the local encoder).
 
 TST^R treats the embedding model as a black box (`../shared/docs/methods.md`, section 2), so any server with
 `POST /v1/embeddings` will do: OpenAI, vLLM, llama.cpp's server started with `--embedding`, Ollama, infinity.
@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from .errors import ModelError, UsageError
-from .index import TextEncoder
 
 PREFIX = "openai:"
 
@@ -49,24 +48,12 @@ class EndpointEncoder:
         batch_size: int = 64,
     ) -> EndpointEncoder:
         """Connect and embed one probe text, so a wrong URL or model fails here with a one-line error."""
-        import openai
+        from .backends.openai_api import make_client
 
         if not model:
             raise UsageError("name the embeddings model: --embedder openai:<model>")
-        if base_url is None and api_key is None:
-            raise UsageError(
-                "an embeddings endpoint needs --base-url (e.g. http://127.0.0.1:8080/v1) or OPENAI_API_KEY for "
-                "api.openai.com"
-            )
-        client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=retries)
-        encoder = cls(
-            client,
-            model,
-            base_url=str(client.base_url).rstrip("/"),
-            timeout=timeout,
-            retries=retries,
-            batch_size=batch_size,
-        )
+        client, url = make_client(base_url, api_key, timeout, retries, what="an embeddings endpoint")
+        encoder = cls(client, model, base_url=url, timeout=timeout, retries=retries, batch_size=batch_size)
         encoder.encode(["dimension probe"])
         return encoder
 
@@ -124,16 +111,12 @@ class EndpointEncoder:
         return rows
 
 
-def load_embedder(name: str, *, base_url: str | None = None) -> TextEncoder:
-    """The frozen embedder `name`: `default` (the local encoder) or `openai:<model>` (an embeddings endpoint).
+def load_embedder(name: str, *, base_url: str | None = None) -> EndpointEncoder:
+    """Connect to the embeddings endpoint `name` (`openai:<model>`); the local encoder needs no connecting.
 
     The endpoint's URL is `base_url`, else the `openai.base_url` setting (env OPENAI_BASE_URL); the key, timeout
     and retries come from the `openai.*` settings, as for the openai generation backend.
     """
-    if name in ("", "default"):
-        from .encoder import Encoder
-
-        return Encoder.load()
     if not name.startswith(PREFIX):
         raise UsageError(f"unknown embedder {name!r}; use default or openai:<model>")
     from .config import load_settings

@@ -310,7 +310,7 @@ def test_an_embeddings_endpoint_is_batched_kept_in_order_and_normalised() -> Non
     assert all(r["encoding_format"] == "float" for r in script.requests)  # this server refuses base64
 
 
-def test_an_embedder_that_is_not_there_fails_in_one_line(tmp_path) -> None:
+def test_an_embedder_that_is_not_there_fails_in_one_line(tmp_path, monkeypatch) -> None:
     import json
 
     from typer.testing import CliRunner
@@ -324,6 +324,10 @@ def test_an_embedder_that_is_not_there_fails_in_one_line(tmp_path) -> None:
     train = ["train", "retriever", "--method", "tstr", "--bank", str(bank)]
     result = CliRunner().invoke(app, [*train, "--embedder", "minilm-large"])
     assert result.exit_code == 2 and "unknown embedder 'minilm-large'" in result.output
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(app, [*train, "--embedder", "openai:emb"])
+    assert result.exit_code == 2 and "an embeddings endpoint needs --base-url" in result.output
     with openai_server(Script(models=["emb"])) as (url, _):  # serves completions, not embeddings
         result = CliRunner().invoke(app, [*train, "--embedder", "openai:emb", "--base-url", url])
     assert result.exit_code == 1 and "no embeddings endpoint" in result.output

@@ -103,22 +103,9 @@ class OpenAIBackend:
         tokenizer: str | None = None,
     ) -> OpenAIBackend:
         """Connect, check the server answers and serves the model (the only one it serves, if none is named)."""
-        import openai
-
         if api not in ("chat", "completions"):
             raise UsageError(f"--api must be chat or completions, not {api!r}")
-        if base_url is None and api_key is None:
-            raise UsageError(
-                "the openai backend needs --base-url (e.g. http://127.0.0.1:8080/v1; `assist serve` starts a "
-                "local server) or OPENAI_API_KEY for api.openai.com"
-            )
-        client = openai.OpenAI(
-            base_url=base_url,
-            api_key=api_key or "not-needed",  # local servers take any key; the client insists on one
-            timeout=timeout,
-            max_retries=retries,
-        )
-        url = str(client.base_url).rstrip("/")
+        client, url = make_client(base_url, api_key, timeout, retries, what="the openai backend")
         backend = cls(
             client,
             model or "",
@@ -405,6 +392,28 @@ class OpenAIBackend:
 
     def _call(self, method: Callable[..., Any], **kwargs: Any) -> Any:
         return call_api(method, url=self.base_url, timeout=self.timeout, retries=self.retries, **kwargs)
+
+
+def make_client(
+    base_url: str | None, api_key: str | None, timeout: float, retries: int, *, what: str
+) -> tuple[Any, str]:
+    """An `openai` client for `base_url` (None: api.openai.com, which needs a key) and its URL as errors name it.
+
+    `what` names the user of the server in the error for a missing URL, e.g. "the openai backend"."""
+    import openai
+
+    if base_url is None and api_key is None:
+        raise UsageError(
+            f"{what} needs --base-url (e.g. http://127.0.0.1:8080/v1; `assist serve` starts a local server) "
+            "or OPENAI_API_KEY for api.openai.com"
+        )
+    client = openai.OpenAI(
+        base_url=base_url,
+        api_key=api_key or "not-needed",  # local servers take any key; the client insists on one
+        timeout=timeout,
+        max_retries=retries,
+    )
+    return client, str(client.base_url).rstrip("/")
 
 
 def call_api(
