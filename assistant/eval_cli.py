@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -34,6 +35,49 @@ Seed = Annotated[int, typer.Option(help="Seeds the subset, the random strategy a
 Demos = Annotated[int, typer.Option(help="Demonstrations per prompt.")]
 Pool = Annotated[str, typer.Option(help="Where demonstrations come from: a benchmark's train split.")]
 OutDir = Annotated[Path | None, typer.Option("--out", help="Results folder (default: results/<run name>).")]
+
+
+SEED_MAX = 2**32 - 1  # numpy and torch take seeds in [0, 2**32) (torch more, but the local backend multiplies it)
+
+
+def _show(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def check_range(
+    option: str,
+    value: float | None,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
+    """Refuse a numeric option outside [low, high] (or an open end) with one line; None (not given) passes.
+
+    Checked at the command line, before anything loads: `--limit -1` once chose 499 tasks of 500, and
+    `--temperature -1` reached the sampler. NaN and infinities are refused too.
+    """
+    if value is None:
+        return
+    ok = math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if ok:
+        return
+    bounds = []
+    if low is not None:
+        bounds.append(f"above {_show(low)}" if low_open else f"{_show(low)} or more")
+    if high is not None:
+        bounds.append(f"below {_show(high)}" if high_open else f"at most {_show(high)}")
+    raise UsageError(f"{option} must be {' and '.join(bounds) or 'a finite number'}, not {_show(value)}")
+
+
+def check_seed(seed: int | None) -> None:
+    """`--seed`: 0 to 2**32 - 1."""
+    check_range("--seed", seed, 0, SEED_MAX)
 
 
 def _parse_ks(spec: str) -> list[int]:
@@ -131,9 +175,16 @@ def codegen(
     from .evaluate import run_codegen, summarize_codegen, write_report
     from .evaluate.report import codegen_table, retriever_identities
 
+    check_range("--limit", limit, 1)
+    check_seed(seed)
+    check_range("-n", n, 1)
+    check_range("--demos", demos, 0)
+    check_range("--timeout", timeout, 0, low_open=True)
+    check_range("--temperature", temperature, 0)
+    check_range("--top-p", top_p, 0, 1, low_open=True)
+    check_range("--max-new-tokens", max_new_tokens, 1)
+    check_range("--batch", batch, 1)
     ks = _parse_ks(k)
-    if batch < 1:
-        raise UsageError("--batch must be 1 or more")
     if ks[-1] > n:
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
@@ -214,6 +265,9 @@ def likelihood(
     from .evaluate import run_likelihood, summarize_likelihood, write_report
     from .evaluate.report import likelihood_table, retriever_identities
 
+    check_range("--limit", limit, 1)
+    check_seed(seed)
+    check_range("--demos", demos, 0)
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     settings = backend_settings(backend, model)
     name = dataset.split(":")[0]
@@ -289,6 +343,8 @@ def retrieval(
     from .evaluate import load_dataset, load_pool, subset
     from .evaluate.retrieval import run_retrieval_eval
 
+    check_range("--limit", limit, 1)
+    check_seed(seed)
     if method != "tstr":
         raise UsageError("eval retrieval measures TST^R (--method tstr)")
     tasks = subset(load_dataset(dataset, split), limit, seed)
@@ -364,6 +420,9 @@ def docstring_eval(
     )
     from .paths import atomic_write_text
 
+    check_range("--limit", limit, 1)
+    check_range("-k", k, 0)
+    check_seed(seed)
     names = [s.strip() for s in strategies.split(",") if s.strip()]
     unknown = [n for n in names if n not in STRATEGIES]
     if not names or unknown:
@@ -445,11 +504,13 @@ def discriminator_eval(
     from .evaluate.discriminator import discriminator_tables, load_candidates, parse_variants, run_discriminator_eval
     from .paths import atomic_write_text
 
+    check_range("--mutants", mutants, 0)
+    check_range("--epochs", epochs, 1)
+    check_range("--holdout", holdout, 0, 1, low_open=True, high_open=True)
+    check_seed(seed)
     names = parse_variants(variants)
     if from_bank.split(":")[0] != "mbpp":
         raise UsageError("eval discriminator trains on MBPP's train split: --from-bank mbpp[:PATH]")
-    if not 0 < holdout < 1:
-        raise UsageError("--holdout must be between 0 and 1")
     runs = []
     for folder in candidates or []:
         config, groups = load_candidates(folder)

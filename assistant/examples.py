@@ -42,8 +42,18 @@ class Example:
 
     @classmethod
     def from_json(cls, data: dict) -> Example:
-        """Inverse of :meth:`to_json`; unknown keys are ignored."""
+        """Inverse of :meth:`to_json`; unknown keys are ignored, a field of the wrong type is a ValueError."""
+        if not isinstance(data, dict):
+            raise ValueError(f"an example must be a JSON object, not {type(data).__name__}")
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for key, value in known.items():
+            kind = int if key in ("start_line", "end_line") else list if key == "tests" else str
+            if key == "tests":
+                ok = value is None or (isinstance(value, list) and all(isinstance(t, str) for t in value))
+            else:
+                ok = isinstance(value, kind) and not isinstance(value, bool)
+            if not ok:
+                raise ValueError(f"an example's {key!r} is a {type(value).__name__}, not a {kind.__name__}")
         known["tests"] = tuple(known.get("tests") or ())
         return cls(**known)
 
@@ -61,12 +71,26 @@ def read_bank(path: str | Path) -> list[Example]:
     return list(_iter_bank(path))
 
 
+def _line_number(value: object, where: str, default: int) -> int:
+    """A record's `line` (where the example came from): a positive integer, or absent."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{where}: 'line' must be a positive integer, not {json.dumps(value)[:40]}")
+    return value
+
+
 def _iter_bank(path: Path) -> Iterator[Example]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # utf-8-sig: a BOM that editors put first is not part of line 1's JSON.
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    for number, line in enumerate(lines, start=1):
+    except OSError as exc:
+        raise UsageError(f"bank {path} cannot be read ({exc.strerror})") from None
+    # JSONL records end at "\n" only: str.splitlines() also breaks at U+2028, \x1c, form feed..., which are
+    # valid raw inside a JSON string. A "\r" left by CRLF is JSON whitespace.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
@@ -87,14 +111,18 @@ def _iter_bank(path: Path) -> Iterator[Example]:
             tests = [tests]
         if not isinstance(tests, list) or not all(isinstance(t, str) for t in tests):
             raise UsageError(f"{where}: 'tests' must be a list of strings")
+        for key in ("path", "entry_point", "name"):
+            if record.get(key) is not None and not isinstance(record[key], str):
+                raise UsageError(f"{where}: {key!r} must be a string")
+        # A bank may record where each example came from; otherwise it is the bank's own line.
+        line_number = _line_number(record.get("line"), where, number)
         yield Example(
             requirement=requirement.strip(),
             code=code.replace("\r\n", "\n").strip("\n"),
-            name=str(record.get("entry_point") or record.get("name") or ""),
-            # A bank may record where each example came from; otherwise it is the bank's own line.
-            path=str(record.get("path") or path.name),
-            start_line=int(record.get("line") or number),
-            end_line=int(record.get("line") or number),
+            name=record.get("entry_point") or record.get("name") or "",
+            path=record.get("path") or path.name,
+            start_line=line_number,
+            end_line=line_number,
             tests=tuple(tests),
-            entry_point=str(record.get("entry_point") or ""),
+            entry_point=record.get("entry_point") or "",
         )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
+import stat
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +61,7 @@ def extract_python(source: str, path: str = "", blob: str = "") -> list[Example]
     The requirement is the docstring's first paragraph, or, for undocumented code, the name in words plus
     the signature. Files that do not parse yield nothing (an index must not fail on one broken file).
     """
+    source = source.removeprefix("\ufeff")  # a UTF-8 BOM decoded as text: Python ignores it, ast does not
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -92,8 +95,34 @@ def extract_python(source: str, path: str = "", blob: str = "") -> list[Example]
 EXTRACTORS: dict[str, Extractor] = {".py": extract_python}
 
 
+def read_repo_file(root: Path, rel: str) -> bytes | None:
+    """The bytes of the repo file `rel`, or None unless it is a regular file that lies inside `root`.
+
+    A tracked symlink is refused even when its target is inside the repo (that target is read under its
+    own name if git tracks it); so is any path that resolves outside the repo (a tracked directory
+    replaced by a link), so content from elsewhere on the machine never reaches an index or a prompt.
+    Missing and unreadable files are None too.
+    """
+    path = Path(root) / rel
+    try:
+        if path.is_symlink():
+            return None
+        resolved = path.resolve(strict=True)
+        if not resolved.is_relative_to(Path(root).resolve()):
+            return None
+        # O_NOFOLLOW: the checked name cannot have become a link since; O_NONBLOCK: a FIFO does not hang us.
+        flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        with os.fdopen(os.open(resolved, flags), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            return handle.read()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop on older Pythons
+        return None
+
+
 def repo_functions(root: Path) -> list[Example]:
-    """Every function of the Python files git tracks under `root` (unreadable files are skipped).
+    """Every function of the Python files git tracks under `root` (unreadable, non-UTF-8, symlinked and
+    outside-the-repo files are skipped, see :func:`read_repo_file`).
 
     Parsed straight from the files, without building or reading an index (nothing is embedded).
     """
@@ -101,8 +130,11 @@ def repo_functions(root: Path) -> list[Example]:
 
     found: list[Example] = []
     for name in tracked_python_files(root):
+        data = read_repo_file(root, name)
+        if data is None:
+            continue
         try:
-            found.extend(extract_python((root / name).read_text(encoding="utf-8"), name))
-        except (OSError, UnicodeDecodeError):
+            found.extend(extract_python(data.decode("utf-8-sig"), name))
+        except UnicodeDecodeError:
             continue
     return found

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .backends import Backend, SamplingParams
+from .backends import Backend, SamplingParams, check_text
 from .candidates import Candidate, collect, normal_form
 from .edit import Edit, plan_edit, read_target
 from .errors import AssistError, UsageError
@@ -108,13 +108,14 @@ def file_context(path: Path) -> str:
     """
     if not path.exists():
         return ""
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    # Split on "\n" only: str.splitlines() also breaks at form feeds and U+2028, and its line numbers would
+    # drift from ast's.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
     try:
         tree = ast.parse(text)
-    except SyntaxError:
-        lines = text.splitlines()
+    except (SyntaxError, ValueError):
         return "\n".join(lines[:FILE_CONTEXT_LINES])
-    lines = text.splitlines()
     outline: list[str] = []
 
     def summarize(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, indent: str) -> None:
@@ -164,6 +165,7 @@ def generate(
     requirement = requirement.strip()
     if not requirement:
         raise UsageError("the requirement is empty; say what the code should do")
+    check_text(requirement, "the requirement")  # before an encoder or tokenizer meets undecodable bytes
     if k < 0:
         raise UsageError("-k must be 0 or more")
     params = params or SamplingParams()

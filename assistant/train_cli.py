@@ -10,6 +10,7 @@ import typer
 
 from .console import ProgressUI, friendly_errors, out, show_progress
 from .errors import UsageError
+from .eval_cli import check_range, check_seed
 
 train_app = typer.Typer(
     help="Train what assist learns from your code: retrievers that pick the demonstrations this model finds useful, "
@@ -121,6 +122,14 @@ def retriever(
     """
     from .encoder import Encoder
 
+    # Every numeric option, whichever method uses it, before anything loads.
+    check_range("--epochs", epochs, 1)
+    check_seed(seed)
+    check_range("--candidates", candidates, 1)
+    check_range("--positives", positives, 1)
+    check_range("--soft-negatives", soft_negatives, 1)
+    check_range("--hard-negatives", hard_negatives, 0)
+    check_range("--temperature", temperature, 0, low_open=True)
     if method not in METHODS:
         raise UsageError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     if embedder != "default" and method != "tstr":
@@ -198,16 +207,12 @@ def _train_lail(
     if candidates is None:
         # What fits the hour: bf16 labels about twice as fast (MBPP's 374 tasks at t=16: 56 min in all).
         candidates = 16 if labeler == "local" and precision == "bf16" else 8
-    for name, value in (("candidates", candidates), ("positives", positives), ("soft-negatives", soft_negatives)):
-        if value < 1:
-            raise UsageError(f"--{name} must be at least 1")
-    if not temperature > 0:
-        raise UsageError(f"--temperature must be above 0, not {temperature:g}")
+    check_range("--candidates", candidates, 1)
     config = LailConfig(
         candidates=candidates,
         positives=positives,
         soft_negatives=soft_negatives,
-        hard_negatives=max(0, hard_negatives),
+        hard_negatives=hard_negatives,
         temperature=temperature,
         loss=loss,
         seed=seed,
@@ -298,8 +303,11 @@ def discriminator(
     from .condor_data import training_problems
     from .index import repo_root
 
-    if mutants < 0 or epochs < 1 or contrastive_epochs < 1:
-        raise UsageError("--mutants must be 0 or more, --epochs and --contrastive-epochs at least 1")
+    check_range("--mutants", mutants, 0)
+    check_range("--epochs", epochs, 1)
+    check_range("--contrastive-epochs", contrastive_epochs, 1)
+    check_range("--holdout", holdout, 0, 1, high_open=True)  # 0: train on every problem
+    check_seed(seed)
     config = CondorConfig(
         backbone=backbone,
         contrastive=contrastive,
@@ -356,8 +364,10 @@ def docstring_retriever(
     from .jointcom import JointcomConfig, retriever_dir, train_docstring_retriever
     from .models import encoder_dir, resolve
 
-    if k < 1 or epochs < 1 or limit < 0:
-        raise UsageError("-k and --epochs must be at least 1, --limit 0 or more")
+    check_range("-k", k, 1)
+    check_range("--epochs", epochs, 1)
+    check_range("--limit", limit, 0)  # 0: every function
+    check_seed(seed)
     if stdlib:
         from .evaluate.docstring_eval import load_docstring_task
 

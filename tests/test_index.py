@@ -53,7 +53,8 @@ def test_failed_save_keeps_previous_index(scratch_repo, encoder, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         index_repo(scratch_repo, encoder)
     assert (scratch_repo / ".assist" / "index" / "examples.jsonl").read_text() == before
-    assert sorted(p.name for p in (scratch_repo / ".assist").iterdir()) == [".gitignore", "index"]
+    # No staging folder left behind; the lock file that serializes writers stays (it must outlive the swaps).
+    assert sorted(p.name for p in (scratch_repo / ".assist").iterdir()) == [".gitignore", "index", "index.lock"]
 
 
 def test_retrievers_find_the_relevant_function(scratch_repo, encoder):

@@ -8,6 +8,7 @@ training need). Backends are imported lazily: `torch` is only loaded when the lo
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,33 @@ class TokenLogprobs:
     def mean(self) -> float:
         """Mean token log-probability (LAIL's G); -inf for an empty continuation."""
         return sum(self.logprobs) / len(self.logprobs) if self.logprobs else float("-inf")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(text: str, what: str = "the prompt") -> None:
+    """Refuse text that is not valid Unicode with one clear line, before a tokenizer or a server sees it.
+
+    Undecodable bytes reach Python strings as lone surrogates (argv and file names use `surrogateescape`):
+    tokenizers then fail with a TypeError and the `openai` client with an encoding error that looks like a
+    bad server reply.
+    """
+    found = _SURROGATE.search(text)
+    if found is None:
+        return
+    at = found.start()
+    raise UsageError(
+        f"{what} holds bytes that are not UTF-8 (U+{ord(found.group()):04X} at character {at + 1}, after "
+        f"{text[max(0, at - 20) : at]!r}); give the text as UTF-8"
+    )
+
+
+def check_prompt(prompt: Prompt) -> None:
+    """:func:`check_text` for every part of a prompt a backend sends."""
+    for message in prompt.messages:
+        check_text(str(message.get("content", "")))
+    check_text(prompt.answer_prefix)
 
 
 # progress(stage, done, total)

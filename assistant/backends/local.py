@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..errors import ModelError, UsageError
 from ..models import ModelSpec, generator_dir, pull, quiet_transformers, resolve
 from ..prompts import Prompt
-from . import Completion, Progress, SamplingParams, Step, TokenLogprobs, Usage
+from . import Completion, Progress, SamplingParams, Step, TokenLogprobs, Usage, check_prompt, check_text
 
 if TYPE_CHECKING:  # torch is imported lazily: `import assistant` must stay fast
     import torch
@@ -99,6 +99,7 @@ class LocalBackend:
 
     def render(self, prompt: Prompt) -> str:
         """The prompt as the model sees it: its chat template, then the answer's opening fence."""
+        check_prompt(prompt)  # every use of a prompt comes through here: refuse undecodable text first
         text = self.tokenizer.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
         return text + prompt.answer_prefix
 
@@ -276,6 +277,7 @@ class LocalBackend:
 
         encoded = []
         for prompt, continuation in pairs:
+            check_text(continuation, "the scored text")
             head = self.tokenizer(self.render(prompt), add_special_tokens=False)["input_ids"]
             tail = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
             encoded.append((head, tail))
@@ -336,9 +338,12 @@ class LocalBackend:
         import torch
         from transformers import DynamicCache
 
+        check_text(prefix)
         head = self.tokenizer(prefix, add_special_tokens=False)["input_ids"]
         encoded = []
         for context, continuation in tails:
+            check_text(context)
+            check_text(continuation, "the scored text")
             ctx = self.tokenizer(context, add_special_tokens=False)["input_ids"]
             cont = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
             if not ctx:

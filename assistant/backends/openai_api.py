@@ -31,11 +31,14 @@ from typing import Any
 
 from ..errors import ModelError, UsageError
 from ..prompts import Prompt
-from . import Completion, Progress, SamplingParams, Step, TokenLogprobs, Usage
+from . import Completion, Progress, SamplingParams, Step, TokenLogprobs, Usage, check_prompt, check_text
 
 log = logging.getLogger("assistant")
 
 CHARS_PER_TOKEN = 3.0  # a conservative estimate for code, used only when the tokenizer is unknown
+# An estimate this many times over the context cannot fit under any real tokenizer (that would take over
+# 9 characters per token): refuse it rather than send it to be cut or rejected.
+ESTIMATE_SURE_OVER = 3.0
 
 
 class OpenAIBackend:
@@ -138,6 +141,7 @@ class OpenAIBackend:
 
     def render(self, prompt: Prompt) -> str:
         """The prompt as plain text for the completions endpoint: the model's chat template when known."""
+        check_prompt(prompt)
         if self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
             text = self.tokenizer.apply_chat_template(list(prompt.messages), tokenize=False, add_generation_prompt=True)
             return text + prompt.answer_prefix
@@ -145,6 +149,7 @@ class OpenAIBackend:
 
     def count_tokens(self, prompt: Prompt) -> int:
         """Exact with a known tokenizer, else an estimate from the length of the text."""
+        check_prompt(prompt)  # before any tokenizer or request: sampling always counts first
         if self.tokenizer is not None:
             if self.api == "chat" and getattr(self.tokenizer, "chat_template", None):
                 text = self.tokenizer.apply_chat_template(
@@ -156,7 +161,7 @@ class OpenAIBackend:
         return math.ceil(len(self.render(prompt)) / CHARS_PER_TOKEN)
 
     def check_fits(self, prompt: Prompt, new_tokens: int) -> int:
-        """Refuse a prompt that cannot fit (exact count), warn when it may not (estimate)."""
+        """Refuse a prompt that cannot fit (exact count, or an estimate far over), warn when it may not."""
         used = self.count_tokens(prompt)
         if self.context is None or used + new_tokens <= self.context:
             return used
@@ -164,6 +169,11 @@ class OpenAIBackend:
             raise UsageError(
                 f"the prompt takes {used} tokens and {new_tokens} more are asked for, but {self.model} at "
                 f"{self.base_url} has a context of {self.context}; use fewer demonstrations (-k) or a smaller file"
+            )
+        if used > ESTIMATE_SURE_OVER * self.context:
+            raise UsageError(
+                f"the prompt is about {used} tokens (estimated from {len(self.render(prompt))} characters), far over "
+                f"the context of {self.context} of {self.model} at {self.base_url}; shorten the requirement or the file"
             )
         log.warning(
             "the prompt is about %d tokens (estimated) plus %d new, over the server's context of %d: "
@@ -290,6 +300,8 @@ class OpenAIBackend:
         log-probabilities (completions API only; the server is probed first, see `check_echo`)."""
         if not self.can_score:
             raise ModelError(f"the openai backend cannot score given text: {self.scoring_unavailable}")
+        for _, continuation in pairs:
+            check_text(continuation, "the scored text")
         self.check_echo()
         texts = [(self.render(prompt), continuation) for prompt, continuation in pairs]
         with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(texts)))) as pool:

@@ -55,8 +55,13 @@ class Task:
 def _mbpp_records(path: Path) -> list[dict]:
     if not path.is_file():
         raise UsageError(f"MBPP file {path} not found (pass --dataset mbpp:PATH, e.g. mbpp:../shared/data/mbpp.jsonl)")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    # JSONL records end at "\n" only (str.splitlines() also breaks at U+2028, valid raw inside JSON strings).
+    for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             try:
                 records.append(json.loads(line))
@@ -144,6 +149,8 @@ def subset(tasks: list[Task], limit: int | None, seed: int) -> list[Task]:
 
     Subsets are nested: for one seed, the tasks of --limit 40 are among those of --limit 100.
     """
+    if limit is not None and limit < 1:  # a negative slice would quietly drop tasks from the end
+        raise UsageError(f"--limit must be 1 or more, not {limit}")
     if limit is None or limit >= len(tasks):
         return list(tasks)
     order = list(range(len(tasks)))
