@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -46,7 +47,7 @@ models_app = typer.Typer(
 )
 config_app = typer.Typer(
     help="Show the effective settings: defaults < ~/.config/assist/config.toml < the repo's .assist.toml < env "
-    "< flags.",
+    "< flags; trust or untrust a repo's .assist.toml (needed before it may choose where code and keys go).",
     no_args_is_help=True,
 )
 app.add_typer(models_app, name="models")
@@ -55,6 +56,71 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(train_app, name="train")
 app.add_typer(hook_app, name="hook")
 app.command("docstring")(docstring)
+
+
+SEED_MAX = 2**32 - 1  # what every backend's random generator accepts (torch and numpy alike)
+
+
+def check_number(
+    flag: str,
+    value: float | None,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+) -> None:
+    """Refuse a numeric option outside its range (NaN and infinity included) with one line, before any work.
+
+    Click's own range errors print usage text over four lines, so the checks live here. None = not given.
+    """
+    if value is None:
+        return
+    bounds = []
+    if above is not None:
+        bounds.append(f"above {_number(above)}")
+    if minimum is not None:
+        bounds.append(f"at least {_number(minimum)}")
+    if maximum is not None:
+        bounds.append(f"at most {_number(maximum)}")
+    ok = math.isfinite(value)
+    ok = ok and (above is None or value > above) and (minimum is None or value >= minimum)
+    ok = ok and (maximum is None or value <= maximum)
+    if not ok:
+        raise UsageError(f"{flag} must be {' and '.join(bounds)}, not {_number(value)}")
+
+
+def _number(value: float) -> str:
+    """A number as the user would type it: 1 rather than 1.0, whole numbers in full."""
+    if isinstance(value, int) or (math.isfinite(value) and value.is_integer()):
+        return str(int(value))
+    return f"{value:g}"
+
+
+def check_text(text: str, what: str) -> None:
+    """Refuse text that is not valid UTF-8 (argv decodes stray bytes to lone surrogates) with one line."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raw = exc.object[exc.start : exc.end].encode("utf-8", "surrogateescape")
+        raise UsageError(
+            f"{what} is not valid UTF-8 (bytes {raw.hex(' ')} at character {exc.start + 1}); "
+            "check your terminal's or script's encoding"
+        ) from None
+
+
+def check_sampling(
+    n: int, k: int, max_new_tokens: int, seed: int | None, timeout: float | None, **floats: float
+) -> None:
+    """The numeric options `assist generate` and `assist tui` share, plus `temperature` / `top_p` when given."""
+    check_number("-n", n, minimum=1)
+    check_number("-k", k, minimum=0)
+    check_number("--max-new-tokens", max_new_tokens, minimum=1)
+    check_number("--seed", seed, minimum=0, maximum=SEED_MAX)
+    check_number("--timeout", timeout, above=0)
+    if "temperature" in floats:
+        check_number("--temperature", floats["temperature"], minimum=0)
+    if "top_p" in floats:
+        check_number("--top-p", floats["top_p"], above=0, maximum=1)
 
 
 @app.command()
@@ -156,8 +222,10 @@ def generate(
     from .sources import open_source
 
     # Check everything the user typed before loading any model.
+    check_text(requirement, "the requirement")
     if not requirement.strip():
         raise UsageError("the requirement is empty; say what the code should do")
+    check_sampling(n, k, max_new_tokens, seed, timeout, temperature=temperature, top_p=top_p)
     if apply and file is None:
         raise UsageError("--apply needs --file, the file to write the code into")
     if file is not None:
@@ -166,6 +234,7 @@ def generate(
     if tests_file is not None:
         tests += read_tests(tests_file)
     for number, chunk in enumerate(tests, start=1):
+        check_text(chunk, f"test {number}")
         try:
             compile(chunk, f"<test {number}>", "exec")
         except SyntaxError as exc:
@@ -320,21 +389,71 @@ def models_pull(
 def config_show(
     json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
-    """Print every setting, its effective value and where it came from (keys are never printed)."""
-    from .config import load_settings, repo_config_path, user_config_path
+    """Print every setting, its effective value and where it came from (keys are never printed).
 
-    rows = load_settings().describe()
+    A repo .assist.toml's backend and openai.base_url count only once you trust the file (`assist config
+    trust`); until then they show as "untrusted (ignored)" and commands that would use them refuse to run.
+    """
+    from .config import load_settings, trust_file_path, user_config_path
+
+    settings = load_settings(check_trust=False)  # show what an untrusted file sets instead of refusing
+    rows = settings.describe()
+    repo = settings.repo
     if json_output:
-        out.print_json(json.dumps(rows))
+        data = {
+            "settings": rows,
+            "user_config": str(user_config_path()),
+            "repo_config": str(repo.path) if repo else None,
+            "repo_config_sha256": repo.sha256 if repo else None,
+            "repo_trust": repo.trust if repo else None,
+            "trust_record": str(trust_file_path()),
+        }
+        out.print_json(json.dumps(data))
         return
     # One line per setting, like `git config --list --show-origin`: readable at any width, easy to grep.
     width = max(len(row["key"]) for row in rows)
     values = ["(unset)" if row["value"] is None else str(row["value"]) for row in rows]
     value_width = min(max(len(v) for v in values), 40)
     for row, value in zip(rows, values, strict=True):
-        out.print(f"{row['key']:<{width}} = {value:<{value_width}}  ({row['source']})")
-    repo = repo_config_path(Path.cwd())
-    out.print(f"user config: {user_config_path()}; repo config: {repo or '(no .assist.toml in this repo)'}")
+        source = row["source"] + (f": {row['trust']}" if row["trust"] else "")
+        out.print(f"{row['key']:<{width}} = {value:<{value_width}}  ({source})")
+    where = f"{repo.path} ({repo.describe_trust()})" if repo else "(no .assist.toml here)"
+    out.print(f"user config: {user_config_path()}; repo config: {where}")
+    out.print(f"trust record: {trust_file_path()}")
+
+
+ConfigPathArg = Annotated[
+    Path, typer.Argument(help="A folder in the repo (default: where you stand); its nearest .assist.toml counts.")
+]
+
+
+@config_app.command("trust")
+@friendly_errors
+def config_trust(path: ConfigPathArg = Path(".")) -> None:
+    """Trust this repo's .assist.toml as it is now, so it may choose the backend and openai.base_url.
+
+    Read the file first: those settings decide where your code and OPENAI_API_KEY are sent. The trust is
+    recorded in your config folder by the file's path and sha256; editing the file revokes it.
+    """
+    from .config import trust_file_path, trust_repo_config
+
+    config = trust_repo_config(path)
+    routing = ", ".join(f"{key} = {value!r}" for key, value in config.routing().items())
+    what = f"it may now set {routing}" if routing else "it sets nothing that needs trust today"
+    out.print(
+        f"Trusted {config.path} (sha256 {config.sha256[:12]}): {what}. Editing it revokes this; "
+        f"`assist config untrust` undoes it. Record: {trust_file_path()}"
+    )
+
+
+@config_app.command("untrust")
+@friendly_errors
+def config_untrust(path: ConfigPathArg = Path(".")) -> None:
+    """Forget the trust in this repo's .assist.toml: its backend and openai.base_url are refused again."""
+    from .config import untrust_repo_config
+
+    config_path, removed = untrust_repo_config(path)
+    out.print(f"{'No longer trusted' if removed else 'Was not trusted'}: {config_path}")
 
 
 @app.command()
@@ -355,6 +474,9 @@ def serve(
     from .paths import cache_dir
     from .serve import LlamaServer
 
+    check_number("--port", port, minimum=0, maximum=65535)
+    check_number("--threads", threads, minimum=1)
+    check_number("--context", context, minimum=1)
     log = log_file or cache_dir() / "serve.log"
     with ProgressUI(err.is_terminal) as ui:
         server = LlamaServer(model, port=port, threads=threads, context=context, log_file=log, progress=ui)
@@ -403,6 +525,7 @@ def tui(
     """
     from .session import Options, Session
 
+    check_sampling(n, k, max_new_tokens, seed, timeout)
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory")
     if not sys.stdin.isatty() or not sys.stdout.isatty():

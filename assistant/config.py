@@ -18,14 +18,26 @@ use the same keys::
     api_key = "..."               # user config only; never in a repo's .assist.toml
 
 Every value remembers where it came from, so `assist config show` can say why a setting is what it is.
+
+Repo trust: a repo's `.assist.toml` is written by whoever wrote the repo, so the settings that decide where code
+and keys go (`backend`, `openai.base_url`: ROUTING_KEYS) are taken from it only after the user has trusted that
+file once with `assist config trust`. The record lives in the user config folder (`trusted.json`), keyed by the
+file's path and the sha256 of its bytes, as direnv and mise do: editing the file revokes the trust. A command
+whose effective routing setting would come from an untrusted file is refused with one line (never silently
+ignored: the user would not know where their code goes); other settings (timeouts, `n`, the api flavour) come
+from the file without trust. Outside a git repo only the working folder's own `.assist.toml` is read.
 """
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import json
+import math
 import os
 import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +46,8 @@ import platformdirs
 from .errors import UsageError
 
 REPO_CONFIG = ".assist.toml"
+TRUST_FILE = "trusted.json"
+TRUST_HINT = "`assist config trust` (undo: `assist config untrust`)"
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,7 @@ class Field:
     env: str | None
     help: str
     secret: bool = False
+    routes: bool = False  # decides where code and keys are sent: from a repo file only once it is trusted
 
 
 def _str(value: Any) -> str:
@@ -56,8 +71,8 @@ def _str(value: Any) -> str:
 
 def _positive_float(value: Any) -> float:
     number = float(value)
-    if number <= 0:
-        raise ValueError("expected a number above 0")
+    if not math.isfinite(number) or number <= 0:  # NaN and inf pass `<= 0`: refuse them by name
+        raise ValueError("expected a finite number above 0")
     return number
 
 
@@ -95,10 +110,15 @@ def _choice(*choices: str) -> Callable[[Any], str]:
 
 
 FIELDS: tuple[Field, ...] = (
-    Field("backend", _str, "local", "ASSIST_BACKEND", "generation backend: local or openai"),
+    Field("backend", _str, "local", "ASSIST_BACKEND", "generation backend: local or openai", routes=True),
     Field("model", _str, None, "ASSIST_MODEL", "model name (local: see `assist models list`; openai: the server's)"),
     Field(
-        "openai.base_url", _str, None, "OPENAI_BASE_URL", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1"
+        "openai.base_url",
+        _str,
+        None,
+        "OPENAI_BASE_URL",
+        "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1",
+        routes=True,
     ),
     Field("openai.api_key", _str, None, "OPENAI_API_KEY", "API key (user config or environment only)", secret=True),
     Field("openai.api", _choice("chat", "completions"), "chat", "ASSIST_OPENAI_API", "chat or completions endpoint"),
@@ -110,6 +130,7 @@ FIELDS: tuple[Field, ...] = (
     Field("openai.tokenizer", _str, None, "ASSIST_OPENAI_TOKENIZER", "local model whose tokenizer counts tokens"),
 )
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
+ROUTING_KEYS = tuple(f.key for f in FIELDS if f.routes)
 
 
 @dataclass(frozen=True)
@@ -127,19 +148,34 @@ def config_dir() -> Path:
 
 
 def user_config_path() -> Path:
+    """The user's own config file (always trusted: the user wrote it)."""
     return config_dir() / "config.toml"
 
 
+def trust_file_path() -> Path:
+    """Where `assist config trust` records the repo files the user trusts."""
+    return config_dir() / TRUST_FILE
+
+
 def repo_config_path(start: Path) -> Path | None:
-    """The nearest `.assist.toml` from `start` up to the top of its git repo (None outside a repo or if absent)."""
+    """The nearest `.assist.toml` from `start` up to the top of its git repo; outside a repo, only `start`'s own.
+
+    A folder above the working directory outside a repo (a shared /tmp, a downloads folder) is nobody's
+    project config, so it is never read.
+    """
     here = start.resolve()
     if here.is_file():
         here = here.parent
+    folders: list[Path] = []
     for folder in (here, *here.parents):
+        folders.append(folder)
+        if (folder / ".git").exists():
+            break
+    else:
+        folders = [here]  # no repo above: the working folder's own file only
+    for folder in folders:
         if (folder / REPO_CONFIG).is_file():
             return folder / REPO_CONFIG
-        if (folder / ".git").exists():
-            return None
     return None
 
 
@@ -154,39 +190,184 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _read_file(path: Path, repo: bool) -> dict[str, Any]:
+def _read_bytes(path: Path) -> bytes:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _parse_layer(path: Path, data: bytes, repo: bool) -> dict[str, Any]:
+    """The settings a config file's bytes set, checked. The caller hashes the same bytes (no read-twice race)."""
+    try:
+        table = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
     values = {}
-    for key, raw in _flatten(data).items():
-        field = FIELD_BY_KEY.get(key)
-        if field is None:
+    for key, raw in _flatten(table).items():
+        field_ = FIELD_BY_KEY.get(key)
+        if field_ is None:
             raise UsageError(f"unknown setting {key!r} in {path}; known settings: {', '.join(FIELD_BY_KEY)}")
-        if field.secret and repo:
+        if field_.secret and repo:
             raise UsageError(
                 f"{path} sets {key}: keep keys out of the repo; put it in {user_config_path()} or the "
-                f"{field.env} environment variable"
+                f"{field_.env} environment variable"
             )
-        values[key] = _parse(field, raw, str(path))
+        values[key] = _parse(field_, raw, str(path))
     return values
 
 
-def _parse(field: Field, raw: Any, source: str) -> Any:
+def _read_file(path: Path, repo: bool) -> dict[str, Any]:
+    return _parse_layer(path, _read_bytes(path), repo)
+
+
+def _parse(field_: Field, raw: Any, source: str) -> Any:
     try:
-        return field.parse(raw)
+        return field_.parse(raw)
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"bad value for {field.key} from {source}: {exc}") from None
+        raise UsageError(f"bad value for {field_.key} from {source}: {exc}") from None
+
+
+# --- repo trust -------------------------------------------------------------------------------------------
+
+
+def _trust_key(path: Path) -> str:
+    """A repo file's identity in the trust record: its folder's resolved path (the file itself may be a link)."""
+    return str(path.parent.resolve() / path.name)
+
+
+def _load_trust() -> dict[str, Any]:
+    path = trust_file_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {"version": 1, "trusted": {}}
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"cannot read the trust record {path} ({exc}); fix or delete it") from None
+    if not isinstance(data, dict) or not isinstance(data.get("trusted"), dict):
+        raise UsageError(f"the trust record {path} is not assist's format; fix or delete it")
+    return data
+
+
+def _save_trust(data: dict[str, Any]) -> None:
+    from .paths import atomic_write_text
+
+    path = trust_file_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+@dataclass(frozen=True)
+class RepoConfig:
+    """A repo's `.assist.toml` as read: where, the sha256 of the bytes read, and whether the user trusts them.
+
+    `trust` is "trusted", "untrusted" (never trusted) or "changed" (trusted once, edited since).
+    """
+
+    path: Path
+    sha256: str
+    trust: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def trusted(self) -> bool:
+        return self.trust == "trusted"
+
+    def routing(self) -> dict[str, Any]:
+        """The settings this file sets that decide where code and keys go."""
+        return {key: value for key, value in self.values.items() if FIELD_BY_KEY[key].routes}
+
+    def describe_trust(self) -> str:
+        """One phrase for `assist config show` and `assist doctor`."""
+        if not self.routing():
+            return "sets nothing that needs trust"
+        if self.trusted:
+            return "trusted"
+        if self.trust == "changed":
+            return f"changed since you trusted it: review it, then run {TRUST_HINT}"
+        return f"not trusted: review it, then run {TRUST_HINT}"
+
+
+def read_repo_config(path: Path) -> RepoConfig:
+    """Read and check a repo's `.assist.toml`, and look its bytes up in the trust record."""
+    data = _read_bytes(path)
+    values = _parse_layer(path, data, repo=True)
+    digest = hashlib.sha256(data).hexdigest()
+    record = _load_trust()["trusted"].get(_trust_key(path))
+    if isinstance(record, dict) and record.get("sha256") == digest:
+        trust = "trusted"
+    else:
+        trust = "changed" if record is not None else "untrusted"
+    return RepoConfig(path=path, sha256=digest, trust=trust, values=values)
+
+
+def _find_repo_config(start: Path) -> Path:
+    path = repo_config_path(start)
+    if path is None:
+        raise UsageError(f"no {REPO_CONFIG} in {start.resolve()} (or above it, up to the top of its git repo)")
+    return path
+
+
+def trust_repo_config(start: Path) -> RepoConfig:
+    """Trust the `.assist.toml` that governs `start`, as its bytes are now (an edit revokes it)."""
+    config = read_repo_config(_find_repo_config(start))  # an invalid file is refused, not trusted
+    data = _load_trust()
+    data["version"] = 1
+    data["trusted"][_trust_key(config.path)] = {
+        "sha256": config.sha256,
+        "trusted_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    _save_trust(data)
+    return RepoConfig(path=config.path, sha256=config.sha256, trust="trusted", values=config.values)
+
+
+def untrust_repo_config(start: Path) -> tuple[Path, bool]:
+    """Forget the trust in the `.assist.toml` that governs `start`; returns it and whether it was trusted."""
+    path = _find_repo_config(start)
+    data = _load_trust()
+    removed = data["trusted"].pop(_trust_key(path), None) is not None
+    if removed:
+        _save_trust(data)
+    return path, removed
+
+
+def remember_endpoint(artifact: Path, url: str) -> None:
+    """Record that the user trained `artifact` (a folder) against the server `url`, in the user's trust record.
+
+    A trained artifact inside a repo (`.assist/retrievers/...`) is a file the repo can ship, so the server its
+    manifest names must not be believed: query-time code asks :func:`remembered_endpoint` instead.
+    """
+    data = _load_trust()
+    data.setdefault("endpoints", {})[str(artifact.resolve())] = url
+    _save_trust(data)
+
+
+def remembered_endpoint(artifact: Path) -> str | None:
+    """The server the user trained `artifact` against on this machine (None: never, so send nothing)."""
+    url = _load_trust().get("endpoints", {}).get(str(artifact.resolve()))
+    return url if isinstance(url, str) else None
+
+
+def untrusted_message(config: RepoConfig, keys: list[str]) -> str:
+    """The one line that refuses an untrusted routing setting and says how to trust the file."""
+    what = ", ".join(f"{key} = {config.values[key]!r}" for key in keys)
+    why = "changed since you trusted it" if config.trust == "changed" else "is not trusted"
+    return (
+        f"{config.path} sets {what} (where your code and keys are sent) and this file {why}; review it, then run "
+        f"`assist config trust` in {config.path.parent} (undo: `assist config untrust`), or override it with "
+        "--backend/--base-url or the environment"
+    )
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The effective settings, each with its source."""
+    """The effective settings, each with its source; `ignored` holds untrusted routing values not applied."""
 
     values: Mapping[str, Setting]
+    repo: RepoConfig | None = None
+    ignored: Mapping[str, Setting] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key].value
@@ -204,40 +385,81 @@ class Settings:
         prefix = f"{self.backend}."
         return {key[len(prefix) :]: s.value for key, s in self.values.items() if key.startswith(prefix)}
 
+    def blocked(self, keys: Iterable[str] | None = None) -> list[str]:
+        """Routing keys (of `keys`; default all) an untrusted repo file sets that no env or flag overrides."""
+        wanted = set(ROUTING_KEYS if keys is None else keys)
+        return [key for key in self.ignored if key in wanted and not _overrides(self.values[key].source)]
+
+    def routing_in_use(self) -> list[str]:
+        """The routing keys generation uses: the backend, and its own table's (openai.base_url for openai)."""
+        prefix = f"{self.backend}."
+        return [key for key in ROUTING_KEYS if key == "backend" or key.startswith(prefix)]
+
+    def check_trust(self, keys: Iterable[str] | None = None) -> None:
+        """Refuse, with one line, settings whose destination would come from an untrusted repo file."""
+        blocked = self.blocked(keys)
+        if blocked and self.repo is not None:
+            raise UsageError(untrusted_message(self.repo, blocked))
+
     def describe(self) -> list[dict[str, Any]]:
-        """Rows for `assist config show`: key, value (secrets masked), source, meaning."""
+        """Rows for `assist config show`: key, value (secrets masked), source, trust (for repo values), meaning."""
         rows = []
-        for field in FIELDS:
-            setting = self.values[field.key]
+        blocked = self.blocked()
+        for field_ in FIELDS:
+            setting = self.ignored[field_.key] if field_.key in blocked else self.values[field_.key]
             value = setting.value
-            if field.secret:
+            if field_.secret:
                 value = "(set)" if value else "(not set)"
-            rows.append({"key": field.key, "value": value, "source": setting.source, "help": field.help})
+            trust = None
+            if field_.key in blocked:
+                trust = "untrusted (ignored)"
+            elif field_.routes and self.repo is not None and setting.source == str(self.repo.path):
+                trust = "trusted"
+            rows.append(
+                {"key": field_.key, "value": value, "source": setting.source, "trust": trust, "help": field_.help}
+            )
         return rows
 
 
-def load_settings(flags: Mapping[str, Any] | None = None, start: Path | None = None) -> Settings:
-    """Resolve every setting. `flags` maps keys (e.g. "openai.base_url") to command-line values; None = not given."""
+def _overrides(source: str) -> bool:
+    """Whether a setting from `source` sits above the repo file (the environment or a flag)."""
+    return source == "flag" or source.startswith("env ")
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None, start: Path | None = None, *, check_trust: bool = True
+) -> Settings:
+    """Resolve every setting. `flags` maps keys (e.g. "openai.base_url") to command-line values; None = not given.
+
+    With `check_trust` (every command but `assist config show`), a routing setting that would come from an
+    untrusted repo file is refused with one line (a UsageError) before anything is sent anywhere.
+    """
     values = {f.key: Setting(f.default, "default") for f in FIELDS}
     user = user_config_path()
-    layers: list[tuple[dict[str, Any], str]] = []
     if user.is_file():
-        layers.append((_read_file(user, repo=False), str(user)))
-    repo = repo_config_path(start or Path.cwd())
-    if repo is not None:
-        layers.append((_read_file(repo, repo=True), str(repo)))
-    for layer, source in layers:
-        values.update({key: Setting(value, source) for key, value in layer.items()})
-    for field in FIELDS:
-        raw = os.environ.get(field.env) if field.env else None
+        values.update({key: Setting(value, str(user)) for key, value in _read_file(user, repo=False).items()})
+    repo: RepoConfig | None = None
+    ignored: dict[str, Setting] = {}
+    path = repo_config_path(start or Path.cwd())
+    if path is not None:
+        repo = read_repo_config(path)
+        for key, value in repo.values.items():
+            if FIELD_BY_KEY[key].routes and not repo.trusted:
+                ignored[key] = Setting(value, str(path))
+            else:
+                values[key] = Setting(value, str(path))
+    for field_ in FIELDS:
+        raw = os.environ.get(field_.env) if field_.env else None
         if raw is not None and raw.strip():
-            values[field.key] = Setting(_parse(field, raw, f"env {field.env}"), f"env {field.env}")
+            values[field_.key] = Setting(_parse(field_, raw, f"env {field_.env}"), f"env {field_.env}")
     for key, raw in (flags or {}).items():
         if raw is None:
             continue
-        field = FIELD_BY_KEY[key]
-        values[key] = Setting(_parse(field, raw, "the command line"), "flag")
-    return Settings(values)
+        values[key] = Setting(_parse(FIELD_BY_KEY[key], raw, "the command line"), "flag")
+    settings = Settings(values, repo=repo, ignored=ignored)
+    if check_trust:
+        settings.check_trust()
+    return settings
 
 
 def backend_settings(
@@ -248,7 +470,11 @@ def backend_settings(
     timeout: float | None = None,
     start: Path | None = None,
 ) -> Settings:
-    """Settings with these flags on top of env, the repo's `.assist.toml` and the user config."""
+    """Settings with these flags on top of env, the repo's `.assist.toml` and the user config, for generation.
+
+    An untrusted repo file's routing settings are refused only where generation would use them: with
+    `--backend local` its `openai.base_url` routes nothing, so it does not stop the command.
+    """
     if base_url is not None and backend is None:
         backend = "openai"  # a server URL on the command line says which backend is meant
     flags: dict[str, Any] = {
@@ -258,4 +484,6 @@ def backend_settings(
         "openai.api": api,
         "openai.timeout": timeout,
     }
-    return load_settings(flags, start=start)
+    settings = load_settings(flags, start=start, check_trust=False)
+    settings.check_trust(settings.routing_in_use())
+    return settings

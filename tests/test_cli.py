@@ -183,3 +183,79 @@ def test_generate_against_assist_serve(scratch_repo):
     for candidate in data["candidates"]:
         ast.parse(candidate["code"])
     assert server.process.returncode is not None  # stopped on leaving the block
+
+
+class _Tripwire:
+    """Stands where a model or server would load: reaching it means a bad option got past the CLI boundary."""
+
+    def __init__(self, *args, **kwargs):
+        raise AssertionError("a model or server was loaded before the options were checked")
+
+    @classmethod
+    def load(cls, *args, **kwargs):
+        raise AssertionError("a model was loaded before the options were checked")
+
+
+@pytest.fixture
+def nothing_loads(monkeypatch):
+    """In-process `assist` with every model and server loader replaced by a tripwire."""
+    from assistant import backends
+
+    monkeypatch.setattr("assistant.encoder.Encoder.load", _Tripwire.load)
+    monkeypatch.setattr("assistant.serve.LlamaServer", _Tripwire)
+    monkeypatch.setitem(backends.BACKENDS, "local", f"{__name__}:_Tripwire")
+    monkeypatch.setitem(backends.BACKENDS, "openai", f"{__name__}:_Tripwire")
+
+
+BAD_NUMBERS = [
+    (["generate", "x", "-n", "0"], "-n must be at least 1, not 0"),
+    (["generate", "x", "-n", "-3"], "-n must be at least 1, not -3"),
+    (["generate", "x", "-k", "-1"], "-k must be at least 0, not -1"),
+    (["generate", "x", "--temperature", "-1"], "--temperature must be at least 0, not -1"),
+    (["generate", "x", "--temperature", "nan"], "--temperature must be at least 0, not nan"),
+    (["generate", "x", "--top-p", "0"], "--top-p must be above 0 and at most 1, not 0"),
+    (["generate", "x", "--top-p", "1.5"], "--top-p must be above 0 and at most 1, not 1.5"),
+    (["generate", "x", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1, not 0"),
+    (["generate", "x", "--seed", "-1"], "--seed must be at least 0 and at most 4294967295, not -1"),
+    (["generate", "x", "--seed", str(2**64)], "--seed must be at least 0 and at most"),
+    (["generate", "x", "--timeout", "0"], "--timeout must be above 0, not 0"),
+    (["generate", "x", "--timeout", "inf"], "--timeout must be above 0, not inf"),
+    (["tui", "-n", "0"], "-n must be at least 1, not 0"),
+    (["tui", "-k", "-2"], "-k must be at least 0, not -2"),
+    (["tui", "--max-new-tokens", "-5"], "--max-new-tokens must be at least 1, not -5"),
+    (["tui", "--timeout", "-1"], "--timeout must be above 0, not -1"),
+    (["serve", "--port", "70000"], "--port must be at least 0 and at most 65535, not 70000"),
+    (["serve", "--threads", "0"], "--threads must be at least 1, not 0"),
+    (["serve", "--context", "0"], "--context must be at least 1, not 0"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_NUMBERS, ids=[" ".join(a[:1] + a[-2:]) for a, _ in BAD_NUMBERS])
+def test_numeric_options_are_checked_at_the_boundary(args, message, nothing_loads, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from assistant.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+
+
+def test_requirement_and_tests_with_invalid_utf8_are_refused_before_any_model(tmp_path):
+    # Real argv bytes, decoded by Python with surrogateescape. A models dir that cannot exist makes any
+    # model load fail at once, so reaching one shows up as a different error, not as minutes of loading.
+    env = {"ASSIST_MODELS_DIR": str(tmp_path / "README.md" / "models")}
+    (tmp_path / "README.md").write_text("not a folder\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "assistant", "generate", b"add \xff\xfe", "-k", "0"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
+    one_line_error(result, 2, "the requirement is not valid UTF-8 (bytes ff fe at character 5)")
+    result = assist("generate", "add", "--test", "assert f() == '\udcff'", cwd=tmp_path, env=env)
+    one_line_error(result, 2, "test 1 is not valid UTF-8 (bytes ff at character 16)")

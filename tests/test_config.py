@@ -43,6 +43,9 @@ def test_layers_override_in_order(repo: Path, monkeypatch: pytest.MonkeyPatch) -
     (repo / ".assist.toml").write_text('[openai]\nbase_url = "http://repo/v1"\ntimeout = 20\n', encoding="utf-8")
     (repo / "sub").mkdir()
     monkeypatch.setenv("ASSIST_OPENAI_TIMEOUT", "10")
+    with pytest.raises(UsageError, match="assist config trust"):  # the repo's base_url needs trust (test_trust.py)
+        load_settings(start=repo / "sub")
+    assert CliRunner().invoke(app, ["config", "trust", str(repo / "sub")]).exit_code == 0
     settings = load_settings({"openai.api": "completions", "model": None}, start=repo / "sub")
     assert settings.values["backend"].source == str(user)
     assert settings["openai.retries"] == 5 and settings.values["openai.retries"].source == str(user)
@@ -81,13 +84,21 @@ def test_config_show_never_prints_the_key(repo: Path, monkeypatch: pytest.Monkey
     result = CliRunner().invoke(app, ["config", "show", "--json"], env={**os.environ})
     assert result.exit_code == 0, result.output
     assert "sk-user-secret" not in result.output
-    rows = {row["key"]: row for row in json.loads(result.output)}
+    rows = {row["key"]: row for row in json.loads(result.output)["settings"]}
     assert rows["openai.api_key"]["value"] == "(set)"
     assert rows["openai.base_url"] == {
         "key": "openai.base_url",
         "value": "http://127.0.0.1:9/v1",
         "source": "env OPENAI_BASE_URL",
+        "trust": None,
         "help": rows["openai.base_url"]["help"],
     }
     table = CliRunner().invoke(app, ["config", "show"])
     assert table.exit_code == 0 and "sk-user-secret" not in table.output and "openai.base_url" in table.output
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-1", "0"])
+def test_a_timeout_must_be_a_finite_positive_number(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSIST_OPENAI_TIMEOUT", raw)
+    with pytest.raises(UsageError, match=r"bad value for openai\.timeout from env ASSIST_OPENAI_TIMEOUT"):
+        load_settings(start=Path("/"))
