@@ -1,11 +1,19 @@
-"""`assist docstring` and `assist hook`: document what lacks a docstring, from the CLI or a pre-commit hook."""
+"""`assist docstring` and `assist hook`: document what lacks a docstring, from the CLI or a pre-commit hook.
+
+In write mode nothing is generated for a file that will not be written (unstaged changes with --staged,
+read-only, a symlink out of the repo...): it is named with the reason and the run fails. A file edited while
+its docstrings were generated is left as it is now, and the run fails too.
+"""
 
 from __future__ import annotations
 
+import codecs
 import json
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,19 +21,65 @@ from .cli_options import BackendOpt, BaseUrlOpt, ModelOpt, backend_settings
 from .console import ProgressUI, err, friendly_errors, out, show_progress
 from .errors import UsageError
 
+if TYPE_CHECKING:
+    from .docwriter import Written
+
 hook_app = typer.Typer(help="Install or remove assist's plain git pre-commit hook.", no_args_is_help=True)
 
 
 @dataclass
 class FileJob:
+    """One file to document: its name as shown, where it is written, its text and the bytes it came from."""
+
     name: str  # as shown to the user
     path: Path
     text: str
+    raw: bytes = b""  # the bytes `text` was read from: the file must still hold them when it is written
     targets: list = field(default_factory=list)
 
+    @property
+    def bom(self) -> bool:
+        """Whether the file starts with a UTF-8 byte order mark (kept when it is written back)."""
+        return self.raw.startswith(codecs.BOM_UTF8)
 
-def _collect(files: list[Path], staged: bool, root: Path | None) -> tuple[list[FileJob], list[str]]:
-    from .docstrings import find_missing, read_python
+
+def _check_option(flag: str, value: float, *, minimum: float | None = None, above: float | None = None) -> None:
+    """One line for a numeric option out of range (NaN included), before any work is done."""
+    ok = not math.isnan(value) and (minimum is None or value >= minimum) and (above is None or value > above)
+    if not ok:
+        bound = f"at least {minimum:g}" if minimum is not None else f"above {above:g}"
+        raise UsageError(f"{flag} must be {bound}, not {value:g}")
+
+
+def _not_writable(job: FileJob, staged: bool, root: Path | None, force: bool) -> str | None:
+    """Why the docstrings of `job` could not be written (so none should be generated), or None."""
+    from .edit import check_compiles
+    from .hooks import has_unstaged_changes
+    from .paths import write_target
+
+    if staged and root is not None:
+        if has_unstaged_changes(root, job.name):
+            return "it also has unstaged changes, which would be mixed into what you review (stage or stash them first)"
+        try:
+            current = job.path.read_bytes()
+        except OSError as exc:
+            return f"its working-tree file cannot be read ({exc.strerror})"
+        if current != job.raw:
+            return "its working-tree file differs from the staged content (a git filter or line-ending conversion)"
+    try:
+        check_compiles(job.raw, job.name, "the file as it is")  # parses, but Python refuses it
+        write_target(job.path, root or Path.cwd(), force)
+    except UsageError as exc:  # read-only, a symlink out of the repo, hard links
+        return str(exc)
+    return None
+
+
+def _collect(
+    files: list[Path], staged: bool, root: Path | None, write: bool = False, force: bool = False
+) -> tuple[list[FileJob], list[str], list[str]]:
+    """The files to document, the unreadable ones (skipped), and in write mode the ones with missing
+    docstrings that could not be written (held back before any generation, each with its reason)."""
+    from .docstrings import find_missing, read_python_source
     from .edit import python_text
     from .hooks import staged_python_files, staged_text
 
@@ -36,11 +90,12 @@ def _collect(files: list[Path], staged: bool, root: Path | None) -> tuple[list[F
             raise UsageError("--staged needs a git repository")
         for name in staged_python_files(root):
             try:
-                text = python_text(staged_text(root, name), name)
+                raw = staged_text(root, name)
+                text = python_text(raw, name)
             except UsageError as exc:
                 skipped.append(f"{exc}, skipped")
                 continue
-            jobs.append(FileJob(name, root / name, text))
+            jobs.append(FileJob(name, root / name, text, raw))
     else:
         if not files:
             raise UsageError("name the files to document, or pass --staged")
@@ -48,14 +103,92 @@ def _collect(files: list[Path], staged: bool, root: Path | None) -> tuple[list[F
             if not path.is_file():
                 raise UsageError(f"{path} is not a file")
             try:
-                text = read_python(path)
+                text, raw = read_python_source(path)
             except UsageError as exc:
                 skipped.append(str(exc))
                 continue
-            jobs.append(FileJob(str(path), path, text))
+            jobs.append(FileJob(str(path), path, text, raw))
+    held: list[str] = []
     for job in jobs:
         job.targets = find_missing(job.text)
-    return jobs, skipped
+        if write and job.targets:
+            reason = _not_writable(job, staged, root, force)
+            if reason:
+                held.append(f"{job.name}: skipped, {len(job.targets)} definition(s) left without a docstring: {reason}")
+                job.targets = []
+    return jobs, skipped, held
+
+
+@dataclass
+class Outcome:
+    """What a run did to the files."""
+
+    report: dict
+    changed: int = 0  # files written
+    written: int = 0  # docstrings written to disk
+    failed: list[str] = field(default_factory=list)  # files not written, each with its reason
+
+
+def document(
+    jobs: list[FileJob],
+    generate: Callable[[FileJob], Written],
+    *,
+    width: int,
+    write: bool,
+    show_diff: bool,
+    json_output: bool,
+    root: Path | None,
+    force: bool = False,
+    report: dict | None = None,
+) -> Outcome:
+    """Generate each job's docstrings with `generate`, insert them, and show or write the result.
+
+    A write compiles the new text first and refuses a file whose bytes changed since they were read (the
+    user edited it while the model was busy): it is reported in `Outcome.failed` and left as it is.
+    """
+    from .docstrings import insert_docstrings
+    from .edit import unified_diff, write_python
+    from .paths import ChangedOnDisk
+
+    outcome = Outcome(report if report is not None else {"files": []})
+    for job in jobs:
+        if not job.targets:
+            continue
+        written = generate(job)
+        entry: dict = {"file": job.name, "written": written.docstrings, "skipped": written.skipped}
+        outcome.report["files"].append(entry)
+        for name, why in written.skipped.items():
+            err.print(f"{job.name}: {name} skipped: {why}", markup=False)
+        if not written.docstrings:
+            continue
+        try:
+            new = insert_docstrings(job.text, written.docstrings, width)
+        except ValueError as exc:
+            err.print(f"{job.name}: left untouched: {exc}", markup=False)
+            continue
+        if not write or show_diff:
+            if not json_output:
+                out.print(unified_diff(job.text, new, job.name).rstrip("\n"), markup=False, highlight=False)
+            entry["diff"] = unified_diff(job.text, new, job.name)
+        if not write:
+            continue
+        try:
+            write_python(
+                job.path, new, name=job.name, root=root or Path.cwd(), force=force, expected=job.raw, bom=job.bom
+            )
+        except ChangedOnDisk:
+            why = "it changed while its docstrings were generated; your edits are kept, run again to document them"
+            outcome.failed.append(f"{job.name}: not written: {why}")
+            continue
+        except UsageError as exc:
+            outcome.failed.append(f"{job.name}: not written: {exc}")
+            continue
+        entry["written_to_disk"] = True
+        outcome.changed += 1
+        outcome.written += len(written.docstrings)
+    for line in outcome.failed:
+        err.print(line, markup=False)
+    return outcome
 
 
 @friendly_errors
@@ -68,6 +201,9 @@ def docstring(
     write: Annotated[bool, typer.Option("--write", help="Write the docstrings into the files (atomically).")] = False,
     fail_on_change: Annotated[
         bool, typer.Option("--fail-on-change", help="Exit 1 when files were changed (hooks: review, then re-stage).")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --write: write through a symlink out of the repo, or a hard link.")
     ] = False,
     max_functions: Annotated[int, typer.Option(help="Refuse to document more definitions than this in one run.")] = 25,
     time_budget: Annotated[float, typer.Option(help="Generation seconds per file.")] = 120.0,
@@ -84,22 +220,27 @@ def docstring(
     """
     import contextlib
 
-    from .docstrings import STYLES, detect_style, insert_docstrings, line_length, repo_docstrings
-    from .edit import unified_diff
-    from .hooks import has_unstaged_changes, tracked_python_files
+    from .docstrings import STYLES, detect_style, line_length, repo_docstrings
+    from .hooks import tracked_python_files
     from .index import repo_root
-    from .paths import atomic_write_text
 
+    _check_option("--max-functions", max_functions, minimum=1)
+    _check_option("--time-budget", time_budget, above=0)
+    _check_option("-k", k, minimum=0)
     if style != "auto" and style not in STYLES:
         raise UsageError(f"unknown style {style!r}; choose from: auto, {', '.join(STYLES)}")
     root: Path | None = None
     with contextlib.suppress(UsageError):
         root = repo_root(Path.cwd())
-    jobs, skipped = _collect(list(files or []), staged, root)
+    jobs, skipped, held = _collect(list(files or []), staged, root, write=write and not check, force=force)
     for line in skipped:
         err.print(line, markup=False)  # e.g. "x.py is not UTF-8 text, skipped"
+    for line in held:
+        err.print(line, markup=False)  # nothing is generated for a file that will not be written
     missing = [(job, target) for job in jobs for target in job.targets]
     report: dict = {"files": [], "skipped": skipped}
+    if held:
+        report["not_written"] = held
 
     if check:
         for job, target in missing:
@@ -117,10 +258,13 @@ def docstring(
         return
 
     if not missing:
-        if not json_output:
-            err.print("every function, method and class has a docstring")
-        else:
+        if json_output:
             out.print_json(json.dumps(report))
+        elif not held:
+            err.print("every function, method and class has a docstring")
+        if held:
+            err.print(f"{len(held)} file(s) not documented (see above); nothing was written")
+            raise typer.Exit(1)
         return
     if len(missing) > max_functions:
         raise UsageError(
@@ -139,7 +283,6 @@ def docstring(
         pool = [base / name for name in tracked_python_files(base)] if root else [job.path for job in jobs]
         style = detect_style(repo_docstrings(pool))
     settings = backend_settings(backend, model, base_url, start=base)
-    changed = 0
     with ProgressUI(show_progress(json_output)) as ui:
         encoder = Encoder.load()
         source = open_source(encoder, start=base, progress=ui)
@@ -151,11 +294,10 @@ def docstring(
             trained = trained_encoder(retriever_dir([], root)) if root else None
             exemplars = ExemplarIndex(source.index.examples, trained)
         generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
-        for job in jobs:
-            if not job.targets:
-                continue
+
+        def generate(job: FileJob) -> Written:
             ui.status(f"{job.name}: {len(job.targets)} definition(s) to document ({style} style)")
-            written = write_docstrings(
+            return write_docstrings(
                 job.targets,
                 generator,
                 style=style,
@@ -165,37 +307,35 @@ def docstring(
                 time_budget_s=time_budget,
                 progress=ui,
             )
-            entry = {"file": job.name, "written": written.docstrings, "skipped": written.skipped}
-            report["files"].append(entry)
-            for name, why in written.skipped.items():
-                err.print(f"{job.name}: {name} skipped: {why}", markup=False)
-            if not written.docstrings:
-                continue
-            try:
-                new = insert_docstrings(job.text, written.docstrings, width)
-            except ValueError as exc:
-                err.print(f"{job.name}: left untouched: {exc}", markup=False)
-                continue
-            if not write or diff:
-                if not json_output:
-                    out.print(unified_diff(job.text, new, job.name).rstrip("\n"), markup=False, highlight=False)
-                entry["diff"] = unified_diff(job.text, new, job.name)
-            if write:
-                if staged and root is not None and has_unstaged_changes(root, job.name):
-                    err.print(f"{job.name}: has unstaged changes too; not written (stage or stash them first)")
-                    continue
-                atomic_write_text(job.path, new)
-                entry["written_to_disk"] = True
-                changed += 1
+
+        outcome = document(
+            jobs,
+            generate,
+            width=width,
+            write=write,
+            show_diff=diff,
+            json_output=json_output,
+            root=root,
+            force=force,
+            report=report,
+        )
+    if outcome.failed:
+        report.setdefault("not_written", []).extend(outcome.failed)
     if json_output:
         out.print_json(json.dumps(report))
-    total = sum(len(entry["written"]) for entry in report["files"])
+    not_written = len(held) + len(outcome.failed)
     if write:
-        err.print(f"wrote {total} docstring(s) in {changed} file(s) ({style} style); review with `git diff`")
-        if fail_on_change and changed:
+        err.print(
+            f"wrote {outcome.written} docstring(s) in {outcome.changed} file(s) ({style} style); review with `git diff`"
+        )
+        if not_written:
+            err.print(f"{not_written} file(s) not documented (see above)")
+            raise typer.Exit(1)
+        if fail_on_change and outcome.changed:
             err.print("files were changed: review the docstrings, `git add` them, and commit again")
             raise typer.Exit(1)
     elif not json_output:
+        total = sum(len(entry["written"]) for entry in report["files"])
         err.print(f"{total} docstring(s) proposed ({style} style); pass --write to write them")
 
 

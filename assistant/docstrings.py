@@ -8,7 +8,6 @@ proves the result: the file must parse, and apart from the new docstrings its sy
 from __future__ import annotations
 
 import ast
-import io
 import re
 import textwrap
 import tokenize
@@ -18,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .edit import python_text
+from .edit import python_text, source_lines
 from .errors import UsageError
 
 STYLES = ("google", "numpy", "rest", "plain")
@@ -66,9 +65,10 @@ def _header_colon(lines: list[str], node: Definition) -> tuple[int, int]:
     """Line (1-based) and column of the colon that ends a definition's header, found with the tokenizer
     so colons inside annotations, defaults and strings do not count."""
     first_body = node.body[0].lineno
-    text = "".join(lines[node.lineno - 1 : first_body])
+    # One line per ast line, each ended by \n (a lone \r would not end a line for the tokenizer module).
+    header = iter([line.rstrip("\r\n") + "\n" for line in lines[node.lineno - 1 : first_body]])
     depth = 0
-    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+    for token in tokenize.generate_tokens(lambda: next(header, "")):
         if token.type == tokenize.OP:
             if token.string in "([{":
                 depth += 1
@@ -86,13 +86,19 @@ def _indent_unit(source: str) -> str:
     return "\t" if tabs > spaces else "    "
 
 
+def _indentation(line: str) -> str:
+    """A line's leading spaces and tabs; a form feed there is dropped (Python resets the column at one, and
+    copying it into a docstring's indentation is noise)."""
+    return line[: len(line) - len(line.lstrip(" \t\f"))].replace("\f", "")
+
+
 def find_missing(source: str) -> list[Target]:
     """Functions, methods and classes in `source` that have no docstring, in file order.
 
     Raises SyntaxError for a file that does not parse.
     """
     tree = ast.parse(source)
-    lines = source.splitlines(keepends=True)
+    lines = source_lines(source, keepends=True)  # numbered as ast numbers them
     unit = _indent_unit(source)
     targets: list[Target] = []
     for qualname, node, in_class in _walk(tree.body, "", False):
@@ -101,20 +107,19 @@ def find_missing(source: str) -> list[Target]:
         line, col = _header_colon(lines, node)
         one_line = node.body[0].lineno == line
         header = lines[node.lineno - 1]
-        header_indent = header[: len(header) - len(header.lstrip())]
+        header_indent = _indentation(header)
         if one_line:
             # One step deeper than the header, in the header's own whitespace (tabs stay tabs).
             step = "\t" if header_indent.startswith("\t") else ("    " if header_indent else unit)
             indent = header_indent + step
         else:
-            body = lines[node.body[0].lineno - 1]
-            indent = body[: len(body) - len(body.lstrip())]
+            indent = _indentation(lines[node.body[0].lineno - 1])
         if isinstance(node, ast.ClassDef):
             kind = "class"
         else:
             kind = ("async " if isinstance(node, ast.AsyncFunctionDef) else "") + ("method" if in_class else "function")
         start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-        code = "".join(lines[start - 1 : node.end_lineno]).replace("\r\n", "\n")
+        code = re.sub(r"\r\n?", "\n", "".join(lines[start - 1 : node.end_lineno]))
         targets.append(Target(qualname, kind, node.lineno, line, col, one_line, indent, textwrap.dedent(code)))
     return targets
 
@@ -177,7 +182,7 @@ def insert_docstrings(source: str, docstrings: Mapping[str, str], width: int = D
     if unknown:
         raise ValueError(f"{unknown[0]} is not a definition without a docstring")
     newline = "\r\n" if "\r\n" in source else "\n"
-    lines = source.splitlines(keepends=True)
+    lines = source_lines(source, keepends=True)
     # Bottom-up, so earlier line numbers stay valid.
     for target in sorted((targets[n] for n in docstrings), key=lambda t: t.header_end, reverse=True):
         block = [line + newline for line in render(docstrings[target.qualname], target.indent, width)]
@@ -232,7 +237,7 @@ def repo_docstrings(paths: Iterable[Path]) -> list[str]:
     found: list[str] = []
     for path in paths:
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = ast.parse(path.read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
@@ -274,12 +279,19 @@ def line_length(root: Path) -> int:
 
 
 def read_python(path: Path) -> str:
-    """A Python file's text, or a UsageError saying why it is skipped (unreadable, not UTF-8, does not parse)."""
+    """A Python file's text (a byte order mark dropped), or a UsageError saying why it is skipped
+    (unreadable, not UTF-8, does not parse)."""
+    return read_python_source(path)[0]
+
+
+def read_python_source(path: Path) -> tuple[str, bytes]:
+    """A Python file's text and the bytes it was read from (to detect a later change and keep a byte order
+    mark), or a UsageError saying why it is skipped."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror}), skipped") from None
     try:
-        return python_text(raw, str(path))
+        return python_text(raw, str(path)), raw
     except UsageError as exc:
         raise UsageError(f"{exc}, skipped") from None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from .backends import Backend, SamplingParams
 from .docstrings import Target
+from .edit import source_lines
 from .encoder import dot_scores
 from .examples import Example
 from .index import TextEncoder
@@ -77,12 +78,12 @@ def split_docstring(code: str) -> tuple[str, str]:
     if docstring is None:
         return code, ""
     first = node.body[0]
-    lines = code.splitlines()
+    lines = source_lines(code)  # numbered as ast numbers them
     del lines[first.lineno - 1 : first.end_lineno]
     if first.lineno - 1 < len(lines) and not lines[first.lineno - 1].strip():
         del lines[first.lineno - 1]  # the blank line that separated the docstring from the body
     if len(node.body) == 1:  # the docstring was the whole body: keep the code valid
-        indent = re.match(r"\s*", code.splitlines()[first.lineno - 1]).group(0)
+        indent = re.match(r"[ \t]*", source_lines(code)[first.lineno - 1]).group(0)
         lines.insert(first.lineno - 1, indent + "...")
     return "\n".join(lines), docstring
 
@@ -119,7 +120,7 @@ def shown_code(target: Target) -> str:
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
     if node is None:
         return target.code
-    lines = target.code.splitlines()
+    lines = source_lines(target.code)
     outline = [line for line in lines[: node.body[0].lineno - 1]]
     for child in node.body:
         if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):

@@ -2,7 +2,8 @@
 
 With the pre-commit framework, use the hooks in `.pre-commit-hooks.yaml` instead; it stashes unstaged
 changes itself. The plain hook here works on staged content only and never writes a file that also has
-unstaged changes (those would be mixed into what the user reviews).
+unstaged changes (those would be mixed into what the user reviews): it generates nothing for such a file,
+names it with the reason, and fails, so the commit does not go through undocumented.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def staged_text(root: Path, name: str) -> bytes:
 
 
 def has_unstaged_changes(root: Path, name: str) -> bool:
+    """Whether the working-tree file differs from its staged content (or is gone)."""
     return subprocess.run(["git", "diff", "--quiet", "--", name], cwd=root, capture_output=True).returncode != 0
 
 
@@ -76,7 +78,7 @@ def install_hook(root: Path, check_only: bool = False, force: bool = False) -> P
         f"exec {shlex.quote(sys.executable)} -m assistant docstring --staged {mode}\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, script, 0o755)
+    atomic_write_text(path, script, 0o755, root=root, force=force)  # a symlinked hook: see write_target
     return path
 
 

@@ -1,13 +1,22 @@
-"""Where assist keeps its files: the user cache (models, bank indexes) and the repo's `.assist/` folder."""
+"""Where assist keeps its files (the user cache, the repo's `.assist/` folder), and how it rewrites one.
+
+Every rewrite is atomic (a temporary file beside it, then a rename) and keeps what the rename would lose:
+permissions, owner and group, a symlink (written through to its target, refused outside the repo unless
+forced). A read-only file is refused, and so is a file with several hard links unless forced, in which
+case it is rewritten in place so that all its names keep sharing one content.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
 from pathlib import Path
 
 import platformdirs
+
+from .errors import UsageError
 
 REPO_DIR_NAME = ".assist"
 
@@ -54,15 +63,100 @@ def _new_temp_file(path: Path) -> tuple[int, Path]:
     raise FileExistsError(f"could not create a temporary file beside {path}")
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never half of it.
+class ChangedOnDisk(UsageError):
+    """The file's bytes are no longer those the caller read: someone edited it meanwhile."""
 
-    The file keeps its permissions (or gets `mode`); a new one gets those `open()` would give it.
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or path.is_relative_to(folder)
+
+
+def write_target(path: Path, root: Path | None = None, force: bool = False) -> Path:
+    """The file a rewrite of `path` must replace, or a one-line UsageError saying why it must not be rewritten.
+
+    A symlink is written through to its target, so the link survives; with `root` (the repo), only when the
+    target lies inside it, unless `force`. A read-only file is refused (its write bit is the user's "do not
+    touch", even for root). A file with more than one hard link is refused unless `force`: an atomic rewrite
+    would detach it from its other names; forced, it is rewritten in place so every name sees the new text.
     """
     path = Path(path)
-    if mode is None and path.exists():
-        mode = stat.S_IMODE(path.stat().st_mode)
-    fd, tmp = _new_temp_file(path)
+    target = Path(os.path.realpath(path))
+    linked = target != Path(os.path.abspath(path))
+    if root is not None and linked and not force and not _inside(target, Path(os.path.realpath(root))):
+        raise UsageError(
+            f"{path} is a symlink to {target}, outside the repo; not written (pass --force to write through it)"
+        )
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        return target  # a new file
+    except OSError as exc:  # a symlink loop, a folder we may not search
+        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"{path} is not a regular file; not written")
+    own = os.geteuid() in (0, info.st_uid) if hasattr(os, "geteuid") else True
+    if (own and not info.st_mode & stat.S_IWUSR) or not os.access(target, os.W_OK):
+        raise UsageError(f"{path} is read-only; not written (make it writable first, e.g. chmod u+w)")
+    if info.st_nlink > 1 and not force:
+        raise UsageError(
+            f"{path} has {info.st_nlink} hard links and a rewrite would detach it from the others; not written "
+            "(pass --force to rewrite it in place)"
+        )
+    return target
+
+
+def _check_unchanged(target: Path, expected: bytes | None) -> None:
+    if expected is None:
+        return
+    try:
+        current = target.read_bytes()
+    except FileNotFoundError:
+        current = None
+    if current != expected:
+        raise ChangedOnDisk(f"{target} changed since it was read; not written")
+
+
+def _write_in_place(target: Path, data: bytes, expected: bytes | None) -> None:
+    """Overwrite a hard-linked file's content without replacing its inode (every link sees the new text)."""
+    with open(target, "r+b") as handle:
+        if expected is not None and handle.read() != expected:
+            raise ChangedOnDisk(f"{target} changed since it was read; not written")
+        handle.seek(0)
+        handle.write(data)
+        handle.truncate()
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def atomic_write_bytes(
+    path: Path,
+    data: bytes,
+    mode: int | None = None,
+    *,
+    root: Path | None = None,
+    force: bool = False,
+    expected: bytes | None = None,
+) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never half of it.
+
+    The file keeps its permissions (or gets `mode`), its owner and group where the OS permits (as root it
+    does), and stays a symlink if it is one: see :func:`write_target` for what is refused (`root`, `force`).
+    With `expected`, the file's bytes must still be those just before the replace, else
+    :class:`ChangedOnDisk` and nothing is written. A new file gets the permissions `open()` would give it.
+    """
+    target = write_target(Path(path), root, force)
+    try:
+        info: os.stat_result | None = target.stat()
+    except FileNotFoundError:
+        info = None
+    if info is not None and info.st_nlink > 1:  # only reached with force
+        _write_in_place(target, data, expected)
+        if mode is not None:
+            os.chmod(target, mode)
+        return
+    if mode is None and info is not None:
+        mode = stat.S_IMODE(info.st_mode)
+    fd, tmp = _new_temp_file(target)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -70,12 +164,37 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
             os.fsync(handle.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        if info is not None:
+            _keep_owner(tmp, info)
+        _check_unchanged(target, expected)
+        os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
+def _keep_owner(tmp: Path, info: os.stat_result) -> None:
+    """Give the new file the old one's owner and group; a user who may not (not root) keeps what they can."""
+    if not hasattr(os, "chown"):
+        return
+    mine = tmp.stat()
+    if (mine.st_uid, mine.st_gid) == (info.st_uid, info.st_gid):
+        return
+    try:
+        os.chown(tmp, info.st_uid, info.st_gid)
+    except PermissionError:
+        with contextlib.suppress(PermissionError):
+            os.chown(tmp, -1, info.st_gid)  # a member of the file's group may still keep the group
+
+
+def atomic_write_text(
+    path: Path,
+    text: str,
+    mode: int | None = None,
+    *,
+    root: Path | None = None,
+    force: bool = False,
+    expected: bytes | None = None,
+) -> None:
     """Text version of :func:`atomic_write_bytes` (UTF-8, newlines written as given)."""
-    atomic_write_bytes(path, text.encode("utf-8"), mode)
+    atomic_write_bytes(path, text.encode("utf-8"), mode, root=root, force=force, expected=expected)

@@ -283,3 +283,148 @@ def test_the_default_model_documents_a_function_in_place(backend) -> None:
     assert "area" in text.lower() and '"""' not in text and "def " not in text
     out = insert_docstrings(source, written.docstrings)
     assert find_missing(out) == [] and ast.get_docstring(ast.parse(out).body[1]) == text
+
+
+# -- issue 26: writing docstrings never breaks or loses a file (no model: a deterministic writer) ----------
+
+
+def _fake_generation(monkeypatch: pytest.MonkeyPatch, during=None) -> list[str]:
+    """Run `assist docstring` without models: the loaders return placeholders and the docstring writer is a
+    deterministic one ("Document <name>."). `during` runs inside generation, as a user editing the file while
+    the model works. Returns the files generation was asked for, in order."""
+    import assistant.backends
+    import assistant.docwriter
+    import assistant.encoder
+    import assistant.sources
+    from assistant.docwriter import Written
+
+    calls: list[str] = []
+
+    def write_docstrings(targets, backend, **options) -> Written:
+        calls.append(options["path"])
+        if during is not None:
+            during()
+        return Written(docstrings={t.qualname: f"Document {t.qualname}." for t in targets})
+
+    monkeypatch.setattr(assistant.encoder.Encoder, "load", classmethod(lambda cls, spec=None: object()))
+    monkeypatch.setattr(assistant.sources, "open_source", lambda *args, **kwargs: None)
+    monkeypatch.setattr(assistant.backends, "load_backend", lambda *args, **kwargs: object())
+    monkeypatch.setattr(assistant.docwriter, "write_docstrings", write_docstrings)
+    return calls
+
+
+WRITE = ["docstring", "--write", "--style", "plain", "-k", "0"]
+
+
+def test_find_missing_and_insert_count_lines_as_python_does() -> None:
+    from assistant.docwriter import split_docstring
+
+    for source in (
+        "import os\n\f\ndef f(x):\n    return x\n\n\ndef g(y):\n    return y\n",  # a form feed on its own line
+        'S = "a\u2028b"\n\n\ndef f(x):\n    return x\n\n\ndef g(y):\n    return y\n',  # U+2028 in a string
+    ):
+        assert [(t.qualname, t.line) for t in find_missing(source)] == [
+            ("f", source.count("\n", 0, source.index("def f")) + 1),
+            ("g", source.count("\n", 0, source.index("def g")) + 1),
+        ]
+        out = insert_docstrings(source, {"f": "Return x.", "g": "Return y."})
+        tree = ast.parse(out)
+        assert [ast.get_docstring(n) for n in tree.body if isinstance(n, ast.FunctionDef)] == ["Return x.", "Return y."]
+        assert out.replace('    """Return x."""\n', "").replace('    """Return y."""\n', "") == source
+    code = 'def f():\n    """Doc."""\n    s = "a\u2028b"\n    return s\n'
+    assert split_docstring(code) == ('def f():\n    s = "a\u2028b"\n    return s', "Doc.")
+
+
+def test_write_keeps_edits_made_while_the_model_was_generating(scratch_repo: Path, monkeypatch) -> None:
+    path = scratch_repo / "work.py"
+    path.write_text("def f():\n    return 1\n")
+
+    def user_saves() -> None:
+        path.write_text(path.read_text() + "\n\ndef mine():\n    return 2\n")
+
+    calls = _fake_generation(monkeypatch, during=user_saves)
+    result = _run([*WRITE, "work.py"], scratch_repo)
+    assert calls == ["work.py"]
+    assert path.read_text() == "def f():\n    return 1\n\n\ndef mine():\n    return 2\n"  # theirs, untouched
+    assert result.exit_code == 1
+    assert "work.py: not written: it changed while its docstrings were generated" in result.output
+
+
+def test_write_skips_a_partially_staged_file_before_generating_and_fails(scratch_repo: Path, monkeypatch) -> None:
+    from .conftest import git
+
+    part = scratch_repo / "part.py"
+    part.write_text("def f():\n    return 1\n")
+    (scratch_repo / "whole.py").write_text("def g():\n    return 2\n")
+    git(scratch_repo, "add", "part.py", "whole.py")
+    part.write_text(part.read_text() + "\n# work in progress, not staged\n")
+    calls = _fake_generation(monkeypatch)
+    result = _run(["docstring", "--staged", "--write", "--style", "plain", "-k", "0"], scratch_repo)
+    assert calls == ["whole.py"]  # no model time for a file that will not be written
+    assert "part.py: skipped, 1 definition(s) left without a docstring: it also has unstaged changes" in result.output
+    assert "wrote 1 docstring(s) in 1 file(s)" in result.output
+    assert result.exit_code == 1  # even without --fail-on-change: part.py was not documented
+    assert "Document" not in part.read_text() and "Document g." in (scratch_repo / "whole.py").read_text()
+    # Only the partially staged file: nothing generated, and the hook's command fails.
+    git(scratch_repo, "add", "whole.py")
+    calls.clear()
+    result = _run(["docstring", "--staged", "--write", "--fail-on-change", "--style", "plain", "-k", "0"], scratch_repo)
+    assert calls == [] and result.exit_code == 1 and "part.py: skipped" in result.output
+
+
+def test_write_keeps_a_byte_order_mark(scratch_repo: Path, monkeypatch) -> None:
+    path = scratch_repo / "bom.py"
+    path.write_bytes(b"\xef\xbb\xbfdef f():\n    return 1\n")
+    assert read_python(path) == "def f():\n    return 1\n"
+    calls = _fake_generation(monkeypatch)
+    result = _run([*WRITE, "bom.py"], scratch_repo)
+    assert result.exit_code == 0 and calls == ["bom.py"]
+    assert path.read_bytes() == b'\xef\xbb\xbfdef f():\n    """Document f."""\n    return 1\n'
+
+
+def test_write_goes_through_a_symlink(scratch_repo: Path, monkeypatch) -> None:
+    (scratch_repo / "real.py").write_text("def f():\n    return 1\n")
+    (scratch_repo / "link.py").symlink_to("real.py")
+    _fake_generation(monkeypatch)
+    assert _run([*WRITE, "link.py"], scratch_repo).exit_code == 0
+    assert (scratch_repo / "link.py").is_symlink()  # old: replaced by a regular file
+    assert (scratch_repo / "real.py").read_text() == 'def f():\n    """Document f."""\n    return 1\n'
+
+
+def test_write_refuses_a_read_only_file_before_generating(scratch_repo: Path, monkeypatch) -> None:
+    import stat
+
+    frozen = scratch_repo / "frozen.py"
+    frozen.write_text("def g():\n    return 2\n")
+    frozen.chmod(0o444)
+    calls = _fake_generation(monkeypatch)
+    result = _run([*WRITE, "frozen.py"], scratch_repo)
+    assert calls == [] and result.exit_code == 1
+    assert "frozen.py: skipped, 1 definition(s) left without a docstring: frozen.py is read-only" in result.output
+    assert frozen.read_text() == "def g():\n    return 2\n" and stat.S_IMODE(frozen.stat().st_mode) == 0o444
+
+
+def test_write_refuses_a_file_python_would_not_compile(scratch_repo: Path, monkeypatch) -> None:
+    late = scratch_repo / "late.py"  # ast.parse accepts it, compile() does not: a late __future__ import
+    late.write_text("x = 1\nfrom __future__ import annotations\n\n\ndef h():\n    return x\n")
+    calls = _fake_generation(monkeypatch)
+    result = _run([*WRITE, "late.py"], scratch_repo)
+    assert calls == [] and result.exit_code == 1
+    assert "late.py: the file as it is would not compile (line 2: from __future__ imports" in result.output
+    assert "Document" not in late.read_text()
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--max-functions", "0"], "--max-functions must be at least 1, not 0"),
+        (["--max-functions", "-3"], "--max-functions must be at least 1, not -3"),
+        (["--time-budget", "0"], "--time-budget must be above 0, not 0"),
+        (["--time-budget", "nan"], "--time-budget must be above 0, not nan"),
+        (["-k", "-1"], "-k must be at least 0, not -1"),
+    ],
+)
+def test_numeric_options_are_checked_before_any_work(scratch_repo: Path, option: list[str], message: str) -> None:
+    result = _run(["docstring", "--check", *option, "mathutils.py"], scratch_repo)
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: {message}"

@@ -132,3 +132,90 @@ def test_atomic_writes_keep_permissions_and_new_files_follow_the_umask(tmp_path)
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "report.md").stat().st_mode) == 0o644
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "run.sh"]  # no temporary file left
+
+
+# -- issue 26: an edit never writes a broken or lost file ---------------------------------------------------
+
+FORM_FEED = "import os\n\f\ndef f():\n    return 1\n\n\ndef g():\n    return 2\n"
+LINE_SEPARATOR = 'S = "a\u2028b"\n\n\ndef f():\n    return 1\n'
+
+
+def _commit(repo, name: str, data: bytes):
+    path = repo / name
+    path.write_bytes(data)
+    git(repo, "add", name)
+    git(repo, "commit", "-qm", name)
+    return path
+
+
+def test_merge_counts_lines_as_python_does_form_feed_and_u2028() -> None:
+    new, actions = merge(FORM_FEED, "def g():\n    return 20\n")
+    assert actions == ["replace g"]
+    assert new == FORM_FEED.replace("return 2\n", "return 20\n")  # old: a dangling `return 2` was left behind
+    compile(new, "x.py", "exec")
+    new, _ = merge(LINE_SEPARATOR, "def f():\n    return 10\n")
+    assert new == LINE_SEPARATOR.replace("return 1\n", "return 10\n")  # old: an unterminated string
+    # A lone CR ends a line for Python too: still counted as one.
+    new, _ = merge("x = 1\rdef f():\n    return 1\n", "def f():\n    return 2\n")
+    assert new == "x = 1\rdef f():\n    return 2\n"
+
+
+@pytest.mark.parametrize("source", [FORM_FEED, LINE_SEPARATOR], ids=["form-feed", "u2028"])
+def test_apply_edit_writes_what_compiles_for_form_feeds_and_u2028(scratch_repo, source: str) -> None:
+    target = _commit(scratch_repo, "odd.py", source.encode())
+    apply_edit(plan_edit(target, "def f():\n    return 99\n\n\ndef g():\n    return 98\n", root=scratch_repo))
+    written = target.read_bytes()
+    compile(written, "odd.py", "exec")
+    assert b"return 99" in written and written.startswith(source.split("def f")[0].encode())
+
+
+def test_apply_edit_refuses_text_that_parses_but_does_not_compile(scratch_repo) -> None:
+    from dataclasses import replace
+
+    target = scratch_repo / "mathutils.py"
+    before = target.read_bytes()
+    edit = plan_edit(target, "def is_even(n):\n    return not n % 2\n", root=scratch_repo)
+    broken = replace(edit, new="return 1\n")  # ast.parse accepts it; compile() does not
+    with pytest.raises(UsageError, match=r"mathutils\.py: the new text would not compile \(line 1: 'return' outside"):
+        apply_edit(broken)
+    assert target.read_bytes() == before
+
+
+def test_future_imports_go_first_and_are_not_repeated() -> None:
+    code = "from __future__ import annotations\nimport math\n\ndef area(r: float) -> float:\n    return 3 * r * r\n"
+    new, actions = merge(FILE, code)
+    assert new.startswith('"""Module docstring."""\nfrom __future__ import annotations\nimport os\nimport math\n')
+    assert actions[0] == "insert from __future__ import annotations"
+    compile(new, "x.py", "exec")
+    again, _ = merge(new, code.replace("3 * r * r", "3 * r**2"))
+    assert again.count("from __future__") == 1
+    compile(again, "x.py", "exec")
+    # No docstring and no imports: before the first statement, under a leading comment.
+    bare, _ = merge("# header\ndef f():\n    pass\n", code)
+    assert bare.startswith("from __future__ import annotations\nimport math\n\n# header\n")
+    compile(bare, "x.py", "exec")
+
+
+def test_a_byte_order_mark_is_read_and_kept(scratch_repo) -> None:
+    target = _commit(scratch_repo, "bom.py", b"\xef\xbb\xbfdef f():\n    return 1\n")
+    edit = plan_edit(target, "def g():\n    return 2\n", root=scratch_repo)
+    apply_edit(edit)
+    written = target.read_bytes()
+    assert written == b"\xef\xbb\xbfdef f():\n    return 1\n\n\ndef g():\n    return 2\n"
+    compile(written, "bom.py", "exec")
+
+
+def test_apply_edit_will_not_follow_a_symlink_out_of_the_repo_unless_forced(scratch_repo, tmp_path) -> None:
+    other = tmp_path / "other-repo"  # a clean, tracked file in another repo: git gives no reason to refuse
+    other.mkdir()
+    git(other, "init", "-q")
+    secret = _commit(other, "secret.py", b"def f():\n    return 1\n")
+    (scratch_repo / "x.py").symlink_to(secret)
+    git(scratch_repo, "add", "x.py")
+    git(scratch_repo, "commit", "-qm", "link")
+    edit = plan_edit(scratch_repo / "x.py", "def g():\n    return 2\n", root=scratch_repo)
+    with pytest.raises(UsageError, match="outside the repo; not written"):
+        apply_edit(edit)
+    assert secret.read_text() == "def f():\n    return 1\n"
+    apply_edit(edit, force=True)
+    assert "def g()" in secret.read_text() and (scratch_repo / "x.py").is_symlink()

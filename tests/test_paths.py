@@ -1,0 +1,91 @@
+"""Atomic rewrites keep what a rename would lose (issue 26, item 6): symlinks, owner, hard links, read-only."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from assistant.errors import UsageError
+from assistant.paths import atomic_write_text
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_symlink_inside_the_repo_stays_a_link_and_its_target_gets_the_text(tmp_path: Path) -> None:
+    (tmp_path / "real.py").write_text("old\n")
+    link = tmp_path / "link.py"
+    link.symlink_to("real.py")
+    atomic_write_text(link, "new\n")  # no repo named (caches, config): written through
+    assert link.is_symlink() and os.readlink(link) == "real.py"
+    assert (tmp_path / "real.py").read_text() == "new\n"
+    atomic_write_text(link, "newer\n", root=tmp_path)  # a repo named: its target lies inside
+    assert link.is_symlink() and (tmp_path / "real.py").read_text() == "newer\n"
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_symlink_out_of_the_repo_is_refused_unless_forced(tmp_path: Path) -> None:
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    repo.mkdir()
+    outside.mkdir()
+    (outside / "secret.py").write_text("secret\n")
+    link = repo / "x.py"
+    link.symlink_to(outside / "secret.py")
+    with pytest.raises(UsageError, match=r"is a symlink to .*secret\.py, outside the repo; not written .*--force"):
+        atomic_write_text(link, "owned\n", root=repo)
+    assert (outside / "secret.py").read_text() == "secret\n" and link.is_symlink()
+    atomic_write_text(link, "forced\n", root=repo, force=True)
+    assert (outside / "secret.py").read_text() == "forced\n" and link.is_symlink()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a file away needs root")
+def test_owner_and_group_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "theirs.py"
+    path.write_text("old\n")
+    os.chown(path, 12345, 23456)
+    path.chmod(0o640)
+    atomic_write_text(path, "new\n")
+    info = path.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (12345, 23456, 0o640)
+    assert path.read_text() == "new\n"
+
+
+def test_a_hard_linked_file_is_refused_unless_forced_and_then_rewritten_in_place(tmp_path: Path) -> None:
+    path, other = tmp_path / "a.py", tmp_path / "b.py"
+    path.write_text("old\n")
+    os.link(path, other)
+    with pytest.raises(UsageError, match=r"has 2 hard links.*--force"):
+        atomic_write_text(path, "new\n")
+    assert other.read_text() == "old\n"
+    atomic_write_text(path, "new\n", force=True)
+    assert path.read_text() == other.read_text() == "new\n"  # still one file under two names
+    assert path.stat().st_ino == other.stat().st_ino and path.stat().st_nlink == 2
+
+
+def test_a_read_only_file_is_refused_not_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "frozen.py"
+    path.write_text("keep\n")
+    path.chmod(0o444)
+    with pytest.raises(UsageError, match=r"frozen\.py is read-only; not written"):
+        atomic_write_text(path, "new\n")
+    with pytest.raises(UsageError, match="read-only"):
+        atomic_write_text(path, "new\n", force=True)  # forcing is for links; a read-only bit is the user's own
+    assert path.read_text() == "keep\n" and stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_file_changed_since_it_was_read_is_not_written(tmp_path: Path) -> None:
+    from assistant.paths import ChangedOnDisk
+
+    path = tmp_path / "work.py"
+    path.write_text("read\n")
+    path.write_text("edited meanwhile\n")
+    with pytest.raises(ChangedOnDisk):
+        atomic_write_text(path, "new\n", expected=b"read\n")
+    assert path.read_text() == "edited meanwhile\n" and _leftovers(tmp_path) == []
+    atomic_write_text(path, "new\n", expected=b"edited meanwhile\n")
+    assert path.read_text() == "new\n"
