@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from .codesim import similarity_matrix
+from .config import remember_endpoint, remembered_endpoint
 from .embeddings import PREFIX, EndpointEncoder, load_embedder
 from .encoder import dot_scores
-from .errors import UsageError
+from .errors import ModelError, UsageError
 from .examples import Example
 from .index import Index, TextEncoder, embedding_text
 from .retrieve import Exclude, Hit, top_rows
@@ -189,13 +190,24 @@ def frozen_vectors(
     return cached_vectors(directory / "frozen_vectors.npz", texts, embedder, step)
 
 
-def _embedder_for(manifest: dict, encoder: TextEncoder) -> TextEncoder:
-    """What embeds queries for a trained model: the same embedder (and server) that training used."""
+def _embedder_for(manifest: dict, encoder: TextEncoder, directory: Path) -> TextEncoder:
+    """What embeds queries for a trained model: the same embedder (and server) that training used.
+
+    The manifest lives in a folder a repo can ship (`.assist/retrievers/tstr/`), so the server it names is
+    believed only when this user trained that folder against it on this machine (recorded in the user's
+    trust file); anything else would let a repo send queries and the API key wherever it likes.
+    """
     name = manifest.get("embedder")
     if name == encoder.name:
         return encoder
     if isinstance(name, str) and name.startswith(PREFIX):
-        return load_embedder(name, base_url=manifest.get("embedder_url"))
+        url = manifest.get("embedder_url")
+        if url is not None and remembered_endpoint(directory) != url:
+            raise ModelError(
+                f"the TST^R model in {directory} names the embeddings server {url}, which you did not train it "
+                "against on this machine; retrain it with `assist train retriever --method tstr`"
+            )
+        return load_embedder(name, base_url=url)
     raise UsageError(f"the TST^R model was trained on {name} embeddings, not {encoder.name}; retrain it")
 
 
@@ -218,6 +230,8 @@ def train_for_index(
     if isinstance(embedder, EndpointEncoder):
         model.manifest["embedder_url"] = embedder.base_url  # queries must go to the same server
     model.save(directory)
+    if isinstance(embedder, EndpointEncoder):
+        remember_endpoint(directory, embedder.base_url)
     return directory, stats
 
 
@@ -246,7 +260,7 @@ class TstrRetriever:
                 f"no TST^R retriever trained for the {describe_pool(index)}; run `assist train retriever --method tstr`"
             )
         model = Tstr.load(directory)
-        embedder = _embedder_for(model.manifest, encoder)
+        embedder = _embedder_for(model.manifest, encoder, directory)
         return cls(index, embedder, model, frozen_vectors(index, embedder, directory))
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:

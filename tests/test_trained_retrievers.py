@@ -365,6 +365,16 @@ def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(encod
         # The pool's vectors were cached at training: loading asked only for the probe, searching for the query.
         assert sum(len(r["input"]) for r in script.requests) == embedded + 2
         assert script.requests[-1]["input"] == [query]
+        # A manifest is a file a repo can ship: one naming a server this user never trained against sends nothing.
+        manifest_path = artifact_dir(index, "tstr") / "manifest.json"
+        trained_manifest = manifest_path.read_text()
+        elsewhere = Script(models=["minilm"], embed=model_embed(encoder))
+        with openai_server(elsewhere) as (other_url, _):
+            manifest_path.write_text(json.dumps({**manifest, "embedder_url": other_url}))
+            with pytest.raises(ModelError, match="did not train it against on this machine"):
+                make_retriever("tstr", index, encoder)
+        assert elsewhere.requests == []
+        manifest_path.write_text(trained_manifest)
     assert retriever.embedder.name == "openai:minilm"
     with pytest.raises(ModelError, match="cannot reach"):
         make_retriever("tstr", index, encoder)  # the server is gone
