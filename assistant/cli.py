@@ -458,6 +458,21 @@ def config_untrust(path: ConfigPathArg = Path(".")) -> None:
 
 @app.command()
 @friendly_errors
+def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False) -> None:
+    """Check this install: models ready and verified, this repo's index, where settings come from and whether the
+    repo's file is trusted, which sandbox layers this kernel gives, optional extras. Exit 1 if a check fails."""
+    from .doctor import doctor_report, exit_code, render, to_json
+
+    checks = doctor_report()
+    if json_output:
+        out.print_json(to_json(checks))
+    else:
+        out.print(render(checks), markup=False, highlight=False)
+    raise typer.Exit(exit_code(checks))
+
+
+@app.command()
+@friendly_errors
 def serve(
     model: Annotated[str | None, typer.Option(help="A registered local model (see `assist models list`).")] = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")] = 8080,

@@ -1,28 +1,33 @@
 """Run untrusted generated code and its test asserts in a separate, locked-down Python process.
 
-Each call to :func:`run` starts a fresh interpreter (``sys.executable``) in its own temporary
-directory and session, with:
+Each call to :func:`run` starts a fresh interpreter (``sys.executable``) running
+:mod:`assistant.sandbox_runner` in its own temporary directory and session, with a scrubbed environment
+built from scratch (no API keys, tokens or other secrets are passed). The runner puts a kernel boundary
+around itself and everything it starts, where the kernel offers one (see :mod:`assistant.boundary`):
 
-* a scrubbed environment built from scratch (no API keys, tokens or other secrets are passed);
-* ``resource`` limits on address space, CPU time, file size, core dumps and process count;
-* an audit hook (PEP 578), installed before any candidate code runs, that raises
-  ``PermissionError`` on network sockets and DNS look-ups, on process creation (fork, exec, spawn,
-  ``subprocess``, ``os.system``), on signalling other processes, on ``ctypes``, on raising
-  resource limits, and on writing, creating, deleting or changing files outside the sandbox dir;
-* a wall-clock timeout that kills the whole process group;
-* stdout/stderr read in chunks and capped, so a chatty candidate cannot exhaust our memory;
-* the structured report sent over a private pipe and tagged with a random nonce, so nothing the
-  candidate prints can be mistaken for it.
+* Landlock: read-only access to the interpreter's stdlib and system library dirs, read-write access to
+  the sandbox dir and /dev/null only (not /proc, $HOME, /root or the repo), no TCP bind/connect, and
+  signals and abstract unix sockets scoped to the sandbox;
+* ``PR_SET_NO_NEW_PRIVS``, ``PR_SET_DUMPABLE`` off, every capability dropped (we may run as root); where
+  Landlock is missing, this process also makes itself non-dumpable, so that a candidate (same user, no
+  capabilities) cannot read ``/proc/<our pid>/environ``;
+* in the candidate's process, a seccomp filter: no fork/exec, ptrace, sockets, new sessions or
+  process groups, mounts, signals to other processes, io_uring, bpf, ...;
+* ``resource`` limits on address space, CPU time, file size and core dumps;
+* a PEP 578 audit hook above all that, as defence in depth (and the main layer where the kernel has
+  none of the above: macOS, old kernels, other CPUs).
+
+The runner never runs candidate code itself: it forks a child for that and reads the verdict from the
+child's exit status, checked against a proof only the child's harness holds (the module docstring of
+:mod:`assistant.sandbox_runner` says how, and what a candidate can still do). A wall-clock timeout kills
+the whole process group; stdout/stderr are read in chunks and capped. The runner's report comes over a
+pipe the candidate's process never holds.
 
 The child is started without ``site`` (``-S``): candidates get the standard library only, which is
-what MBPP / HumanEval style tasks need, and start-up is about twice as fast.
-
-Limits of this design: the audit hook is a tripwire that stops accidental and naive hostile code,
-not a hard security boundary (PEP 578 says as much). Code that deliberately digs into interpreter
-internals (for instance re-creating an extension module through ``_imp``) can get around it, and
-can also tamper with the in-process runner. The process boundary, the rlimits, the scrubbed
-environment and the timeout still bound the damage; for stronger isolation run the whole tool
-inside a container or as an unprivileged user.
+what MBPP / HumanEval style tasks need, and start-up is about twice as fast. :func:`boundary_layers`
+says which layers held on this machine (``assist doctor`` prints it). ``ASSIST_SANDBOX_DISABLE`` (a
+comma-separated list of layer names, for tests and for kernels that misbehave) turns layers off, with a
+warning, and the doctor shows it.
 """
 
 from __future__ import annotations
@@ -40,19 +45,29 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+from types import CodeType
+
+from .errors import UsageError
 
 STATUSES = ("passed", "failed", "error", "timeout", "resource-limit")
+# The layers the runner reports on, in the order `assist doctor` shows them.
+LAYERS = ("landlock", "seccomp", "no_new_privs", "caps", "dumpable", "hook")
+DISABLE_ENV = "ASSIST_SANDBOX_DISABLE"
+RUNNER_PATH = Path(__file__).with_name("sandbox_runner.py")
+BOUNDARY_PATH = Path(__file__).with_name("boundary.py")
+# Runs the runner's code, which the job file carries compiled (see sandbox_runner's docstring).
+_BOOTSTRAP = "import marshal, sys\nwith open(sys.argv[1], 'rb') as f:\n    code = marshal.load(f)\nexec(code)\n"
+# Seconds the runner gets past the deadline to kill its child and report, before we kill it too.
+_RUNNER_GRACE_S = 2.0
 
 _MESSAGE_LIMIT = 300  # characters kept of an error message
 _REPORT_LIMIT = 64_000  # bytes accepted on the report pipe; a real report is far smaller
 _READ_CHUNK = 65_536
-
-# Signals the kernel sends when RLIMIT_CPU (soft) or RLIMIT_FSIZE is exceeded. A SIGKILL counts
-# as a resource limit only when the child used up its CPU time (the RLIMIT_CPU hard limit).
-_LIMIT_SIGNALS = {int(signal.SIGXCPU), int(signal.SIGXFSZ)}
 
 
 @dataclass(frozen=True)
@@ -92,235 +107,6 @@ class Limits:
             raise ValueError("sandbox output and file size limits must not be negative")
 
 
-# The program the child interpreter runs (via ``-c``). It reads its job from a marshal file,
-# deletes it, sets rlimits, installs the audit hook, then runs setup, code and each test, and
-# finally writes a report (``ascii()`` of a dict of plain values) to the report pipe.
-_RUNNER_SOURCE = r"""
-import errno
-import marshal
-import os
-import resource
-import sys
-
-import _posixsubprocess
-
-
-def deny(what):
-    raise PermissionError("sandbox: " + what + " is not allowed")
-
-
-def set_limits(job):
-    mb = 1024 * 1024
-    wanted = [
-        (resource.RLIMIT_AS, job["memory_mb"] * mb, job["memory_mb"] * mb),
-        # SIGXCPU at the soft limit, SIGKILL one second later if the candidate ignores it.
-        (resource.RLIMIT_CPU, job["cpu_s"], job["cpu_s"] + 1),
-        (resource.RLIMIT_FSIZE, job["file_size_mb"] * mb, job["file_size_mb"] * mb),
-        (resource.RLIMIT_CORE, 0, 0),
-        # Not enforced for root (the audit hook covers that case); for other users it also
-        # stops the candidate from starting threads.
-        (resource.RLIMIT_NPROC, 0, 0),
-    ]
-    for which, soft, hard in wanted:
-        try:
-            resource.setrlimit(which, (soft, hard))
-        except (ValueError, OSError):
-            pass  # not supported here, or already stricter: keep what we have
-
-
-def remove_unaudited_functions():
-    # These create files (device nodes, FIFOs) or change the root without raising any audit
-    # event in CPython 3.11, so take them away instead.
-    import posix
-    for name in ("mknod", "mkfifo", "chroot"):
-        for module in (os, posix):
-            if hasattr(module, name):
-                delattr(module, name)
-
-    # subprocess calls this directly; the "subprocess.Popen" event stops normal use first.
-    def fork_exec(*args, **kwargs):
-        deny("process creation")
-
-    _posixsubprocess.fork_exec = fork_exec
-
-
-def make_hook(root):
-    realpath, isabs, join = os.path.realpath, os.path.isabs, os.path.join
-    fspath, fsdecode, readlink, getpid = os.fspath, os.fsdecode, os.readlink, os.getpid
-    inside_prefix = root + os.sep
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    unix_family = 1  # socket.AF_UNIX on every POSIX system; importing socket here costs time
-
-    always_denied = frozenset({
-        # process creation
-        "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system",
-        "os.startfile", "subprocess.Popen", "pty.spawn", "os.killpg",
-        # network and name look-ups
-        "socket.connect", "socket.bind", "socket.getaddrinfo",
-        "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo",
-        "socket.sethostname", "socket.sendto", "socket.sendmsg",
-        # native code and raising our own limits
-        "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata",
-        "resource.setrlimit", "resource.prlimit",
-    })
-    # Fresh imports of these would hand back what remove_unaudited_functions() took away, or
-    # open files from C without an "open" event.
-    denied_imports = frozenset({"_ctypes", "_posixsubprocess", "posix", "_gdbm", "_dbm", "readline"})
-    # event -> ((index of a path argument, index of its dir_fd argument or None), ...)
-    path_events = {
-        "os.mkdir": ((0, 2),),
-        "os.remove": ((0, 1),),
-        "os.rmdir": ((0, 1),),
-        "os.rename": ((0, 2), (1, 3)),
-        "os.link": ((0, 2), (1, 3)),
-        "os.symlink": ((1, 2),),
-        "os.chmod": ((0, 2),),
-        "os.chown": ((0, 3),),
-        "os.utime": ((0, 3),),
-        "os.truncate": ((0, None),),
-        "os.setxattr": ((0, None),),
-        "os.removexattr": ((0, None),),
-        "os.chflags": ((0, None),),
-        "shutil.rmtree": ((0, 1),),
-        "shutil.move": ((0, None), (1, None)),
-        "shutil.copyfile": ((1, None),),
-        "shutil.copytree": ((1, None),),
-    }
-
-    def fd_target(fd):
-        # Where an open descriptor points; None for pipes, sockets and the like.
-        try:
-            target = readlink("/proc/self/fd/%d" % fd)
-        except (OSError, ValueError):
-            return None
-        return target if isabs(target) else None
-
-    def inside(path, dir_fd=None):
-        if isinstance(path, int):
-            path = fd_target(path)
-            if path is None:
-                return False
-        else:
-            path = fsdecode(fspath(path))
-            if not isabs(path) and isinstance(dir_fd, int) and dir_fd >= 0:
-                base = fd_target(dir_fd)
-                if base is None:
-                    return False
-                path = join(base, path)
-        # realpath follows symlinks, so a link inside pointing outside counts as outside.
-        path = realpath(path)
-        return path == root or path.startswith(inside_prefix) or path == "/dev/null"
-
-    def hook(event, args):
-        if event in always_denied:
-            deny(event)
-        elif event == "open":
-            path, mode, flags = args
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & write_flags
-            )
-            if not writing or isinstance(path, int):
-                return
-            # os.open() (mode is None) may carry a dir_fd that the event does not show, so a
-            # relative path there cannot be checked.
-            if mode is None and not isabs(fsdecode(fspath(path))):
-                deny("os.open() for writing with a relative path")
-            if not inside(path):
-                deny("writing %r outside the sandbox directory" % (path,))
-        elif event in path_events:
-            for path_index, fd_index in path_events[event]:
-                dir_fd = args[fd_index] if fd_index is not None else None
-                if not inside(args[path_index], dir_fd):
-                    deny("%s on %r outside the sandbox directory" % (event, args[path_index]))
-        elif event == "socket.__new__":
-            # Unconnected AF_UNIX pairs are local plumbing (asyncio's self-pipe); every way to
-            # reach anything else (connect, bind, sendto, sendmsg) is denied above.
-            if args[1] != unix_family:
-                deny("creating a network socket")
-        elif event == "os.kill":
-            if args[0] != getpid():
-                deny("signalling another process")
-        elif event == "import":
-            if args[0] in denied_imports:
-                deny("importing " + args[0])
-        elif event == "sqlite3.connect":
-            database = args[0]
-            if database not in (":memory:", "", b":memory:", b"") and not inside(database):
-                deny("sqlite3 database outside the sandbox directory")
-
-    return hook
-
-
-def describe(exc):
-    try:
-        message = " ".join(str(exc).split())
-    except BaseException:
-        message = "<unprintable exception>"
-    if len(message) > 300:
-        message = message[:297] + "..."
-    return type(exc).__name__, message
-
-
-def is_resource_limit(exc):
-    # MemoryError: RLIMIT_AS; EFBIG ("File too large"): RLIMIT_FSIZE, as Python ignores SIGXFSZ.
-    return isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.EFBIG)
-
-
-def main(payload_path):
-    with open(payload_path, "rb") as f:
-        job = marshal.load(f)
-    os.remove(payload_path)  # the nonce must not be readable by the candidate
-    report = {"nonce": job["nonce"], "status": "passed", "passed": 0, "failed_index": None,
-              "error_type": None, "error_message": None}
-    report_fd = job["report_fd"]
-
-    set_limits(job)
-    remove_unaudited_functions()
-    sys.dont_write_bytecode = True
-    sys.setrecursionlimit(1000)
-    sys.addaudithook(make_hook(os.path.realpath(os.getcwd())))
-
-    # A real module, so pickling, dataclasses and typing can find the candidate's classes. Not
-    # "__main__": candidates' demo blocks (often calling input()) should not run.
-    module = type(sys)("__sandbox__")
-    sys.modules["__sandbox__"] = module
-    namespace = module.__dict__
-    try:
-        exec(compile(job["setup"], "<setup>", "exec"), namespace)
-        exec(compile(job["code"], "<candidate>", "exec"), namespace)
-    except BaseException as exc:
-        report["status"] = "resource-limit" if is_resource_limit(exc) else "error"
-        report["error_type"], report["error_message"] = describe(exc)
-    else:
-        for index, test in enumerate(job["tests"]):
-            try:
-                exec(compile(test, "<test %d>" % index, "exec"), namespace)
-            except BaseException as exc:
-                report["status"] = "resource-limit" if is_resource_limit(exc) else "failed"
-                report["failed_index"] = index
-                report["error_type"], report["error_message"] = describe(exc)
-                break
-            report["passed"] += 1
-
-    data = ascii(report).encode("ascii")
-    try:
-        while data:
-            data = data[os.write(report_fd, data):]
-    except OSError:
-        pass  # the candidate closed or broke the pipe: the parent reports a missing report
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    # Skip interpreter shutdown: no atexit handlers or lingering threads of the candidate.
-    os._exit(0)
-
-
-main(sys.argv[1])
-"""
-
-
 def run(code: str, tests: Sequence[str] = (), *, setup: str = "", limits: Limits = Limits()) -> SandboxResult:
     """Run ``setup``, then ``code``, then each test statement in a fresh sandboxed process.
 
@@ -328,17 +114,11 @@ def run(code: str, tests: Sequence[str] = (), *, setup: str = "", limits: Limits
     such as ``def check(candidate): ...``) executed in the candidate's namespace, in order;
     execution stops at the first test that raises. The returned status is "passed" when the
     code runs cleanly and every test passes, "failed" when a test raises (``failed_test`` is
-    its source), "error" when ``setup`` or ``code`` raises (including SyntaxError), "timeout"
-    when ``limits.timeout_s`` of wall clock ran out, and "resource-limit" when memory, CPU time
-    or file size limits were hit.
+    its source), "error" when ``setup`` or ``code`` raises (including SyntaxError and SystemExit,
+    or when the process ends without the harness's verdict), "timeout" when ``limits.timeout_s`` of
+    wall clock ran out, and "resource-limit" when memory, CPU time or file size limits were hit.
     """
-    tests = [str(test) for test in tests]
-    started = time.monotonic()
-    workdir = tempfile.mkdtemp(prefix="assist-sandbox-")
-    try:
-        return _run_in(workdir, code, tests, setup, limits, started)
-    finally:
-        _remove_tree(workdir)
+    return _execute(code, [str(test) for test in tests], setup, limits)[0]
 
 
 def run_many(
@@ -368,6 +148,96 @@ def run_many(
         return list(pool.map(run_job, jobs))
 
 
+def boundary_layers() -> dict[str, tuple[bool, str]]:
+    """Which layers held in a real sandbox run on this machine: layer -> (on, one-line detail).
+
+    Runs a trivial candidate (about 30 ms). Layers are those of :data:`LAYERS`; a layer that is off says
+    why (missing from the kernel, unsupported CPU, disabled by ``ASSIST_SANDBOX_DISABLE``, failed).
+    """
+    result, layers = _execute("pass", [], "", Limits(timeout_s=10.0, cpu_s=5))
+    if not layers:
+        detail = f"the sandbox did not report its layers ({result.status}: {result.error_message})"
+        return {name: (False, detail) for name in LAYERS}
+    layers = {name: layers.get(name, (False, "not reported")) for name in LAYERS}
+    if not layers["landlock"][0] and _parent_guarded:
+        on, detail = layers["landlock"]
+        layers["landlock"] = (on, detail + "; assist made itself non-dumpable, so /proc/<its pid> stays closed")
+    return layers
+
+
+_warned_disabled: set[frozenset[str]] = set()
+
+
+def disabled_layers() -> frozenset[str]:
+    """The layers ``ASSIST_SANDBOX_DISABLE`` turns off (e.g. "landlock,seccomp"); warns once per value.
+
+    An unknown name is a UsageError: a typo must not leave the user believing a layer is off, or on.
+    """
+    raw = os.environ.get(DISABLE_ENV, "")
+    names = frozenset(name.strip().lower() for name in raw.split(",") if name.strip())
+    unknown = sorted(names - set(LAYERS))
+    if unknown:
+        raise UsageError(f"{DISABLE_ENV} names unknown sandbox layers {', '.join(unknown)}; known: {', '.join(LAYERS)}")
+    if names and names not in _warned_disabled:
+        _warned_disabled.add(names)
+        warnings.warn(
+            f"sandbox layers disabled by {DISABLE_ENV}: {', '.join(sorted(names))}", RuntimeWarning, stacklevel=3
+        )
+    return names
+
+
+_parent_guarded = False
+
+
+def _guard_parent_environment(disabled: frozenset[str]) -> bool:
+    """Where Landlock cannot close /proc, make this process non-dumpable; True once it is.
+
+    A candidate runs as our user, so without Landlock it could open /proc/<our pid>/environ (our API keys)
+    or /proc/<our pid>/mem. Once we are not dumpable, that needs CAP_SYS_PTRACE, which the runner drops.
+    The cost: no core dumps of assist, and debuggers need root to attach to it.
+    """
+    global _parent_guarded
+    if _parent_guarded or not sys.platform.startswith("linux"):
+        return _parent_guarded
+    from . import boundary
+
+    if "landlock" not in disabled and boundary.landlock_abi() >= 1:
+        return False
+    try:
+        boundary.set_dumpable(False)
+    except OSError:
+        return False
+    _parent_guarded = True
+    return True
+
+
+def _execute(
+    code: str, tests: list[str], setup: str, limits: Limits
+) -> tuple[SandboxResult, dict[str, tuple[bool, str]]]:
+    """One sandboxed run in a fresh temporary directory: the result and the layers the runner reported."""
+    disabled = disabled_layers()
+    _guard_parent_environment(disabled)
+    started = time.monotonic()
+    workdir = tempfile.mkdtemp(prefix="assist-sandbox-")
+    try:
+        return _run_in(workdir, code, tests, setup, limits, started, disabled)
+    finally:
+        _remove_tree(workdir)
+
+
+_compiled: dict[tuple[Path, int], CodeType] = {}
+
+
+def _compiled_code(path: Path) -> CodeType:
+    """`path` compiled, once per process and version of the file (the child cannot cache .pyc files)."""
+    key = (path, path.stat().st_mtime_ns)
+    code = _compiled.get(key)
+    if code is None:
+        code = compile(path.read_text(encoding="utf-8"), str(path), "exec", dont_inherit=True)
+        _compiled[key] = code
+    return code
+
+
 def _child_env(workdir: str, tmpdir: str) -> dict[str, str]:
     """A minimal environment built from scratch, so no secret of ours reaches the candidate."""
     return {
@@ -380,17 +250,26 @@ def _child_env(workdir: str, tmpdir: str) -> dict[str, str]:
     }
 
 
-def _run_in(workdir: str, code: str, tests: list[str], setup: str, limits: Limits, started: float) -> SandboxResult:
+def _run_in(
+    workdir: str,
+    code: str,
+    tests: list[str],
+    setup: str,
+    limits: Limits,
+    started: float,
+    disabled: frozenset[str],
+) -> tuple[SandboxResult, dict[str, tuple[bool, str]]]:
     """Start the runner in ``workdir``, collect its output and report, and build the result."""
     tmpdir = os.path.join(workdir, "tmp")
     os.mkdir(tmpdir)
-    nonce = secrets.token_hex(16)
     report_r, report_w = os.pipe()
     payload_path = os.path.join(workdir, f".job-{secrets.token_hex(8)}")
+    deadline = started + limits.timeout_s
     with open(payload_path, "wb") as f:
+        marshal.dump(_compiled_code(RUNNER_PATH), f)
         marshal.dump(
             {
-                "nonce": nonce,
+                "boundary_code": _compiled_code(BOUNDARY_PATH),
                 "report_fd": report_w,
                 "setup": setup,
                 "code": code,
@@ -398,14 +277,15 @@ def _run_in(workdir: str, code: str, tests: list[str], setup: str, limits: Limit
                 "memory_mb": limits.memory_mb,
                 "cpu_s": limits.cpu_s,
                 "file_size_mb": limits.file_size_mb,
+                "deadline": deadline,  # time.monotonic() is system-wide, so the runner can use it as is
+                "disable": sorted(disabled),
             },
             f,
         )
 
     # Not -I: it implies -E, which would ignore PYTHONHASHSEED; the environment is ours anyway.
-    # -s: no user site, -S: no site-packages, -P: no cwd on sys.path, -B: no .pyc writes.
-    argv = [sys.executable, "-s", "-S", "-P", "-B", "-c", _RUNNER_SOURCE, payload_path]
-    deadline = started + limits.timeout_s
+    # -s: no user site, -S: no site-packages, -P: no script dir on sys.path, -B: no .pyc writes.
+    argv = [sys.executable, "-s", "-S", "-P", "-B", "-c", _BOOTSTRAP, payload_path]
     try:
         proc = subprocess.Popen(
             argv,
@@ -421,28 +301,28 @@ def _run_in(workdir: str, code: str, tests: list[str], setup: str, limits: Limit
         os.close(report_r)
         os.close(report_w)
         raise
-    os.close(report_w)  # only the child holds the write end now, so EOF means it is gone
+    os.close(report_w)  # only the runner holds the write end now, so EOF means it is gone
 
+    # The runner kills its child at the deadline and reports; we stop waiting a little later.
+    runner_deadline = deadline + _RUNNER_GRACE_S
     try:
-        out, err, report_bytes, timed_out = _collect(proc, report_r, deadline, limits.output_limit)
+        out, err, report_bytes, timed_out = _collect(proc, report_r, runner_deadline, limits.output_limit)
         if not timed_out:
-            timed_out = not _wait_exited(proc.pid, deadline)
+            timed_out = not _wait_exited(proc.pid, runner_deadline)
     finally:
-        # The child is not reaped yet, so its pid (= the process group id) cannot have been
+        # The runner is not reaped yet, so its pid (= the process group id) cannot have been
         # reused: killing the group is safe and takes any stray descendants with it.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        cpu_s = _reap(proc)
+        _reap(proc)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
         os.close(report_r)
 
-    report = None if timed_out else _parse_report(report_bytes, nonce, len(tests))
-    status, passed, failed_test, error_type, error_message = _outcome(
-        report, tests, timed_out, proc.returncode, cpu_s, limits
-    )
-    return SandboxResult(
+    report = None if timed_out else _parse_report(report_bytes, len(tests))
+    status, passed, failed_test, error_type, error_message = _outcome(report, tests, timed_out, proc.returncode, limits)
+    result = SandboxResult(
         status=status,
         passed=passed,
         total=len(tests),
@@ -453,6 +333,7 @@ def _run_in(workdir: str, code: str, tests: list[str], setup: str, limits: Limit
         stdout=out.decode("utf-8", errors="replace"),
         stderr=err.decode("utf-8", errors="replace"),
     )
+    return result, (report.layers if report is not None else {})
 
 
 def _collect(
@@ -503,37 +384,48 @@ def _wait_exited(pid: int, deadline: float) -> bool:
 
 @dataclass(frozen=True)
 class _Report:
-    """The runner's account of a run that finished (checked, not yet trusted for the status)."""
+    """The runner's account of a run (the runner decided it; the candidate cannot write this pipe)."""
 
     status: str
     passed: int
     failed_index: int | None
     error_type: str | None
     error_message: str | None
+    signal: int | None
+    layers: dict[str, tuple[bool, str]]
 
 
-def _reap(proc: subprocess.Popen[bytes]) -> float:
-    """Reap the child, set its returncode, and return the CPU seconds it used."""
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """Reap the runner and set its returncode."""
     try:
-        _, wait_status, usage = os.wait4(proc.pid, 0)
+        _, wait_status = os.waitpid(proc.pid, 0)
     except ChildProcessError:  # already reaped elsewhere; let Popen settle the returncode
         proc.wait()
-        return 0.0
+        return
     proc.returncode = os.waitstatus_to_exitcode(wait_status)
-    return usage.ru_utime + usage.ru_stime
 
 
-def _parse_report(data: bytes, nonce: str, total: int) -> _Report | None:
-    """Decode and check the runner's report; None if it is missing, malformed or not ours."""
+def _parse_layers(raw: object) -> dict[str, tuple[bool, str]]:
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        str(name): (bool(value[0]), str(value[1]))
+        for name, value in raw.items()
+        if isinstance(value, tuple) and len(value) == 2
+    }
+
+
+def _parse_report(data: bytes, total: int) -> _Report | None:
+    """Decode and check the runner's report; None if it is missing or malformed (the runner died)."""
     try:
         raw = ast.literal_eval(data.decode("ascii"))
     except (ValueError, TypeError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
         return None
-    if not isinstance(raw, dict) or raw.get("nonce") != nonce:
+    if not isinstance(raw, dict):
         return None
     status, passed, index = raw.get("status"), raw.get("passed"), raw.get("failed_index")
-    error_type, error_message = raw.get("error_type"), raw.get("error_message")
-    if status not in ("passed", "failed", "error", "resource-limit"):
+    error_type, error_message, number = raw.get("error_type"), raw.get("error_message"), raw.get("signal")
+    if status not in STATUSES:
         return None
     if not isinstance(passed, int) or not 0 <= passed <= total:
         return None
@@ -543,7 +435,16 @@ def _parse_report(data: bytes, nonce: str, total: int) -> _Report | None:
         return None
     if not all(value is None or isinstance(value, str) for value in (error_type, error_message)):
         return None
-    return _Report(status, passed, index, error_type, error_message)
+    if number is not None and not isinstance(number, int):
+        return None
+    return _Report(status, passed, index, error_type, error_message, number, _parse_layers(raw.get("layers")))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _outcome(
@@ -551,26 +452,26 @@ def _outcome(
     tests: list[str],
     timed_out: bool,
     returncode: int,
-    cpu_s: float,
     limits: Limits,
 ) -> tuple[str, int, str | None, str | None, str | None]:
     """Status, passed, failed_test, error_type and error_message for one finished run."""
-    if timed_out:
-        return "timeout", 0, None, "Timeout", f"wall-clock limit of {limits.timeout_s:g}s exceeded"
+    timeout = ("timeout", 0, None, "Timeout", f"wall-clock limit of {limits.timeout_s:g}s exceeded")
+    if timed_out or (report is not None and report.status == "timeout"):
+        return timeout
     if report is not None:
+        if report.signal is not None:
+            name = _signal_name(report.signal)
+            if report.status == "resource-limit":
+                return "resource-limit", 0, None, name, f"killed by {name} (resource limit)"
+            return "error", 0, None, name, f"killed by {name}"
         failed_test = tests[report.failed_index] if report.failed_index is not None else None
         message = _one_line(report.error_message) if report.error_message else None
         return report.status, report.passed, failed_test, report.error_type, message
-    # No usable report: the process died, left early (os._exit) or garbled the report pipe.
+    # No usable report: the runner itself died (or garbled its report).
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        if -returncode in _LIMIT_SIGNALS or (-returncode == signal.SIGKILL and cpu_s >= limits.cpu_s):
-            return "resource-limit", 0, None, name, f"killed by {name} (resource limit)"
-        return "error", 0, None, name, f"killed by {name}"
-    return "error", 0, None, "SandboxError", f"process exited with code {returncode} without a valid report"
+        name = _signal_name(-returncode)
+        return "error", 0, None, name, f"sandbox runner killed by {name}"
+    return "error", 0, None, "SandboxError", f"sandbox runner exited with code {returncode} without a report"
 
 
 def _one_line(message: str) -> str:

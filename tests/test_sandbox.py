@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import ctypes
 import os
 import resource
 import select
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -330,3 +333,161 @@ def test_early_exit_is_an_error_not_a_pass() -> None:
 def test_limits_are_validated() -> None:
     with pytest.raises(ValueError):
         Limits(timeout_s=0)
+
+
+# --- the OS boundary (issue 26, item 8) -------------------------------------------------------------------
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI, probed here independently of the code under test."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return max(0, libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1)))
+
+
+needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
+
+
+@needs_landlock
+def test_every_layer_holds_on_this_kernel() -> None:
+    from assistant.sandbox import LAYERS, boundary_layers
+
+    layers = boundary_layers()
+    assert list(layers) == list(LAYERS)
+    assert {name: on for name, (on, _) in layers.items()} == dict.fromkeys(LAYERS, True), layers
+    assert layers["landlock"][1].startswith(f"ABI {landlock_abi()}")
+
+
+@needs_landlock
+def test_reads_outside_the_sandbox_are_denied(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not read")
+    for code in (f"print(open({str(secret)!r}).read())", "import os\nprint(os.listdir('/'))"):
+        result = run(code, limits=FAST)
+        assert (result.status, result.error_type) == ("error", "PermissionError"), result
+        assert "do not read" not in result.stdout
+
+
+@needs_landlock
+def test_disabling_a_layer_is_loud_and_real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.sandbox import boundary_layers
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("readable without landlock")
+    monkeypatch.setenv("ASSIST_SANDBOX_DISABLE", "landlock")
+    with pytest.warns(RuntimeWarning, match="ASSIST_SANDBOX_DISABLE: landlock"):
+        layers = boundary_layers()
+    assert not layers["landlock"][0] and layers["landlock"][1].startswith("disabled by ASSIST_SANDBOX_DISABLE")
+    assert layers["seccomp"][0] and layers["hook"][0]
+    # Reads are the hook's blind spot, so with Landlock off the file really is readable.
+    assert run(f"print(open({str(secret)!r}).read())", limits=FAST).stdout == "readable without landlock\n"
+
+
+def test_unknown_layer_name_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.errors import UsageError
+
+    monkeypatch.setenv("ASSIST_SANDBOX_DISABLE", "landlok")
+    with pytest.raises(UsageError, match="landlok"):
+        run("pass", limits=FAST)
+
+
+def test_stdlib_that_looks_at_frames_still_works() -> None:
+    # sys._getframe is denied with an error that is also a ValueError, which these modules catch.
+    code = (
+        "import collections, enum, inspect, logging, typing\n"
+        "T = typing.TypeVar('T')\n"
+        "Point = collections.namedtuple('Point', 'x y')\n"
+        "Color = enum.Enum('Color', 'RED GREEN')\n"
+        "class Row(typing.NamedTuple):\n"
+        "    a: int\n"
+        "logging.getLogger('x').warning('logged')\n"
+        "def f(a, b=2):\n"
+        "    return a + b\n"
+    )
+    tests = ["assert Point(1, 2).y == 2 and Color.RED.value == 1", "assert str(inspect.signature(f)) == '(a, b=2)'"]
+    result = run(code, tests, limits=FAST)
+    assert result.ok, result
+    assert "logged" in result.stderr
+
+
+def test_candidate_replacing_exec_cannot_skip_the_tests() -> None:
+    code = "import builtins\nbuiltins.exec = lambda *args, **kwargs: None\nbuiltins.compile = lambda *a, **k: None\n"
+    result = run(code, ["assert False"], limits=FAST)
+    assert (result.status, result.error_type) == ("failed", "AssertionError")
+
+
+def test_exit_status_without_the_harness_proof_is_not_a_pass() -> None:
+    # posix._exit is taken away, but a fresh posix module can be made; exiting with the "passed" code
+    # without the proof the harness holds is an error.
+    code = "import _imp, importlib.machinery as m\n_imp.create_builtin(m.ModuleSpec('posix', None))._exit(64)\n"
+    result = run(code, ["assert False"], limits=FAST)
+    assert (result.status, result.error_type) == ("error", "SandboxError")
+    assert "without the harness's verdict" in (result.error_message or "")
+
+
+def test_runner_is_stdlib_only_and_runs_by_path(tmp_path: Path) -> None:
+    import marshal
+    import subprocess
+
+    from assistant.sandbox import RUNNER_PATH
+
+    report_r, report_w = os.pipe()
+    job = {
+        "report_fd": report_w,
+        "setup": "",
+        "code": "def f():\n    return 1\n",
+        "tests": ["assert f() == 1"],
+        "memory_mb": 1024,
+        "cpu_s": 5,
+        "file_size_mb": 16,
+        "deadline": time.monotonic() + 10,
+        "disable": [],
+    }
+    payload = tmp_path / "job"
+    payload.write_bytes(marshal.dumps(job))
+    subprocess.run(
+        [sys.executable, "-s", "-S", "-P", "-B", str(RUNNER_PATH), str(payload)],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        pass_fds=(report_w,),
+        check=True,
+        timeout=20,
+    )
+    os.close(report_w)
+    with os.fdopen(report_r, "rb") as handle:
+        report = ast.literal_eval(handle.read().decode())
+    assert (report["status"], report["passed"]) == ("passed", 1)
+    assert not payload.exists()
+
+
+def test_without_landlock_the_parent_makes_itself_non_dumpable() -> None:
+    # In a child process: the guard changes the calling process for good.
+    import subprocess
+
+    probe = (
+        "import warnings; warnings.simplefilter('ignore')\n"
+        "from assistant import boundary, sandbox\n"
+        "before = boundary.dumpable()\n"
+        "layers = sandbox.boundary_layers()\n"
+        "print(before, boundary.dumpable(), layers['landlock'][1])\n"
+    )
+    env = {**os.environ, "ASSIST_SANDBOX_DISABLE": "landlock"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.startswith("True False disabled by ASSIST_SANDBOX_DISABLE; assist made itself non-dumpable")
+
+
+def test_seccomp_filter_checks_the_architecture_first() -> None:
+    import struct
+
+    from assistant import boundary
+
+    for machine, arch in (("x86_64", 0xC000003E), ("aarch64", 0xC00000B7)):
+        program = boundary.seccomp_program(4321, machine)
+        code = [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+        assert code[0] == (0x20, 0, 0, 4)  # load seccomp_data.arch
+        assert code[1] == (0x15, 1, 0, arch)  # this arch: go on; any other ...
+        assert code[2] == (0x06, 0, 0, boundary.SECCOMP_RET_KILL_PROCESS)  # ... kills the process
+        assert any(k == 4321 for _, _, _, k in code)  # signals only to our own pid
+    assert not boundary.supported_arch("armv7l")

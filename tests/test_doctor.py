@@ -1,0 +1,226 @@
+"""Tests for assistant.doctor: each line says what is true of this install, and what to do when it is not."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from assistant import doctor
+from assistant.doctor import Check
+from assistant.extract import git_blob_hash
+from assistant.index import Index
+from assistant.models import DEFAULT_GENERATOR, REGISTRY
+from tests.conftest import SCRATCH_FILES
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI, probed here independently of the code under test."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return max(0, libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1)))
+
+
+def by_name(checks: list[Check]) -> dict[str, Check]:
+    return {check.name: check for check in checks}
+
+
+@pytest.fixture
+def empty_models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A models dir of our own (conftest's points at the user's shared cache)."""
+    path = tmp_path / "models"
+    path.mkdir()
+    monkeypatch.setenv("ASSIST_MODELS_DIR", str(path))
+    return path
+
+
+# --- sandbox --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
+def test_sandbox_lines_are_ok_with_every_layer_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASSIST_SANDBOX_DISABLE", raising=False)
+    checks = by_name(doctor.sandbox_checks())
+    assert checks["sandbox landlock"].ok is True
+    assert checks["sandbox landlock"].detail.startswith(f"ABI {landlock_abi()}")
+    for layer in ("seccomp", "no_new_privs", "caps", "dumpable", "hook"):
+        assert checks[f"sandbox {layer}"].ok is True, checks[f"sandbox {layer}"]
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
+def test_sandbox_line_reports_a_disabled_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSIST_SANDBOX_DISABLE", "landlock,hook")
+    with pytest.warns(RuntimeWarning, match="landlock"):
+        checks = by_name(doctor.sandbox_checks())
+    for layer in ("landlock", "hook"):
+        check = checks[f"sandbox {layer}"]
+        assert check.ok is None and "ASSIST_SANDBOX_DISABLE" in check.detail
+        assert check.fix and "unset ASSIST_SANDBOX_DISABLE" in check.fix
+    assert checks["sandbox seccomp"].ok is True
+    assert "WARN  sandbox landlock" in doctor.render(list(checks.values()))
+
+
+def test_bad_disable_value_fails_the_sandbox_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSIST_SANDBOX_DISABLE", "landlok")
+    (check,) = doctor.sandbox_checks()
+    assert check.ok is False and "landlok" in check.detail
+
+
+# --- models -----------------------------------------------------------------------------------------------
+
+
+def test_models_line_when_the_models_dir_is_empty(empty_models_dir: Path) -> None:
+    checks = by_name(doctor.model_checks())
+    generator = checks[f"model {DEFAULT_GENERATOR}"]
+    assert generator.ok is False
+    assert generator.fix == f"assist models pull {DEFAULT_GENERATOR}"
+    assert "default generator" in generator.detail
+    optional = checks["model qwen2.5-coder-1.5b"]
+    assert optional.ok is None and "optional" in optional.detail
+
+
+def test_models_line_verifies_the_converted_files(empty_models_dir: Path) -> None:
+    spec = REGISTRY[DEFAULT_GENERATOR]
+    hf = spec.cache_dir / "hf"
+    hf.mkdir(parents=True)
+    (hf / "model.safetensors").write_bytes(b"x" * 10)
+    manifest = {"name": spec.name, "gguf_sha256": spec.sha256, "files": {"model.safetensors": 10}}
+    (spec.cache_dir / "manifest.json").write_text(json.dumps(manifest))
+    assert by_name(doctor.model_checks())[f"model {spec.name}"].ok is True
+
+    (hf / "model.safetensors").write_bytes(b"x" * 9)  # truncated since conversion
+    check = by_name(doctor.model_checks())[f"model {spec.name}"]
+    assert check.ok is False and "missing or corrupt" in check.detail
+    assert check.fix == f"assist models pull {spec.name} --force"
+
+
+# --- index ------------------------------------------------------------------------------------------------
+
+
+def write_index(root: Path, files: dict[str, str]) -> Path:
+    """An index of `root` recording these files' blobs (no encoder needed: no examples, zero vectors)."""
+    directory = root / ".assist" / "index"
+    meta = {"source": {"kind": "repo", "path": str(root)}, "files": files, "encoder": "all-minilm-l6-v2"}
+    Index(examples=[], vectors=np.zeros((0, 384), dtype="float32"), meta=meta).save(directory)
+    return directory
+
+
+def tracked_blobs(root: Path) -> dict[str, str]:
+    return {rel: git_blob_hash((root / rel).read_bytes()) for rel in SCRATCH_FILES if rel.endswith(".py")}
+
+
+def test_index_line_outside_a_repo_is_a_warning(tmp_path: Path) -> None:
+    (check,) = doctor.index_checks(tmp_path)
+    assert check.ok is None and "not in a git repo" in check.detail
+
+
+def test_index_line_when_the_repo_is_not_indexed(scratch_repo: Path) -> None:
+    (check,) = doctor.index_checks(scratch_repo)
+    assert (check.ok, check.fix) == (None, "assist index")
+    assert not (scratch_repo / ".assist").exists(), "the doctor must not write into the repo"
+
+
+def test_index_line_up_to_date_then_stale(scratch_repo: Path) -> None:
+    write_index(scratch_repo, tracked_blobs(scratch_repo))
+    (check,) = doctor.index_checks(scratch_repo / "text")
+    assert check.ok is True and "up to date" in check.detail
+
+    (scratch_repo / "mathutils.py").write_text("def changed():\n    return 1\n")
+    (check,) = doctor.index_checks(scratch_repo)
+    assert check.ok is None and "1 file(s) changed" in check.detail and check.fix == "assist index"
+
+
+def test_index_line_when_the_index_is_unreadable(scratch_repo: Path) -> None:
+    directory = write_index(scratch_repo, tracked_blobs(scratch_repo))
+    (directory / "vectors.faiss").write_bytes(b"truncated")
+    (check,) = doctor.index_checks(scratch_repo)
+    assert check.ok is False and "assist index" in (check.fix or "")
+
+
+# --- config, extras, output --------------------------------------------------------------------------------
+
+
+def test_config_error_is_reported_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config_dir = Path(os.environ["ASSIST_CONFIG_DIR"])
+    (config_dir / "config.toml").write_text("backend = [not toml\n")
+    monkeypatch.chdir(tmp_path)
+    (check,) = doctor.config_checks()
+    assert check.ok is False and "config.toml" in check.detail
+
+
+def test_config_line_names_where_settings_come_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ASSIST_BACKEND", "openai")
+    (check,) = doctor.config_checks()
+    assert check.ok is True and "backend openai (env ASSIST_BACKEND)" in check.detail
+
+
+def test_extras_lines_say_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = doctor.importlib.util.find_spec
+    monkeypatch.setattr(
+        doctor.importlib.util, "find_spec", lambda name: None if name == "llama_cpp" else real_find_spec(name)
+    )
+    checks = by_name(doctor.extra_checks())
+    assert checks["extra serve"].ok is None and checks["extra serve"].fix == "pip install 'assist[serve]'"
+    assert checks["extra eval"].ok is (real_find_spec("matplotlib") is not None or None)
+
+
+def test_render_json_and_exit_code() -> None:
+    checks = [
+        Check("a", True, "fine"),
+        Check("bb", None, "meh", "do this"),
+        Check("c", False, "broken", "do that"),
+    ]
+    text = doctor.render(checks)
+    assert text.splitlines()[0] == "OK    a   fine"
+    assert "-> do this" in text and "-> do that" in text
+    assert text.splitlines()[-1] == "3 checks: 1 failed, 1 to look at"
+    assert json.loads(doctor.to_json(checks))[2] == {"name": "c", "ok": False, "detail": "broken", "fix": "do that"}
+    assert doctor.exit_code(checks) == 1 and doctor.exit_code(checks[:2]) == 0
+
+
+def test_whole_report_is_fast_and_complete(empty_models_dir: Path, tmp_path: Path) -> None:
+    import time
+
+    started = time.monotonic()
+    checks = doctor.doctor_report(tmp_path)
+    assert time.monotonic() - started < 5
+    names = [check.name for check in checks]
+    assert names[0].startswith("model ") and "index" in names and "config" in names
+    assert "sandbox landlock" in names and names[-1] == "extra serve"
+
+
+def test_an_untrusted_repo_file_is_a_warning_until_trusted(scratch_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.config import trust_repo_config
+
+    (scratch_repo / ".assist.toml").write_text('backend = "openai"\n[openai]\nbase_url = "http://127.0.0.1:9/v1"\n')
+    monkeypatch.chdir(scratch_repo)
+    line = {c.name: c for c in doctor.config_checks()}["repo config"]
+    assert line.ok is None and "not trusted" in line.detail and "assist config trust" in line.fix
+    trust_repo_config(scratch_repo)
+    line = {c.name: c for c in doctor.config_checks()}["repo config"]
+    assert line.ok is True and line.detail.endswith("trusted")
+
+
+def test_assist_doctor_command_prints_json_and_exits_by_the_worst_check(
+    empty_models_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from assistant.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["doctor", "--json"])
+    checks = json.loads(result.output)
+    names = {c["name"] for c in (checks["checks"] if isinstance(checks, dict) else checks)}
+    assert {"config", "sandbox landlock", "sandbox seccomp"} <= names
+    assert result.exit_code == 1  # the default generator is not ready in an empty models dir
+    text = CliRunner().invoke(app, ["doctor"])
+    assert "sandbox landlock" in text.output and text.exit_code == result.exit_code
