@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -26,6 +25,8 @@ from .cli_options import (
     SeedOpt,
     TimeoutOpt,
     backend_settings,
+    check_range,
+    check_seed,
 )
 from .console import ProgressUI, err, friendly_errors, out, setup_logging, show_progress
 from .docstring_cli import docstring, hook_app
@@ -58,44 +59,6 @@ app.add_typer(hook_app, name="hook")
 app.command("docstring")(docstring)
 
 
-SEED_MAX = 2**32 - 1  # what every backend's random generator accepts (torch and numpy alike)
-
-
-def check_number(
-    flag: str,
-    value: float | None,
-    *,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    above: float | None = None,
-) -> None:
-    """Refuse a numeric option outside its range (NaN and infinity included) with one line, before any work.
-
-    Click's own range errors print usage text over four lines, so the checks live here. None = not given.
-    """
-    if value is None:
-        return
-    bounds = []
-    if above is not None:
-        bounds.append(f"above {_number(above)}")
-    if minimum is not None:
-        bounds.append(f"at least {_number(minimum)}")
-    if maximum is not None:
-        bounds.append(f"at most {_number(maximum)}")
-    ok = math.isfinite(value)
-    ok = ok and (above is None or value > above) and (minimum is None or value >= minimum)
-    ok = ok and (maximum is None or value <= maximum)
-    if not ok:
-        raise UsageError(f"{flag} must be {' and '.join(bounds)}, not {_number(value)}")
-
-
-def _number(value: float) -> str:
-    """A number as the user would type it: 1 rather than 1.0, whole numbers in full."""
-    if isinstance(value, int) or (math.isfinite(value) and value.is_integer()):
-        return str(int(value))
-    return f"{value:g}"
-
-
 def check_text(text: str, what: str) -> None:
     """Refuse text that is not valid UTF-8 (argv decodes stray bytes to lone surrogates) with one line."""
     try:
@@ -112,15 +75,15 @@ def check_sampling(
     n: int, k: int, max_new_tokens: int, seed: int | None, timeout: float | None, **floats: float
 ) -> None:
     """The numeric options `assist generate` and `assist tui` share, plus `temperature` / `top_p` when given."""
-    check_number("-n", n, minimum=1)
-    check_number("-k", k, minimum=0)
-    check_number("--max-new-tokens", max_new_tokens, minimum=1)
-    check_number("--seed", seed, minimum=0, maximum=SEED_MAX)
-    check_number("--timeout", timeout, above=0)
+    check_range("-n", n, 1)
+    check_range("-k", k, 0)
+    check_range("--max-new-tokens", max_new_tokens, 1)
+    check_seed(seed)
+    check_range("--timeout", timeout, 0, low_open=True)
     if "temperature" in floats:
-        check_number("--temperature", floats["temperature"], minimum=0)
+        check_range("--temperature", floats["temperature"], 0)
     if "top_p" in floats:
-        check_number("--top-p", floats["top_p"], above=0, maximum=1)
+        check_range("--top-p", floats["top_p"], 0, 1, low_open=True)
 
 
 @app.command()
@@ -202,7 +165,12 @@ def generate(
     seed: SeedOpt = None,
     apply: Annotated[bool, typer.Option("--apply", help="Write the top candidate into --file (atomically).")] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="With --apply: write even if the file has unstaged changes.")
+        bool,
+        typer.Option(
+            "--force",
+            help="With --apply: write even if the file has unstaged changes or other hard links, or is a symlink "
+            "out of the repo.",
+        ),
     ] = False,
     explain: Annotated[
         bool, typer.Option("--explain", help="Show why each demonstration was retrieved and each score.")
@@ -489,9 +457,9 @@ def serve(
     from .paths import cache_dir
     from .serve import LlamaServer
 
-    check_number("--port", port, minimum=0, maximum=65535)
-    check_number("--threads", threads, minimum=1)
-    check_number("--context", context, minimum=1)
+    check_range("--port", port, 0, 65535)
+    check_range("--threads", threads, 1)
+    check_range("--context", context, 1)
     log = log_file or cache_dir() / "serve.log"
     with ProgressUI(err.is_terminal) as ui:
         server = LlamaServer(model, port=port, threads=threads, context=context, log_file=log, progress=ui)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .cli_options import BackendOpt, BaseUrlOpt, ModelOpt, backend_settings
+from .cli_options import BackendOpt, BaseUrlOpt, ModelOpt, backend_settings, check_range
 from .console import ProgressUI, err, friendly_errors, out, show_progress
 from .errors import UsageError
 
@@ -41,14 +40,6 @@ class FileJob:
     def bom(self) -> bool:
         """Whether the file starts with a UTF-8 byte order mark (kept when it is written back)."""
         return self.raw.startswith(codecs.BOM_UTF8)
-
-
-def _check_option(flag: str, value: float, *, minimum: float | None = None, above: float | None = None) -> None:
-    """One line for a numeric option out of range (NaN included), before any work is done."""
-    ok = not math.isnan(value) and (minimum is None or value >= minimum) and (above is None or value > above)
-    if not ok:
-        bound = f"at least {minimum:g}" if minimum is not None else f"above {above:g}"
-        raise UsageError(f"{flag} must be {bound}, not {value:g}")
 
 
 def _not_writable(job: FileJob, staged: bool, root: Path | None, force: bool) -> str | None:
@@ -224,9 +215,9 @@ def docstring(
     from .hooks import tracked_python_files
     from .index import repo_root
 
-    _check_option("--max-functions", max_functions, minimum=1)
-    _check_option("--time-budget", time_budget, above=0)
-    _check_option("-k", k, minimum=0)
+    check_range("--max-functions", max_functions, 1)
+    check_range("--time-budget", time_budget, 0, low_open=True)
+    check_range("-k", k, 0)
     if style != "auto" and style not in STYLES:
         raise UsageError(f"unknown style {style!r}; choose from: auto, {', '.join(STYLES)}")
     root: Path | None = None

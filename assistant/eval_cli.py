@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .cli_options import ApiOpt, BackendOpt, BaseUrlOpt, ModelOpt, TimeoutOpt, backend_settings
+from .cli_options import (
+    ApiOpt,
+    BackendOpt,
+    BaseUrlOpt,
+    ModelOpt,
+    TimeoutOpt,
+    backend_settings,
+    check_range,
+    check_seed,
+)
 from .config import Settings
 from .console import ProgressUI, err, friendly_errors, out, show_progress
 from .errors import UsageError
@@ -35,49 +43,6 @@ Seed = Annotated[int, typer.Option(help="Seeds the subset, the random strategy a
 Demos = Annotated[int, typer.Option(help="Demonstrations per prompt.")]
 Pool = Annotated[str, typer.Option(help="Where demonstrations come from: a benchmark's train split.")]
 OutDir = Annotated[Path | None, typer.Option("--out", help="Results folder (default: results/<run name>).")]
-
-
-SEED_MAX = 2**32 - 1  # numpy and torch take seeds in [0, 2**32) (torch more, but the local backend multiplies it)
-
-
-def _show(value: float) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def check_range(
-    option: str,
-    value: float | None,
-    low: float | None = None,
-    high: float | None = None,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> None:
-    """Refuse a numeric option outside [low, high] (or an open end) with one line; None (not given) passes.
-
-    Checked at the command line, before anything loads: `--limit -1` once chose 499 tasks of 500, and
-    `--temperature -1` reached the sampler. NaN and infinities are refused too.
-    """
-    if value is None:
-        return
-    ok = math.isfinite(value)
-    if ok and low is not None:
-        ok = value > low if low_open else value >= low
-    if ok and high is not None:
-        ok = value < high if high_open else value <= high
-    if ok:
-        return
-    bounds = []
-    if low is not None:
-        bounds.append(f"above {_show(low)}" if low_open else f"{_show(low)} or more")
-    if high is not None:
-        bounds.append(f"below {_show(high)}" if high_open else f"at most {_show(high)}")
-    raise UsageError(f"{option} must be {' and '.join(bounds) or 'a finite number'}, not {_show(value)}")
-
-
-def check_seed(seed: int | None) -> None:
-    """`--seed`: 0 to 2**32 - 1."""
-    check_range("--seed", seed, 0, SEED_MAX)
 
 
 def _parse_ks(spec: str) -> list[int]:

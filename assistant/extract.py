@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+from .edit import source_lines
 from .examples import Example
 
 Extractor = Callable[[str, str, str], list[Example]]
@@ -66,7 +67,7 @@ def extract_python(source: str, path: str = "", blob: str = "") -> list[Example]
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    lines = source.splitlines()
+    lines = source_lines(source)  # numbered as ast numbers them (str.splitlines also breaks at form feeds)
     examples = []
     for qualname, node in _functions(tree):
         start = min([node.lineno] + [d.lineno for d in node.decorator_list])

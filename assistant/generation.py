@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .backends import Backend, SamplingParams, check_text
 from .candidates import Candidate, collect, normal_form
-from .edit import Edit, plan_edit, read_target
+from .edit import Edit, plan_edit, read_target, source_lines
 from .errors import AssistError, UsageError
 from .extract import first_paragraph
 from .prompts import Prompt, build_prompt
@@ -77,13 +77,13 @@ def read_tests(path: str | Path) -> list[str]:
     """Test chunks from a Python file: each `assert` together with the statements just before it."""
     path = Path(path)
     try:
-        source = path.read_text(encoding="utf-8")
+        source = path.read_text(encoding="utf-8-sig")
         tree = ast.parse(source)
     except OSError as exc:
         raise UsageError(f"cannot read tests file {path}: {exc.strerror}") from None
     except SyntaxError as exc:
         raise UsageError(f"tests file {path} does not parse (line {exc.lineno}: {exc.msg})") from None
-    lines = source.splitlines()
+    lines = source_lines(source)
     chunks: list[str] = []
     pending: list[str] = []
     for node in tree.body:
@@ -109,9 +109,7 @@ def file_context(path: Path) -> str:
     if not path.exists():
         return ""
     text = path.read_text(encoding="utf-8-sig", errors="replace")
-    # Split on "\n" only: str.splitlines() also breaks at form feeds and U+2028, and its line numbers would
-    # drift from ast's.
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    lines = source_lines(text)  # numbered as ast numbers them (str.splitlines also breaks at form feeds, U+2028)
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):

@@ -387,7 +387,8 @@ class Session:
         if not self.undo_stack:
             raise UsageError("nothing to undo: no candidate was applied in this session")
         applied = self.undo_stack[-1]
-        current = applied.path.read_bytes().decode("utf-8", "replace") if applied.path.exists() else None
+        raw = applied.path.read_bytes() if applied.path.exists() else None
+        current = raw.decode("utf-8", "replace") if raw is not None else None
         if current != applied.after:
             raise UsageError(
                 f"{applied.display_path} changed since the candidate was applied; undo would lose those changes"
@@ -395,7 +396,7 @@ class Session:
         if applied.before is None:
             applied.path.unlink()
         else:
-            atomic_write_text(applied.path, applied.before)
+            atomic_write_text(applied.path, applied.before, expected=raw)  # refused if edited since the check
         self.undo_stack.pop()
         self._replan()
         self.record("undo", requirement=applied.requirement, file=applied.display_path)

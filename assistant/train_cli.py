@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
+from .cli_options import check_range, check_seed
 from .console import ProgressUI, friendly_errors, out, show_progress
 from .errors import UsageError
-from .eval_cli import check_range, check_seed
 
 train_app = typer.Typer(
     help="Train what assist learns from your code: retrievers that pick the demonstrations this model finds useful, "

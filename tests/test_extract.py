@@ -63,3 +63,18 @@ def test_tokenizer_splits_identifiers_and_keeps_compounds():
     tokens = tokenize("getUserName from user_records, then sort")
     assert {"get", "user", "name", "getusername", "records", "user_records", "sort"} <= set(tokens)
     assert "from" not in tokens and "the" not in tokenize("the list")
+
+
+def test_code_spans_follow_ast_lines_across_form_feeds_and_u2028():
+    source = 'X = "a\u2028b"\n\x0c\ndef first():\n    """One."""\n    return 1\n\n\ndef second():\n    return 2\n'
+    first, second = extract_python(source, "m.py")
+    assert first.code == 'def first():\n    """One."""\n    return 1'
+    assert second.code == "def second():\n    return 2"
+
+
+def test_read_tests_chunks_follow_ast_lines(tmp_path):
+    from assistant.generation import read_tests
+
+    path = tmp_path / "t.py"
+    path.write_text('S = "x\u2028y"\nassert len(S) == 3\n\x0c\nassert 1 + 1 == 2\n', encoding="utf-8")
+    assert read_tests(path) == ['S = "x\u2028y"\nassert len(S) == 3', "assert 1 + 1 == 2"]

@@ -344,33 +344,45 @@ UNREACHABLE = ["--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["eval", "codegen", "--limit", "0", *UNREACHABLE], "--limit must be 1 or more, not 0"),
-        (["eval", "codegen", "--limit", "-1", *UNREACHABLE], "--limit must be 1 or more, not -1"),
-        (["eval", "codegen", "--temperature", "-1", *UNREACHABLE], "--temperature must be 0 or more, not -1"),
-        (["eval", "codegen", "--temperature", "nan", *UNREACHABLE], "--temperature must be 0 or more, not nan"),
+        (["eval", "codegen", "--limit", "0", *UNREACHABLE], "--limit must be at least 1, not 0"),
+        (["eval", "codegen", "--limit", "-1", *UNREACHABLE], "--limit must be at least 1, not -1"),
+        (["eval", "codegen", "--temperature", "-1", *UNREACHABLE], "--temperature must be at least 0, not -1"),
+        (["eval", "codegen", "--temperature", "nan", *UNREACHABLE], "--temperature must be at least 0, not nan"),
         (["eval", "codegen", "--top-p", "0", *UNREACHABLE], "--top-p must be above 0 and at most 1, not 0"),
         (["eval", "codegen", "--top-p", "1.5", *UNREACHABLE], "--top-p must be above 0 and at most 1, not 1.5"),
-        (["eval", "codegen", "--max-new-tokens", "0", *UNREACHABLE], "--max-new-tokens must be 1 or more"),
-        (["eval", "codegen", "-n", "0", "-k", "1", *UNREACHABLE], "-n must be 1 or more, not 0"),
-        (["eval", "codegen", "--demos", "-2", *UNREACHABLE], "--demos must be 0 or more, not -2"),
-        (["eval", "codegen", "--seed", "-1", *UNREACHABLE], "--seed must be 0 or more and at most 4294967295"),
+        (["eval", "codegen", "--max-new-tokens", "0", *UNREACHABLE], "--max-new-tokens must be at least 1"),
+        (["eval", "codegen", "-n", "0", "-k", "1", *UNREACHABLE], "-n must be at least 1, not 0"),
+        (["eval", "codegen", "--demos", "-2", *UNREACHABLE], "--demos must be at least 0, not -2"),
+        (["eval", "codegen", "--seed", "-1", *UNREACHABLE], "--seed must be at least 0 and at most 4294967295"),
         (["eval", "codegen", "--timeout", "0", *UNREACHABLE], "--timeout must be above 0, not 0"),
-        (["eval", "likelihood", "--limit", "0", "--backend", "openai", "--out", "OUT"], "--limit must be 1 or more"),
-        (["eval", "likelihood", "--demos", "-1", "--backend", "openai", "--out", "OUT"], "--demos must be 0 or more"),
-        (["eval", "retrieval", "--limit", "-1", "--dataset", "mbpp:/missing"], "--limit must be 1 or more"),
-        (["eval", "docstring", "--limit", "0", "--strategies", "zero", *UNREACHABLE], "--limit must be 1 or more"),
-        (["eval", "docstring", "-k", "-1", "--strategies", "zero", *UNREACHABLE], "-k must be 0 or more"),
-        (["eval", "discriminator", "--epochs", "0", "--from-bank", "mbpp:/x", "--out", "OUT"], "--epochs must be 1 or"),
-        (["eval", "discriminator", "--mutants", "-1", "--from-bank", "mbpp:/x", "--out", "OUT"], "--mutants must be 0"),
-        (["train", "retriever", "--epochs", "0", "--bank", "/missing.jsonl"], "--epochs must be 1 or more"),
-        (["train", "retriever", "--seed", "-5", "--bank", "/missing.jsonl"], "--seed must be 0 or more"),
+        (["eval", "likelihood", "--limit", "0", "--backend", "openai", "--out", "OUT"], "--limit must be at least 1"),
+        (["eval", "likelihood", "--demos", "-1", "--backend", "openai", "--out", "OUT"], "--demos must be at least 0"),
+        (["eval", "retrieval", "--limit", "-1", "--dataset", "mbpp:/missing"], "--limit must be at least 1"),
+        (["eval", "docstring", "--limit", "0", "--strategies", "zero", *UNREACHABLE], "--limit must be at least 1"),
+        (["eval", "docstring", "-k", "-1", "--strategies", "zero", *UNREACHABLE], "-k must be at least 0"),
+        (
+            ["eval", "discriminator", "--epochs", "0", "--from-bank", "mbpp:/x", "--out", "OUT"],
+            "--epochs must be at least",
+        ),
+        (
+            ["eval", "discriminator", "--mutants", "-1", "--from-bank", "mbpp:/x", "--out", "OUT"],
+            "--mutants must be at least 0",
+        ),
+        (["train", "retriever", "--epochs", "0", "--bank", "/missing.jsonl"], "--epochs must be at least 1"),
+        (["train", "retriever", "--seed", "-5", "--bank", "/missing.jsonl"], "--seed must be at least 0"),
         (["train", "retriever", "--hard-negatives", "-1", "--bank", "/missing.jsonl"], "--hard-negatives must be"),
-        (["train", "retriever", "--candidates", "0", "--bank", "/missing.jsonl"], "--candidates must be 1 or more"),
-        (["train", "discriminator", "--holdout", "1.5", "--from-bank", "mbpp:/missing"], "--holdout must be 0 or"),
-        (["train", "discriminator", "--holdout", "-0.1", "--from-bank", "mbpp:/missing"], "--holdout must be 0 or"),
-        (["train", "discriminator", "--seed", "-1", "--from-bank", "mbpp:/missing"], "--seed must be 0 or more"),
-        (["train", "docstring-retriever", "/missing", "--limit", "-1"], "--limit must be 0 or more"),
-        (["train", "docstring-retriever", "/missing", "--seed", "-1"], "--seed must be 0 or more"),
+        (["train", "retriever", "--candidates", "0", "--bank", "/missing.jsonl"], "--candidates must be at least 1"),
+        (
+            ["train", "discriminator", "--holdout", "1.5", "--from-bank", "mbpp:/missing"],
+            "--holdout must be at least 0",
+        ),
+        (
+            ["train", "discriminator", "--holdout", "-0.1", "--from-bank", "mbpp:/missing"],
+            "--holdout must be at least 0",
+        ),
+        (["train", "discriminator", "--seed", "-1", "--from-bank", "mbpp:/missing"], "--seed must be at least 0"),
+        (["train", "docstring-retriever", "/missing", "--limit", "-1"], "--limit must be at least 0"),
+        (["train", "docstring-retriever", "/missing", "--seed", "-1"], "--seed must be at least 0"),
     ],
 )
 def test_numeric_options_out_of_range_are_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:
@@ -388,5 +400,5 @@ def test_numeric_options_out_of_range_are_one_line_errors(tmp_path: Path, args: 
 def test_eval_subset_refuses_a_limit_below_one() -> None:
     from assistant.evaluate import subset
 
-    with pytest.raises(UsageError, match="--limit must be 1 or more"):
+    with pytest.raises(UsageError, match="--limit must be at least 1"):
         subset([], -1, 0)
