@@ -120,6 +120,13 @@ FIELDS: tuple[Field, ...] = (
         "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1",
         routes=True,
     ),
+    Field(
+        "local.context",
+        _count(256),
+        8192,
+        "ASSIST_LOCAL_CONTEXT",
+        "tokens (prompt + answer) the local model may take; its window is larger, but a CPU needs minutes for more",
+    ),
     Field("openai.api_key", _str, None, "OPENAI_API_KEY", "API key (user config or environment only)", secret=True),
     Field("openai.api", _choice("chat", "completions"), "chat", "ASSIST_OPENAI_API", "chat or completions endpoint"),
     Field("openai.timeout", _positive_float, 120.0, "ASSIST_OPENAI_TIMEOUT", "seconds to wait for one request"),

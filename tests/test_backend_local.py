@@ -1,6 +1,7 @@
 """The real default model: these load Qwen2.5-Coder-0.5B-Instruct once (see conftest) and generate a little."""
 
 import ast
+import time
 
 import pytest
 
@@ -47,6 +48,17 @@ def test_greedy_returns_one_candidate_and_prompt_must_fit(backend):
     huge = build_prompt("word " * 40_000)
     with pytest.raises(UsageError, match="context of"):
         backend.sample(huge, SamplingParams(n=1, max_new_tokens=8))
+
+
+def test_a_requirement_over_the_local_context_setting_is_refused_before_prefill(backend, monkeypatch):
+    """`local.context` (8192 by default, from the CLI's settings) caps what a request may take, well under the
+    model's 32k window: 120 KB of text once took 8 minutes of prefill before any answer."""
+    monkeypatch.setattr(backend, "context", 8192)
+    long = build_prompt("add the numbers " * 3000)  # about 9,000 tokens: inside the window, over the setting
+    started = time.perf_counter()
+    with pytest.raises(UsageError, match=r"the limit is a context of 8192 \(the local.context setting"):
+        backend.sample(long, SamplingParams(n=1, max_new_tokens=8))
+    assert time.perf_counter() - started < 5  # refused after counting tokens, not after a prefill
 
 
 def test_batched_prompts_sample_as_if_alone(backend):

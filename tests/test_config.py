@@ -35,7 +35,7 @@ def test_defaults() -> None:
     settings = load_settings(start=Path("/"))
     assert settings.backend == "local" and settings.model is None
     assert settings.values["openai.timeout"].source == "default"
-    assert settings.backend_options() == {}  # the local backend has no table of its own
+    assert settings.backend_options() == {"context": 8192}  # the local table: local.context
 
 
 def test_layers_override_in_order(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -102,3 +102,16 @@ def test_a_timeout_must_be_a_finite_positive_number(raw: str, monkeypatch: pytes
     monkeypatch.setenv("ASSIST_OPENAI_TIMEOUT", raw)
     with pytest.raises(UsageError, match=r"bad value for openai\.timeout from env ASSIST_OPENAI_TIMEOUT"):
         load_settings(start=Path("/"))
+
+
+def test_local_context_reaches_the_local_backend_and_is_checked(monkeypatch) -> None:
+    from assistant.config import backend_settings
+
+    assert backend_settings("local", None).backend_options() == {"context": 8192}
+    monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "4096")
+    settings = backend_settings("local", None)
+    assert settings.backend_options() == {"context": 4096}
+    assert settings.values["local.context"].source == "env ASSIST_LOCAL_CONTEXT"
+    monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "12")
+    with pytest.raises(UsageError, match="local.context"):
+        backend_settings("local", None)

@@ -55,7 +55,14 @@ class LocalBackend:
     scoring_unavailable = ""
     prefills_answer = True
 
-    def __init__(self, spec: ModelSpec, directory: Path, threads: int | None = None, precision: str = "fp32") -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        directory: Path,
+        threads: int | None = None,
+        precision: str = "fp32",
+        context: int | None = None,
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -77,15 +84,25 @@ class LocalBackend:
         self.spec = spec
         self.model = spec.name
         self.usage = Usage()
-        self.context = int(getattr(self.lm.config, "max_position_embeddings", spec.context) or spec.context)
+        self.window = int(getattr(self.lm.config, "max_position_embeddings", spec.context) or spec.context)
+        # The tokens a request may use: the model's window, or less where the user set `local.context` (the CLI's
+        # default): a 2-core CPU needs minutes to prefill a prompt of tens of thousands of tokens.
+        self.context = min(self.window, context) if context else self.window
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
 
     @classmethod
-    def load(cls, model: str | None = None, progress: Progress | None = None, precision: str = "fp32") -> LocalBackend:
+    def load(
+        cls,
+        model: str | None = None,
+        progress: Progress | None = None,
+        precision: str = "fp32",
+        context: int | None = None,
+    ) -> LocalBackend:
         """Load a registered generator, assembling and converting it first if this is its first use.
 
-        `precision`: fp32 (default), bf16, or auto (bf16 where the CPU does it natively)."""
+        `precision`: fp32 (default), bf16, or auto (bf16 where the CPU does it natively). `context`: the most
+        tokens (prompt + answer) a request may take (default: the model's whole window)."""
         spec = resolve(model, "generator")
         try:
             directory = generator_dir(spec)
@@ -95,7 +112,7 @@ class LocalBackend:
             if (spec.cache_dir / "manifest.json").exists():
                 raise
             directory = pull(spec.name, install=False, progress=progress)
-        return cls(spec, directory, precision=precision)
+        return cls(spec, directory, precision=precision, context=context)
 
     def render(self, prompt: Prompt) -> str:
         """The prompt as the model sees it: its chat template, then the answer's opening fence."""
@@ -106,13 +123,19 @@ class LocalBackend:
     def count_tokens(self, prompt: Prompt) -> int:
         return len(self.tokenizer(self.render(prompt), add_special_tokens=False)["input_ids"])
 
+    def _limit_source(self) -> str:
+        if self.context < self.window:
+            return f" (the local.context setting; {self.model}'s own window is {self.window})"
+        return f" ({self.model}'s window)"
+
     def check_fits(self, prompt: Prompt, new_tokens: int) -> int:
         """Prompt tokens, or a UsageError saying by how much the prompt overflows the model's context."""
         used = self.count_tokens(prompt)
         if used + new_tokens > self.context:
             raise UsageError(
-                f"the prompt takes {used} tokens and {new_tokens} more are asked for, but {self.model} has a "
-                f"context of {self.context}; use fewer demonstrations (-k) or a smaller target file"
+                f"the prompt takes {used} tokens and {new_tokens} more are asked for, but the limit is a context of "
+                f"{self.context}{self._limit_source()}; shorten the requirement, use fewer demonstrations (-k) or a "
+                "smaller target file"
             )
         return used
 
