@@ -113,5 +113,5 @@ def test_local_context_reaches_the_local_backend_and_is_checked(monkeypatch) -> 
     assert settings.backend_options() == {"context": 4096}
     assert settings.values["local.context"].source == "env ASSIST_LOCAL_CONTEXT"
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "12")
-    with pytest.raises(UsageError, match="local.context"):
+    with pytest.raises(UsageError, match=r"local\.context"):
         backend_settings("local", None)
