@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,3 +92,12 @@ def scratch_repo(tmp_path: Path) -> Iterator[Path]:
     git(root, "add", ".")
     git(root, "commit", "-qm", "init")
     yield root
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI (0: none), probed here independently of the code under test."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return max(0, libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1)))

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,16 +14,7 @@ from assistant.doctor import Check
 from assistant.extract import git_blob_hash
 from assistant.index import Index
 from assistant.models import DEFAULT_GENERATOR, REGISTRY
-from tests.conftest import SCRATCH_FILES
-
-
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI, probed here independently of the code under test."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return max(0, libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1)))
+from tests.conftest import SCRATCH_FILES, landlock_abi
 
 
 def by_name(checks: list[Check]) -> dict[str, Check]:

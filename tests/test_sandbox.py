@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import ctypes
 import os
 import resource
 import select
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from assistant.sandbox import Limits, SandboxResult, run, run_many
+from tests.conftest import landlock_abi
 
 ADD_ONE = "def f(x):\n    return x + 1\n"
 ADD_ONE_TESTS = ["assert f(1) == 2", "assert f(2) == 3", "assert f(10) == 11"]
@@ -337,14 +337,6 @@ def test_limits_are_validated() -> None:
 
 # --- the OS boundary (issue 26, item 8) -------------------------------------------------------------------
 
-
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI, probed here independently of the code under test."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return max(0, libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1)))
 
 
 needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")

@@ -18,7 +18,6 @@ says why. `python -m tests.test_sandbox_hostile` prints the table program | expe
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import secrets
@@ -32,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import landlock_abi as _landlock_abi
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -346,14 +347,6 @@ assert len(NAMES) == len(set(NAMES)), "program names must be unique"
 
 
 # --- what this kernel offers (probed here, independently of the code under test) ---------------------------
-
-
-def _landlock_abi() -> int:
-    if not sys.platform.startswith("linux"):
-        return 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    return max(0, libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1)))
 
 
 def _seccomp() -> bool:

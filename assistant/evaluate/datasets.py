@@ -150,7 +150,7 @@ def subset(tasks: list[Task], limit: int | None, seed: int) -> list[Task]:
     Subsets are nested: for one seed, the tasks of --limit 40 are among those of --limit 100.
     """
     if limit is not None and limit < 1:  # a negative slice would quietly drop tasks from the end
-        raise UsageError(f"--limit must be 1 or more, not {limit}")
+        raise UsageError(f"--limit must be at least 1, not {limit}")
     if limit is None or limit >= len(tasks):
         return list(tasks)
     order = list(range(len(tasks)))
