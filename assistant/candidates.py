@@ -21,6 +21,20 @@ class Candidate:
     sample: int
     tokens: int = 0
     logprobs: tuple[float, ...] | None = None  # as sampled, when the backend reported them
+    # Other definitions the sample also wrote, left out of the edit (filling a stub: "rewrites helper()").
+    dropped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CutOff:
+    """A sample that reached the token limit before its code ended: reported, never a candidate."""
+
+    sample: int
+    tokens: int
+    text: str
+
+    def to_json(self) -> dict:
+        return {"sample": self.sample, "tokens": self.tokens, "text": self.text}
 
 
 def extract_code(text: str) -> str:
@@ -42,7 +56,8 @@ def normal_form(code: str) -> str:
 
 
 def collect(completions: Sequence[Completion]) -> tuple[list[Candidate], Counter[str]]:
-    """Turn completions into candidates; also count what was dropped and why (`empty`, `syntax`, `duplicate`)."""
+    """Turn completions into candidates; also count what was dropped and why (`empty`, `syntax`, `duplicate`,
+    `cut off`: a sample that reached the token limit and does not parse)."""
     seen: set[str] = set()
     kept: list[Candidate] = []
     dropped: Counter[str] = Counter()
@@ -54,7 +69,7 @@ def collect(completions: Sequence[Completion]) -> tuple[list[Candidate], Counter
         try:
             form = normal_form(code)
         except (SyntaxError, ValueError):
-            dropped["syntax"] += 1
+            dropped["cut off" if completion.finish_reason == "length" else "syntax"] += 1
             continue
         if form in seen:
             dropped["duplicate"] += 1

@@ -72,7 +72,7 @@ def check_text(text: str, what: str) -> None:
 
 
 def check_sampling(
-    n: int, k: int, max_new_tokens: int, seed: int | None, timeout: float | None, **floats: float
+    n: int, k: int, max_new_tokens: int | None, seed: int | None, timeout: float | None, **floats: float
 ) -> None:
     """The numeric options `assist generate` and `assist tui` share, plus `temperature` / `top_p` when given."""
     check_range("-n", n, 1)
@@ -128,9 +128,22 @@ def index(
 @app.command()
 @friendly_errors
 def generate(
-    requirement: Annotated[str, typer.Argument(help="What the code should do, in plain words.")],
+    requirement: Annotated[
+        str | None,
+        typer.Argument(
+            help="What the code should do, in plain words (with --function: the stub's docstring if left out)."
+        ),
+    ] = None,
     file: Annotated[
         Path | None, typer.Option("--file", "-f", help="Target file: show the diff that puts the code there.")
+    ] = None,
+    function: Annotated[
+        str | None,
+        typer.Option(
+            "--function",
+            help="Fill this stub of --file (NAME or Class.method; its body `...`, `pass` or `raise "
+            "NotImplementedError`): the docstring is the requirement, and only the body is replaced.",
+        ),
     ] = None,
     n: CandidatesOpt = 5,
     k: DemosOpt = 4,
@@ -161,7 +174,13 @@ def generate(
     bank: BankOpt = None,
     temperature: Annotated[float, typer.Option(help="Sampling temperature (0 = greedy, one candidate).")] = 0.8,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 0.95,
-    max_new_tokens: MaxTokensOpt = 256,
+    max_new_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="Longest candidate, in tokens (default 256; with --function sized to the docstring, and doubled "
+            "once if every sample was cut off)."
+        ),
+    ] = None,
     seed: SeedOpt = None,
     apply: Annotated[bool, typer.Option("--apply", help="Write the top candidate into --file (atomically).")] = False,
     force: Annotated[
@@ -180,6 +199,8 @@ def generate(
     """Generate ranked code candidates for a requirement, with retrieved demonstrations.
 
     Example: assist generate "return the squares of the even numbers in a list" -n 3
+
+    Fill a stub in place: assist generate --file src/util.py --function parse_version
     """
     from .backends import SamplingParams, load_backend
     from .edit import apply_edit, read_target
@@ -190,14 +211,25 @@ def generate(
     from .sources import open_source
 
     # Check everything the user typed before loading any model.
-    check_text(requirement, "the requirement")
-    if not requirement.strip():
-        raise UsageError("the requirement is empty; say what the code should do")
+    if requirement is not None:
+        check_text(requirement, "the requirement")
+    if function is None and not (requirement or "").strip():
+        raise UsageError(
+            "the requirement is empty; say what the code should do (or fill a stub: --file F --function NAME)"
+        )
     check_sampling(n, k, max_new_tokens, seed, timeout, temperature=temperature, top_p=top_p)
     if apply and file is None:
         raise UsageError("--apply needs --file, the file to write the code into")
+    if function is not None and file is None:
+        raise UsageError("--function needs --file, the file that holds the stub")
     if file is not None:
-        read_target(file.resolve())
+        text = read_target(file.resolve())
+        if function is not None:
+            if not file.exists():
+                raise UsageError(f"{file} does not exist; --function fills a stub in an existing file")
+            from .stubs import find_stub
+
+            find_stub(text, function, str(file), requirement_given=bool((requirement or "").strip()))
     tests = list(test or [])
     if tests_file is not None:
         tests += read_tests(tests_file)
@@ -207,7 +239,7 @@ def generate(
             compile(chunk, f"<test {number}>", "exec")
         except SyntaxError as exc:
             raise UsageError(f"test {number} does not parse ({exc.msg}): {chunk.splitlines()[0]}") from None
-    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
+    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens or 256, seed=seed)
     start = file.parent if file is not None else Path(".")
     settings = backend_settings(backend, model, base_url, api, timeout, start=start if start.exists() else None)
 
@@ -217,18 +249,38 @@ def generate(
         chosen = make_retriever(retriever, source.index, encoder) if k > 0 else None
         ui.status(f"Retrieving from the {source.description}")
         generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
-        result = run_generate(
-            requirement,
-            generator,
-            retriever=chosen,
-            k=k,
-            params=params,
-            tests=tests,
-            file=file,
-            root=source.root,
-            ranker=ranker,
-            progress=ui,
-        )
+        if function is not None:
+            from .stubs import fill_stub
+
+            assert file is not None
+            result = fill_stub(
+                function,
+                generator,
+                file=file,
+                requirement=requirement,
+                retriever=chosen,
+                k=k,
+                params=params,
+                max_new_tokens=max_new_tokens,
+                tests=tests,
+                root=source.root,
+                ranker=ranker,
+                progress=ui,
+            )
+        else:
+            result = run_generate(
+                requirement or "",
+                generator,
+                retriever=chosen,
+                k=k,
+                params=params,
+                tests=tests,
+                file=file,
+                root=source.root,
+                ranker=ranker,
+                progress=ui,
+            )
+    _warn_cut_off(result)
 
     applied = False
     if apply:
@@ -250,6 +302,19 @@ def generate(
         raise typer.Exit(1)
 
 
+def _warn_cut_off(result: Any) -> None:
+    """Say on stderr how many samples the token limit cut off: they are never dropped in silence."""
+    cut = len(result.cut_off) or result.dropped.get("cut off", 0)
+    if cut:
+        limit = f"the {result.max_new_tokens}-token limit" if result.max_new_tokens else "the token limit"
+        err.print(
+            f"warning: {cut} of {result.samples} sample{'s' if result.samples != 1 else ''} ran into {limit} "
+            "before the code ended and were left out; raise --max-new-tokens to give them room",
+            markup=False,
+            highlight=False,
+        )
+
+
 def _usage_note(usage: dict[str, float]) -> str:
     if not usage or not usage.get("requests"):
         return ""
@@ -264,6 +329,14 @@ def _print_result(result: Any, source: str, explain: bool, applied: bool) -> Non
     from .generation import GenerateResult
 
     assert isinstance(result, GenerateResult)
+    if result.function:
+        stub = result.function
+        requirement = "its docstring" if result.requirement == (stub["docstring"] or "") else "the requirement given"
+        out.print(
+            f"[bold]Filling[/] {escape(stub['function'])} (line {stub['line']}, body {escape(stub['form'])}) "
+            f"from {requirement}; up to {result.max_new_tokens} new tokens per sample",
+            markup=True,
+        )
     out.print(f"[bold]Demonstrations[/] ({result.retriever}, from the {escape(source)}):", markup=True)
     if not result.demonstrations:
         out.print("  none (zero-shot)")
@@ -283,6 +356,12 @@ def _print_result(result: Any, source: str, explain: bool, applied: bool) -> Non
     for number, (ranked, edit) in enumerate(zip(result.candidates, result.edits, strict=True), start=1):
         summary = "  ".join(f"{name} {score.value:.3f}" for name, score in ranked.scores.items())
         out.print(f"\n[bold cyan]#{number}[/]  {summary}", markup=True)
+        if ranked.candidate.dropped:
+            out.print(
+                f"  [yellow]also wrote {escape(', '.join(ranked.candidate.dropped))}: left out of its edit, "
+                "and ranked below the candidates that wrote only the function[/]",
+                markup=True,
+            )
         if explain:
             for name, score in ranked.scores.items():
                 out.print(f"    [dim]{name}: {escape(score.why)}[/]", markup=True)
@@ -300,6 +379,11 @@ def _print_result(result: Any, source: str, explain: bool, applied: bool) -> Non
                 if out.is_terminal
                 else edit.diff.rstrip("\n")
             )
+    if explain and result.cut_off:
+        out.print(f"\n[bold]Cut off[/] at {result.max_new_tokens} tokens (left out):", markup=True)
+        for cut in result.cut_off:
+            tail = cut.text.rstrip()[-200:]
+            out.print(f"  sample #{cut.sample + 1}, {cut.tokens} tokens, ending: {tail!r}", markup=False)
     if applied:
         out.print(f"\nApplied candidate #1 to {result.edits[0].display_path}.")
 
@@ -503,8 +587,8 @@ def tui(
     """Interactive sessions: ask, compare candidates and their diffs, apply, undo, ask again.
 
     Keys: ctrl+g generate, ctrl+n resample the selected candidate, ctrl+s apply it to the target file,
-    ctrl+r undo the last apply, ctrl+t tests, ctrl+f target file, ctrl+o settings, ctrl+l history,
-    f2 copy, Escape cancels, ctrl+p all commands, ctrl+q quits. Respects NO_COLOR.
+    ctrl+r undo the last apply, ctrl+t tests, ctrl+f target file, f3 fill a stub of it, ctrl+o settings,
+    ctrl+l history, f2 copy, Escape cancels, ctrl+p all commands, ctrl+q quits. Respects NO_COLOR.
     """
     from .session import Options, Session
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .backends import Backend, SamplingParams, check_text
-from .candidates import Candidate, collect, normal_form
+from .candidates import Candidate, CutOff, collect, normal_form
 from .edit import Edit, plan_edit, read_target, source_lines
 from .errors import AssistError, UsageError
 from .extract import first_paragraph
@@ -41,6 +41,9 @@ class GenerateResult:
     dropped: dict[str, int]
     timings: dict[str, float] = field(default_factory=dict)
     usage: dict[str, float] = field(default_factory=dict)  # requests, tokens in/out, seconds in the backend
+    function: dict | None = None  # filling a stub: its name, line, form and docstring
+    cut_off: list[CutOff] = field(default_factory=list)  # samples that reached the token limit unfinished
+    max_new_tokens: int | None = None  # the token limit the samples had (after any retry)
 
     @property
     def best(self) -> Ranked | None:
@@ -56,6 +59,9 @@ class GenerateResult:
             "prompt_tokens": self.prompt_tokens,
             "samples": self.samples,
             "dropped": self.dropped,
+            "function": self.function,
+            "max_new_tokens": self.max_new_tokens,
+            "cut_off": [cut.to_json() for cut in self.cut_off],
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "usage": self.usage,
             "demonstrations": [hit.to_json() for hit in self.demonstrations],
@@ -67,6 +73,7 @@ class GenerateResult:
                     "score": ranked.scores[self.rankers[0]].value,
                     "scores": {name: {"value": s.value, "why": s.why} for name, s in ranked.scores.items()},
                     "edit": edit.to_json() if edit else None,
+                    "other_functions": list(ranked.candidate.dropped),
                 }
                 for number, (ranked, edit) in enumerate(zip(self.candidates, self.edits, strict=True), start=1)
             ],
@@ -238,6 +245,7 @@ def generate(
         dropped=dict(dropped),
         timings=timings,
         usage=backend.usage.since(usage_before),
+        max_new_tokens=params.max_new_tokens,
     )
 
 

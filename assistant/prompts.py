@@ -82,3 +82,37 @@ def build_prompt(
         }
     )
     return Prompt(messages=tuple(messages))
+
+
+def build_stub_prompt(
+    qualname: str,
+    head: str,
+    context: str,
+    demonstrations: Sequence[Example] = (),
+    *,
+    requirement: str = "",
+    tests: Sequence[str] = (),
+    file_path: str = "",
+    prefill: bool = True,
+) -> Prompt:
+    """The prompt that fills a stub: demonstrations as usual, then the code around the stub (`context`) and the
+    request to write its body (`stub_request.jinja`).
+
+    With `prefill`, the answer starts with the stub's own `head` (decorators, signature, docstring), so the
+    model writes only the body and spends no tokens re-typing the docstring; without it (chat endpoints cannot
+    end a message inside the answer), the model is asked for the whole function.
+    """
+    base = build_prompt("-", demonstrations)
+    request = render(
+        "stub_request.jinja",
+        qualname=qualname,
+        name=qualname.rsplit(".", 1)[-1],
+        context=context,
+        requirement=requirement,
+        tests=list(tests),
+        file_path=file_path,
+        whole=not prefill,
+    )
+    messages = (*base.messages[:-1], {"role": "user", "content": request})
+    prefix = ANSWER_PREFIX + head.rstrip("\n") + "\n" if prefill else ANSWER_PREFIX
+    return Prompt(messages=messages, answer_prefix=prefix)

@@ -192,8 +192,12 @@ class Ranked:
     scores: dict[str, Score]
 
     def key(self, names: Sequence[str]) -> tuple[float, ...]:
-        """Sort key, best first: scores in the rankers' order (negated), ties kept in sampling order."""
-        return (*(-self.scores[n].value for n in names), self.candidate.sample)
+        """Sort key, best first: a candidate that also wrote other definitions (dropped from its edit) after every
+        one that did not, whatever its scores; then scores in the rankers' order (negated); ties in sampling order.
+
+        Copying a neighbour back is the likeliest text a small model can write, so its log-probability is
+        high exactly when it went off task."""
+        return (float(bool(self.candidate.dropped)), *(-self.scores[n].value for n in names), self.candidate.sample)
 
 
 def rank(problem: Problem, candidates: Sequence[Candidate], rankers: Sequence[Ranker]) -> list[Ranked]:

@@ -75,6 +75,7 @@ class State:
 
     result: GenerateResult | None = None
     target: str | None = None  # display path of the target file
+    function: str | None = None  # the stub being filled in the target file, if any
     tests: list[str] = field(default_factory=list)
 
 
@@ -229,6 +230,21 @@ class Session:
         if display:
             read_target(self.target_path(display))
 
+    def stubs(self, display: str) -> list[str]:
+        """The stubs of a target file (qualified names, in file order): what the stub picker offers."""
+        from .stubs import list_stubs
+
+        return [stub.qualname for stub in list_stubs(read_target(self.target_path(display)), display)]
+
+    def query(self, requirement: str, target: str | None, function: str | None) -> str:
+        """What to retrieve with: the requirement, else (filling a stub) the stub's docstring."""
+        if requirement.strip() or not (target and function):
+            return requirement
+        from .stubs import find_stub
+
+        stub = find_stub(read_target(self.target_path(target)), function, target)
+        return stub.docstring or ""
+
     # -- generation --------------------------------------------------------------------------------------
 
     def retrieve(self, requirement: str, target: str | None = None, progress: Progress = _quiet) -> list[Hit]:
@@ -250,30 +266,54 @@ class Session:
         target: str | None = None,
         tests: Sequence[str] = (),
         demonstrations: Sequence[Hit] | None = None,
+        function: str | None = None,
         progress: Progress = _quiet,
     ) -> GenerateResult:
-        """Generate candidates, scored by every available ranker and sorted by the active one."""
-        if not requirement.strip():
+        """Generate candidates, scored by every available ranker and sorted by the active one.
+
+        With `function` (a stub of `target`), fill that stub: the requirement may be empty (the docstring is
+        the requirement), candidates replace only its body, and the token limit is sized to the docstring."""
+        if function is not None and not target:
+            raise UsageError("pick the target file first; the stub to fill is one of its functions")
+        if not requirement.strip() and function is None:
             raise UsageError("the requirement is empty; say what the code should do")
         self.check_target(target)
         self.state.target = target
+        self.state.function = function
         self.state.tests = list(tests)
         if demonstrations is None:
-            demonstrations = self.retrieve(requirement, target, progress)
+            demonstrations = self.retrieve(self.query(requirement, target, function), target, progress)
         backend = self.backend(progress)
-        result = run_generate(
-            requirement,
-            backend,
-            retriever=None,
-            k=len(demonstrations),
-            params=self.options.params(),
-            tests=tests,
-            file=self.target_path(target) if target else None,
-            root=self.root or self.start,
-            ranker="first",  # every available ranker scores next, once the candidates are known
-            progress=progress,
-            demonstrations=demonstrations,
-        )
+        if function is not None and target:
+            from .stubs import fill_stub
+
+            result = fill_stub(
+                function,
+                backend,
+                file=self.target_path(target),
+                requirement=requirement,
+                k=len(demonstrations),
+                params=self.options.params(),
+                tests=tests,
+                root=self.root or self.start,
+                ranker="first",  # every available ranker scores next, once the candidates are known
+                progress=progress,
+                demonstrations=demonstrations,
+            )
+        else:
+            result = run_generate(
+                requirement,
+                backend,
+                retriever=None,
+                k=len(demonstrations),
+                params=self.options.params(),
+                tests=tests,
+                file=self.target_path(target) if target else None,
+                root=self.root or self.start,
+                ranker="first",  # every available ranker scores next, once the candidates are known
+                progress=progress,
+                demonstrations=demonstrations,
+            )
         self.state.result = result
         result = self.rerank(progress)
         self.record("generate", requirement=result.requirement, candidates=len(result.candidates))
@@ -282,6 +322,8 @@ class Session:
     def resample(self, position: int, progress: Progress = _quiet) -> GenerateResult:
         """Replace the candidate at `position` with a fresh sample."""
         result = self._result()
+        if self.state.function is not None:
+            raise UsageError("resampling one candidate is not available when filling a stub; generate again")
         target = self.state.target
         updated = resample(
             result,
@@ -357,6 +399,8 @@ class Session:
         result = self._result()
         self._candidate(position)
         edit = result.edits[position]
+        if edit is None and self.state.function is not None:
+            raise UsageError(f"{self.state.function} is no longer a stub (it was filled); generate again")
         if edit is None:
             raise UsageError("no target file is set, so there is nothing to apply; pick one first")
         return edit
@@ -409,6 +453,24 @@ class Session:
             return
         path = self.target_path(self.state.target)
         edits: list[Edit | None] = []
+        if self.state.function is not None:
+            from .stubs import Taken, find_stub, plan_fill, take_body
+
+            # Filling a stub: each candidate's body goes into the stub as the file holds it now, if it still
+            # is one (after an apply it is not, until undo).
+            try:
+                stub = find_stub(read_target(path), self.state.function, self.state.target, requirement_given=True)
+            except AssistError:
+                stub = None
+            for item in result.candidates:
+                taken = take_body(item.candidate.code, stub.name, [], finished=True) if stub else None
+                if stub is None or not isinstance(taken, Taken):
+                    edits.append(None)
+                    continue
+                kept = Taken(taken.body, item.candidate.dropped, ())
+                edits.append(plan_fill(path, stub, kept, self.root or self.start))
+            self.state.result = replace(result, edits=edits)
+            return
         for item in result.candidates:
             try:
                 edits.append(plan_edit(path, item.candidate.code, self.root or self.start))

@@ -39,8 +39,12 @@ class Script:
     echo_shift: bool = False  # misalign the echoed values by one token (a buggy server)
     # texts -> one vector per text
     embed: Callable[[list[str]], list[list[float]]] | None = None
+    # Scripted answers, one per choice in turn: (text, finish_reason). The chat route sends the text as the
+    # message; the completions route as the continuation (cut at the first stop string, as servers do).
+    answers: list[tuple[str, str]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     answered: int = 0
+    served: int = 0  # choices answered from `answers`
 
 
 def _program(seed: int) -> str:
@@ -110,6 +114,17 @@ class _Handler(BaseHTTPRequestHandler):
         choices = []
         for index in range(n):
             program = _program(seed + index)
+            if script.answers and not body.get("echo"):
+                text, finish = script.answers[script.served % len(script.answers)]
+                script.served += 1
+                if not chat:
+                    cuts = [text.find(stop) for stop in body.get("stop") or [] if stop in text]
+                    text = text[: min(cuts)] if cuts else text
+                message = {"role": "assistant", "content": text}
+                choice = {"index": index, "finish_reason": finish, "logprobs": None}
+                choice.update({"message": message} if chat else {"text": text})
+                choices.append(choice)
+                continue
             if chat:
                 content = f"Here it is:\n```python\n{program}```\n"
                 choice: dict[str, Any] = {

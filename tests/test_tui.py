@@ -424,3 +424,74 @@ async def test_tui_with_the_default_model(indexed_repo: Path, encoder, backend) 
         await pilot.pause()
     assert (indexed_repo / "mathutils.py").read_text() == original
     assert status(indexed_repo) == ""
+
+
+# -- filling a stub (issue 29) -------------------------------------------------------------------------------
+
+STUB = 'def count_even(values):\n    """Return how many numbers in the list are even."""\n    ...\n'
+STUB_PROGRAMS = [
+    # The likeliest sample rewrites a neighbour as well: it must rank below the one that wrote only the body.
+    ("def is_even(n):\n    return n % 2 == 1\n\n\ndef count_even(values):\n    return len(values)", -0.1),
+    ("def count_even(values):\n    return sum(1 for v in values if v % 2 == 0)", -0.6),
+]
+
+
+@pytest.fixture
+def stub_repo(indexed_repo: Path) -> Path:
+    path = indexed_repo / "mathutils.py"
+    path.write_text(path.read_text() + "\n\n" + STUB)
+    git(indexed_repo, "commit", "-qam", "a stub")
+    return indexed_repo
+
+
+def test_session_fills_a_stub_demotes_a_neighbour_rewrite_applies_only_the_body_and_undoes(
+    stub_repo: Path, encoder
+) -> None:
+    session = make_session(stub_repo, encoder, backend=ScriptedBackend(STUB_PROGRAMS), k=1)
+    assert session.stubs("mathutils.py") == ["count_even"]
+    original = (stub_repo / "mathutils.py").read_text()
+    result = session.generate("", target="mathutils.py", function="count_even")
+    assert result.function["function"] == "count_even"
+    assert result.requirement == "Return how many numbers in the list are even."
+    first, second = result.candidates
+    assert first.candidate.dropped == () and second.candidate.dropped == ("rewrites is_even()",)
+    assert first.scores["logprob"].value < second.scores["logprob"].value  # ranked first all the same
+    assert "dropped: rewrites is_even()" in result.edits[1].actions
+    with pytest.raises(UsageError, match="not available when filling a stub"):
+        session.resample(0)
+
+    session.apply(0)
+    filled = original.replace("    ...\n", "    return sum(1 for v in values if v % 2 == 0)\n")
+    assert (stub_repo / "mathutils.py").read_text() == filled
+    assert session.state.result.edits == [None, None]  # no longer a stub
+    with pytest.raises(UsageError, match="count_even is no longer a stub"):
+        session.apply(1)
+    session.undo()
+    assert (stub_repo / "mathutils.py").read_text() == original
+    assert session.state.result.edits[0] is not None  # a stub again: the edits are planned again
+
+
+async def test_tui_picks_a_stub_with_f3_and_fills_it(stub_repo: Path, encoder) -> None:
+    from assistant.tui import AssistApp
+
+    session = make_session(stub_repo, encoder, backend=ScriptedBackend(STUB_PROGRAMS), k=1)
+    app = AssistApp(session)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await start(app, pilot)
+        await pilot.press("f3")
+        await pilot.pause()
+        assert "Pick the target file first" in last_notice(app)
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await pilot.press(*"mathu", "enter")
+        await pilot.pause()
+        await pilot.press("f3")
+        await pilot.pause()
+        await pilot.press(*"count", "enter")
+        await pilot.pause()
+        assert app.screen.function == "count_even"
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        result = app.session.state.result
+        assert result.function["function"] == "count_even" and len(result.candidates) == 2
+        assert result.edits[0].actions == ("fill count_even",)

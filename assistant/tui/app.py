@@ -83,6 +83,7 @@ class MainScreen(Screen[None]):
         Binding("ctrl+l", "history", "Log", priority=True),
         Binding("f2", "copy", "Copy"),
         Binding("f11", "zoom", "Zoom", show=False),
+        Binding("f3", "pick_stub", "Stub", show=False),  # also in the ctrl+p palette: "Fill a stub"
         Binding("escape", "cancel", "Cancel", show=False),
     ]
 
@@ -90,6 +91,7 @@ class MainScreen(Screen[None]):
         super().__init__()
         self.session = session
         self.target = target
+        self.function: str | None = None  # the stub of the target file to fill (f3), if any
         self.tests: list[str] = []
         self.hits: list[Hit] = []
         self.hits_for = ""  # the requirement the demonstrations were retrieved for
@@ -145,7 +147,7 @@ class MainScreen(Screen[None]):
         result = self.session.state.result
         ranker = result.rankers[0] if result is not None else options.ranker
         lines = [
-            ("file ", self.target or "(none: ctrl+f)"),
+            ("file ", (self.target or "(none: ctrl+f)") + (f" → fill {self.function}" if self.function else "")),
             ("model", self.session.backend_label),
             ("pick ", f"{self.session.retriever_label} · {ranker} · n={options.n} k={options.k} · {tests}"),
         ]
@@ -229,7 +231,10 @@ class MainScreen(Screen[None]):
         self.query_one("#code-pane").border_title = f"Code #{self.selected + 1}"
         self.query_one("#code-pane").border_subtitle = why[:120]
         edit = result.edits[self.selected] if self.selected < len(result.edits) else None
-        if edit is None:
+        if edit is None and self.session.state.function:
+            diff.update(f"{self.session.state.function} is filled now (ctrl+r undoes the apply).")
+            self.query_one("#diff-pane").border_title = "Diff"
+        elif edit is None:
             diff.update("No target file: press ctrl+f to pick one, then ctrl+g.")
             self.query_one("#diff-pane").border_title = "Diff"
         elif not edit.diff:
@@ -306,24 +311,36 @@ class MainScreen(Screen[None]):
 
     def action_generate(self) -> None:
         requirement = self.query_one("#requirement", RequirementBox).text.strip()
-        if not requirement:
+        if not requirement and not self.function:
             self.app.notify("Write a requirement first: what should the code do?", severity="warning")
             return
+        function = self.function
+        try:
+            query = self.session.query(requirement, self.target, function)
+        except AssistError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
         demonstrations: list[Hit] | None = None
-        if requirement == self.hits_for:
+        if query == self.hits_for:
             chosen = set(self.query_one("#demos", SelectionList).selected)
             demonstrations = [hit for number, hit in enumerate(self.hits) if number in chosen]
 
         def job(progress: Callable[[str, int, int], None]) -> GenerateResult:
             hits = demonstrations
             if hits is None:
-                hits = self.session.retrieve(requirement, self.target, progress)
-                self.app.call_from_thread(self.retrieved, requirement, hits)
+                hits = self.session.retrieve(query, self.target, progress)
+                self.app.call_from_thread(self.retrieved, query, hits)
             return self.session.generate(
-                requirement, target=self.target, tests=self.tests, demonstrations=hits, progress=progress
+                requirement,
+                target=self.target,
+                tests=self.tests,
+                demonstrations=hits,
+                function=function,
+                progress=progress,
             )
 
-        self.query_one("#requirement", RequirementBox).remember(requirement)
+        if requirement:
+            self.query_one("#requirement", RequirementBox).remember(requirement)
         self.run_job("Generating", job, self.generated)
 
     def retrieved(self, requirement: str, hits: list[Hit]) -> None:
@@ -335,10 +352,17 @@ class MainScreen(Screen[None]):
         self.show_result()
         self.show_info()
         seconds = sum(result.timings.values())
+        cut = f"; {len(result.cut_off)} cut off at {result.max_new_tokens} tokens" if result.cut_off else ""
         self.set_message(
             f"{len(result.candidates)} candidates from {result.samples} samples in {seconds:.1f} s "
-            f"({result.model}); ↑↓ in the table to compare, ctrl+s applies"
+            f"({result.model}){cut}; ↑↓ in the table to compare, ctrl+s applies"
         )
+        if result.cut_off:
+            self.app.notify(
+                f"{len(result.cut_off)} sample(s) ran into the {result.max_new_tokens}-token limit and were left out; "
+                "raise max tokens in settings (ctrl+o)",
+                severity="warning",
+            )
         if result.candidates:
             self.query_one("#candidates", DataTable).focus()
 
@@ -460,11 +484,54 @@ class MainScreen(Screen[None]):
                 return
             if (name or None) != self.target:
                 self.hits_for = ""  # demonstrations are retrieved again, without the new target's own code
+                self.function = None  # a stub belongs to the file it was picked in
             self.target = name or None
             self.show_info()
             self.set_message(f"Target: {name}; ctrl+g generates for it" if name else "No target file")
 
         self.app.push_screen(FilePicker(self.session.tracked_files(), self.target), picked)
+
+    def action_pick_stub(self) -> None:
+        """Pick a stub of the target file to fill (fuzzy, like the file picker); its docstring is the requirement."""
+        if not self.target:
+            self.app.notify("Pick the target file first (ctrl+f); then f3 lists its stubs", severity="warning")
+            return
+        try:
+            stubs = self.session.stubs(self.target)
+        except AssistError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        if not stubs:
+            self.app.notify(
+                f"{self.target} has no stubs: write `def name(...):`, a docstring and `...` first", severity="warning"
+            )
+            return
+
+        def picked(name: str | None) -> None:
+            if name is None:
+                return
+            self.function = name or None
+            self.hits_for = ""
+            box = self.query_one("#requirement", RequirementBox)
+            if self.function:
+                box.load_text("")  # empty: the docstring is the requirement (anything typed here is used instead)
+                box.border_subtitle = f"empty: {self.function}'s docstring"
+            else:
+                box.border_subtitle = "↑↓ history"
+            self.show_info()
+            self.set_message(f"Filling {name}: ctrl+g writes its body" if name else "Not filling a stub")
+
+        self.app.push_screen(
+            FilePicker(
+                stubs,
+                self.function,
+                label="Stub to fill (type to filter, Enter to pick, Escape to cancel)",
+                placeholder="function or Class.method",
+                none_label="(no stub: write new code)",
+                allow_new=False,
+            ),
+            picked,
+        )
 
     def action_settings(self) -> None:
         settings = self.session.settings
@@ -558,6 +625,9 @@ class AssistApp(App[None]):
             yield SystemCommand("Index this repo", "Index (incrementally) and retrieve from it", screen.action_reindex)
             yield SystemCommand("Settings", "Backend, model, retriever, ranker", screen.action_settings)
             yield SystemCommand("History", "Past requirements in this repo", screen.action_history)
+            yield SystemCommand(
+                "Fill a stub", "Pick a stub of the target file; only its body is written (f3)", screen.action_pick_stub
+            )
 
 
 def run(session: Session, target: str | None = None) -> None:

@@ -50,22 +50,36 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class FilePicker(ModalScreen[str | None]):
-    """Fuzzy-pick the target file from the repo's tracked Python files (or type a new path)."""
+    """Fuzzy-pick the target file from the repo's tracked Python files (or type a new path); with other
+    labels, any name from a list (the stub picker). Dismisses with the name, "" for none, None on cancel."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
         Binding("down", "focus_list", show=False),
     ]
 
-    def __init__(self, files: list[str], current: str | None) -> None:
+    def __init__(
+        self,
+        files: list[str],
+        current: str | None,
+        *,
+        label: str = "Target file (type to filter, Enter to pick, Escape to cancel)",
+        placeholder: str = "path/to/file.py",
+        none_label: str = "(no target file)",
+        allow_new: bool = True,
+    ) -> None:
         super().__init__()
         self.files = files
         self.current = current
+        self.label = label
+        self.placeholder = placeholder
+        self.none_label = none_label
+        self.allow_new = allow_new
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="picker"):
-            yield Label("Target file (type to filter, Enter to pick, Escape to cancel)")
-            yield Input(placeholder="path/to/file.py", id="query")
+            yield Label(self.label)
+            yield Input(placeholder=self.placeholder, id="query")
             yield OptionList(id="files")
 
     def on_mount(self) -> None:
@@ -80,11 +94,11 @@ class FilePicker(ModalScreen[str | None]):
             matcher = Matcher(query)
             scored = sorted(((matcher.match(name), name) for name in self.files), key=lambda pair: (-pair[0], pair[1]))
             matches = [(matcher.highlight(name), name) for score, name in scored if score > 0]
-            if query.endswith(".py") and query not in self.files:
+            if self.allow_new and query.endswith(".py") and query not in self.files:
                 options.add_option(Option(f"new file: {query}", id=query))
         else:
             matches = [(name, name) for name in self.files]
-            options.add_option(Option("(no target file)", id=NO_FILE))
+            options.add_option(Option(self.none_label, id=NO_FILE))
         options.add_options([Option(label, id=name) for label, name in matches[:200]])
         if options.option_count:
             options.highlighted = 0

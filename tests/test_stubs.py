@@ -1,0 +1,406 @@
+"""Issue 29 part 1: fill a stub in place (`assist generate --file F --function NAME`).
+
+The library parts run without a model; the command runs end to end against the scripted OpenAI-compatible
+server of `openai_server.py` (real HTTP on 127.0.0.1, real `openai` client); one test uses the local model.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from assistant import backends
+from assistant.backends import Completion
+from assistant.candidates import Candidate
+from assistant.cli import app
+from assistant.edit import source_lines
+from assistant.errors import UsageError
+from assistant.rank import Ranked, Score
+from assistant.stubs import (
+    Taken,
+    approximate_tokens,
+    collect_stub,
+    default_max_tokens,
+    fill_body,
+    find_functions,
+    find_stub,
+    list_stubs,
+    stub_context,
+    take_body,
+)
+
+from .conftest import git
+from .openai_server import Script, openai_server
+
+SOURCE = '''"""Shapes."""
+
+import math
+from typing import Any
+
+UNIT = 1.0
+
+
+def helper(x):
+    """Double x."""
+    return 2 * x
+
+
+def area(radius: float) -> float:
+    """Return the area of a circle of this radius."""
+    ...
+
+
+def perimeter(radius):
+    """Return the perimeter of a circle."""
+    pass
+
+
+async def load(key):
+    """Fetch the shape stored under key."""
+    raise NotImplementedError
+
+
+def todo(x):
+    """Not written yet."""
+    raise NotImplementedError("later")
+
+
+def documented(x):
+    """Only a docstring so far."""
+
+
+class Box:
+    """A box of items."""
+
+    size: int = 0
+
+    def __init__(self, items):
+        self.items = list(items)
+
+    @property
+    def count(self) -> int:
+        """Return how many items the box holds."""
+        ...
+
+    class Lid:
+        """The box's lid."""
+
+        @staticmethod
+        def weight(material: str) -> float:
+            """Return the lid's weight for a material."""
+            pass
+
+
+def after(y):
+    return y
+'''
+
+
+def forms() -> dict[str, str]:
+    return {stub.qualname: stub.form for stub in find_functions(SOURCE)}
+
+
+def test_finds_every_stub_form_methods_async_decorators_and_nested_classes() -> None:
+    assert forms() == {
+        "helper": "body",
+        "area": "...",
+        "perimeter": "pass",
+        "load": "raise NotImplementedError",
+        "todo": "raise NotImplementedError",
+        "documented": "docstring only",  # a docstring alone does nothing yet: it is a stub
+        "Box.__init__": "body",
+        "Box.count": "...",
+        "Box.Lid.weight": "pass",
+        "after": "body",
+    }
+    assert [s.qualname for s in list_stubs(SOURCE)] == [
+        "area",
+        "perimeter",
+        "load",
+        "todo",
+        "documented",
+        "Box.count",
+        "Box.Lid.weight",
+    ]
+    count = find_stub(SOURCE, "Box.count")
+    assert count.head.lstrip().startswith("@property") and count.docstring == "Return how many items the box holds."
+    assert find_stub(SOURCE, "count").qualname == "Box.count"  # a bare name finds a unique method
+    assert find_stub(SOURCE, "weight").dedented_head().startswith("@staticmethod\ndef weight(material: str)")
+    assert find_stub(SOURCE, "load").dedented_head().startswith("async def load(key):")
+
+
+def test_refuses_a_missing_function_a_real_body_and_a_stub_with_nothing_to_go_on() -> None:
+    with pytest.raises(UsageError, match=r"there is no function 'nope' in shapes.py; its stubs: area, perimeter"):
+        find_stub(SOURCE, "nope", "shapes.py")
+    with pytest.raises(UsageError, match=r"helper \(shapes.py:9\) is not a stub: its body has 1 line"):
+        find_stub(SOURCE, "helper", "shapes.py")
+    bare = "def f(x): ...\n"
+    with pytest.raises(UsageError, match="has no docstring; write one, or give the requirement"):
+        find_stub(bare, "f")
+    assert find_stub(bare, "f", requirement_given=True).form == "..."
+    twice = "class A:\n    def f(self): ...\n\n\nclass B:\n    def f(self): ...\n"
+    with pytest.raises(UsageError, match=r"ambiguous.*A\.f, B\.f"):
+        find_stub(twice, "f", requirement_given=True)
+
+
+def test_context_holds_the_stub_and_its_class_first_then_what_the_budget_allows() -> None:
+    stub = find_stub(SOURCE, "Box.count")
+    tight = stub_context(SOURCE, stub, budget=10)
+    assert tight.splitlines()[0] == "class Box:" and "def count(self) -> int:" in tight
+    assert "import math" not in tight and "helper" not in tight
+    roomy = stub_context(SOURCE, stub, budget=2000)
+    for shown in ("import math", "size: int = 0", "def __init__(self, items):", "class Lid:", "def helper(x):"):
+        assert shown in roomy
+    assert "...  # <- write this body" in roomy
+    # In between, the budget is spent nearest first, and stays under it (beyond what must be shown).
+    must = approximate_tokens(tight)
+    middle = stub_context(SOURCE, stub, budget=must + 40)
+    assert "def __init__" in middle and "def after" not in middle
+    assert approximate_tokens(middle) <= must + 40 + 10
+    # Long neighbours are shown as signature + docstring summary, whole when short.
+    long_body = 'def big(x):\n    """Big."""\n' + "    x += 1\n" * 30 + '    return x\n\n\ndef f():\n    """F."""\n'
+    shown = stub_context(long_body, find_stub(long_body, "f"), budget=500)
+    assert 'def big(x):\n    """Big."""\n    ...' in shown and "x += 1" not in shown
+
+
+def test_the_limit_grows_with_the_docstring() -> None:
+    short = find_stub('def f(x):\n    """Add one."""\n', "f")
+    long_doc = "Parse it.\n\n" + "    Args and details that describe a longer body.\n" * 20
+    long = find_stub(f'def f(x):\n    """{long_doc}"""\n', "f")
+    assert default_max_tokens(short, prefilled=True) == 160
+    assert default_max_tokens(short, prefilled=True) < default_max_tokens(long, prefilled=True) <= 1024
+    assert default_max_tokens(long, prefilled=False) > default_max_tokens(long, prefilled=True)
+
+
+def changed_only_between(old: str, new: str, start: int, end: int) -> None:
+    """`new` equals `old` outside old[start:end] (byte for byte)."""
+    assert new.startswith(old[:start]) and new.endswith(old[end:])
+
+
+def test_replaces_only_the_body_byte_identical_elsewhere() -> None:
+    stub = find_stub(SOURCE, "Box.count")
+    new = fill_body(SOURCE, stub, "total = 0\nfor _ in self.items:\n    total += 1\nreturn total\n")
+    changed_only_between(SOURCE, new, stub.head_end, stub.body_end)
+    assert '        """Return how many items the box holds."""\n        total = 0\n' in new
+    assert "        for _ in self.items:\n            total += 1\n        return total\n\n    class Lid:" in new
+    documented = find_stub(SOURCE, "documented")
+    new = fill_body(SOURCE, documented, "return x\n")
+    assert '    """Only a docstring so far."""\n    return x\n\n\nclass Box' in new
+    ast.parse(new)
+
+
+def test_crlf_tabs_form_feed_and_one_line_stubs() -> None:
+    crlf = 'import os\r\n\r\ndef f(x):\r\n    """Add one."""\r\n    pass\r\n\r\n\r\ndef g():\r\n    return 1\r\n'
+    new = fill_body(crlf, find_stub(crlf, "f"), "y = x + 1\nreturn y\n")
+    assert new == crlf.replace("    pass\r\n", "    y = x + 1\r\n    return y\r\n")
+    tabs = 'class A:\n\tdef f(self, x):\n\t\t"""Add one."""\n\t\t...\n\n\tdef g(self):\n\t\treturn 1\n'
+    new = fill_body(tabs, find_stub(tabs, "A.f"), "if x:\n    return x + 1\nreturn 1\n")
+    assert new == tabs.replace("\t\t...\n", "\t\tif x:\n\t\t\treturn x + 1\n\t\treturn 1\n")
+    feed = 'x = 1\n\x0c\ndef f(x):\n    """Add one."""\n    ...\n\x0c\ndef g():\n    return 1\n'
+    stub = find_stub(feed, "f")
+    assert source_lines(feed)[stub.line - 1] == "def f(x):"
+    new = fill_body(feed, stub, "return x + 1\n")
+    assert new == feed.replace("    ...\n", "    return x + 1\n") and stub.dedented_head().startswith("def f(x):")
+    one = "class A:\n    def f(self, x): ...  # later\n\n    def g(self): return 2\n"
+    new = fill_body(one, find_stub(one, "f", requirement_given=True), "return x\n")
+    assert new == "class A:\n    def f(self, x):\n        return x\n\n    def g(self): return 2\n"
+    # A multi-line string in the new body keeps its inner lines as written.
+    new = fill_body(SOURCE, find_stub(SOURCE, "Box.count"), 'text = """a\nb"""\nreturn len(text)\n')
+    assert '        text = """a\nb"""\n        return len(text)\n' in new
+
+
+def test_take_body_separates_the_function_from_whatever_else_the_sample_wrote() -> None:
+    existing = ["helper", "after"]
+    prefix = 'def area(radius: float) -> float:\n    """Return the area of a circle of this radius."""\n'
+    good = take_body(prefix + "    return math.pi * radius ** 2\n", "area", existing, finished=True)
+    assert isinstance(good, Taken) and good.body == "return math.pi * radius ** 2\n" and good.others == ()
+    rewrite = prefix + "    return 3.14 * radius ** 2\n\n\ndef helper(x):\n    return x + x\n\ndef extra():\n    pass\n"
+    taken = take_body(rewrite, "area", existing, finished=True)
+    assert isinstance(taken, Taken) and taken.others == ("rewrites helper()", "adds extra()")
+    # Cut off inside the body: reported; cut off while writing something after it: the body counts.
+    assert take_body(prefix + "    total = math.pi * (\n", "area", existing, finished=False) == "cut off"
+    assert take_body(prefix + "    x = 1\n    return x\n", "area", existing, finished=False) == "cut off"
+    after_cut = take_body(prefix + "    return 1.0\n\n\ndef helper(x):\n    return (x +\n", "area", existing, False)
+    assert isinstance(after_cut, Taken) and after_cut.body == "return 1.0\n"
+    assert take_body("def area(:\n", "area", existing, finished=True) == "syntax"
+    # A chat answer: the whole function, maybe inside the class, with an import the file may lack.
+    chat = "import re\n\nclass Box:\n    def count(self):\n        return len(self.items)\n"
+    taken = take_body(chat, "count", existing, finished=True)
+    assert isinstance(taken, Taken) and taken.body == "return len(self.items)\n" and taken.imports == ("import re",)
+    wrapped = "class Box:\n    def __init__(self):\n        pass\n\n    def count(self):\n        return 0\n"
+    taken = take_body(wrapped, "count", ["__init__"], finished=True)
+    assert isinstance(taken, Taken) and taken.others == ("rewrites Box.__init__()",)
+
+
+def test_collect_reports_cut_off_samples_and_drops_stubs_and_duplicates() -> None:
+    stub = find_stub(SOURCE, "area")
+    prefix = stub.dedented_head() + "\n"
+    texts = [
+        ("    return math.pi * radius ** 2\n", "stop"),
+        ("    return math.pi * radius**2  # same tree\n", "stop"),
+        ("    r2 = radius * radius\n    return math.pi * (\n", "length"),
+        ("    pass\n", "stop"),
+        ("    return 3.14 * radius ** 2\n\n\ndef helper(x):\n    return x + x\n", "stop"),
+    ]
+    completions = [Completion(text=t, tokens=9, finish_reason=f) for t, f in texts]
+    kept, dropped, cut = collect_stub(completions, stub, prefix, ["helper"])
+    assert [c.sample for c, _ in kept] == [0, 4] and kept[1][0].dropped == ("rewrites helper()",)
+    assert dict(dropped) == {"duplicate": 1, "cut off": 1, "still a stub": 1}
+    assert [c.sample for c in cut] == [2] and cut[0].tokens == 9
+    assert kept[0][0].code.startswith("def area(radius: float) -> float:\n") and "    return math.pi" in kept[0][0].code
+
+
+def test_a_candidate_that_rewrote_a_neighbour_ranks_last_whatever_its_score() -> None:
+    clean = Ranked(Candidate("a", 0), {"logprob": Score(-2.0, "")})
+    copier = Ranked(Candidate("b", 1, dropped=("rewrites helper()",)), {"logprob": Score(-0.1, "")})
+    assert sorted([copier, clean], key=lambda r: r.key(["logprob"])) == [clean, copier]
+
+
+# -- the command, end to end against a scripted server ---------------------------------------------------------
+
+
+class _LocalTripwire:
+    @classmethod
+    def load(cls, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the local model was loaded")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setitem(backends.BACKENDS, "local", f"{__name__}:_LocalTripwire")
+    path = tmp_path / "repo"
+    path.mkdir()
+    (path / "shapes.py").write_bytes(SOURCE.replace("\n", "\r\n").encode())  # CRLF: kept as it is
+    bank = {"requirement": "return one", "code": "def one():\n    return 1\n"}
+    (path / "bank.jsonl").write_text(json.dumps(bank) + "\n", encoding="utf-8")
+    git(path, "init", "-q")
+    git(path, "add", ".")
+    git(path, "-c", "core.autocrlf=false", "commit", "-qm", "init")
+    monkeypatch.chdir(path)
+    return path
+
+
+def run(args: list[str], url: str) -> Any:
+    common = ["--backend", "openai", "--base-url", url, "--model", "tiny-coder", "--bank", "bank.jsonl", "-k", "0"]
+    common += ["--ranker", "first"]  # the scripted answers carry no log-probabilities
+    return CliRunner().invoke(app, [*args, *common], env={**os.environ, "OPENAI_API_KEY": "sk-test"})
+
+
+GOOD = "    return math.pi * radius ** 2\n```\n"
+CUT = "    r2 = radius * radius\n    return math.pi * (r2 +"
+NEIGHBOUR = "    return 3.14 * radius ** 2\n\n\ndef helper(x):\n    return x + x\n```\n"
+
+
+def test_generate_function_prefilled_reports_cut_off_and_neighbours_and_applies_only_the_body(repo: Path) -> None:
+    script = Script(answers=[(NEIGHBOUR, "stop"), (CUT, "length"), (GOOD, "stop")])
+    before = (repo / "shapes.py").read_bytes()
+    with openai_server(script) as (url, _):
+        args = ["generate", "--file", "shapes.py", "--function", "area", "-n", "3", "--api", "completions"]
+        result = run([*args, "--json"], url)
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        sent = script.requests[0]
+        # The answer is prefilled with the stub's own signature and docstring; the limit is sized to the stub.
+        assert sent["prompt"].endswith(
+            '```python\ndef area(radius: float) -> float:\n    """Return the area of a circle of this radius."""\n'
+        )
+        assert sent["max_tokens"] == data["max_new_tokens"] == 160
+        assert "import math" in sent["prompt"] and "...  # <- write this body" in sent["prompt"]
+        assert data["function"]["function"] == "area" and data["function"]["form"] == "..."
+        assert [c["other_functions"] for c in data["candidates"]] == [[], ["rewrites helper()"]]
+        assert data["cut_off"] and data["cut_off"][0]["sample"] == 1 and data["dropped"]["cut off"] == 1
+        assert "warning: 1 of 3 samples ran into the 160-token limit" in result.stderr
+        best = data["candidates"][0]["edit"]
+        assert best["actions"] == ["fill area"]
+        assert "dropped: rewrites helper()" in data["candidates"][1]["edit"]["actions"]
+        changed = [
+            line for line in best["diff"].split("\n") if line and line[:1] in "+-" and line[:3] not in ("+++", "---")
+        ]
+        assert changed == ["-    ...\r", "+    return math.pi * radius ** 2\r"]
+
+        shown = run([*args, "--explain"], url)
+        assert shown.exit_code == 0, shown.output
+        assert "Filling area (line 14, body ...) from its docstring" in shown.stdout
+        assert "also wrote rewrites helper(): left out of its edit" in shown.stdout
+        assert "Cut off at 160 tokens" in shown.stdout
+
+        applied = run([*args, "--apply"], url)
+        assert applied.exit_code == 0, applied.output
+    after = (repo / "shapes.py").read_bytes()
+    assert after == before.replace(b'radius."""\r\n    ...\r\n', b'radius."""\r\n    return math.pi * radius ** 2\r\n')
+
+
+def test_generate_function_over_chat_takes_the_body_of_the_whole_function(repo: Path) -> None:
+    code = "class Box:\n    @property\n    def count(self) -> int:\n        return len(self.items)\n"
+    answer = f"Sure:\n```python\n{code}```\n"
+    script = Script(answers=[(answer, "stop")])
+    with openai_server(script) as (url, _):
+        result = run(["generate", "--file", "shapes.py", "--function", "Box.count", "-n", "1", "--json"], url)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    request = script.requests[0]["messages"][-1]["content"]
+    assert "Reply with the whole function `count`" in request
+    assert data["candidates"][0]["other_functions"] == []
+    assert "+        return len(self.items)\r" in data["candidates"][0]["edit"]["diff"]
+
+
+def test_every_sample_cut_off_retries_once_with_twice_the_limit(repo: Path) -> None:
+    script = Script(answers=[(CUT, "length"), (CUT, "length"), (GOOD, "stop")])
+    with openai_server(script) as (url, _):
+        args = ["generate", "--file", "shapes.py", "--function", "area", "-n", "2", "--api", "completions", "--json"]
+        result = run(args, url)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [r["max_tokens"] for r in script.requests] == [160, 320]
+    # The retry asks for as many samples as were cut off (2): one finishes, one is cut off again.
+    assert (
+        data["max_new_tokens"] == 320 and [c["sample"] for c in data["cut_off"]] == [0, 1, 3] and data["samples"] == 4
+    )
+    assert len(data["candidates"]) == 1
+
+
+def test_function_errors_are_one_line_before_any_request(repo: Path) -> None:
+    script = Script()
+    with openai_server(script) as (url, _):
+        cases = [
+            (["generate", "--function", "area"], "--function needs --file"),
+            (["generate", "--file", "shapes.py", "--function", "helper"], "helper (shapes.py:9) is not a stub"),
+            (["generate", "--file", "shapes.py", "--function", "nope"], "there is no function 'nope'"),
+            (["generate", "--file", "shapes.py"], "the requirement is empty"),
+        ]
+        for args, fragment in cases:
+            result = run(args, url)
+            lines = result.stderr.strip().splitlines()
+            assert result.exit_code == 2 and len(lines) == 1 and fragment in lines[0], result.stderr
+    assert script.requests == []
+
+
+@pytest.mark.model
+def test_fills_a_real_stub_with_the_local_model(tmp_path: Path, backend: Any) -> None:
+    from assistant.stubs import fill_stub
+
+    path = tmp_path / "mathutils.py"
+    text = (
+        'def is_even(n):\n    """Return True when n is even."""\n    return n % 2 == 0\n\n\n'
+        'def count_even(values):\n    """Return how many numbers in the list are even."""\n    ...\n\n\n'
+        'def cube_all(values):\n    """Return the cubes of the numbers in a list."""\n'
+        "    return [v ** 3 for v in values]\n"
+    )
+    path.write_text(text)
+    from assistant.backends import SamplingParams
+
+    result = fill_stub("count_even", backend, file=path, k=0, params=SamplingParams(n=2, seed=0))
+    assert result.candidates, result.dropped
+    edit = result.edits[0]
+    assert edit is not None
+    removed = [line for line in edit.diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert removed == ["-    ..."]
+    new = edit.new
+    assert new.startswith(text.split("    ...\n")[0]) and new.endswith(text.split("    ...\n")[1])
+    ast.parse(new)
