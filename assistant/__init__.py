@@ -21,7 +21,8 @@ from .examples import Example, read_bank
 from .generation import GenerateResult, generate, read_tests
 from .index import Index, IndexStats, index_bank, index_repo
 from .rank import Problem, Ranked, Score, make_rankers, rank
-from .retrieve import Hit, make_retriever
+from .retrieve import Hit
+from .retrievers import make_retriever
 from .sources import Source, open_source
 
 __version__ = "0.1.0"

@@ -207,7 +207,7 @@ def generate(
     from .encoder import Encoder
     from .generation import generate as run_generate
     from .generation import read_tests
-    from .retrieve import make_retriever
+    from .retrievers import make_retriever
     from .sources import open_source
 
     # Check everything the user typed before loading any model.

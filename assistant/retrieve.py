@@ -1,13 +1,12 @@
 """Retrievers: pick the demonstrations for a requirement. One interface, `search(query, k) -> list[Hit]`.
 
 `bm25` (requirements, identifier-aware tokens; AceCoder-style), `dense` (cosine over encoder vectors;
-TOP-k-SBERT) and `hybrid` (reciprocal-rank fusion of both). Trained retrievers plug in by name through
-:data:`RETRIEVERS`.
+TOP-k-SBERT) and `hybrid` (reciprocal-rank fusion of both). The registry that builds them, and the trained
+retrievers built on these, by name is :mod:`assistant.retrievers`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,8 +16,6 @@ import numpy as np
 from .examples import Example
 from .index import Index, TextEncoder
 from .tokenize import tokenize
-
-log = logging.getLogger("assistant")
 
 Exclude = Callable[[Example], bool]
 
@@ -143,50 +140,3 @@ class HybridRetriever:
                 parts.setdefault(key, []).append(f"{retriever.name} #{rank} ({hit.why.split(';')[0]})")
         best = sorted(fused, key=lambda key: -fused[key])[:k]
         return [Hit(examples[key], fused[key], self.name, "RRF of " + " + ".join(parts[key])) for key in best]
-
-
-RetrieverFactory = Callable[[Index, TextEncoder], Retriever]
-
-
-def _tstr(index: Index, encoder: TextEncoder) -> Retriever:
-    from .tstr import TstrRetriever  # trained retrievers import torch: only when asked for
-
-    return TstrRetriever.for_index(index, encoder)
-
-
-def _lail(index: Index, encoder: TextEncoder) -> Retriever:
-    from .lail import LailRetriever
-
-    return LailRetriever.for_index(index, encoder)
-
-
-RETRIEVERS: dict[str, RetrieverFactory] = {
-    "bm25": lambda index, encoder: BM25Retriever(index),
-    "dense": lambda index, encoder: DenseRetriever(index, encoder),
-    "hybrid": lambda index, encoder: HybridRetriever(BM25Retriever(index), DenseRetriever(index, encoder)),
-    "tstr": _tstr,
-    "lail": _lail,
-}
-
-
-def make_retriever(name: str, index: Index, encoder: TextEncoder) -> Retriever:
-    """Build a registered retriever over an index; an unknown name is a one-line error.
-
-    `auto` picks a retriever trained for this index's pool when there is one (LAIL, then TST^R), else hybrid;
-    one that cannot load (its embeddings server is down) is skipped with a warning.
-    """
-    from .errors import ModelError, UsageError
-
-    if name == "auto":
-        from .trained import trained_methods
-
-        for method in trained_methods(index):
-            try:
-                return RETRIEVERS[method](index, encoder)
-            except ModelError as exc:  # e.g. the embeddings server TST^R was trained on is down
-                log.warning("the trained %s retriever is unavailable (%s); using the next best", method, exc)
-        name = "hybrid"
-    factory = RETRIEVERS.get(name)
-    if factory is None:
-        raise UsageError(f"unknown retriever {name!r}; choose one of: auto, {', '.join(RETRIEVERS)}")
-    return factory(index, encoder)

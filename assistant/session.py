@@ -27,7 +27,8 @@ from .hooks import tracked_python_files
 from .index import TextEncoder, repo_index_dir, repo_root
 from .paths import REPO_DIR_NAME, atomic_write_text, cache_dir
 from .rank import Problem, Ranked, Score, condor_available, make_rankers, parse_rankers
-from .retrieve import RETRIEVERS, Hit, Retriever, make_retriever
+from .retrieve import Hit, Retriever
+from .retrievers import RETRIEVERS, make_retriever
 from .sandbox import SandboxResult
 from .sources import Source, open_source
 

@@ -5,7 +5,8 @@ import pytest
 
 from assistant.errors import UsageError
 from assistant.index import Index, index_bank, index_repo
-from assistant.retrieve import BM25Retriever, DenseRetriever, HybridRetriever, make_retriever
+from assistant.retrieve import BM25Retriever, DenseRetriever, HybridRetriever
+from assistant.retrievers import make_retriever
 from assistant.sources import open_source
 
 from .conftest import git

@@ -12,7 +12,7 @@ from assistant.errors import UsageError
 from assistant.evaluate.retrieval import boundary_triplets, random_triplets
 from assistant.examples import Example
 from assistant.index import build_index
-from assistant.retrieve import make_retriever
+from assistant.retrievers import make_retriever
 from assistant.tstr import TstrConfig, boundary_pairs, train_for_index
 
 POOL = [

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..errors import UsageError
 from ..examples import Example
 from ..index import Index, TextEncoder
-from ..retrieve import RETRIEVERS, make_retriever
+from ..retrievers import RETRIEVERS, make_retriever
 from .datasets import Task
 
 Select = Callable[[Task, int], list[Example]]
