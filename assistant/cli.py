@@ -249,6 +249,7 @@ def generate(
         chosen = make_retriever(retriever, source.index, encoder) if k > 0 else None
         ui.status(f"Retrieving from the {source.description}")
         generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
+        shared = {"retriever": chosen, "k": k, "params": params, "tests": tests, "root": source.root, "ranker": ranker}
         if function is not None:
             from .stubs import fill_stub
 
@@ -258,28 +259,12 @@ def generate(
                 generator,
                 file=file,
                 requirement=requirement,
-                retriever=chosen,
-                k=k,
-                params=params,
                 max_new_tokens=max_new_tokens,
-                tests=tests,
-                root=source.root,
-                ranker=ranker,
                 progress=ui,
+                **shared,
             )
         else:
-            result = run_generate(
-                requirement or "",
-                generator,
-                retriever=chosen,
-                k=k,
-                params=params,
-                tests=tests,
-                file=file,
-                root=source.root,
-                ranker=ranker,
-                progress=ui,
-            )
+            result = run_generate(requirement or "", generator, file=file, progress=ui, **shared)
     _warn_cut_off(result)
 
     applied = False

@@ -14,7 +14,7 @@ from .edit import Edit, plan_edit, read_target, source_lines
 from .errors import AssistError, UsageError
 from .extract import first_paragraph
 from .prompts import Prompt, build_prompt
-from .rank import Problem, Ranked, make_rankers, rank
+from .rank import Problem, Ranked, Ranker, make_rankers, rank
 from .retrieve import Hit, Retriever
 
 # progress(stage, done, total): stages "retrieve", "generate", "rank".
@@ -145,6 +145,59 @@ def file_context(path: Path) -> str:
     return "\n".join(outline[:FILE_CONTEXT_LINES]).strip("\n")
 
 
+def retrieve_step(
+    query: str,
+    retriever: Retriever | None,
+    k: int,
+    demonstrations: Sequence[Hit] | None,
+    display: str,
+    report: Progress,
+    timings: dict[str, float],
+) -> list[Hit]:
+    """The demonstrations for a request: the given ones, else the top `k` of `retriever` (timed, reported).
+
+    The target file's own functions (`display`, its repo path) are in the prompt already; as demonstrations
+    too they only invite the model to copy them back, so they are excluded."""
+    started = time.perf_counter()
+    report("retrieve", 0, 1)
+    if demonstrations is not None:
+        hits = list(demonstrations)
+    else:
+        exclude = (lambda example: example.path == display) if display else None
+        hits = retriever.search(query, k, exclude) if retriever is not None and k > 0 else []
+    report("retrieve", 1, 1)
+    timings["retrieve"] = time.perf_counter() - started
+    return hits
+
+
+def rank_step(
+    problem: Problem,
+    candidates: Sequence[Candidate],
+    backend: Backend,
+    ranker: str,
+    report: Progress,
+    timings: dict[str, float],
+) -> tuple[list[Ranked], list[Ranker]]:
+    """Rank candidates with the rankers `ranker` names (`auto`: :func:`auto_ranker`), timed and reported."""
+    started = time.perf_counter()
+    spec = ranker if ranker != "auto" else auto_ranker(backend, candidates, bool(problem.tests))
+    rankers = make_rankers(spec, backend)
+    report("rank", 0, len(candidates))
+    ranked = rank(problem, candidates, rankers) if candidates else []
+    report("rank", len(candidates), len(candidates))
+    timings["rank"] = time.perf_counter() - started
+    return ranked, rankers
+
+
+def retriever_label(
+    retriever: Retriever | None, k: int, hits: Sequence[Hit], demonstrations: Sequence[Hit] | None
+) -> str:
+    """What chose the demonstrations, for the result: the retriever, the given hits' own retrievers, or none."""
+    if demonstrations is not None:
+        return "+".join(dict.fromkeys(hit.retriever for hit in hits)) or "none"
+    return retriever.name if retriever is not None and k > 0 else "none"
+
+
 def generate(
     requirement: str,
     backend: Backend,
@@ -186,17 +239,7 @@ def generate(
     if target is not None:
         display = str(target.relative_to(root)) if root and target.is_relative_to(root) else str(file)
 
-    started = time.perf_counter()
-    report("retrieve", 0, 1)
-    # The target file's own functions are in the prompt already; as demonstrations too they only
-    # invite the model to copy them back.
-    exclude = (lambda example: example.path == display) if display else None
-    if demonstrations is not None:
-        hits = list(demonstrations)
-    else:
-        hits = retriever.search(requirement, k, exclude) if retriever is not None and k > 0 else []
-    report("retrieve", 1, 1)
-    timings["retrieve"] = time.perf_counter() - started
+    hits = retrieve_step(requirement, retriever, k, demonstrations, display, report, timings)
     prompt = build_prompt(
         requirement,
         [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
@@ -214,27 +257,17 @@ def generate(
     timings["generate"] = time.perf_counter() - started
     candidates, dropped = collect(completions)
 
-    started = time.perf_counter()
-    spec = ranker if ranker != "auto" else auto_ranker(backend, candidates, bool(tests))
-    rankers = make_rankers(spec, backend)
-    report("rank", 0, len(candidates))
     problem = Problem(requirement=requirement, prompt=prompt, tests=tuple(tests))
-    ranked = rank(problem, candidates, rankers) if candidates else []
-    report("rank", len(candidates), len(candidates))
-    timings["rank"] = time.perf_counter() - started
+    ranked, rankers = rank_step(problem, candidates, backend, ranker, report, timings)
     ranked, edits, unchanged = plan_edits(ranked, target, root)
     if unchanged:
         dropped["no change"] = unchanged
 
-    if demonstrations is not None:
-        retriever_name = "+".join(dict.fromkeys(hit.retriever for hit in hits)) or "none"
-    else:
-        retriever_name = retriever.name if retriever is not None and k > 0 else "none"
     return GenerateResult(
         requirement=requirement,
         model=backend.model,
         backend=backend.name,
-        retriever=retriever_name,
+        retriever=retriever_label(retriever, k, hits, demonstrations),
         rankers=[r.name for r in rankers],
         demonstrations=hits,
         candidates=ranked,

@@ -670,9 +670,9 @@ def fill_stub(
     `dropped`, and rank it below every candidate that wrote only the function.
     """
     from .backends import check_text
-    from .generation import GenerateResult, auto_ranker
+    from .generation import GenerateResult, rank_step, retrieve_step, retriever_label
     from .prompts import ANSWER_PREFIX, build_stub_prompt
-    from .rank import Problem, make_rankers, rank
+    from .rank import Problem
 
     if k < 0:
         raise UsageError("-k must be 0 or more")
@@ -693,17 +693,7 @@ def fill_stub(
     check_text(query, "the docstring")
     timings: dict[str, float] = {}
 
-    started = time.perf_counter()
-    report("retrieve", 0, 1)
-    # The target file's own functions are in the prompt already (as context); as demonstrations too they only
-    # invite the model to copy them back.
-    if demonstrations is not None:
-        hits = list(demonstrations)
-    else:
-        exclude = lambda example: example.path == display  # noqa: E731
-        hits = retriever.search(query, k, exclude) if retriever is not None and k > 0 else []
-    report("retrieve", 1, 1)
-    timings["retrieve"] = time.perf_counter() - started
+    hits = retrieve_step(query, retriever, k, demonstrations, display, report, timings)
 
     prefill = bool(getattr(backend, "prefills_answer", False))
     head = stub.dedented_head()
@@ -745,29 +735,19 @@ def fill_stub(
     report("generate", 1, 1)
     timings["generate"] = time.perf_counter() - started
 
-    started = time.perf_counter()
     candidates = [candidate for candidate, _ in kept]
-    spec = ranker if ranker != "auto" else auto_ranker(backend, candidates, bool(tests))
-    rankers = make_rankers(spec, backend)
-    report("rank", 0, len(candidates))
     # Scored as whole functions after the plain fence, so a candidate is judged the same way whether its
     # log-probabilities were recorded while sampling or computed now.
     problem = Problem(requirement=query, prompt=replace(prompt, answer_prefix=ANSWER_PREFIX), tests=tuple(tests))
-    ranked = rank(problem, candidates, rankers) if candidates else []
-    report("rank", len(candidates), len(candidates))
-    timings["rank"] = time.perf_counter() - started
+    ranked, rankers = rank_step(problem, candidates, backend, ranker, report, timings)
     taken_by_sample = {candidate.sample: taken for candidate, taken in kept}
     edits = [plan_fill(target, stub, taken_by_sample[item.candidate.sample], root) for item in ranked]
 
-    if demonstrations is not None:
-        retriever_name = "+".join(dict.fromkeys(hit.retriever for hit in hits)) or "none"
-    else:
-        retriever_name = retriever.name if retriever is not None and k > 0 else "none"
     return GenerateResult(
         requirement=query,
         model=backend.model,
         backend=backend.name,
-        retriever=retriever_name,
+        retriever=retriever_label(retriever, k, hits, demonstrations),
         rankers=[r.name for r in rankers],
         demonstrations=hits,
         candidates=ranked,
