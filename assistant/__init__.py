@@ -12,18 +12,18 @@ and apply the chosen one as a diff. The CLI (`assist`) is a thin layer over this
     print(result.best.candidate.code)
 """
 
-from .backends import Completion, SamplingParams, TokenLogprobs, load_backend
-from .candidates import Candidate
-from .edit import Edit, apply_edit, plan_edit
-from .encoder import Encoder
-from .errors import AssistError, ModelError, UsageError
-from .examples import Example, read_bank
-from .generation import GenerateResult, generate, read_tests
-from .index import Index, IndexStats, index_bank, index_repo
-from .rank import Problem, Ranked, Score, make_rankers, rank
-from .retrieve import Hit
-from .retrievers import make_retriever
-from .sources import Source, open_source
+from assistant.backends import Completion, SamplingParams, TokenLogprobs, load_backend
+from assistant.backends.encoder import Encoder
+from assistant.code.edit import Edit, apply_edit, plan_edit
+from assistant.code.examples import Example, read_bank
+from assistant.core.candidates import Candidate
+from assistant.core.generation import GenerateResult, generate, read_tests
+from assistant.core.rank import Problem, Ranked, Score, make_rankers, rank
+from assistant.core.retrieve import Hit
+from assistant.errors import AssistError, ModelError, UsageError
+from assistant.indexing.index import Index, IndexStats, index_bank, index_repo
+from assistant.indexing.sources import Source, open_source
+from assistant.pipeline.registry import make_retriever
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,5 @@
 """`python -m assistant` is the same as the `assist` command."""
 
-from .cli import main
+from assistant.ui.cli import main
 
 main()

@@ -43,7 +43,7 @@ from typing import Any
 
 import platformdirs
 
-from .errors import UsageError
+from assistant.errors import UsageError
 
 REPO_CONFIG = ".assist.toml"
 TRUST_FILE = "trusted.json"
@@ -259,7 +259,7 @@ def _load_trust() -> dict[str, Any]:
 
 
 def _save_trust(data: dict[str, Any]) -> None:
-    from .paths import atomic_write_text
+    from assistant.paths import atomic_write_text
 
     path = trust_file_path()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import platformdirs
 
-from .errors import UsageError
+from assistant.errors import UsageError
 
 REPO_DIR_NAME = ".assist"
 

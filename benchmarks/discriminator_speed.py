@@ -23,9 +23,16 @@ from pathlib import Path
 
 import torch
 
-from assistant.condor import Condor, CondorConfig, _Discriminator, _predict, backbone_dir, find_discriminator
-from assistant.condor_data import PROBLEM_CHARS
 from assistant.evaluate import load_dataset
+from assistant.methods.condor.data import PROBLEM_CHARS
+from assistant.methods.condor.model import (
+    Condor,
+    CondorConfig,
+    _Discriminator,
+    _predict,
+    backbone_dir,
+    find_discriminator,
+)
 
 
 def main() -> None:

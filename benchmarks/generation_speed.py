@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 
 from assistant.backends.local import LocalBackend
-from assistant.models import assemble_gguf, resolve
-from assistant.prompts import build_prompt
+from assistant.backends.models import assemble_gguf, resolve
+from assistant.backends.prompts import build_prompt
 
 REQUIREMENT = "Write a function to find the shared elements from the given two lists."
 TESTS = ["assert set(similar_elements((3, 4, 5, 6), (5, 7, 4, 10))) == set((4, 5))"]

@@ -1,7 +1,7 @@
 """Indexing and retrieval speed over a large real tree: the Python standard library (~16,000 functions).
 
-What it measures, with the product's own code paths (`assistant.extract`, `assistant.encoder`,
-`assistant.index`, `assistant.retrieve`):
+What it measures, with the product's own code paths (`assistant.code.extract`, `assistant.backends.encoder`,
+`assistant.indexing.index`, `assistant.core.retrieve`):
 
 1. Indexing throughput in functions/second, split into parse (read + blob hash + `extract_python`),
    encode (`Encoder.encode` over `embedding_text`) and build (`Index` with `build_bm25` via `.bm25`, and the
@@ -16,9 +16,9 @@ What it measures, with the product's own code paths (`assistant.extract`, `assis
    functions (`--queries-from` picks explicitly).
 3. With `--trained POOL` (e.g. `mbpp:../shared/data/mbpp.jsonl`): the retrievers trained for that pool
    (`assist train retriever --method lail|tstr --bank POOL`), timed the same way over the same large index.
-   LAIL is `assistant.lail.LailRetriever` (the index re-embedded once with the trained encoder, reported as
+   LAIL is `assistant.methods.lail.LailRetriever` (the index re-embedded once with the trained encoder, reported as
    its setup time; its vector cache goes to a temp dir removed at exit, not the artifact); TST^R is
-   `assistant.tstr.TstrRetriever` (the MLP applied to the stored vectors, then to each query's).
+   `assistant.methods.tstr.TstrRetriever` (the MLP applied to the stored vectors, then to each query's).
 4. The machine (CPU count, torch threads, Python version, load average before and after: other work on
    the machine skews every figure) and the sizes (files, functions).
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 
-os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported (through assistant.encoder): no hub
+os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers is imported (through assistant.backends.encoder): no hub
 
 import argparse
 import json
@@ -52,11 +52,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from assistant.encoder import Encoder
-from assistant.examples import Example
-from assistant.extract import extract_python, git_blob_hash, humanize_identifier
-from assistant.index import Index, embedding_text
-from assistant.retrieve import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
+from assistant.backends.encoder import Encoder
+from assistant.code.examples import Example
+from assistant.code.extract import extract_python, git_blob_hash, humanize_identifier
+from assistant.core.retrieve import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
+from assistant.indexing.index import Index, embedding_text
 
 T = TypeVar("T")
 
@@ -211,9 +211,9 @@ def trained_retrievers(pool: str, index: Index, encoder: Encoder) -> tuple[list[
     import tempfile
 
     from assistant.evaluate import load_pool
-    from assistant.lail import LailRetriever
-    from assistant.trained import artifact_dir, read_manifest
-    from assistant.tstr import Tstr, TstrRetriever
+    from assistant.methods.artifacts import artifact_dir, read_manifest
+    from assistant.methods.lail import LailRetriever
+    from assistant.methods.tstr import Tstr, TstrRetriever
 
     trained_on = load_pool(pool, encoder).index
     found: list[Retriever] = []
@@ -268,7 +268,7 @@ def run_benchmark(
 
     started = time.perf_counter()
     index = Index(examples=examples, vectors=vectors, meta={"encoder": encoder.name, "dim": encoder.dim})
-    index.bm25  # noqa: B018 - build_bm25 now, as assistant.index._build does, so the cost lands here
+    index.bm25  # noqa: B018 - build_bm25 now, as assistant.indexing.index._build does, so the cost lands here
     bm25_s = time.perf_counter() - started
     started = time.perf_counter()
     index.dense  # noqa: B018 - the faiss IndexFlatIP

@@ -43,13 +43,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from assistant.encoder import MAX_TOKENS, Encoder, embed_texts
+from assistant.backends.encoder import MAX_TOKENS, Encoder, embed_texts
+from assistant.backends.models import encoder_dir, resolve
+from assistant.cache import JsonlCache
 from assistant.evaluate import bootstrap_ci, load_pool
-from assistant.evaluate.cache import JsonlCache
-from assistant.index import Index, embedding_text
-from assistant.lail import LOSSES, LailConfig, candidate_sets, label_pool, train_encoder
-from assistant.models import encoder_dir, resolve
-from assistant.trained import artifact_dir, read_manifest
+from assistant.indexing.index import Index, embedding_text
+from assistant.methods.artifacts import artifact_dir, read_manifest
+from assistant.methods.lail import LOSSES, LailConfig, candidate_sets, label_pool, train_encoder
 
 Labels = list[list[tuple[int, float]]]
 Scorer = Callable[[int, Sequence[int]], np.ndarray]  # (example row, candidate rows) -> scores

@@ -20,11 +20,11 @@ import argparse
 import numpy as np
 from scipy.stats import spearmanr
 
-from assistant.encoder import Encoder
-from assistant.evaluate.cache import JsonlCache, cache_key
-from assistant.evaluate.datasets import load_dataset
-from assistant.index import build_index
-from assistant.lail import candidate_sets, text_hash
+from assistant.backends.encoder import Encoder
+from assistant.cache import JsonlCache, cache_key
+from assistant.datasets import load_dataset
+from assistant.indexing.index import build_index
+from assistant.methods.lail import candidate_sets, text_hash
 
 
 def main() -> None:

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from assistant.backends.local import LocalBackend, cpu_has_native_bf16
-from assistant.evaluate.datasets import load_dataset
-from assistant.prompts import build_prompt
+from assistant.backends.prompts import build_prompt
+from assistant.datasets import load_dataset
 
 
 def main() -> None:

@@ -14,9 +14,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from assistant.index import index_repo
-from assistant.session import Options, Session
-from assistant.tui import AssistApp
+from assistant.indexing.index import index_repo
+from assistant.ui.session import Options, Session
+from assistant.ui.tui import AssistApp
 
 FILES = {
     "mathutils.py": '''def is_even(n):

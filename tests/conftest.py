@@ -39,7 +39,7 @@ def hermetic_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 
 @pytest.fixture(scope="session")
 def encoder():
-    from assistant.encoder import Encoder
+    from assistant.backends.encoder import Encoder
 
     return Encoder.load()
 

@@ -6,8 +6,8 @@ import time
 import pytest
 
 from assistant.backends import SamplingParams
+from assistant.backends.prompts import build_prompt
 from assistant.errors import UsageError
-from assistant.prompts import build_prompt
 
 pytestmark = pytest.mark.model
 

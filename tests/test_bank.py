@@ -2,8 +2,8 @@ import json
 
 import pytest
 
+from assistant.code.examples import Example, read_bank
 from assistant.errors import UsageError
-from assistant.examples import Example, read_bank
 
 
 def write(tmp_path, lines):

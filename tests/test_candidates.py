@@ -1,5 +1,6 @@
 from assistant.backends import Completion
-from assistant.candidates import collect, extract_code
+from assistant.code.fences import extract_code
+from assistant.core.candidates import collect
 
 
 def test_extract_code_from_fences_or_plain_text():

@@ -170,7 +170,7 @@ def test_eval_through_a_server_that_dies_resumes_without_repeating_requests(tmp_
     importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed (assist[serve])"
 )
 def test_generate_against_assist_serve(scratch_repo):
-    from assistant.serve import LlamaServer
+    from assistant.backends.serve import LlamaServer
 
     with LlamaServer(port=0, log_file=scratch_repo.parent / "serve.log") as server:
         request = ["generate", "return the sum of the squares of a list of numbers", "-n", "3", "--seed", "1"]
@@ -201,8 +201,8 @@ def nothing_loads(monkeypatch):
     """In-process `assist` with every model and server loader replaced by a tripwire."""
     from assistant import backends
 
-    monkeypatch.setattr("assistant.encoder.Encoder.load", _Tripwire.load)
-    monkeypatch.setattr("assistant.serve.LlamaServer", _Tripwire)
+    monkeypatch.setattr("assistant.backends.encoder.Encoder.load", _Tripwire.load)
+    monkeypatch.setattr("assistant.backends.serve.LlamaServer", _Tripwire)
     monkeypatch.setitem(backends.BACKENDS, "local", f"{__name__}:_Tripwire")
     monkeypatch.setitem(backends.BACKENDS, "openai", f"{__name__}:_Tripwire")
 
@@ -234,7 +234,7 @@ BAD_NUMBERS = [
 def test_numeric_options_are_checked_at_the_boundary(args, message, nothing_loads, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from assistant.cli import app
+    from assistant.ui.cli import app
 
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, args)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from assistant.candidates import Candidate
-from assistant.cli import app
-from assistant.condor import Condor, CondorConfig, classification_scores, find_discriminator, train_and_save
-from assistant.condor_data import (
+from assistant.backends.prompts import build_prompt
+from assistant.core.candidates import Candidate
+from assistant.core.rank import CondorRanker, Problem, rank
+from assistant.methods.condor.data import (
     Dataset,
     ProblemData,
     Program,
@@ -20,9 +20,15 @@ from assistant.condor_data import (
     near_pairs,
     problems_from_eval,
 )
-from assistant.mutants import OPERATORS, mutants, partial_fixes, token_jaccard
-from assistant.prompts import build_prompt
-from assistant.rank import CondorRanker, Problem, rank
+from assistant.methods.condor.model import (
+    Condor,
+    CondorConfig,
+    classification_scores,
+    find_discriminator,
+    train_and_save,
+)
+from assistant.methods.condor.mutants import OPERATORS, mutants, partial_fixes, token_jaccard
+from assistant.ui.cli import app
 
 LOOP = '''def count_above(values, limit):
     """How many values exceed the limit."""
@@ -259,7 +265,7 @@ def test_train_discriminator_cli_on_a_repo(scratch_repo: Path, monkeypatch: pyte
     assert (saved / "manifest.json").exists() and (saved / "head.safetensors").exists()
     assert summary["data"]["sources"]["repo"] == str(scratch_repo)
     assert summary["data"]["wrong"] >= summary["data"]["problems"]
-    from assistant.generation import auto_ranker
+    from assistant.core.generation import auto_ranker
 
     assert auto_ranker(object(), [], has_tests=False) == "condor"  # used by default once trained
     assert auto_ranker(object(), [], has_tests=True) == "exec+condor"
@@ -331,7 +337,7 @@ def test_candidates_are_ranked_per_strategy_in_task_order(tmp_path: Path) -> Non
     on the order the records were written in."""
     import random
 
-    from assistant.evaluate.cache import JsonlCache
+    from assistant.cache import JsonlCache
     from assistant.evaluate.discriminator import _baseline_picks, load_candidates
 
     rng = random.Random(0)

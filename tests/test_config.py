@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from assistant.cli import app
 from assistant.config import load_settings, user_config_path
 from assistant.errors import UsageError
+from assistant.ui.cli import app
 
 from .conftest import git
 

@@ -1,4 +1,4 @@
-from assistant.console import ProgressUI
+from assistant.ui.console import ProgressUI
 
 
 def test_hidden_progress_logs_a_line_per_tenth_when_asked(capsys):
@@ -14,7 +14,7 @@ def test_hidden_progress_logs_a_line_per_tenth_when_asked(capsys):
 
 def test_a_resumed_stage_counts_only_this_runs_rate(capsys, monkeypatch):
     clock = iter([0.0, 60.0, 120.0])
-    monkeypatch.setattr("assistant.console.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("assistant.ui.console.time.monotonic", lambda: next(clock))
     with ProgressUI(enabled=False, plain=True) as ui:
         ui("label", 500, 1000)  # half was cached
         ui("label", 600, 1000)

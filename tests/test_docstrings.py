@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant.docstrings import (
+from assistant.code.docstrings import (
     detect_style,
     find_missing,
     insert_docstrings,
@@ -130,7 +130,7 @@ def _run(args: list[str], cwd: Path):
 
     from typer.testing import CliRunner
 
-    from assistant.cli import app
+    from assistant.ui.cli import app
 
     old = os.getcwd()
     os.chdir(cwd)
@@ -206,7 +206,7 @@ def test_the_check_hook_blocks_a_commit_with_undocumented_code(scratch_repo: Pat
 
 
 def test_clean_keeps_the_docstring_and_drops_what_small_models_add() -> None:
-    from assistant.docwriter import clean
+    from assistant.core.docwriter import clean
 
     target = find_missing("def area(r):\n    return 3.14 * r * r\n")[0]
     reply = (
@@ -218,7 +218,7 @@ def test_clean_keeps_the_docstring_and_drops_what_small_models_add() -> None:
 
 
 def test_parameter_names_skip_self_and_keep_stars() -> None:
-    from assistant.docwriter import parameter_names
+    from assistant.core.docwriter import parameter_names
 
     source = "class C:\n    def m(self, a, /, b=1, *rest, key, **extra):\n        pass\n"
     method = next(t for t in find_missing(source) if t.qualname == "C.m")
@@ -243,7 +243,7 @@ class _Scripted:
 
 
 def test_a_prose_reply_in_a_sectioned_style_gets_its_parameter_section_opened() -> None:
-    from assistant.docwriter import write_docstrings
+    from assistant.core.docwriter import write_docstrings
 
     target = find_missing("def scale(xs, factor):\n    return [x * factor for x in xs]\n")[0]
     backend = _Scripted(["Multiply every number.\n\nIt returns a new list.", " the numbers.\n    factor: by how much."])
@@ -264,7 +264,7 @@ def test_a_prose_reply_in_a_sectioned_style_gets_its_parameter_section_opened() 
 
 
 def test_classes_are_shown_as_an_outline() -> None:
-    from assistant.docwriter import shown_code
+    from assistant.core.docwriter import shown_code
 
     source = "class P:\n    size = 2\n\n    def grow(self, by):\n        self.size += by\n        return self.size\n"
     outline = shown_code(find_missing(source)[0])
@@ -273,7 +273,7 @@ def test_classes_are_shown_as_an_outline() -> None:
 
 @pytest.mark.model
 def test_the_default_model_documents_a_function_in_place(backend) -> None:
-    from assistant.docwriter import write_docstrings
+    from assistant.core.docwriter import write_docstrings
 
     source = "import math\n\n\ndef circle_area(radius):\n    return math.pi * radius ** 2\n"
     targets = find_missing(source)
@@ -293,10 +293,10 @@ def _fake_generation(monkeypatch: pytest.MonkeyPatch, during=None) -> list[str]:
     deterministic one ("Document <name>."). `during` runs inside generation, as a user editing the file while
     the model works. Returns the files generation was asked for, in order."""
     import assistant.backends
-    import assistant.docwriter
-    import assistant.encoder
-    import assistant.sources
-    from assistant.docwriter import Written
+    import assistant.backends.encoder
+    import assistant.core.docwriter
+    import assistant.indexing.sources
+    from assistant.core.docwriter import Written
 
     calls: list[str] = []
 
@@ -306,10 +306,10 @@ def _fake_generation(monkeypatch: pytest.MonkeyPatch, during=None) -> list[str]:
             during()
         return Written(docstrings={t.qualname: f"Document {t.qualname}." for t in targets})
 
-    monkeypatch.setattr(assistant.encoder.Encoder, "load", classmethod(lambda cls, spec=None: object()))
-    monkeypatch.setattr(assistant.sources, "open_source", lambda *args, **kwargs: None)
+    monkeypatch.setattr(assistant.backends.encoder.Encoder, "load", classmethod(lambda cls, spec=None: object()))
+    monkeypatch.setattr(assistant.indexing.sources, "open_source", lambda *args, **kwargs: None)
     monkeypatch.setattr(assistant.backends, "load_backend", lambda *args, **kwargs: object())
-    monkeypatch.setattr(assistant.docwriter, "write_docstrings", write_docstrings)
+    monkeypatch.setattr(assistant.core.docwriter, "write_docstrings", write_docstrings)
     return calls
 
 
@@ -317,7 +317,7 @@ WRITE = ["docstring", "--write", "--style", "plain", "-k", "0"]
 
 
 def test_find_missing_and_insert_count_lines_as_python_does() -> None:
-    from assistant.docwriter import split_docstring
+    from assistant.core.docwriter import split_docstring
 
     for source in (
         "import os\n\f\ndef f(x):\n    return x\n\n\ndef g(y):\n    return y\n",  # a form feed on its own line

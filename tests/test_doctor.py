@@ -1,4 +1,4 @@
-"""Tests for assistant.doctor: each line says what is true of this install, and what to do when it is not."""
+"""Tests for assistant.ui.doctor: each line says what is true of this install, and what to do when it is not."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assistant import doctor
-from assistant.doctor import Check
-from assistant.extract import git_blob_hash
-from assistant.index import Index
-from assistant.models import DEFAULT_GENERATOR, REGISTRY
+from assistant.backends.models import DEFAULT_GENERATOR, REGISTRY
+from assistant.code.extract import git_blob_hash
+from assistant.indexing.index import Index
+from assistant.ui import doctor
+from assistant.ui.doctor import Check
 from tests.conftest import SCRATCH_FILES, landlock_abi
 
 
@@ -203,7 +203,7 @@ def test_assist_doctor_command_prints_json_and_exits_by_the_worst_check(
 ) -> None:
     from typer.testing import CliRunner
 
-    from assistant.cli import app
+    from assistant.ui.cli import app
 
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["doctor", "--json"])

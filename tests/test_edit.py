@@ -1,6 +1,6 @@
 import pytest
 
-from assistant.edit import apply_edit, merge, plan_edit
+from assistant.code.edit import apply_edit, merge, plan_edit
 from assistant.errors import UsageError
 
 from .conftest import git

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from assistant.backends import SamplingParams, TokenLogprobs
+from assistant.cache import JsonlCache, supersede
+from assistant.datasets import Task
 from assistant.errors import UsageError
-from assistant.eval_cli import _prepare
 from assistant.evaluate import (
     bootstrap_ci,
     load_humaneval,
@@ -19,12 +20,11 @@ from assistant.evaluate import (
     summarize_codegen,
     write_report,
 )
-from assistant.evaluate.cache import JsonlCache, supersede
 from assistant.evaluate.codegen import picks
-from assistant.evaluate.datasets import Task
 from assistant.evaluate.likelihood import summarize_likelihood
 from assistant.evaluate.metrics import paired_difference
 from assistant.evaluate.report import codegen_table
+from assistant.ui.eval_cmd import _prepare
 
 MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
 needs_mbpp = pytest.mark.skipif(not MBPP.exists(), reason=f"MBPP not found at {MBPP} (../shared/data)")

@@ -1,7 +1,7 @@
 import subprocess
 
-from assistant.extract import extract_python, first_paragraph, git_blob_hash, humanize_identifier
-from assistant.tokenize import tokenize
+from assistant.code.extract import extract_python, first_paragraph, git_blob_hash, humanize_identifier
+from assistant.code.tokenize import tokenize
 
 SOURCE = '''import functools
 
@@ -73,7 +73,7 @@ def test_code_spans_follow_ast_lines_across_form_feeds_and_u2028():
 
 
 def test_read_tests_chunks_follow_ast_lines(tmp_path):
-    from assistant.generation import read_tests
+    from assistant.core.generation import read_tests
 
     path = tmp_path / "t.py"
     path.write_text('S = "x\u2028y"\nassert len(S) == 3\n\x0c\nassert 1 + 1 == 2\n', encoding="utf-8")

@@ -65,8 +65,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_is_read_from_the_sources() -> None:
     graph = import_graph()
-    assert "assistant.retrieve" in graph["assistant.retrievers"]
-    assert "assistant.lail" in graph["assistant.retrievers"]  # a lazy import inside a function counts
+    assert "assistant.core.retrieve" in graph["assistant.pipeline.registry"]
+    assert "assistant.methods.lail" in graph["assistant.pipeline.registry"]  # a lazy import inside a function counts
 
 
 def test_the_finder_finds_a_cycle() -> None:
@@ -77,3 +77,62 @@ def test_the_finder_finds_a_cycle() -> None:
 def test_no_import_cycle_in_the_package() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+# The package's floors, lowest first: a module may import its own floor and the floors below, never one above.
+# README.md's "Development" section shows the same list.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("ground", ("assistant.errors", "assistant.paths", "assistant.config", "assistant.cache", "assistant.progress")),
+    ("code", ("assistant.code",)),
+    ("sandbox", ("assistant.sandbox",)),
+    ("backends", ("assistant.backends",)),
+    ("datasets", ("assistant.datasets",)),
+    ("indexing", ("assistant.indexing",)),
+    ("core", ("assistant.core",)),
+    ("methods", ("assistant.methods",)),
+    ("pipeline", ("assistant.pipeline",)),
+    ("evaluate", ("assistant.evaluate",)),
+    ("ui", ("assistant.ui",)),
+]
+# The package's front door (`import assistant`: the library API) and `python -m assistant` stand above every floor.
+ABOVE_ALL = ("assistant", "assistant.__main__")
+
+
+def floor_of(module: str) -> int | None:
+    """The index in LAYERS of the floor `module` belongs to (None for the package's front door)."""
+    if module in ABOVE_ALL:
+        return None
+    for number, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return number
+    raise AssertionError(f"{module} belongs to no floor; add it to LAYERS (and to README's Development section)")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module on a higher floor, as 'importer (floor) -> imported (floor)'."""
+    found = []
+    for module, imported in sorted(graph.items()):
+        low = floor_of(module)
+        if low is None:
+            continue
+        for target in sorted(imported):
+            high = floor_of(target)
+            if high is not None and high > low:
+                found.append(f"{module} ({LAYERS[low][0]}) -> {target} ({LAYERS[high][0]})")
+    return found
+
+
+def test_the_floor_finder_finds_an_upward_import() -> None:
+    graph = {"assistant.code.edit": {"assistant.ui.cli", "assistant.errors"}, "assistant.ui.cli": {"assistant.code"}}
+    assert upward_imports(graph) == ["assistant.code.edit (code) -> assistant.ui.cli (ui)"]
+
+
+def test_every_module_has_a_floor_and_none_imports_a_floor_above_it() -> None:
+    upward = upward_imports(import_graph())
+    assert not upward, "upward imports:\n" + "\n".join(upward)
+
+
+def test_training_code_does_not_import_the_evaluation_package() -> None:
+    graph = import_graph()
+    found = [f"{m} -> {t}" for m in graph if m.startswith("assistant.methods") for t in graph[m] if "evaluate" in t]
+    assert not found, found

@@ -3,11 +3,11 @@ import json
 import numpy as np
 import pytest
 
+from assistant.core.retrieve import BM25Retriever, DenseRetriever, HybridRetriever
 from assistant.errors import UsageError
-from assistant.index import Index, index_bank, index_repo
-from assistant.retrieve import BM25Retriever, DenseRetriever, HybridRetriever
-from assistant.retrievers import make_retriever
-from assistant.sources import open_source
+from assistant.indexing.index import Index, index_bank, index_repo
+from assistant.indexing.sources import open_source
+from assistant.pipeline.registry import make_retriever
 
 from .conftest import git
 
@@ -50,7 +50,7 @@ def test_failed_save_keeps_previous_index(scratch_repo, encoder, monkeypatch):
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("assistant.index.faiss.write_index", boom)
+    monkeypatch.setattr("assistant.indexing.index.faiss.write_index", boom)
     with pytest.raises(OSError, match="disk full"):
         index_repo(scratch_repo, encoder)
     assert (scratch_repo / ".assist" / "index" / "examples.jsonl").read_text() == before
@@ -97,7 +97,7 @@ def test_source_falls_back_to_default_bank_then_uses_repo_index(scratch_repo, en
 
 
 def test_dot_scores_match_numpy_for_any_float_dtype() -> None:
-    from assistant.encoder import dot_scores
+    from assistant.backends.encoder import dot_scores
 
     rng = np.random.default_rng(0)
     pool = rng.standard_normal((50, 8))

@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 
 from assistant.backends import SamplingParams, load_backend
+from assistant.backends.prompts import build_prompt
+from assistant.code.examples import Example, read_bank
+from assistant.code.extract import extract_python, repo_functions
+from assistant.core.generation import generate
 from assistant.errors import UsageError
-from assistant.examples import Example, read_bank
-from assistant.extract import extract_python, repo_functions
-from assistant.generation import generate
-from assistant.index import Index, TextEncoder, index_bank, index_repo
-from assistant.prompts import build_prompt
-from assistant.sources import open_source
+from assistant.indexing.index import Index, TextEncoder, index_bank, index_repo
+from assistant.indexing.sources import open_source
 
 from .conftest import git
 from .openai_server import openai_server
@@ -151,8 +151,8 @@ SAVER = textwrap.dedent(
     """
     import sys, time
     import numpy as np
-    from assistant.examples import Example
-    from assistant.index import Index
+    from assistant.code.examples import Example
+    from assistant.indexing.index import Index
 
     directory, start, seconds, tag = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     examples = [Example(requirement=f"{tag} task {i}", code=f"def f{i}():\\n    return {i}") for i in range(20)]
@@ -196,7 +196,7 @@ def test_two_processes_saving_one_index_take_turns(tmp_path: Path) -> None:
 HOLDER = textwrap.dedent(
     """
     import shutil, sys, time
-    from assistant.index import index_lock
+    from assistant.indexing.index import index_lock
 
     directory, seconds, repair_from = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     with index_lock(directory):
@@ -388,7 +388,7 @@ UNREACHABLE = ["--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--
 def test_numeric_options_out_of_range_are_one_line_errors(tmp_path: Path, args: list[str], message: str) -> None:
     from typer.testing import CliRunner
 
-    from assistant.cli import app
+    from assistant.ui.cli import app
 
     result = CliRunner().invoke(app, [str(tmp_path / "out") if arg == "OUT" else arg for arg in args])
     assert result.exit_code == 2, result.output

@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 
 from assistant.backends import TokenLogprobs
-from assistant.docwriter import ExemplarIndex
-from assistant.evaluate.cache import JsonlCache
-from assistant.examples import Example
-from assistant.jointcom import (
+from assistant.backends.models import encoder_dir, resolve
+from assistant.cache import JsonlCache
+from assistant.code.examples import Example
+from assistant.core.docwriter import ExemplarIndex
+from assistant.methods.jointcom import (
     JointcomConfig,
     documented,
     generator_losses,
     train_docstring_retriever,
     trained_encoder,
 )
-from assistant.models import encoder_dir, resolve
 
 
 def function(name: str, body: str, doc: str) -> Example:
@@ -114,6 +114,6 @@ def test_generator_losses_come_from_the_real_model(backend, tmp_path: Path) -> N
 
 
 def _encoder(directory: Path):
-    from assistant.encoder import Encoder
+    from assistant.backends.encoder import Encoder
 
     return Encoder(directory, name="base")

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
+from assistant.backends.models import REGISTRY, assemble_gguf, generator_dir, resolve, status
 from assistant.errors import ModelError, UsageError
-from assistant.models import REGISTRY, assemble_gguf, generator_dir, resolve, status
 
 
 def test_resolve_names_aliases_and_kinds():

@@ -10,10 +10,11 @@ import pytest
 
 from assistant.backends import SamplingParams, load_backend
 from assistant.backends.openai_api import OpenAIBackend
-from assistant.candidates import collect, extract_code
+from assistant.backends.prompts import build_prompt
+from assistant.code.fences import extract_code
+from assistant.core.candidates import collect
+from assistant.core.rank import Problem, make_rankers, rank
 from assistant.errors import ModelError, UsageError
-from assistant.prompts import build_prompt
-from assistant.rank import Problem, make_rankers, rank
 
 from .openai_server import Script, model_echo, openai_server
 

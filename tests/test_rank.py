@@ -1,10 +1,10 @@
 import pytest
 
 from assistant.backends import TokenLogprobs
-from assistant.candidates import Candidate
+from assistant.backends.prompts import build_prompt
+from assistant.core.candidates import Candidate
+from assistant.core.rank import ExecRanker, FirstRanker, LogprobRanker, Problem, make_rankers, rank
 from assistant.errors import UsageError
-from assistant.prompts import build_prompt
-from assistant.rank import ExecRanker, FirstRanker, LogprobRanker, Problem, make_rankers, rank
 
 GOOD = Candidate("def add(a, b):\n    return a + b", sample=1)
 BAD = Candidate("def add(a, b):\n    return a - b", sample=0)

@@ -338,7 +338,6 @@ def test_limits_are_validated() -> None:
 # --- the OS boundary (issue 26, item 8) -------------------------------------------------------------------
 
 
-
 needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
 
 
@@ -460,7 +459,7 @@ def test_without_landlock_the_parent_makes_itself_non_dumpable() -> None:
 
     probe = (
         "import warnings; warnings.simplefilter('ignore')\n"
-        "from assistant import boundary, sandbox\n"
+        "from assistant import sandbox\nfrom assistant.sandbox import boundary\n"
         "before = boundary.dumpable()\n"
         "layers = sandbox.boundary_layers()\n"
         "print(before, boundary.dumpable(), layers['landlock'][1])\n"
@@ -473,7 +472,7 @@ def test_without_landlock_the_parent_makes_itself_non_dumpable() -> None:
 def test_seccomp_filter_checks_the_architecture_first() -> None:
     import struct
 
-    from assistant import boundary
+    from assistant.sandbox import boundary
 
     for machine, arch in (("x86_64", 0xC000003E), ("aarch64", 0xC00000B7)):
         program = boundary.seccomp_program(4321, machine)

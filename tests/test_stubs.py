@@ -17,12 +17,10 @@ from typer.testing import CliRunner
 
 from assistant import backends
 from assistant.backends import Completion
-from assistant.candidates import Candidate
-from assistant.cli import app
-from assistant.edit import source_lines
-from assistant.errors import UsageError
-from assistant.rank import Ranked, Score
-from assistant.stubs import (
+from assistant.code.edit import source_lines
+from assistant.core.candidates import Candidate
+from assistant.core.rank import Ranked, Score
+from assistant.core.stubs import (
     Taken,
     approximate_tokens,
     collect_stub,
@@ -34,6 +32,8 @@ from assistant.stubs import (
     stub_context,
     take_body,
 )
+from assistant.errors import UsageError
+from assistant.ui.cli import app
 
 from .conftest import git
 from .openai_server import Script, openai_server
@@ -383,7 +383,7 @@ def test_function_errors_are_one_line_before_any_request(repo: Path) -> None:
 
 @pytest.mark.model
 def test_fills_a_real_stub_with_the_local_model(tmp_path: Path, backend: Any) -> None:
-    from assistant.stubs import fill_stub
+    from assistant.core.stubs import fill_stub
 
     path = tmp_path / "mathutils.py"
     text = (

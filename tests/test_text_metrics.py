@@ -64,8 +64,8 @@ def test_stdlib_split_is_disjoint_and_items_hide_their_docstring() -> None:
 
 
 def test_exemplars_are_retrieved_by_code() -> None:
-    from assistant.docwriter import ExemplarIndex
-    from assistant.examples import Example
+    from assistant.code.examples import Example
+    from assistant.core.docwriter import ExemplarIndex
 
     examples = [
         Example("a", 'def add(a, b):\n    """Add two numbers."""\n    return a + b\n', name="add", path="m.py"),

@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assistant.codesim import masked_tokens, similarity, similarity_matrix
+from assistant.code.codesim import masked_tokens, similarity, similarity_matrix
+from assistant.code.examples import Example
 from assistant.errors import UsageError
 from assistant.evaluate.retrieval import boundary_triplets, random_triplets
-from assistant.examples import Example
-from assistant.index import build_index
-from assistant.retrievers import make_retriever
-from assistant.tstr import TstrConfig, boundary_pairs, train_for_index
+from assistant.indexing.index import build_index
+from assistant.methods.tstr import TstrConfig, boundary_pairs, train_for_index
+from assistant.pipeline.registry import make_retriever
 
 POOL = [
     (
@@ -98,7 +98,7 @@ def test_tstr_trains_saves_and_becomes_the_auto_retriever(encoder) -> None:
 
 @pytest.mark.model
 def test_shared_prefix_scoring_equals_scoring_each_prompt(backend) -> None:
-    from assistant.prompts import build_prompt
+    from assistant.backends.prompts import build_prompt
 
     demo = Example(requirement="Add two numbers.", code="def add(a, b):\n    return a + b")
     pairs = [(build_prompt(r, [demo]), c) for r, c in POOL[:3]]
@@ -133,9 +133,9 @@ def test_precision_auto_picks_bf16_only_where_the_cpu_does_it_natively() -> None
 @pytest.mark.model
 def test_bf16_labels_are_close_to_fp32_and_cached_apart(backend) -> None:
     from assistant.backends.local import LocalBackend
-    from assistant.lail import labeler_name
-    from assistant.models import generator_dir
-    from assistant.prompts import build_prompt
+    from assistant.backends.models import generator_dir
+    from assistant.backends.prompts import build_prompt
+    from assistant.methods.lail import labeler_name
 
     half = LocalBackend(backend.spec, generator_dir(backend.spec), precision="bf16")
     assert (backend.precision, half.precision) == ("fp32", "bf16")
@@ -151,8 +151,8 @@ def test_bf16_labels_are_close_to_fp32_and_cached_apart(backend) -> None:
 
 @pytest.mark.model
 def test_lail_labels_with_the_model_trains_and_retrieves(backend, encoder) -> None:
-    from assistant.lail import LailConfig, candidate_sets, train_lail
-    from assistant.models import encoder_dir, resolve
+    from assistant.backends.models import encoder_dir, resolve
+    from assistant.methods.lail import LailConfig, candidate_sets, train_lail
 
     examples = pool_examples()[:8]
     index = build_index(examples, encoder)
@@ -181,8 +181,8 @@ def test_lail_labels_with_the_model_trains_and_retrieves(backend, encoder) -> No
 @pytest.mark.model
 def test_lail_labels_from_an_echoing_server_match_the_local_labeler(backend, encoder, tmp_path) -> None:
     from assistant.backends import load_backend
-    from assistant.evaluate.cache import JsonlCache
-    from assistant.lail import LailConfig, label_pool
+    from assistant.cache import JsonlCache
+    from assistant.methods.lail import LailConfig, label_pool
 
     from .openai_server import Script, model_echo, openai_server
 
@@ -202,7 +202,7 @@ def test_lail_refuses_a_server_without_usable_echo(tmp_path) -> None:
 
     from typer.testing import CliRunner
 
-    from assistant.cli import app
+    from assistant.ui.cli import app
 
     from .openai_server import openai_server
 
@@ -222,9 +222,9 @@ MBPP = Path(__file__).resolve().parents[2] / "shared" / "data" / "mbpp.jsonl"
 
 @pytest.mark.skipif(not MBPP.exists(), reason=f"MBPP not found at {MBPP} (../shared/data)")
 def test_a_benchmark_pool_is_named_in_the_trained_artifacts_provenance(encoder) -> None:
-    from assistant.console import ProgressUI
-    from assistant.train_cli import training_index
-    from assistant.trained import describe_pool
+    from assistant.methods.artifacts import describe_pool
+    from assistant.ui.console import ProgressUI
+    from assistant.ui.train_cmd import training_index
 
     index = training_index(Path("."), f"mbpp:{MBPP}", encoder, ProgressUI(False))
     assert describe_pool(index) == f"benchmark mbpp:{MBPP} (train split) ({len(index)} examples)"
@@ -233,9 +233,9 @@ def test_a_benchmark_pool_is_named_in_the_trained_artifacts_provenance(encoder) 
 def test_listwise_lail_training_learns_the_labels_order_not_the_frozen_encoders(encoder) -> None:
     import torch
 
-    from assistant.encoder import embed_texts
-    from assistant.lail import LailConfig, train_encoder
-    from assistant.models import encoder_dir, resolve
+    from assistant.backends.encoder import embed_texts
+    from assistant.backends.models import encoder_dir, resolve
+    from assistant.methods.lail import LailConfig, train_encoder
 
     examples = pool_examples()
     vectors = encoder.encode([e.requirement for e in examples])
@@ -260,7 +260,7 @@ def test_listwise_lail_training_learns_the_labels_order_not_the_frozen_encoders(
 
 
 def test_a_results_folder_records_which_training_its_figures_come_from(encoder, tmp_path) -> None:
-    from assistant.evaluate.cache import JsonlCache
+    from assistant.cache import JsonlCache
     from assistant.evaluate.report import record_retrievers, retriever_identities, write_report
 
     index = build_index(pool_examples(), encoder)
@@ -292,7 +292,7 @@ def test_a_results_folder_records_which_training_its_figures_come_from(encoder, 
 
 
 def test_an_embeddings_endpoint_is_batched_kept_in_order_and_normalised() -> None:
-    from assistant.embeddings import EndpointEncoder
+    from assistant.backends.embeddings import EndpointEncoder
 
     from .openai_server import Script, openai_server
 
@@ -315,7 +315,7 @@ def test_an_embedder_that_is_not_there_fails_in_one_line(tmp_path, monkeypatch) 
 
     from typer.testing import CliRunner
 
-    from assistant.cli import app
+    from assistant.ui.cli import app
 
     from .openai_server import Script, openai_server
 
@@ -339,10 +339,10 @@ def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(encod
 
     from typer.testing import CliRunner
 
-    from assistant.cli import app
     from assistant.errors import ModelError
-    from assistant.index import index_bank
-    from assistant.trained import artifact_dir, read_manifest
+    from assistant.indexing.index import index_bank
+    from assistant.methods.artifacts import artifact_dir, read_manifest
+    from assistant.ui.cli import app
 
     from .openai_server import Script, model_embed, openai_server
 
@@ -391,7 +391,7 @@ def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(encod
 def test_lail_settings_are_checked_before_anything_loads(tmp_path) -> None:
     from typer.testing import CliRunner
 
-    from assistant.cli import app
+    from assistant.ui.cli import app
 
     train = ["train", "retriever", "--method", "lail", "--bank", str(tmp_path / "missing.jsonl")]
     result = CliRunner().invoke(app, [*train, "--temperature", "0"])

@@ -19,9 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from assistant import backends
-from assistant.cli import app
 from assistant.config import backend_settings, config_dir, load_settings, user_config_path
 from assistant.errors import UsageError
+from assistant.ui.cli import app
 
 from .conftest import git
 from .openai_server import Script, _Handler

@@ -15,8 +15,8 @@ import pytest
 
 from assistant.backends import Completion, Usage
 from assistant.errors import UsageError
-from assistant.index import index_repo
-from assistant.session import Options, Session
+from assistant.indexing.index import index_repo
+from assistant.ui.session import Options, Session
 
 from .conftest import git
 
@@ -216,7 +216,7 @@ async def ask(app, pilot, text: str = REQUIREMENT) -> None:
 async def test_tui_generate_choose_apply_undo(indexed_repo: Path, encoder) -> None:
     from textual.widgets import DataTable
 
-    from assistant.tui import AssistApp
+    from assistant.ui.tui import AssistApp
 
     original = (indexed_repo / "mathutils.py").read_text()
     app = AssistApp(make_session(indexed_repo, encoder), target="mathutils.py")
@@ -237,7 +237,7 @@ async def test_tui_generate_choose_apply_undo(indexed_repo: Path, encoder) -> No
 
 
 async def test_tui_toggle_a_demonstration_off_and_regenerate(indexed_repo: Path, encoder) -> None:
-    from assistant.tui import AssistApp
+    from assistant.ui.tui import AssistApp
 
     app = AssistApp(make_session(indexed_repo, encoder))
     async with app.run_test(size=(100, 32)) as pilot:
@@ -252,8 +252,8 @@ async def test_tui_toggle_a_demonstration_off_and_regenerate(indexed_repo: Path,
 
 
 async def test_tui_apply_over_unstaged_changes_asks_first(indexed_repo: Path, encoder) -> None:
-    from assistant.tui import AssistApp
-    from assistant.tui.screens import ConfirmScreen
+    from assistant.ui.tui import AssistApp
+    from assistant.ui.tui.screens import ConfirmScreen
 
     target = indexed_repo / "mathutils.py"
     target.write_text(target.read_text() + "# mine\n")
@@ -281,7 +281,7 @@ async def test_tui_errors_are_notifications_and_escape_cancels(indexed_repo: Pat
     from textual.widgets import ProgressBar
 
     from assistant.errors import ModelError
-    from assistant.tui import AssistApp
+    from assistant.ui.tui import AssistApp
 
     app = AssistApp(make_session(indexed_repo, encoder, backend=ScriptedBackend(delay=0.05)))
     async with app.run_test(size=(100, 32)) as pilot:
@@ -311,7 +311,7 @@ async def test_tui_errors_are_notifications_and_escape_cancels(indexed_repo: Pat
 async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, encoder) -> None:
     from textual.widgets import Input, Select, TextArea
 
-    from assistant.tui import AssistApp
+    from assistant.ui.tui import AssistApp
 
     session = make_session(indexed_repo, encoder)
     session.record("generate", requirement="an older requirement")
@@ -359,7 +359,7 @@ async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, en
 
 
 def test_tui_respects_no_color(monkeypatch: pytest.MonkeyPatch, indexed_repo: Path, encoder) -> None:
-    from assistant.tui import AssistApp
+    from assistant.ui.tui import AssistApp
 
     monkeypatch.setenv("NO_COLOR", "1")
     assert AssistApp(make_session(indexed_repo, encoder)).no_color
@@ -368,7 +368,7 @@ def test_tui_respects_no_color(monkeypatch: pytest.MonkeyPatch, indexed_repo: Pa
 def test_tui_command_needs_a_terminal(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from assistant.cli import app
+    from assistant.ui.cli import app
 
     result = CliRunner().invoke(app, ["tui", str(tmp_path)])
     assert result.exit_code == 2
@@ -379,7 +379,7 @@ def test_tui_command_needs_a_terminal(tmp_path: Path) -> None:
 
 
 def _snapshot_app(root: Path, encoder):
-    from assistant.tui import AssistApp
+    from assistant.ui.tui import AssistApp
 
     git(root, "config", "user.name", "test")
     return AssistApp(make_session(root, encoder, seed=0), target="mathutils.py")
@@ -404,7 +404,7 @@ def test_main_screen_snapshot(size, indexed_repo: Path, encoder, snap_compare) -
 
 @pytest.mark.model
 async def test_tui_with_the_default_model(indexed_repo: Path, encoder, backend) -> None:
-    from assistant.tui import AssistApp
+    from assistant.ui.tui import AssistApp
 
     original = (indexed_repo / "mathutils.py").read_text()
     session = make_session(indexed_repo, encoder, backend=backend, n=2, max_new_tokens=96, seed=1)
@@ -472,7 +472,7 @@ def test_session_fills_a_stub_demotes_a_neighbour_rewrite_applies_only_the_body_
 
 
 async def test_tui_picks_a_stub_with_f3_and_fills_it(stub_repo: Path, encoder) -> None:
-    from assistant.tui import AssistApp
+    from assistant.ui.tui import AssistApp
 
     session = make_session(stub_repo, encoder, backend=ScriptedBackend(STUB_PROGRAMS), k=1)
     app = AssistApp(session)

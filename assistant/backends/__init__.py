@@ -1,6 +1,6 @@
 """Generation backends: one interface, one module per backend, looked up by name.
 
-A backend samples candidates for a :class:`~assistant.prompts.Prompt` and, where it can, scores a
+A backend samples candidates for a :class:`~assistant.backends.prompts.Prompt` and, where it can, scores a
 continuation's token log-probabilities (what the log-probability ranker, LAIL labeling and JOINTCOM
 training need). Backends are imported lazily: `torch` is only loaded when the local backend is used.
 """
@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import UsageError
-from ..prompts import Prompt
+from assistant.backends.prompts import Prompt
+from assistant.errors import UsageError
 
 
 @dataclass(frozen=True)

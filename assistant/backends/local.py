@@ -8,10 +8,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ModelError, UsageError
-from ..models import ModelSpec, generator_dir, pull, quiet_transformers, resolve
-from ..prompts import Prompt
-from . import Completion, Progress, SamplingParams, Step, TokenLogprobs, Usage, check_prompt, check_text
+from assistant.backends import (
+    Completion,
+    Progress,
+    SamplingParams,
+    Step,
+    TokenLogprobs,
+    Usage,
+    check_prompt,
+    check_text,
+)
+from assistant.backends.models import ModelSpec, generator_dir, pull, quiet_transformers, resolve
+from assistant.backends.prompts import Prompt
+from assistant.errors import ModelError, UsageError
 
 if TYPE_CHECKING:  # torch is imported lazily: `import assistant` must stay fast
     import torch

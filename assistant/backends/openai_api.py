@@ -29,9 +29,18 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..errors import ModelError, UsageError
-from ..prompts import Prompt
-from . import Completion, Progress, SamplingParams, Step, TokenLogprobs, Usage, check_prompt, check_text
+from assistant.backends import (
+    Completion,
+    Progress,
+    SamplingParams,
+    Step,
+    TokenLogprobs,
+    Usage,
+    check_prompt,
+    check_text,
+)
+from assistant.backends.prompts import Prompt
+from assistant.errors import ModelError, UsageError
 
 log = logging.getLogger("assistant")
 
@@ -254,7 +263,7 @@ class OpenAIBackend:
         return completions
 
     def _from_chat(self, choice: Any) -> Completion:
-        from ..candidates import code_span
+        from assistant.code.fences import code_span
 
         message = getattr(choice, "message", None)
         text = getattr(message, "content", None) or ""
@@ -498,7 +507,7 @@ def _message(exc: Any) -> str:
 
 def _local_tokenizer(name: str, explicit: bool) -> Any:
     """The tokenizer of a registered local model that is already converted, or None (counts are estimates)."""
-    from ..models import generator_dir, quiet_transformers, resolve
+    from assistant.backends.models import generator_dir, quiet_transformers, resolve
 
     try:
         spec = resolve(name, "generator")

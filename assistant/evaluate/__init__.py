@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ..examples import Example
-from ..index import TextEncoder, build_index
-from .codegen import run_codegen, summarize_codegen
-from .datasets import Task, load_dataset, load_humaneval, load_mbpp, subset
-from .likelihood import run_likelihood, summarize_likelihood
-from .metrics import bootstrap_ci, pass_at_k
-from .report import write_report
-from .strategies import Pool, make_strategy
+from assistant.code.examples import Example
+from assistant.datasets import Task, load_dataset, load_humaneval, load_mbpp, subset
+from assistant.evaluate.codegen import run_codegen, summarize_codegen
+from assistant.evaluate.likelihood import run_likelihood, summarize_likelihood
+from assistant.evaluate.metrics import bootstrap_ci, pass_at_k
+from assistant.evaluate.report import write_report
+from assistant.evaluate.strategies import Pool, make_strategy
+from assistant.indexing.index import TextEncoder, build_index
 
 
 def load_pool(spec: str, encoder: TextEncoder) -> Pool:

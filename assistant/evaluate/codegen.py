@@ -8,13 +8,13 @@ import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import sandbox
-from ..backends import Backend, SamplingParams
-from ..candidates import extract_code
-from .cache import JsonlCache, cache_key, supersede
-from .datasets import Task
-from .metrics import bootstrap_ci, paired_difference, pass_at_k
-from .strategies import Pool, in_strategy_order, make_strategy
+from assistant import sandbox
+from assistant.backends import Backend, SamplingParams
+from assistant.cache import JsonlCache, cache_key, supersede
+from assistant.code.fences import extract_code
+from assistant.datasets import Task
+from assistant.evaluate.metrics import bootstrap_ci, paired_difference, pass_at_k
+from assistant.evaluate.strategies import Pool, in_strategy_order, make_strategy
 
 Progress = Callable[[str, int, int], None]
 RANKERS = ("first", "random", "logprob", "oracle")
@@ -185,21 +185,6 @@ def run_codegen(
         counted[strategy] += 1
         report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
     return results
-
-
-def read_run(folder: Path) -> tuple[dict, list[dict]]:
-    """The config and records of an `assist eval codegen` results folder (its cached candidates, tested)."""
-    import json
-
-    from ..errors import UsageError
-
-    config_path, records_path = folder / "config.json", folder / "records.jsonl"
-    if not config_path.is_file() or not records_path.is_file():
-        raise UsageError(f"{folder} is not an `assist eval codegen` results folder (no config.json/records.jsonl)")
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    if config.get("command") != "codegen":
-        raise UsageError(f"{folder} holds a `{config.get('command')}` run, not `assist eval codegen` candidates")
-    return config, list(JsonlCache(records_path).entries.values())
 
 
 def per_task_pass_at_k(records: Sequence[dict], k: int) -> dict[str, dict[str, float]]:

@@ -16,7 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ..condor import (
+from assistant.datasets import read_run
+from assistant.errors import UsageError
+from assistant.evaluate.metrics import bootstrap_ci
+from assistant.methods.artifacts import read_manifest
+from assistant.methods.condor.data import PROBLEM_CHARS, Dataset
+from assistant.methods.condor.model import (
     Condor,
     CondorConfig,
     _Discriminator,
@@ -27,11 +32,6 @@ from ..condor import (
     shared_stage1,
     train_discriminator,
 )
-from ..condor_data import PROBLEM_CHARS, Dataset
-from ..errors import UsageError
-from ..trained import read_manifest
-from .codegen import read_run
-from .metrics import bootstrap_ci
 
 Progress = Callable[[str, int, int], None]
 

@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends import Backend
-from ..docstrings import find_missing
-from ..docwriter import ExemplarIndex, split_docstring_safe, write_docstrings
-from ..examples import Example
-from ..extract import extract_python, first_paragraph
-from .cache import JsonlCache, cache_key
-from .text_metrics import score_all
+from assistant.backends import Backend
+from assistant.cache import JsonlCache, cache_key
+from assistant.code.docstrings import find_missing
+from assistant.code.examples import Example
+from assistant.code.extract import extract_python, first_paragraph
+from assistant.core.docwriter import ExemplarIndex, split_docstring_safe, write_docstrings
+from assistant.evaluate.text_metrics import score_all
 
 # Not library code a user's repo resembles: tests, demos, GUI toolkits, vendored or generated code.
 SKIPPED_MODULES = {

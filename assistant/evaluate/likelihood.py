@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..backends import Backend
-from ..prompts import Prompt
-from .cache import JsonlCache, cache_key, supersede
-from .datasets import Task
-from .metrics import bootstrap_ci, paired_difference
-from .strategies import Pool, in_strategy_order, make_strategy
+from assistant.backends import Backend
+from assistant.backends.prompts import Prompt
+from assistant.cache import JsonlCache, cache_key, supersede
+from assistant.datasets import Task
+from assistant.evaluate.metrics import bootstrap_ci, paired_difference
+from assistant.evaluate.strategies import Pool, in_strategy_order, make_strategy
 
 Progress = Callable[[str, int, int], None]
 

@@ -6,15 +6,15 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import UsageError
-from ..index import Index
-from ..paths import atomic_write_text
-from ..trained import METHODS, artifact_identity
-from .cache import JsonlCache
-from .codegen import RANKERS, per_task_pass_at_k, summarize_codegen
-from .likelihood import per_task_logprob, summarize_likelihood
-from .metrics import paired_difference
-from .strategies import in_strategy_order
+from assistant.cache import JsonlCache
+from assistant.errors import UsageError
+from assistant.evaluate.codegen import RANKERS, per_task_pass_at_k, summarize_codegen
+from assistant.evaluate.likelihood import per_task_logprob, summarize_likelihood
+from assistant.evaluate.metrics import paired_difference
+from assistant.evaluate.strategies import in_strategy_order
+from assistant.indexing.index import Index
+from assistant.methods.artifacts import METHODS, artifact_identity
+from assistant.paths import atomic_write_text
 
 
 def _cell(value: tuple[float, float, float], scale: float = 100.0, digits: int = 1) -> str:

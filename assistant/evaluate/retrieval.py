@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..codesim import similarity_matrix
-from .metrics import bootstrap_ci
+from assistant.code.codesim import similarity_matrix
+from assistant.evaluate.metrics import bootstrap_ci
 
 Triplet = tuple[int, int, int]  # (test row, positive pool row, negative pool row)
 

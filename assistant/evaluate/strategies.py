@@ -10,11 +10,11 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..errors import UsageError
-from ..examples import Example
-from ..index import Index, TextEncoder
-from ..retrievers import RETRIEVERS, make_retriever
-from .datasets import Task
+from assistant.code.examples import Example
+from assistant.datasets import Task
+from assistant.errors import UsageError
+from assistant.indexing.index import Index, TextEncoder
+from assistant.pipeline.registry import RETRIEVERS, make_retriever
 
 Select = Callable[[Task, int], list[Example]]
 

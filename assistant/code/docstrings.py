@@ -1,0 +1,297 @@
+"""Docstrings by syntax position: find what lacks one, infer the repo's style, insert without disturbing the file.
+
+Nothing here calls a model: :func:`find_missing` lists the targets, :func:`insert_docstrings` puts given
+texts in place (correct indentation, tabs and CRLF kept, decorators and one-line definitions handled) and
+proves the result: the file must parse, and apart from the new docstrings its syntax tree must be the same.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+import tokenize
+import tomllib
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from assistant.code.edit import python_text, source_lines
+from assistant.errors import UsageError
+
+STYLES = ("google", "numpy", "rest", "plain")
+DEFAULT_LINE_LENGTH = 88  # black's and ruff's default, when the repo configures none
+
+Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+@dataclass(frozen=True)
+class Target:
+    """A definition without a docstring."""
+
+    qualname: str  # "Outer.Inner.method"
+    kind: str  # "function", "async function", "method", "async method", "class"
+    line: int  # 1-based line of the `def` / `class` keyword
+    header_end: int  # 1-based line holding the colon that ends the header
+    colon_col: int  # 0-based column of that colon
+    one_line: bool  # the body starts on the header's line (`def f(): return 1`)
+    indent: str  # indentation of the docstring
+    code: str  # the definition's source, decorators included (what a model is shown)
+
+    def to_json(self) -> dict:
+        return {"name": self.qualname, "kind": self.kind, "line": self.line}
+
+
+def _walk(body: list[ast.stmt], prefix: str, in_class: bool) -> Iterable[tuple[str, Definition, bool]]:
+    """Definitions with their qualified names; functions nested inside functions are left out (closures
+    are implementation details, and documenting them is noise)."""
+    for node in body:
+        if isinstance(node, ast.ClassDef):
+            name = f"{prefix}{node.name}"
+            yield name, node, in_class
+            yield from _walk(node.body, name + ".", True)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield f"{prefix}{node.name}", node, in_class
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            # Definitions under `if TYPE_CHECKING:`, try/except imports and the like are still API.
+            for block in (getattr(node, "body", []), getattr(node, "orelse", []), getattr(node, "finalbody", [])):
+                yield from _walk(block, prefix, in_class)
+            for handler in getattr(node, "handlers", []):
+                yield from _walk(handler.body, prefix, in_class)
+
+
+def _header_colon(lines: list[str], node: Definition) -> tuple[int, int]:
+    """Line (1-based) and column of the colon that ends a definition's header, found with the tokenizer
+    so colons inside annotations, defaults and strings do not count."""
+    first_body = node.body[0].lineno
+    # One line per ast line, each ended by \n (a lone \r would not end a line for the tokenizer module).
+    header = iter([line.rstrip("\r\n") + "\n" for line in lines[node.lineno - 1 : first_body]])
+    depth = 0
+    for token in tokenize.generate_tokens(lambda: next(header, "")):
+        if token.type == tokenize.OP:
+            if token.string in "([{":
+                depth += 1
+            elif token.string in ")]}":
+                depth -= 1
+            elif token.string == ":" and depth == 0:
+                return node.lineno + token.start[0] - 1, token.start[1]
+    raise ValueError(f"no header colon for {getattr(node, 'name', '?')}")  # cannot happen for parsed code
+
+
+def _indent_unit(source: str) -> str:
+    """The file's indentation step: a tab if the file indents with tabs, else four spaces."""
+    tabs = len(re.findall(r"^\t", source, re.MULTILINE))
+    spaces = len(re.findall(r"^ ", source, re.MULTILINE))
+    return "\t" if tabs > spaces else "    "
+
+
+def _indentation(line: str) -> str:
+    """A line's leading spaces and tabs; a form feed there is dropped (Python resets the column at one, and
+    copying it into a docstring's indentation is noise)."""
+    return line[: len(line) - len(line.lstrip(" \t\f"))].replace("\f", "")
+
+
+def find_missing(source: str) -> list[Target]:
+    """Functions, methods and classes in `source` that have no docstring, in file order.
+
+    Raises SyntaxError for a file that does not parse.
+    """
+    tree = ast.parse(source)
+    lines = source_lines(source, keepends=True)  # numbered as ast numbers them
+    unit = _indent_unit(source)
+    targets: list[Target] = []
+    for qualname, node, in_class in _walk(tree.body, "", False):
+        if ast.get_docstring(node, clean=False) is not None:
+            continue
+        line, col = _header_colon(lines, node)
+        one_line = node.body[0].lineno == line
+        header = lines[node.lineno - 1]
+        header_indent = _indentation(header)
+        if one_line:
+            # One step deeper than the header, in the header's own whitespace (tabs stay tabs).
+            step = "\t" if header_indent.startswith("\t") else ("    " if header_indent else unit)
+            indent = header_indent + step
+        else:
+            indent = _indentation(lines[node.body[0].lineno - 1])
+        if isinstance(node, ast.ClassDef):
+            kind = "class"
+        else:
+            kind = ("async " if isinstance(node, ast.AsyncFunctionDef) else "") + ("method" if in_class else "function")
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        code = re.sub(r"\r\n?", "\n", "".join(lines[start - 1 : node.end_lineno]))
+        targets.append(Target(qualname, kind, node.lineno, line, col, one_line, indent, textwrap.dedent(code)))
+    return targets
+
+
+def render(text: str, indent: str, width: int = DEFAULT_LINE_LENGTH) -> list[str]:
+    """A docstring's lines (no newlines), indented and wrapped to `width`.
+
+    One line when it fits; otherwise the summary, a blank line and the rest, with prose paragraphs
+    re-wrapped and structured lines (sections, parameter lists, indented blocks) kept as written.
+    """
+    text = text.strip().replace('"""', '\\"\\"\\"')
+    prefix = 'r"""' if "\\" in text and '\\"' not in text else '"""'
+    if not text:
+        raise ValueError("empty docstring")
+    paragraphs = [p.strip("\n") for p in re.split(r"\n\s*\n", text)]
+    single = f'{indent}{prefix}{paragraphs[0]}"""'
+    if len(paragraphs) == 1 and "\n" not in paragraphs[0] and len(single.expandtabs()) <= width:
+        return [single]
+    room = max(width - len(indent.expandtabs()), 30)
+    out: list[str] = []
+    for number, paragraph in enumerate(paragraphs):
+        if number:
+            out.append("")
+        plain_lines = paragraph.splitlines()
+        structured = any(
+            re.match(r"^\s+\S|^\s*[-*]\s|^\s*:\w|^\s*\w[\w ]*:\s*$|^\s*-{3,}\s*$", line) for line in plain_lines
+        )
+        if structured:
+            out.extend(plain_lines)
+        else:
+            out.extend(textwrap.wrap(" ".join(paragraph.split()), room) or [""])
+    first = f"{indent}{prefix}{out[0]}"
+    if len(first.expandtabs()) > width:  # a long summary opens on its own line
+        lines = [f"{indent}{prefix}", *(f"{indent}{line}" if line else "" for line in out)]
+    else:
+        lines = [first, *(f"{indent}{line}" if line else "" for line in out[1:])]
+    return [*lines, f'{indent}"""']
+
+
+def _strip_docstrings(tree: ast.AST) -> str:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module) and (
+            node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+            and isinstance(node.body[0].value.value, str)
+        ):
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
+
+
+def insert_docstrings(source: str, docstrings: Mapping[str, str], width: int = DEFAULT_LINE_LENGTH) -> str:
+    """`source` with each target's docstring inserted (keys are qualified names from :func:`find_missing`).
+
+    The file's newline style and indentation are kept. Raises ValueError if the result would not parse
+    or would differ from the original in anything but the new docstrings.
+    """
+    targets = {t.qualname: t for t in find_missing(source)}
+    unknown = [name for name in docstrings if name not in targets]
+    if unknown:
+        raise ValueError(f"{unknown[0]} is not a definition without a docstring")
+    newline = "\r\n" if "\r\n" in source else "\n"
+    lines = source_lines(source, keepends=True)
+    # Bottom-up, so earlier line numbers stay valid.
+    for target in sorted((targets[n] for n in docstrings), key=lambda t: t.header_end, reverse=True):
+        block = [line + newline for line in render(docstrings[target.qualname], target.indent, width)]
+        index = target.header_end - 1
+        if target.one_line:
+            line = lines[index]
+            head, rest = line[: target.colon_col + 1], line[target.colon_col + 1 :]
+            ending = newline if line.endswith(("\n", "\r")) else ""
+            body = rest.strip(" \t\r\n")
+            lines[index : index + 1] = [head + newline, *block, target.indent + body + (ending or newline)]
+        else:
+            lines[index + 1 : index + 1] = block
+    result = "".join(lines)
+    try:
+        new_tree = ast.parse(result)
+    except SyntaxError as exc:  # pragma: no cover - a bug here must never reach the user's file
+        raise ValueError(f"inserting docstrings would break the file (line {exc.lineno}: {exc.msg})") from None
+    if _strip_docstrings(new_tree) != _strip_docstrings(ast.parse(source)):
+        raise ValueError("inserting docstrings would change more than the docstrings")  # pragma: no cover
+    return result
+
+
+# -- the repo's conventions ------------------------------------------------------------------------------
+
+_STYLE_PATTERNS = {
+    "numpy": re.compile(r"^\s*(Parameters|Returns|Yields|Raises|Examples)\s*\n\s*-{3,}\s*$", re.MULTILINE),
+    "google": re.compile(r"^\s*(Args|Arguments|Returns|Yields|Raises|Examples|Attributes):\s*$", re.MULTILINE),
+    "rest": re.compile(r"^\s*:(param|returns?|rtype|raises?|type)\b", re.MULTILINE),
+}
+
+
+def detect_style(docstrings: Iterable[str]) -> str:
+    """The docstring convention most of these docstrings follow ("plain" when few use sections at all)."""
+    counts: Counter[str] = Counter()
+    total = 0
+    for doc in docstrings:
+        total += 1
+        for style, pattern in _STYLE_PATTERNS.items():
+            if pattern.search(doc):
+                counts[style] += 1
+                break
+    if not counts:
+        return "plain"
+    style, count = counts.most_common(1)[0]
+    multi = sum(1 for _ in counts.elements())
+    # A convention needs to be common among the docstrings that have structure at all.
+    return style if count >= max(2, multi // 2) or (total and count / total >= 0.2) else "plain"
+
+
+def repo_docstrings(paths: Iterable[Path]) -> list[str]:
+    """Every docstring in these Python files (unparsable and non-UTF-8 files are skipped)."""
+    found: list[str] = []
+    for path in paths:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8-sig"))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                doc = ast.get_docstring(node)
+                if doc:
+                    found.append(doc)
+    return found
+
+
+def line_length(root: Path) -> int:
+    """The repo's configured line length: ruff, black or flake8 settings, else 88."""
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            data = {}
+        tool = data.get("tool", {})
+        for value in (tool.get("ruff", {}).get("line-length"), tool.get("black", {}).get("line-length")):
+            if isinstance(value, int) and value > 20:
+                return value
+    for name in ("ruff.toml", ".ruff.toml"):
+        path = root / name
+        if path.is_file():
+            try:
+                value = tomllib.loads(path.read_text(encoding="utf-8")).get("line-length")
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                value = None
+            if isinstance(value, int) and value > 20:
+                return value
+    for name in ("setup.cfg", "tox.ini", ".flake8"):
+        path = root / name
+        if path.is_file():
+            match = re.search(r"^\s*max[-_]line[-_]length\s*=\s*(\d+)", path.read_text(errors="replace"), re.M)
+            if match:
+                return int(match.group(1))
+    return DEFAULT_LINE_LENGTH
+
+
+def read_python(path: Path) -> str:
+    """A Python file's text (a byte order mark dropped), or a UsageError saying why it is skipped
+    (unreadable, not UTF-8, does not parse)."""
+    return read_python_source(path)[0]
+
+
+def read_python_source(path: Path) -> tuple[str, bytes]:
+    """A Python file's text and the bytes it was read from (to detect a later change and keep a byte order
+    mark), or a UsageError saying why it is skipped."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror}), skipped") from None
+    try:
+        return python_text(raw, str(path)), raw
+    except UsageError as exc:
+        raise UsageError(f"{exc}, skipped") from None

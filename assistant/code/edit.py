@@ -1,0 +1,356 @@
+"""Edits: put a candidate into a file by syntax position, show the unified diff, apply it atomically.
+
+A candidate's top-level functions and classes replace the file's top-level definitions of the same name
+(decorators included) or are appended at the end; imports the file lacks go after its last top-level
+import. Nothing is written until :func:`apply_edit`, which refuses to touch a file with unstaged changes
+(the user's work could not be recovered from git) unless forced. `from __future__` imports go first.
+
+Line numbers are mapped onto text the way Python counts lines (LF, CRLF and a lone CR end a line; form
+feeds, U+2028 and the other characters `str.splitlines` also breaks at do not). Every writer of Python
+source goes through :func:`write_python`, which compiles the new bytes first and writes nothing if they
+do not compile.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import difflib
+import os
+import re
+import subprocess
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeGuard
+
+from assistant.errors import UsageError
+from assistant.paths import ChangedOnDisk, atomic_write_bytes
+
+# A line as Python's tokenizer sees one: ended by \r\n, \r or \n (universal newlines), or the unended last.
+_SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+# A line as git and diff see one: ended by \n only.
+_DIFF_LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
+
+
+def source_lines(text: str, keepends: bool = False) -> list[str]:
+    """`text` split into lines numbered as `ast` numbers them (unlike `str.splitlines`, which also breaks at
+    form feeds, U+001C-U+001E, U+0085 and U+2028/U+2029 and so drifts from `ast`'s line numbers)."""
+    lines = _SOURCE_LINE.findall(text)
+    return lines if keepends else [line.rstrip("\r\n") for line in lines]
+
+
+def check_compiles(data: bytes, name: str, what: str = "the new text") -> None:
+    """Refuse, with one line, Python source that would not compile (bytes, so a BOM and a coding cookie
+    count as they will when Python reads the file)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences and the like are the file's business
+            compile(data, name, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise UsageError(f"{name}: {what} would not compile (line {exc.lineno}: {exc.msg}); not written") from None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise UsageError(f"{name}: {what} would not compile ({exc}); not written") from None
+
+
+def write_python(
+    path: Path,
+    text: str,
+    *,
+    name: str | None = None,
+    root: Path | None = None,
+    force: bool = False,
+    expected: bytes | None = None,
+    bom: bool = False,
+) -> None:
+    """The one way assist writes Python source: compile check, then an atomic rewrite that keeps the file's
+    mode, owner and symlink (see :func:`assistant.paths.atomic_write_bytes` for `root` and `force`).
+
+    With `expected` (the bytes read before the change was made), a file edited meanwhile is not written:
+    :class:`assistant.paths.ChangedOnDisk`. `bom` puts a UTF-8 byte order mark back in front.
+    """
+    name = name or str(path)
+    if bom and not text.startswith("\ufeff"):
+        text = "\ufeff" + text
+    data = text.encode("utf-8")
+    check_compiles(data, name)
+    try:
+        atomic_write_bytes(Path(path), data, root=root, force=force, expected=expected)
+    except UsageError:
+        raise
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot write ({exc.strerror or exc}); not written") from None
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A planned change to one file: old and new text and the unified diff between them."""
+
+    path: Path
+    display_path: str
+    old: str
+    new: str
+    diff: str
+    actions: tuple[str, ...]  # e.g. ("replace is_even", "insert import math")
+    exists: bool = True
+    named: Path | None = None  # the path as given (a symlink stays one); `path` is where it resolves
+    root: Path | None = None  # the repo: a symlink is written through only to a target inside it
+
+    def to_json(self) -> dict:
+        return {"path": self.display_path, "diff": self.diff, "actions": list(self.actions)}
+
+
+def _span(node: ast.stmt) -> tuple[int, int]:
+    """1-based first and last line of a definition, decorators included."""
+    decorators = getattr(node, "decorator_list", [])
+    start = min([node.lineno] + [d.lineno for d in decorators])
+    return start, node.end_lineno or node.lineno
+
+
+def _definitions(tree: ast.Module) -> dict[str, ast.stmt]:
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+
+
+def _imports_module(node: ast.Import | ast.ImportFrom, modules: frozenset[str]) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and node.module in modules
+    return any(alias.name in modules for alias in node.names)
+
+
+def _is_future(node: ast.stmt) -> TypeGuard[ast.ImportFrom]:
+    return isinstance(node, ast.ImportFrom) and node.module == "__future__" and node.level == 0
+
+
+def _module_docstring(tree: ast.Module) -> ast.stmt | None:
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return first
+    return None
+
+
+def _future_position(tree: ast.Module, lines: list[str]) -> int:
+    """How many of the file's lines come before where `from __future__` imports may go: after the file's
+    own future imports, else after the module docstring, else before the first statement (comments and a
+    shebang stay above it)."""
+    futures = [n for n in tree.body if _is_future(n)]
+    if futures:
+        return max(n.end_lineno or n.lineno for n in futures)
+    docstring = _module_docstring(tree)
+    if docstring is not None:
+        return docstring.end_lineno or docstring.lineno
+    if tree.body:
+        return _span(tree.body[0])[0] - 1
+    count = len(lines)
+    while count and not lines[count - 1].strip():
+        count -= 1
+    return count
+
+
+def merge(old: str, code: str, own_module: frozenset[str] = frozenset()) -> tuple[str, list[str]]:
+    """The file text with `code` merged in, and a list of what was done. Both must parse.
+
+    Imports of `own_module` (the file's own module names) are left out: a model that was shown the
+    file tends to import its functions from it, which inside that file is a circular import. The file's
+    lines keep their own endings; `from __future__` imports go before every other statement.
+    """
+    try:
+        tree = ast.parse(old)
+    except SyntaxError as exc:
+        raise UsageError(f"the target file does not parse (line {exc.lineno}: {exc.msg}); fix it first") from None
+    new_tree = ast.parse(code)
+    code_lines = [line + "\n" for line in source_lines(code)]
+    lines = source_lines(old, keepends=True)  # numbered as ast numbers them
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += "\n"
+    future_at = _future_position(tree, lines)
+    existing = _definitions(tree)
+    actions: list[str] = []
+    replacements: list[tuple[int, int, list[str]]] = []  # (start, end, new lines), 1-based inclusive
+    appended: list[list[str]] = []
+    imports: list[str] = []
+    have_imports = {ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
+    have_features = {alias.name for n in tree.body if _is_future(n) for alias in n.names}
+    features: list[str] = []
+    for node in new_tree.body:
+        start, end = _span(node)
+        segment = code_lines[start - 1 : end]
+        if _is_future(node):
+            features += [a.name for a in node.names if a.name not in have_features and a.name not in features]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if ast.unparse(node) not in have_imports and not _imports_module(node, own_module):
+                imports.extend(segment)
+                actions.append(f"insert {ast.unparse(node)}")
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name in existing:
+                if ast.dump(existing[node.name]) == ast.dump(node):
+                    continue  # the same definition the file already has: not a change
+                old_start, old_end = _span(existing[node.name])
+                replacements.append((old_start, old_end, segment))
+                actions.append(f"replace {node.name}")
+            else:
+                appended.append(segment)
+                actions.append(f"insert {node.name}")
+        # Other top-level statements (example calls, prints) are not put into the user's file.
+    for start, end, segment in sorted(replacements, reverse=True):
+        lines[start - 1 : end] = segment
+    if appended:
+        while lines and not lines[-1].strip():
+            lines.pop()
+        for segment in appended:
+            if lines:
+                lines.extend(["\n", "\n"])
+            lines.extend(segment)
+    if imports:
+        import_nodes = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+        if import_nodes:
+            at = max((n.end_lineno or n.lineno) for n in import_nodes)
+        else:
+            docstring = _module_docstring(tree)
+            at = (docstring.end_lineno or 0) if docstring else 0
+        # Line numbers before the imports are unchanged by the edits above, which all sit after them.
+        block = imports + (["\n"] if not import_nodes and lines[at:] else [])
+        lines[at:at] = block
+        future_at = min(future_at, at)  # future imports must precede the ones just inserted
+    if features:
+        # Python requires them before every other statement; the edits above all sit at or after this line.
+        statement = f"from __future__ import {', '.join(features)}"
+        following = lines[future_at] if future_at < len(lines) else ""
+        spacer = ["\n"] if following.strip() and not following.startswith(("import ", "from ")) else []
+        lines[future_at:future_at] = [statement + "\n", *spacer]
+        actions.insert(0, f"insert {statement}")
+    return "".join(lines), actions
+
+
+def unified_diff(old: str, new: str, display_path: str, exists: bool = True) -> str:
+    """A git-style unified diff (a/ b/ prefixes, /dev/null for a new file); lines end at \\n, as in git."""
+    before = f"a/{display_path}" if exists else "/dev/null"
+    lines = difflib.unified_diff(
+        _DIFF_LINE.findall(old), _DIFF_LINE.findall(new), fromfile=before, tofile=f"b/{display_path}"
+    )
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def python_text(raw: bytes, name: str) -> str:
+    """Bytes as Python source (a UTF-8 byte order mark dropped), or a UsageError naming what is wrong with
+    them (not UTF-8, does not parse)."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UsageError(f"{name} is not UTF-8 text") from None
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        raise UsageError(f"{name} does not parse (line {exc.lineno}: {exc.msg})") from None
+    except ValueError:  # NUL bytes
+        raise UsageError(f"{name} does not parse (it holds NUL bytes)") from None
+    return text
+
+
+def _target_bytes(path: Path) -> bytes:
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{path} is not a file")
+    return path.read_bytes() if path.exists() else b""
+
+
+def _target_text(raw: bytes, path: Path) -> str:
+    try:
+        return python_text(raw, str(path))
+    except UsageError as exc:
+        raise UsageError(f"{exc}; assist will not edit it until it is fixed") from None
+
+
+def read_target(path: Path) -> str:
+    """The text of a file assist may edit ("" when it does not exist yet; a byte order mark dropped), or a
+    UsageError saying why not."""
+    return _target_text(_target_bytes(path), path)
+
+
+def plan_edit(path: str | Path, code: str, root: Path | None = None) -> Edit:
+    """The edit that merges `code` into the file at `path` (which may not exist yet). Writes nothing.
+
+    `Edit.old` and `Edit.new` are the file's whole text, a byte order mark included when it has one.
+    """
+    named = Path(path).expanduser().absolute()
+    path = named.resolve()
+    exists = path.exists()
+    raw = _target_bytes(path)
+    old_text = _target_text(raw, path)
+    bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
+    crlf = "\r\n" in old_text
+    old = old_text.replace("\r\n", "\n")
+    own = {path.stem}
+    if root is not None and path.is_relative_to(root):
+        own.add(".".join(path.relative_to(root).with_suffix("").parts))
+    new, actions = merge(old, code, frozenset(own))
+    if crlf:
+        new = new.replace("\n", "\r\n")
+    try:
+        display = str(path.relative_to(root)) if root else os.path.relpath(path)
+    except ValueError:
+        display = str(path)
+    return Edit(
+        path=path,
+        display_path=display,
+        old=bom + old_text,
+        new=bom + new,
+        diff=unified_diff(bom + old_text, bom + new, display, exists),
+        actions=tuple(actions),
+        exists=exists,
+        named=named,
+        root=root,
+    )
+
+
+def unstaged_changes(path: Path) -> str | None:
+    """Why the file's current content could not be restored from git, or None when it can."""
+    if not path.exists():
+        return None
+    folder = path.parent
+    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=folder, capture_output=True, text=True)
+    if inside.returncode != 0:
+        return "it is not in a git repository"
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", path.name], cwd=folder, capture_output=True)
+    if tracked.returncode != 0:
+        return "it is not tracked by git"
+    changed = subprocess.run(["git", "diff", "--quiet", "--", path.name], cwd=folder, capture_output=True)
+    if changed.returncode != 0:
+        return "it has unstaged changes"
+    return None
+
+
+def enclosing_root(path: Path) -> Path:
+    """The git work tree holding `path`, else the folder holding it: where a symlink's target must lie."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True, text=True)
+    return Path(top.stdout.strip()) if top.returncode == 0 and top.stdout.strip() else folder
+
+
+def apply_edit(edit: Edit, force: bool = False, root: Path | None = None) -> None:
+    """Write the edit atomically. Refuses when the file changed since the edit was planned, when the new
+    text does not compile, and, unless `force`, when its current content is not safe in git or the file is
+    a symlink out of the repo (`root`, else the edit's, else the git work tree around the file)."""
+    named = edit.named or edit.path
+    changed = UsageError(f"{edit.display_path} changed since the diff was made; run the command again")
+    if edit.exists != edit.path.exists() or Path(os.path.realpath(named)) != edit.path:
+        raise changed
+    expected = edit.old.encode("utf-8") if edit.exists else None
+    if expected is not None and edit.path.read_bytes() != expected:
+        raise changed
+    if not force:
+        reason = unstaged_changes(edit.path)
+        if reason:
+            raise UsageError(f"refusing to modify {edit.display_path}: {reason} (commit or stash, or pass --force)")
+    edit.path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        write_python(
+            named,
+            edit.new,
+            name=edit.display_path,
+            root=root or edit.root or enclosing_root(named),
+            force=force,
+            expected=expected,
+        )
+    except ChangedOnDisk:
+        raise changed from None

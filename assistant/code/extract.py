@@ -1,0 +1,141 @@
+"""Source files → Examples. Python uses `ast`; other languages plug into `EXTRACTORS` by file suffix."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import re
+import stat
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+from assistant.code.edit import source_lines
+from assistant.code.examples import Example
+
+Extractor = Callable[[str, str, str], list[Example]]
+
+_WORD_SPLIT = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def git_blob_hash(data: bytes) -> str:
+    """The hash git gives this content as a blob (`git hash-object`), without running git."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def humanize_identifier(name: str) -> str:
+    """`parseHTTPResponse_v2` → `parse http response v 2`: words from camelCase and snake_case."""
+    return " ".join(word.lower() for word in _WORD_SPLIT.findall(name))
+
+
+def first_paragraph(docstring: str) -> str:
+    """The docstring's summary: its first paragraph, on one line."""
+    paragraph = docstring.strip().split("\n\n", 1)[0]
+    return " ".join(paragraph.split())
+
+
+def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    args = ast.unparse(node.args)
+    returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+    return f"{node.name}({args}){returns}"
+
+
+def _functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Top-level functions and methods of top-level (and nested) classes, with their qualified names."""
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append((prefix + node.name, node))
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.")
+
+    visit(tree.body, "")
+    return found
+
+
+def extract_python(source: str, path: str = "", blob: str = "") -> list[Example]:
+    """Every function and method in a Python source as an Example.
+
+    The requirement is the docstring's first paragraph, or, for undocumented code, the name in words plus
+    the signature. Files that do not parse yield nothing (an index must not fail on one broken file).
+    """
+    source = source.removeprefix("\ufeff")  # a UTF-8 BOM decoded as text: Python ignores it, ast does not
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    lines = source_lines(source)  # numbered as ast numbers them (str.splitlines also breaks at form feeds)
+    examples = []
+    for qualname, node in _functions(tree):
+        start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        end = node.end_lineno or node.lineno
+        code = textwrap.dedent("\n".join(lines[start - 1 : end]))
+        docstring = ast.get_docstring(node)
+        if docstring and first_paragraph(docstring):
+            requirement = first_paragraph(docstring)
+        else:
+            requirement = f"{humanize_identifier(node.name)}: {_signature(node)}"
+        examples.append(
+            Example(
+                requirement=requirement,
+                code=code,
+                name=qualname,
+                path=path,
+                start_line=start,
+                end_line=end,
+                language="python",
+                blob=blob,
+            )
+        )
+    return examples
+
+
+EXTRACTORS: dict[str, Extractor] = {".py": extract_python}
+
+
+def read_repo_file(root: Path, rel: str) -> bytes | None:
+    """The bytes of the repo file `rel`, or None unless it is a regular file that lies inside `root`.
+
+    A tracked symlink is refused even when its target is inside the repo (that target is read under its
+    own name if git tracks it); so is any path that resolves outside the repo (a tracked directory
+    replaced by a link), so content from elsewhere on the machine never reaches an index or a prompt.
+    Missing and unreadable files are None too.
+    """
+    path = Path(root) / rel
+    try:
+        if path.is_symlink():
+            return None
+        resolved = path.resolve(strict=True)
+        if not resolved.is_relative_to(Path(root).resolve()):
+            return None
+        # O_NOFOLLOW: the checked name cannot have become a link since; O_NONBLOCK: a FIFO does not hang us.
+        flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        with os.fdopen(os.open(resolved, flags), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            return handle.read()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop on older Pythons
+        return None
+
+
+def repo_functions(root: Path) -> list[Example]:
+    """Every function of the Python files git tracks under `root` (unreadable, non-UTF-8, symlinked and
+    outside-the-repo files are skipped, see :func:`read_repo_file`).
+
+    Parsed straight from the files, without building or reading an index (nothing is embedded).
+    """
+    from assistant.code.git import tracked_python_files
+
+    found: list[Example] = []
+    for name in tracked_python_files(root):
+        data = read_repo_file(root, name)
+        if data is None:
+            continue
+        try:
+            found.extend(extract_python(data.decode("utf-8-sig"), name))
+        except UnicodeDecodeError:
+            continue
+    return found

@@ -1,0 +1,93 @@
+"""Git integration for docstrings: staged files, and a plain pre-commit hook that assist owns.
+
+With the pre-commit framework, use the hooks in `.pre-commit-hooks.yaml` instead; it stashes unstaged
+changes itself. The plain hook here works on staged content only and never writes a file that also has
+unstaged changes (those would be mixed into what the user reviews): it generates nothing for such a file,
+names it with the reason, and fails, so the commit does not go through undocumented.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from assistant.errors import UsageError
+from assistant.paths import atomic_write_text
+
+MARKER = "# written by `assist hook install`"
+
+
+def staged_python_files(root: Path) -> list[str]:
+    """Added, copied or modified Python files in the index, relative to the repo root."""
+    listed = subprocess.run(
+        ["git", "diff", "--cached", "--name-only", "-z", "--diff-filter=ACM", "--", "*.py"],
+        cwd=root,
+        capture_output=True,
+        check=False,
+    )
+    if listed.returncode != 0:
+        raise UsageError(f"git could not list staged files: {listed.stderr.decode(errors='replace').strip()}")
+    return sorted(name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name)
+
+
+def tracked_python_files(root: Path) -> list[str]:
+    """The Python files git tracks under `root`, relative to it."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--", "*.py"], cwd=root, capture_output=True, check=False)
+    return sorted(name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name)
+
+
+def staged_text(root: Path, name: str) -> bytes:
+    """The staged content of a file (what the commit will hold)."""
+    shown = subprocess.run(["git", "show", f":{name}"], cwd=root, capture_output=True, check=False)
+    if shown.returncode != 0:
+        raise UsageError(f"{name}: not in the index")
+    return shown.stdout
+
+
+def has_unstaged_changes(root: Path, name: str) -> bool:
+    """Whether the working-tree file differs from its staged content (or is gone)."""
+    return subprocess.run(["git", "diff", "--quiet", "--", name], cwd=root, capture_output=True).returncode != 0
+
+
+def hook_path(root: Path) -> Path:
+    found = subprocess.run(
+        ["git", "rev-parse", "--git-path", "hooks/pre-commit"], cwd=root, capture_output=True, text=True, check=False
+    )
+    if found.returncode != 0:
+        raise UsageError(f"{root} is not a git repository")
+    path = Path(found.stdout.strip())
+    return path if path.is_absolute() else root / path
+
+
+def install_hook(root: Path, check_only: bool = False, force: bool = False) -> Path:
+    """Write `.git/hooks/pre-commit` running `assist docstring` on staged files.
+
+    Refuses to replace a hook assist did not write (unless `force`). The hook calls this interpreter's
+    assist, so it works without the virtualenv being active.
+    """
+    path = hook_path(root)
+    if path.exists() and MARKER not in path.read_text(errors="replace") and not force:
+        raise UsageError(f"{path} exists and was not written by assist; move it away (or pass --force to replace it)")
+    mode = "--check" if check_only else "--write --fail-on-change"
+    script = (
+        "#!/bin/sh\n"
+        f"{MARKER}: documents staged Python functions.\n"
+        "# Remove this file (or run `assist hook uninstall`) to stop it; `git commit --no-verify` skips it once.\n"
+        f"exec {shlex.quote(sys.executable)} -m assistant docstring --staged {mode}\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, script, 0o755, root=root, force=force)  # a symlinked hook: see write_target
+    return path
+
+
+def uninstall_hook(root: Path) -> Path:
+    """Remove the hook if assist wrote it."""
+    path = hook_path(root)
+    if not path.exists():
+        raise UsageError(f"there is no pre-commit hook at {path}")
+    if MARKER not in path.read_text(errors="replace"):
+        raise UsageError(f"{path} was not written by assist; leaving it alone")
+    path.unlink()
+    return path

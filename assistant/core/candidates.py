@@ -1,0 +1,65 @@
+"""Candidates: code cut out of sampled completions, kept only if it parses, de-duplicated by syntax tree."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from assistant.backends import Completion
+from assistant.code.fences import extract_code
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A parsed, distinct program; `sample` is its position among the raw samples (0 = first sampled)."""
+
+    code: str
+    sample: int
+    tokens: int = 0
+    logprobs: tuple[float, ...] | None = None  # as sampled, when the backend reported them
+    # Other definitions the sample also wrote, left out of the edit (filling a stub: "rewrites helper()").
+    dropped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CutOff:
+    """A sample that reached the token limit before its code ended: reported, never a candidate."""
+
+    sample: int
+    tokens: int
+    text: str
+
+    def to_json(self) -> dict:
+        return {"sample": self.sample, "tokens": self.tokens, "text": self.text}
+
+
+def normal_form(code: str) -> str:
+    """The code's syntax tree as text: equal for programs that differ only in formatting and comments."""
+    # ast.dump ignores formatting and comments, so two samples that differ only there count once.
+    return ast.dump(ast.parse(code))
+
+
+def collect(completions: Sequence[Completion]) -> tuple[list[Candidate], Counter[str]]:
+    """Turn completions into candidates; also count what was dropped and why (`empty`, `syntax`, `duplicate`,
+    `cut off`: a sample that reached the token limit and does not parse)."""
+    seen: set[str] = set()
+    kept: list[Candidate] = []
+    dropped: Counter[str] = Counter()
+    for number, completion in enumerate(completions):
+        code = extract_code(completion.text)
+        if not code.strip():
+            dropped["empty"] += 1
+            continue
+        try:
+            form = normal_form(code)
+        except (SyntaxError, ValueError):
+            dropped["cut off" if completion.finish_reason == "length" else "syntax"] += 1
+            continue
+        if form in seen:
+            dropped["duplicate"] += 1
+            continue
+        seen.add(form)
+        kept.append(Candidate(code=code, sample=number, tokens=completion.tokens, logprobs=completion.logprobs))
+    return kept, dropped

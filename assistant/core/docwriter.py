@@ -1,0 +1,267 @@
+"""Docstring generation: exemplars from the repo, a prompt in the repo's style, one clean docstring per target.
+
+The model is shown the repo's own (code, docstring) pairs as exemplars (retrieved by the code, as RAF_BM25
+does), then the undocumented definition, and answers inside an opened triple quote, so its reply is the
+docstring's text and nothing else. :func:`clean` removes what small models add anyway. In a sectioned style
+(Google, NumPy, reST) a reply that is prose only is asked again with its summary and the parameter section's
+opening already written, where the backend can continue a prefix.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from assistant.backends import Backend, SamplingParams
+from assistant.backends.encoder import dot_scores
+from assistant.backends.prompts import Prompt, render
+from assistant.code.docstrings import Target
+from assistant.code.edit import source_lines
+from assistant.code.examples import Example
+from assistant.core.retrieve import top_rows
+from assistant.indexing.index import TextEncoder
+
+STYLE_HINTS = {
+    "google": 'Use Google style: a one-line summary, then "Args:", "Returns:" and "Raises:" sections where they '
+    "apply, each entry indented under its heading.",
+    "numpy": 'Use NumPy style: a one-line summary, then "Parameters" and "Returns" sections, each heading underlined '
+    "with dashes.",
+    "rest": 'Use reStructuredText fields: a one-line summary, then ":param name:" lines and ":returns:".',
+    "plain": "Write a one-line summary, and at most one short paragraph more when the code needs it.",
+}
+
+
+# How each sectioned style opens its parameter section, given the first parameter's name; and the marker
+# that says a docstring already has one.
+SECTION_OPENERS = {
+    "google": ("Args:", lambda name: f"Args:\n    {name}:"),
+    "numpy": ("Parameters\n---", lambda name: f"Parameters\n----------\n{name} :"),
+    "rest": (":param ", lambda name: f":param {name}:"),
+}  # no trailing space: the model's next token brings its own
+
+
+def parameter_names(target: Target) -> list[str]:
+    """The parameters a function's docstring documents: all but `self`/`cls` of a method, `*args` and
+    `**kwargs` with their stars; none for a class or code that does not parse."""
+    if target.kind == "class":
+        return []
+    try:
+        tree = ast.parse(textwrap.dedent(target.code))
+    except SyntaxError:
+        return []
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    if node is None:
+        return []
+    args = node.args
+    names = [a.arg for a in args.posonlyargs + args.args]
+    if "method" in target.kind and names and names[0] in ("self", "cls"):
+        names = names[1:]
+    if args.vararg:
+        names.append(f"*{args.vararg.arg}")
+    names += [a.arg for a in args.kwonlyargs]
+    if args.kwarg:
+        names.append(f"**{args.kwarg.arg}")
+    return names
+
+
+def split_docstring(code: str) -> tuple[str, str]:
+    """A definition's code without its docstring, and the docstring ("" when it has none)."""
+    tree = ast.parse(code)
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)), None)
+    if node is None:
+        return code, ""
+    docstring = ast.get_docstring(node)
+    if docstring is None:
+        return code, ""
+    first = node.body[0]
+    lines = source_lines(code)  # numbered as ast numbers them
+    del lines[first.lineno - 1 : first.end_lineno]
+    if first.lineno - 1 < len(lines) and not lines[first.lineno - 1].strip():
+        del lines[first.lineno - 1]  # the blank line that separated the docstring from the body
+    if len(node.body) == 1:  # the docstring was the whole body: keep the code valid
+        indent = re.match(r"[ \t]*", source_lines(code)[first.lineno - 1]).group(0)
+        lines.insert(first.lineno - 1, indent + "...")
+    return "\n".join(lines), docstring
+
+
+def build_docstring_prompt(target: Target, exemplars: Sequence[Example], style: str, path: str = "") -> Prompt:
+    """The prompt for one target: system rules in the repo's style, exemplar pairs, the target's code."""
+    system = render("docstring_system.jinja", style_hint=STYLE_HINTS.get(style, STYLE_HINTS["plain"]))
+    messages: list[dict[str, str]] = [{"role": "system", "content": system}]
+    for example in exemplars:
+        code, docstring = split_docstring(example.code)
+        if not docstring:
+            continue
+        kind = "class" if code.lstrip().startswith("class ") else "function"
+        messages.append({"role": "user", "content": render("docstring_request.jinja", kind=kind, code=code, path="")})
+        messages.append({"role": "assistant", "content": f'"""{docstring}"""'})
+    messages.append(
+        {
+            "role": "user",
+            "content": render("docstring_request.jinja", kind=target.kind, code=shown_code(target), path=path),
+        }
+    )
+    return Prompt(messages=tuple(messages), answer_prefix='"""', stop=('"""',))
+
+
+def shown_code(target: Target) -> str:
+    """What the model sees of a target: functions whole; classes as an outline (attributes and method
+    signatures, bodies elided), so the docstring describes the class rather than its last method."""
+    if target.kind != "class":
+        return target.code
+    try:
+        tree = ast.parse(target.code)
+    except SyntaxError:
+        return target.code
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+    if node is None:
+        return target.code
+    lines = source_lines(target.code)
+    outline = [line for line in lines[: node.body[0].lineno - 1]]
+    for child in node.body:
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            start = min([child.lineno] + [d.lineno for d in child.decorator_list])
+            header_end = child.body[0].lineno - 1 if child.body[0].lineno > child.lineno else child.lineno
+            outline.extend(lines[start - 1 : header_end])
+            doc = ast.get_docstring(child)
+            indent = " " * (child.col_offset + 4)
+            outline.append(f'{indent}"""{doc.splitlines()[0]}"""' if doc else f"{indent}...")
+        else:
+            outline.extend(lines[child.lineno - 1 : child.end_lineno])
+    return "\n".join(outline)
+
+
+def clean(text: str, target: Target, style: str = "plain") -> str:
+    """The docstring a reply holds, or "" when it holds none.
+
+    Removes code fences, quotes, a restated signature or `def` line, and a trailing code block that small
+    models append; dedents; keeps the rest as written.
+    """
+    text = text.replace("\r\n", "\n").strip()
+    text = re.sub(r"^```\w*\n|```$", "", text).strip()
+    text = text.strip('"').strip("'").strip()
+    name = target.qualname.rsplit(".", 1)[-1]
+    kept: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            break  # an example or the code itself follows; the docstring ended before it
+        restated_def = re.match(rf"^(async\s+)?(def|class)\s+{re.escape(name)}\b", stripped)
+        restated_call = stripped.startswith(f"{name}(") and stripped.endswith((")", "):"))
+        if restated_def or restated_call:
+            continue
+        kept.append(line.rstrip())
+    text = textwrap.dedent("\n".join(kept)).strip()
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    if style == "plain":
+        # The repo writes plain docstrings: the summary paragraph, not the sections small models add.
+        text = text.split("\n\n", 1)[0].strip()
+    return text
+
+
+class ExemplarIndex:
+    """(code, docstring) exemplars, retrieved by code: BM25 over code tokens (RAF_BM25), or cosine
+    similarity of code embeddings when an encoder is given."""
+
+    def __init__(self, examples: Sequence[Example], encoder: TextEncoder | None = None) -> None:
+        from rank_bm25 import BM25Okapi
+
+        from assistant.code.tokenize import tokenize
+
+        # Only documented examples can serve; what is compared is their code without the docstring.
+        pairs = [(e, split_docstring_safe(e.code)) for e in examples]
+        kept = [(e, code) for e, (code, doc) in pairs if doc]
+        self.examples = [e for e, _ in kept]
+        self.name = "dense" if encoder is not None else "bm25"
+        self.encoder = encoder
+        self._bm25 = None
+        self._vectors = None
+        if kept and encoder is not None:
+            self._vectors = encoder.encode([code for _, code in kept])
+        elif kept:
+            self._bm25 = BM25Okapi([tokenize(code) or ["_"] for _, code in kept])
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def search(self, code: str, k: int, exclude: Callable[[Example], bool] | None = None) -> list[Example]:
+        """The `k` exemplars most similar to `code`, best first."""
+        import numpy as np
+
+        from assistant.code.tokenize import tokenize
+
+        if not self.examples or k <= 0:
+            return []
+        if self._vectors is not None and self.encoder is not None:
+            scores = dot_scores(self._vectors, self.encoder.encode([code])[0])
+        else:
+            assert self._bm25 is not None
+            scores = np.asarray(self._bm25.get_scores(tokenize(code) or ["_"]))
+        return [self.examples[row] for row in top_rows(scores, self.examples, k, exclude)]
+
+
+def split_docstring_safe(code: str) -> tuple[str, str]:
+    try:
+        return split_docstring(code)
+    except SyntaxError:
+        return code, ""
+
+
+@dataclass
+class Written:
+    """What the writer produced for one file."""
+
+    docstrings: dict[str, str] = field(default_factory=dict)  # qualname -> docstring text
+    skipped: dict[str, str] = field(default_factory=dict)  # qualname -> why
+    seconds: float = 0.0
+
+
+def write_docstrings(
+    targets: Sequence[Target],
+    backend: Backend,
+    *,
+    style: str,
+    exemplars: ExemplarIndex | None = None,
+    k: int = 2,
+    path: str = "",
+    max_new_tokens: int | None = None,
+    time_budget_s: float | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Written:
+    """One docstring per target (greedy), with `k` exemplars from `retriever`; stops at the time budget."""
+    report = progress or (lambda stage, done, total: None)
+    written = Written()
+    started = time.perf_counter()
+    # A plain docstring is a sentence or two; the sectioned styles need room for their sections.
+    budget = max_new_tokens or (64 if style == "plain" else 192)
+    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=budget)
+    for number, target in enumerate(targets):
+        report("docstring", number, len(targets))
+        if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
+            written.skipped[target.qualname] = f"time budget of {time_budget_s:.0f} s used up"
+            continue
+        chosen: list[Example] = []
+        if exemplars is not None and k > 0:
+            found = exemplars.search(target.code, k, lambda example: bool(path) and example.path == path)
+            chosen = found[::-1]  # most similar last, nearest the request
+        prompt = build_docstring_prompt(target, chosen, style, path)
+        completion = backend.sample(prompt, params)[0]
+        text = clean(completion.text, target, style)
+        names = parameter_names(target) if style in SECTION_OPENERS else []
+        if text and names and SECTION_OPENERS[style][0] not in text and getattr(backend, "prefills_answer", False):
+            # Small models often answer a sectioned style with prose only. Keep the summary and open the
+            # parameter section for them, so they go on in the repo's style.
+            opener = text.split("\n\n", 1)[0].strip() + "\n\n" + SECTION_OPENERS[style][1](names[0])
+            guided = replace(prompt, answer_prefix=prompt.answer_prefix + opener)
+            text = clean(opener + backend.sample(guided, params)[0].text, target, style) or text
+        if text:
+            written.docstrings[target.qualname] = text
+        else:
+            written.skipped[target.qualname] = "the model's reply held no docstring"
+    report("docstring", len(targets), len(targets))
+    written.seconds = time.perf_counter() - started
+    return written

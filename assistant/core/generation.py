@@ -1,0 +1,367 @@
+"""The generation pipeline: retrieve demonstrations → prompt → sample → keep parsable distinct code → rank → diff."""
+
+from __future__ import annotations
+
+import ast
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from assistant.backends import Backend, SamplingParams, check_text
+from assistant.backends.prompts import Prompt, build_prompt
+from assistant.code.edit import Edit, plan_edit, read_target, source_lines
+from assistant.code.extract import first_paragraph
+from assistant.core.candidates import Candidate, CutOff, collect, normal_form
+from assistant.core.rank import Problem, Ranked, Ranker, make_rankers, rank
+from assistant.core.retrieve import Hit, Retriever
+from assistant.errors import AssistError, UsageError
+
+# progress(stage, done, total): stages "retrieve", "generate", "rank".
+Progress = Callable[[str, int, int], None]
+
+FILE_CONTEXT_LINES = 200
+
+
+@dataclass
+class GenerateResult:
+    """Everything `generate` produced, best candidate first."""
+
+    requirement: str
+    model: str
+    backend: str
+    retriever: str
+    rankers: list[str]
+    demonstrations: list[Hit]  # best first (the prompt shows them in the reverse order)
+    candidates: list[Ranked]
+    edits: list[Edit | None]  # aligned with candidates; set when a target file was given
+    prompt: Prompt
+    prompt_tokens: int
+    samples: int
+    dropped: dict[str, int]
+    timings: dict[str, float] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)  # requests, tokens in/out, seconds in the backend
+    function: dict | None = None  # filling a stub: its name, line, form and docstring
+    cut_off: list[CutOff] = field(default_factory=list)  # samples that reached the token limit unfinished
+    max_new_tokens: int | None = None  # the token limit the samples had (after any retry)
+
+    @property
+    def best(self) -> Ranked | None:
+        return self.candidates[0] if self.candidates else None
+
+    def to_json(self) -> dict:
+        return {
+            "requirement": self.requirement,
+            "model": self.model,
+            "backend": self.backend,
+            "retriever": self.retriever,
+            "rankers": self.rankers,
+            "prompt_tokens": self.prompt_tokens,
+            "samples": self.samples,
+            "dropped": self.dropped,
+            "function": self.function,
+            "max_new_tokens": self.max_new_tokens,
+            "cut_off": [cut.to_json() for cut in self.cut_off],
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "usage": self.usage,
+            "demonstrations": [hit.to_json() for hit in self.demonstrations],
+            "candidates": [
+                {
+                    "rank": number,
+                    "code": ranked.candidate.code,
+                    "sample": ranked.candidate.sample,
+                    "score": ranked.scores[self.rankers[0]].value,
+                    "scores": {name: {"value": s.value, "why": s.why} for name, s in ranked.scores.items()},
+                    "edit": edit.to_json() if edit else None,
+                    "other_functions": list(ranked.candidate.dropped),
+                }
+                for number, (ranked, edit) in enumerate(zip(self.candidates, self.edits, strict=True), start=1)
+            ],
+        }
+
+
+def read_tests(path: str | Path) -> list[str]:
+    """Test chunks from a Python file: each `assert` together with the statements just before it."""
+    path = Path(path)
+    try:
+        source = path.read_text(encoding="utf-8-sig")
+        tree = ast.parse(source)
+    except OSError as exc:
+        raise UsageError(f"cannot read tests file {path}: {exc.strerror}") from None
+    except SyntaxError as exc:
+        raise UsageError(f"tests file {path} does not parse (line {exc.lineno}: {exc.msg})") from None
+    lines = source_lines(source)
+    chunks: list[str] = []
+    pending: list[str] = []
+    for node in tree.body:
+        pending.append("\n".join(lines[node.lineno - 1 : node.end_lineno]))
+        if isinstance(node, ast.Assert):
+            chunks.append("\n".join(pending))
+            pending = []
+    if pending and chunks:
+        chunks[-1] += "\n" + "\n".join(pending)
+    if not chunks:
+        raise UsageError(f"tests file {path} has no assert statements")
+    return chunks
+
+
+def file_context(path: Path) -> str:
+    """An outline of the target file for the prompt: its imports and each definition's signature and
+    docstring summary, bodies elided.
+
+    A small model shown whole bodies tends to copy them back instead of writing what was asked; the
+    outline tells it what exists (names to reuse, style) without that pull. A file that does not parse
+    is shown as its first lines.
+    """
+    if not path.exists():
+        return ""
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    lines = source_lines(text)  # numbered as ast numbers them (str.splitlines also breaks at form feeds, U+2028)
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return "\n".join(lines[:FILE_CONTEXT_LINES])
+    outline: list[str] = []
+
+    def summarize(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, indent: str) -> None:
+        header = lines[node.lineno - 1].strip()
+        outline.append(indent + header)
+        docstring = ast.get_docstring(node)
+        if docstring:
+            outline.append(f'{indent}    """{first_paragraph(docstring)}"""')
+        if isinstance(node, ast.ClassDef):
+            for child in node.body:
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    summarize(child, indent + "    ")
+        else:
+            outline.append(indent + "    ...")
+
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            outline.append(ast.get_source_segment(text, node) or ast.unparse(node))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            outline.append("")
+            summarize(node, "")
+    return "\n".join(outline[:FILE_CONTEXT_LINES]).strip("\n")
+
+
+def retrieve_step(
+    query: str,
+    retriever: Retriever | None,
+    k: int,
+    demonstrations: Sequence[Hit] | None,
+    display: str,
+    report: Progress,
+    timings: dict[str, float],
+) -> list[Hit]:
+    """The demonstrations for a request: the given ones, else the top `k` of `retriever` (timed, reported).
+
+    The target file's own functions (`display`, its repo path) are in the prompt already; as demonstrations
+    too they only invite the model to copy them back, so they are excluded."""
+    started = time.perf_counter()
+    report("retrieve", 0, 1)
+    if demonstrations is not None:
+        hits = list(demonstrations)
+    else:
+        exclude = (lambda example: example.path == display) if display else None
+        hits = retriever.search(query, k, exclude) if retriever is not None and k > 0 else []
+    report("retrieve", 1, 1)
+    timings["retrieve"] = time.perf_counter() - started
+    return hits
+
+
+def rank_step(
+    problem: Problem,
+    candidates: Sequence[Candidate],
+    backend: Backend,
+    ranker: str,
+    report: Progress,
+    timings: dict[str, float],
+) -> tuple[list[Ranked], list[Ranker]]:
+    """Rank candidates with the rankers `ranker` names (`auto`: :func:`auto_ranker`), timed and reported."""
+    started = time.perf_counter()
+    spec = ranker if ranker != "auto" else auto_ranker(backend, candidates, bool(problem.tests))
+    rankers = make_rankers(spec, backend)
+    report("rank", 0, len(candidates))
+    ranked = rank(problem, candidates, rankers) if candidates else []
+    report("rank", len(candidates), len(candidates))
+    timings["rank"] = time.perf_counter() - started
+    return ranked, rankers
+
+
+def retriever_label(
+    retriever: Retriever | None, k: int, hits: Sequence[Hit], demonstrations: Sequence[Hit] | None
+) -> str:
+    """What chose the demonstrations, for the result: the retriever, the given hits' own retrievers, or none."""
+    if demonstrations is not None:
+        return "+".join(dict.fromkeys(hit.retriever for hit in hits)) or "none"
+    return retriever.name if retriever is not None and k > 0 else "none"
+
+
+def generate(
+    requirement: str,
+    backend: Backend,
+    *,
+    retriever: Retriever | None = None,
+    k: int = 4,
+    params: SamplingParams | None = None,
+    tests: Sequence[str] = (),
+    file: str | Path | None = None,
+    root: Path | None = None,
+    ranker: str = "auto",
+    progress: Progress | None = None,
+    demonstrations: Sequence[Hit] | None = None,
+) -> GenerateResult:
+    """Generate ranked candidates for a requirement.
+
+    `ranker="auto"` ranks by tests passed then log-probability when tests are given, else by
+    log-probability. With `file`, every candidate comes with the diff that would put it into that file.
+    `demonstrations` replaces retrieval with these hits (an interactive user who switched some off).
+    `progress` hears every sampled token; if it raises (e.g. :class:`~assistant.errors.Cancelled`),
+    generation stops there.
+    """
+    requirement = requirement.strip()
+    if not requirement:
+        raise UsageError("the requirement is empty; say what the code should do")
+    check_text(requirement, "the requirement")  # before an encoder or tokenizer meets undecodable bytes
+    if k < 0:
+        raise UsageError("-k must be 0 or more")
+    params = params or SamplingParams()
+    if params.n < 1:
+        raise UsageError("-n must be at least 1")
+    report = progress or (lambda stage, done, total: None)
+    timings: dict[str, float] = {}
+    target = Path(file).expanduser().resolve() if file else None
+    if target is not None:
+        read_target(target)  # a file assist could not edit fails now, not after a minute of sampling
+
+    display = ""
+    if target is not None:
+        display = str(target.relative_to(root)) if root and target.is_relative_to(root) else str(file)
+
+    hits = retrieve_step(requirement, retriever, k, demonstrations, display, report, timings)
+    prompt = build_prompt(
+        requirement,
+        [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
+        tests=tests,
+        file_path=display,
+        file_context=file_context(target) if target else "",
+    )
+    prompt_tokens = backend.count_tokens(prompt)
+
+    started = time.perf_counter()
+    usage_before = backend.usage.to_json()
+    report("generate", 0, params.n)
+    completions = backend.sample(prompt, params, step=lambda done, total: report("generate", done, total))
+    report("generate", 1, 1)
+    timings["generate"] = time.perf_counter() - started
+    candidates, dropped = collect(completions)
+
+    problem = Problem(requirement=requirement, prompt=prompt, tests=tuple(tests))
+    ranked, rankers = rank_step(problem, candidates, backend, ranker, report, timings)
+    ranked, edits, unchanged = plan_edits(ranked, target, root)
+    if unchanged:
+        dropped["no change"] = unchanged
+
+    return GenerateResult(
+        requirement=requirement,
+        model=backend.model,
+        backend=backend.name,
+        retriever=retriever_label(retriever, k, hits, demonstrations),
+        rankers=[r.name for r in rankers],
+        demonstrations=hits,
+        candidates=ranked,
+        edits=edits,
+        prompt=prompt,
+        prompt_tokens=prompt_tokens,
+        samples=len(completions),
+        dropped=dict(dropped),
+        timings=timings,
+        usage=backend.usage.since(usage_before),
+        max_new_tokens=params.max_new_tokens,
+    )
+
+
+def scorable(backend: Backend, candidates: Sequence[Candidate]) -> bool:
+    """Whether log-probabilities are known for these candidates: recorded while sampling, or computable."""
+    return backend.can_score or all(c.logprobs for c in candidates)
+
+
+def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> str:
+    """Tests first when there are any; then the trained discriminator once there is one, else
+    log-probability where it is known, else sampling order."""
+    from assistant.core.rank import condor_available
+
+    order = "condor" if condor_available() else "logprob" if scorable(backend, candidates) else "first"
+    return f"exec+{order}" if has_tests else order
+
+
+def plan_edits(
+    ranked: Sequence[Ranked], target: Path | None, root: Path | None
+) -> tuple[list[Ranked], list[Edit | None], int]:
+    """Each candidate's edit of `target` (None without one), dropping candidates that would change nothing.
+
+    Returns the kept candidates, their edits, and how many were dropped.
+    """
+    if target is None:
+        return list(ranked), [None] * len(ranked), 0
+    planned = [(item, plan_edit(target, item.candidate.code, root)) for item in ranked]
+    # A candidate that only repeats what the file already has is no answer.
+    kept = [(item, edit) for item, edit in planned if edit.new != edit.old]
+    return [item for item, _ in kept], [edit for _, edit in kept], len(planned) - len(kept)
+
+
+def resample(
+    result: GenerateResult,
+    position: int,
+    backend: Backend,
+    *,
+    params: SamplingParams | None = None,
+    tests: Sequence[str] = (),
+    file: str | Path | None = None,
+    root: Path | None = None,
+    progress: Progress | None = None,
+) -> GenerateResult:
+    """`result` with the candidate at `position` replaced by a fresh sample from the same prompt, re-ranked.
+
+    The new sample gets a seed no earlier sample used. A sample that does not parse, repeats another
+    candidate or changes nothing in `file` is a one-line error; the old result stays as it was.
+    """
+    if not 0 <= position < len(result.candidates):
+        raise UsageError(f"there is no candidate #{position + 1}")
+    report = progress or (lambda stage, done, total: None)
+    params = params or SamplingParams()
+    next_sample = max((item.candidate.sample for item in result.candidates), default=-1) + 1
+    seed = (params.seed if params.seed is not None else int(time.time())) + 7919 * next_sample
+    one = SamplingParams(
+        n=1, temperature=params.temperature or 0.8, top_p=params.top_p, max_new_tokens=params.max_new_tokens, seed=seed
+    )
+    started = time.perf_counter()
+    usage_before = backend.usage.to_json()
+    completions = backend.sample(result.prompt, one, step=lambda done, total: report("generate", done, total))
+    report("generate", 1, 1)
+    others = [item for i, item in enumerate(result.candidates) if i != position]
+    fresh, dropped = collect(list(completions))
+    if not fresh:
+        why = next(iter(dropped), "empty")
+        raise AssistError(f"the new sample was dropped ({why}); try again")
+    candidate = replace(fresh[0], sample=next_sample)
+    if any(normal_form(candidate.code) == normal_form(other.candidate.code) for other in others):
+        raise AssistError("the new sample repeats another candidate; try again")
+    target = Path(file).expanduser().resolve() if file else None
+    # Only the new sample is scored: the others keep the scores they have (tests are not run again).
+    problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests))
+    new = rank(problem, [candidate], make_rankers("+".join(result.rankers), backend))
+    ranked = sorted([*others, *new], key=lambda item: item.key(result.rankers))
+    ranked, edits, unchanged = plan_edits(ranked, target, root)
+    if unchanged and not any(item.candidate.sample == next_sample for item in ranked):
+        raise AssistError("the new sample changes nothing in the file; try again")
+    timings = dict(result.timings, generate=time.perf_counter() - started)
+    return replace(
+        result,
+        candidates=ranked,
+        edits=edits,
+        samples=result.samples + 1,
+        timings=timings,
+        usage=backend.usage.since(usage_before),
+    )

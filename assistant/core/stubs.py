@@ -1,0 +1,765 @@
+"""Fill a stub in place: find a function whose body is `...`, `pass` or `raise NotImplementedError`, show the
+model the code around it, prefill its answer with the stub's own signature and docstring, and put only the new
+body back into the file.
+
+Everything is done by syntax position on the file's own text: the lines before and after the body are kept
+byte for byte (line endings, tabs, form feeds, comments), and the body is indented as the file indents.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import io
+import math
+import os
+import re
+import time
+import tokenize
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from assistant.backends import Backend, Completion, SamplingParams
+from assistant.code.edit import Edit, merge, read_target, source_lines, unified_diff
+from assistant.code.extract import first_paragraph
+from assistant.code.fences import code_span
+from assistant.core.candidates import Candidate, CutOff
+from assistant.core.retrieve import Hit, Retriever
+from assistant.errors import UsageError
+
+if TYPE_CHECKING:
+    from assistant.core.generation import GenerateResult
+
+Progress = Callable[[str, int, int], None]
+
+# How many tokens of surrounding code the prompt may hold (imports, the enclosing class, the nearest definitions).
+STUB_CONTEXT_TOKENS = 768
+# A neighbour this short is shown whole; a longer one as its signature and docstring summary.
+SHORT_DEFINITION_LINES = 12
+CHARS_PER_TOKEN = 4
+
+Count = Callable[[str], int]
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def approximate_tokens(text: str) -> int:
+    """Tokens in `text`, estimated as characters / 4 (for backends without a tokenizer)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class Stub:
+    """A function of a file and where its body sits in that file's text (offsets are into that exact text)."""
+
+    qualname: str  # "name", "Class.method", "Outer.Inner.method"
+    name: str
+    form: str  # "...", "pass", "raise NotImplementedError", "docstring only", or "body" (not a stub)
+    docstring: str | None
+    start: int  # first line, decorators included (1-based, as ast counts)
+    line: int  # the `def` line
+    end: int
+    head: str  # the kept text from the first decorator to where the body starts (signature, docstring)
+    head_end: int  # character offset where the body's replaced region starts
+    body_end: int  # character offset where it ends (the last body line's end, before its line ending)
+    newline: str  # the line ending used for new lines ("\n", "\r\n" or "\r")
+    indent: str  # the `def` line's indentation
+    body_indent: str  # the indentation the new body gets
+    body_lines: int  # lines the current body takes (0 for a docstring-only stub)
+
+    @property
+    def is_stub(self) -> bool:
+        return self.form != "body"
+
+    def dedented_head(self) -> str:
+        """The head moved to column 0 (what the model's answer starts with)."""
+        return "\n".join(_strip_prefix(line, self.indent) for line in source_lines(self.head))
+
+    def to_json(self) -> dict:
+        return {"function": self.qualname, "line": self.line, "form": self.form, "docstring": self.docstring}
+
+
+def _strip_prefix(line: str, prefix: str) -> str:
+    line = line.lstrip("\f")  # a form feed before a definition is layout, not indentation
+    return line[len(prefix) :] if line.startswith(prefix) else line
+
+
+def _leading_ws(line: str) -> str:
+    """A line's indentation (spaces and tabs; a form feed resets the column, as in Python's tokenizer)."""
+    whitespace = re.match(r"[ \t\f]*", line).group()  # type: ignore[union-attr]
+    return whitespace.rsplit("\f", 1)[-1]
+
+
+def _form(body: Sequence[ast.stmt], has_docstring: bool) -> str:
+    rest = list(body[1:] if has_docstring else body)
+    if not rest:
+        return "docstring only"
+    if len(rest) != 1:
+        return "body"
+    node = rest[0]
+    if isinstance(node, ast.Pass):
+        return "pass"
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and node.value.value is Ellipsis:
+        return "..."
+    if isinstance(node, ast.Raise) and node.cause is None:
+        raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        if isinstance(raised, ast.Name) and raised.id == "NotImplementedError":
+            return "raise NotImplementedError"
+    return "body"
+
+
+def _indent_unit(lines: Sequence[str]) -> str:
+    """One indentation level as the file writes it: a tab where lines are tab-indented, else four spaces."""
+    for line in lines:
+        if line[:1] == "\t" and line.strip():
+            return "\t"
+    return "    "
+
+
+def _char_col(line: str, byte_col: int) -> int:
+    """ast's column (UTF-8 bytes) as a character index into the line."""
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+
+def _walk(tree: ast.Module) -> list[tuple[str, FunctionNode, tuple[ast.ClassDef, ...]]]:
+    """Functions at module level and in classes (nested classes too), with their qualified names and classes;
+    functions inside functions are closures, not targets."""
+    found: list[tuple[str, FunctionNode, tuple[ast.ClassDef, ...]]] = []
+
+    def visit(body: Sequence[ast.stmt], prefix: str, classes: tuple[ast.ClassDef, ...]) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append((prefix + node.name, node, classes))
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.", (*classes, node))
+
+    visit(tree.body, "", ())
+    return found
+
+
+def _describe(text: str, lines: list[str], offsets: list[int], qualname: str, node: FunctionNode) -> Stub:
+    docstring = ast.get_docstring(node, clean=True)
+    has_docstring = docstring is not None
+    form = _form(node.body, has_docstring)
+    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    def_line = lines[node.lineno - 1]
+    indent = _leading_ws(def_line)
+    unit = _indent_unit(lines)
+    last = node.body[0] if form == "docstring only" else node.body[1 if has_docstring else 0]
+
+    def line_end(number: int) -> int:  # offset of the end of a line's content (before its line ending)
+        return offsets[number - 1] + len(lines[number - 1])
+
+    def ending(number: int) -> str:
+        raw = text[line_end(number) : offsets[number] if number < len(offsets) else len(text)]
+        return raw or "\n"
+
+    if form == "docstring only":
+        # Nothing to replace: the body goes after the docstring.
+        anchor = node.body[0]
+        head_end = line_end(anchor.end_lineno or anchor.lineno)
+        body_end = head_end
+        docline = lines[anchor.lineno - 1]
+        own_line = not docline[: _char_col(docline, anchor.col_offset)].strip(" \t\f")
+        body_indent = _leading_ws(docline) if own_line else indent + unit
+        body_lines = 0
+    else:
+        first = last
+        first_line = lines[first.lineno - 1]
+        column = _char_col(first_line, first.col_offset)
+        before = first_line[:column]
+        if before.strip(" \t\f"):
+            # The body shares a line with the signature or the docstring (`def f(x): ...`): split it there.
+            kept = before.rstrip(" \t").rstrip(";").rstrip(" \t")
+            head_end = offsets[first.lineno - 1] + len(kept)
+            body_indent = indent + unit
+        else:
+            head_end = line_end(first.lineno - 1) if first.lineno > node.lineno else offsets[first.lineno - 1]
+            body_indent = _leading_ws(first_line)
+        body_end = line_end(node.end_lineno or node.lineno)
+        body_lines = (node.end_lineno or node.lineno) - first.lineno + 1
+    return Stub(
+        qualname=qualname,
+        name=node.name,
+        form=form,
+        docstring=docstring,
+        start=start,
+        line=node.lineno,
+        end=node.end_lineno or node.lineno,
+        head=text[offsets[start - 1] : head_end],
+        head_end=head_end,
+        body_end=body_end,
+        newline=ending(node.lineno),
+        indent=indent,
+        body_indent=body_indent,
+        body_lines=body_lines,
+    )
+
+
+def _parse(text: str, name: str) -> ast.Module:
+    try:
+        return ast.parse(text)
+    except SyntaxError as exc:
+        raise UsageError(f"{name} does not parse (line {exc.lineno}: {exc.msg}); fix it first") from None
+    except ValueError:
+        raise UsageError(f"{name} does not parse (it holds NUL bytes)") from None
+
+
+def _line_offsets(lines_kept: list[str]) -> list[int]:
+    offsets, at = [], 0
+    for line in lines_kept:
+        offsets.append(at)
+        at += len(line)
+    return offsets
+
+
+def find_functions(text: str, name: str = "the file") -> list[Stub]:
+    """Every function and method of `text` (module level and in classes, nested classes included), stubs or not."""
+    tree = _parse(text, name)
+    kept = source_lines(text, keepends=True)
+    lines = [line.rstrip("\r\n") for line in kept]
+    offsets = _line_offsets(kept)
+    return [_describe(text, lines, offsets, qualname, node) for qualname, node, _ in _walk(tree)]
+
+
+def list_stubs(text: str, name: str = "the file") -> list[Stub]:
+    """The stubs of `text`, in file order (what the TUI's picker offers)."""
+    return [stub for stub in find_functions(text, name) if stub.is_stub]
+
+
+def find_stub(text: str, function: str, name: str = "the file", requirement_given: bool = False) -> Stub:
+    """The stub called `function` ("name" or "Class.method"; a bare name also finds a unique method), or a
+    one-line UsageError: no such function, more than one, not a stub, or no docstring and no requirement."""
+    functions = find_functions(text, name)
+    matches = [f for f in functions if f.qualname == function]
+    if not matches:
+        matches = [f for f in functions if f.qualname.endswith("." + function) or f.name == function]
+    if not matches:
+        stubs = [f.qualname for f in functions if f.is_stub]
+        hint = f"; its stubs: {', '.join(stubs[:8])}" if stubs else "; it has no stubs (a body of ..., pass or raise)"
+        raise UsageError(f"there is no function {function!r} in {name}{hint}")
+    if len({m.qualname for m in matches}) > 1:
+        raise UsageError(f"{function!r} is ambiguous in {name}: {', '.join(m.qualname for m in matches)}; name one")
+    stub = matches[-1]  # a redefinition wins, as at run time
+    if not stub.is_stub:
+        raise UsageError(
+            f"{stub.qualname} ({name}:{stub.line}) is not a stub: its body has {stub.body_lines} line(s) of code; "
+            "replace the body with `...` to have it written"
+        )
+    if not stub.docstring and not requirement_given:
+        raise UsageError(
+            f"{stub.qualname} ({name}:{stub.line}) has no docstring; write one, or give the requirement as well"
+        )
+    return stub
+
+
+# -- context -------------------------------------------------------------------------------------------
+
+
+def _outline(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
+    """A definition's decorators and signature, its docstring summary and `...`, at its own indentation."""
+    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    first_body = node.body[0].lineno
+    signature_end = first_body - 1 if first_body > node.lineno else node.lineno
+    shown = list(lines[start - 1 : signature_end])
+    if first_body == node.lineno:  # `def f(): ...` on one line: keep the line, it is short
+        return shown
+    indent = _leading_ws(lines[first_body - 1])
+    docstring = ast.get_docstring(node)
+    if docstring:
+        shown.append(f'{indent}"""{first_paragraph(docstring)}"""')
+    if not isinstance(node, ast.ClassDef):
+        shown.append(indent + "...")
+    return shown
+
+
+def stub_context(text: str, stub: Stub, budget: int = STUB_CONTEXT_TOKENS, count: Count = approximate_tokens) -> str:
+    """The code around a stub for the prompt, within `budget` tokens (by `count`), in file order.
+
+    Always the stub itself (its head and `...`) and the headers of the classes around it; then, while the
+    budget lasts: the file's imports, the enclosing class's attributes, then the nearest definitions (the
+    class's other methods first, then the module's), each whole when short, else as signature + docstring.
+    """
+    tree = _parse(text, "the file")
+    lines = source_lines(text)
+    target: tuple[FunctionNode, tuple[ast.ClassDef, ...]] | None = None
+    for qualname, node, classes in _walk(tree):
+        if qualname == stub.qualname and node.lineno == stub.line:
+            target = (node, classes)
+    if target is None:
+        raise UsageError(f"{stub.qualname} is no longer at line {stub.line}; run the command again")
+    node, classes = target
+    pieces: dict[int, list[str]] = {}  # first line -> the lines shown there
+    used = 0
+
+    def add(at: int, shown: list[str], must: bool = False) -> bool:
+        nonlocal used
+        if at in pieces:
+            return True
+        cost = count("\n".join(shown)) + 1
+        if not must and used + cost > budget:
+            return False
+        pieces[at] = shown
+        used += cost
+        return True
+
+    head = [line.lstrip("\f") for line in source_lines(stub.head)]
+    add(stub.start, [*head, stub.body_indent + "...  # <- write this body"], must=True)
+    for cls in classes:
+        cls_start = min([cls.lineno] + [d.lineno for d in cls.decorator_list])
+        add(cls_start, _outline(lines, cls), must=True)
+    for statement in tree.body:
+        if isinstance(statement, ast.Import | ast.ImportFrom):
+            add(statement.lineno, list(lines[statement.lineno - 1 : statement.end_lineno]))
+    scopes: list[list[ast.stmt]] = [cls.body for cls in reversed(classes)] + [tree.body]
+    for body in scopes[:1] if classes else []:
+        for statement in body:
+            if isinstance(statement, ast.Assign | ast.AnnAssign) and (statement.end_lineno or 0) - statement.lineno < 3:
+                add(statement.lineno, list(lines[statement.lineno - 1 : statement.end_lineno]))
+    anchor = stub.line
+    for body in scopes:
+        nearest = sorted(
+            (
+                s
+                for s in body
+                if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and s is not node
+                and s not in classes
+            ),
+            key=lambda s: abs(s.lineno - anchor),
+        )
+        for definition in nearest:
+            start = min([definition.lineno] + [d.lineno for d in definition.decorator_list])
+            end = definition.end_lineno or definition.lineno
+            whole = list(lines[start - 1 : end])
+            if end - start + 1 <= SHORT_DEFINITION_LINES and add(start, whole):
+                continue
+            add(start, _outline(lines, definition))
+        if classes:
+            outer = classes[0]
+            anchor = outer.lineno
+    shown: list[str] = []
+    previous_end = 0
+    for at in sorted(pieces):
+        if shown and at > previous_end + 1:
+            shown.append("")
+        shown.extend(pieces[at])
+        previous_end = at + len(pieces[at]) - 1
+    return "\n".join(line.rstrip() for line in shown).strip("\n")
+
+
+def default_max_tokens(stub: Stub, prefilled: bool) -> int:
+    """A token limit sized to the task: a docstring that describes more gets more room for the body.
+
+    128 tokens plus twice the docstring's (a body rarely outgrows twice its description), rounded up to 32,
+    at most 1024; where the model must re-type the signature and docstring (no prefill), their tokens too.
+    """
+    words = approximate_tokens(stub.docstring or "")
+    limit = 128 + 2 * words + (0 if prefilled else approximate_tokens(stub.head))
+    return min(1024, 32 * math.ceil(limit / 32))
+
+
+# -- candidates ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What a sample gives for the stub: its new body (at column 0), and the other definitions it also wrote."""
+
+    body: str
+    others: tuple[str, ...]  # e.g. ("rewrites helper()", "adds extra()")
+    imports: tuple[str, ...]  # top-level imports it wrote (the file gets those it lacks)
+
+
+def _string_interior(code: str) -> set[int]:
+    """Lines (1-based) that lie inside a multi-line string after its first line: re-indenting them would change
+    the string."""
+    inside: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                inside.update(range(token.start[0] + 1, token.end[0] + 1))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return inside
+
+
+def _cut_to_parse(code: str) -> tuple[ast.Module, str] | None:
+    """The longest prefix of `code` ending before a column-0 line that parses (a sample cut off while it was
+    writing something after the function still gives the function)."""
+    lines = source_lines(code, keepends=True)
+    for cut in range(len(lines) - 1, 0, -1):
+        if lines[cut][:1] not in ("", " ", "\t", "\n", "\r", "#"):
+            prefix = "".join(lines[:cut])
+            try:
+                return ast.parse(prefix), prefix
+            except (SyntaxError, ValueError):
+                continue
+    return None
+
+
+def take_body(code: str, name: str, existing: Sequence[str], finished: bool) -> Taken | str:
+    """The body of the function `name` in a sample's `code` (at module level, or as a method of a class the
+    sample wrote), or why there is none: "cut off", "syntax", "no function".
+
+    A sample that was cut off (`finished` False) counts only if the function ended before the cut.
+    """
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        if finished:
+            return "syntax"
+        rescued = _cut_to_parse(code)
+        if rescued is None:
+            return "cut off"
+        tree, code = rescued
+        salvaged = True
+    else:
+        salvaged = False
+    found = [(n, i) for i, n in enumerate(tree.body) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    target = next((n for n, _ in found if n.name == name), None)
+    if target is None:
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            target = next(
+                (m for m in cls.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m.name == name), None
+            )
+            if target is not None:
+                break
+    if target is None:
+        return "no function" if finished or tree.body else "cut off"
+    lines = source_lines(code)
+    if not finished and not salvaged and (target.end_lineno or 0) >= len(lines) - _trailing_blank(lines):
+        # It parsed as it stood when cut, but nothing followed the function: it may be unfinished.
+        return "cut off"
+    docstring = ast.get_docstring(target) is not None
+    statements = target.body[1:] if docstring else target.body
+    if not statements:
+        return "no body"
+    first = statements[0]
+    first_line = lines[first.lineno - 1]
+    column = _char_col(first_line, first.col_offset)
+    if first_line[:column].strip(" \t\f"):
+        # One-line `def f(x): return x`: the body is what follows the colon.
+        body_lines = [first_line[column:], *lines[first.lineno : target.end_lineno]]
+        indent = ""
+    else:
+        body_lines = list(lines[first.lineno - 1 : target.end_lineno])
+        indent = _leading_ws(first_line)
+    interior = _string_interior(code)
+    dedented = []
+    for number, line in enumerate(body_lines, start=first.lineno):
+        if number in interior:
+            dedented.append(line)
+        elif not line.strip():
+            dedented.append("")
+        elif indent and line.startswith(indent):
+            dedented.append(line[len(indent) :])
+        else:
+            dedented.append(line)
+    others = []
+    imports = []
+    for statement in tree.body:
+        if statement is target:
+            continue
+        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if isinstance(statement, ast.ClassDef) and target in statement.body:
+                # The class the sample wrote around the method: only its other methods are something else.
+                for member in statement.body:
+                    if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and member is not target:
+                        verb = "rewrites" if member.name in existing else "adds"
+                        others.append(f"{verb} {statement.name}.{member.name}()")
+                continue
+            verb = "rewrites" if statement.name in existing else "adds"
+            others.append(f"{verb} {statement.name}()")
+        elif isinstance(statement, ast.Import | ast.ImportFrom):
+            imports.append(ast.unparse(statement))
+    return Taken(body="\n".join(dedented).rstrip() + "\n", others=tuple(others), imports=tuple(imports))
+
+
+def _trailing_blank(lines: list[str]) -> int:
+    count = 0
+    for line in reversed(lines):
+        if line.strip():
+            break
+        count += 1
+    return count
+
+
+def indent_body(body: str, stub: Stub) -> list[str]:
+    """`body` (at column 0, as :func:`take_body` gives it) indented as the stub's body is, one level mapped onto
+    the file's own unit (tabs stay tabs), lines inside multi-line strings left as they are."""
+    unit = stub.body_indent[len(stub.indent) :] if stub.body_indent.startswith(stub.indent) else stub.body_indent
+    unit = unit or "    "
+    lines = source_lines(body)
+    interior = _string_interior(body)
+
+    def leading(line: str) -> str:
+        return line[: len(line) - len(line.lstrip(" \t"))]
+
+    # The model's own unit: the first indented line's indentation (the body itself is at column 0).
+    model_unit = next((leading(line) for n, line in enumerate(lines, 1) if leading(line) and n not in interior), "")
+    out = []
+    for number, line in enumerate(lines, start=1):
+        if number in interior:
+            out.append(line)
+        elif not line.strip():
+            out.append("")
+        else:
+            rest = leading(line)
+            levels = 0
+            while model_unit and rest.startswith(model_unit):
+                rest, levels = rest[len(model_unit) :], levels + 1
+            out.append(stub.body_indent + unit * levels + rest + line.lstrip(" \t"))
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def fill_body(text: str, stub: Stub, body: str) -> str:
+    """`text` with the stub's body replaced by `body` (at column 0); every other character is kept."""
+    lines = indent_body(body, stub)
+    if not lines:
+        raise UsageError(f"the new body of {stub.qualname} is empty")
+    replacement = stub.newline + stub.newline.join(lines)
+    return text[: stub.head_end] + replacement + text[stub.body_end :]
+
+
+# -- planning the edit ---------------------------------------------------------------------------------
+
+
+def plan_fill(path: Path, stub: Stub, taken: Taken, root: Path | None = None) -> Edit:
+    """The edit that fills the stub in `path` with `taken`'s body (and adds imports the file lacks). Writes nothing.
+
+    The stub must describe the file as it is (the edit is refused at apply time if the file changed since)."""
+    named = Path(path).expanduser().absolute()
+    resolved = named.resolve()
+    raw = resolved.read_bytes()
+    old_text = read_target(resolved)
+    bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
+    new = fill_body(old_text, stub, taken.body)
+    actions = [f"fill {stub.qualname}"]
+    if taken.imports:
+        crlf = stub.newline == "\r\n"
+        merged, done = merge(new.replace("\r\n", "\n") if crlf else new, "\n".join(taken.imports) + "\n")
+        if done:
+            new = merged.replace("\n", "\r\n") if crlf else merged
+            actions += done
+    actions += [f"dropped: {other}" for other in taken.others]
+    try:
+        display = str(resolved.relative_to(root)) if root else os.path.relpath(resolved)
+    except ValueError:
+        display = str(resolved)
+    return Edit(
+        path=resolved,
+        display_path=display,
+        old=bom + old_text,
+        new=bom + new,
+        diff=unified_diff(bom + old_text, bom + new, display),
+        actions=tuple(actions),
+        exists=True,
+        named=named,
+        root=root,
+    )
+
+
+def collect_stub(
+    completions: Sequence[Completion], stub: Stub, prefix: str, existing: Sequence[str]
+) -> tuple[list[tuple[Candidate, Taken]], Counter[str], list[CutOff]]:
+    """Candidates for a stub from samples: each sample's new body, the function it makes (the candidate's code),
+    what else it wrote (dropped, named in `Candidate.dropped`), and the samples cut off by the token limit.
+
+    `prefix` is the code the answer was prefilled with (the stub's head), "" when the model wrote the whole
+    function. Duplicates are dropped by the new body's syntax tree."""
+    kept: list[tuple[Candidate, Taken]] = []
+    dropped: Counter[str] = Counter()
+    cut: list[CutOff] = []
+    seen: set[str] = set()
+    head = stub.dedented_head()
+    for number, completion in enumerate(completions):
+        if prefix:
+            start, end = code_span(completion.text) if "```" in completion.text else (0, len(completion.text))
+            code = prefix + completion.text[start:end].replace("\r\n", "\n")
+        else:
+            start, end = code_span(completion.text)
+            code = completion.text[start:end].replace("\r\n", "\n")
+        finished = completion.finish_reason != "length"
+        taken = take_body(code, stub.name, existing, finished)
+        if isinstance(taken, str):
+            if taken == "cut off":
+                cut.append(CutOff(number, completion.tokens, completion.text))
+            dropped[taken] += 1
+            continue
+        function = head + "\n" + "\n".join(indent_body(taken.body, _relative(stub))) + "\n"
+        try:
+            tree = ast.parse(function)
+        except (SyntaxError, ValueError):
+            dropped["syntax"] += 1
+            continue
+        written = tree.body[0]
+        if isinstance(written, ast.FunctionDef | ast.AsyncFunctionDef) and _form(
+            written.body, ast.get_docstring(written) is not None
+        ) in ("...", "pass", "raise NotImplementedError"):
+            dropped["still a stub"] += 1
+            continue
+        form = ast.dump(tree)
+        if form in seen:
+            dropped["duplicate"] += 1
+            continue
+        seen.add(form)
+        candidate = Candidate(
+            code=function,
+            sample=number,
+            tokens=completion.tokens,
+            logprobs=completion.logprobs,
+            dropped=taken.others,
+        )
+        kept.append((candidate, taken))
+    return kept, dropped, cut
+
+
+def _relative(stub: Stub) -> Stub:
+    """The stub as if its `def` sat at column 0 (to show a candidate as a function on its own)."""
+    body_indent = stub.body_indent[len(stub.indent) :] if stub.body_indent.startswith(stub.indent) else "    "
+    return replace(stub, indent="", body_indent=body_indent or "    ")
+
+
+# -- generation ----------------------------------------------------------------------------------------
+
+
+def token_counter(backend: Backend) -> Count:
+    """Count tokens with the backend's tokenizer where it has one, else estimate (characters / 4)."""
+    tokenizer = getattr(backend, "tokenizer", None)
+    if tokenizer is None:
+        return approximate_tokens
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _defined_names(text: str) -> list[str]:
+    return [
+        n.name
+        for n in ast.walk(ast.parse(text))
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    ]
+
+
+def fill_stub(
+    function: str,
+    backend: Backend,
+    *,
+    file: str | Path,
+    requirement: str | None = None,
+    retriever: Retriever | None = None,
+    k: int = 4,
+    params: SamplingParams | None = None,
+    max_new_tokens: int | None = None,
+    tests: Sequence[str] = (),
+    root: Path | None = None,
+    ranker: str = "auto",
+    progress: Progress | None = None,
+    demonstrations: Sequence[Hit] | None = None,
+    context_tokens: int = STUB_CONTEXT_TOKENS,
+) -> GenerateResult:
+    """Ranked candidates for the body of the stub `function` in `file`; each candidate's edit replaces only
+    that body.
+
+    The requirement is the stub's docstring unless `requirement` is given; it is also the retrieval query.
+    `max_new_tokens` None sizes the limit to the docstring (:func:`default_max_tokens`) and, when every sample
+    was cut off by it, samples once more at twice the limit; a given limit is kept as it is. Samples cut off
+    are reported in `cut_off`. Other definitions a sample wrote are dropped from its edit, named in its
+    `dropped`, and rank it below every candidate that wrote only the function.
+    """
+    from assistant.backends import check_text
+    from assistant.backends.prompts import ANSWER_PREFIX, build_stub_prompt
+    from assistant.core.generation import GenerateResult, rank_step, retrieve_step, retriever_label
+    from assistant.core.rank import Problem
+
+    if k < 0:
+        raise UsageError("-k must be 0 or more")
+    params = params or SamplingParams()
+    if params.n < 1:
+        raise UsageError("-n must be at least 1")
+    report = progress or (lambda stage, done, total: None)
+    target = Path(file).expanduser().resolve()
+    text = read_target(target)
+    if not target.exists():
+        raise UsageError(f"{file} does not exist; --function fills a stub in an existing file")
+    display = str(target.relative_to(root)) if root and target.is_relative_to(root) else str(file)
+    requirement = (requirement or "").strip()
+    if requirement:
+        check_text(requirement, "the requirement")
+    stub = find_stub(text, function, display, requirement_given=bool(requirement))
+    query = requirement or stub.docstring or stub.name
+    check_text(query, "the docstring")
+    timings: dict[str, float] = {}
+
+    hits = retrieve_step(query, retriever, k, demonstrations, display, report, timings)
+
+    prefill = bool(getattr(backend, "prefills_answer", False))
+    head = stub.dedented_head()
+    context = stub_context(text, stub, context_tokens, token_counter(backend))
+    prompt = build_stub_prompt(
+        stub.qualname,
+        head,
+        context,
+        [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
+        requirement=requirement,
+        tests=tests,
+        file_path=display,
+        prefill=prefill,
+    )
+    prompt_tokens = backend.count_tokens(prompt)
+    limit = max_new_tokens or default_max_tokens(stub, prefill)
+    params = replace(params, max_new_tokens=limit)
+    existing = [name for name in _defined_names(text) if name != stub.name]
+    prefix = head + "\n" if prefill else ""
+
+    started = time.perf_counter()
+    usage_before = backend.usage.to_json()
+    report("generate", 0, params.n)
+    completions = backend.sample(prompt, params, step=lambda done, total: report("generate", done, total))
+    kept, dropped, cut = collect_stub(completions, stub, prefix, existing)
+    if not kept and cut and max_new_tokens is None:
+        # Every sample ran out of room: the limit was too small for this function. Once, with twice as much.
+        limit = min(2 * limit, 2048)
+        params = replace(
+            params, n=len(cut), max_new_tokens=limit, seed=None if params.seed is None else params.seed + 1
+        )
+        retried = backend.sample(prompt, params, step=lambda done, total: report("generate", done, total))
+        offset = len(completions)
+        more, more_dropped, more_cut = collect_stub(retried, stub, prefix, existing)
+        kept += [(replace(c, sample=c.sample + offset), taken) for c, taken in more]
+        dropped.update(more_dropped)
+        cut += [replace(c, sample=c.sample + offset) for c in more_cut]
+        completions = [*completions, *retried]
+    report("generate", 1, 1)
+    timings["generate"] = time.perf_counter() - started
+
+    candidates = [candidate for candidate, _ in kept]
+    # Scored as whole functions after the plain fence, so a candidate is judged the same way whether its
+    # log-probabilities were recorded while sampling or computed now.
+    problem = Problem(requirement=query, prompt=replace(prompt, answer_prefix=ANSWER_PREFIX), tests=tuple(tests))
+    ranked, rankers = rank_step(problem, candidates, backend, ranker, report, timings)
+    taken_by_sample = {candidate.sample: taken for candidate, taken in kept}
+    edits = [plan_fill(target, stub, taken_by_sample[item.candidate.sample], root) for item in ranked]
+
+    return GenerateResult(
+        requirement=query,
+        model=backend.model,
+        backend=backend.name,
+        retriever=retriever_label(retriever, k, hits, demonstrations),
+        rankers=[r.name for r in rankers],
+        demonstrations=hits,
+        candidates=ranked,
+        edits=list(edits),
+        prompt=prompt,
+        prompt_tokens=prompt_tokens,
+        samples=len(completions),
+        dropped=dict(dropped),
+        timings=timings,
+        usage=backend.usage.since(usage_before),
+        function=stub.to_json(),
+        cut_off=cut,
+        max_new_tokens=limit,
+    )

@@ -1,0 +1,338 @@
+"""LAIL (LLM-aware in-context learning): the LLM labels which demonstrations help it, and an encoder learns
+to retrieve those (`../shared/docs/methods.md`, section 1).
+
+Labeling, for every example e_i = (x_i, y_i) of the pool:
+  1. BM25 over requirements keeps the top t other examples as S_i;
+  2. each candidate q in S_i is scored by the LLM's mean token log-probability of y_i given the prompt
+     (x_q, y_q, x_i) — the same prompt `assist generate` builds with one demonstration. No generation;
+  3. the top z are positives, the bottom v soft negatives.
+Training: the encoder (default MiniLM) with InfoNCE over cosine / τ: for each query x_i, one positive, one
+soft negative, and h hard negatives drawn from outside S_i (shared by the batch, plus the other queries'
+candidates when they are not in S_i). Optionally (`loss="listwise"`, not in the paper) every candidate of S_i
+teaches, with softmax(label / label τ) as the target distribution.
+
+Cost on a 2-core CPU is dominated by labeling: every pair is one prompt. Pairs that share a demonstration
+share its forward pass (the prompt's prefix KV cache), so a pair costs only the tokens of x_i and y_i.
+Defaults are scaled to finish a few hundred examples within an hour; the paper's settings are beside them.
+The labeler can also be an OpenAI-compatible server whose completions endpoint echoes prompt log-probabilities
+(vLLM); servers whose echo is missing or misaligned are refused (see `OpenAIBackend.check_echo`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from assistant.backends import Backend
+from assistant.backends.encoder import MAX_TOKENS, dot_scores, embed_texts
+from assistant.backends.prompts import build_prompt
+from assistant.cache import JsonlCache, cache_key
+from assistant.code.examples import Example
+from assistant.core.retrieve import BM25Retriever, Exclude, Hit, top_rows
+from assistant.errors import UsageError
+from assistant.indexing.index import Index, TextEncoder, embedding_text
+from assistant.methods.artifacts import artifact_dir, cached_vectors, describe_pool, read_manifest, write_manifest
+
+Progress = Callable[[str, int, int], None]
+
+
+LOSSES = ("infonce", "listwise")
+
+
+@dataclass(frozen=True)
+class LailConfig:
+    """Labeling and training settings. Paper (GPU, 16B labeler): t=50, z=5, v=5, h=63, lr 5e-5, batch 32."""
+
+    candidates: int = 8  # t: BM25 candidates scored per example (paper 50)
+    positives: int = 2  # z (paper 5)
+    soft_negatives: int = 2  # v (paper 5)
+    hard_negatives: int = 32  # h, from outside S_i (paper 63)
+    epochs: int = 4
+    batch: int = 16  # queries per step (paper 32)
+    lr: float = 5e-5
+    temperature: float = 0.05
+    # "infonce": the paper's loss (one positive, one soft negative). "listwise": every labeled candidate, the
+    # target being softmax(label / label_temperature) over S_i, so the whole ranking teaches, not its two ends.
+    loss: str = "infonce"
+    label_temperature: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSSES:
+            raise UsageError(f"unknown loss {self.loss!r}; choose {' or '.join(LOSSES)}")
+
+
+def text_hash(example: Example) -> str:
+    return hashlib.sha256(f"{example.requirement}\x00{example.code}".encode()).hexdigest()[:24]
+
+
+def _precision(backend: Backend) -> str:
+    return getattr(backend, "precision", "fp32")
+
+
+def labeler_name(backend: Backend) -> str:
+    """Who labeled, as label cache keys name it: the local model keeps its plain name in fp32 (labels cached
+    before servers or bf16 could label stay valid), `model@bf16` in bf16, `server:model` for a server."""
+    if backend.name != "local":
+        return f"{backend.name}:{backend.model}"
+    return backend.model if _precision(backend) == "fp32" else f"{backend.model}@{_precision(backend)}"
+
+
+def candidate_sets(index: Index, count: int) -> list[list[int]]:
+    """S_i for every example: the `count` best BM25 matches of its requirement, never itself or a duplicate."""
+    bm25 = BM25Retriever(index)
+    sets = []
+    for example in index.examples:
+
+        def same(other: Example, example: Example = example) -> bool:
+            return other is example or other.requirement == example.requirement or other.code == example.code
+
+        sets.append(top_rows(bm25.scores(example.requirement), index.examples, count, same))
+    return sets
+
+
+def label_pool(
+    index: Index,
+    backend: Backend,
+    config: LailConfig,
+    cache: JsonlCache,
+    progress: Progress | None = None,
+) -> list[list[tuple[int, float]]]:
+    """Per example: [(candidate row, mean log-prob of its code given that demonstration)], best first.
+
+    Scores are cached by (labeler, demonstration, example): an interrupted run resumes where it stopped.
+    """
+    report = progress or (lambda stage, done, total: None)
+    examples = index.examples
+    sets = candidate_sets(index, config.candidates)
+    hashes = [text_hash(e) for e in examples]
+
+    labeler = labeler_name(backend)
+
+    def key(q: int, i: int) -> str:
+        return cache_key(kind="lail-label", labeler=labeler, demo=hashes[q], example=hashes[i])
+
+    by_demo: dict[int, list[int]] = {}
+    for i, chosen in enumerate(sets):
+        for q in chosen:
+            by_demo.setdefault(q, []).append(i)
+    total = sum(len(s) for s in sets)
+    done = sum(1 for i, chosen in enumerate(sets) for q in chosen if key(q, i) in cache)
+    report("label", done, total)
+    # Backends that can reuse a shared prompt prefix (the local one) get every example of one demonstration
+    # at once: system message, demonstration request and answer are the same three messages for all of them.
+    shared = getattr(backend, "logprob_shared", None)
+    for q, users in by_demo.items():
+        pending = [i for i in users if key(q, i) not in cache]
+        if not pending:
+            continue
+        pairs = [(build_prompt(examples[i].requirement, [examples[q]]), examples[i].code) for i in pending]
+        scored = shared(pairs, shared_messages=3) if shared is not None else backend.logprob(pairs)
+        for i, result in zip(pending, scored, strict=True):
+            cache.put(key(q, i), result.mean)
+        done += len(pending)
+        report("label", done, total)
+    return [
+        sorted(((q, float(cache.get(key(q, i)))) for q in chosen), key=lambda item: -item[1])
+        for i, chosen in enumerate(sets)
+    ]
+
+
+def train_encoder(
+    examples: Sequence[Example],
+    labels: Sequence[Sequence[tuple[int, float]]],
+    encoder_dir: Path,
+    config: LailConfig,
+    progress: Progress | None = None,
+    max_tokens: int = MAX_TOKENS,
+):  # -> (model, tokenizer, losses)
+    """Fine-tune a copy of the encoder on the labels with `config.loss` (InfoNCE by default).
+
+    Texts are cut at `max_tokens`, the limit retrieval embeds them with. Returns (model, tokenizer, epoch losses).
+    """
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    report = progress or (lambda stage, done, total: None)
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    tokenizer = AutoTokenizer.from_pretrained(str(encoder_dir))
+    model = AutoModel.from_pretrained(str(encoder_dir), dtype=torch.float32)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    texts = [embedding_text(e) for e in examples]
+
+    def embed(rows: Sequence[int]):  # -> torch.Tensor of unit vectors, with gradients
+        return embed_texts(model, tokenizer, [texts[i] for i in rows], max_tokens)
+
+    usable = [i for i, ranked in enumerate(labels) if len(ranked) >= config.positives + config.soft_negatives]
+    if not usable:
+        raise UsageError("no example has enough labeled candidates to train on")
+    steps_per_epoch = (len(usable) + config.batch - 1) // config.batch
+    losses: list[float] = []
+    for epoch in range(config.epochs):
+        rng.shuffle(usable)
+        total = 0.0
+        for step in range(steps_per_epoch):
+            queries = usable[step * config.batch : (step + 1) * config.batch]
+            if not queries:
+                continue
+            if config.loss == "listwise":
+                loss = _listwise_loss(embed, len(texts), labels, queries, rng, config)
+            else:
+                loss = _infonce_loss(embed, len(texts), labels, queries, rng, config)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(queries)
+            report("train", epoch * steps_per_epoch + step + 1, config.epochs * steps_per_epoch)
+        losses.append(total / len(usable))
+    model.eval()
+    return model, tokenizer, losses
+
+
+def _hard_negatives(labels, queries, count: int, size: int, rng: random.Random) -> list[int]:
+    """Examples outside every query's S_i (and not a query): negatives no label vouches for."""
+    blocked = set(queries) | {q for i in queries for q, _ in labels[i]}
+    outside = [j for j in range(size) if j not in blocked]
+    return rng.sample(outside, min(count, len(outside)))
+
+
+def _infonce_loss(embed, size, labels, queries, rng, config):
+    """The paper's InfoNCE: one positive and one soft negative per query, plus shared hard negatives."""
+    import torch
+
+    positives = [rng.choice(labels[i][: config.positives])[0] for i in queries]
+    softs = [rng.choice(labels[i][-config.soft_negatives :])[0] for i in queries]
+    hard = _hard_negatives(labels, queries, config.hard_negatives, size, rng)
+    candidates = positives + softs + hard
+    q_vec, c_vec = embed(queries), embed(candidates)
+    logits = q_vec @ c_vec.T / config.temperature
+    # A query must not be pushed away from its own candidate set (false negatives), except its own
+    # soft negative; nor from itself.
+    mask = torch.zeros_like(logits, dtype=torch.bool)
+    for row, i in enumerate(queries):
+        own = {q for q, _ in labels[i]} | {i}
+        for col, j in enumerate(candidates):
+            if col in (row, len(queries) + row):
+                continue
+            if j in own or j == positives[row]:
+                mask[row, col] = True
+    logits = logits.masked_fill(mask, float("-inf"))
+    return torch.nn.functional.cross_entropy(logits, torch.arange(len(queries)))
+
+
+def _listwise_loss(embed, size, labels, queries, rng, config):
+    """Soft-target cross-entropy: over the batch's candidates and shared hard negatives, each query's target
+    is softmax(label / label_temperature) on its own S_i and zero elsewhere (never itself)."""
+    import torch
+
+    columns = list(dict.fromkeys(q for i in queries for q, _ in labels[i]))
+    columns += _hard_negatives(labels, queries, config.hard_negatives, size, rng)
+    where = {j: col for col, j in enumerate(columns)}
+    q_vec, c_vec = embed(queries), embed(columns)
+    logits = q_vec @ c_vec.T / config.temperature
+    target = torch.zeros_like(logits)
+    mask = torch.zeros_like(logits, dtype=torch.bool)
+    for row, i in enumerate(queries):
+        scores = torch.tensor([score for _, score in labels[i]]) / config.label_temperature
+        target[row, [where[q] for q, _ in labels[i]]] = torch.softmax(scores, dim=0)
+        if i in where:
+            mask[row, where[i]] = True
+    logits = logits.masked_fill(mask, float("-inf"))
+    log_probs = torch.log_softmax(logits, dim=1).masked_fill(mask, 0.0)
+    return -(target * log_probs).sum(dim=1).mean()
+
+
+def train_lail(
+    index: Index,
+    encoder: TextEncoder,
+    encoder_dir: Path,
+    backend: Backend,
+    config: LailConfig | None = None,
+    progress: Progress | None = None,
+) -> tuple[Path, dict]:
+    """Label (resumably) and train; save the encoder with its config and the labels' provenance."""
+    config = config or LailConfig()
+    if config.positives + config.soft_negatives > config.candidates:
+        raise UsageError("--positives plus --soft-negatives must not exceed --candidates")
+    if len(index) < config.candidates + 2:
+        raise UsageError(f"LAIL needs more than {config.candidates + 1} examples, the pool has {len(index)}")
+    directory = artifact_dir(index, "lail")
+    directory.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    cache = JsonlCache(directory / "labels.jsonl")
+    labels = label_pool(index, backend, config, cache, progress)
+    labeled_s = time.perf_counter() - started
+    # The base encoder's own limit when it is below ours; retrieval reads it back from the manifest.
+    max_tokens = min(getattr(encoder, "max_length", MAX_TOKENS), MAX_TOKENS)
+    model, tokenizer, losses = train_encoder(index.examples, labels, encoder_dir, config, progress, max_tokens)
+    (directory / "manifest.json").unlink(missing_ok=True)
+    model.save_pretrained(str(directory / "encoder"), safe_serialization=True)
+    tokenizer.save_pretrained(str(directory / "encoder"))
+    (directory / "pool_vectors.npz").unlink(missing_ok=True)
+    stats = {
+        "pairs_labeled": sum(len(s) for s in labels),
+        "label_seconds": round(labeled_s, 1),
+        "train_seconds": round(time.perf_counter() - started - labeled_s, 1),
+        "epoch_losses": [round(x, 4) for x in losses],
+    }
+    write_manifest(
+        directory,
+        {
+            "method": "lail",
+            "config": asdict(config),
+            "base_encoder": encoder.name,
+            "max_tokens": max_tokens,
+            # A server's precision is its own business: only the local labeler's is known and recorded.
+            "labeler": {"backend": backend.name, "model": backend.model}
+            | ({"precision": _precision(backend)} if backend.name == "local" else {}),
+            "pool": describe_pool(index),
+            "examples": len(index),
+            "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "stats": stats,
+        },
+    )
+    return directory, stats
+
+
+class LailRetriever:
+    """Cosine top-k with the LAIL-trained encoder; the pool is re-embedded with it once and cached."""
+
+    name = "lail"
+
+    def __init__(self, index: Index, directory: Path) -> None:
+        from assistant.backends.encoder import Encoder
+
+        manifest = read_manifest(directory)
+        if manifest is None:
+            raise UsageError(
+                f"no LAIL retriever trained for the {describe_pool(index)}; run `assist train retriever --method lail`"
+            )
+        self.index = index
+        self.manifest = manifest
+        # Embed with the limit training used (artifacts from before it was recorded used MAX_TOKENS).
+        max_tokens = int(manifest.get("max_tokens", MAX_TOKENS))
+        self.encoder = Encoder(directory / "encoder", name=f"lail:{directory.name}", max_length=max_tokens)
+        # The pool embedded with the trained encoder once, then only what changed.
+        self.pool = cached_vectors(
+            directory / "pool_vectors.npz", [embedding_text(e) for e in index.examples], self.encoder
+        )
+
+    @classmethod
+    def for_index(cls, index: Index, encoder: TextEncoder | None = None) -> LailRetriever:
+        return cls(index, artifact_dir(index, "lail"))
+
+    def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
+        if not len(self.index):
+            return []
+        scores = dot_scores(self.pool, self.encoder.encode([query])[0])
+        return [
+            Hit(self.index.examples[row], float(scores[row]), self.name, f"LAIL cosine {scores[row]:.3f}")
+            for row in top_rows(scores, self.index.examples, k, exclude)
+        ]

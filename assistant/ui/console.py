@@ -1,0 +1,146 @@
+"""Terminal output shared by the CLI's commands: consoles, progress bars, one-line errors."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from assistant.errors import AssistError
+
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+STAGE_LABELS = {
+    "assemble": "Assembling model parts",
+    "convert": "Converting the model (once)",
+    "parse": "Parsing files",
+    "encode": "Embedding",
+    "retrieve": "Retrieving demonstrations",
+    "generate": "Generating candidates",
+    "rank": "Ranking candidates",
+    "label": "Labeling pairs with the LLM",
+    "train": "Training",
+}
+
+
+def friendly_errors(command: F) -> F:
+    """Print an AssistError as one line on stderr and exit with its code; Ctrl-C exits 130."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except AssistError as exc:
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class PerMinuteColumn(ProgressColumn):
+    """Items per minute: the unit long jobs here are judged in (pairs labeled, samples drawn)."""
+
+    def render(self, task: Any) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed * 60:,.1f}/min" if speed else "", style="progress.data.speed")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+class ProgressUI:
+    """Renders the library's progress callbacks as rich progress bars on stderr (hidden when not a tty)."""
+
+    def __init__(self, enabled: bool, plain: bool = False) -> None:
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            PerMinuteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+            disable=not enabled,
+        )
+        self.tasks: dict[str, Any] = {}
+        # Without bars (not a terminal), long runs may still log a line at every tenth of a stage.
+        self.plain = plain and not enabled
+        self.logged: dict[str, int] = {}
+        self.started: dict[str, tuple[float, int]] = {}  # stage -> (clock, done) when first reported
+
+    def __enter__(self) -> ProgressUI:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        since, first = self.started.setdefault(stage, (now, done))
+        if self.plain and total:
+            tenth = done * 10 // total
+            if tenth > self.logged.get(stage, -1):
+                self.logged[stage] = tenth
+                line = f"{STAGE_LABELS.get(stage, stage)}: {done}/{total}"
+                if done > first and now > since:
+                    # The rate counts only this run's work (a resumed run starts with work already done).
+                    per_minute = (done - first) / (now - since) * 60
+                    left = "" if done >= total else f", ~{_duration((total - done) / per_minute * 60)} left"
+                    line += f" ({per_minute:,.1f}/min{left})"
+                err.print(line)
+        if stage not in self.tasks:
+            self.tasks[stage] = self.progress.add_task(STAGE_LABELS.get(stage, stage), total=total or None)
+        self.progress.update(self.tasks[stage], completed=done, total=total or None)
+
+    def status(self, message: str) -> None:
+        if not self.progress.disable:
+            self.progress.console.print(f"[dim]{escape(message)}[/]", markup=True)
+
+
+def show_progress(json_output: bool) -> bool:
+    return err.is_terminal and not json_output and not os.environ.get("CI")
+
+
+class _WarningHandler(logging.Handler):
+    """The library's warnings (logger "assistant") as `warning: ...` lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(f"[yellow]warning:[/] {escape(record.getMessage())}", markup=True)
+
+
+def setup_logging() -> None:
+    """Show the library's warnings to the user (once per process)."""
+    logger = logging.getLogger("assistant")
+    if not any(isinstance(h, _WarningHandler) for h in logger.handlers):
+        handler = _WarningHandler(logging.WARNING)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False

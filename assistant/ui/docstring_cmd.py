@@ -1,0 +1,354 @@
+"""`assist docstring` and `assist hook`: document what lacks a docstring, from the CLI or a pre-commit hook.
+
+In write mode nothing is generated for a file that will not be written (unstaged changes with --staged,
+read-only, a symlink out of the repo...): it is named with the reason and the run fails. A file edited while
+its docstrings were generated is left as it is now, and the run fails too.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from assistant.errors import UsageError
+from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
+from assistant.ui.options import BackendOpt, BaseUrlOpt, ModelOpt, backend_settings, check_range
+
+if TYPE_CHECKING:
+    from assistant.core.docwriter import Written
+
+hook_app = typer.Typer(help="Install or remove assist's plain git pre-commit hook.", no_args_is_help=True)
+
+
+@dataclass
+class FileJob:
+    """One file to document: its name as shown, where it is written, its text and the bytes it came from."""
+
+    name: str  # as shown to the user
+    path: Path
+    text: str
+    raw: bytes = b""  # the bytes `text` was read from: the file must still hold them when it is written
+    targets: list = field(default_factory=list)
+
+    @property
+    def bom(self) -> bool:
+        """Whether the file starts with a UTF-8 byte order mark (kept when it is written back)."""
+        return self.raw.startswith(codecs.BOM_UTF8)
+
+
+def _not_writable(job: FileJob, staged: bool, root: Path | None, force: bool) -> str | None:
+    """Why the docstrings of `job` could not be written (so none should be generated), or None."""
+    from assistant.code.edit import check_compiles
+    from assistant.code.git import has_unstaged_changes
+    from assistant.paths import write_target
+
+    if staged and root is not None:
+        if has_unstaged_changes(root, job.name):
+            return "it also has unstaged changes, which would be mixed into what you review (stage or stash them first)"
+        try:
+            current = job.path.read_bytes()
+        except OSError as exc:
+            return f"its working-tree file cannot be read ({exc.strerror})"
+        if current != job.raw:
+            return "its working-tree file differs from the staged content (a git filter or line-ending conversion)"
+    try:
+        check_compiles(job.raw, job.name, "the file as it is")  # parses, but Python refuses it
+        write_target(job.path, root or Path.cwd(), force)
+    except UsageError as exc:  # read-only, a symlink out of the repo, hard links
+        return str(exc)
+    return None
+
+
+def _collect(
+    files: list[Path], staged: bool, root: Path | None, write: bool = False, force: bool = False
+) -> tuple[list[FileJob], list[str], list[str]]:
+    """The files to document, the unreadable ones (skipped), and in write mode the ones with missing
+    docstrings that could not be written (held back before any generation, each with its reason)."""
+    from assistant.code.docstrings import find_missing, read_python_source
+    from assistant.code.edit import python_text
+    from assistant.code.git import staged_python_files, staged_text
+
+    jobs: list[FileJob] = []
+    skipped: list[str] = []
+    if staged:
+        if root is None:
+            raise UsageError("--staged needs a git repository")
+        for name in staged_python_files(root):
+            try:
+                raw = staged_text(root, name)
+                text = python_text(raw, name)
+            except UsageError as exc:
+                skipped.append(f"{exc}, skipped")
+                continue
+            jobs.append(FileJob(name, root / name, text, raw))
+    else:
+        if not files:
+            raise UsageError("name the files to document, or pass --staged")
+        for path in files:
+            if not path.is_file():
+                raise UsageError(f"{path} is not a file")
+            try:
+                text, raw = read_python_source(path)
+            except UsageError as exc:
+                skipped.append(str(exc))
+                continue
+            jobs.append(FileJob(str(path), path, text, raw))
+    held: list[str] = []
+    for job in jobs:
+        job.targets = find_missing(job.text)
+        if write and job.targets:
+            reason = _not_writable(job, staged, root, force)
+            if reason:
+                held.append(f"{job.name}: skipped, {len(job.targets)} definition(s) left without a docstring: {reason}")
+                job.targets = []
+    return jobs, skipped, held
+
+
+@dataclass
+class Outcome:
+    """What a run did to the files."""
+
+    report: dict
+    changed: int = 0  # files written
+    written: int = 0  # docstrings written to disk
+    failed: list[str] = field(default_factory=list)  # files not written, each with its reason
+
+
+def document(
+    jobs: list[FileJob],
+    generate: Callable[[FileJob], Written],
+    *,
+    width: int,
+    write: bool,
+    show_diff: bool,
+    json_output: bool,
+    root: Path | None,
+    force: bool = False,
+    report: dict | None = None,
+) -> Outcome:
+    """Generate each job's docstrings with `generate`, insert them, and show or write the result.
+
+    A write compiles the new text first and refuses a file whose bytes changed since they were read (the
+    user edited it while the model was busy): it is reported in `Outcome.failed` and left as it is.
+    """
+    from assistant.code.docstrings import insert_docstrings
+    from assistant.code.edit import unified_diff, write_python
+    from assistant.paths import ChangedOnDisk
+
+    outcome = Outcome(report if report is not None else {"files": []})
+    for job in jobs:
+        if not job.targets:
+            continue
+        written = generate(job)
+        entry: dict = {"file": job.name, "written": written.docstrings, "skipped": written.skipped}
+        outcome.report["files"].append(entry)
+        for name, why in written.skipped.items():
+            err.print(f"{job.name}: {name} skipped: {why}", markup=False)
+        if not written.docstrings:
+            continue
+        try:
+            new = insert_docstrings(job.text, written.docstrings, width)
+        except ValueError as exc:
+            err.print(f"{job.name}: left untouched: {exc}", markup=False)
+            continue
+        if not write or show_diff:
+            if not json_output:
+                out.print(unified_diff(job.text, new, job.name).rstrip("\n"), markup=False, highlight=False)
+            entry["diff"] = unified_diff(job.text, new, job.name)
+        if not write:
+            continue
+        try:
+            write_python(
+                job.path, new, name=job.name, root=root or Path.cwd(), force=force, expected=job.raw, bom=job.bom
+            )
+        except ChangedOnDisk:
+            why = "it changed while its docstrings were generated; your edits are kept, run again to document them"
+            outcome.failed.append(f"{job.name}: not written: {why}")
+            continue
+        except UsageError as exc:
+            outcome.failed.append(f"{job.name}: not written: {exc}")
+            continue
+        entry["written_to_disk"] = True
+        outcome.changed += 1
+        outcome.written += len(written.docstrings)
+    for line in outcome.failed:
+        err.print(line, markup=False)
+    return outcome
+
+
+@friendly_errors
+def docstring(
+    files: Annotated[list[Path] | None, typer.Argument(help="Python files (or --staged).")] = None,
+    check: Annotated[bool, typer.Option("--check", help="List what lacks one (no model); exit 1 if any.")] = False,
+    staged: Annotated[bool, typer.Option("--staged", help="The staged Python files (hooks).")] = False,
+    style: Annotated[str, typer.Option(help="auto (inferred from the repo), google, numpy, rest or plain.")] = "auto",
+    diff: Annotated[bool, typer.Option("--diff", help="Show the diff (the default unless --write).")] = False,
+    write: Annotated[bool, typer.Option("--write", help="Write the docstrings into the files (atomically).")] = False,
+    fail_on_change: Annotated[
+        bool, typer.Option("--fail-on-change", help="Exit 1 when files were changed (hooks: review, then re-stage).")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --write: write through a symlink out of the repo, or a hard link.")
+    ] = False,
+    max_functions: Annotated[int, typer.Option(help="Refuse to document more definitions than this in one run.")] = 25,
+    time_budget: Annotated[float, typer.Option(help="Generation seconds per file.")] = 120.0,
+    k: Annotated[int, typer.Option("-k", help="Exemplar (code, docstring) pairs from the repo's index.")] = 2,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Write missing docstrings in the style of the code around them.
+
+    Examples: assist docstring src/util.py (shows the diff); assist docstring --check --staged (a fast hook);
+    assist docstring --staged --write --fail-on-change (the writing hook).
+    """
+    import contextlib
+
+    from assistant.code.docstrings import STYLES, detect_style, line_length, repo_docstrings
+    from assistant.code.git import tracked_python_files
+    from assistant.indexing.index import repo_root
+
+    check_range("--max-functions", max_functions, 1)
+    check_range("--time-budget", time_budget, 0, low_open=True)
+    check_range("-k", k, 0)
+    if style != "auto" and style not in STYLES:
+        raise UsageError(f"unknown style {style!r}; choose from: auto, {', '.join(STYLES)}")
+    root: Path | None = None
+    with contextlib.suppress(UsageError):
+        root = repo_root(Path.cwd())
+    jobs, skipped, held = _collect(list(files or []), staged, root, write=write and not check, force=force)
+    for line in skipped:
+        err.print(line, markup=False)  # e.g. "x.py is not UTF-8 text, skipped"
+    for line in held:
+        err.print(line, markup=False)  # nothing is generated for a file that will not be written
+    missing = [(job, target) for job in jobs for target in job.targets]
+    report: dict = {"files": [], "skipped": skipped}
+    if held:
+        report["not_written"] = held
+
+    if check:
+        for job, target in missing:
+            out.print(f"{job.name}:{target.line}: {target.kind} {target.qualname} has no docstring", markup=False)
+        if json_output:
+            report["missing"] = [{"file": job.name, **target.to_json()} for job, target in missing]
+            out.print_json(json.dumps(report))
+        if missing:
+            files_with = len({job.name for job, _ in missing})
+            err.print(
+                f"{len(missing)} definition(s) in {files_with} file(s) lack a docstring; "
+                "`assist docstring --write` writes them"
+            )
+            raise typer.Exit(1)
+        return
+
+    if not missing:
+        if json_output:
+            out.print_json(json.dumps(report))
+        elif not held:
+            err.print("every function, method and class has a docstring")
+        if held:
+            err.print(f"{len(held)} file(s) not documented (see above); nothing was written")
+            raise typer.Exit(1)
+        return
+    if len(missing) > max_functions:
+        raise UsageError(
+            f"{len(missing)} definitions lack a docstring, more than --max-functions {max_functions}; "
+            "document some files at a time, or raise the limit"
+        )
+
+    from assistant.backends import load_backend
+    from assistant.backends.encoder import Encoder
+    from assistant.core.docwriter import ExemplarIndex, write_docstrings
+    from assistant.indexing.sources import open_source
+
+    base = root or Path.cwd()
+    width = line_length(base)
+    if style == "auto":
+        pool = [base / name for name in tracked_python_files(base)] if root else [job.path for job in jobs]
+        style = detect_style(repo_docstrings(pool))
+    settings = backend_settings(backend, model, base_url, start=base)
+    with ProgressUI(show_progress(json_output)) as ui:
+        encoder = Encoder.load()
+        source = open_source(encoder, start=base, progress=ui)
+        exemplars = None
+        if k > 0:
+            from assistant.methods.jointcom import retriever_dir, trained_encoder
+
+            # The repo's JOINTCOM retriever when one was trained, else exemplars by code tokens (RAF_BM25).
+            trained = trained_encoder(retriever_dir([], root)) if root else None
+            exemplars = ExemplarIndex(source.index.examples, trained)
+        generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
+
+        def generate(job: FileJob) -> Written:
+            ui.status(f"{job.name}: {len(job.targets)} definition(s) to document ({style} style)")
+            return write_docstrings(
+                job.targets,
+                generator,
+                style=style,
+                exemplars=exemplars,
+                k=k,
+                path=job.name,
+                time_budget_s=time_budget,
+                progress=ui,
+            )
+
+        outcome = document(
+            jobs,
+            generate,
+            width=width,
+            write=write,
+            show_diff=diff,
+            json_output=json_output,
+            root=root,
+            force=force,
+            report=report,
+        )
+    if outcome.failed:
+        report.setdefault("not_written", []).extend(outcome.failed)
+    if json_output:
+        out.print_json(json.dumps(report))
+    not_written = len(held) + len(outcome.failed)
+    if write:
+        err.print(
+            f"wrote {outcome.written} docstring(s) in {outcome.changed} file(s) ({style} style); review with `git diff`"
+        )
+        if not_written:
+            err.print(f"{not_written} file(s) not documented (see above)")
+            raise typer.Exit(1)
+        if fail_on_change and outcome.changed:
+            err.print("files were changed: review the docstrings, `git add` them, and commit again")
+            raise typer.Exit(1)
+    elif not json_output:
+        total = sum(len(entry["written"]) for entry in report["files"])
+        err.print(f"{total} docstring(s) proposed ({style} style); pass --write to write them")
+
+
+@hook_app.command("install")
+@friendly_errors
+def hook_install(
+    check_only: Annotated[bool, typer.Option("--check-only", help="Only fail on missing ones (no model).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace a pre-commit hook assist did not write.")] = False,
+) -> None:
+    """Install a plain git pre-commit hook that documents staged Python files (fails so you can review)."""
+    from assistant.code.git import install_hook
+    from assistant.indexing.index import repo_root
+
+    path = install_hook(repo_root(Path.cwd()), check_only=check_only, force=force)
+    out.print(f"installed {path}: " + ("checks for" if check_only else "writes") + " missing docstrings on commit")
+
+
+@hook_app.command("uninstall")
+@friendly_errors
+def hook_uninstall() -> None:
+    """Remove the pre-commit hook that `assist hook install` wrote."""
+    from assistant.code.git import uninstall_hook
+    from assistant.indexing.index import repo_root
+
+    out.print(f"removed {uninstall_hook(repo_root(Path.cwd()))}")

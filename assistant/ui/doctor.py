@@ -1,0 +1,250 @@
+"""`assist doctor`: one screen that says whether this install can be trusted, each line OK or what to do.
+
+Checks, in order: the models (downloaded, converted and checked against their manifest), the index of
+the repo you stand in (present, readable, up to date), where the settings come from, which sandbox
+layers this kernel gives (Landlock, seccomp, no_new_privs, capabilities, dumpable, the audit hook), and
+the optional extras. Fast: no model or encoder is loaded; the sandbox check runs one trivial candidate.
+
+Each :class:`Check` has ``ok``: True (fine), None (works, but worth knowing or fixing), False (broken).
+:func:`doctor_report` returns them, :func:`render` makes the screen, :func:`to_json` the ``--json`` form.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from assistant.errors import AssistError, UsageError
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's report."""
+
+    name: str  # e.g. "model qwen2.5-coder-0.5b", "sandbox landlock"
+    ok: bool | None  # True fine, None a warning, False broken
+    detail: str  # what was found, one line
+    fix: str | None = None  # what to do, when not fine
+
+
+def doctor_report(root: Path | None = None) -> list[Check]:
+    """Every check; the index is that of the repo containing `root` (default: the working directory).
+
+    Settings are always those that apply in the working directory (as for every other command).
+    """
+    start = Path(root) if root is not None else Path.cwd()
+    return [*model_checks(), *index_checks(start), *config_checks(), *sandbox_checks(), *extra_checks()]
+
+
+def render(checks: list[Check]) -> str:
+    """The report as plain text: one line per check, a fix under each that needs one, a summary line."""
+    labels = {True: "OK  ", None: "WARN", False: "FAIL"}
+    width = max((len(check.name) for check in checks), default=0)
+    lines = []
+    for check in checks:
+        lines.append(f"{labels[check.ok]}  {check.name:<{width}}  {check.detail}")
+        if check.ok is not True and check.fix:
+            lines.append(f"      {'':<{width}}  -> {check.fix}")
+    failed = sum(check.ok is False for check in checks)
+    warned = sum(check.ok is None for check in checks)
+    lines.append(f"{len(checks)} checks: {failed} failed, {warned} to look at")
+    return "\n".join(lines)
+
+
+def to_json(checks: list[Check]) -> str:
+    """The report for `assist doctor --json`: a list of {name, ok, detail, fix}."""
+    return json.dumps([asdict(check) for check in checks], indent=1)
+
+
+def exit_code(checks: list[Check]) -> int:
+    """1 when any check failed (warnings do not count), else 0."""
+    return 1 if any(check.ok is False for check in checks) else 0
+
+
+# --- models ------------------------------------------------------------------------------------------
+
+
+def model_checks() -> list[Check]:
+    """Each registered model: ready and verified (default ones must be), or what to run."""
+    from assistant.backends.models import (
+        DEFAULT_ENCODER,
+        DEFAULT_GENERATOR,
+        REGISTRY,
+        encoder_dir,
+        generator_dir,
+        status,
+    )
+
+    checks = []
+    for spec in REGISTRY.values():
+        name = f"model {spec.name}"
+        default = spec.name in (DEFAULT_GENERATOR, DEFAULT_ENCODER)
+        pull = f"assist models pull {spec.name}"
+        try:
+            state = status(spec)
+            if state == "ready":
+                # Verified: the encoder's files are where its package says; a generator's converted files
+                # match the sizes recorded when its sha256-checked GGUF was converted.
+                where = encoder_dir(spec) if spec.kind == "encoder" else generator_dir(spec)
+                checks.append(Check(name, True, f"ready and verified ({spec.kind}, {where})"))
+                continue
+        except AssistError as exc:
+            checks.append(Check(name, False, str(exc), f"{pull} --force"))
+            continue
+        if default:
+            checks.append(Check(name, False, f"{state} (the default {spec.kind})", pull))
+        else:
+            checks.append(Check(name, None, f"{state} (optional {spec.kind}: {spec.description})", pull))
+    return checks
+
+
+# --- the repo's index ----------------------------------------------------------------------------------
+
+
+def index_checks(start: Path) -> list[Check]:
+    """The index of the repo containing `start`: present, readable, and built from the current files."""
+    from assistant.code.extract import EXTRACTORS, git_blob_hash
+    from assistant.indexing.index import load_existing, repo_root
+    from assistant.paths import REPO_DIR_NAME
+
+    try:
+        root = repo_root(start)
+    except UsageError:
+        return [
+            Check(
+                "index",
+                None,
+                f"{start.resolve()} is not in a git repo: generate retrieves from the default bank",
+                "run `assist index` inside a git repo to retrieve from its functions",
+            )
+        ]
+    # Not index.repo_index_dir(): that creates .assist/ in the repo, and the doctor only looks.
+    directory = root / REPO_DIR_NAME / "index"
+    try:
+        index = load_existing(directory)
+    except UsageError as exc:
+        return [Check("index", False, str(exc), "assist index (it rebuilds an unreadable index)")]
+    if index is None:
+        return [Check("index", None, f"{root} is not indexed yet", "assist index")]
+    indexed: dict[str, str] = dict(index.meta.get("files", {}))
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True, timeout=30
+        ).stdout.decode("utf-8", "surrogateescape")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return [Check("index", None, f"{len(index)} functions indexed; cannot list the repo's files ({exc})")]
+    current = {}
+    for rel in listed.split("\0"):
+        if rel and Path(rel).suffix in EXTRACTORS:
+            try:
+                current[rel] = git_blob_hash((root / rel).read_bytes())
+            except OSError:
+                continue
+    changed = sum(current.get(rel) != blob for rel, blob in indexed.items()) + len(set(current) - set(indexed))
+    summary = f"{len(index)} functions from {len(indexed)} files in {directory}"
+    if index.encoder_name:
+        summary += f", encoder {index.encoder_name}"
+    if changed:
+        return [Check("index", None, f"{summary}; {changed} file(s) changed since it was built", "assist index")]
+    return [Check("index", True, summary + ", up to date")]
+
+
+# --- settings ------------------------------------------------------------------------------------------
+
+
+def config_checks() -> list[Check]:
+    """Where the effective settings come from (for the working directory); a file that does not load fails."""
+    from assistant.config import load_settings
+
+    try:
+        settings = load_settings(check_trust=False)  # report an untrusted repo file, do not refuse
+        rows = settings.describe()
+    except UsageError as exc:
+        return [Check("config", False, str(exc), "fix or remove the setting it names (`assist config show`)")]
+    by_key = {row["key"]: row for row in rows}
+    chosen = [row for row in rows if row["source"] != "default"]
+    sources = sorted({row["source"] for row in chosen})
+    backend = by_key.get("backend")
+    parts = []
+    if backend is not None:
+        parts.append(f"backend {backend['value']} ({backend['source']})")
+    parts.append(f"{len(chosen)} setting(s) not default" + (f", from {', '.join(sources)}" if sources else ""))
+    checks = [Check("config", True, "; ".join(parts))]
+    repo = settings.repo
+    if repo is not None:
+        state = repo.describe_trust()
+        needs_trust = bool(repo.routing()) and not repo.trusted
+        checks.append(
+            Check(
+                "repo config",
+                None if needs_trust else True,
+                f"{repo.path}: {state}",
+                "assist config trust (after reading the file)" if needs_trust else "",
+            )
+        )
+    return checks
+
+
+# --- the sandbox -------------------------------------------------------------------------------------------
+
+_SANDBOX_FIXES = {
+    "landlock": "use Linux 5.13+ with Landlock enabled (lsm=...,landlock); until then only the audit hook "
+    "guards the filesystem and the network",
+    "seccomp": "on x86_64/aarch64 Linux with seccomp; until then only the audit hook stops fork, exec and "
+    "signals to other processes",
+    "no_new_privs": "needs Linux; Landlock and seccomp depend on it",
+    "caps": "needs Linux; or run assist as an unprivileged user",
+    "dumpable": "needs Linux",
+    "hook": "unset ASSIST_SANDBOX_DISABLE",
+}
+
+
+def sandbox_checks() -> list[Check]:
+    """One line per sandbox layer, as a real sandboxed run on this machine reported it."""
+    from assistant import sandbox
+
+    try:
+        layers = sandbox.boundary_layers()
+    except UsageError as exc:  # a bad ASSIST_SANDBOX_DISABLE
+        return [Check("sandbox", False, str(exc), f"fix or unset {sandbox.DISABLE_ENV}")]
+    checks = []
+    for name in sandbox.LAYERS:
+        on, detail = layers[name]
+        if on:
+            checks.append(Check(f"sandbox {name}", True, detail))
+        elif "ASSIST_SANDBOX_DISABLE" in detail:
+            checks.append(Check(f"sandbox {name}", None, detail, f"unset {sandbox.DISABLE_ENV} (meant for tests)"))
+        elif detail.startswith("failed"):
+            checks.append(Check(f"sandbox {name}", False, detail, "report this: the kernel offers the layer"))
+        else:
+            checks.append(Check(f"sandbox {name}", None, f"not available: {detail}", _SANDBOX_FIXES[name]))
+    return checks
+
+
+# --- optional extras -----------------------------------------------------------------------------------------
+
+_EXTRAS = (
+    ("matplotlib", "eval", "PNG charts in `assist eval report`"),
+    ("llama_cpp", "serve", "`assist serve` (llama.cpp's server; pip builds it, up to an hour on 2 cores)"),
+)
+
+
+def extra_checks() -> list[Check]:
+    """Optional extras: installed, or how to install them (a warning only: assist works without them)."""
+    checks = []
+    for module, extra, purpose in _EXTRAS:
+        if importlib.util.find_spec(module) is not None:
+            checks.append(Check(f"extra {extra}", True, f"{module} installed: {purpose}"))
+        else:
+            checks.append(
+                Check(
+                    f"extra {extra}",
+                    None,
+                    f"{module} not installed: needed for {purpose}",
+                    f"pip install 'assist[{extra}]'",
+                )
+            )
+    return checks

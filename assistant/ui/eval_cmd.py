@@ -1,0 +1,514 @@
+"""`assist eval ...`: the evaluation harness's commands (a thin layer over `assistant.evaluate`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from assistant.config import Settings
+from assistant.errors import UsageError
+from assistant.paths import atomic_write_text
+from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
+from assistant.ui.options import (
+    ApiOpt,
+    BackendOpt,
+    BaseUrlOpt,
+    ModelOpt,
+    TimeoutOpt,
+    backend_settings,
+    check_range,
+    check_seed,
+)
+
+eval_app = typer.Typer(
+    help="Measure retrieval and ranking strategies on real benchmarks (HumanEval, MBPP).\n\n"
+    "Runs are cached and resumable: re-running the same command continues where it stopped, and "
+    "`assist eval report DIR` rebuilds tables and charts without touching the model.",
+    no_args_is_help=True,
+)
+
+Dataset = Annotated[str, typer.Option(help="humaneval, or mbpp[:PATH] (default path ../shared/data/mbpp.jsonl).")]
+Strategies = Annotated[
+    str,
+    typer.Option(
+        help="Comma-separated: zero, random, bm25, dense, hybrid, and the trained lail, tstr "
+        "(`assist train retriever` first)."
+    ),
+]
+Limit = Annotated[int | None, typer.Option(help="Evaluate a fixed subset of this many tasks (chosen by --seed).")]
+Seed = Annotated[int, typer.Option(help="Seeds the subset, the random strategy and sampling.")]
+Demos = Annotated[int, typer.Option(help="Demonstrations per prompt.")]
+Pool = Annotated[str, typer.Option(help="Where demonstrations come from: a benchmark's train split.")]
+OutDir = Annotated[Path | None, typer.Option("--out", help="Results folder (default: results/<run name>).")]
+
+
+def _parse_ks(spec: str) -> list[int]:
+    try:
+        ks = sorted({int(part) for part in spec.split(",") if part.strip()})
+    except ValueError:
+        raise UsageError(f"-k takes comma-separated integers like 1,5, not {spec!r}") from None
+    if not ks or ks[0] < 1:
+        raise UsageError("-k values must be 1 or more")
+    return ks
+
+
+def _select_tasks(dataset: str, split: str, limit: int | None, seed: int, strategies: str) -> tuple[list, list[str]]:
+    """The tasks to evaluate and the strategy names, checked before any model loads."""
+    from assistant.evaluate import load_dataset, subset
+    from assistant.evaluate.strategies import parse_strategies
+
+    names = parse_strategies(strategies)
+    return subset(load_dataset(dataset, split), limit, seed), names
+
+
+def _load_models(pool: str, settings: Settings, ui: ProgressUI) -> tuple:
+    """The encoder-indexed demonstration pool and the backend, loaded once for the run."""
+    from assistant.backends import load_backend
+    from assistant.backends.encoder import Encoder
+    from assistant.evaluate import load_pool
+
+    generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
+    return load_pool(pool, Encoder.load()), generator
+
+
+def _prepare(out: Path, config: dict) -> None:
+    """Create the results folder, refusing one that holds a run with other settings."""
+    path = out / "config.json"
+    if path.exists():
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        # Strategies and --limit may grow: subsets are nested and every (task, strategy) is cached on its own.
+        # -k too: pass@k is computed from each task's (n, correct), so it changes the report, not the samples.
+        merged = ("strategies", "limit", "ks")
+        changed = sorted(k for k in config if k not in merged and previous.get(k) != config[k])
+        if changed:
+            raise UsageError(f"{out} holds a run with other settings ({', '.join(changed)}); choose another --out")
+        limits = [previous.get("limit"), config["limit"]]
+        config = {
+            **config,
+            "strategies": list(dict.fromkeys(previous.get("strategies", []) + config["strategies"])),
+            "limit": None if None in limits else max(limits),
+        }
+        if "ks" in config:
+            config["ks"] = sorted({*previous.get("ks", []), *config["ks"]})
+        if "versus" in previous:  # `eval report --versus`: the rewritten report keeps its paired tables
+            config["versus"] = previous["versus"]
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(config, indent=1))
+
+
+def _record_retrievers(folder: Path, index, names: list[str], before: dict, tasks: list) -> None:
+    """Name in the folder the trained artifacts this completed run used, unless one was retrained meanwhile."""
+    from assistant.evaluate.report import record_retrievers, retriever_identities
+
+    if retriever_identities(index, names) != before:
+        err.print("warning: a trained retriever was retrained during this run; retrievers.json was not updated")
+        return
+    record_retrievers(folder, before, [task.task_id for task in tasks])
+
+
+@eval_app.command("codegen")
+@friendly_errors
+def codegen(
+    dataset: Dataset = "humaneval",
+    split: Annotated[str, typer.Option(help="MBPP split: test, validation, train, prompt.")] = "test",
+    limit: Limit = None,
+    seed: Seed = 0,
+    strategies: Strategies = "zero,random,bm25,dense",
+    n: Annotated[int, typer.Option("-n", help="Samples per task.")] = 5,
+    k: Annotated[str, typer.Option("-k", help="pass@k values, e.g. 1,3,5 (each <= n).")] = "1,5",
+    demos: Demos = 4,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = None,
+    timeout: TimeoutOpt = None,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.8,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 0.95,
+    max_new_tokens: Annotated[int, typer.Option(help="Longest sample, in tokens.")] = 384,
+    pool: Pool = "mbpp",
+    batch: Annotated[
+        int, typer.Option(help="Tasks sampled together in one batched call (local backend; ~3x faster on a CPU).")
+    ] = 4,
+    out_dir: OutDir = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Pass@k per demonstration strategy, and pass@1 after each ranker (first, random, logprob, oracle)."""
+    from assistant.backends import SamplingParams
+    from assistant.evaluate import run_codegen, summarize_codegen, write_report
+    from assistant.evaluate.report import codegen_table, retriever_identities
+
+    check_range("--limit", limit, 1)
+    check_seed(seed)
+    check_range("-n", n, 1)
+    check_range("--demos", demos, 0)
+    check_range("--timeout", timeout, 0, low_open=True)
+    check_range("--temperature", temperature, 0)
+    check_range("--top-p", top_p, 0, 1, low_open=True)
+    check_range("--max-new-tokens", max_new_tokens, 1)
+    check_range("--batch", batch, 1)
+    ks = _parse_ks(k)
+    if ks[-1] > n:
+        raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
+    tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
+    settings = backend_settings(backend, model, base_url, api, timeout)
+    name = dataset.split(":")[0]
+    folder = out_dir or Path("results") / f"codegen-{name}-{split if name == 'mbpp' else 'all'}-n{n}-seed{seed}"
+    config = {
+        "command": "codegen",
+        "dataset": name,
+        "split": split,
+        "limit": limit,
+        "seed": seed,
+        "n": n,
+        "ks": ks,
+        "demos": demos,
+        "backend": settings.backend,
+        "model": settings.model,
+        "temperature": temperature,
+        "top_p": top_p,
+        "max_new_tokens": max_new_tokens,
+        "pool": pool.split(":")[0],
+        "strategies": names,
+    }
+    _prepare(folder, config)
+    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        demo_pool, generator = _load_models(pool, settings, ui)
+        trained = retriever_identities(demo_pool.index, names)
+        records = run_codegen(
+            tasks,
+            demo_pool,
+            names,
+            generator,
+            folder,
+            params=params,
+            demos=demos,
+            seed=seed,
+            batch=batch,
+            progress=ui,
+        )
+        _record_retrievers(folder, demo_pool.index, names, trained, tasks)
+    rows = summarize_codegen(records, ks)
+    write_report(folder)
+    if json_output:
+        out.print_json(json.dumps({"out": str(folder), "tasks": len(tasks), "rows": rows}))
+        return
+    out.print(
+        f"{len(tasks)} tasks of {dataset} ({split}), n={n}, {demos} demonstrations from {pool}; "
+        f"percent with 95% bootstrap intervals"
+    )
+    out.print(codegen_table(rows, ks))
+    err.print(f"results: {folder} (report.md, charts)")
+
+
+@eval_app.command("likelihood")
+@friendly_errors
+def likelihood(
+    dataset: Dataset = "mbpp",
+    split: Annotated[str, typer.Option(help="MBPP split.")] = "test",
+    limit: Limit = None,
+    seed: Seed = 0,
+    strategies: Strategies = "zero,random,bm25,dense",
+    demos: Demos = 4,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend",
+            help="Scoring backend: local, or openai when the configured server (OPENAI_BASE_URL, "
+            "ASSIST_OPENAI_API=completions) echoes prompt log-probabilities, as vLLM does.",
+        ),
+    ] = None,
+    model: ModelOpt = None,
+    pool: Pool = "mbpp",
+    out_dir: OutDir = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Mean log-probability of each task's reference solution given each strategy's demonstrations."""
+    from assistant.evaluate import run_likelihood, summarize_likelihood, write_report
+    from assistant.evaluate.report import likelihood_table, retriever_identities
+
+    check_range("--limit", limit, 1)
+    check_seed(seed)
+    check_range("--demos", demos, 0)
+    tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
+    settings = backend_settings(backend, model)
+    name = dataset.split(":")[0]
+    folder = out_dir or Path("results") / f"likelihood-{name}-{split if name == 'mbpp' else 'all'}-seed{seed}"
+    config = {
+        "command": "likelihood",
+        "dataset": name,
+        "split": split,
+        "limit": limit,
+        "seed": seed,
+        "demos": demos,
+        "backend": settings.backend,
+        "model": settings.model,
+        "pool": pool.split(":")[0],
+        "strategies": names,
+    }
+    _prepare(folder, config)
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        demo_pool, scorer = _load_models(pool, settings, ui)
+        if not scorer.can_score:
+            raise UsageError(f"eval likelihood needs a backend that scores given text: {scorer.scoring_unavailable}")
+        trained = retriever_identities(demo_pool.index, names)
+        records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=seed, progress=ui)
+        _record_retrievers(folder, demo_pool.index, names, trained, tasks)
+    rows = summarize_likelihood(records)
+    write_report(folder)
+    if json_output:
+        out.print_json(json.dumps({"out": str(folder), "tasks": len(tasks), "rows": rows}))
+        return
+    out.print(f"{len(tasks)} tasks of {dataset} ({split}), {demos} demonstrations from {pool}; 95% bootstrap intervals")
+    out.print(likelihood_table(rows))
+    err.print(f"results: {folder} (report.md, charts)")
+
+
+@eval_app.command("report")
+@friendly_errors
+def report(
+    results: Annotated[Path, typer.Argument(help="A results folder written by assist eval.")],
+    versus: Annotated[
+        str | None,
+        typer.Option(
+            help="Add each strategy's difference from this one (e.g. dense), paired by task, with 95% CIs. "
+            "Remembered in the folder's config.json, so later runs keep these tables; `none` forgets it."
+        ),
+    ] = None,
+) -> None:
+    """Rebuild report.md (tables) and PNG charts from a results folder; no model is loaded."""
+    from assistant.evaluate import write_report
+
+    if not results.is_dir():
+        raise UsageError(f"{results} is not a folder")
+    out.print(write_report(results, versus=versus))
+
+
+@eval_app.command("retrieval")
+@friendly_errors
+def retrieval(
+    method: Annotated[str, typer.Option(help="The trained retriever to evaluate: tstr.")] = "tstr",
+    dataset: Dataset = "mbpp",
+    split: Annotated[str, typer.Option(help="MBPP split the references come from.")] = "test",
+    limit: Limit = None,
+    seed: Seed = 0,
+    pool: Pool = "mbpp",
+    json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+) -> None:
+    """Pairwise ranking accuracy on (reference, closer code, farther code) triplets; no LLM involved.
+
+    Compares the frozen encoder, the trained retriever, and an oracle that embeds the reference's code itself
+    (scoring by S_c itself would be 1.0 by construction).
+    """
+
+    from assistant.backends.encoder import Encoder
+    from assistant.evaluate import load_dataset, load_pool, subset
+    from assistant.evaluate.retrieval import run_retrieval_eval
+
+    check_range("--limit", limit, 1)
+    check_seed(seed)
+    if method != "tstr":
+        raise UsageError("eval retrieval measures TST^R (--method tstr)")
+    tasks = subset(load_dataset(dataset, split), limit, seed)
+    with ProgressUI(show_progress(json_output)) as ui:
+        ui.status("Embedding the pool and the references")
+        encoder = Encoder.load()
+        demo_pool = load_pool(pool, encoder)
+        from assistant.methods.tstr import TstrRetriever
+
+        trained = TstrRetriever.for_index(demo_pool.index, encoder)
+        # Everything in the embedder TST^R was trained on (the local encoder, or an embeddings endpoint).
+        embedder = trained.embedder
+        test_vectors = embedder.encode([t.requirement for t in tasks])
+        pool_vectors = trained.frozen
+        pool_codes = [e.code for e in demo_pool.examples]
+        code_vectors = embedder.encode([t.reference for t in tasks])
+        pool_code_vectors = embedder.encode(pool_codes)
+        scorers = {
+            "frozen encoder": test_vectors @ pool_vectors.T,
+            "tstr": trained.model.transform(test_vectors) @ trained.pool.T,
+            "code embedding (sees the reference code)": code_vectors @ pool_code_vectors.T,
+        }
+        rows = run_retrieval_eval(
+            test_vectors, [t.reference for t in tasks], pool_vectors, pool_codes, scorers, seed=seed
+        )
+    if json_output:
+        out.print_json(json.dumps({"tasks": len(tasks), "embedder": embedder.name, "rows": rows}))
+        return
+    out.print(
+        f"{len(tasks)} references from {dataset} ({split}), pool {pool}, {embedder.name} embeddings; "
+        "pairwise accuracy, 95% bootstrap CI"
+    )
+    lines = ["| scorer | triplets | count | accuracy |", "|---|---|---|---|"]
+    for row in rows:
+        mean, low, high = row["accuracy"]
+        lines.append(f"| {row['scorer']} | {row['triplets']} | {row['count']} | {mean:.3f} [{low:.3f}, {high:.3f}] |")
+    out.print("\n".join(lines))
+
+
+@eval_app.command("docstring")
+@friendly_errors
+def docstring_eval(
+    strategies: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated: zero, bm25 (RAF_BM25: exemplar by code tokens), dense, jointcom (the retriever "
+            "trained by `assist train docstring-retriever --stdlib`)."
+        ),
+    ] = "zero,bm25,dense",
+    limit: Annotated[int | None, typer.Option(help="Test functions (a seeded sample of the held-out modules).")] = 200,
+    k: Annotated[int, typer.Option("-k", help="Exemplars per prompt (JOINTCOM uses the single best).")] = 1,
+    seed: Seed = 0,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    out_dir: OutDir = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Docstring generation on held-out standard-library modules: corpus/sentence BLEU-4, ROUGE-L, METEOR.
+
+    The stdlib's modules are split (seeded) into exemplar modules and test modules; split.json in the
+    results folder names them. Cached and resumable.
+    """
+    from assistant.backends import load_backend
+    from assistant.backends.encoder import Encoder
+    from assistant.core.docwriter import ExemplarIndex
+    from assistant.evaluate.docstring_eval import (
+        STRATEGIES,
+        docstring_table,
+        load_docstring_task,
+        run_docstring_eval,
+        summarize_docstrings,
+    )
+    from assistant.paths import atomic_write_text
+
+    check_range("--limit", limit, 1)
+    check_range("-k", k, 0)
+    check_seed(seed)
+    names = [s.strip() for s in strategies.split(",") if s.strip()]
+    unknown = [n for n in names if n not in STRATEGIES]
+    if not names or unknown:
+        raise UsageError(f"unknown strategy {unknown[0] if unknown else ''!r}; choose from: {', '.join(STRATEGIES)}")
+    settings = backend_settings(backend, model, base_url)
+    folder = out_dir or Path("results") / f"docstring-stdlib-{settings.model or 'default'}-s{seed}"
+    _prepare(folder, {"task": "docstring", "k": k, "seed": seed, "model": settings.model, "strategies": names,
+                   "limit": limit})  # fmt: skip
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        pool, items, split = load_docstring_task(limit, seed)
+        atomic_write_text(folder / "split.json", json.dumps(split, indent=1))
+        ui.status(f"{len(items)} test functions from {len(split['test_modules'])} held-out modules; "
+                  f"{len(pool)} exemplars")  # fmt: skip
+        indexes = {}
+        for name in names:
+            if name == "jointcom":
+                from assistant.methods.jointcom import retriever_dir, trained_encoder
+
+                trained = trained_encoder(retriever_dir(pool))
+                if trained is None:
+                    raise UsageError(
+                        "no JOINTCOM retriever trained on this split: run "
+                        f"`assist train docstring-retriever --stdlib --seed {seed}` first"
+                    )
+                indexes[name] = ExemplarIndex(pool, trained)
+            else:
+                indexes[name] = (
+                    None if name == "zero" else ExemplarIndex(pool, Encoder.load() if name == "dense" else None)
+                )
+        generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
+        records = run_docstring_eval(items, indexes, generator, folder, k=k, progress=ui)
+    rows = summarize_docstrings(records)
+    table = docstring_table(rows)
+    atomic_write_text(folder / "report-docstring.md", f"# Docstrings on held-out stdlib modules\n\n{table}\n")
+    if json_output:
+        out.print_json(json.dumps({"rows": rows, "split": split}))
+    else:
+        out.print(f"{len(items)} functions from held-out modules: {', '.join(split['test_modules'][:12])}"
+                  f"{' ...' if len(split['test_modules']) > 12 else ''} (all in {folder / 'split.json'})")  # fmt: skip
+        out.print(table, markup=False, highlight=False)
+
+
+@eval_app.command("discriminator")
+@friendly_errors
+def discriminator_eval(
+    from_bank: Annotated[
+        str, typer.Option("--from-bank", help="Training problems with tests: mbpp[:PATH] (MBPP's train split).")
+    ] = "mbpp",
+    from_eval: Annotated[
+        list[Path] | None,
+        typer.Option("--from-eval", help="Add the model's candidates from a codegen run on MBPP train. Repeatable."),
+    ] = None,
+    candidates: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--candidates",
+            help="Rank the cached candidates of a codegen run (a test split) with each variant; each strategy "
+            "in it is ranked and reported on its own.",
+        ),
+    ] = None,
+    variants: Annotated[
+        str, typer.Option(help="Comma-separated: condor, no-contrastive, no-partial-fixes, plain (CodeRanker-style).")
+    ] = "condor,no-contrastive,no-partial-fixes,plain",
+    mutants: Annotated[int, typer.Option(help="Mutants per known-correct program.")] = 4,
+    epochs: Annotated[int, typer.Option(help="Classifier epochs.")] = 2,
+    holdout: Annotated[float, typer.Option(help="Share of training problems held out for P/R/F1.")] = 0.2,
+    seed: Seed = 0,
+    out_dir: OutDir = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+) -> None:
+    """Condor against its ablations: P/R/F1 on held-out problems, and pass@1 after ranking cached candidates.
+
+    Every variant is trained on the same data and split; pass@1 compares them with the first sample, a
+    random choice, mean log-probability and the oracle on the SAME samples (those of --candidates runs).
+    """
+    from assistant.evaluate import load_dataset
+    from assistant.evaluate.discriminator import (
+        discriminator_tables,
+        load_candidates,
+        parse_variants,
+        run_discriminator_eval,
+    )
+    from assistant.methods.condor.data import build_dataset, training_problems
+    from assistant.methods.condor.model import CondorConfig, verification_cache
+    from assistant.paths import atomic_write_text
+
+    check_range("--mutants", mutants, 0)
+    check_range("--epochs", epochs, 1)
+    check_range("--holdout", holdout, 0, 1, low_open=True, high_open=True)
+    check_seed(seed)
+    names = parse_variants(variants)
+    if from_bank.split(":")[0] != "mbpp":
+        raise UsageError("eval discriminator trains on MBPP's train split: --from-bank mbpp[:PATH]")
+    runs = []
+    for folder in candidates or []:
+        config, groups = load_candidates(folder)
+        spec = config["dataset"] if config["dataset"] != "mbpp" else from_bank
+        texts = {t.task_id: t.requirement for t in load_dataset(spec, config.get("split", "test"))}
+        unknown = sorted({r["task_id"] for _, records in groups for r in records} - set(texts))
+        if unknown:
+            raise UsageError(
+                f"{folder} has tasks ({', '.join(unknown[:3])}...) that {spec} does not: was it run on another file?"
+            )
+        runs += [(name, records, texts) for name, records in groups]
+    problems, _ = training_problems(from_bank, from_eval or [], None)
+    base = CondorConfig(epochs=epochs, seed=seed)
+    folder = out_dir or Path("results") / f"discriminator-mbpp-seed{seed}"
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        ui.status(f"Building training data from {len(problems)} MBPP train problems")
+        data = build_dataset(problems, mutants_per_program=mutants, seed=seed, cache=verification_cache(), progress=ui)
+        results = run_discriminator_eval(data, names, base, runs, folder, holdout=holdout, progress=ui)
+    tables = discriminator_tables(results)
+    atomic_write_text(folder / "report.md", f"# Discriminator (Condor) evaluation\n\n{tables}\n")
+    if json_output:
+        out.print_json(json.dumps(results))
+        return
+    train, held = results["data"]["train"], results["data"]["held_out"]
+    out.print(
+        f"Trained on {train['problems']} MBPP train problems ({train['programs']} programs, {train['partial_fixes']} "
+        f"partial fixes, {train['pairs_cc']} C-C / {train['pairs_ec']} E-C pairs); held out {held['problems']} "
+        f"problems ({held['programs']} programs)"
+    )
+    out.print(tables, markup=False, highlight=False)
+    err.print(f"results: {folder} (results.json, report.md)")

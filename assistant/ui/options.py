@@ -1,0 +1,98 @@
+"""Command-line options shared by `assist generate`, `assist eval ...` and friends: which backend, which model."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from assistant.config import backend_settings
+from assistant.errors import UsageError
+
+__all__ = [
+    "ApiOpt",
+    "BackendOpt",
+    "BankOpt",
+    "BaseUrlOpt",
+    "CandidatesOpt",
+    "DemosOpt",
+    "MaxTokensOpt",
+    "ModelOpt",
+    "SeedOpt",
+    "TimeoutOpt",
+    "backend_settings",
+]
+
+BackendOpt = Annotated[
+    str | None,
+    typer.Option("--backend", help="Generation backend: local or openai (default: from config, else local)."),
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", help="Model name: see `assist models list` (local), or the server's (openai)."),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--base-url", help="openai backend: the server, e.g. http://127.0.0.1:8080/v1 (env OPENAI_BASE_URL)."),
+]
+ApiOpt = Annotated[
+    str | None, typer.Option("--api", help="openai backend: chat or completions endpoint (default chat).")
+]
+TimeoutOpt = Annotated[
+    float | None, typer.Option("--timeout", help="openai backend: seconds to wait for one request (default 120).")
+]
+
+# What `assist generate` and `assist tui` share.
+CandidatesOpt = Annotated[int, typer.Option("-n", help="Candidates to sample.")]
+DemosOpt = Annotated[int, typer.Option("-k", help="Demonstrations to retrieve (0 for zero-shot).")]
+BankOpt = Annotated[Path | None, typer.Option(help="Retrieve from this JSONL bank instead of the repo's index.")]
+MaxTokensOpt = Annotated[int, typer.Option(help="Longest candidate, in tokens.")]
+SeedOpt = Annotated[int | None, typer.Option(help="Random seed, for repeatable samples.")]
+
+
+SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
+
+
+def check_range(
+    option: str,
+    value: float | None,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
+    """Refuse a numeric option outside [low, high] (or an open end), NaN and infinity included, with one line.
+
+    Every command checks its numbers here before any work: `--limit -1` once chose 499 tasks of 500 and
+    `--temperature -1` reached the sampler. Click's own range errors print usage over four lines. None = not given.
+    """
+    if value is None:
+        return
+    ok = math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if ok:
+        return
+    bounds = []
+    if low is not None:
+        bounds.append(f"above {_show(low)}" if low_open else f"at least {_show(low)}")
+    if high is not None:
+        bounds.append(f"below {_show(high)}" if high_open else f"at most {_show(high)}")
+    raise UsageError(f"{option} must be {' and '.join(bounds) or 'a finite number'}, not {_show(value)}")
+
+
+def check_seed(seed: int | None) -> None:
+    """`--seed`: 0 to 2**32 - 1."""
+    check_range("--seed", seed, 0, SEED_MAX)
+
+
+def _show(value: float) -> str:
+    """A number as the user would type it: 1 rather than 1.0, whole numbers in full."""
+    if isinstance(value, int) or (math.isfinite(value) and value.is_integer()):
+        return str(int(value))
+    return f"{value:g}"

@@ -1,0 +1,545 @@
+"""An interactive session over the library API: what the TUI drives, and what its tests call directly.
+
+A :class:`Session` holds the models it loaded (once, lazily, thread-safe), the last result, the
+apply/undo stack and the per-repo history. Every long method takes a `progress(stage, done, total)`
+callback; a callback that raises :class:`~assistant.errors.Cancelled` stops the work there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from assistant.backends import Backend, SamplingParams, load_backend
+from assistant.code.edit import Edit, apply_edit, plan_edit, read_target, unstaged_changes
+from assistant.code.git import tracked_python_files
+from assistant.config import Settings, backend_settings, load_settings
+from assistant.core.generation import GenerateResult, auto_ranker, resample, scorable
+from assistant.core.generation import generate as run_generate
+from assistant.core.rank import Problem, Ranked, Score, condor_available, make_rankers, parse_rankers
+from assistant.core.retrieve import Hit, Retriever
+from assistant.errors import AssistError, UsageError
+from assistant.indexing.index import TextEncoder, repo_index_dir, repo_root
+from assistant.indexing.sources import Source, open_source
+from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir
+from assistant.pipeline.registry import RETRIEVERS, make_retriever
+from assistant.sandbox import SandboxResult
+
+Progress = Callable[[str, int, int], None]
+
+RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
+
+
+def _quiet(stage: str, done: int, total: int) -> None:
+    return None
+
+
+@dataclass
+class Options:
+    """What a session generates with; the TUI's settings screen edits these."""
+
+    retriever: str = "auto"
+    ranker: str = "auto"
+    n: int = 5
+    k: int = 4
+    temperature: float = 0.8
+    max_new_tokens: int = 256
+    seed: int | None = None
+
+    def params(self) -> SamplingParams:
+        return SamplingParams(
+            n=self.n, temperature=self.temperature, max_new_tokens=self.max_new_tokens, seed=self.seed
+        )
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One applied candidate: enough to put the file back exactly as it was."""
+
+    path: Path
+    display_path: str
+    before: str | None  # None: the file did not exist
+    after: str
+    requirement: str
+
+
+@dataclass
+class State:
+    """The session's current work: the last result and the inputs it was made from."""
+
+    result: GenerateResult | None = None
+    target: str | None = None  # display path of the target file
+    function: str | None = None  # the stub being filled in the target file, if any
+    tests: list[str] = field(default_factory=list)
+
+
+class Session:
+    """Loaded models, the current result, the apply/undo stack and the history of one interactive session."""
+
+    def __init__(
+        self,
+        start: str | Path = ".",
+        *,
+        settings: Settings | None = None,
+        options: Options | None = None,
+        bank: str | Path | None = None,
+        backend: Backend | None = None,
+        encoder: TextEncoder | None = None,
+    ) -> None:
+        self.start = Path(start).expanduser().resolve()
+        if not self.start.is_dir():
+            raise UsageError(f"{start} is not a directory")
+        self.root: Path | None = None
+        with contextlib.suppress(UsageError):  # outside a repo the session still works, on the default bank
+            self.root = repo_root(self.start)
+        self.settings = settings or load_settings(start=self.start)
+        self.options = options or Options()
+        self.bank = bank
+        self._backend = backend
+        self._encoder = encoder
+        self._source: Source | None = None
+        self._retriever: Retriever | None = None
+        self._lock = threading.RLock()  # loading happens in worker threads; one loads, the others wait
+        self.state = State()
+        self.undo_stack: list[Applied] = []
+        self.history_path = history_path(self.root, self.start)
+
+    # -- models -----------------------------------------------------------------------------------------
+
+    @property
+    def backend_label(self) -> str:
+        if self._backend is not None:
+            return f"{self._backend.name}:{self._backend.model}"
+        return f"{self.settings.backend}:{self.settings.model or 'default'}"
+
+    @property
+    def retriever_label(self) -> str:
+        if self.options.k == 0:
+            return "zero-shot"
+        if self._retriever is not None and self.options.retriever == "auto":
+            return f"auto→{self._retriever.name}"
+        return self.options.retriever
+
+    @property
+    def source_label(self) -> str:
+        return self._source.description if self._source is not None else "(index not loaded)"
+
+    def load(self, progress: Progress = _quiet) -> None:
+        """Load the encoder, the index, the retriever and the generator (each once)."""
+        self.retriever(progress)
+        self.backend(progress)
+
+    def encoder(self) -> TextEncoder:
+        with self._lock:
+            if self._encoder is None:
+                from assistant.backends.encoder import Encoder
+
+                self._encoder = Encoder.load()
+            return self._encoder
+
+    def source(self, progress: Progress = _quiet) -> Source:
+        with self._lock:
+            if self._source is None:
+                self._source = open_source(self.encoder(), bank=self.bank, start=self.start, progress=progress)
+            return self._source
+
+    def retriever(self, progress: Progress = _quiet) -> Retriever:
+        with self._lock:
+            if self._retriever is None:
+                source = self.source(progress)
+                self._retriever = make_retriever(self.options.retriever, source.index, self.encoder())
+            return self._retriever
+
+    def backend(self, progress: Progress = _quiet) -> Backend:
+        with self._lock:
+            if self._backend is None:
+                self._backend = load_backend(
+                    self.settings.backend, self.settings.model, progress=progress, **self.settings.backend_options()
+                )
+            return self._backend
+
+    def configure(
+        self,
+        options: Options,
+        backend: str | None = None,
+        model: str | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        """Switch options, and the backend or model; what changed is reloaded on next use."""
+        if options.retriever not in RETRIEVER_CHOICES:
+            raise UsageError(f"unknown retriever {options.retriever!r}; choose from: {', '.join(RETRIEVER_CHOICES)}")
+        if options.ranker != "auto":
+            parse_rankers(options.ranker)
+        if options.n < 1 or options.k < 0 or options.max_new_tokens < 1 or options.temperature < 0:
+            raise UsageError("n and max new tokens must be at least 1; k and temperature 0 or more")
+        with self._lock:
+            if options.retriever != self.options.retriever:
+                self._retriever = None
+            if (backend, model, base_url) != (None, None, None):
+                settings = backend_settings(backend, model or None, base_url, start=self.start)
+                if (settings.backend, settings.model, settings.backend_options()) != (
+                    self.settings.backend,
+                    self.settings.model,
+                    self.settings.backend_options(),
+                ):
+                    self.settings = settings
+                    self._backend = None
+            self.options = options
+        if self.state.result is not None:
+            self.rerank()
+
+    def reindex(self, progress: Progress = _quiet) -> str:
+        """Index the repo (incrementally) and use that index from now on; returns a one-line summary."""
+        from assistant.indexing.index import index_repo
+
+        if self.root is None:
+            raise UsageError("not in a git repository; there is no repo to index")
+        with self._lock:
+            _, stats = index_repo(self.root, self.encoder(), progress)
+            self._source = None
+            self._retriever = None
+        self.retriever(progress)
+        return (
+            f"indexed {self.root.name}: {stats.examples} functions from {stats.files} files "
+            f"({stats.embedded} embedded, {stats.reused} reused) in {stats.total_s:.1f} s"
+        )
+
+    # -- target files ------------------------------------------------------------------------------------
+
+    def tracked_files(self) -> list[str]:
+        """The repo's tracked Python files, relative to its root (what the target picker offers)."""
+        if self.root is None:
+            return sorted(str(p.relative_to(self.start)) for p in self.start.glob("*.py"))
+        return tracked_python_files(self.root)
+
+    def target_path(self, display: str) -> Path:
+        base = self.root or self.start
+        path = (base / display).resolve()
+        if not path.is_relative_to(base):
+            raise UsageError(f"{display} is outside {base}")
+        return path
+
+    def check_target(self, display: str | None) -> None:
+        """A target assist could not edit is refused now, not after sampling."""
+        if display:
+            read_target(self.target_path(display))
+
+    def stubs(self, display: str) -> list[str]:
+        """The stubs of a target file (qualified names, in file order): what the stub picker offers."""
+        from assistant.core.stubs import list_stubs
+
+        return [stub.qualname for stub in list_stubs(read_target(self.target_path(display)), display)]
+
+    def query(self, requirement: str, target: str | None, function: str | None) -> str:
+        """What to retrieve with: the requirement, else (filling a stub) the stub's docstring."""
+        if requirement.strip() or not (target and function):
+            return requirement
+        from assistant.core.stubs import find_stub
+
+        stub = find_stub(read_target(self.target_path(target)), function, target)
+        return stub.docstring or ""
+
+    # -- generation --------------------------------------------------------------------------------------
+
+    def retrieve(self, requirement: str, target: str | None = None, progress: Progress = _quiet) -> list[Hit]:
+        """The demonstrations the current retriever picks for a requirement.
+
+        The target file's own functions are left out: the prompt shows that file already, and as
+        demonstrations they only invite the model to copy them back.
+        """
+        if self.options.k == 0:
+            return []
+        retriever = self.retriever(progress)
+        exclude = (lambda example: example.path == target) if target else None
+        return retriever.search(requirement, self.options.k, exclude)
+
+    def generate(
+        self,
+        requirement: str,
+        *,
+        target: str | None = None,
+        tests: Sequence[str] = (),
+        demonstrations: Sequence[Hit] | None = None,
+        function: str | None = None,
+        progress: Progress = _quiet,
+    ) -> GenerateResult:
+        """Generate candidates, scored by every available ranker and sorted by the active one.
+
+        With `function` (a stub of `target`), fill that stub: the requirement may be empty (the docstring is
+        the requirement), candidates replace only its body, and the token limit is sized to the docstring."""
+        if function is not None and not target:
+            raise UsageError("pick the target file first; the stub to fill is one of its functions")
+        if not requirement.strip() and function is None:
+            raise UsageError("the requirement is empty; say what the code should do")
+        self.check_target(target)
+        self.state.target = target
+        self.state.function = function
+        self.state.tests = list(tests)
+        if demonstrations is None:
+            demonstrations = self.retrieve(self.query(requirement, target, function), target, progress)
+        backend = self.backend(progress)
+        if function is not None and target:
+            from assistant.core.stubs import fill_stub
+
+            result = fill_stub(
+                function,
+                backend,
+                file=self.target_path(target),
+                requirement=requirement,
+                k=len(demonstrations),
+                params=self.options.params(),
+                tests=tests,
+                root=self.root or self.start,
+                ranker="first",  # every available ranker scores next, once the candidates are known
+                progress=progress,
+                demonstrations=demonstrations,
+            )
+        else:
+            result = run_generate(
+                requirement,
+                backend,
+                retriever=None,
+                k=len(demonstrations),
+                params=self.options.params(),
+                tests=tests,
+                file=self.target_path(target) if target else None,
+                root=self.root or self.start,
+                ranker="first",  # every available ranker scores next, once the candidates are known
+                progress=progress,
+                demonstrations=demonstrations,
+            )
+        self.state.result = result
+        result = self.rerank(progress)
+        self.record("generate", requirement=result.requirement, candidates=len(result.candidates))
+        return result
+
+    def resample(self, position: int, progress: Progress = _quiet) -> GenerateResult:
+        """Replace the candidate at `position` with a fresh sample."""
+        result = self._result()
+        if self.state.function is not None:
+            raise UsageError("resampling one candidate is not available when filling a stub; generate again")
+        target = self.state.target
+        updated = resample(
+            result,
+            position,
+            self.backend(progress),
+            params=self.options.params(),
+            tests=self.state.tests,
+            file=self.target_path(target) if target else None,
+            root=self.root or self.start,
+            progress=progress,
+        )
+        self.state.result = updated
+        return updated
+
+    def rankers(self) -> list[str]:
+        """The active ranker(s) first, then every other ranker that can score the current candidates."""
+        result = self._result()
+        candidates = [item.candidate for item in result.candidates]
+        backend = self.backend()
+        has_tests = bool(self.state.tests)
+        active = self.options.ranker
+        if active == "auto":
+            active = auto_ranker(backend, candidates, has_tests)
+        logprob = ["logprob"] if scorable(backend, candidates) else []
+        condor = ["condor"] if condor_available() else []
+        available = [*(["exec"] if has_tests else []), *condor, *logprob, "first"]
+        return list(dict.fromkeys([*active.split("+"), *available]))
+
+    def rerank(self, progress: Progress = _quiet) -> GenerateResult:
+        """Score the current candidates with every available ranker not yet run, and sort by the active one."""
+        result = self._result()
+        names = self.rankers()
+        candidates = list(result.candidates)
+        missing = [name for name in names if any(name not in item.scores for item in candidates)]
+        if missing and candidates:
+            progress("rank", 0, len(missing))
+            problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(self.state.tests))
+            for done, ranker in enumerate(make_rankers("+".join(missing), self.backend()), start=1):
+                scores = ranker.score(problem, [item.candidate for item in candidates])
+                candidates = [
+                    Ranked(item.candidate, {**item.scores, ranker.name: score})
+                    for item, score in zip(candidates, scores, strict=True)
+                ]
+                progress("rank", done, len(missing))
+        paired = sorted(
+            zip(candidates, result.edits, strict=True),
+            key=lambda pair: pair[0].key(names),
+        )
+        self.state.result = replace(
+            result, rankers=names, candidates=[p[0] for p in paired], edits=[p[1] for p in paired]
+        )
+        return self.state.result
+
+    def run_tests(self, position: int, tests: Sequence[str]) -> SandboxResult:
+        """Run the tests against one candidate in the sandbox; its `exec` score is updated to match."""
+        from assistant import sandbox
+
+        result = self._result()
+        if not tests:
+            raise UsageError("there are no tests to run; add assert statements first")
+        self.state.tests = list(tests)
+        item = self._candidate(position)
+        outcome = sandbox.run(item.candidate.code, tests)
+        candidates = list(result.candidates)
+        # Only this candidate gets an exec score; the others show none until they are run too.
+        candidates[position] = Ranked(item.candidate, {**item.scores, "exec": _exec_score(outcome)})
+        self.state.result = replace(result, candidates=candidates)
+        return outcome
+
+    # -- apply and undo ----------------------------------------------------------------------------------
+
+    def edit(self, position: int) -> Edit:
+        result = self._result()
+        self._candidate(position)
+        edit = result.edits[position]
+        if edit is None and self.state.function is not None:
+            raise UsageError(f"{self.state.function} is no longer a stub (it was filled); generate again")
+        if edit is None:
+            raise UsageError("no target file is set, so there is nothing to apply; pick one first")
+        return edit
+
+    def apply_needs_confirmation(self, position: int) -> str | None:
+        """Why applying would put work that git cannot restore at risk (unstaged changes...), or None."""
+        return unstaged_changes(self.edit(position).path)
+
+    def apply(self, position: int, force: bool = False) -> Applied:
+        """Write the candidate into the target file atomically; `undo` puts the file back."""
+        edit = self.edit(position)
+        code = self._candidate(position).candidate.code
+        apply_edit(edit, force=force)
+        applied = Applied(
+            path=edit.path,
+            display_path=edit.display_path,
+            before=edit.old if edit.exists else None,
+            after=edit.new,
+            requirement=self._result().requirement,
+        )
+        self.undo_stack.append(applied)
+        self._replan()
+        self.record("apply", requirement=applied.requirement, file=edit.display_path, code=code)
+        return applied
+
+    def undo(self) -> Applied:
+        """Put back the file the last apply changed; refused if it was edited since."""
+        if not self.undo_stack:
+            raise UsageError("nothing to undo: no candidate was applied in this session")
+        applied = self.undo_stack[-1]
+        raw = applied.path.read_bytes() if applied.path.exists() else None
+        current = raw.decode("utf-8", "replace") if raw is not None else None
+        if current != applied.after:
+            raise UsageError(
+                f"{applied.display_path} changed since the candidate was applied; undo would lose those changes"
+            )
+        if applied.before is None:
+            applied.path.unlink()
+        else:
+            atomic_write_text(applied.path, applied.before, expected=raw)  # refused if edited since the check
+        self.undo_stack.pop()
+        self._replan()
+        self.record("undo", requirement=applied.requirement, file=applied.display_path)
+        return applied
+
+    def _replan(self) -> None:
+        """The file changed: re-plan every candidate's edit against what it holds now."""
+        result = self.state.result
+        if result is None or not self.state.target:
+            return
+        path = self.target_path(self.state.target)
+        edits: list[Edit | None] = []
+        if self.state.function is not None:
+            from assistant.core.stubs import Taken, find_stub, plan_fill, take_body
+
+            # Filling a stub: each candidate's body goes into the stub as the file holds it now, if it still
+            # is one (after an apply it is not, until undo).
+            try:
+                stub = find_stub(read_target(path), self.state.function, self.state.target, requirement_given=True)
+            except AssistError:
+                stub = None
+            for item in result.candidates:
+                taken = take_body(item.candidate.code, stub.name, [], finished=True) if stub else None
+                if stub is None or not isinstance(taken, Taken):
+                    edits.append(None)
+                    continue
+                kept = Taken(taken.body, item.candidate.dropped, ())
+                edits.append(plan_fill(path, stub, kept, self.root or self.start))
+            self.state.result = replace(result, edits=edits)
+            return
+        for item in result.candidates:
+            try:
+                edits.append(plan_edit(path, item.candidate.code, self.root or self.start))
+            except AssistError:
+                edits.append(None)
+        self.state.result = replace(result, edits=edits)
+
+    # -- history -----------------------------------------------------------------------------------------
+
+    def record(self, event: str, **fields: Any) -> None:
+        """Append an event to the history (best effort: a read-only repo must not break the session)."""
+        entry = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "event": event,
+            "target": self.state.target,
+            "model": self.backend_label,
+            **fields,
+        }
+        try:
+            self.history_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.history_path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(entry) + "\n")  # one write per line: a crash leaves whole lines
+        except OSError:
+            pass
+
+    def history(self) -> list[dict[str, Any]]:
+        """Past events, newest first (unreadable lines are skipped)."""
+        if not self.history_path.exists():
+            return []
+        entries = []
+        for line in self.history_path.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                entry = json.loads(line)
+                if isinstance(entry, dict):
+                    entries.append(entry)
+        return entries[::-1]
+
+    def requirements(self) -> list[str]:
+        """Distinct past requirements, newest first (the requirement box's up/down history)."""
+        return list(dict.fromkeys(e["requirement"] for e in self.history() if isinstance(e.get("requirement"), str)))
+
+    # -- helpers -----------------------------------------------------------------------------------------
+
+    def _result(self) -> GenerateResult:
+        if self.state.result is None:
+            raise UsageError("nothing generated yet; write a requirement and generate first")
+        return self.state.result
+
+    def _candidate(self, position: int) -> Ranked:
+        result = self._result()
+        if not 0 <= position < len(result.candidates):
+            raise UsageError(f"there is no candidate #{position + 1}")
+        return result.candidates[position]
+
+
+def _exec_score(outcome: SandboxResult) -> Score:
+    why = f"{outcome.passed}/{outcome.total} tests passed"
+    if outcome.status == "failed" and outcome.failed_test:
+        why += f"; failed: {outcome.failed_test.strip().splitlines()[0][:80]}"
+    elif outcome.status not in ("passed", "failed"):
+        why += f"; {outcome.status}"
+    return Score(outcome.passed / max(outcome.total, 1), why, {"status": outcome.status})
+
+
+def history_path(root: Path | None, start: Path) -> Path:
+    """Where a session's history lives: the repo's `.assist/` (git-ignored), else the user cache."""
+    if root is not None:
+        repo_index_dir(root)  # creates .assist/ with its .gitignore
+        return root / REPO_DIR_NAME / "history.jsonl"
+    key = hashlib.sha256(str(start).encode()).hexdigest()[:16]
+    return cache_dir() / "history" / f"{start.name or 'root'}-{key}.jsonl"

@@ -1,0 +1,400 @@
+"""`assist train ...`: train the retrievers (and later the discriminator) on a repo, a bank or a benchmark pool."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from assistant.errors import UsageError
+from assistant.ui.console import ProgressUI, friendly_errors, out, show_progress
+from assistant.ui.options import check_range, check_seed
+
+train_app = typer.Typer(
+    help="Train what assist learns from your code: retrievers that pick the demonstrations this model finds useful, "
+    "and a discriminator that picks the correct candidate without running it.",
+    no_args_is_help=True,
+)
+
+METHODS = ("lail", "tstr")
+
+
+def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # -> Index
+    """The pool to train on: a benchmark's train split (`mbpp[:PATH]`), a JSONL bank, or the repo at `path`."""
+    from assistant.indexing.index import index_bank, index_repo
+
+    if bank is None:
+        return index_repo(path, encoder, ui)[0]
+    if bank.split(":")[0] == "mbpp":
+        from assistant.evaluate import load_pool
+
+        return load_pool(bank, encoder).index
+    return index_bank(Path(bank), encoder, ui)[0]
+
+
+@train_app.command("retriever")
+@friendly_errors
+def retriever(
+    path: Annotated[Path, typer.Argument(help="The git repo to train on (default: where you stand).")] = Path("."),
+    method: Annotated[
+        str, typer.Option(help="tstr (seconds) or lail (the LLM labels; about 14 min per 100 examples on 2 CPU cores).")
+    ] = "tstr",
+    bank: Annotated[
+        str | None,
+        typer.Option(help="Train on a JSONL bank, or a benchmark's train split (mbpp[:PATH]), instead of the repo."),
+    ] = None,
+    epochs: Annotated[int | None, typer.Option(help="Training epochs (default: tstr 60, lail 4).")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    labeler: Annotated[
+        str,
+        typer.Option(
+            help="lail: the LLM that labels: local, or openai (a server whose completions endpoint echoes prompt "
+            "log-probabilities, e.g. vLLM; others are refused)."
+        ),
+    ] = "local",
+    model: Annotated[
+        str | None, typer.Option(help="lail: the labeling model (default: the default generator).")
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            help="The openai labeler's server (lail) or the embeddings server (tstr --embedder openai:...), e.g. "
+            "http://127.0.0.1:8080/v1 (env OPENAI_BASE_URL).",
+        ),
+    ] = None,
+    embedder: Annotated[
+        str,
+        typer.Option(
+            help="tstr: the frozen embeddings to transform: default (the local MiniLM encoder) or openai:<model> "
+            "(any OpenAI-compatible embeddings endpoint, at --base-url; queries are embedded there too)."
+        ),
+    ] = "default",
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="lail, local labeler: auto (bf16 where the CPU does bf16 natively, e.g. AVX512-BF16: about 2x "
+            "faster; else fp32), fp32 or bf16. Labels are cached per precision."
+        ),
+    ] = "auto",
+    candidates: Annotated[
+        int | None,
+        typer.Option(
+            help="lail: BM25 candidates scored per example, t (paper 50). Default: 16 when the local model labels "
+            "in bf16, else 8, so a few hundred examples label within the hour on 2 cores.",
+            show_default=False,
+        ),
+    ] = None,
+    positives: Annotated[int, typer.Option(help="lail: top-scored kept as positives, z (paper 5).")] = 2,
+    soft_negatives: Annotated[int, typer.Option(help="lail: bottom-scored soft negatives, v (paper 5).")] = 2,
+    hard_negatives: Annotated[int, typer.Option(help="lail: hard negatives from outside S_i, h (paper 63).")] = 32,
+    temperature: Annotated[
+        float,
+        typer.Option(help="lail: the contrastive loss's temperature τ (the paper leaves it unstated; lower sharpens)."),
+    ] = 0.05,
+    loss: Annotated[
+        str,
+        typer.Option(
+            help="lail: infonce (the paper's: one positive, one soft negative) or listwise (every labeled candidate, "
+            "weighted by softmax of its score; about 2.6x InfoNCE's training time, since it embeds all "
+            "candidates; see results/lail-headroom)."
+        ),
+    ] = "infonce",
+    resume: Annotated[
+        bool, typer.Option("--resume/--fresh", help="lail: reuse the labels already computed (default) or relabel.")
+    ] = True,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the training summary as JSON.")] = False,
+) -> None:
+    """Train a retriever for a pool of examples; `assist generate` then uses it by default.
+
+    tstr: a small MLP over the frozen embeddings, so that requirement similarity predicts code similarity
+    (TST^R; trains in seconds).
+
+    lail: the LLM scores t BM25 candidates per example by how likely they make the example's code; the encoder
+    then learns to retrieve the best-scored ones (LAIL). Labeling dominates the cost: with the 0.5B model on
+    2 CPU cores, about 14 minutes per 100 examples at t=16 in bf16 (MBPP's 374 train tasks: 53 min labeling,
+    2 min training), or 13 minutes at t=8 in fp32 where the CPU lacks native bf16. Labels are cached, so an
+    interrupted run resumes.
+
+    Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks.
+    """
+    from assistant.backends.encoder import Encoder
+
+    # Every numeric option, whichever method uses it, before anything loads.
+    check_range("--epochs", epochs, 1)
+    check_seed(seed)
+    check_range("--candidates", candidates, 1)
+    check_range("--positives", positives, 1)
+    check_range("--soft-negatives", soft_negatives, 1)
+    check_range("--hard-negatives", hard_negatives, 0)
+    check_range("--temperature", temperature, 0, low_open=True)
+    if method not in METHODS:
+        raise UsageError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if embedder != "default" and method != "tstr":
+        raise UsageError("--embedder applies to tstr; LAIL fine-tunes the local encoder")
+    if method == "lail":
+        _train_lail(
+            path,
+            bank,
+            epochs,
+            seed,
+            labeler,
+            model,
+            base_url,
+            precision,
+            candidates,
+            positives,
+            soft_negatives,
+            hard_negatives,
+            temperature,
+            loss,
+            resume,
+            json_output,
+        )
+        return
+    with ProgressUI(show_progress(json_output)) as ui:
+        encoder = Encoder.load()
+        index = training_index(path, bank, encoder, ui)
+        from assistant.backends.embeddings import load_embedder
+        from assistant.methods.tstr import TstrConfig, train_for_index
+
+        if embedder != "default":
+            ui.status(f"Embedding the pool with {embedder}")
+        frozen = encoder if embedder == "default" else load_embedder(embedder, base_url=base_url)
+        config = TstrConfig(seed=seed, **({"epochs": epochs} if epochs else {}))
+        directory, stats = train_for_index(index, frozen, config, progress=ui)
+    summary = {"method": method, "embedder": frozen.name, "examples": len(index), "saved": str(directory), **stats}
+    if json_output:
+        out.print_json(json.dumps(summary))
+        return
+    out.print(
+        f"Trained TST^R on {len(index)} examples ({stats['pairs']} boundary pairs, {frozen.name} embeddings) in "
+        f"{stats['seconds']:.1f} s: "
+        f"loss {stats['loss_before']:.4f} → {stats['loss_after']:.4f}\nSaved to {directory}"
+    )
+
+
+def _train_lail(
+    path: Path,
+    bank: str | None,
+    epochs: int | None,
+    seed: int,
+    labeler: str,
+    model: str | None,
+    base_url: str | None,
+    precision: str,
+    candidates: int | None,
+    positives: int,
+    soft_negatives: int,
+    hard_negatives: int,
+    temperature: float,
+    loss: str,
+    resume: bool,
+    json_output: bool,
+) -> None:
+    from assistant.backends import load_backend
+    from assistant.backends.encoder import Encoder
+    from assistant.backends.local import resolve_precision
+    from assistant.backends.models import encoder_dir, resolve
+    from assistant.methods.artifacts import artifact_dir
+    from assistant.methods.lail import LailConfig, labeler_name, train_lail
+
+    if labeler not in ("local", "openai"):
+        raise UsageError(f"unknown labeler {labeler!r}; choose local or openai")
+    precision = resolve_precision(precision)  # a bad value fails here, before anything loads
+    if candidates is None:
+        # What fits the hour: bf16 labels about twice as fast (MBPP's 374 tasks at t=16: 56 min in all).
+        candidates = 16 if labeler == "local" and precision == "bf16" else 8
+    check_range("--candidates", candidates, 1)
+    config = LailConfig(
+        candidates=candidates,
+        positives=positives,
+        soft_negatives=soft_negatives,
+        hard_negatives=hard_negatives,
+        temperature=temperature,
+        loss=loss,
+        seed=seed,
+        **({"epochs": epochs} if epochs else {}),
+    )
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        encoder = Encoder.load()
+        index = training_index(path, bank, encoder, ui)
+        if not resume:
+            (artifact_dir(index, "lail") / "labels.jsonl").unlink(missing_ok=True)
+        if labeler == "local":
+            backend = load_backend("local", model, progress=ui, precision=precision)
+        else:
+            from assistant.config import backend_settings
+
+            # Scoring given text needs the completions endpoint's echo, whatever the config says for sampling.
+            settings = backend_settings("openai", model, base_url, api="completions")
+            backend = load_backend("openai", settings.model, progress=ui, **settings.backend_options())
+        directory, stats = train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), backend, config, ui)
+    summary = {"method": "lail", "examples": len(index), "saved": str(directory), **stats}
+    if json_output:
+        out.print_json(json.dumps(summary))
+        return
+    out.print(
+        f"Trained LAIL on {len(index)} examples: {stats['pairs_labeled']} pairs labeled by {labeler_name(backend)} "
+        f"({stats['label_seconds']:.0f} s), encoder trained in {stats['train_seconds']:.0f} s, "
+        f"epoch losses {stats['epoch_losses']}\nSaved to {directory}"
+    )
+
+
+@train_app.command("discriminator")
+@friendly_errors
+def discriminator(
+    path: Annotated[Path, typer.Argument(help="The git repo whose functions to learn from (default: here).")] = Path(
+        "."
+    ),
+    from_bank: Annotated[
+        str | None,
+        typer.Option(
+            "--from-bank",
+            help="Learn from a bank instead of the repo: mbpp[:PATH] (MBPP's train split, with tests) or a JSONL "
+            "bank (tests, if present, label the mutants).",
+        ),
+    ] = None,
+    from_eval: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--from-eval",
+            help="Also learn from the model's own candidates in an `assist eval codegen` run on MBPP's train split "
+            "(labelled by their tests). Repeatable.",
+        ),
+    ] = None,
+    mutants: Annotated[int, typer.Option(help="Mutants per known-correct program.")] = 4,
+    epochs: Annotated[int, typer.Option(help="Classifier epochs.")] = 2,
+    contrastive_epochs: Annotated[int, typer.Option(help="Contrastive epochs (stage 1).")] = 1,
+    contrastive: Annotated[
+        bool, typer.Option("--contrastive/--no-contrastive", help="Stage 1 on near-identical pairs (ablation: off).")
+    ] = True,
+    partial: Annotated[
+        bool, typer.Option("--partial-fixes/--no-partial-fixes", help="Add partial fixes as negatives (ablation).")
+    ] = True,
+    backbone: Annotated[
+        str, typer.Option(help="Encoder to fine-tune: a registered one, or a folder with a transformers model.")
+    ] = "all-minilm-l6-v2",
+    holdout: Annotated[float, typer.Option(help="Share of problems held out and scored (0 trains on all).")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Random seed (mutants, split, training).")] = 0,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume/--fresh", help="Reuse the test outcomes of mutants already run (default) or rerun."),
+    ] = True,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Where to save (default: <repo>/.assist/discriminator when trained on the repo, else the user cache).",
+        ),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Train Condor, the discriminator that ranks candidates by p(correct) without running them.
+
+    Data: known-correct programs (the repo's functions, a bank's code, MBPP references), their semantic
+    mutants (a flipped comparison, an off-by-one, a wrong variable, ... labelled by running the tests where
+    there are any), the model's own candidates (--from-eval), and partial fixes between near-identical wrong
+    and correct versions. Then a contrastive stage and a classifier. `assist generate` ranks with it by default.
+    """
+    from assistant.indexing.index import repo_root
+    from assistant.methods.condor.data import training_problems
+    from assistant.methods.condor.model import CondorConfig, discriminator_dir, summary_line, train_and_save
+
+    check_range("--mutants", mutants, 0)
+    check_range("--epochs", epochs, 1)
+    check_range("--contrastive-epochs", contrastive_epochs, 1)
+    check_range("--holdout", holdout, 0, 1, high_open=True)  # 0: train on every problem
+    check_seed(seed)
+    config = CondorConfig(
+        backbone=backbone,
+        contrastive=contrastive,
+        partial_fixes=partial,
+        epochs=epochs,
+        contrastive_epochs=contrastive_epochs,
+        seed=seed,
+    )
+    # Trained on the repo: the repo's own (.assist/). Trained on a bank or benchmark: the user's, for every repo
+    # without one of its own.
+    root = repo_root(path) if from_bank is None and not from_eval else None
+    problems, sources = training_problems(from_bank, from_eval or [], root)
+    directory = out_dir or discriminator_dir(root)
+    if not resume:
+        from assistant.methods.condor.model import verification_cache
+
+        verification_cache().path.unlink(missing_ok=True)
+    with ProgressUI(show_progress(json_output)) as ui:
+        ui.status(f"Building training data from {len(problems)} problems")
+        manifest = train_and_save(
+            problems, config, directory, holdout=holdout, mutants=mutants, sources=sources, progress=ui
+        )
+    if json_output:
+        out.print_json(json.dumps({"saved": str(directory), **manifest}))
+        return
+    out.print(f"Trained Condor in {manifest['stats']['seconds']:.0f} s on {summary_line(manifest)}")
+    out.print(f"Saved to {directory}; `assist generate` now ranks with it (--ranker condor).")
+
+
+@train_app.command("docstring-retriever")
+@friendly_errors
+def docstring_retriever(
+    path: Annotated[Path, typer.Argument(help="The git repo whose documented functions to learn from.")] = Path("."),
+    stdlib: Annotated[
+        bool,
+        typer.Option(
+            "--stdlib", help="Train on the standard library's exemplar modules (the pool `assist eval docstring` uses)."
+        ),
+    ] = False,
+    k: Annotated[int, typer.Option("-k", help="Exemplars scored per function (paper 4).")] = 4,
+    epochs: Annotated[int, typer.Option(help="Epochs; the index is refreshed before each.")] = 2,
+    limit: Annotated[int, typer.Option(help="Training functions drawn from the pool (0: all).")] = 120,
+    seed: Annotated[int, typer.Option(help="Random seed (and, with --stdlib, the module split).")] = 0,
+    model: Annotated[str | None, typer.Option(help="The generator whose loss trains the retriever.")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Train the docstring-exemplar retriever from the generator's own loss (JOINTCOM, frozen LLM).
+
+    For each documented function, its k nearest exemplars are scored by the generator's loss of the real
+    docstring given each; the encoder learns to rank the helpful ones first. `assist docstring` then uses it.
+    Losses are cached, so a second run (or more epochs) only scores new pairs.
+    """
+    from assistant.backends import load_backend
+    from assistant.backends.models import encoder_dir, resolve
+    from assistant.methods.jointcom import JointcomConfig, retriever_dir, train_docstring_retriever
+
+    check_range("-k", k, 1)
+    check_range("--epochs", epochs, 1)
+    check_range("--limit", limit, 0)  # 0: every function
+    check_seed(seed)
+    if stdlib:
+        from assistant.evaluate.docstring_eval import load_docstring_task
+
+        pool, _, split = load_docstring_task(None, seed)
+        directory = retriever_dir(pool)
+        provenance = {"kind": "stdlib", "modules": split["exemplar_modules"], "functions": len(pool), "seed": seed}
+    else:
+        from assistant.code.extract import repo_functions
+        from assistant.indexing.index import repo_root
+
+        root = repo_root(path)
+        pool = repo_functions(root)
+        directory = retriever_dir(pool, root)
+        provenance = {"kind": "repo", "path": str(root), "functions": len(pool)}
+    config = JointcomConfig(k=k, epochs=epochs, limit=limit or None, seed=seed)
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        backend = load_backend("local", model, progress=ui)
+        manifest = train_docstring_retriever(
+            pool, backend, encoder_dir(resolve(None, "encoder")), directory, config, ui, provenance
+        )
+    if json_output:
+        out.print_json(json.dumps({"saved": str(directory), **manifest}))
+        return
+    stats = manifest["stats"]
+    last = stats["epochs"][-1]
+    out.print(
+        f"Trained on {stats['trained_on']} of {stats['functions']} documented functions in {stats['seconds']:.0f} s; "
+        f"last epoch: expected loss {last['expected_loss']} (uniform over the top {k}: {last['uniform_loss']}, "
+        f"best of {k}: {last['best_of_k_loss']})\nSaved to {directory}"
+    )

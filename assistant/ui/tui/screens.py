@@ -1,0 +1,269 @@
+"""The TUI's dialogs: target file picker, tests editor, settings, history, confirmation."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, Horizontal, Vertical
+from textual.fuzzy import Matcher
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, Select, Static, TextArea
+from textual.widgets.option_list import Option
+
+from assistant.ui.session import RETRIEVER_CHOICES, Options
+
+NO_FILE = "\0none"
+RANKER_CHOICES = ("auto", "logprob", "condor", "exec", "first", "random", "exec+logprob", "exec+condor")
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question; Escape or "n" says no."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Yes"),
+        Binding("n,escape", "answer(False)", "No"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="dialog"):
+            yield Static(self.question, id="question")
+            with Horizontal(classes="buttons"):
+                yield Button("Yes (y)", id="yes", variant="warning")
+                yield Button("No (n)", id="no", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    @on(Button.Pressed)
+    def pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+class FilePicker(ModalScreen[str | None]):
+    """Fuzzy-pick the target file from the repo's tracked Python files (or type a new path); with other
+    labels, any name from a list (the stub picker). Dismisses with the name, "" for none, None on cancel."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("down", "focus_list", show=False),
+    ]
+
+    def __init__(
+        self,
+        files: list[str],
+        current: str | None,
+        *,
+        label: str = "Target file (type to filter, Enter to pick, Escape to cancel)",
+        placeholder: str = "path/to/file.py",
+        none_label: str = "(no target file)",
+        allow_new: bool = True,
+    ) -> None:
+        super().__init__()
+        self.files = files
+        self.current = current
+        self.label = label
+        self.placeholder = placeholder
+        self.none_label = none_label
+        self.allow_new = allow_new
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="picker"):
+            yield Label(self.label)
+            yield Input(placeholder=self.placeholder, id="query")
+            yield OptionList(id="files")
+
+    def on_mount(self) -> None:
+        self.refresh_options("")
+        self.query_one("#query", Input).focus()
+
+    def refresh_options(self, query: str) -> None:
+        options = self.query_one("#files", OptionList)
+        options.clear_options()
+        query = query.strip()
+        if query:
+            matcher = Matcher(query)
+            scored = sorted(((matcher.match(name), name) for name in self.files), key=lambda pair: (-pair[0], pair[1]))
+            matches = [(matcher.highlight(name), name) for score, name in scored if score > 0]
+            if self.allow_new and query.endswith(".py") and query not in self.files:
+                options.add_option(Option(f"new file: {query}", id=query))
+        else:
+            matches = [(name, name) for name in self.files]
+            options.add_option(Option(self.none_label, id=NO_FILE))
+        options.add_options([Option(label, id=name) for label, name in matches[:200]])
+        if options.option_count:
+            options.highlighted = 0
+
+    @on(Input.Changed, "#query")
+    def changed(self, event: Input.Changed) -> None:
+        self.refresh_options(event.value)
+
+    @on(Input.Submitted, "#query")
+    def submitted(self) -> None:
+        options = self.query_one("#files", OptionList)
+        if options.highlighted is not None:
+            self.choose(options.get_option_at_index(options.highlighted).id)
+
+    @on(OptionList.OptionSelected, "#files")
+    def selected(self, event: OptionList.OptionSelected) -> None:
+        self.choose(event.option.id)
+
+    def choose(self, name: str | None) -> None:
+        self.dismiss("" if name == NO_FILE else name)
+
+    def action_focus_list(self) -> None:
+        self.query_one("#files", OptionList).focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class TestsEditor(ModalScreen[list[str] | None]):
+    """Edit the assert statements that `exec` ranking and "run tests" use."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "save", "Save and run", priority=True),
+        Binding("escape", "cancel", "Cancel"),
+    ]
+
+    def __init__(self, tests: list[str]) -> None:
+        super().__init__()
+        self.tests = tests
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="tests-dialog"):
+            yield Label("Tests: one assert per line (ctrl+s runs them on the selected candidate, Escape cancels)")
+            yield TextArea("\n".join(self.tests), id="tests-text", language=None, show_line_numbers=True)
+            yield Static("", id="tests-error")
+
+    def on_mount(self) -> None:
+        self.query_one("#tests-text", TextArea).focus()
+
+    def action_save(self) -> None:
+        text = self.query_one("#tests-text", TextArea).text
+        chunks = [line for line in text.splitlines() if line.strip()]
+        for number, chunk in enumerate(chunks, start=1):
+            try:
+                compile(chunk, f"<test {number}>", "exec")
+            except SyntaxError as exc:
+                self.query_one("#tests-error", Static).update(f"line {number} does not parse: {exc.msg}")
+                return
+        self.dismiss(chunks)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class SettingsScreen(ModalScreen[dict[str, Any] | None]):
+    """Switch backend, model, retriever, ranker and sampling settings."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+s", "save", "Save", priority=True),
+        Binding("escape", "cancel", "Cancel"),
+    ]
+
+    def __init__(self, options: Options, backend: str, model: str | None, base_url: str | None) -> None:
+        super().__init__()
+        self.options = options
+        self.backend = backend
+        self.model = model
+        self.base_url = base_url
+
+    def compose(self) -> ComposeResult:
+        o = self.options
+        with Vertical(classes="dialog", id="settings"):
+            yield Label("Settings (ctrl+s saves, Escape cancels)")
+            with Grid(id="settings-grid"):
+                yield Label("Backend")
+                yield Select([(b, b) for b in ("local", "openai")], value=self.backend, allow_blank=False, id="backend")
+                yield Label("Model")
+                yield Input(self.model or "", placeholder="default", id="model")
+                yield Label("Base URL")
+                yield Input(self.base_url or "", placeholder="http://127.0.0.1:8080/v1 (openai)", id="base_url")
+                yield Label("Retriever")
+                yield Select([(r, r) for r in RETRIEVER_CHOICES], value=o.retriever, allow_blank=False, id="retriever")
+                yield Label("Ranker")
+                rankers = RANKER_CHOICES if o.ranker in RANKER_CHOICES else (*RANKER_CHOICES, o.ranker)
+                yield Select([(r, r) for r in rankers], value=o.ranker, allow_blank=False, id="ranker")
+                yield Label("Candidates (n)")
+                yield Input(str(o.n), type="integer", id="n")
+                yield Label("Demonstrations (k)")
+                yield Input(str(o.k), type="integer", id="k")
+                yield Label("Temperature")
+                yield Input(str(o.temperature), type="number", id="temperature")
+                yield Label("Max new tokens")
+                yield Input(str(o.max_new_tokens), type="integer", id="max_new_tokens")
+            yield Static("", id="settings-error")
+            with Horizontal(classes="buttons"):
+                yield Button("Save (ctrl+s)", id="save", variant="primary")
+                yield Button("Cancel", id="cancel")
+
+    @on(Button.Pressed, "#save")
+    def action_save(self) -> None:
+        def text(name: str) -> str:
+            return self.query_one(f"#{name}", Input).value.strip()
+
+        try:
+            values = {
+                "backend": self.query_one("#backend", Select).value,
+                "model": text("model") or None,
+                "base_url": text("base_url") or None,
+                "retriever": self.query_one("#retriever", Select).value,
+                "ranker": self.query_one("#ranker", Select).value,
+                "n": int(text("n")),
+                "k": int(text("k")),
+                "temperature": float(text("temperature")),
+                "max_new_tokens": int(text("max_new_tokens")),
+            }
+        except ValueError:
+            self.query_one("#settings-error", Static).update("n, k, temperature and max new tokens must be numbers")
+            return
+        self.dismiss(values)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class HistoryScreen(ModalScreen[dict[str, Any] | None]):
+    """Browse this repo's past requirements and applied candidates; Enter loads one back."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Close")]
+
+    def __init__(self, entries: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.entries = entries
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="history"):
+            yield Label("History, newest first (Enter loads the requirement, Escape closes)")
+            yield OptionList(id="history-list")
+
+    def on_mount(self) -> None:
+        options = self.query_one("#history-list", OptionList)
+        if not self.entries:
+            options.add_option(Option("no history yet in this repo", disabled=True))
+        for number, entry in enumerate(self.entries):
+            what = {"generate": "asked", "apply": "applied", "undo": "undid"}.get(entry.get("event", ""), "?")
+            target = f"  → {entry['target']}" if entry.get("target") else ""
+            when = str(entry.get("time", ""))[:16].replace("T", " ")
+            requirement = " ".join(str(entry.get("requirement", "")).split())[:70]
+            options.add_option(Option(f"{when}  {what:<7} {requirement}{target}", id=str(number)))
+        options.focus()
+
+    @on(OptionList.OptionSelected)
+    def selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id is not None:
+            self.dismiss(self.entries[int(event.option.id)])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
