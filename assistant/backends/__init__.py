@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from assistant.backends.prompts import Prompt
 from assistant.errors import UsageError
+from assistant.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,6 @@ def check_prompt(prompt: Prompt) -> None:
     check_text(prompt.answer_prefix)
 
 
-# progress(stage, done, total)
-Progress = Callable[[str, int, int], None]
 # step(done, total) while sampling: tokens generated (local) or requests answered (servers). A step
 # callback that raises stops the sampling there, which is how interactive callers cancel it.
 Step = Callable[[int, int], None]

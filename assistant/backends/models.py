@@ -16,15 +16,12 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from assistant.errors import ModelError, UsageError
 from assistant.paths import atomic_write_text, models_dir
-
-# progress(stage, done, total) with stages "assemble", "convert".
-Progress = Callable[[str, int, int], None]
+from assistant.progress import Progress
 
 
 @dataclass(frozen=True)

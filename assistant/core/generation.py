@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -16,9 +16,7 @@ from assistant.core.candidates import Candidate, CutOff, collect, normal_form
 from assistant.core.rank import Problem, Ranked, Ranker, make_rankers, rank
 from assistant.core.retrieve import Hit, Retriever
 from assistant.errors import AssistError, UsageError
-
-# progress(stage, done, total): stages "retrieve", "generate", "rank".
-Progress = Callable[[str, int, int], None]
+from assistant.progress import Progress
 
 FILE_CONTEXT_LINES = 200
 

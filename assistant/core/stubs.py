@@ -29,11 +29,11 @@ from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate, CutOff
 from assistant.core.retrieve import Hit, Retriever
 from assistant.errors import UsageError
+from assistant.progress import Progress
 
 if TYPE_CHECKING:
     from assistant.core.generation import GenerateResult
 
-Progress = Callable[[str, int, int], None]
 
 # How many tokens of surrounding code the prompt may hold (imports, the enclosing class, the nearest definitions).
 STUB_CONTEXT_TOKENS = 768

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from assistant import sandbox
@@ -15,8 +15,8 @@ from assistant.code.fences import extract_code
 from assistant.datasets import Task
 from assistant.evaluate.metrics import bootstrap_ci, paired_difference, pass_at_k
 from assistant.evaluate.strategies import Pool, in_strategy_order, make_strategy
+from assistant.progress import Progress
 
-Progress = Callable[[str, int, int], None]
 RANKERS = ("first", "random", "logprob", "oracle")
 
 

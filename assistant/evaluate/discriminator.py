@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -32,8 +32,7 @@ from assistant.methods.condor.model import (
     shared_stage1,
     train_discriminator,
 )
-
-Progress = Callable[[str, int, int], None]
+from assistant.progress import Progress
 
 VARIANTS = {
     "condor": {"contrastive": True, "partial_fixes": True},

@@ -6,7 +6,7 @@ demonstrations (LAIL's own feedback signal). One forward pass per task and strat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from assistant.backends import Backend
@@ -15,8 +15,7 @@ from assistant.cache import JsonlCache, cache_key, supersede
 from assistant.datasets import Task
 from assistant.evaluate.metrics import bootstrap_ci, paired_difference
 from assistant.evaluate.strategies import Pool, in_strategy_order, make_strategy
-
-Progress = Callable[[str, int, int], None]
+from assistant.progress import Progress
 
 
 def run_likelihood(

@@ -38,13 +38,11 @@ from assistant.code.extract import EXTRACTORS, git_blob_hash, read_repo_file
 from assistant.code.tokenize import tokenize
 from assistant.errors import UsageError
 from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir
+from assistant.progress import Progress
 
 log = logging.getLogger("assistant")
 
 FORMAT_VERSION = 1
-
-# progress(stage, done, total): stages are "scan", "parse" and "encode".
-Progress = Callable[[str, int, int], None]
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:

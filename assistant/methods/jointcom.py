@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,8 +32,7 @@ from assistant.core.docwriter import build_docstring_prompt, split_docstring_saf
 from assistant.errors import UsageError
 from assistant.methods.artifacts import fingerprint, read_manifest, write_manifest
 from assistant.paths import REPO_DIR_NAME, cache_dir
-
-Progress = Callable[[str, int, int], None]
+from assistant.progress import Progress
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import datetime as dt
 import hashlib
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -37,9 +37,7 @@ from assistant.core.retrieve import BM25Retriever, Exclude, Hit, top_rows
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder, embedding_text
 from assistant.methods.artifacts import artifact_dir, cached_vectors, describe_pool, read_manifest, write_manifest
-
-Progress = Callable[[str, int, int], None]
-
+from assistant.progress import Progress
 
 LOSSES = ("infonce", "listwise")
 

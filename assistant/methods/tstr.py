@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,8 +29,7 @@ from assistant.core.retrieve import Exclude, Hit, top_rows
 from assistant.errors import ModelError, UsageError
 from assistant.indexing.index import Index, TextEncoder, embedding_text
 from assistant.methods.artifacts import artifact_dir, cached_vectors, describe_pool, read_manifest, write_manifest
-
-Progress = Callable[[str, int, int], None]
+from assistant.progress import Progress
 
 
 @dataclass(frozen=True)

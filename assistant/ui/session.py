@@ -12,7 +12,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,8 @@ from assistant.indexing.index import TextEncoder, repo_index_dir, repo_root
 from assistant.indexing.sources import Source, open_source
 from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir
 from assistant.pipeline.registry import RETRIEVERS, make_retriever
+from assistant.progress import Progress
 from assistant.sandbox import SandboxResult
-
-Progress = Callable[[str, int, int], None]
 
 RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
 

@@ -27,8 +27,8 @@ from assistant.cache import JsonlCache, cache_key
 from assistant.core.candidates import normal_form as _ast_form
 from assistant.errors import UsageError
 from assistant.methods.condor.mutants import mutants, partial_fixes, token_jaccard
+from assistant.progress import Progress
 
-Progress = Callable[[str, int, int], None]
 PROBLEM_CHARS = 600  # the problem statement shown to the discriminator is cut here (the code matters more)
 
 

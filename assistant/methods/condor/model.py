@@ -30,8 +30,7 @@ from assistant.errors import ModelError, UsageError
 from assistant.methods.artifacts import read_manifest, write_manifest
 from assistant.methods.condor.data import Dataset, Program
 from assistant.paths import REPO_DIR_NAME, cache_dir
-
-Progress = Callable[[str, int, int], None]
+from assistant.progress import Progress
 
 
 @dataclass(frozen=True)
