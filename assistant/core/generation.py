@@ -10,6 +10,7 @@ from pathlib import Path
 
 from assistant.backends import Backend, SamplingParams, check_text
 from assistant.backends.prompts import Prompt, build_prompt
+from assistant.code.asserts import split_asserts
 from assistant.code.edit import Edit, plan_edit, read_target, source_lines
 from assistant.code.extract import first_paragraph
 from assistant.core.candidates import Candidate, CutOff, collect, normal_form
@@ -79,28 +80,13 @@ class GenerateResult:
 
 
 def read_tests(path: str | Path) -> list[str]:
-    """Test chunks from a Python file: each `assert` together with the statements just before it."""
+    """Test chunks from a Python file (:func:`~assistant.code.asserts.split_asserts`)."""
     path = Path(path)
     try:
         source = path.read_text(encoding="utf-8-sig")
-        tree = ast.parse(source)
     except OSError as exc:
         raise UsageError(f"cannot read tests file {path}: {exc.strerror}") from None
-    except SyntaxError as exc:
-        raise UsageError(f"tests file {path} does not parse (line {exc.lineno}: {exc.msg})") from None
-    lines = source_lines(source)
-    chunks: list[str] = []
-    pending: list[str] = []
-    for node in tree.body:
-        pending.append("\n".join(lines[node.lineno - 1 : node.end_lineno]))
-        if isinstance(node, ast.Assert):
-            chunks.append("\n".join(pending))
-            pending = []
-    if pending and chunks:
-        chunks[-1] += "\n" + "\n".join(pending)
-    if not chunks:
-        raise UsageError(f"tests file {path} has no assert statements")
-    return chunks
+    return split_asserts(source, f"tests file {path}")
 
 
 def file_context(path: Path) -> str:
