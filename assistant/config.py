@@ -17,6 +17,16 @@ use the same keys::
     tokenizer = "qwen2.5-coder-0.5b"   # count tokens exactly with this local model's tokenizer
     api_key = "..."               # user config only; never in a repo's .assist.toml
 
+    [generate]                    # what `assist generate`, the TUI and the library's Pipeline generate with
+    retriever = "auto"            # bm25, dense, hybrid, lail, tstr
+    ranker = "auto"               # first, random, logprob, exec, condor; combine with +
+    n = 5                         # candidates to sample
+    k = 4                         # demonstrations to retrieve (0: zero-shot)
+    temperature = 0.8
+    top_p = 0.95
+    max_new_tokens = 256          # unset: 256 for free generation, sized to the docstring when filling a stub
+    seed = 1                      # unset: a fresh seed each time
+
 Every value remembers where it came from, so `assist config show` can say why a setting is what it is.
 
 Repo trust: a repo's `.assist.toml` is written by whoever wrote the repo, so the settings that decide where code
@@ -46,6 +56,17 @@ import platformdirs
 from assistant.errors import UsageError
 
 REPO_CONFIG = ".assist.toml"
+
+# Generation defaults: the one home of these numbers (`GenerationOptions` and `SamplingParams` read them here).
+# Temperature and top-p follow the LAIL paper.
+DEFAULT_RETRIEVER = "auto"
+DEFAULT_RANKER = "auto"
+DEFAULT_N = 5
+DEFAULT_K = 4
+DEFAULT_TEMPERATURE = 0.8
+DEFAULT_TOP_P = 0.95
+DEFAULT_MAX_NEW_TOKENS = 256  # free generation; filling a stub sizes the limit to its docstring instead
+SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
 TRUST_FILE = "trusted.json"
 TRUST_HINT = "`assist config trust` (undo: `assist config untrust`)"
 
@@ -99,6 +120,31 @@ def _bool(value: Any) -> bool:
     raise ValueError("expected true or false")
 
 
+def _non_negative_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a number")
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ValueError("expected a finite number of at least 0")
+    return number
+
+
+def _probability(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a number")
+    number = float(value)
+    if not math.isfinite(number) or not 0 < number <= 1:
+        raise ValueError("expected a number above 0 and at most 1")
+    return number
+
+
+def _seed(value: Any) -> int:
+    number = _count(0)(value)
+    if number > SEED_MAX:
+        raise ValueError(f"expected a whole number from 0 to {SEED_MAX}")
+    return number
+
+
 def _choice(*choices: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = _str(value)
@@ -135,6 +181,39 @@ FIELDS: tuple[Field, ...] = (
     Field("openai.context", _count(1), None, "ASSIST_OPENAI_CONTEXT", "the server's context window, in tokens"),
     Field("openai.logprobs", _bool, True, "ASSIST_OPENAI_LOGPROBS", "ask for token log-probabilities"),
     Field("openai.tokenizer", _str, None, "ASSIST_OPENAI_TOKENIZER", "local model whose tokenizer counts tokens"),
+    # What generation does (not where it goes): a repo file may set these without trust.
+    Field(
+        "generate.retriever",
+        _str,
+        DEFAULT_RETRIEVER,
+        "ASSIST_GENERATE_RETRIEVER",
+        "auto, bm25, dense, hybrid, lail or tstr (auto: a retriever trained for the pool, else hybrid)",
+    ),
+    Field(
+        "generate.ranker",
+        _str,
+        DEFAULT_RANKER,
+        "ASSIST_GENERATE_RANKER",
+        "auto, first, random, logprob, exec or condor; combine with + (e.g. exec+logprob)",
+    ),
+    Field("generate.n", _count(1), DEFAULT_N, "ASSIST_GENERATE_N", "candidates to sample"),
+    Field("generate.k", _count(0), DEFAULT_K, "ASSIST_GENERATE_K", "demonstrations to retrieve (0: zero-shot)"),
+    Field(
+        "generate.temperature",
+        _non_negative_float,
+        DEFAULT_TEMPERATURE,
+        "ASSIST_GENERATE_TEMPERATURE",
+        "sampling temperature (0: greedy, one candidate)",
+    ),
+    Field("generate.top_p", _probability, DEFAULT_TOP_P, "ASSIST_GENERATE_TOP_P", "nucleus sampling threshold"),
+    Field(
+        "generate.max_new_tokens",
+        _count(1),
+        None,
+        "ASSIST_GENERATE_MAX_NEW_TOKENS",
+        f"longest candidate in tokens (unset: {DEFAULT_MAX_NEW_TOKENS}; filling a stub: sized to its docstring)",
+    ),
+    Field("generate.seed", _seed, None, "ASSIST_GENERATE_SEED", "random seed for repeatable samples (unset: fresh)"),
 )
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
 ROUTING_KEYS = tuple(f.key for f in FIELDS if f.routes)

@@ -15,6 +15,10 @@ from assistant.backends.prompts import Prompt, build_prompt
 from assistant.code.examples import Example
 from assistant.errors import UsageError
 
+DATASETS = ("humaneval", "mbpp")
+# Where `mbpp` without a path looks for the file: the shared data folder beside this checkout, from where assist runs.
+MBPP_DEFAULT_PATH = "../shared/data/mbpp.jsonl"
+
 # MBPP's standard splits, by task_id (see ../shared/data/README.md).
 MBPP_SPLITS = {"prompt": (1, 10), "test": (11, 510), "validation": (511, 600), "train": (601, 974)}
 
@@ -54,7 +58,7 @@ class Task:
 
 def _mbpp_records(path: Path) -> list[dict]:
     if not path.is_file():
-        raise UsageError(f"MBPP file {path} not found (pass --dataset mbpp:PATH, e.g. mbpp:../shared/data/mbpp.jsonl)")
+        raise UsageError(f"MBPP file {path} not found (pass --dataset mbpp:PATH, e.g. mbpp:{MBPP_DEFAULT_PATH})")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -134,14 +138,48 @@ def load_humaneval() -> list[Task]:
     return tasks
 
 
-def load_dataset(spec: str, split: str = "test") -> list[Task]:
-    """`humaneval`, or `mbpp:PATH` (`mbpp` alone looks for ../shared/data/mbpp.jsonl)."""
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A parsed dataset spec: `humaneval`, `mbpp` or `mbpp:PATH` (the one parser: :func:`parse_dataset`)."""
+
+    name: str  # "humaneval" or "mbpp"
+    path: str = ""  # mbpp only: the file given after the colon ("" = MBPP_DEFAULT_PATH)
+
+    @property
+    def is_mbpp(self) -> bool:
+        return self.name == "mbpp"
+
+    @property
+    def file(self) -> Path:
+        """MBPP's JSONL file: the given path, else MBPP_DEFAULT_PATH."""
+        return Path(self.path or MBPP_DEFAULT_PATH)
+
+    def load(self, split: str = "test") -> list[Task]:
+        """The tasks of one split (HumanEval has one: `split` is ignored)."""
+        return load_mbpp(self.file, split) if self.is_mbpp else load_humaneval()
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.path}" if self.path else self.name
+
+
+def parse_dataset(spec: str) -> DatasetSpec:
+    """`humaneval`, `mbpp` or `mbpp:PATH` → DatasetSpec; anything else is a one-line error."""
     name, _, path = spec.partition(":")
-    if name == "humaneval":
-        return load_humaneval()
     if name == "mbpp":
-        return load_mbpp(path or "../shared/data/mbpp.jsonl", split)
+        return DatasetSpec("mbpp", path)
+    if name == "humaneval":
+        return DatasetSpec("humaneval")
     raise UsageError(f"unknown dataset {spec!r}; use humaneval or mbpp[:PATH]")
+
+
+def is_mbpp(spec: str) -> bool:
+    """Whether `spec` names MBPP (`mbpp` or `mbpp:PATH`), e.g. to tell a benchmark from a bank's file path."""
+    return spec.partition(":")[0] == "mbpp"
+
+
+def load_dataset(spec: str, split: str = "test") -> list[Task]:
+    """`humaneval`, or `mbpp:PATH` (`mbpp` alone looks for MBPP_DEFAULT_PATH, ../shared/data/mbpp.jsonl)."""
+    return parse_dataset(spec).load(split)
 
 
 def subset(tasks: list[Task], limit: int | None, seed: int) -> list[Task]:

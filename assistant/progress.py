@@ -11,6 +11,19 @@ from collections.abc import Callable
 
 Progress = Callable[[str, int, int], None]
 
+# How each stage reads to people (the CLI's progress bars, the TUI's status bar).
+STAGE_LABELS = {
+    "assemble": "Assembling model parts",
+    "convert": "Converting the model (once)",
+    "parse": "Parsing files",
+    "encode": "Embedding",
+    "retrieve": "Retrieving demonstrations",
+    "generate": "Generating candidates",
+    "rank": "Ranking candidates",
+    "label": "Labeling pairs with the LLM",
+    "train": "Training",
+}
+
 
 def silent(stage: str, done: int, total: int) -> None:
     """A progress callback that reports nothing."""

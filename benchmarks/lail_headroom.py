@@ -46,6 +46,7 @@ import numpy as np
 from assistant.backends.encoder import MAX_TOKENS, Encoder, embed_texts
 from assistant.backends.models import encoder_dir, resolve
 from assistant.cache import JsonlCache
+from assistant.datasets import MBPP_DEFAULT_PATH
 from assistant.evaluate import bootstrap_ci, load_pool
 from assistant.indexing.index import Index, embedding_text
 from assistant.methods.artifacts import artifact_dir, read_manifest
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--pool",
-        default="mbpp:../shared/data/mbpp.jsonl",
+        default=f"mbpp:{MBPP_DEFAULT_PATH}",
         help="the pool LAIL trained on, as `assist eval --pool` takes it",
     )
     parser.add_argument("--folds", type=int, default=0, help="held-out folds to retrain (0: in-sample only)")

@@ -22,26 +22,31 @@ from scipy.stats import spearmanr
 
 from assistant.backends.encoder import Encoder
 from assistant.cache import JsonlCache, cache_key
-from assistant.datasets import load_dataset
+from assistant.datasets import MBPP_DEFAULT_PATH, DatasetSpec
 from assistant.indexing.index import build_index
 from assistant.methods.lail import candidate_sets, text_hash
 
 
+def _cache(path: str) -> JsonlCache:
+    """A label cache, plain or gzip-compressed (JsonlCache reads `x.jsonl.gz` when given `x.jsonl`)."""
+    return JsonlCache(path.removesuffix(".gz"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("first", help="a labels.jsonl")
+    parser.add_argument("first", help="a labels.jsonl (or labels.jsonl.gz, as results/ keeps them)")
     parser.add_argument("first_labeler", help="its labeler as keys name it, e.g. qwen2.5-coder-0.5b")
     parser.add_argument("second")
     parser.add_argument("second_labeler", help="e.g. qwen2.5-coder-0.5b@bf16")
     parser.add_argument("--candidates", type=int, default=16, help="t: candidates per task both caches hold")
     parser.add_argument("--positives", type=int, default=2, help="z: the top-z compared as sets")
-    parser.add_argument("--mbpp", default="../shared/data/mbpp.jsonl")
+    parser.add_argument("--mbpp", default=MBPP_DEFAULT_PATH, help="MBPP's JSONL file")
     args = parser.parse_args()
 
-    examples = [task.as_example() for task in load_dataset(f"mbpp:{args.mbpp}", "train")]
+    examples = [task.as_example() for task in DatasetSpec("mbpp", args.mbpp).load("train")]
     index = build_index(examples, Encoder.load())
     hashes = [text_hash(e) for e in index.examples]
-    caches = [(JsonlCache(args.first), args.first_labeler), (JsonlCache(args.second), args.second_labeler)]
+    caches = [(_cache(args.first), args.first_labeler), (_cache(args.second), args.second_labeler)]
     gaps: list[float] = []
     rhos, same_best, same_top = [], 0, 0
     sets = candidate_sets(index, args.candidates)

@@ -23,18 +23,18 @@ import torch
 
 from assistant.backends.local import LocalBackend, cpu_has_native_bf16
 from assistant.backends.prompts import build_prompt
-from assistant.datasets import load_dataset
+from assistant.datasets import MBPP_DEFAULT_PATH, DatasetSpec
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mbpp", default="../shared/data/mbpp.jsonl")
+    parser.add_argument("--mbpp", default=MBPP_DEFAULT_PATH, help="MBPP's JSONL file")
     parser.add_argument("--demos", type=int, default=2, help="demonstrations (train tasks 0, 1, ...)")
     parser.add_argument("--examples", type=int, default=24, help="examples scored after each (tasks 10, 11, ...)")
     args = parser.parse_args()
 
     backend = LocalBackend.load()
-    examples = [task.as_example() for task in load_dataset(f"mbpp:{args.mbpp}", "train")]
+    examples = [task.as_example() for task in DatasetSpec("mbpp", args.mbpp).load("train")]
     demos, users = list(range(args.demos)), list(range(10, 10 + args.examples))
 
     def label(rows: list[int]) -> list[float]:

@@ -1,4 +1,5 @@
-"""Shared fixtures: a hermetic cache per test, one encoder and one generator loaded per session, scratch repos."""
+"""Shared fixtures: a hermetic cache per test, one encoder and one generator loaded per session, scratch repos, and
+a scripted backend (registered as `scripted`) for tests that exercise everything but the model."""
 
 from __future__ import annotations
 
@@ -6,10 +7,17 @@ import ctypes
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
+
+from assistant.backends import BACKENDS, Backend, Completion, SamplingParams, Step, TokenLogprobs, Usage
+from assistant.backends.prompts import Prompt
+from assistant.errors import UsageError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -101,3 +109,220 @@ def landlock_abi() -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     return max(0, libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1)))
+
+
+# -- a scripted backend ------------------------------------------------------------------------------------
+
+# A scripted reply: the text (after the answer prefix), or (text, the log-probability of each of its tokens).
+Reply = str | tuple[str, float]
+Script = Sequence[Reply] | Mapping[str, Sequence[Reply]] | Callable[[Prompt, int], Reply]
+
+TOKEN_CHARS = 4  # the scripted tokenizer: every 4 characters are a token
+
+
+def scripted_tokens(text: str) -> list[str]:
+    """The scripted backend's tokens of a text: 4-character pieces (the last may be shorter)."""
+    return [text[i : i + TOKEN_CHARS] for i in range(0, len(text), TOKEN_CHARS)]
+
+
+def scripted_logprob(token: str) -> float:
+    """The scripted backend's log-probability of a token it has no scripted value for: in [-1, -0.001], fixed
+    by the token's text (crc32, the same in every process)."""
+    return -((zlib.crc32(token.encode()) % 1000) + 1) / 1000
+
+
+class ScriptedBackend(Backend):
+    """A backend for tests: scripted replies, a deterministic tokenizer and log-probabilities, no model.
+
+    `replies` is a list of replies given out in order, cycling (sample j of all this backend has drawn takes
+    reply j % len); or a mapping {text: replies} that picks the first key found in the prompt (its messages and
+    answer prefix), each key cycling through its own replies; or a function (prompt, sample number) -> reply. A
+    reply is a text or (text, mean log-prob): with a mean, each of its tokens gets that value, in samples and
+    when `logprob()` scores that text; other texts get :func:`scripted_logprob` of each token.
+
+    Tokens are 4-character pieces (:func:`scripted_tokens`); `tokens=N` makes every sample count N tokens
+    instead (with N log-probabilities). `count_tokens` is the prompt's message characters // 4. A sample is cut
+    at the prompt's stop strings like a real backend's (finish "stop"), and at `max_new_tokens` ("length",
+    unless `tokens` is set). Every call returns `params.n` samples, greedy or not.
+
+    Each sample makes `steps` step(done, total) calls (done = sample * steps + k, total = n * steps), sleeping
+    `delay` seconds after each: a step that raises stops sampling there, as a user's cancel does. `fail` is
+    raised by every `sample` call. `context`: refuse prompts that do not fit, as a real backend does. Capabilities
+    are settings: `scores` (can_score), `sample_logprobs`, `prefills_answer` (off by default, as for a chat endpoint:
+    on, callers put the start of the answer in its mouth and the scripted text must continue it), `batches_prompts`.
+
+    It records what it saw: `prompts` and `params` (one per prompt sampled), `scored` (the (prompt, text) pairs
+    given to `logprob`), `batches` (the size of each `sample_batch` call), `loads` (the model and options of each
+    `load`), `calls` (samples drawn).
+    """
+
+    name = "scripted"
+    description = "scripted replies for tests, no model"
+    # The instance `load` returns while a test has it registered (see `register_scripted`).
+    active: ClassVar[ScriptedBackend | None] = None
+
+    def __init__(
+        self,
+        replies: Script = ("def solution():\n    return 42",),
+        *,
+        delay: float = 0.0,
+        fail: BaseException | None = None,
+        tokens: int | None = None,
+        steps: int = 10,
+        scores: bool = True,
+        sample_logprobs: bool = True,
+        prefills_answer: bool = False,
+        batches_prompts: bool = False,
+        context: int | None = None,
+        model: str = "scripted",
+    ) -> None:
+        self.replies = replies
+        self.delay = delay
+        self.fail = fail
+        self.tokens = tokens
+        self.steps = steps
+        self.sample_logprobs = sample_logprobs
+        self.can_score = scores
+        self.scoring_unavailable = "" if scores else "it is a script"
+        self.logprobs = sample_logprobs or scores
+        self.prefills_answer = prefills_answer
+        self.batches_prompts = batches_prompts
+        self.context = context
+        self.model = model
+        self.usage = Usage()
+        self.calls = 0
+        self.drawn: dict[str, int] = {}  # per-key counters of a mapping script
+        self.prompts: list[Prompt] = []
+        self.params: list[SamplingParams] = []
+        self.scored: list[tuple[Prompt, str]] = []
+        self.batches: list[int] = []
+        self.loads: list[dict[str, Any]] = []
+
+    @classmethod
+    def load(cls, model: str | None = None, progress: Any = None, **options: Any) -> ScriptedBackend:
+        """The registered instance (a fresh default one when none is), told the model it was asked for."""
+        backend = cls.active if cls.active is not None else cls()
+        backend.loads.append({"model": model, **options})
+        if model is not None:
+            backend.model = model
+        return backend
+
+    def script(self, replies: Script) -> ScriptedBackend:
+        """Give new replies, from the start."""
+        self.replies, self.calls, self.drawn = replies, 0, {}
+        return self
+
+    # -- the tokenizer ------------------------------------------------------------------------------------
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        return sum(len(m["content"]) for m in prompt.messages) // TOKEN_CHARS
+
+    def _values(self, text: str, mean: float | None, count: int | None = None) -> tuple[float, ...]:
+        pieces = scripted_tokens(text)
+        if mean is None:
+            values = [scripted_logprob(piece) for piece in pieces]
+            if count is None:
+                return tuple(values)
+            mean = sum(values) / len(values) if values else 0.0
+        return (mean,) * (len(pieces) if count is None else count)
+
+    def _scripted_mean(self, text: str) -> float | None:
+        """The mean a reply with this text was scripted with, if any."""
+        replies = self.replies
+        if callable(replies):
+            return None
+        pools = replies.values() if isinstance(replies, Mapping) else [replies]
+        for pool in pools:
+            for reply in pool:
+                if isinstance(reply, tuple) and reply[0] == text:
+                    return reply[1]
+        return None
+
+    # -- sampling -----------------------------------------------------------------------------------------
+
+    def _reply(self, prompt: Prompt, number: int) -> Reply:
+        replies = self.replies
+        if callable(replies):
+            return replies(prompt, number)
+        if isinstance(replies, str):
+            return replies
+        if isinstance(replies, Mapping):
+            text = "\n".join(str(m["content"]) for m in prompt.messages) + prompt.answer_prefix
+            key = next((key for key in replies if key in text), None)
+            if key is None:
+                raise AssertionError(f"no scripted reply for this prompt (keys {list(replies)}): {text[-300:]!r}")
+            drawn = self.drawn.get(key, 0)
+            self.drawn[key] = drawn + 1
+            return replies[key][drawn % len(replies[key])]
+        return replies[number % len(replies)]
+
+    def sample(self, prompt: Prompt, params: SamplingParams, step: Step | None = None) -> list[Completion]:
+        if self.fail is not None:
+            raise self.fail
+        started = time.perf_counter()
+        self.prompts.append(prompt)
+        self.params.append(params)
+        used = self.count_tokens(prompt)
+        if self.context is not None and used + params.max_new_tokens > self.context:
+            raise UsageError(
+                f"the prompt takes {used} tokens and {params.max_new_tokens} more are asked for, but the limit is a "
+                f"context of {self.context} (the scripted backend's)"
+            )
+        completions = []
+        for i in range(params.n):
+            for k in range(self.steps):
+                if step is not None:
+                    step(i * self.steps + k, params.n * self.steps)  # raises when the caller cancels
+                if self.delay:
+                    time.sleep(self.delay)
+            reply = self._reply(prompt, self.calls + i)
+            text, mean = (reply, None) if isinstance(reply, str) else reply
+            completions.append(self._completion(prompt, text, mean, params.max_new_tokens))
+        self.calls += params.n
+        self.usage.add(used, sum(c.tokens for c in completions), time.perf_counter() - started)
+        return completions
+
+    def _completion(self, prompt: Prompt, text: str, mean: float | None, max_new_tokens: int) -> Completion:
+        cut = min((text.find(stop) for stop in prompt.stop if stop in text), default=-1)
+        finish = "stop"
+        if cut >= 0:
+            text = text[:cut]
+        elif self.tokens is None and len(scripted_tokens(text)) > max_new_tokens:
+            text, finish = "".join(scripted_tokens(text)[:max_new_tokens]), "length"
+        values = self._values(text, mean, self.tokens)
+        logprobs = values if self.sample_logprobs else None
+        return Completion(text=text, tokens=len(values), finish_reason=finish, logprobs=logprobs)
+
+    def sample_batch(
+        self,
+        prompts: Sequence[Prompt],
+        params: SamplingParams,
+        step: Step | None = None,
+        seeds: Sequence[int | None] | None = None,
+    ) -> list[list[Completion]]:
+        self.batches.append(len(prompts))
+        return super().sample_batch(prompts, params, step, seeds)
+
+    def logprob(self, pairs: Sequence[tuple[Prompt, str]]) -> list[TokenLogprobs]:
+        if not self.can_score:
+            return super().logprob(pairs)
+        self.scored.extend(pairs)
+        return [
+            TokenLogprobs(tokens=scripted_tokens(text), logprobs=list(self._values(text, self._scripted_mean(text))))
+            for _, text in pairs
+        ]
+
+
+def register_scripted(monkeypatch: pytest.MonkeyPatch, backend: ScriptedBackend | None = None) -> ScriptedBackend:
+    """Register `backend` (default: a fresh ScriptedBackend) as the backend named "scripted" for this test:
+    `load_backend("scripted")` and `assist ... --backend scripted` (in-process, with CliRunner) return it."""
+    backend = backend if backend is not None else ScriptedBackend()
+    monkeypatch.setitem(BACKENDS, "scripted", f"{__name__}:ScriptedBackend")
+    monkeypatch.setattr(ScriptedBackend, "active", backend)
+    return backend
+
+
+@pytest.fixture
+def scripted_backend(monkeypatch: pytest.MonkeyPatch) -> ScriptedBackend:
+    """A ScriptedBackend registered as "scripted" (see `register_scripted`); give it replies with `.script(...)`."""
+    return register_scripted(monkeypatch)

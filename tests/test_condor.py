@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from assistant.backends.prompts import build_prompt
 from assistant.core.candidates import Candidate
-from assistant.core.rank import CondorRanker, Problem, rank
+from assistant.core.rank import Problem, rank
 from assistant.methods.condor.data import (
     Dataset,
     ProblemData,
@@ -28,6 +28,7 @@ from assistant.methods.condor.model import (
     train_and_save,
 )
 from assistant.methods.condor.mutants import OPERATORS, mutants, partial_fixes, token_jaccard
+from assistant.methods.condor.ranker import CondorRanker
 from assistant.ui.cli import app
 
 LOOP = '''def count_above(values, limit):
@@ -265,7 +266,7 @@ def test_train_discriminator_cli_on_a_repo(scratch_repo: Path, monkeypatch: pyte
     assert (saved / "manifest.json").exists() and (saved / "head.safetensors").exists()
     assert summary["data"]["sources"]["repo"] == str(scratch_repo)
     assert summary["data"]["wrong"] >= summary["data"]["problems"]
-    from assistant.core.generation import auto_ranker
+    from assistant.pipeline.registry import auto_ranker
 
     assert auto_ranker(object(), [], has_tests=False) == "condor"  # used by default once trained
     assert auto_ranker(object(), [], has_tests=True) == "exec+condor"

@@ -4,8 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from assistant.backends import SamplingParams, TokenLogprobs
+from assistant.backends import Backend, SamplingParams, TokenLogprobs, Usage
+from assistant.backends.prompts import Prompt
 from assistant.cache import JsonlCache, supersede
+from assistant.core.rank import FirstRanker, LogprobRanker, Problem, RandomRanker
 from assistant.datasets import Task
 from assistant.errors import UsageError
 from assistant.evaluate import (
@@ -20,7 +22,7 @@ from assistant.evaluate import (
     summarize_codegen,
     write_report,
 )
-from assistant.evaluate.codegen import picks
+from assistant.evaluate.codegen import picks, user_rankers
 from assistant.evaluate.likelihood import summarize_likelihood
 from assistant.evaluate.metrics import paired_difference
 from assistant.evaluate.report import codegen_table
@@ -116,6 +118,61 @@ def test_cache_survives_a_torn_line(tmp_path):
     assert JsonlCache(tmp_path / "c.jsonl").get("c") == {"x": 3}
 
 
+def test_a_compressed_cache_reads_and_resumes_in_gzip(tmp_path):
+    import gzip
+
+    plain = JsonlCache(tmp_path / "c.jsonl")
+    plain.put("a", {"x": 1})
+    plain.put("b", {"x": 2})
+    (tmp_path / "c.jsonl.gz").write_bytes(gzip.compress((tmp_path / "c.jsonl").read_bytes()))
+    (tmp_path / "c.jsonl").unlink()  # what a committed results folder holds: only the compressed cache
+    cache = JsonlCache(tmp_path / "c.jsonl")
+    assert cache.entries == {"a": {"x": 1}, "b": {"x": 2}}
+    cache.put("c", {"x": 3})  # appended to the .gz as its own member: still one valid gzip file
+    assert not (tmp_path / "c.jsonl").exists()
+    lines = gzip.decompress((tmp_path / "c.jsonl.gz").read_bytes()).decode().splitlines()
+    assert [json.loads(line)["key"] for line in lines] == ["a", "b", "c"]
+    # A member cut short by an interruption is ignored, and the next entry replaces it.
+    with open(tmp_path / "c.jsonl.gz", "ab") as handle:
+        handle.write(gzip.compress(b'{"key": "d", "value": 4}\n')[:-6])
+    again = JsonlCache(tmp_path / "c.jsonl")
+    assert list(again.entries) == ["a", "b", "c"]
+    again.put("e", {"x": 5})
+    assert list(JsonlCache(tmp_path / "c.jsonl").entries) == ["a", "b", "c", "e"]
+    # Discarding rewrites it compressed.
+    assert again.discard(["a"]) == 1 and list(JsonlCache(tmp_path / "c.jsonl").entries) == ["b", "c", "e"]
+    assert not (tmp_path / "c.jsonl").exists()
+    # Beside a plain file, the .gz is read first and the plain file's entries win; new ones go to the plain file.
+    (tmp_path / "c.jsonl").write_text(json.dumps({"key": "b", "value": "newer"}) + "\n")
+    both = JsonlCache(tmp_path / "c.jsonl")
+    assert both.get("b") == "newer" and both.get("c") == {"x": 3}
+    both.put("f", 6)
+    assert '"f"' in (tmp_path / "c.jsonl").read_text()
+
+
+def test_dataset_specs_have_one_parser():
+    from assistant.datasets import MBPP_DEFAULT_PATH, is_mbpp, parse_dataset
+
+    assert parse_dataset("humaneval").name == "humaneval" and not parse_dataset("humaneval").is_mbpp
+    assert parse_dataset("mbpp").file == Path(MBPP_DEFAULT_PATH)
+    spec = parse_dataset("mbpp:/data/m.jsonl")
+    assert (spec.name, spec.file, str(spec)) == ("mbpp", Path("/data/m.jsonl"), "mbpp:/data/m.jsonl")
+    assert is_mbpp("mbpp") and is_mbpp("mbpp:x.jsonl") and not is_mbpp("bank.jsonl")
+    with pytest.raises(UsageError, match="unknown dataset 'apps'; use humaneval or mbpp"):
+        parse_dataset("apps")
+
+
+def test_eval_writes_under_out_or_the_user_data_folder_never_the_working_folder(tmp_path, monkeypatch):
+    from assistant.evaluate.report import results_dir
+    from assistant.ui.eval_cmd import _default_folder
+
+    monkeypatch.setenv("ASSIST_RESULTS_DIR", str(tmp_path / "runs"))
+    assert _default_folder("codegen-x") == tmp_path / "runs" / "codegen-x"
+    monkeypatch.delenv("ASSIST_RESULTS_DIR")
+    monkeypatch.chdir(tmp_path)
+    assert results_dir().is_absolute() and results_dir().name == "results" and tmp_path not in results_dir().parents
+
+
 def test_supersede_keeps_one_record_per_task_and_strategy(tmp_path):
     store = JsonlCache(tmp_path / "records.jsonl")
     store.put("old-lail-t1", {"task_id": "t1", "strategy": "lail", "logprob": -1.0})
@@ -131,27 +188,66 @@ def test_supersede_keeps_one_record_per_task_and_strategy(tmp_path):
     assert supersede(store, {("t1", "lail"): "new-lail-t1"}) == 0  # nothing stale: the file is left alone
 
 
+class NoScoring:
+    """A backend the logprob ranker may hold but must never ask: samples carry their log-probabilities."""
+
+    name = model = "none"
+    can_score = False
+    scoring_unavailable = "it is a stand-in"
+
+    def logprob(self, pairs):
+        raise AssertionError("the evaluation asked the model to score a sample")
+
+
+RANKERS = user_rankers(NoScoring())
+
+
+def _problem(requirement: str = "t") -> Problem:
+    return Problem(requirement=requirement, prompt=Prompt(()))
+
+
 def test_rankers_pick_among_parsable_samples():
     samples = [
-        {"parsed": False, "passed": False, "logprob": -0.1},
-        {"parsed": True, "passed": False, "logprob": -0.9},
-        {"parsed": True, "passed": True, "logprob": -0.2},
+        {"code": "a", "parsed": False, "passed": False, "logprob": -0.1},
+        {"code": "b", "parsed": True, "passed": False, "logprob": -0.9},
+        {"code": "c", "parsed": True, "passed": True, "logprob": -0.2},
     ]
-    chosen = picks(samples, "t", 0)
+    chosen = picks(samples, _problem(), RANKERS)
     assert (chosen["first"], chosen["logprob"], chosen["oracle"]) == (1, 2, 2)
     assert chosen["random"] in (1, 2)
-    assert set(picks([{"parsed": False, "passed": False, "logprob": None}], "t", 0).values()) == {None}
+    unparsable = [{"code": "(", "parsed": False, "passed": False, "logprob": None}]
+    assert set(picks(unparsable, _problem(), RANKERS).values()) == {None}
+    # Without log-probabilities the logprob ranker has no pick (the model is never asked), the others do.
+    unscored = [{**s, "logprob": None} for s in samples]
+    assert picks(unscored, _problem(), RANKERS) == {"first": 1, "random": chosen["random"], "logprob": None,
+                                                    "oracle": 2}  # fmt: skip
+
+
+def test_the_evaluation_ranks_with_the_rankers_users_get():
+    # The registry's objects, as `assist generate --ranker first|random|logprob` builds them.
+    assert [type(r) for r in RANKERS] == [FirstRanker, RandomRanker, LogprobRanker]
+    # So the random pick is RandomRanker's draw for the task's requirement: the one generate would make.
+    from assistant.core.candidates import Candidate
+    from assistant.core.rank import rank
+
+    samples = [{"code": f"x = {i}", "parsed": True, "passed": False, "logprob": -1.0} for i in range(5)]
+    for requirement in ("reverse a list", "sum the digits", "is it prime"):
+        candidates = [Candidate(code=s["code"], sample=i) for i, s in enumerate(samples)]
+        expected = rank(_problem(requirement), candidates, [RandomRanker()])[0].candidate.sample
+        assert picks(samples, _problem(requirement), RANKERS)["random"] == expected
+    # Ties in log-probability go to the earlier sample, as before.
+    assert picks(samples, _problem(), RANKERS)["logprob"] == 0
 
 
 def _record(task: str, strategy: str, correct: int, n: int = 4) -> dict:
-    samples = [{"parsed": True, "passed": i < correct, "logprob": -1.0} for i in range(n)]
+    samples = [{"code": f"x = {i}", "parsed": True, "passed": i < correct, "logprob": -1.0} for i in range(n)]
     return {
         "task_id": task,
         "strategy": strategy,
         "n": n,
         "correct": correct,
         "samples": samples,
-        "picks": picks(samples, task, 0),
+        "picks": picks(samples, _problem(task), RANKERS),
     }
 
 
@@ -259,6 +355,7 @@ class Counting:
         self.backend, self.calls = backend, 0
         self.name, self.model, self.context = backend.name, backend.model, backend.context
         self.usage, self.can_score = backend.usage, backend.can_score
+        self.identity, self.batches_prompts = backend.identity, backend.batches_prompts
 
     def count_tokens(self, prompt):
         return self.backend.count_tokens(prompt)
@@ -274,6 +371,47 @@ class Counting:
     def logprob(self, pairs):
         self.calls += 1
         return self.backend.logprob(pairs)
+
+
+class Scripted(Backend):
+    """Five fixed samples per prompt, with log-probabilities; no model, no batching."""
+
+    name, model = "scripted", "scripted"
+
+    def __init__(self):
+        self.usage, self.calls = Usage(), 0
+
+    def count_tokens(self, prompt):
+        return 1
+
+    def sample(self, prompt, params, step=None):
+        from assistant.backends import Completion
+
+        self.calls += 1
+        bodies = ["return 1", "return 2", "return (", "return 2", "return 3"]
+        return [Completion(f"def f():\n    {b}\n", 3, "stop", (-0.1 * (i + 1), -0.2)) for i, b in enumerate(bodies)]
+
+
+def test_codegen_records_the_users_rankers_picks_and_repicks_older_records_on_resume(tmp_path):
+    tasks = [Task(f"t{i}", f"return {i} from f", "def f():\n    return 2", ("assert f() == 2",)) for i in range(3)]
+    backend = Scripted()
+    first = run_codegen(tasks, None, ["zero"], backend, tmp_path, params=SamplingParams(n=5))
+    assert backend.calls == 3 and all(r["picks_by"] == "rankers" for r in first)
+    for record, task in zip(first, tasks, strict=True):
+        assert record["picks"] == picks(record["samples"], _problem(task.requirement), RANKERS)
+        assert (record["picks"]["first"], record["picks"]["logprob"], record["picks"]["oracle"]) == (0, 0, 1)
+    # A record from before the evaluation used the users' rankers: its picks are the harness's own. The report
+    # reads the stored picks (so a committed figure reproduces); a run that resumes the folder picks again.
+    store = JsonlCache(tmp_path / "records.jsonl")
+    key = next(iter(store.entries))
+    old = {k: v for k, v in store.get(key).items() if k != "picks_by"}
+    store.put(key, {**old, "picks": {**old["picks"], "random": 4}})
+    (tmp_path / "config.json").write_text(json.dumps({"command": "codegen", "ks": [1]}))
+    write_report(tmp_path)
+    assert JsonlCache(tmp_path / "records.jsonl").get(key)["picks"]["random"] == 4
+    again = run_codegen(tasks, None, ["zero"], backend, tmp_path, params=SamplingParams(n=5))
+    assert backend.calls == 3 and again == first  # nothing sampled; the old record picked again
+    assert JsonlCache(tmp_path / "records.jsonl").get(key) == first[0]
 
 
 @needs_mbpp

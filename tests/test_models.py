@@ -47,3 +47,45 @@ def test_missing_conversion_and_damaged_files_say_how_to_fix(fake_models_dir):
     (spec.cache_dir / "manifest.json").write_text("{broken")
     with pytest.raises(ModelError, match="is damaged"):
         generator_dir(spec)
+
+
+# The assembled Qwen2.5-Coder-0.5B GGUF whose sha256 is the registry's: 491,400,064 bytes (its six parts' total).
+Q05_GGUF_BYTES = 491_400_064
+
+
+def test_an_assembled_gguf_of_the_verified_size_is_used_as_it_is(tmp_path, monkeypatch):
+    """`gguf_path` takes a file of `spec.size` bytes as the verified one: with a wrong size recorded (491,400,032
+    once), every call concatenated and hashed the 491 MB again."""
+    from assistant.backends import models
+
+    monkeypatch.setenv("ASSIST_MODELS_DIR", str(tmp_path))
+    spec = REGISTRY["qwen2.5-coder-0.5b"]
+    target = spec.cache_dir / "model.gguf"
+    target.parent.mkdir(parents=True)
+    with open(target, "wb") as handle:  # sparse: no disk is used
+        handle.truncate(Q05_GGUF_BYTES)
+
+    def assemble(*args, **kwargs):
+        raise AssertionError("assembled again")
+
+    monkeypatch.setattr(models, "assemble_gguf", assemble)
+    assert models.gguf_path(spec) == target
+    assert models.gguf_path(spec) == target
+
+
+def test_recorded_sizes_are_the_sizes_of_the_installed_parts():
+    """Where a generator's weight packages are installed, `size` is what assembling them gives."""
+    import importlib
+    from pathlib import Path
+
+    from assistant.backends.models import packages_installed
+
+    checked = 0
+    for spec in REGISTRY.values():
+        if spec.kind != "generator" or not packages_installed(spec):
+            continue
+        parts = [Path(importlib.import_module(module).get_part_path()) for module in spec.modules]
+        assert spec.size == sum(part.stat().st_size for part in parts), spec.name
+        checked += 1
+    if not checked:
+        pytest.skip("no generator's weight packages are installed")

@@ -13,8 +13,9 @@ from assistant.backends.openai_api import OpenAIBackend
 from assistant.backends.prompts import build_prompt
 from assistant.code.fences import extract_code
 from assistant.core.candidates import collect
-from assistant.core.rank import Problem, make_rankers, rank
+from assistant.core.rank import Problem, rank
 from assistant.errors import ModelError, UsageError
+from assistant.pipeline.registry import make_rankers
 
 from .openai_server import Script, model_echo, openai_server
 

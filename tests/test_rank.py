@@ -3,8 +3,9 @@ import pytest
 from assistant.backends import TokenLogprobs
 from assistant.backends.prompts import build_prompt
 from assistant.core.candidates import Candidate
-from assistant.core.rank import ExecRanker, FirstRanker, LogprobRanker, Problem, make_rankers, rank
+from assistant.core.rank import ExecRanker, FirstRanker, LogprobRanker, Problem, rank
 from assistant.errors import UsageError
+from assistant.pipeline.registry import make_rankers
 
 GOOD = Candidate("def add(a, b):\n    return a + b", sample=1)
 BAD = Candidate("def add(a, b):\n    return a - b", sample=0)

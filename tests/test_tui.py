@@ -8,6 +8,7 @@ drives the same flow with the default local model.
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -183,6 +184,12 @@ def test_session_refuses_bad_settings_and_targets(indexed_repo: Path, encoder) -
 # -- the TUI, driven by a Pilot ----------------------------------------------------------------------------
 
 
+def messages(posted: list, kind: type) -> list:
+    """The messages of `kind` among those a `run_test(message_hook=...)` saw, once each (a bubbling message
+    arrives at every parent)."""
+    return list({id(message): message for message in posted if isinstance(message, kind)}.values())
+
+
 def last_notice(app) -> str:
     """The message of the newest notification on screen."""
     notices = list(app._notifications)
@@ -214,19 +221,28 @@ async def ask(app, pilot, text: str = REQUIREMENT) -> None:
 
 
 async def test_tui_generate_choose_apply_undo(indexed_repo: Path, encoder) -> None:
-    from textual.widgets import DataTable
+    from textual.message import Message
+    from textual.widgets import DataTable, Static
 
     from assistant.ui.tui import AssistApp
+    from assistant.ui.tui.widgets import CandidateTable
 
     original = (indexed_repo / "mathutils.py").read_text()
     app = AssistApp(make_session(indexed_repo, encoder), target="mathutils.py")
-    async with app.run_test(size=(100, 32)) as pilot:
+    posted: list[Message] = []
+    async with app.run_test(size=(100, 32), message_hook=posted.append) as pilot:
         await ask(app, pilot)
         table = app.screen.query_one("#candidates", DataTable)
         assert table.row_count == 3 and app.screen.hits
         assert all(hit.example.path != "mathutils.py" for hit in app.screen.hits)
+        posted.clear()
         await pilot.press("down")  # the candidates table has focus after generating
+        await pilot.pause()
+        # The table posts which candidate the cursor is on; the screen shows that one's code and diff.
+        assert [m.position for m in messages(posted, CandidateTable.Highlighted)] == [1]
         assert app.screen.selected == 1
+        assert app.screen.query_one("#code-pane").border_title == "Code #2"
+        assert "v ** 2" in app.screen.query_one("#code", Static).content.code  # a rich Syntax
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert "v ** 2" in (indexed_repo / "mathutils.py").read_text()
@@ -237,15 +253,28 @@ async def test_tui_generate_choose_apply_undo(indexed_repo: Path, encoder) -> No
 
 
 async def test_tui_toggle_a_demonstration_off_and_regenerate(indexed_repo: Path, encoder) -> None:
+    from textual.message import Message
+
     from assistant.ui.tui import AssistApp
+    from assistant.ui.tui.widgets import DemonstrationList
 
     app = AssistApp(make_session(indexed_repo, encoder))
-    async with app.run_test(size=(100, 32)) as pilot:
+    posted: list[Message] = []
+    async with app.run_test(size=(100, 32), message_hook=posted.append) as pilot:
         await ask(app, pilot)
         first = [hit.example.source for hit in app.session.state.result.demonstrations]
         assert len(first) == 2
+        demos = app.screen.query_one("#demos", DemonstrationList)
+        assert demos.border_title == "Demonstrations (2 of 2 on; space toggles)"
         await pilot.click("#demos")
+        assert not messages(posted, DemonstrationList.Toggled)  # retrieval is not the user
         await pilot.press("home", "space")  # switch the best demonstration off
+        await pilot.pause()
+        # The list posts the demonstrations still on; the screen keeps them for the next generate.
+        toggled = messages(posted, DemonstrationList.Toggled)
+        assert [[hit.example.source for hit in m.chosen] for m in toggled] == [first[1:]]
+        assert [hit.example.source for hit in app.screen.chosen] == first[1:]
+        assert demos.border_title == "Demonstrations (1 of 2 on; space toggles)"
         await pilot.press("ctrl+g")
         await settle(app, pilot)
         assert [hit.example.source for hit in app.session.state.result.demonstrations] == first[1:]
@@ -311,6 +340,7 @@ async def test_tui_errors_are_notifications_and_escape_cancels(indexed_repo: Pat
 async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, encoder) -> None:
     from textual.widgets import Input, Select, TextArea
 
+    from assistant.backends import BACKENDS
     from assistant.ui.tui import AssistApp
 
     session = make_session(indexed_repo, encoder)
@@ -344,6 +374,8 @@ async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, en
 
         await pilot.press("ctrl+o")
         await pilot.pause()
+        backends = app.screen.query_one("#backend", Select)
+        assert [value for _, value in backends._options if value is not Select.BLANK] == list(BACKENDS)
         app.screen.query_one("#ranker", Select).value = "first"
         app.screen.query_one("#n", Input).value = "2"
         await pilot.press("ctrl+s")
@@ -356,6 +388,49 @@ async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, en
         await pilot.press("enter")  # the newest entry
         await pilot.pause()
         assert box.text == REQUIREMENT
+
+
+async def test_tui_tests_editor_takes_multi_line_tests_and_refuses_bad_ones(indexed_repo: Path, encoder) -> None:
+    from textual.widgets import Static, TextArea
+
+    from assistant.ui.tui import AssistApp
+    from assistant.ui.tui.screens import TestsEditor
+
+    app = AssistApp(make_session(indexed_repo, encoder))
+    async with app.run_test(size=(100, 32)) as pilot:
+        await ask(app, pilot)
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        editor = app.screen
+        assert isinstance(editor, TestsEditor)
+        editor.query_one("#tests-text", TextArea).load_text("assert square_all([1]) == [1]\nassert (\n")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert app.screen is editor  # refused, with one line saying where
+        error = str(editor.query_one("#tests-error", Static).render())
+        assert error.startswith("the text does not parse (line 2") and "\n" not in error
+        tests = "values = [3]\nassert square_all(values) == [9]\nassert square_all(\n    [],\n) == []\n"
+        editor.query_one("#tests-text", TextArea).load_text(tests)
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert app.screen.tests == [
+            "values = [3]\nassert square_all(values) == [9]",
+            "assert square_all(\n    [],\n) == []",
+        ]
+        assert "2/2 tests passed" in last_notice(app)
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        app.screen.query_one("#tests-text", TextArea).load_text("  \n")
+        await pilot.press("ctrl+s")  # empty: no tests
+        await pilot.pause()
+        assert app.screen.tests == []
+
+
+def test_tui_does_not_import_typer() -> None:
+    code = "import sys, assistant.ui.tui; print(sorted(m for m in sys.modules if m.split('.')[0] == 'typer'))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
 
 
 def test_tui_respects_no_color(monkeypatch: pytest.MonkeyPatch, indexed_repo: Path, encoder) -> None:

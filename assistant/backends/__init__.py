@@ -1,8 +1,11 @@
 """Generation backends: one interface, one module per backend, looked up by name.
 
-A backend samples candidates for a :class:`~assistant.backends.prompts.Prompt` and, where it can, scores a
-continuation's token log-probabilities (what the log-probability ranker, LAIL labeling and JOINTCOM
-training need). Backends are imported lazily: `torch` is only loaded when the local backend is used.
+A backend (a subclass of :class:`Backend`) samples candidates for a :class:`~assistant.backends.prompts.Prompt`
+and, where it can, scores a continuation's token log-probabilities (what the log-probability ranker, LAIL labeling
+and JOINTCOM training need); it declares what it can do as attributes (`batches_prompts`, `logprobs`, `can_score`,
+`prefills_answer`) and says who it is for caches (`identity`). `BACKENDS` is the one registry (name → class);
+`describe_backends()` lists it, `load_backend()` creates one. Backends are imported lazily: `torch` is only loaded
+when the local backend is used.
 """
 
 from __future__ import annotations
@@ -11,11 +14,11 @@ import importlib
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 from assistant.backends.prompts import Prompt
-from assistant.errors import UsageError
+from assistant.errors import ModelError, UsageError
 from assistant.progress import Progress
 
 
@@ -117,31 +120,118 @@ class Usage:
         return {key: round(now[key] - before.get(key, 0), 3) for key in now}
 
 
-class Backend(Protocol):
-    """What every backend offers."""
+@dataclass(frozen=True)
+class BackendIdentity:
+    """Who makes a backend's samples and scores, as caches and trained-artifact manifests record it.
 
-    name: str
+    Equal identities mean the same samples for the same prompt, parameters and seed, and the same scores, as far as
+    assist can tell: an identity holds the model name and the settings that change outputs (local precision, a
+    server's endpoint kind), not threads, context limits, timeouts or URLs (a server is known by the model name it
+    serves). Its strings are the ones caches already hold, so committed caches stay valid. Hashable and comparable.
+    """
+
+    backend: str  # the registered name: local, openai
     model: str
-    context: int | None  # tokens; None when the server does not say
+    # The `backend` part of `eval codegen`'s sample keys: `local`, `openai-chat`, `openai-completions`. It does not
+    # tell local fp32 from bf16 (every committed local cache is fp32).
+    kind: str
+    # One string naming who produced a score (LAIL's label cache keys): the local model's plain name in fp32,
+    # `model@bf16` in bf16, `backend:model` for a server.
+    label: str
+    # What manifests record beside the backend and model, e.g. the local precision; (name, value) pairs.
+    details: tuple[tuple[str, str], ...] = ()
+
+    def manifest(self) -> dict[str, str]:
+        """The `labeler` / `generator` entry of a trained artifact's manifest."""
+        return {"backend": self.backend, "model": self.model, **dict(self.details)}
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class Backend:
+    """Base class of every backend: what it can do, declared as attributes, and the calls it offers.
+
+    A subclass declares its capabilities as class attributes, or sets them per instance where they depend on its
+    settings (a server's endpoint kind), implements `load`, `count_tokens` and `sample`, and `logprob` when it
+    scores given text. Callers test the capabilities, never `hasattr`:
+
+    - `batches_prompts`: `sample_batch` decodes several prompts together, so grouping prompts is worth it (the
+      default `sample_batch` samples them one after the other).
+    - `logprobs`: it reports token log-probabilities, with its samples (`Completion.logprobs`) or by scoring
+      given text (`can_score`): the logprob ranker can work. `can_score` implies `logprobs`.
+    - `can_score`: `logprob()` scores given text (the logprob ranker's fallback, LAIL labeling, `eval
+      likelihood`, JOINTCOM); when False, `scoring_unavailable` says why, in words that fit after a colon.
+    - `prefills_answer`: the model continues from `prompt.answer_prefix` (local, completions endpoints) rather
+      than starting its answer afresh (chat endpoints): callers may put words in its mouth only if so.
+    - `identity`: a :class:`BackendIdentity`, what caches and manifests record.
+    """
+
+    name: ClassVar[str] = ""  # the name it is registered under in BACKENDS
+    description: ClassVar[str] = ""  # one line for the settings screen (default: the docstring's first line)
+
+    batches_prompts: bool = False
+    logprobs: bool = False
+    can_score: bool = False
+    scoring_unavailable: str = "this backend does not score given text"
+    prefills_answer: bool = False
+
+    model: str = ""
+    context: int | None = None  # tokens; None when the server does not say
     usage: Usage
-    # Whether `logprob()` can score given text; when False, `scoring_unavailable` says why.
-    can_score: bool
-    scoring_unavailable: str
-    # Whether the model continues from `prompt.answer_prefix` (local, completions endpoints) rather than
-    # starting its answer afresh (chat endpoints): callers may put words in the model's mouth only if so.
-    prefills_answer: bool
+
+    @classmethod
+    def load(cls, model: str | None = None, progress: Progress | None = None, **options: Any) -> Backend:
+        """Create the backend for a model name (None: its default) with its own settings; see `load_backend`."""
+        raise NotImplementedError
+
+    @property
+    def identity(self) -> BackendIdentity:
+        """What caches and manifests record (the registered name and the model, by default)."""
+        return BackendIdentity(self.name, self.model, kind=self.name, label=f"{self.name}:{self.model}")
 
     def count_tokens(self, prompt: Prompt) -> int:
         """Tokens the prompt takes (exact when the tokenizer is known)."""
-        ...
+        raise NotImplementedError
 
     def sample(self, prompt: Prompt, params: SamplingParams, step: Step | None = None) -> list[Completion]:
-        """`params.n` continuations of the prompt; `step` is told how far sampling has got."""
-        ...
+        """`params.n` continuations of the prompt; `step` is told how far sampling has got (and may raise to stop)."""
+        raise NotImplementedError
+
+    def sample_batch(
+        self,
+        prompts: Sequence[Prompt],
+        params: SamplingParams,
+        step: Step | None = None,
+        seeds: Sequence[int | None] | None = None,
+    ) -> list[list[Completion]]:
+        """`params.n` continuations for each prompt, in order; `seeds` gives each prompt its own seed (default:
+        `params.seed` for all), so a prompt's samples do not depend on which prompts share the call.
+
+        This default samples the prompts one after the other through `sample`; `step` sees the whole call's
+        progress (prompt i's (done, total) as (i * total + done, len(prompts) * total)). Backends that decode
+        several prompts together override it and set `batches_prompts`.
+        """
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError("one seed per prompt")
+        results = []
+        for position, prompt in enumerate(prompts):
+            own = params if seeds is None else replace(params, seed=seeds[position])
+            results.append(self.sample(prompt, own, None if step is None else _offset(step, position, len(prompts))))
+        return results
 
     def logprob(self, pairs: Sequence[tuple[Prompt, str]]) -> list[TokenLogprobs]:
-        """Token log-probabilities of each continuation given its prompt, batched."""
-        ...
+        """Token log-probabilities of each continuation given its prompt, batched (when `can_score`)."""
+        raise ModelError(f"the {self.name} backend cannot score given text: {self.scoring_unavailable}")
+
+
+def _offset(step: Step, position: int, count: int) -> Step:
+    """`step` for the `position`-th of `count` calls made one after another: progress over the whole run."""
+
+    def report(done: int, total: int) -> None:
+        step(position * total + done, count * total)
+
+    return report
 
 
 BACKENDS: dict[str, str] = {
@@ -150,15 +240,37 @@ BACKENDS: dict[str, str] = {
 }
 
 
+def backend_class(name: str) -> type[Backend]:
+    """The class registered as `name`; unknown names are a one-line error."""
+    target = BACKENDS.get(name)
+    if target is None:
+        raise UsageError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
+    module_name, class_name = target.split(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def describe_backends() -> dict[str, str]:
+    """Every registered backend, in registration order, with one line saying what it is (for settings screens).
+
+    Imports each backend's module (cheap: none loads a model or torch on import); a backend whose module cannot
+    be imported is listed with the reason.
+    """
+    described = {}
+    for name in BACKENDS:
+        try:
+            cls = backend_class(name)
+        except Exception as exc:  # a broken or missing optional module must not hide the others
+            described[name] = f"unavailable: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}"
+            continue
+        doc = (cls.__doc__ or "").strip().splitlines()
+        described[name] = getattr(cls, "description", "") or (doc[0] if doc else "")
+    return described
+
+
 def load_backend(name: str, model: str | None = None, progress: Progress | None = None, **options: Any) -> Backend:
     """Create a registered backend (`local`, `openai`) for a model name; unknown names are a one-line error.
 
     `options` are the backend's own settings (for `openai`: base_url, api_key, api, timeout, retries,
     concurrency, context, logprobs, tokenizer); see :mod:`assistant.config`.
     """
-    target = BACKENDS.get(name)
-    if target is None:
-        raise UsageError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
-    module_name, class_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls.load(model, progress=progress, **options)
+    return backend_class(name).load(model, progress=progress, **options)

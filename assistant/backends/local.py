@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assistant.backends import (
+    Backend,
+    BackendIdentity,
     Completion,
     Progress,
     SamplingParams,
@@ -51,7 +53,7 @@ def resolve_precision(choice: str) -> str:
     return choice
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """Qwen2.5-Coder (or any registered generator) through `transformers`.
 
     Sampling decodes all n candidates (of one prompt, or of several) as one batch. Log-probability scoring pads a batch
@@ -60,6 +62,9 @@ class LocalBackend:
     """
 
     name = "local"
+    description = "a converted model run on this machine's CPU with transformers (offline)"
+    batches_prompts = True
+    logprobs = True
     can_score = True
     scoring_unavailable = ""
     prefills_answer = True
@@ -122,6 +127,15 @@ class LocalBackend:
                 raise
             directory = pull(spec.name, install=False, progress=progress)
         return cls(spec, directory, precision=precision, context=context)
+
+    @property
+    def identity(self) -> BackendIdentity:
+        """The model and its precision; sample caches keep the plain `local` (all of them were made in fp32) and
+        label caches the plain model name in fp32."""
+        label = self.model if self.precision == "fp32" else f"{self.model}@{self.precision}"
+        return BackendIdentity(
+            self.name, self.model, kind=self.name, label=label, details=(("precision", self.precision),)
+        )
 
     def render(self, prompt: Prompt) -> str:
         """The prompt as the model sees it: its chat template, then the answer's opening fence."""

@@ -34,7 +34,9 @@ class ModelSpec:
     requirements: tuple[str, ...]  # pip requirement strings that carry the weights
     modules: tuple[str, ...]  # their import names, parts in order
     sha256: str = ""  # of the assembled GGUF file (generators)
-    size: int = 0  # bytes of the assembled file, for display
+    # Bytes of the assembled file: shown by `models list`, and how `gguf_path` knows an assembled file is in place
+    # (a wrong value makes every call assemble it again).
+    size: int = 0
     context: int = 32768  # tokens
     license: str = ""
 
@@ -62,7 +64,7 @@ REGISTRY: dict[str, ModelSpec] = {
             requirements=_Q05_REQ,
             modules=_Q05_MOD,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            size=491_400_032,
+            size=491_400_064,  # the parts' total, whose sha256 is the one above
             license="Apache-2.0",
         ),
         ModelSpec(

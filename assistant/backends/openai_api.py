@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from assistant.backends import (
+    Backend,
+    BackendIdentity,
     Completion,
     Progress,
     SamplingParams,
@@ -50,10 +52,16 @@ CHARS_PER_TOKEN = 3.0  # a conservative estimate for code, used only when the to
 ESTIMATE_SURE_OVER = 3.0
 
 
-class OpenAIBackend:
-    """Sampling through the `openai` client against `base_url`."""
+class OpenAIBackend(Backend):
+    """Sampling through the `openai` client against `base_url`.
+
+    Capabilities depend on the settings: with `api = "completions"` it continues the answer prefix and may score
+    given text (`can_score`, once the server's echo passes its probe); `logprobs` (ask for sampled tokens'
+    log-probabilities) is the setting, or True when it can score. Prompts are sampled one at a time.
+    """
 
     name = "openai"
+    description = "any OpenAI-compatible server: OpenAI, vLLM, llama.cpp, Ollama, LM Studio, `assist serve`"
 
     def __init__(
         self,
@@ -75,7 +83,7 @@ class OpenAIBackend:
         self.api = api
         self.concurrency = concurrency
         self.context = context
-        self.logprobs = logprobs
+        self.sample_logprobs = logprobs  # ask for the sampled tokens' log-probabilities
         self.tokenizer = tokenizer
         self.timeout = timeout
         self.retries = retries
@@ -91,12 +99,14 @@ class OpenAIBackend:
             else "chat endpoints cannot score given text; use --api completions with a server that echoes "
             "prompt log-probabilities (vLLM, OpenAI's legacy completions)"
         )
+        self.logprobs = logprobs or self.can_score
         self.echo_checked = False
 
     @property
-    def identity(self) -> str:
-        """What, besides the model name, changes the samples: the endpoint kind (for evaluation caches)."""
-        return f"openai-{self.api}"
+    def identity(self) -> BackendIdentity:
+        """The model and the endpoint kind, which changes the samples (the prompt is templated by the server or
+        here); manifests record only the backend and model, as before."""
+        return BackendIdentity(self.name, self.model, kind=f"openai-{self.api}", label=f"{self.name}:{self.model}")
 
     @classmethod
     def load(
@@ -241,14 +251,14 @@ class OpenAIBackend:
             common["top_p"] = params.top_p
         started = time.perf_counter()
         if self.api == "chat":
-            if self.logprobs:
+            if self.sample_logprobs:
                 common["logprobs"] = True
             response = self._call(
                 self.client.chat.completions.create, messages=[dict(m) for m in prompt.messages], **common
             )
             completions = [self._from_chat(choice) for choice in _choices(response, self.base_url)]
         else:
-            if self.logprobs:
+            if self.sample_logprobs:
                 common["logprobs"] = 1
             response = self._call(
                 self.client.completions.create, prompt=self.render(prompt), stop=list(prompt.stop), **common

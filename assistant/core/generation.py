@@ -11,11 +11,13 @@ from pathlib import Path
 from assistant.backends import Backend, SamplingParams, check_text
 from assistant.backends.prompts import Prompt, build_prompt
 from assistant.code.asserts import split_asserts
-from assistant.code.edit import Edit, plan_edit, read_target, source_lines
+from assistant.code.edit import Edit, source_lines
 from assistant.code.extract import first_paragraph
+from assistant.config import DEFAULT_TEMPERATURE
 from assistant.core.candidates import Candidate, CutOff, collect, normal_form
-from assistant.core.rank import Problem, Ranked, Ranker, make_rankers, rank
+from assistant.core.rank import Problem, Ranked, Ranker, Rankers, choose, rank
 from assistant.core.retrieve import Hit, Retriever
+from assistant.core.target import Target
 from assistant.errors import AssistError, UsageError
 from assistant.progress import Progress
 
@@ -89,22 +91,21 @@ def read_tests(path: str | Path) -> list[str]:
     return split_asserts(source, f"tests file {path}")
 
 
-def file_context(path: Path) -> str:
+def file_context(target: Target) -> str:
     """An outline of the target file for the prompt: its imports and each definition's signature and
     docstring summary, bodies elided.
 
     A small model shown whole bodies tends to copy them back instead of writing what was asked; the
-    outline tells it what exists (names to reuse, style) without that pull. A file that does not parse
-    is shown as its first lines.
+    outline tells it what exists (names to reuse, style) without that pull. Made from the file as read
+    once for the request (:class:`~assistant.core.target.Target`).
     """
-    if not path.exists():
+    if not target.exists:
         return ""
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
-    lines = source_lines(text)  # numbered as ast numbers them (str.splitlines also breaks at form feeds, U+2028)
-    try:
+    text, tree = target.text, target.tree
+    if "\r" in text:  # shown as text mode reads it: universal newlines (an outline of a CRLF file parses again)
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return "\n".join(lines[:FILE_CONTEXT_LINES])
+    lines = source_lines(text)  # numbered as ast numbers them (str.splitlines also breaks at form feeds, U+2028)
     outline: list[str] = []
 
     def summarize(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, indent: str) -> None:
@@ -157,20 +158,19 @@ def retrieve_step(
 def rank_step(
     problem: Problem,
     candidates: Sequence[Candidate],
-    backend: Backend,
-    ranker: str,
+    rankers: Rankers | None,
     report: Progress,
     timings: dict[str, float],
 ) -> tuple[list[Ranked], list[Ranker]]:
-    """Rank candidates with the rankers `ranker` names (`auto`: :func:`auto_ranker`), timed and reported."""
+    """Rank candidates with `rankers` (objects, or a function that chooses them for these candidates; None:
+    sampling order), timed and reported."""
     started = time.perf_counter()
-    spec = ranker if ranker != "auto" else auto_ranker(backend, candidates, bool(problem.tests))
-    rankers = make_rankers(spec, backend)
+    chosen = choose(rankers, problem, candidates)
     report("rank", 0, len(candidates))
-    ranked = rank(problem, candidates, rankers) if candidates else []
+    ranked = rank(problem, candidates, chosen) if candidates else []
     report("rank", len(candidates), len(candidates))
     timings["rank"] = time.perf_counter() - started
-    return ranked, rankers
+    return ranked, chosen
 
 
 def retriever_label(
@@ -191,18 +191,20 @@ def generate(
     params: SamplingParams | None = None,
     tests: Sequence[str] = (),
     file: str | Path | None = None,
+    target: Target | None = None,
     root: Path | None = None,
-    ranker: str = "auto",
+    rankers: Rankers | None = None,
     progress: Progress | None = None,
     demonstrations: Sequence[Hit] | None = None,
 ) -> GenerateResult:
     """Generate ranked candidates for a requirement.
 
-    `ranker="auto"` ranks by tests passed then log-probability when tests are given, else by
-    log-probability. With `file`, every candidate comes with the diff that would put it into that file.
-    `demonstrations` replaces retrieval with these hits (an interactive user who switched some off).
-    `progress` hears every sampled token; if it raises (e.g. :class:`~assistant.errors.Cancelled`),
-    generation stops there.
+    `rankers` are ranker objects, or a function that chooses them once the candidates are known (the
+    pipeline's `auto`: by tests passed then log-probability when tests are given, else by log-probability);
+    None keeps the sampling order. With `file` (or `target`, the file already read), every candidate comes
+    with the diff that would put it into that file. `demonstrations` replaces retrieval with these hits (an
+    interactive user who switched some off). `progress` hears every sampled token; if it raises (e.g.
+    :class:`~assistant.errors.Cancelled`), generation stops there.
     """
     requirement = requirement.strip()
     if not requirement:
@@ -215,13 +217,9 @@ def generate(
         raise UsageError("-n must be at least 1")
     report = progress or (lambda stage, done, total: None)
     timings: dict[str, float] = {}
-    target = Path(file).expanduser().resolve() if file else None
-    if target is not None:
-        read_target(target)  # a file assist could not edit fails now, not after a minute of sampling
-
-    display = ""
-    if target is not None:
-        display = str(target.relative_to(root)) if root and target.is_relative_to(root) else str(file)
+    if target is None and file:
+        target = Target.read(file)  # a file assist could not edit fails now, not after a minute of sampling
+    display = target.display(root) if target is not None else ""
 
     hits = retrieve_step(requirement, retriever, k, demonstrations, display, report, timings)
     prompt = build_prompt(
@@ -242,7 +240,7 @@ def generate(
     candidates, dropped = collect(completions)
 
     problem = Problem(requirement=requirement, prompt=prompt, tests=tuple(tests))
-    ranked, rankers = rank_step(problem, candidates, backend, ranker, report, timings)
+    ranked, chosen = rank_step(problem, candidates, rankers, report, timings)
     ranked, edits, unchanged = plan_edits(ranked, target, root)
     if unchanged:
         dropped["no change"] = unchanged
@@ -252,7 +250,7 @@ def generate(
         model=backend.model,
         backend=backend.name,
         retriever=retriever_label(retriever, k, hits, demonstrations),
-        rankers=[r.name for r in rankers],
+        rankers=[r.name for r in chosen],
         demonstrations=hits,
         candidates=ranked,
         edits=edits,
@@ -266,22 +264,8 @@ def generate(
     )
 
 
-def scorable(backend: Backend, candidates: Sequence[Candidate]) -> bool:
-    """Whether log-probabilities are known for these candidates: recorded while sampling, or computable."""
-    return backend.can_score or all(c.logprobs for c in candidates)
-
-
-def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> str:
-    """Tests first when there are any; then the trained discriminator once there is one, else
-    log-probability where it is known, else sampling order."""
-    from assistant.core.rank import condor_available
-
-    order = "condor" if condor_available() else "logprob" if scorable(backend, candidates) else "first"
-    return f"exec+{order}" if has_tests else order
-
-
 def plan_edits(
-    ranked: Sequence[Ranked], target: Path | None, root: Path | None
+    ranked: Sequence[Ranked], target: Target | None, root: Path | None
 ) -> tuple[list[Ranked], list[Edit | None], int]:
     """Each candidate's edit of `target` (None without one), dropping candidates that would change nothing.
 
@@ -289,7 +273,7 @@ def plan_edits(
     """
     if target is None:
         return list(ranked), [None] * len(ranked), 0
-    planned = [(item, plan_edit(target, item.candidate.code, root)) for item in ranked]
+    planned = [(item, target.plan_edit(item.candidate.code, root)) for item in ranked]
     # A candidate that only repeats what the file already has is no answer.
     kept = [(item, edit) for item, edit in planned if edit.new != edit.old]
     return [item for item, _ in kept], [edit for _, edit in kept], len(planned) - len(kept)
@@ -300,13 +284,18 @@ def resample(
     position: int,
     backend: Backend,
     *,
+    rankers: Sequence[Ranker] | None = None,
     params: SamplingParams | None = None,
     tests: Sequence[str] = (),
     file: str | Path | None = None,
+    target: Target | None = None,
     root: Path | None = None,
     progress: Progress | None = None,
 ) -> GenerateResult:
     """`result` with the candidate at `position` replaced by a fresh sample from the same prompt, re-ranked.
+
+    The new sample is scored by `rankers`, which must be the ones that scored the others (named in
+    `result.rankers`; None: sampling order only).
 
     The new sample gets a seed no earlier sample used. A sample that does not parse, repeats another
     candidate or changes nothing in `file` is a one-line error; the old result stays as it was.
@@ -318,7 +307,11 @@ def resample(
     next_sample = max((item.candidate.sample for item in result.candidates), default=-1) + 1
     seed = (params.seed if params.seed is not None else int(time.time())) + 7919 * next_sample
     one = SamplingParams(
-        n=1, temperature=params.temperature or 0.8, top_p=params.top_p, max_new_tokens=params.max_new_tokens, seed=seed
+        n=1,
+        temperature=params.temperature or DEFAULT_TEMPERATURE,
+        top_p=params.top_p,
+        max_new_tokens=params.max_new_tokens,
+        seed=seed,
     )
     started = time.perf_counter()
     usage_before = backend.usage.to_json()
@@ -332,10 +325,11 @@ def resample(
     candidate = replace(fresh[0], sample=next_sample)
     if any(normal_form(candidate.code) == normal_form(other.candidate.code) for other in others):
         raise AssistError("the new sample repeats another candidate; try again")
-    target = Path(file).expanduser().resolve() if file else None
+    if target is None and file:
+        target = Target.read(file)
     # Only the new sample is scored: the others keep the scores they have (tests are not run again).
     problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests))
-    new = rank(problem, [candidate], make_rankers("+".join(result.rankers), backend))
+    new = rank(problem, [candidate], choose(rankers, problem, [candidate]))
     ranked = sorted([*others, *new], key=lambda item: item.key(result.rankers))
     ranked, edits, unchanged = plan_edits(ranked, target, root)
     if unchanged and not any(item.candidate.sample == next_sample for item in ranked):

@@ -1,9 +1,9 @@
 """Rankers: score candidates for a problem. One interface, `score(problem, candidates) -> list[Score]`.
 
 `first` (sampling order), `random` (seeded), `logprob` (mean token log-probability under the local
-model), `exec` (tests passed in the sandbox) and `condor` (p(correct) from the trained discriminator,
-:mod:`assistant.methods.condor.model`). Rankers combine with `+`: `exec+logprob` orders by tests passed, then by
-log-probability.
+model) and `exec` (tests passed in the sandbox) live here; `condor` (p(correct) from the trained discriminator)
+in :mod:`assistant.methods.condor.ranker`. The registry that builds them by name (`exec+logprob` orders by tests
+passed, then by log-probability) is :mod:`assistant.pipeline.registry`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from assistant.backends import Backend
@@ -43,6 +42,20 @@ class Ranker(Protocol):
     name: str
 
     def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]: ...
+
+
+# The rankers for a problem's candidates: given as objects, or chosen once the candidates are known (whether
+# they carry log-probabilities decides what `auto` means).
+ChooseRankers = Callable[[Problem, Sequence[Candidate]], Sequence[Ranker]]
+Rankers = Sequence[Ranker] | ChooseRankers
+
+
+def choose(rankers: Rankers | None, problem: Problem, candidates: Sequence[Candidate]) -> list[Ranker]:
+    """The ranker objects for these candidates (none given: sampling order)."""
+    if rankers is None:
+        return [FirstRanker()]
+    chosen = rankers(problem, candidates) if callable(rankers) else rankers
+    return list(chosen)
 
 
 class FirstRanker:
@@ -126,62 +139,6 @@ class ExecRanker:
                 why += f"; {result.status}{detail}"
             scores.append(Score(result.passed / max(result.total, 1), why, {"status": result.status}))
         return scores
-
-
-class CondorRanker:
-    """p(correct) from the trained discriminator (Condor): no execution, no tests needed."""
-
-    name = "condor"
-
-    def __init__(self, start: Path | None = None) -> None:
-        from assistant.methods.condor.model import Condor
-
-        self.model = Condor.locate(start)
-
-    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
-        probabilities = self.model.probabilities(problem.requirement, [c.code for c in candidates])
-        return [Score(p, f"p(correct) {p:.2f} by Condor", {"p": round(p, 4)}) for p in probabilities]
-
-
-def condor_available(start: Path | None = None) -> bool:
-    """Whether a trained discriminator exists for `start` (the working directory by default)."""
-    from assistant.methods.condor.model import find_discriminator
-
-    return find_discriminator(start) is not None
-
-
-RankerFactory = Callable[[Backend | None], Ranker]
-
-
-def _needs_backend(backend: Backend | None) -> Backend:
-    if backend is None or not hasattr(backend, "logprob"):
-        raise UsageError("the logprob ranker needs a backend that returns log-probabilities")
-    return backend
-
-
-RANKERS: dict[str, RankerFactory] = {
-    "first": lambda backend: FirstRanker(),
-    "random": lambda backend: RandomRanker(),
-    "logprob": lambda backend: LogprobRanker(_needs_backend(backend)),
-    "exec": lambda backend: ExecRanker(),
-    "condor": lambda backend: CondorRanker(),
-}
-
-
-def parse_rankers(spec: str) -> list[str]:
-    """`exec+logprob` → ["exec", "logprob"]; empty or unknown names are a one-line error."""
-    names = [part.strip() for part in spec.split("+") if part.strip()]
-    if not names:
-        raise UsageError("no ranker given")
-    unknown = [n for n in names if n not in RANKERS]
-    if unknown:
-        raise UsageError(f"unknown ranker {unknown[0]!r}; choose from: {', '.join(RANKERS)} (combine with +)")
-    return names
-
-
-def make_rankers(spec: str, backend: Backend | None) -> list[Ranker]:
-    """`exec+logprob` → [ExecRanker, LogprobRanker]."""
-    return [RANKERS[n](backend) for n in parse_rankers(spec)]
 
 
 @dataclass(frozen=True)

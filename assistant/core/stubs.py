@@ -27,7 +27,9 @@ from assistant.code.edit import Edit, merge, read_target, source_lines, unified_
 from assistant.code.extract import first_paragraph
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate, CutOff
+from assistant.core.rank import Rankers
 from assistant.core.retrieve import Hit, Retriever
+from assistant.core.target import Target
 from assistant.errors import UsageError
 from assistant.progress import Progress
 
@@ -215,9 +217,11 @@ def _line_offsets(lines_kept: list[str]) -> list[int]:
     return offsets
 
 
-def find_functions(text: str, name: str = "the file") -> list[Stub]:
-    """Every function and method of `text` (module level and in classes, nested classes included), stubs or not."""
-    tree = _parse(text, name)
+def find_functions(text: str, name: str = "the file", tree: ast.Module | None = None) -> list[Stub]:
+    """Every function and method of `text` (module level and in classes, nested classes included), stubs or not.
+
+    `tree` is `text` already parsed (a request parses its target once)."""
+    tree = tree or _parse(text, name)
     kept = source_lines(text, keepends=True)
     lines = [line.rstrip("\r\n") for line in kept]
     offsets = _line_offsets(kept)
@@ -229,10 +233,16 @@ def list_stubs(text: str, name: str = "the file") -> list[Stub]:
     return [stub for stub in find_functions(text, name) if stub.is_stub]
 
 
-def find_stub(text: str, function: str, name: str = "the file", requirement_given: bool = False) -> Stub:
+def find_stub(
+    text: str,
+    function: str,
+    name: str = "the file",
+    requirement_given: bool = False,
+    tree: ast.Module | None = None,
+) -> Stub:
     """The stub called `function` ("name" or "Class.method"; a bare name also finds a unique method), or a
     one-line UsageError: no such function, more than one, not a stub, or no docstring and no requirement."""
-    functions = find_functions(text, name)
+    functions = find_functions(text, name, tree)
     matches = [f for f in functions if f.qualname == function]
     if not matches:
         matches = [f for f in functions if f.qualname.endswith("." + function) or f.name == function]
@@ -275,14 +285,20 @@ def _outline(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef | as
     return shown
 
 
-def stub_context(text: str, stub: Stub, budget: int = STUB_CONTEXT_TOKENS, count: Count = approximate_tokens) -> str:
+def stub_context(
+    text: str,
+    stub: Stub,
+    budget: int = STUB_CONTEXT_TOKENS,
+    count: Count = approximate_tokens,
+    tree: ast.Module | None = None,
+) -> str:
     """The code around a stub for the prompt, within `budget` tokens (by `count`), in file order.
 
     Always the stub itself (its head and `...`) and the headers of the classes around it; then, while the
     budget lasts: the file's imports, the enclosing class's attributes, then the nearest definitions (the
     class's other methods first, then the module's), each whole when short, else as signature + docstring.
     """
-    tree = _parse(text, "the file")
+    tree = tree or _parse(text, "the file")
     lines = source_lines(text)
     target: tuple[FunctionNode, tuple[ast.ClassDef, ...]] | None = None
     for qualname, node, classes in _walk(tree):
@@ -529,15 +545,20 @@ def fill_body(text: str, stub: Stub, body: str) -> str:
 # -- planning the edit ---------------------------------------------------------------------------------
 
 
-def plan_fill(path: Path, stub: Stub, taken: Taken, root: Path | None = None) -> Edit:
-    """The edit that fills the stub in `path` with `taken`'s body (and adds imports the file lacks). Writes nothing.
+def plan_fill(path: Path | Target, stub: Stub, taken: Taken, root: Path | None = None) -> Edit:
+    """The edit that fills the stub in `path` (a path, or the file as already read) with `taken`'s body (and adds
+    imports the file lacks). Writes nothing.
 
     The stub must describe the file as it is (the edit is refused at apply time if the file changed since)."""
-    named = Path(path).expanduser().absolute()
-    resolved = named.resolve()
-    raw = resolved.read_bytes()
-    old_text = read_target(resolved)
-    bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
+    if isinstance(path, Target):
+        named = resolved = path.path
+        old_text, bom = path.text, path.bom
+    else:
+        named = Path(path).expanduser().absolute()
+        resolved = named.resolve()
+        raw = resolved.read_bytes()
+        old_text = read_target(resolved)
+        bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
     new = fill_body(old_text, stub, taken.body)
     actions = [f"fill {stub.qualname}"]
     if taken.imports:
@@ -636,19 +657,16 @@ def token_counter(backend: Backend) -> Count:
     return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def _defined_names(text: str) -> list[str]:
-    return [
-        n.name
-        for n in ast.walk(ast.parse(text))
-        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-    ]
+def _defined_names(tree: ast.Module) -> list[str]:
+    return [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
 
 
 def fill_stub(
     function: str,
     backend: Backend,
     *,
-    file: str | Path,
+    file: str | Path | None = None,
+    target: Target | None = None,
     requirement: str | None = None,
     retriever: Retriever | None = None,
     k: int = 4,
@@ -656,19 +674,20 @@ def fill_stub(
     max_new_tokens: int | None = None,
     tests: Sequence[str] = (),
     root: Path | None = None,
-    ranker: str = "auto",
+    rankers: Rankers | None = None,
     progress: Progress | None = None,
     demonstrations: Sequence[Hit] | None = None,
     context_tokens: int = STUB_CONTEXT_TOKENS,
 ) -> GenerateResult:
     """Ranked candidates for the body of the stub `function` in `file`; each candidate's edit replaces only
-    that body.
+    that body. `file` names the file, or `target` is the file already read (one of them is needed).
 
     The requirement is the stub's docstring unless `requirement` is given; it is also the retrieval query.
     `max_new_tokens` None sizes the limit to the docstring (:func:`default_max_tokens`) and, when every sample
     was cut off by it, samples once more at twice the limit; a given limit is kept as it is. Samples cut off
     are reported in `cut_off`. Other definitions a sample wrote are dropped from its edit, named in its
-    `dropped`, and rank it below every candidate that wrote only the function.
+    `dropped`, and rank it below every candidate that wrote only the function. `rankers` are ranker objects or
+    a function that chooses them for the candidates (None: sampling order).
     """
     from assistant.backends import check_text
     from assistant.backends.prompts import ANSWER_PREFIX, build_stub_prompt
@@ -681,15 +700,18 @@ def fill_stub(
     if params.n < 1:
         raise UsageError("-n must be at least 1")
     report = progress or (lambda stage, done, total: None)
-    target = Path(file).expanduser().resolve()
-    text = read_target(target)
-    if not target.exists():
-        raise UsageError(f"{file} does not exist; --function fills a stub in an existing file")
-    display = str(target.relative_to(root)) if root and target.is_relative_to(root) else str(file)
+    if target is None:
+        if file is None:
+            raise UsageError("--function needs --file, the file that holds the stub")
+        target = Target.read(file)
+    text = target.text
+    if not target.exists:
+        raise UsageError(f"{target.given} does not exist; --function fills a stub in an existing file")
+    display = target.display(root)
     requirement = (requirement or "").strip()
     if requirement:
         check_text(requirement, "the requirement")
-    stub = find_stub(text, function, display, requirement_given=bool(requirement))
+    stub = find_stub(text, function, display, requirement_given=bool(requirement), tree=target.tree)
     query = requirement or stub.docstring or stub.name
     check_text(query, "the docstring")
     timings: dict[str, float] = {}
@@ -698,7 +720,7 @@ def fill_stub(
 
     prefill = bool(getattr(backend, "prefills_answer", False))
     head = stub.dedented_head()
-    context = stub_context(text, stub, context_tokens, token_counter(backend))
+    context = stub_context(text, stub, context_tokens, token_counter(backend), target.tree)
     prompt = build_stub_prompt(
         stub.qualname,
         head,
@@ -712,7 +734,7 @@ def fill_stub(
     prompt_tokens = backend.count_tokens(prompt)
     limit = max_new_tokens or default_max_tokens(stub, prefill)
     params = replace(params, max_new_tokens=limit)
-    existing = [name for name in _defined_names(text) if name != stub.name]
+    existing = [name for name in _defined_names(target.tree) if name != stub.name]
     prefix = head + "\n" if prefill else ""
 
     started = time.perf_counter()
@@ -740,7 +762,7 @@ def fill_stub(
     # Scored as whole functions after the plain fence, so a candidate is judged the same way whether its
     # log-probabilities were recorded while sampling or computed now.
     problem = Problem(requirement=query, prompt=replace(prompt, answer_prefix=ANSWER_PREFIX), tests=tuple(tests))
-    ranked, rankers = rank_step(problem, candidates, backend, ranker, report, timings)
+    ranked, chosen = rank_step(problem, candidates, rankers, report, timings)
     taken_by_sample = {candidate.sample: taken for candidate, taken in kept}
     edits = [plan_fill(target, stub, taken_by_sample[item.candidate.sample], root) for item in ranked]
 
@@ -749,7 +771,7 @@ def fill_stub(
         model=backend.model,
         backend=backend.name,
         retriever=retriever_label(retriever, k, hits, demonstrations),
-        rankers=[r.name for r in rankers],
+        rankers=[r.name for r in chosen],
         demonstrations=hits,
         candidates=ranked,
         edits=list(edits),

@@ -1,10 +1,17 @@
 """`assist eval codegen`: sample n programs per task and strategy, run the tests in the sandbox, and score
-pass@k plus every ranker's pick, all on the SAME cached samples."""
+pass@k plus every ranker's pick, all on the SAME cached samples.
+
+The rankers are the ones `assist generate` ships: the same objects, built by the same registry
+(:func:`assistant.pipeline.registry.make_rankers`), ranking each task's parsable samples. Each record stores
+the picks it was scored with, and `assist eval report` reads them back (it ranks nothing), so a committed
+figure reproduces from the committed records whatever the rankers do later. Records written before the
+evaluation used the users' rankers (no `picks_by`) carry the harness's own first/random/logprob picks; a run
+that resumes such a folder ranks those records again with the users' rankers (no sampling, no tests).
+"""
 
 from __future__ import annotations
 
 import ast
-import random
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,12 +19,18 @@ from assistant import sandbox
 from assistant.backends import Backend, SamplingParams
 from assistant.cache import JsonlCache, cache_key, supersede
 from assistant.code.fences import extract_code
+from assistant.core.candidates import Candidate
+from assistant.core.rank import Problem, Ranker, rank
 from assistant.datasets import Task
 from assistant.evaluate.metrics import bootstrap_ci, paired_difference, pass_at_k
 from assistant.evaluate.strategies import Pool, in_strategy_order, make_strategy
+from assistant.pipeline.registry import make_rankers
 from assistant.progress import Progress
 
+# The report's columns: the users' rankers, then the oracle (the first sample that passes: an upper bound).
 RANKERS = ("first", "random", "logprob", "oracle")
+USER_RANKERS = "first+random+logprob"  # a `--ranker` spec, built by the registry `assist generate` uses
+PICKS_BY = "rankers"  # marks a record whose picks the users' ranker objects made
 
 
 def task_seed(seed: int, task_id: str) -> int:
@@ -33,28 +46,45 @@ def _parses(code: str) -> bool:
         return False
 
 
-def picks(samples: list[dict], task_id: str, seed: int) -> dict[str, int | None]:
-    """Which sample each ranker chooses among those that parse (None when none parse)."""
+def user_rankers(backend: Backend) -> list[Ranker]:
+    """The ranker objects the evaluation measures: `assist generate --ranker first|random|logprob`'s own."""
+    return make_rankers(USER_RANKERS, backend)
+
+
+def picks(samples: list[dict], problem: Problem, rankers: Sequence[Ranker]) -> dict[str, int | None]:
+    """Which sample each ranker chooses among those that parse (None when none parse), and the oracle's.
+
+    Each ranker ranks the parsable samples as candidates, in sampling order, with `rank` (ties keep that order).
+    A sample's recorded mean log-probability stands for its token log-probabilities (the logprob ranker takes
+    their mean); without any (a server that does not return them) the logprob ranker has no pick.
+    """
     parsed = [i for i, s in enumerate(samples) if s["parsed"]]
     if not parsed:
         return dict.fromkeys(RANKERS)
-    scored = [i for i in parsed if samples[i]["logprob"] is not None]
-    # Without log-probabilities (a server that does not return them) the logprob ranker has no pick.
-    logprob = max(scored, key=lambda i: (samples[i]["logprob"], -i)) if scored else None
+    candidates = [
+        Candidate(
+            code=samples[i]["code"],
+            sample=i,
+            tokens=samples[i].get("tokens", 0),
+            logprobs=(samples[i]["logprob"],) if samples[i]["logprob"] is not None else None,
+        )
+        for i in parsed
+    ]
+    chosen: dict[str, int | None] = {}
+    for ranker in rankers:
+        # The logprob ranker would score a candidate without log-probabilities with the model: not here.
+        mine = [c for c in candidates if c.logprobs] if ranker.name == "logprob" else candidates
+        chosen[ranker.name] = rank(problem, mine, [ranker])[0].candidate.sample if mine else None
     correct = [i for i in parsed if samples[i]["passed"]]
-    return {
-        "first": parsed[0],
-        "random": random.Random(f"{seed}:{task_id}:random").choice(parsed),
-        "logprob": logprob,
-        "oracle": correct[0] if correct else parsed[0],
-    }
+    chosen["oracle"] = correct[0] if correct else parsed[0]
+    return {name: chosen.get(name) for name in RANKERS}
 
 
 def _sample_group(backend: Backend, prompts: list, params: list[SamplingParams]) -> list[list]:
-    """Samples for one prompt, or for several in one batched call (backends with `sample_batch`)."""
+    """Samples for one prompt, or for several in one batched call (backends that batch prompts)."""
     if len(prompts) > 1:
         # Each task keeps its own seed: its samples do not depend on which tasks share the batch.
-        return backend.sample_batch(prompts, params[0], seeds=[p.seed for p in params])  # type: ignore[attr-defined]
+        return backend.sample_batch(prompts, params[0], seeds=[p.seed for p in params])
     return [backend.sample(prompts[0], params[0])]
 
 
@@ -71,18 +101,21 @@ def run_codegen(
     batch: int = 1,
     cache: JsonlCache | None = None,
     limits: sandbox.Limits | None = None,
+    rankers: Sequence[Ranker] | None = None,
     progress: Progress | None = None,
 ) -> list[dict]:
     """Run (or resume) a codegen evaluation; returns one record per (task, strategy), also in out/records.jsonl.
 
     `batch` tasks are sampled in one call when the backend can batch prompts (the local one can: on a CPU
-    that is about 3x faster than one task at a time); the cache is written after every call.
+    that is about 3x faster than one task at a time); the cache is written after every call. `rankers` are the
+    first, random and logprob ranker objects to pick with (default: the registry's, as `assist generate` builds them).
     """
     report = progress or (lambda stage, done, total: None)
     out.mkdir(parents=True, exist_ok=True)
     cache = cache or JsonlCache(out / "samples.jsonl")
     records = JsonlCache(out / "records.jsonl")
     limits = limits or sandbox.Limits(timeout_s=10, cpu_s=10, memory_mb=1024)
+    rankers = list(rankers) if rankers is not None else user_rankers(backend)
     jobs = []
     for strategy in strategies:
         select = make_strategy(strategy, pool, seed)
@@ -98,7 +131,7 @@ def run_codegen(
             prompt = task.prompt(chosen)
             key = cache_key(
                 kind="sample",
-                backend=getattr(backend, "identity", backend.name),
+                backend=backend.identity.kind,  # `local`, `openai-chat`...: the strings committed caches hold
                 model=backend.model,
                 prompt=prompt.to_json(),
                 params=sample_params.__dict__,
@@ -118,8 +151,13 @@ def run_codegen(
         if strategy not in reported:
             reported.add(strategy)
             report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
+        problem = Problem(requirement=task.requirement, prompt=prompt)
         if record_key in records:
-            results.append(records.get(record_key))
+            record = records.get(record_key)
+            if record.get("picks_by") != PICKS_BY:  # picked before eval used the users' rankers: pick again
+                record = {**record, "picks": picks(record["samples"], problem, rankers), "picks_by": PICKS_BY}
+                records.put(record_key, record)
+            results.append(record)
             continue
         usage = None
         if key not in cache:
@@ -127,7 +165,7 @@ def run_codegen(
             group = [(prompt, sample_params, key)]
             # Only a backend that batches prompts gains from grouping; for the others, one task at a time keeps
             # every finished task cached the moment it is done (a server that dies loses nothing).
-            size = batch if hasattr(backend, "sample_batch") else 1
+            size = batch if backend.batches_prompts else 1
             for job in jobs[position:]:
                 if len(group) >= max(1, size):
                     break
@@ -177,7 +215,8 @@ def run_codegen(
             "n": len(samples),
             "correct": sum(s["passed"] for s in samples),
             "samples": samples,
-            "picks": picks(samples, task.task_id, seed),
+            "picks": picks(samples, problem, rankers),
+            "picks_by": PICKS_BY,
             "usage": usage,  # None when the samples came from the cache
         }
         records.put(record_key, record)

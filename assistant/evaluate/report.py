@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +16,21 @@ from assistant.evaluate.strategies import in_strategy_order
 from assistant.indexing.index import Index
 from assistant.methods.artifacts import METHODS, artifact_identity
 from assistant.paths import atomic_write_text
+
+RESULTS_ENV = "ASSIST_RESULTS_DIR"
+
+
+def results_dir() -> Path:
+    """Where `assist eval` puts a run's folder when no `--out` is given: `$ASSIST_RESULTS_DIR`, else `results/`
+    in the user's data folder (`~/.local/share/assist/results` on Linux; platformdirs' `user_data_dir`).
+
+    Never the working folder: a run started from anywhere lands in one known place."""
+    override = os.environ.get(RESULTS_ENV)
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("assist")) / "results"
 
 
 def _cell(value: tuple[float, float, float], scale: float = 100.0, digits: int = 1) -> str:

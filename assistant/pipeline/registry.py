@@ -1,18 +1,26 @@
-"""The retriever registry: build any retriever by name (`bm25`, `dense`, `hybrid`, and the trained `tstr`, `lail`).
+"""The registries: build any retriever (`bm25`, `dense`, `hybrid`, the trained `tstr`, `lail`) or ranker (`first`,
+`random`, `logprob`, `exec`, the trained `condor`) by name, and choose them when asked for `auto`.
 
-It sits above both :mod:`assistant.core.retrieve` (the plain retrievers) and the trained methods that build on them,
-so no module below imports it and there is no cycle.
+They sit above both the plain retrievers and rankers (:mod:`assistant.core`) and the trained methods that build on
+them (:mod:`assistant.methods`), so no module below imports them and there is no cycle.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from assistant.backends import Backend
+from assistant.core.candidates import Candidate
+from assistant.core.rank import ExecRanker, FirstRanker, LogprobRanker, RandomRanker, Ranker
 from assistant.core.retrieve import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
+from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
 
 log = logging.getLogger("assistant")
+
+# -- retrievers ------------------------------------------------------------------------------------------------
 
 RetrieverFactory = Callable[[Index, TextEncoder], Retriever]
 
@@ -36,6 +44,7 @@ RETRIEVERS: dict[str, RetrieverFactory] = {
     "tstr": _tstr,
     "lail": _lail,
 }
+RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
 
 
 def make_retriever(name: str, index: Index, encoder: TextEncoder) -> Retriever:
@@ -44,7 +53,7 @@ def make_retriever(name: str, index: Index, encoder: TextEncoder) -> Retriever:
     `auto` picks a retriever trained for this index's pool when there is one (LAIL, then TST^R), else hybrid;
     one that cannot load (its embeddings server is down) is skipped with a warning.
     """
-    from assistant.errors import ModelError, UsageError
+    from assistant.errors import ModelError
 
     if name == "auto":
         from assistant.methods.artifacts import trained_methods
@@ -59,3 +68,81 @@ def make_retriever(name: str, index: Index, encoder: TextEncoder) -> Retriever:
     if factory is None:
         raise UsageError(f"unknown retriever {name!r}; choose one of: auto, {', '.join(RETRIEVERS)}")
     return factory(index, encoder)
+
+
+# -- rankers ---------------------------------------------------------------------------------------------------
+
+RankerFactory = Callable[[Backend | None], Ranker]
+
+
+def _needs_backend(backend: Backend | None) -> Backend:
+    """The backend the logprob ranker scores with. Whether it can score text itself (`backend.can_score`) is
+    asked only when a candidate carries no log-probabilities from sampling (see `LogprobRanker.score`)."""
+    if backend is None:
+        raise UsageError("the logprob ranker needs a backend that returns log-probabilities")
+    return backend
+
+
+def _condor(backend: Backend | None) -> Ranker:
+    from assistant.methods.condor.ranker import CondorRanker  # imports torch: only when asked for
+
+    return CondorRanker()
+
+
+RANKERS: dict[str, RankerFactory] = {
+    "first": lambda backend: FirstRanker(),
+    "random": lambda backend: RandomRanker(),
+    "logprob": lambda backend: LogprobRanker(_needs_backend(backend)),
+    "exec": lambda backend: ExecRanker(),
+    "condor": _condor,
+}
+RANKER_CHOICES = ("auto", *RANKERS)
+
+
+def parse_rankers(spec: str) -> list[str]:
+    """`exec+logprob` → ["exec", "logprob"]; empty or unknown names are a one-line error."""
+    names = [part.strip() for part in spec.split("+") if part.strip()]
+    if not names:
+        raise UsageError("no ranker given")
+    unknown = [n for n in names if n not in RANKERS]
+    if unknown:
+        raise UsageError(f"unknown ranker {unknown[0]!r}; choose from: {', '.join(RANKERS)} (combine with +)")
+    return names
+
+
+def make_rankers(spec: str, backend: Backend | None) -> list[Ranker]:
+    """`exec+logprob` → [ExecRanker, LogprobRanker]."""
+    return [RANKERS[n](backend) for n in parse_rankers(spec)]
+
+
+def condor_available(start: Path | None = None) -> bool:
+    """Whether a trained discriminator exists for `start` (the working directory by default)."""
+    from assistant.methods.condor.ranker import condor_available as available
+
+    return available(start)
+
+
+def scorable(backend: Backend, candidates: Sequence[Candidate]) -> bool:
+    """Whether log-probabilities are known for these candidates: recorded while sampling, or computable."""
+    return backend.can_score or all(c.logprobs for c in candidates)
+
+
+def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> str:
+    """Tests first when there are any; then the trained discriminator once there is one, else
+    log-probability where it is known, else sampling order."""
+    order = "condor" if condor_available() else "logprob" if scorable(backend, candidates) else "first"
+    return f"exec+{order}" if has_tests else order
+
+
+def resolve_rankers(spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> str:
+    """The ranker spec `spec` means for these candidates (`auto`: :func:`auto_ranker`)."""
+    return spec if spec != "auto" else auto_ranker(backend, candidates, has_tests)
+
+
+def available_rankers(spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> list[str]:
+    """The active ranker(s) first, then every other ranker that can score these candidates (what the TUI shows)."""
+    active = resolve_rankers(spec, backend, candidates, has_tests)
+    logprob = ["logprob"] if scorable(backend, candidates) else []
+    condor = ["condor"] if condor_available() else []
+    available = [*(["exec"] if has_tests else []), *condor, *logprob, "first"]
+    return list(dict.fromkeys([*parse_rankers(active), *available]))

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from assistant.config import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from assistant.errors import AssistError, UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, setup_logging, show_progress
 from assistant.ui.docstring_cmd import docstring, hook_app
@@ -72,7 +73,12 @@ def check_text(text: str, what: str) -> None:
 
 
 def check_sampling(
-    n: int, k: int, max_new_tokens: int | None, seed: int | None, timeout: float | None, **floats: float
+    n: int | None,
+    k: int | None,
+    max_new_tokens: int | None,
+    seed: int | None,
+    timeout: float | None,
+    **floats: float | None,
 ) -> None:
     """The numeric options `assist generate` and `assist tui` share, plus `temperature` / `top_p` when given."""
     check_range("-n", n, 1)
@@ -102,13 +108,13 @@ def index(
     A repo's index lives in `.assist/` at its top (git-ignored automatically). Re-running only re-parses
     files whose git blob changed, and only embeds functions whose text was not embedded before.
     """
-    from assistant.backends.encoder import Encoder
     from assistant.indexing.index import index_bank, index_repo, repo_root
+    from assistant.pipeline.pipeline import load_encoder
 
     if bank is None:
         repo_root(path)  # fail fast, before loading the encoder
     with ProgressUI(show_progress(json_output)) as ui:
-        encoder = Encoder.load()
+        encoder = load_encoder()
         if bank is not None:
             _, stats = index_bank(bank, encoder, ui)
         else:
@@ -145,40 +151,56 @@ def generate(
             "NotImplementedError`): the docstring is the requirement, and only the body is replaced.",
         ),
     ] = None,
-    n: CandidatesOpt = 5,
-    k: DemosOpt = 4,
+    n: CandidatesOpt = None,
+    k: DemosOpt = None,
     backend: BackendOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
     timeout: TimeoutOpt = None,
     retriever: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="auto, bm25, dense, hybrid, tstr or lail (auto: a retriever trained for this pool if there is one "
-            "— lail, then tstr — else hybrid)."
+            "— lail, then tstr — else hybrid). Default: generate.retriever in the config, else auto.",
+            show_default=False,
         ),
-    ] = "auto",
+    ] = None,
     ranker: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="first, random, logprob, exec, condor (the trained discriminator); combine with +, e.g. "
             "exec+condor. Default: exec+ with tests, then condor once trained (`assist train discriminator`), "
-            "else logprob, else first when the backend returns no log-probabilities."
+            "else logprob, else first when the backend returns no log-probabilities. Default: generate.ranker in "
+            "the config, else auto.",
+            show_default=False,
         ),
-    ] = "auto",
+    ] = None,
     test: Annotated[
         list[str] | None, typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).')
     ] = None,
     tests_file: Annotated[Path | None, typer.Option("--tests", help="A Python file of assert statements.")] = None,
     bank: BankOpt = None,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature (0 = greedy, one candidate).")] = 0.8,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 0.95,
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            help=f"Sampling temperature (0 = greedy, one candidate). Default: generate.temperature in the config, "
+            f"else {DEFAULT_TEMPERATURE}.",
+            show_default=False,
+        ),
+    ] = None,
+    top_p: Annotated[
+        float | None,
+        typer.Option(
+            help=f"Nucleus sampling threshold. Default: generate.top_p in the config, else {DEFAULT_TOP_P}.",
+            show_default=False,
+        ),
+    ] = None,
     max_new_tokens: Annotated[
         int | None,
         typer.Option(
-            help="Longest candidate, in tokens (default 256; with --function sized to the docstring, and doubled "
-            "once if every sample was cut off)."
+            help=f"Longest candidate, in tokens (default {DEFAULT_MAX_NEW_TOKENS}; with --function sized to the "
+            "docstring, and doubled once if every sample was cut off)."
         ),
     ] = None,
     seed: SeedOpt = None,
@@ -202,13 +224,11 @@ def generate(
 
     Fill a stub in place: assist generate --file src/util.py --function parse_version
     """
-    from assistant.backends import SamplingParams, load_backend
-    from assistant.backends.encoder import Encoder
-    from assistant.code.edit import apply_edit, read_target
-    from assistant.core.generation import generate as run_generate
+    from assistant.code.asserts import split_asserts
+    from assistant.code.edit import apply_edit
     from assistant.core.generation import read_tests
-    from assistant.indexing.sources import open_source
-    from assistant.pipeline.registry import make_retriever
+    from assistant.core.target import Target
+    from assistant.pipeline import GenerationOptions, Pipeline, Request
 
     # Check everything the user typed before loading any model.
     if requirement is not None:
@@ -222,49 +242,38 @@ def generate(
         raise UsageError("--apply needs --file, the file to write the code into")
     if function is not None and file is None:
         raise UsageError("--function needs --file, the file that holds the stub")
+    target = None
     if file is not None:
-        text = read_target(file.resolve())
+        target = Target.read(file)  # read and parsed once for the whole request
         if function is not None:
-            if not file.exists():
+            if not target.exists:
                 raise UsageError(f"{file} does not exist; --function fills a stub in an existing file")
             from assistant.core.stubs import find_stub
 
-            find_stub(text, function, str(file), requirement_given=bool((requirement or "").strip()))
-    tests = list(test or [])
+            find_stub(
+                target.text,
+                function,
+                str(file),
+                requirement_given=bool((requirement or "").strip()),
+                tree=target.tree,
+            )
+    tests: list[str] = []
+    for number, chunk in enumerate(test or [], start=1):
+        check_text(chunk, f"test {number}")
+        tests += split_asserts(chunk, f"test {number}")
     if tests_file is not None:
         tests += read_tests(tests_file)
-    for number, chunk in enumerate(tests, start=1):
-        check_text(chunk, f"test {number}")
-        try:
-            compile(chunk, f"<test {number}>", "exec")
-        except SyntaxError as exc:
-            raise UsageError(f"test {number} does not parse ({exc.msg}): {chunk.splitlines()[0]}") from None
-    params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens or 256, seed=seed)
     start = file.parent if file is not None else Path(".")
     settings = backend_settings(backend, model, base_url, api, timeout, start=start if start.exists() else None)
+    flags = {"n": n, "k": k, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+    options = GenerationOptions.from_settings(settings, retriever=retriever, ranker=ranker, seed=seed, **flags)
+    options.check()
+    pipeline = Pipeline(options, settings, start=start if start.exists() else Path("."), bank=bank)
+    request = Request(requirement or "", file=file, function=function, tests=tests, target=target)
 
     with ProgressUI(show_progress(json_output)) as ui:
-        encoder = Encoder.load()
-        source = open_source(encoder, bank=bank, start=start if start.exists() else Path("."), progress=ui)
-        chosen = make_retriever(retriever, source.index, encoder) if k > 0 else None
-        ui.status(f"Retrieving from the {source.description}")
-        generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
-        shared = {"retriever": chosen, "k": k, "params": params, "tests": tests, "root": source.root, "ranker": ranker}
-        if function is not None:
-            from assistant.core.stubs import fill_stub
-
-            assert file is not None
-            result = fill_stub(
-                function,
-                generator,
-                file=file,
-                requirement=requirement,
-                max_new_tokens=max_new_tokens,
-                progress=ui,
-                **shared,
-            )
-        else:
-            result = run_generate(requirement or "", generator, file=file, progress=ui, **shared)
+        result = pipeline.generate(request, progress=ui, status=ui.status)
+    source = pipeline.source()
     _warn_cut_off(result)
 
     applied = False
@@ -556,17 +565,25 @@ def tui(
     file: Annotated[
         str | None, typer.Option("--file", "-f", help="Target file, relative to the repo root (ctrl+f picks one).")
     ] = None,
-    n: CandidatesOpt = 5,
-    k: DemosOpt = 4,
+    n: CandidatesOpt = None,
+    k: DemosOpt = None,
     backend: BackendOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
     timeout: TimeoutOpt = None,
-    retriever: Annotated[str, typer.Option(help="auto, hybrid, bm25, dense, tstr or lail.")] = "auto",
-    ranker: Annotated[str, typer.Option(help="auto, logprob, exec, condor, first, random; combine with +.")] = "auto",
+    retriever: Annotated[
+        str | None,
+        typer.Option(help="auto, hybrid, bm25, dense, tstr or lail (default: generate.retriever, else auto)."),
+    ] = None,
+    ranker: Annotated[
+        str | None,
+        typer.Option(
+            help="auto, logprob, exec, condor, first, random; combine with + (default: generate.ranker, else auto)."
+        ),
+    ] = None,
     bank: BankOpt = None,
-    max_new_tokens: MaxTokensOpt = 256,
+    max_new_tokens: MaxTokensOpt = None,
     seed: SeedOpt = None,
 ) -> None:
     """Interactive sessions: ask, compare candidates and their diffs, apply, undo, ask again.
@@ -575,7 +592,8 @@ def tui(
     ctrl+r undo the last apply, ctrl+t tests, ctrl+f target file, f3 fill a stub of it, ctrl+o settings,
     ctrl+l history, f2 copy, Escape cancels, ctrl+p all commands, ctrl+q quits. Respects NO_COLOR.
     """
-    from assistant.ui.session import Options, Session
+    from assistant.pipeline import GenerationOptions
+    from assistant.ui.session import Session
 
     check_sampling(n, k, max_new_tokens, seed, timeout)
     if not path.is_dir():
@@ -583,9 +601,9 @@ def tui(
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise UsageError("assist tui needs a terminal; use `assist generate` in scripts")
     settings = backend_settings(backend, model, base_url, api, timeout, start=path)
-    options = Options(retriever=retriever, ranker=ranker, n=n, k=k, max_new_tokens=max_new_tokens, seed=seed)
+    flags = {"n": n, "k": k, "max_new_tokens": max_new_tokens, "seed": seed}
+    options = GenerationOptions.from_settings(settings, retriever=retriever, ranker=ranker, **flags).check()
     session = Session(path, settings=settings, options=options, bank=bank)
-    session.configure(options)  # checks the retriever and ranker names before the screen opens
     if file is not None:
         # A path as typed (relative to where the user stands) becomes relative to the repo root.
         typed = (Path.cwd() / file).resolve()

@@ -24,23 +24,12 @@ from rich.progress import (
 from rich.text import Text
 
 from assistant.errors import AssistError
+from assistant.progress import STAGE_LABELS
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-STAGE_LABELS = {
-    "assemble": "Assembling model parts",
-    "convert": "Converting the model (once)",
-    "parse": "Parsing files",
-    "encode": "Embedding",
-    "retrieve": "Retrieving demonstrations",
-    "generate": "Generating candidates",
-    "rank": "Ranking candidates",
-    "label": "Labeling pairs with the LLM",
-    "train": "Training",
-}
 
 
 def friendly_errors(command: F) -> F:

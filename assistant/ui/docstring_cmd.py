@@ -263,10 +263,8 @@ def docstring(
             "document some files at a time, or raise the limit"
         )
 
-    from assistant.backends import load_backend
-    from assistant.backends.encoder import Encoder
     from assistant.core.docwriter import ExemplarIndex, write_docstrings
-    from assistant.indexing.sources import open_source
+    from assistant.pipeline import Pipeline
 
     base = root or Path.cwd()
     width = line_length(base)
@@ -274,17 +272,17 @@ def docstring(
         pool = [base / name for name in tracked_python_files(base)] if root else [job.path for job in jobs]
         style = detect_style(repo_docstrings(pool))
     settings = backend_settings(backend, model, base_url, start=base)
+    pipeline = Pipeline(settings=settings, start=base)
     with ProgressUI(show_progress(json_output)) as ui:
-        encoder = Encoder.load()
-        source = open_source(encoder, start=base, progress=ui)
         exemplars = None
         if k > 0:
             from assistant.methods.jointcom import retriever_dir, trained_encoder
 
             # The repo's JOINTCOM retriever when one was trained, else exemplars by code tokens (RAF_BM25).
             trained = trained_encoder(retriever_dir([], root)) if root else None
-            exemplars = ExemplarIndex(source.index.examples, trained)
-        generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
+            exemplars = ExemplarIndex(pipeline.source(ui).index.examples, trained)
+        ui.status("Loading the model")
+        generator = pipeline.backend(ui)
 
         def generate(job: FileJob) -> Written:
             ui.status(f"{job.name}: {len(job.targets)} definition(s) to document ({style} style)")

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from assistant.config import Settings
+from assistant.datasets import MBPP_DEFAULT_PATH, is_mbpp, parse_dataset
 from assistant.errors import UsageError
 from assistant.paths import atomic_write_text
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
@@ -26,11 +27,13 @@ from assistant.ui.options import (
 eval_app = typer.Typer(
     help="Measure retrieval and ranking strategies on real benchmarks (HumanEval, MBPP).\n\n"
     "Runs are cached and resumable: re-running the same command continues where it stopped, and "
-    "`assist eval report DIR` rebuilds tables and charts without touching the model.",
+    "`assist eval report DIR` rebuilds tables and charts without touching the model.\n\n"
+    "Each run writes its folder where --out says; without --out, under $ASSIST_RESULTS_DIR or else the user "
+    "data folder's results/ (~/.local/share/assist/results on Linux), never the working folder.",
     no_args_is_help=True,
 )
 
-Dataset = Annotated[str, typer.Option(help="humaneval, or mbpp[:PATH] (default path ../shared/data/mbpp.jsonl).")]
+Dataset = Annotated[str, typer.Option(help=f"humaneval, or mbpp[:PATH] (default path {MBPP_DEFAULT_PATH}).")]
 Strategies = Annotated[
     str,
     typer.Option(
@@ -42,7 +45,22 @@ Limit = Annotated[int | None, typer.Option(help="Evaluate a fixed subset of this
 Seed = Annotated[int, typer.Option(help="Seeds the subset, the random strategy and sampling.")]
 Demos = Annotated[int, typer.Option(help="Demonstrations per prompt.")]
 Pool = Annotated[str, typer.Option(help="Where demonstrations come from: a benchmark's train split.")]
-OutDir = Annotated[Path | None, typer.Option("--out", help="Results folder (default: results/<run name>).")]
+OutDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        help="Results folder. Default: <run name> (e.g. codegen-humaneval-all-n5-seed0) under $ASSIST_RESULTS_DIR, "
+        "else under the user data folder's results/ (~/.local/share/assist/results on Linux), never the "
+        "working folder.",
+    ),
+]
+
+
+def _default_folder(name: str) -> Path:
+    """A run's folder when --out is not given (see `results_dir`)."""
+    from assistant.evaluate.report import results_dir
+
+    return results_dir() / name
 
 
 def _parse_ks(spec: str) -> list[int]:
@@ -65,13 +83,14 @@ def _select_tasks(dataset: str, split: str, limit: int | None, seed: int, strate
 
 
 def _load_models(pool: str, settings: Settings, ui: ProgressUI) -> tuple:
-    """The encoder-indexed demonstration pool and the backend, loaded once for the run."""
-    from assistant.backends import load_backend
-    from assistant.backends.encoder import Encoder
+    """The run's pipeline (the one `assist generate` uses: its backend, encoder and rankers), the encoder-indexed
+    demonstration pool and the backend, loaded once for the run."""
     from assistant.evaluate import load_pool
+    from assistant.pipeline.pipeline import Pipeline
 
-    generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
-    return load_pool(pool, Encoder.load()), generator
+    pipeline = Pipeline(settings=settings)
+    generator = pipeline.backend(progress=ui)
+    return pipeline, load_pool(pool, pipeline.encoder()), generator
 
 
 def _prepare(out: Path, config: dict) -> None:
@@ -138,6 +157,7 @@ def codegen(
     """Pass@k per demonstration strategy, and pass@1 after each ranker (first, random, logprob, oracle)."""
     from assistant.backends import SamplingParams
     from assistant.evaluate import run_codegen, summarize_codegen, write_report
+    from assistant.evaluate.codegen import USER_RANKERS
     from assistant.evaluate.report import codegen_table, retriever_identities
 
     check_range("--limit", limit, 1)
@@ -154,8 +174,8 @@ def codegen(
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     settings = backend_settings(backend, model, base_url, api, timeout)
-    name = dataset.split(":")[0]
-    folder = out_dir or Path("results") / f"codegen-{name}-{split if name == 'mbpp' else 'all'}-n{n}-seed{seed}"
+    name = parse_dataset(dataset).name
+    folder = out_dir or _default_folder(f"codegen-{name}-{split if name == 'mbpp' else 'all'}-n{n}-seed{seed}")
     config = {
         "command": "codegen",
         "dataset": name,
@@ -170,13 +190,13 @@ def codegen(
         "temperature": temperature,
         "top_p": top_p,
         "max_new_tokens": max_new_tokens,
-        "pool": pool.split(":")[0],
+        "pool": parse_dataset(pool).name,
         "strategies": names,
     }
     _prepare(folder, config)
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
-        demo_pool, generator = _load_models(pool, settings, ui)
+        pipeline, demo_pool, generator = _load_models(pool, settings, ui)
         trained = retriever_identities(demo_pool.index, names)
         records = run_codegen(
             tasks,
@@ -188,6 +208,7 @@ def codegen(
             demos=demos,
             seed=seed,
             batch=batch,
+            rankers=pipeline.rankers(USER_RANKERS),  # the objects `assist generate --ranker ...` ranks with
             progress=ui,
         )
         _record_retrievers(folder, demo_pool.index, names, trained, tasks)
@@ -235,8 +256,8 @@ def likelihood(
     check_range("--demos", demos, 0)
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     settings = backend_settings(backend, model)
-    name = dataset.split(":")[0]
-    folder = out_dir or Path("results") / f"likelihood-{name}-{split if name == 'mbpp' else 'all'}-seed{seed}"
+    name = parse_dataset(dataset).name
+    folder = out_dir or _default_folder(f"likelihood-{name}-{split if name == 'mbpp' else 'all'}-seed{seed}")
     config = {
         "command": "likelihood",
         "dataset": name,
@@ -246,12 +267,12 @@ def likelihood(
         "demos": demos,
         "backend": settings.backend,
         "model": settings.model,
-        "pool": pool.split(":")[0],
+        "pool": parse_dataset(pool).name,
         "strategies": names,
     }
     _prepare(folder, config)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
-        demo_pool, scorer = _load_models(pool, settings, ui)
+        _, demo_pool, scorer = _load_models(pool, settings, ui)
         if not scorer.can_score:
             raise UsageError(f"eval likelihood needs a backend that scores given text: {scorer.scoring_unavailable}")
         trained = retriever_identities(demo_pool.index, names)
@@ -304,9 +325,9 @@ def retrieval(
     (scoring by S_c itself would be 1.0 by construction).
     """
 
-    from assistant.backends.encoder import Encoder
     from assistant.evaluate import load_dataset, load_pool, subset
     from assistant.evaluate.retrieval import run_retrieval_eval
+    from assistant.pipeline.pipeline import Pipeline
 
     check_range("--limit", limit, 1)
     check_seed(seed)
@@ -315,7 +336,7 @@ def retrieval(
     tasks = subset(load_dataset(dataset, split), limit, seed)
     with ProgressUI(show_progress(json_output)) as ui:
         ui.status("Embedding the pool and the references")
-        encoder = Encoder.load()
+        encoder = Pipeline().encoder()
         demo_pool = load_pool(pool, encoder)
         from assistant.methods.tstr import TstrRetriever
 
@@ -373,8 +394,6 @@ def docstring_eval(
     The stdlib's modules are split (seeded) into exemplar modules and test modules; split.json in the
     results folder names them. Cached and resumable.
     """
-    from assistant.backends import load_backend
-    from assistant.backends.encoder import Encoder
     from assistant.core.docwriter import ExemplarIndex
     from assistant.evaluate.docstring_eval import (
         STRATEGIES,
@@ -384,6 +403,7 @@ def docstring_eval(
         summarize_docstrings,
     )
     from assistant.paths import atomic_write_text
+    from assistant.pipeline.pipeline import Pipeline
 
     check_range("--limit", limit, 1)
     check_range("-k", k, 0)
@@ -393,9 +413,10 @@ def docstring_eval(
     if not names or unknown:
         raise UsageError(f"unknown strategy {unknown[0] if unknown else ''!r}; choose from: {', '.join(STRATEGIES)}")
     settings = backend_settings(backend, model, base_url)
-    folder = out_dir or Path("results") / f"docstring-stdlib-{settings.model or 'default'}-s{seed}"
+    folder = out_dir or _default_folder(f"docstring-stdlib-{settings.model or 'default'}-s{seed}")
     _prepare(folder, {"task": "docstring", "k": k, "seed": seed, "model": settings.model, "strategies": names,
                    "limit": limit})  # fmt: skip
+    pipeline = Pipeline(settings=settings)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         pool, items, split = load_docstring_task(limit, seed)
         atomic_write_text(folder / "split.json", json.dumps(split, indent=1))
@@ -415,9 +436,9 @@ def docstring_eval(
                 indexes[name] = ExemplarIndex(pool, trained)
             else:
                 indexes[name] = (
-                    None if name == "zero" else ExemplarIndex(pool, Encoder.load() if name == "dense" else None)
+                    None if name == "zero" else ExemplarIndex(pool, pipeline.encoder() if name == "dense" else None)
                 )
-        generator = load_backend(settings.backend, settings.model, progress=ui, **settings.backend_options())
+        generator = pipeline.backend(progress=ui)
         records = run_docstring_eval(items, indexes, generator, folder, k=k, progress=ui)
     rows = summarize_docstrings(records)
     table = docstring_table(rows)
@@ -479,7 +500,7 @@ def discriminator_eval(
     check_range("--holdout", holdout, 0, 1, low_open=True, high_open=True)
     check_seed(seed)
     names = parse_variants(variants)
-    if from_bank.split(":")[0] != "mbpp":
+    if not is_mbpp(from_bank):
         raise UsageError("eval discriminator trains on MBPP's train split: --from-bank mbpp[:PATH]")
     runs = []
     for folder in candidates or []:
@@ -494,7 +515,7 @@ def discriminator_eval(
         runs += [(name, records, texts) for name, records in groups]
     problems, _ = training_problems(from_bank, from_eval or [], None)
     base = CondorConfig(epochs=epochs, seed=seed)
-    folder = out_dir or Path("results") / f"discriminator-mbpp-seed{seed}"
+    folder = out_dir or _default_folder(f"discriminator-mbpp-seed{seed}")
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         ui.status(f"Building training data from {len(problems)} MBPP train problems")
         data = build_dataset(problems, mutants_per_program=mutants, seed=seed, cache=verification_cache(), progress=ui)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from assistant.config import backend_settings
+from assistant.config import DEFAULT_K, DEFAULT_MAX_NEW_TOKENS, DEFAULT_N, SEED_MAX, backend_settings
 from assistant.errors import UsageError
 
 __all__ = [
@@ -44,15 +44,31 @@ TimeoutOpt = Annotated[
     float | None, typer.Option("--timeout", help="openai backend: seconds to wait for one request (default 120).")
 ]
 
-# What `assist generate` and `assist tui` share.
-CandidatesOpt = Annotated[int, typer.Option("-n", help="Candidates to sample.")]
-DemosOpt = Annotated[int, typer.Option("-k", help="Demonstrations to retrieve (0 for zero-shot).")]
+# What `assist generate` and `assist tui` share. None = not given: the `[generate]` setting stands
+# (config files, ASSIST_GENERATE_* in the environment), else the default the help names.
+CandidatesOpt = Annotated[
+    int | None,
+    typer.Option("-n", help=f"Candidates to sample (default: generate.n, else {DEFAULT_N}).", show_default=False),
+]
+DemosOpt = Annotated[
+    int | None,
+    typer.Option(
+        "-k",
+        help=f"Demonstrations to retrieve, 0 for zero-shot (default: generate.k, else {DEFAULT_K}).",
+        show_default=False,
+    ),
+]
 BankOpt = Annotated[Path | None, typer.Option(help="Retrieve from this JSONL bank instead of the repo's index.")]
-MaxTokensOpt = Annotated[int, typer.Option(help="Longest candidate, in tokens.")]
-SeedOpt = Annotated[int | None, typer.Option(help="Random seed, for repeatable samples.")]
-
-
-SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        help=f"Longest candidate, in tokens (default: generate.max_new_tokens, else {DEFAULT_MAX_NEW_TOKENS}).",
+        show_default=False,
+    ),
+]
+SeedOpt = Annotated[
+    int | None, typer.Option(help="Random seed, for repeatable samples (default: generate.seed, else fresh).")
+]
 
 
 def check_range(

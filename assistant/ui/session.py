@@ -1,8 +1,9 @@
 """An interactive session over the library API: what the TUI drives, and what its tests call directly.
 
-A :class:`Session` holds the models it loaded (once, lazily, thread-safe), the last result, the
-apply/undo stack and the per-repo history. Every long method takes a `progress(stage, done, total)`
-callback; a callback that raises :class:`~assistant.errors.Cancelled` stops the work there.
+A :class:`Session` holds the UI state: the last result, the apply/undo stack and the per-repo history; its
+:class:`~assistant.pipeline.pipeline.Pipeline` loads the models (once, lazily, thread-safe) and generates.
+Every long method takes a `progress(stage, done, total)` callback; a callback that raises
+:class:`~assistant.errors.Cancelled` stops the work there.
 """
 
 from __future__ import annotations
@@ -10,52 +11,38 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from assistant.backends import Backend, SamplingParams, load_backend
-from assistant.code.edit import Edit, apply_edit, plan_edit, read_target, unstaged_changes
+from assistant.backends import Backend
+from assistant.code.edit import Edit, apply_edit, read_target, unstaged_changes
 from assistant.code.git import tracked_python_files
 from assistant.config import Settings, backend_settings, load_settings
-from assistant.core.generation import GenerateResult, auto_ranker, resample, scorable
-from assistant.core.generation import generate as run_generate
-from assistant.core.rank import Problem, Ranked, Score, condor_available, make_rankers, parse_rankers
+from assistant.core.generation import GenerateResult
+from assistant.core.rank import Ranked, Score
 from assistant.core.retrieve import Hit, Retriever
+from assistant.core.target import Target
 from assistant.errors import AssistError, UsageError
 from assistant.indexing.index import TextEncoder, repo_index_dir, repo_root
-from assistant.indexing.sources import Source, open_source
+from assistant.indexing.sources import Source
 from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir
-from assistant.pipeline.registry import RETRIEVERS, make_retriever
+from assistant.pipeline.options import GenerationOptions
+from assistant.pipeline.pipeline import Pipeline, Request
+from assistant.pipeline.registry import RETRIEVER_CHOICES
 from assistant.progress import Progress
 from assistant.sandbox import SandboxResult
 
-RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
+__all__ = ["RETRIEVER_CHOICES", "Applied", "Options", "Session", "State", "history_path"]
+
+# What a session generates with; the TUI's settings screen edits these (the pipeline's one set of options).
+Options = GenerationOptions
 
 
 def _quiet(stage: str, done: int, total: int) -> None:
     return None
-
-
-@dataclass
-class Options:
-    """What a session generates with; the TUI's settings screen edits these."""
-
-    retriever: str = "auto"
-    ranker: str = "auto"
-    n: int = 5
-    k: int = 4
-    temperature: float = 0.8
-    max_new_tokens: int = 256
-    seed: int | None = None
-
-    def params(self) -> SamplingParams:
-        return SamplingParams(
-            n=self.n, temperature=self.temperature, max_new_tokens=self.max_new_tokens, seed=self.seed
-        )
 
 
 @dataclass(frozen=True)
@@ -80,7 +67,8 @@ class State:
 
 
 class Session:
-    """Loaded models, the current result, the apply/undo stack and the history of one interactive session."""
+    """The UI state of one interactive session (the current result, the apply/undo stack, the history) over a
+    :class:`~assistant.pipeline.pipeline.Pipeline`, which loads the models and generates."""
 
     def __init__(
         self,
@@ -98,71 +86,70 @@ class Session:
         self.root: Path | None = None
         with contextlib.suppress(UsageError):  # outside a repo the session still works, on the default bank
             self.root = repo_root(self.start)
-        self.settings = settings or load_settings(start=self.start)
-        self.options = options or Options()
+        settings = settings or load_settings(start=self.start)
+        options = options or GenerationOptions.from_settings(settings)
+        # The session's limit is free generation's (the settings screen shows it); a stub's is sized to its docstring.
+        options = replace(options, max_new_tokens=options.sample_tokens)
         self.bank = bank
-        self._backend = backend
-        self._encoder = encoder
-        self._source: Source | None = None
-        self._retriever: Retriever | None = None
-        self._lock = threading.RLock()  # loading happens in worker threads; one loads, the others wait
+        self.pipeline = Pipeline(options, settings, start=self.start, bank=bank, backend=backend, encoder=encoder)
         self.state = State()
         self.undo_stack: list[Applied] = []
         self.history_path = history_path(self.root, self.start)
 
-    # -- models -----------------------------------------------------------------------------------------
+    # -- models (the pipeline's) -------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return self.pipeline.settings
+
+    @property
+    def options(self) -> Options:
+        return self.pipeline.options
+
+    @property
+    def _backend(self) -> Backend | None:
+        return self.pipeline.loaded_backend
+
+    @_backend.setter
+    def _backend(self, backend: Backend | None) -> None:
+        self.pipeline.loaded_backend = backend
 
     @property
     def backend_label(self) -> str:
-        if self._backend is not None:
-            return f"{self._backend.name}:{self._backend.model}"
+        backend = self.pipeline.loaded_backend
+        if backend is not None:
+            return f"{backend.name}:{backend.model}"
         return f"{self.settings.backend}:{self.settings.model or 'default'}"
 
     @property
     def retriever_label(self) -> str:
         if self.options.k == 0:
             return "zero-shot"
-        if self._retriever is not None and self.options.retriever == "auto":
-            return f"auto→{self._retriever.name}"
+        retriever = self.pipeline.loaded_retriever
+        if retriever is not None and self.options.retriever == "auto":
+            return f"auto→{retriever.name}"
         return self.options.retriever
 
     @property
     def source_label(self) -> str:
-        return self._source.description if self._source is not None else "(index not loaded)"
+        source = self.pipeline.loaded_source
+        return source.description if source is not None else "(index not loaded)"
 
     def load(self, progress: Progress = _quiet) -> None:
-        """Load the encoder, the index, the retriever and the generator (each once)."""
-        self.retriever(progress)
-        self.backend(progress)
+        """Load what generation needs: the index and the retriever (unless k is 0), and the generator."""
+        self.pipeline.load(progress)
 
     def encoder(self) -> TextEncoder:
-        with self._lock:
-            if self._encoder is None:
-                from assistant.backends.encoder import Encoder
-
-                self._encoder = Encoder.load()
-            return self._encoder
+        return self.pipeline.encoder()
 
     def source(self, progress: Progress = _quiet) -> Source:
-        with self._lock:
-            if self._source is None:
-                self._source = open_source(self.encoder(), bank=self.bank, start=self.start, progress=progress)
-            return self._source
+        return self.pipeline.source(progress)
 
     def retriever(self, progress: Progress = _quiet) -> Retriever:
-        with self._lock:
-            if self._retriever is None:
-                source = self.source(progress)
-                self._retriever = make_retriever(self.options.retriever, source.index, self.encoder())
-            return self._retriever
+        return self.pipeline.retriever(progress)
 
     def backend(self, progress: Progress = _quiet) -> Backend:
-        with self._lock:
-            if self._backend is None:
-                self._backend = load_backend(
-                    self.settings.backend, self.settings.model, progress=progress, **self.settings.backend_options()
-                )
-            return self._backend
+        return self.pipeline.backend(progress)
 
     def configure(
         self,
@@ -172,39 +159,19 @@ class Session:
         base_url: str | None = None,
     ) -> None:
         """Switch options, and the backend or model; what changed is reloaded on next use."""
-        if options.retriever not in RETRIEVER_CHOICES:
-            raise UsageError(f"unknown retriever {options.retriever!r}; choose from: {', '.join(RETRIEVER_CHOICES)}")
-        if options.ranker != "auto":
-            parse_rankers(options.ranker)
-        if options.n < 1 or options.k < 0 or options.max_new_tokens < 1 or options.temperature < 0:
-            raise UsageError("n and max new tokens must be at least 1; k and temperature 0 or more")
-        with self._lock:
-            if options.retriever != self.options.retriever:
-                self._retriever = None
-            if (backend, model, base_url) != (None, None, None):
-                settings = backend_settings(backend, model or None, base_url, start=self.start)
-                if (settings.backend, settings.model, settings.backend_options()) != (
-                    self.settings.backend,
-                    self.settings.model,
-                    self.settings.backend_options(),
-                ):
-                    self.settings = settings
-                    self._backend = None
-            self.options = options
+        settings = None
+        if (backend, model, base_url) != (None, None, None):
+            settings = backend_settings(backend, model or None, base_url, start=self.start)
+        self.pipeline.configure(options, settings)
         if self.state.result is not None:
             self.rerank()
 
     def reindex(self, progress: Progress = _quiet) -> str:
         """Index the repo (incrementally) and use that index from now on; returns a one-line summary."""
-        from assistant.indexing.index import index_repo
-
         if self.root is None:
             raise UsageError("not in a git repository; there is no repo to index")
-        with self._lock:
-            _, stats = index_repo(self.root, self.encoder(), progress)
-            self._source = None
-            self._retriever = None
-        self.retriever(progress)
+        stats = self.pipeline.reindex(self.root, progress)
+        self.pipeline.retriever(progress)
         return (
             f"indexed {self.root.name}: {stats.examples} functions from {stats.files} files "
             f"({stats.embedded} embedded, {stats.reused} reused) in {stats.total_s:.1f} s"
@@ -253,11 +220,7 @@ class Session:
         The target file's own functions are left out: the prompt shows that file already, and as
         demonstrations they only invite the model to copy them back.
         """
-        if self.options.k == 0:
-            return []
-        retriever = self.retriever(progress)
-        exclude = (lambda example: example.path == target) if target else None
-        return retriever.search(requirement, self.options.k, exclude)
+        return self.pipeline.retrieve(requirement, exclude_path=target, progress=progress)
 
     def generate(
         self,
@@ -277,45 +240,30 @@ class Session:
             raise UsageError("pick the target file first; the stub to fill is one of its functions")
         if not requirement.strip() and function is None:
             raise UsageError("the requirement is empty; say what the code should do")
-        self.check_target(target)
+        file = Target.read(self.target_path(target)) if target else None  # refused now, not after sampling
         self.state.target = target
         self.state.function = function
         self.state.tests = list(tests)
         if demonstrations is None:
-            demonstrations = self.retrieve(self.query(requirement, target, function), target, progress)
-        backend = self.backend(progress)
-        if function is not None and target:
-            from assistant.core.stubs import fill_stub
+            query = requirement
+            if file is not None and function is not None and not requirement.strip():
+                from assistant.core.stubs import find_stub
 
-            result = fill_stub(
-                function,
-                backend,
-                file=self.target_path(target),
-                requirement=requirement,
-                k=len(demonstrations),
-                params=self.options.params(),
-                tests=tests,
-                root=self.root or self.start,
-                ranker="first",  # every available ranker scores next, once the candidates are known
-                progress=progress,
-                demonstrations=demonstrations,
-            )
-        else:
-            result = run_generate(
-                requirement,
-                backend,
-                retriever=None,
-                k=len(demonstrations),
-                params=self.options.params(),
-                tests=tests,
-                file=self.target_path(target) if target else None,
-                root=self.root or self.start,
-                ranker="first",  # every available ranker scores next, once the candidates are known
-                progress=progress,
-                demonstrations=demonstrations,
-            )
+                query = find_stub(file.text, function, target or "", tree=file.tree).docstring or ""
+            demonstrations = self.retrieve(query, target, progress)
+        options = self.options
+        if function is not None:
+            options = replace(options, max_new_tokens=None)  # a stub's limit is sized to its docstring
+        request = Request(
+            requirement,
+            function=function,
+            tests=tuple(tests),
+            demonstrations=demonstrations,
+            root=self.root or self.start,
+            target=file,
+        )
+        result = self.pipeline.generate(request, progress=progress, options=options, every_ranker=True)
         self.state.result = result
-        result = self.rerank(progress)
         self.record("generate", requirement=result.requirement, candidates=len(result.candidates))
         return result
 
@@ -325,16 +273,13 @@ class Session:
         if self.state.function is not None:
             raise UsageError("resampling one candidate is not available when filling a stub; generate again")
         target = self.state.target
-        updated = resample(
-            result,
-            position,
-            self.backend(progress),
-            params=self.options.params(),
-            tests=self.state.tests,
+        request = Request(
+            result.requirement,
             file=self.target_path(target) if target else None,
+            tests=tuple(self.state.tests),
             root=self.root or self.start,
-            progress=progress,
         )
+        updated = self.pipeline.resample(result, position, request, progress=progress)
         self.state.result = updated
         return updated
 
@@ -342,39 +287,13 @@ class Session:
         """The active ranker(s) first, then every other ranker that can score the current candidates."""
         result = self._result()
         candidates = [item.candidate for item in result.candidates]
-        backend = self.backend()
-        has_tests = bool(self.state.tests)
-        active = self.options.ranker
-        if active == "auto":
-            active = auto_ranker(backend, candidates, has_tests)
-        logprob = ["logprob"] if scorable(backend, candidates) else []
-        condor = ["condor"] if condor_available() else []
-        available = [*(["exec"] if has_tests else []), *condor, *logprob, "first"]
-        return list(dict.fromkeys([*active.split("+"), *available]))
+        rankers = self.pipeline.rankers(None, candidates, bool(self.state.tests), every=True)
+        return [ranker.name for ranker in rankers]
 
     def rerank(self, progress: Progress = _quiet) -> GenerateResult:
         """Score the current candidates with every available ranker not yet run, and sort by the active one."""
         result = self._result()
-        names = self.rankers()
-        candidates = list(result.candidates)
-        missing = [name for name in names if any(name not in item.scores for item in candidates)]
-        if missing and candidates:
-            progress("rank", 0, len(missing))
-            problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(self.state.tests))
-            for done, ranker in enumerate(make_rankers("+".join(missing), self.backend()), start=1):
-                scores = ranker.score(problem, [item.candidate for item in candidates])
-                candidates = [
-                    Ranked(item.candidate, {**item.scores, ranker.name: score})
-                    for item, score in zip(candidates, scores, strict=True)
-                ]
-                progress("rank", done, len(missing))
-        paired = sorted(
-            zip(candidates, result.edits, strict=True),
-            key=lambda pair: pair[0].key(names),
-        )
-        self.state.result = replace(
-            result, rankers=names, candidates=[p[0] for p in paired], edits=[p[1] for p in paired]
-        )
+        self.state.result = self.pipeline.rank(result, self.state.tests, every_ranker=True, progress=progress)
         return self.state.result
 
     def run_tests(self, position: int, tests: Sequence[str]) -> SandboxResult:
@@ -453,14 +372,21 @@ class Session:
             return
         path = self.target_path(self.state.target)
         edits: list[Edit | None] = []
+        try:
+            file: Target | None = Target.read(path)
+        except AssistError:
+            file = None
         if self.state.function is not None:
             from assistant.core.stubs import Taken, find_stub, plan_fill, take_body
 
             # Filling a stub: each candidate's body goes into the stub as the file holds it now, if it still
             # is one (after an apply it is not, until undo).
             try:
-                stub = find_stub(read_target(path), self.state.function, self.state.target, requirement_given=True)
-            except AssistError:
+                assert file is not None
+                stub = find_stub(
+                    file.text, self.state.function, self.state.target, requirement_given=True, tree=file.tree
+                )
+            except (AssistError, AssertionError):
                 stub = None
             for item in result.candidates:
                 taken = take_body(item.candidate.code, stub.name, [], finished=True) if stub else None
@@ -468,12 +394,12 @@ class Session:
                     edits.append(None)
                     continue
                 kept = Taken(taken.body, item.candidate.dropped, ())
-                edits.append(plan_fill(path, stub, kept, self.root or self.start))
+                edits.append(plan_fill(file or path, stub, kept, self.root or self.start))
             self.state.result = replace(result, edits=edits)
             return
         for item in result.candidates:
             try:
-                edits.append(plan_edit(path, item.candidate.code, self.root or self.start))
+                edits.append(file.plan_edit(item.candidate.code, self.root or self.start) if file else None)
             except AssistError:
                 edits.append(None)
         self.state.result = replace(result, edits=edits)

@@ -120,7 +120,7 @@ def retriever(
 
     Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks.
     """
-    from assistant.backends.encoder import Encoder
+    from assistant.pipeline.pipeline import load_encoder
 
     # Every numeric option, whichever method uses it, before anything loads.
     check_range("--epochs", epochs, 1)
@@ -155,7 +155,7 @@ def retriever(
         )
         return
     with ProgressUI(show_progress(json_output)) as ui:
-        encoder = Encoder.load()
+        encoder = load_encoder()
         index = training_index(path, bank, encoder, ui)
         from assistant.backends.embeddings import load_embedder
         from assistant.methods.tstr import TstrConfig, train_for_index
@@ -194,12 +194,11 @@ def _train_lail(
     resume: bool,
     json_output: bool,
 ) -> None:
-    from assistant.backends import load_backend
-    from assistant.backends.encoder import Encoder
     from assistant.backends.local import resolve_precision
     from assistant.backends.models import encoder_dir, resolve
     from assistant.methods.artifacts import artifact_dir
     from assistant.methods.lail import LailConfig, labeler_name, train_lail
+    from assistant.pipeline.pipeline import load_encoder, load_generator
 
     if labeler not in ("local", "openai"):
         raise UsageError(f"unknown labeler {labeler!r}; choose local or openai")
@@ -219,18 +218,18 @@ def _train_lail(
         **({"epochs": epochs} if epochs else {}),
     )
     with ProgressUI(show_progress(json_output), plain=True) as ui:
-        encoder = Encoder.load()
+        encoder = load_encoder()
         index = training_index(path, bank, encoder, ui)
         if not resume:
             (artifact_dir(index, "lail") / "labels.jsonl").unlink(missing_ok=True)
         if labeler == "local":
-            backend = load_backend("local", model, progress=ui, precision=precision)
+            backend = load_generator("local", model, progress=ui, precision=precision)
         else:
             from assistant.config import backend_settings
 
             # Scoring given text needs the completions endpoint's echo, whatever the config says for sampling.
             settings = backend_settings("openai", model, base_url, api="completions")
-            backend = load_backend("openai", settings.model, progress=ui, **settings.backend_options())
+            backend = load_generator("openai", settings.model, progress=ui, **settings.backend_options())
         directory, stats = train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), backend, config, ui)
     summary = {"method": "lail", "examples": len(index), "saved": str(directory), **stats}
     if json_output:
@@ -360,9 +359,9 @@ def docstring_retriever(
     docstring given each; the encoder learns to rank the helpful ones first. `assist docstring` then uses it.
     Losses are cached, so a second run (or more epochs) only scores new pairs.
     """
-    from assistant.backends import load_backend
     from assistant.backends.models import encoder_dir, resolve
     from assistant.methods.jointcom import JointcomConfig, retriever_dir, train_docstring_retriever
+    from assistant.pipeline.pipeline import load_generator
 
     check_range("-k", k, 1)
     check_range("--epochs", epochs, 1)
@@ -384,7 +383,7 @@ def docstring_retriever(
         provenance = {"kind": "repo", "path": str(root), "functions": len(pool)}
     config = JointcomConfig(k=k, epochs=epochs, limit=limit or None, seed=seed)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
-        backend = load_backend("local", model, progress=ui)
+        backend = load_generator("local", model, progress=ui)
         manifest = train_docstring_retriever(
             pool, backend, encoder_dir(resolve(None, "encoder")), directory, config, ui, provenance
         )

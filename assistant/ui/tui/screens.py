@@ -13,7 +13,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Select, Static, TextArea
 from textual.widgets.option_list import Option
 
-from assistant.ui.session import RETRIEVER_CHOICES, Options
+from assistant.backends import describe_backends
+from assistant.code.asserts import split_asserts
+from assistant.errors import UsageError
+from assistant.pipeline.registry import RETRIEVER_CHOICES
+from assistant.ui.session import Options
 
 NO_FILE = "\0none"
 RANKER_CHOICES = ("auto", "logprob", "condor", "exec", "first", "random", "exec+logprob", "exec+condor")
@@ -128,7 +132,8 @@ class FilePicker(ModalScreen[str | None]):
 
 
 class TestsEditor(ModalScreen[list[str] | None]):
-    """Edit the assert statements that `exec` ranking and "run tests" use."""
+    """Edit the tests that `exec` ranking and "run tests" use: Python text, cut into one chunk per assert
+    (with the statements just before it) by :func:`~assistant.code.asserts.split_asserts`, as `--tests` is."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save", "Save and run", priority=True),
@@ -141,7 +146,7 @@ class TestsEditor(ModalScreen[list[str] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="tests-dialog"):
-            yield Label("Tests: one assert per line (ctrl+s runs them on the selected candidate, Escape cancels)")
+            yield Label("Tests: assert statements (ctrl+s runs them on the selected candidate, Escape cancels)")
             yield TextArea("\n".join(self.tests), id="tests-text", language=None, show_line_numbers=True)
             yield Static("", id="tests-error")
 
@@ -150,13 +155,14 @@ class TestsEditor(ModalScreen[list[str] | None]):
 
     def action_save(self) -> None:
         text = self.query_one("#tests-text", TextArea).text
-        chunks = [line for line in text.splitlines() if line.strip()]
-        for number, chunk in enumerate(chunks, start=1):
-            try:
-                compile(chunk, f"<test {number}>", "exec")
-            except SyntaxError as exc:
-                self.query_one("#tests-error", Static).update(f"line {number} does not parse: {exc.msg}")
-                return
+        if not text.strip():
+            self.dismiss([])  # no tests: candidates are ranked without running them
+            return
+        try:
+            chunks = split_asserts(text, "the text")
+        except UsageError as exc:
+            self.query_one("#tests-error", Static).update(str(exc))
+            return
         self.dismiss(chunks)
 
     def action_cancel(self) -> None:
@@ -184,7 +190,10 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
             yield Label("Settings (ctrl+s saves, Escape cancels)")
             with Grid(id="settings-grid"):
                 yield Label("Backend")
-                yield Select([(b, b) for b in ("local", "openai")], value=self.backend, allow_blank=False, id="backend")
+                backends = describe_backends()  # the registry, with what each backend is
+                backends.setdefault(self.backend, "")
+                choices = [(f"{name}: {what}" if what else name, name) for name, what in backends.items()]
+                yield Select(choices, value=self.backend, allow_blank=False, id="backend")
                 yield Label("Model")
                 yield Input(self.model or "", placeholder="default", id="model")
                 yield Label("Base URL")
@@ -201,7 +210,8 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 yield Label("Temperature")
                 yield Input(str(o.temperature), type="number", id="temperature")
                 yield Label("Max new tokens")
-                yield Input(str(o.max_new_tokens), type="integer", id="max_new_tokens")
+                tokens = "" if o.max_new_tokens is None else str(o.max_new_tokens)
+                yield Input(tokens, placeholder="auto", type="integer", id="max_new_tokens")
             yield Static("", id="settings-error")
             with Horizontal(classes="buttons"):
                 yield Button("Save (ctrl+s)", id="save", variant="primary")
@@ -222,7 +232,7 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 "n": int(text("n")),
                 "k": int(text("k")),
                 "temperature": float(text("temperature")),
-                "max_new_tokens": int(text("max_new_tokens")),
+                "max_new_tokens": int(text("max_new_tokens")) if text("max_new_tokens") else None,
             }
         except ValueError:
             self.query_one("#settings-error", Static).update("n, k, temperature and max new tokens must be numbers")

@@ -1,0 +1,448 @@
+"""The generation pipeline, assembled in one place: every door (`assist generate`, the TUI's session, `assist
+docstring`, `assist train`, `assist eval`) loads its models and generates through a :class:`Pipeline`.
+
+A pipeline is made from one :class:`~assistant.pipeline.options.GenerationOptions` and the
+:class:`~assistant.config.Settings` (which backend, which model). It loads the encoder, the index to retrieve from
+(:class:`~assistant.indexing.sources.Source`), the retriever, the backend and the rankers lazily, each once, from
+any thread (one loads, the others wait), and only what a request needs: with `k=0` no encoder is loaded, and an
+index that is already built is opened without one (its encoder's name is known without loading it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from assistant.backends import Backend, load_backend
+from assistant.config import Settings, backend_settings
+from assistant.core.candidates import Candidate
+from assistant.core.generation import GenerateResult
+from assistant.core.generation import generate as generate_code
+from assistant.core.generation import resample as resample_one
+from assistant.core.rank import Problem, Ranked, Ranker
+from assistant.core.retrieve import Hit, Retriever
+from assistant.core.target import Target
+from assistant.errors import UsageError
+from assistant.indexing.index import IndexStats, TextEncoder, repo_root
+from assistant.indexing.sources import Source, open_source
+from assistant.pipeline.options import GenerationOptions
+from assistant.pipeline.registry import (
+    available_rankers,
+    make_rankers,
+    make_retriever,
+    parse_rankers,
+    resolve_rankers,
+)
+from assistant.progress import Progress, silent
+
+Status = Callable[[str], None]
+
+
+def load_encoder(name: str | None = None) -> TextEncoder:
+    """Load a registered text encoder (default: all-MiniLM-L6-v2): the one place assist builds one."""
+    from assistant.backends.encoder import Encoder
+
+    return Encoder.load(name)
+
+
+def encoder_name(name: str | None = None) -> str:
+    """The registered name of an encoder, without loading it."""
+    from assistant.backends.models import resolve
+
+    return resolve(name, "encoder").name
+
+
+def load_generator(name: str, model: str | None = None, progress: Progress | None = None, **options: Any) -> Backend:
+    """Load a generation backend by name (:func:`assistant.backends.load_backend`): the one place assist does."""
+    return load_backend(name, model, progress=progress, **options)
+
+
+def ranker_chooser(spec: str, backend: Backend) -> Callable[[Problem, Sequence[Candidate]], list[Ranker]]:
+    """What `generate` ranks with for a ranker spec (`auto`, or names joined by `+`), chosen once the candidates
+    are known."""
+    if spec != "auto":
+        parse_rankers(spec)  # an unknown name fails now, not after sampling
+
+    def choose(problem: Problem, candidates: Sequence[Candidate]) -> list[Ranker]:
+        return make_rankers(resolve_rankers(spec, backend, candidates, bool(problem.tests)), backend)
+
+    return choose
+
+
+def generate(requirement: str, backend: Backend, *, ranker: str = "auto", **options: Any) -> GenerateResult:
+    """The library's one-call generation (:func:`assistant.core.generation.generate`) with rankers named by
+    `ranker`; a :class:`Pipeline` does the same with the models it loads."""
+    return generate_code(requirement, backend, rankers=ranker_chooser(ranker, backend), **options)
+
+
+class LazyEncoder:
+    """A text encoder that loads on first use: its name is known without loading it, so an index that is already
+    built opens, and BM25 searches, with no model in memory."""
+
+    def __init__(self, name: str, load: Callable[[], TextEncoder]) -> None:
+        self.name = name
+        self._load = load
+        self._encoder: TextEncoder | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._encoder is not None
+
+    def get(self) -> TextEncoder:
+        with self._lock:
+            if self._encoder is None:
+                self._encoder = self._load()
+            return self._encoder
+
+    @property
+    def dim(self) -> int:
+        return self.get().dim
+
+    def encode(self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        return self.get().encode(texts, progress)
+
+    def __getattr__(self, attribute: str) -> Any:  # anything else an encoder has (its tokenizer, model...)
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
+        return getattr(self.get(), attribute)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation request.
+
+    `requirement` says what the code should do (with `function`, filling that stub of `file`, it may be empty:
+    the docstring is the requirement). `tests` are assert statements the `exec` ranker runs. `demonstrations`
+    replaces retrieval with these hits. `root` is what display paths are relative to (default: the source's
+    repo). `target` is `file` already read (a door that checks it before loading models passes it on)."""
+
+    requirement: str = ""
+    file: str | Path | None = None
+    function: str | None = None
+    tests: Sequence[str] = ()
+    demonstrations: Sequence[Hit] | None = None
+    root: Path | None = None
+    target: Target | None = None
+
+    def read_target(self) -> Target | None:
+        """The target file, read and parsed once (None without one)."""
+        if self.target is not None:
+            return self.target
+        return Target.read(self.file) if self.file is not None else None
+
+
+class Pipeline:
+    """Loads the models a request needs (once, lazily, thread-safe) and generates, ranks and resamples with them.
+
+    `settings` choose the backend and model (default: the settings that govern `start`); `options` what to
+    generate with (default: the settings' `[generate]` table). `bank` retrieves from a JSONL bank instead of the
+    repo's index. `backend` and `encoder` inject loaded models (tests, eval); `encoder_factory` replaces how the
+    encoder is loaded."""
+
+    def __init__(
+        self,
+        options: GenerationOptions | None = None,
+        settings: Settings | None = None,
+        *,
+        start: str | Path = ".",
+        bank: str | Path | None = None,
+        backend: Backend | None = None,
+        encoder: TextEncoder | None = None,
+        encoder_factory: Callable[[], TextEncoder] | None = None,
+    ) -> None:
+        self.start = Path(start).expanduser()
+        self.bank = bank
+        self._settings = settings
+        self._options = options
+        self._backend = backend
+        self._source: Source | None = None
+        self._retriever: Retriever | None = None
+        self._rankers: dict[tuple[str, int], Ranker] = {}
+        self._lock = threading.RLock()  # loading happens in worker threads; one loads, the others wait
+        if encoder is not None:
+            self._encoder = LazyEncoder(encoder.name, lambda: encoder)
+            self._encoder.get()
+        else:
+            self._encoder = LazyEncoder(encoder_name(), encoder_factory or load_encoder)
+
+    # -- configuration -------------------------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """Which backend and model (read on first use: `assist index` needs none)."""
+        with self._lock:
+            if self._settings is None:
+                self._settings = backend_settings(None, None, start=self.start if self.start.exists() else None)
+            return self._settings
+
+    @property
+    def options(self) -> GenerationOptions:
+        with self._lock:
+            if self._options is None:
+                self._options = GenerationOptions.from_settings(self.settings)
+            return self._options
+
+    def configure(self, options: GenerationOptions | None = None, settings: Settings | None = None) -> None:
+        """Switch options or settings; what they change (the retriever, the backend) is reloaded on next use."""
+        with self._lock:
+            if options is not None:
+                options.check()
+                if self._options is None or options.retriever != self._options.retriever:
+                    self._retriever = None
+                self._options = options
+            if settings is not None:
+                old = self._settings
+                if old is None or (settings.backend, settings.model, settings.backend_options()) != (
+                    old.backend,
+                    old.model,
+                    old.backend_options(),
+                ):
+                    self._backend = None
+                    self._rankers.clear()
+                self._settings = settings
+
+    # -- models ----------------------------------------------------------------------------------------------------
+
+    def encoder(self) -> TextEncoder:
+        """The text encoder, loaded (for callers that embed; retrieval loads it only when it embeds)."""
+        return self._encoder.get()
+
+    @property
+    def text_encoder(self) -> TextEncoder:
+        """The encoder as the index and retrievers take it: loaded only once something is embedded."""
+        return self._encoder
+
+    @property
+    def encoder_loaded(self) -> bool:
+        return self._encoder.loaded
+
+    def source(self, progress: Progress = silent) -> Source:
+        """The index to retrieve from: the bank, else the repo's index, else the embedded default bank."""
+        with self._lock:
+            if self._source is None:
+                start = self.start if self.start.exists() else Path(".")
+                self._source = open_source(self._encoder, bank=self.bank, start=start, progress=progress)
+            return self._source
+
+    def retriever(self, progress: Progress = silent) -> Retriever:
+        """The retriever the options name, over :meth:`source`."""
+        with self._lock:
+            if self._retriever is None:
+                source = self.source(progress)
+                self._retriever = make_retriever(self.options.retriever, source.index, self._encoder)
+            return self._retriever
+
+    def backend(self, progress: Progress = silent) -> Backend:
+        """The generation backend the settings name."""
+        with self._lock:
+            if self._backend is None:
+                settings = self.settings
+                self._backend = load_generator(
+                    settings.backend, settings.model, progress=progress, **settings.backend_options()
+                )
+            return self._backend
+
+    def rankers(
+        self, spec: str | None, candidates: Sequence[Candidate] = (), has_tests: bool = False, every: bool = False
+    ) -> list[Ranker]:
+        """The ranker objects `spec` names (None: the options'; `auto`: exec with tests, then condor once trained,
+        else logprob where these candidates' log-probabilities are known, else first). With `every`, every other
+        ranker that can score them follows (the TUI shows all scores). Built once and reused."""
+        spec = self.options.ranker if spec is None else spec
+        backend = self.backend()
+        if every:
+            names = available_rankers(spec, backend, candidates, has_tests)
+        else:
+            names = parse_rankers(resolve_rankers(spec, backend, candidates, has_tests))
+        return [self._ranker(name, backend) for name in names]
+
+    def _ranker(self, name: str, backend: Backend) -> Ranker:
+        from assistant.pipeline.registry import RANKERS
+
+        with self._lock:
+            key = (name, id(backend))
+            if key not in self._rankers:
+                self._rankers[key] = RANKERS[name](backend)
+            return self._rankers[key]
+
+    def load(self, progress: Progress = silent) -> None:
+        """Load what generation with the current options needs: the retriever (k > 0) and the backend."""
+        if self.options.k > 0:
+            self.retriever(progress)
+        self.backend(progress)
+
+    @property
+    def loaded_retriever(self) -> Retriever | None:
+        return self._retriever
+
+    @property
+    def loaded_source(self) -> Source | None:
+        return self._source
+
+    @property
+    def loaded_backend(self) -> Backend | None:
+        return self._backend
+
+    @loaded_backend.setter
+    def loaded_backend(self, backend: Backend | None) -> None:
+        with self._lock:
+            self._backend = backend
+            self._rankers.clear()
+
+    # -- work ------------------------------------------------------------------------------------------------------
+
+    def retrieve(
+        self, query: str, k: int | None = None, exclude_path: str | None = None, progress: Progress = silent
+    ) -> list[Hit]:
+        """The top `k` (default: the options') demonstrations for `query`, leaving out the examples from
+        `exclude_path` (the target file's own functions: the prompt shows them already)."""
+        k = self.options.k if k is None else k
+        if k <= 0:
+            return []
+        retriever = self.retriever(progress)
+        exclude = (lambda example: example.path == exclude_path) if exclude_path else None
+        return retriever.search(query, k, exclude)
+
+    def generate(
+        self,
+        request: Request,
+        *,
+        progress: Progress = silent,
+        status: Status | None = None,
+        options: GenerationOptions | None = None,
+        every_ranker: bool = False,
+    ) -> GenerateResult:
+        """Generate ranked candidates for a request (filling a stub when it names a `function`).
+
+        The target file is read and parsed once. The models load as needed: the index and retriever only when
+        demonstrations are retrieved (k > 0 and none given), then the backend. `status` hears a line when the
+        model loads and when retrieval starts; `progress` every step (a callback that raises stops there).
+        `options` replaces the pipeline's for this request's sampling and ranking (the retriever stays). With
+        `every_ranker`, candidates are also scored by every other ranker that can score them, sorted by the
+        active ones first.
+        """
+        options = options or self.options
+        say = status or (lambda line: None)
+        if request.function is not None and request.file is None and request.target is None:
+            raise UsageError("--function needs --file, the file that holds the stub")
+        target = request.read_target()
+        retrieving = request.demonstrations is None and options.k > 0
+        retriever = None
+        if retrieving:
+            retriever = self.retriever(progress)
+        root = request.root if request.root is not None else self._source_root(progress)
+        if self._backend is None:
+            say("Loading the model")
+        backend = self.backend(progress)
+        description = self._source.description if self._source is not None else "the index"
+
+        def report(stage: str, done: int, total: int) -> None:
+            if stage == "retrieve" and done == 0 and retrieving:
+                say(f"Retrieving from the {description}")
+            progress(stage, done, total)
+
+        def choose(problem: Problem, candidates: Sequence[Candidate]) -> list[Ranker]:
+            return self.rankers(options.ranker, candidates, bool(problem.tests), every=every_ranker)
+
+        shared: dict[str, Any] = {
+            "retriever": retriever,
+            "k": options.k if request.demonstrations is None else len(request.demonstrations),
+            "tests": list(request.tests),
+            "root": root,
+            "rankers": choose,
+            "progress": report,
+            "demonstrations": request.demonstrations,
+        }
+        if request.function is not None:
+            from assistant.core.stubs import fill_stub
+
+            assert target is not None
+            return fill_stub(
+                request.function,
+                backend,
+                target=target,
+                requirement=request.requirement,
+                params=options.params(),
+                max_new_tokens=options.max_new_tokens,
+                **shared,
+            )
+        return generate_code(request.requirement, backend, target=target, params=options.params(), **shared)
+
+    def rank(
+        self,
+        result: GenerateResult,
+        tests: Sequence[str] = (),
+        *,
+        spec: str | None = None,
+        every_ranker: bool = False,
+        progress: Progress = silent,
+    ) -> GenerateResult:
+        """`result` scored by every ranker `spec` (default: the options') chooses that has not scored it yet, and
+        sorted by them (edits move with their candidates)."""
+        candidates = list(result.candidates)
+        plain = [item.candidate for item in candidates]
+        rankers = self.rankers(spec, plain, bool(tests), every=every_ranker)
+        names = [ranker.name for ranker in rankers]
+        missing = [ranker for ranker in rankers if any(ranker.name not in item.scores for item in candidates)]
+        if missing and candidates:
+            progress("rank", 0, len(missing))
+            problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests))
+            for done, ranker in enumerate(missing, start=1):
+                scores = ranker.score(problem, [item.candidate for item in candidates])
+                candidates = [
+                    Ranked(item.candidate, {**item.scores, ranker.name: score})
+                    for item, score in zip(candidates, scores, strict=True)
+                ]
+                progress("rank", done, len(missing))
+        paired = sorted(zip(candidates, result.edits, strict=True), key=lambda pair: pair[0].key(names))
+        return replace(result, rankers=names, candidates=[p[0] for p in paired], edits=[p[1] for p in paired])
+
+    def resample(
+        self,
+        result: GenerateResult,
+        position: int,
+        request: Request,
+        *,
+        progress: Progress = silent,
+        options: GenerationOptions | None = None,
+    ) -> GenerateResult:
+        """`result` with the candidate at `position` replaced by a fresh sample, scored by the rankers that
+        scored the others, re-ranked."""
+        options = options or self.options
+        backend = self.backend(progress)
+        rankers = [self._ranker(name, backend) for name in result.rankers]
+        target = request.read_target()
+        root = request.root if request.root is not None else self._source_root(progress)
+        return resample_one(
+            result,
+            position,
+            backend,
+            rankers=rankers,
+            params=options.params(),
+            tests=request.tests,
+            target=target,
+            root=root,
+            progress=progress,
+        )
+
+    def reindex(self, root: str | Path | None = None, progress: Progress = silent) -> IndexStats:
+        """Index the repo at `root` (default: the one around `start`) incrementally, and retrieve from that index
+        from now on."""
+        from assistant.indexing.index import index_repo
+
+        with self._lock:
+            _, stats = index_repo(root or repo_root(self.start), self._encoder, progress)
+            self._source = None
+            self._retriever = None
+        return stats
+
+    # -- helpers ---------------------------------------------------------------------------------------------------
+
+    def _source_root(self, progress: Progress) -> Path | None:
+        return self.source(progress).root

@@ -1,0 +1,488 @@
+"""The main screen: requirement and settings on top, demonstrations and candidates in the middle, code and diff below.
+
+The screen owns no rendering: each part is a widget (`widgets/`) that draws itself and posts a Message when the
+user acts on it. The screen handles those messages and the key bindings, and is the one place that talks to the
+:class:`~assistant.ui.session.Session`. Long work (model load, indexing, generation, tests) runs in a worker
+thread with a progress bar; Escape cancels it at the next token. Errors become notifications.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any, ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer
+from textual.worker import get_current_worker
+
+from assistant.core.generation import GenerateResult
+from assistant.core.retrieve import Hit
+from assistant.errors import AssistError, Cancelled
+from assistant.progress import Progress
+from assistant.ui.session import Options, Session
+from assistant.ui.tui.screens import ConfirmScreen, FilePicker, HistoryScreen, SettingsScreen, TestsEditor
+from assistant.ui.tui.widgets import (
+    CandidateTable,
+    CandidateView,
+    DemonstrationList,
+    InfoPanel,
+    RequirementBox,
+    StatusBar,
+)
+
+log = logging.getLogger("assistant.ui.tui")
+
+TALL = 40  # rows from which the lists get more room
+
+
+class MainScreen(Screen[None]):
+    """Ask, look at what was retrieved, compare candidates, read diffs, apply, undo, ask again."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+g", "generate", "Generate", priority=True),
+        Binding("ctrl+n", "resample", "Resample", priority=True),
+        Binding("ctrl+s", "apply", "Apply", priority=True),
+        Binding("ctrl+r", "undo", "Undo", priority=True),
+        Binding("ctrl+t", "tests", "Test", priority=True),
+        Binding("ctrl+f", "pick_file", "File", priority=True),
+        Binding("ctrl+o", "settings", "Setup", priority=True),
+        Binding("ctrl+l", "history", "Log", priority=True),
+        Binding("f2", "copy", "Copy"),
+        Binding("f11", "zoom", "Zoom", show=False),
+        Binding("f3", "pick_stub", "Stub", show=False),  # also in the ctrl+p palette: "Fill a stub"
+        Binding("escape", "cancel", "Cancel", show=False),
+    ]
+
+    def __init__(self, session: Session, target: str | None = None) -> None:
+        super().__init__()
+        self.session = session
+        self.target = target
+        self.function: str | None = None  # the stub of the target file to fill (f3), if any
+        self.tests: list[str] = []
+        self.hits: list[Hit] = []
+        self.hits_for = ""  # the query the demonstrations were retrieved for
+        self.chosen: list[Hit] = []  # the demonstrations switched on (DemonstrationList.Toggled)
+        self.selected = 0  # the candidate shown (CandidateTable.Highlighted)
+        self.busy: str | None = None
+
+    # -- layout: the screen's own children -------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="top"):
+            yield RequirementBox(self.session.requirements(), id="requirement")
+            yield InfoPanel(id="info")
+        with Horizontal(id="lists"):
+            yield DemonstrationList(id="demos")
+            yield CandidateTable(id="candidates")
+        yield CandidateView(id="views")
+        yield StatusBar(id="status")
+        yield Footer(compact=True, show_command_palette=False)  # 80 columns hold every binding
+
+    @property
+    def requirement_box(self) -> RequirementBox:
+        return self.query_one(RequirementBox)
+
+    @property
+    def info(self) -> InfoPanel:
+        return self.query_one(InfoPanel)
+
+    @property
+    def demonstrations(self) -> DemonstrationList:
+        return self.query_one(DemonstrationList)
+
+    @property
+    def candidates(self) -> CandidateTable:
+        return self.query_one(CandidateTable)
+
+    @property
+    def view(self) -> CandidateView:
+        return self.query_one(CandidateView)
+
+    @property
+    def status(self) -> StatusBar:
+        return self.query_one(StatusBar)
+
+    def on_mount(self) -> None:
+        self.show_info()
+        self.show_result()
+        self.requirement_box.focus()
+        self.run_job("Loading models", self.session.load, lambda _: self.loaded())
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.height >= TALL, "tall")
+
+    def loaded(self) -> None:
+        self.show_info()
+        self.set_message(f"Ready: {self.session.source_label}")
+
+    # -- what the widgets show ---------------------------------------------------------------------------------
+
+    def show_info(self) -> None:
+        options = self.session.options
+        result = self.session.state.result
+        self.info.show(
+            target=self.target,
+            function=self.function,
+            model=self.session.backend_label,
+            retriever=self.session.retriever_label,
+            ranker=result.rankers[0] if result is not None else options.ranker,
+            n=options.n,
+            k=options.k,
+            tests=len(self.tests),
+        )
+
+    def show_result(self) -> None:
+        result = self.session.state.result
+        if result is not None and result.candidates:
+            self.selected = min(self.selected, len(result.candidates) - 1)
+        self.candidates.show(result, self.selected)
+        self.show_candidate()
+
+    def show_candidate(self) -> None:
+        result = self.session.state.result
+        if result is None:
+            self.view.hint("Write what the code should do above, then press ctrl+g.")
+        elif not result.candidates:
+            self.view.hint("No candidate parsed: try a higher n, more tokens, or rephrase (ctrl+o).")
+        else:
+            edit = result.edits[self.selected] if self.selected < len(result.edits) else None
+            item = result.candidates[self.selected]
+            self.view.show(item, self.selected, edit, self.session.state.function, result.rankers)
+
+    def set_message(self, message: str) -> None:
+        self.status.say(message)
+
+    # -- what the widgets post -----------------------------------------------------------------------------------
+
+    @on(CandidateTable.Highlighted)
+    def candidate_highlighted(self, event: CandidateTable.Highlighted) -> None:
+        result = self.session.state.result
+        if result is not None and event.position < len(result.candidates):
+            self.selected = event.position
+            self.show_candidate()
+
+    @on(DemonstrationList.Toggled)
+    def demonstrations_toggled(self, event: DemonstrationList.Toggled) -> None:
+        self.chosen = event.chosen
+
+    # -- jobs ----------------------------------------------------------------------------------------------------
+
+    def run_job(self, label: str, job: Callable[..., Any], done: Callable[[Any], None]) -> None:
+        """Run `job(progress)` in a worker thread; `done(value)` runs back on the UI thread."""
+        if self.busy:
+            self.app.notify(f"{self.busy} is still running; press Escape to cancel it", severity="warning")
+            return
+        self.busy = label
+        self.status.working(label)
+        self.run_worker(partial(self._job, label, job, done), thread=True, group="job", name=label)
+
+    def _job(self, label: str, job: Callable[..., Any], done: Callable[[Any], None]) -> None:
+        worker = get_current_worker()
+        call = self.app.call_from_thread
+
+        posted = [0.0]
+
+        def progress(stage: str, step: int, total: int) -> None:
+            if worker.is_cancelled:
+                raise Cancelled(f"{label} cancelled")
+            now = time.monotonic()
+            if now - posted[0] >= 0.1 or step >= total:  # the UI needs no more than ten updates a second
+                posted[0] = now
+                call(self.status.working, label, stage, step, total)
+
+        try:
+            value = job(progress)
+        except Cancelled:
+            call(self.app.notify, f"{label} cancelled", severity="warning")
+        except AssistError as exc:
+            call(self.app.notify, str(exc), title=label, severity="error", timeout=10)
+        except Exception as exc:  # an unexpected failure is shown, not a traceback over the screen
+            log.exception("%s failed", label)
+            call(self.app.notify, f"{type(exc).__name__}: {exc}", title=f"{label} failed", severity="error")
+        else:
+            call(done, value)
+        finally:
+            call(self._job_finished)
+
+    def _job_finished(self) -> None:
+        self.busy = None
+        self.status.done()
+
+    def action_cancel(self) -> None:
+        if self.busy:
+            self.workers.cancel_group(self, "job")
+            self.set_message(f"Cancelling {self.busy}…")
+        elif self.maximized is not None:
+            self.minimize()
+
+    # -- actions -------------------------------------------------------------------------------------------------
+
+    def action_generate(self) -> None:
+        requirement = self.requirement_box.requirement
+        if not requirement and not self.function:
+            self.app.notify("Write a requirement first: what should the code do?", severity="warning")
+            return
+        function = self.function
+        target = self.target
+        tests = list(self.tests)
+        try:
+            query = self.session.query(requirement, target, function)
+        except AssistError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        demonstrations = list(self.chosen) if query == self.hits_for else None
+
+        def job(progress: Progress) -> GenerateResult:
+            hits = demonstrations
+            if hits is None:
+                hits = self.session.retrieve(query, target, progress)
+                self.app.call_from_thread(self.retrieved, query, hits)
+            return self.session.generate(
+                requirement,
+                target=target,
+                tests=tests,
+                demonstrations=hits,
+                function=function,
+                progress=progress,
+            )
+
+        if requirement:
+            self.requirement_box.remember(requirement)
+        self.run_job("Generating", job, self.generated)
+
+    def retrieved(self, query: str, hits: list[Hit]) -> None:
+        self.hits, self.hits_for, self.chosen = hits, query, list(hits)
+        self.demonstrations.show(hits)
+
+    def generated(self, result: GenerateResult) -> None:
+        self.selected = 0
+        self.show_result()
+        self.show_info()
+        seconds = sum(result.timings.values())
+        cut = f"; {len(result.cut_off)} cut off at {result.max_new_tokens} tokens" if result.cut_off else ""
+        self.set_message(
+            f"{len(result.candidates)} candidates from {result.samples} samples in {seconds:.1f} s "
+            f"({result.model}){cut}; ↑↓ in the table to compare, ctrl+s applies"
+        )
+        if result.cut_off:
+            self.app.notify(
+                f"{len(result.cut_off)} sample(s) ran into the {result.max_new_tokens}-token limit and were left out; "
+                "raise max tokens in settings (ctrl+o)",
+                severity="warning",
+            )
+        if result.candidates:
+            self.candidates.focus()
+
+    def _need_candidate(self) -> bool:
+        result = self.session.state.result
+        if result is None or not result.candidates:
+            self.app.notify("No candidates yet: press ctrl+g to generate", severity="warning")
+            return False
+        return True
+
+    def action_resample(self) -> None:
+        if not self._need_candidate():
+            return
+        position = self.selected
+        self.run_job("Resampling", partial(self._resample_job, position), lambda _: self.resampled(position))
+
+    def _resample_job(self, position: int, progress: Progress) -> GenerateResult:
+        return self.session.resample(position, progress)
+
+    def resampled(self, position: int) -> None:
+        self.show_result()
+        self.set_message(f"Candidate #{position + 1} resampled and the list re-ranked")
+
+    def action_apply(self) -> None:
+        if not self._need_candidate():
+            return
+        position = self.selected
+        try:
+            reason = self.session.apply_needs_confirmation(position)
+        except AssistError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        if reason is None:
+            self._apply(position, force=False)
+            return
+        path = self.session.edit(position).display_path
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._apply(position, force=True)
+
+        self.app.push_screen(ConfirmScreen(f"{path}: {reason}.\nApply anyway? (ctrl+r undoes it)"), answered)
+
+    def _apply(self, position: int, force: bool) -> None:
+        try:
+            applied = self.session.apply(position, force=force)
+        except AssistError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        self.show_result()
+        self.set_message(f"Applied candidate #{position + 1} to {applied.display_path}; ctrl+r undoes it")
+        self.app.notify(f"Applied #{position + 1} to {applied.display_path}")
+
+    def action_undo(self) -> None:
+        try:
+            applied = self.session.undo()
+        except AssistError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        self.show_result()
+        restored = "removed" if applied.before is None else "restored"
+        self.set_message(f"Undone: {applied.display_path} {restored}")
+        self.app.notify(f"{applied.display_path} {restored}")
+
+    def action_copy(self) -> None:
+        if not self._need_candidate():
+            return
+        result = self.session.state.result
+        assert result is not None
+        code = result.candidates[self.selected].candidate.code
+        self.app.copy_to_clipboard(code)
+        self.app.notify(f"Copied candidate #{self.selected + 1} ({len(code.splitlines())} lines) to the clipboard")
+
+    def action_tests(self) -> None:
+        def edited(tests: list[str] | None) -> None:
+            if tests is None:
+                return
+            self.tests = tests
+            self.show_info()
+            if tests and self.session.state.result is not None and self.session.state.result.candidates:
+                position = self.selected
+                self.run_job("Running tests", partial(self._tests_job, position, tests), self.tested)
+
+        self.app.push_screen(TestsEditor(self.tests), edited)
+
+    def _tests_job(self, position: int, tests: list[str], progress: Progress) -> Any:
+        progress("exec", 0, 1)
+        return position, self.session.run_tests(position, tests)
+
+    def tested(self, value: Any) -> None:
+        position, outcome = value
+        self.show_result()
+        message = f"Candidate #{position + 1}: {outcome.passed}/{outcome.total} tests passed"
+        if outcome.status == "failed" and outcome.failed_test:
+            message += f"; failed: {outcome.failed_test.strip().splitlines()[0][:60]}"
+        elif outcome.status not in ("passed", "failed"):
+            message += f"; {outcome.status}" + (f" ({outcome.error_type})" if outcome.error_type else "")
+        self.set_message(message)
+        self.app.notify(message, severity="information" if outcome.status == "passed" else "warning")
+
+    def action_pick_file(self) -> None:
+        def picked(name: str | None) -> None:
+            if name is None:
+                return
+            try:
+                self.session.check_target(name or None)
+            except AssistError as exc:
+                self.app.notify(str(exc), severity="error")
+                return
+            if (name or None) != self.target:
+                self.hits_for = ""  # demonstrations are retrieved again, without the new target's own code
+                self.function = None  # a stub belongs to the file it was picked in
+            self.target = name or None
+            self.show_info()
+            self.set_message(f"Target: {name}; ctrl+g generates for it" if name else "No target file")
+
+        self.app.push_screen(FilePicker(self.session.tracked_files(), self.target), picked)
+
+    def action_pick_stub(self) -> None:
+        """Pick a stub of the target file to fill (fuzzy, like the file picker); its docstring is the requirement."""
+        if not self.target:
+            self.app.notify("Pick the target file first (ctrl+f); then f3 lists its stubs", severity="warning")
+            return
+        try:
+            stubs = self.session.stubs(self.target)
+        except AssistError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        if not stubs:
+            self.app.notify(
+                f"{self.target} has no stubs: write `def name(...):`, a docstring and `...` first", severity="warning"
+            )
+            return
+
+        def picked(name: str | None) -> None:
+            if name is None:
+                return
+            self.function = name or None
+            self.hits_for = ""
+            self.requirement_box.filling(self.function)
+            self.show_info()
+            self.set_message(f"Filling {name}: ctrl+g writes its body" if name else "Not filling a stub")
+
+        self.app.push_screen(
+            FilePicker(
+                stubs,
+                self.function,
+                label="Stub to fill (type to filter, Enter to pick, Escape to cancel)",
+                placeholder="function or Class.method",
+                none_label="(no stub: write new code)",
+                allow_new=False,
+            ),
+            picked,
+        )
+
+    def action_settings(self) -> None:
+        settings = self.session.settings
+
+        def saved(values: dict[str, Any] | None) -> None:
+            if values is None:
+                return
+            old = self.session.options
+            options = Options(
+                retriever=values["retriever"],
+                ranker=values["ranker"],
+                n=values["n"],
+                k=values["k"],
+                temperature=values["temperature"],
+                max_new_tokens=values["max_new_tokens"],
+                seed=old.seed,
+            )
+            try:
+                self.session.configure(options, values["backend"], values["model"], values["base_url"])
+            except AssistError as exc:
+                self.app.notify(str(exc), title="Settings not saved", severity="error")
+                return
+            self.show_info()
+            self.show_result()
+            self.run_job("Loading models", self.session.load, lambda _: self.loaded())
+
+        self.app.push_screen(
+            SettingsScreen(self.session.options, settings.backend, settings.model, settings["openai.base_url"]), saved
+        )
+
+    def action_history(self) -> None:
+        def chosen(entry: dict[str, Any] | None) -> None:
+            if entry is None:
+                return
+            self.requirement_box.recall(str(entry.get("requirement", "")))
+            if entry.get("target"):
+                self.target = str(entry["target"])
+                self.show_info()
+            self.set_message("Loaded from history; ctrl+g generates again")
+
+        self.app.push_screen(HistoryScreen(self.session.history()), chosen)
+
+    def action_zoom(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+        elif self.focused is not None:
+            self.maximize(self.focused)
+
+    def action_reindex(self) -> None:
+        self.run_job("Indexing the repo", self.session.reindex, self._reindexed)
+
+    def _reindexed(self, summary: str) -> None:
+        self.hits_for = ""
+        self.loaded()
+        self.app.notify(summary)

@@ -1,0 +1,71 @@
+"""The selected candidate: its code and its diff against the target, side by side from 140 columns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.syntax import Syntax
+from textual.app import ComposeResult
+from textual.containers import Container, VerticalScroll
+from textual.widgets import Static
+
+from assistant.code.edit import Edit
+from assistant.core.rank import Ranked
+
+WIDE = 140  # columns from which code and diff sit side by side
+SYNTAX_THEME = "ansi_dark"  # the terminal's own palette; Textual turns it monochrome under NO_COLOR
+
+
+class CandidateView(Container):
+    """Two scrolling panes, code and diff; display only (the screen calls :meth:`show` or :meth:`hint`)."""
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="code-pane"):
+            yield Static(id="code")
+        with VerticalScroll(id="diff-pane"):
+            yield Static(id="diff")
+
+    def on_mount(self) -> None:
+        self.hint("")
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width >= WIDE, "wide")
+
+    def hint(self, message: str) -> None:
+        """No candidate to show: `message` says what to do instead."""
+        self._panes("Code", "Diff")
+        self.query_one("#code", Static).update(message)
+        self.query_one("#diff", Static).update("")
+
+    def show(
+        self, item: Ranked, position: int, edit: Edit | None, filled: str | None, rankers: Sequence[str] = ()
+    ) -> None:
+        """Show candidate `position` (0-based) and `edit`, its plan against the target; `filled` names the stub
+        that an apply filled already, when there is no edit because of it. The scores' reasons are listed in
+        the order of `rankers` (the active ranker first), then any others."""
+        code_pane, diff_pane = self._panes(f"Code #{position + 1}", "Diff")
+        names = [*(name for name in rankers if name in item.scores), *(n for n in item.scores if n not in rankers)]
+        code_pane.border_subtitle = "; ".join(item.scores[name].why for name in names)[:120]
+        self.query_one("#code", Static).update(_syntax(item.candidate.code, "python"))
+        diff = self.query_one("#diff", Static)
+        if edit is None and filled:
+            diff.update(f"{filled} is filled now (ctrl+r undoes the apply).")
+        elif edit is None:
+            diff.update("No target file: press ctrl+f to pick one, then ctrl+g.")
+        elif not edit.diff:
+            diff.update(f"{edit.display_path} already has this candidate (ctrl+r undoes an apply).")
+            diff_pane.border_title = f"Diff {edit.display_path}: no change"
+        else:
+            diff.update(_syntax(edit.diff, "diff"))
+            diff_pane.border_title = f"Diff {edit.display_path}: {', '.join(edit.actions)}"
+
+    def _panes(self, code_title: str, diff_title: str) -> tuple[VerticalScroll, VerticalScroll]:
+        code_pane = self.query_one("#code-pane", VerticalScroll)
+        diff_pane = self.query_one("#diff-pane", VerticalScroll)
+        code_pane.border_title, code_pane.border_subtitle = code_title, ""
+        diff_pane.border_title = diff_title
+        return code_pane, diff_pane
+
+
+def _syntax(code: str, lexer: str) -> Syntax:
+    return Syntax(code, lexer, theme=SYNTAX_THEME, background_color="default")

@@ -1,0 +1,92 @@
+"""Benchmarks are scripts no other test runs, and they reach into private names: check they still import.
+
+For every `benchmarks/*.py`: every name it imports from `assistant` (lazy imports inside functions too) exists; the
+module imports without running work; its `--help` works; and where a run is cheap (no model), it runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCHMARKS = sorted((Path(__file__).resolve().parent.parent / "benchmarks").glob("*.py"))
+IDS = [path.stem for path in BENCHMARKS]
+
+
+def _load(path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"benchmark_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_there_are_benchmarks():
+    assert len(BENCHMARKS) >= 7
+
+
+@pytest.mark.parametrize("path", BENCHMARKS, ids=IDS)
+def test_every_name_a_benchmark_imports_from_assistant_exists(path: Path):
+    missing = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "assistant":
+            module = importlib.import_module(node.module or "")
+            for alias in node.names:
+                if not hasattr(module, alias.name) and importlib.util.find_spec(f"{node.module}.{alias.name}") is None:
+                    missing.append(f"line {node.lineno}: from {node.module} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "assistant" and importlib.util.find_spec(alias.name) is None:
+                    missing.append(f"line {node.lineno}: import {alias.name}")
+    assert not missing, f"{path.name} imports names assistant no longer has: " + "; ".join(missing)
+
+
+# What a benchmark may do at its top level: imports, definitions, constants, and environment defaults.
+def _is_setup(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.ClassDef | ast.Assign | ast.AnnAssign):
+        return True
+    if isinstance(statement, ast.If):  # the `if __name__ == "__main__":` guard
+        return ast.unparse(statement.test).replace("'", '"') == '__name__ == "__main__"'
+    if isinstance(statement, ast.Expr):
+        value = statement.value
+        docstring = isinstance(value, ast.Constant) and isinstance(value.value, str)
+        return docstring or ast.unparse(value).startswith("os.environ.setdefault(")
+    return False
+
+
+@pytest.mark.parametrize("path", BENCHMARKS, ids=IDS)
+def test_a_benchmark_runs_no_work_at_import_and_answers_help(path: Path, monkeypatch, capsys):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    work = [f"line {s.lineno}: {ast.unparse(s)[:60]}" for s in tree.body if not _is_setup(s)]
+    assert not work, f"{path.name} does work at import: {work}"
+    module = _load(path, monkeypatch)  # a NameError or a renamed import fails here
+    assert callable(getattr(module, "main", None)), f"{path.name} has no main()"
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    with pytest.raises(SystemExit) as exit_:
+        module.main()
+    assert exit_.value.code == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+def test_the_sandbox_benchmark_runs_in_its_cheap_mode():
+    # Two runs of each sandbox against the old one read from git history (no model involved).
+    path = next(p for p in BENCHMARKS if p.stem == "sandbox_overhead")
+    old = "7ce586e"
+    root = path.parent.parent
+    if subprocess.run(
+        ["git", "cat-file", "-e", f"{old}:assistant/sandbox.py"], cwd=root, capture_output=True
+    ).returncode:
+        pytest.skip(f"commit {old} is not in this clone's history")
+    result = subprocess.run(
+        [sys.executable, str(path), "--runs", "2", "--json"], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"p50_added_ms"' in result.stdout

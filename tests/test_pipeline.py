@@ -1,0 +1,258 @@
+"""The one pipeline: its options (defaults < config files < env < flags), its registries, and what it loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from assistant.backends import Completion, Usage
+from assistant.config import DEFAULT_TOP_P, load_settings
+from assistant.core.candidates import Candidate
+from assistant.errors import UsageError
+from assistant.indexing.index import index_bank
+from assistant.pipeline import GenerationOptions, Pipeline, Request
+from assistant.pipeline.pipeline import encoder_name
+from assistant.pipeline.registry import (
+    RANKERS,
+    RETRIEVER_CHOICES,
+    auto_ranker,
+    available_rankers,
+    make_rankers,
+    parse_rankers,
+)
+
+PROGRAMS = ["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return b + a\n"]
+
+
+class TinyBackend:
+    """Returns PROGRAMS with fixed log-probabilities; records the sampling parameters it was given."""
+
+    name = "tiny"
+    model = "tiny"
+    context = None
+    can_score = False
+    scoring_unavailable = "it is a script"
+    prefills_answer = False
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+        self.params: list = []
+
+    def count_tokens(self, prompt) -> int:
+        return 1
+
+    def sample(self, prompt, params, step=None):
+        self.params.append(params)
+        return [Completion(PROGRAMS[i % 2], 5, "stop", logprobs=(-0.1 * (i + 1),) * 5) for i in range(params.n)]
+
+    def logprob(self, pairs):
+        raise AssertionError("the candidates carry their log-probabilities")
+
+
+class FakeEncoder:
+    """Deterministic vectors under the default encoder's name (so an index it built opens as the real one's)."""
+
+    dim = 4
+
+    def __init__(self) -> None:
+        self.name = encoder_name()
+        self.calls = 0
+
+    def encode(self, texts, progress=None):
+        self.calls += 1
+        rng = np.random.default_rng(len(texts))
+        vectors = rng.normal(size=(len(texts), self.dim)).astype("float32")
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def refuse_to_load():
+    raise AssertionError("the encoder was loaded")
+
+
+@pytest.fixture
+def bank(tmp_path: Path) -> Path:
+    path = tmp_path / "bank.jsonl"
+    rows = [
+        {"requirement": "add two numbers", "code": "def add(a, b):\n    return a + b\n"},
+        {"requirement": "multiply two numbers", "code": "def mul(a, b):\n    return a * b\n"},
+        {"requirement": "reverse a string", "code": "def rev(s):\n    return s[::-1]\n"},
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    index_bank(path, FakeEncoder())  # built once, as `assist index --bank` would
+    return path
+
+
+# -- options -------------------------------------------------------------------------------------------------------
+
+
+def test_options_come_from_the_config_file_then_env_then_flags(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / ".assist.toml").write_text('[generate]\nn = 3\nk = 1\ntop_p = 0.5\nretriever = "bm25"\n')
+    settings = load_settings(start=tmp_path)  # no trust needed: these decide nothing about where code goes
+    options = GenerationOptions.from_settings(settings)
+    assert (options.n, options.k, options.top_p, options.retriever, options.ranker) == (3, 1, 0.5, "bm25", "auto")
+    assert options.max_new_tokens is None and options.params().max_new_tokens == 256
+
+    monkeypatch.setenv("ASSIST_GENERATE_N", "7")
+    monkeypatch.setenv("ASSIST_GENERATE_TEMPERATURE", "0.2")
+    settings = load_settings(start=tmp_path)
+    options = GenerationOptions.from_settings(settings, n=2, k=None, top_p=None)  # None: not given on the command line
+    assert (options.n, options.k, options.temperature, options.top_p) == (2, 1, 0.2, 0.5)
+    rows = {row["key"]: row for row in settings.describe()}
+    assert rows["generate.n"]["value"] == 7 and rows["generate.n"]["source"] == "env ASSIST_GENERATE_N"
+    assert rows["generate.k"]["source"].endswith(".assist.toml")
+
+
+def test_bad_generate_settings_are_one_line_errors(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / ".assist.toml").write_text("[generate]\ntop_p = 1.5\n")
+    with pytest.raises(UsageError, match=r"bad value for generate\.top_p"):
+        load_settings(start=tmp_path)
+    (tmp_path / ".assist.toml").write_text("[generate]\nn = 0\n")
+    with pytest.raises(UsageError, match=r"bad value for generate\.n"):
+        load_settings(start=tmp_path)
+    with pytest.raises(UsageError, match="unknown retriever"):
+        GenerationOptions(retriever="magic").check()
+    with pytest.raises(UsageError, match="unknown ranker"):
+        GenerationOptions(ranker="exec+magic").check()
+
+
+def test_top_p_reaches_the_sampler(tmp_path: Path) -> None:
+    options = GenerationOptions(n=2, k=0, ranker="first", top_p=0.42, temperature=0.3, seed=9)
+    params = options.params()
+    assert (params.n, params.top_p, params.temperature, params.seed) == (2, 0.42, 0.3, 9)
+    assert GenerationOptions().params().top_p == DEFAULT_TOP_P
+    backend = TinyBackend()
+    pipeline = Pipeline(options, load_settings(start=tmp_path), start=tmp_path, backend=backend)
+    pipeline.generate(Request("add two numbers", root=tmp_path))
+    assert backend.params[0].top_p == 0.42
+
+
+def test_generate_help_names_the_defaults_and_the_settings() -> None:
+    from assistant.ui.cli import app
+
+    result = CliRunner().invoke(app, ["generate", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "generate.n, else 5" in text and "generate.k, else 4" in text and "else 0.95" in text
+
+
+# -- registry ------------------------------------------------------------------------------------------------------
+
+
+def test_ranker_registry_parses_builds_and_chooses() -> None:
+    backend = TinyBackend()
+    assert parse_rankers(" exec + logprob ") == ["exec", "logprob"]
+    assert [r.name for r in make_rankers("exec+first", None)] == ["exec", "first"]
+    with pytest.raises(UsageError, match="unknown ranker 'condr'"):
+        parse_rankers("exec+condr")
+    with pytest.raises(UsageError, match="needs a backend"):
+        make_rankers("logprob", None)
+    assert set(RANKERS) == {"first", "random", "logprob", "exec", "condor"}
+    assert RETRIEVER_CHOICES[0] == "auto" and "bm25" in RETRIEVER_CHOICES
+    scored = [Candidate("x = 1", 0, 1, logprobs=(-0.5,))]
+    unscored = [Candidate("x = 1", 0, 1)]
+    assert auto_ranker(backend, scored, has_tests=False) == "logprob"  # log-probabilities came with the samples
+    assert auto_ranker(backend, unscored, has_tests=False) == "first"  # and this backend cannot compute them
+    assert auto_ranker(backend, unscored, has_tests=True) == "exec+first"
+    assert available_rankers("first", backend, scored, has_tests=True) == ["first", "exec", "logprob"]
+
+
+def test_pipeline_reuses_ranker_objects(tmp_path: Path) -> None:
+    pipeline = Pipeline(GenerationOptions(), load_settings(start=tmp_path), start=tmp_path, backend=TinyBackend())
+    scored = [Candidate("x = 1", 0, 1, logprobs=(-0.5,))]
+    first = pipeline.rankers("auto", scored, has_tests=True)
+    assert [r.name for r in first] == ["exec", "logprob"]
+    assert pipeline.rankers("exec+logprob", scored)[1] is first[1]
+
+
+# -- what loads ----------------------------------------------------------------------------------------------------
+
+
+def test_zero_shot_never_loads_the_encoder(tmp_path: Path, bank: Path) -> None:
+    statuses: list[str] = []
+    backend = TinyBackend()
+    pipeline = Pipeline(
+        GenerationOptions(n=2, k=0),
+        load_settings(start=tmp_path),
+        start=tmp_path,
+        bank=bank,
+        backend=backend,
+        encoder_factory=refuse_to_load,
+    )
+    result = pipeline.generate(Request("add two numbers"), status=statuses.append)
+    assert result.retriever == "none" and result.demonstrations == []
+    assert result.rankers == ["logprob"]  # auto: the samples carried log-probabilities
+    assert not pipeline.encoder_loaded and pipeline.loaded_retriever is None
+    assert pipeline.source().description.startswith("bank ")  # opened by the encoder's name alone
+    assert not any(line.startswith("Retrieving") for line in statuses)
+
+
+def test_bm25_on_a_built_index_needs_no_encoder_and_says_when_it_retrieves(tmp_path: Path, bank: Path) -> None:
+    statuses: list[str] = []
+    backend = TinyBackend()
+    pipeline = Pipeline(
+        GenerationOptions(n=1, k=2, retriever="bm25", ranker="first"),
+        load_settings(start=tmp_path),
+        start=tmp_path,
+        bank=bank,
+        backend=None,
+        encoder_factory=refuse_to_load,
+    )
+    pipeline.loaded_backend = backend  # as if loaded: the status line is said only when it loads
+    result = pipeline.generate(Request("add two numbers"), status=statuses.append)
+    assert result.retriever == "bm25" and result.demonstrations[0].example.requirement == "add two numbers"
+    assert not pipeline.encoder_loaded
+    assert statuses == [f"Retrieving from the {pipeline.source().description}"]
+
+
+def test_dense_retrieval_loads_the_encoder_once(tmp_path: Path, bank: Path) -> None:
+    made: list[FakeEncoder] = []
+
+    def factory() -> FakeEncoder:
+        made.append(FakeEncoder())
+        return made[-1]
+
+    pipeline = Pipeline(
+        GenerationOptions(n=1, k=1, retriever="dense", ranker="first"),
+        load_settings(start=tmp_path),
+        start=tmp_path,
+        bank=bank,
+        backend=TinyBackend(),
+        encoder_factory=factory,
+    )
+    assert pipeline.retrieve("add two numbers") and pipeline.retrieve("reverse")
+    assert len(made) == 1 and pipeline.encoder() is made[0]
+
+
+def test_the_target_file_is_read_once_per_request(tmp_path: Path, monkeypatch) -> None:
+    from assistant.core import target as target_module
+
+    path = tmp_path / "calc.py"
+    path.write_text('def sub(a, b):\n    """Subtract."""\n    return a - b\n')
+    reads: list[Path] = []
+    original = target_module.Target.read.__func__
+
+    def counting(cls, file):
+        reads.append(Path(file))
+        return original(cls, file)
+
+    monkeypatch.setattr(target_module.Target, "read", classmethod(counting))
+    pipeline = Pipeline(GenerationOptions(n=2, k=0, ranker="first"), load_settings(start=tmp_path), start=tmp_path)
+    pipeline.loaded_backend = TinyBackend()
+    result = pipeline.generate(Request("add two numbers", file=path, root=tmp_path))
+    assert len(reads) == 1
+    assert result.edits[0] is not None and "insert add" in result.edits[0].actions[0]
+
+
+def test_stub_filling_goes_through_the_pipeline(tmp_path: Path) -> None:
+    path = tmp_path / "calc.py"
+    path.write_text('def add(a, b):\n    """Add two numbers."""\n    ...\n')
+    pipeline = Pipeline(GenerationOptions(n=2, k=0), load_settings(start=tmp_path), start=tmp_path)
+    pipeline.loaded_backend = TinyBackend()
+    result = pipeline.generate(Request(file=path, function="add", root=tmp_path))
+    assert result.function["function"] == "add" and result.requirement == "Add two numbers."
+    assert result.rankers == ["logprob"]
+    assert result.edits[0].diff.count("\n-    ...") == 1
