@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from assistant.backends import Completion, Usage
 from assistant.errors import UsageError
 from assistant.indexing.index import index_repo
 from assistant.ui.session import Options, Session
 
-from .conftest import git
+from .conftest import ScriptedBackend, git
 
 PROGRAMS = [
     ("def square_all(values):\n    return [v * v for v in values]", -0.1),
@@ -29,41 +27,10 @@ PROGRAMS = [
 REQUIREMENT = "return the squares of the numbers in a list"
 
 
-class ScriptedBackend:
-    """A generator stand-in: returns PROGRAMS in order, each with a fixed mean log-probability."""
-
-    name = "scripted"
-    model = "scripted"
-    context = None
-    can_score = False
-    scoring_unavailable = "it is a script"
-
-    def __init__(self, programs=PROGRAMS, delay: float = 0.0, fail: Exception | None = None) -> None:
-        self.programs = programs
-        self.delay = delay
-        self.fail = fail
-        self.usage = Usage()
-        self.calls = 0
-
-    def count_tokens(self, prompt) -> int:
-        return sum(len(m["content"]) for m in prompt.messages) // 4
-
-    def sample(self, prompt, params, step=None):
-        if self.fail is not None:
-            raise self.fail
-        completions = []
-        for i in range(params.n):
-            code, mean = self.programs[(self.calls + i) % len(self.programs)]
-            for token in range(10):
-                if step is not None:
-                    step(i * 10 + token, params.n * 10)  # raises when the user cancels
-                time.sleep(self.delay)
-            completions.append(Completion(code, tokens=5, finish_reason="stop", logprobs=(mean,) * 5))
-        self.calls += params.n
-        return completions
-
-    def logprob(self, pairs):
-        raise AssertionError("the scripted backend cannot score")
+def programs_backend(programs=PROGRAMS, delay: float = 0.0, fail: BaseException | None = None) -> ScriptedBackend:
+    """The conftest's scripted backend playing PROGRAMS in order, each with its fixed mean log-probability (5 tokens
+    a sample), and unable to score other text: what these tests need from a generator."""
+    return ScriptedBackend(list(programs), delay=delay, fail=fail, tokens=5, scores=False)
 
 
 @pytest.fixture
@@ -74,7 +41,7 @@ def indexed_repo(scratch_repo: Path, encoder) -> Path:
 
 def make_session(root: Path, encoder, backend=None, **options) -> Session:
     options = {"n": 3, "k": 2, **options}
-    return Session(root, options=Options(**options), backend=backend or ScriptedBackend(), encoder=encoder)
+    return Session(root, options=Options(**options), backend=backend or programs_backend(), encoder=encoder)
 
 
 def status(root: Path) -> str:
@@ -147,7 +114,7 @@ def test_undo_removes_a_file_the_apply_created(indexed_repo: Path, encoder) -> N
 
 def test_resample_replaces_one_candidate_and_rerank_switches_the_order(indexed_repo: Path, encoder) -> None:
     programs = [*PROGRAMS, ("def square_all(values):\n    return list(map(lambda v: v * v, values))", -0.2)]
-    session = make_session(indexed_repo, encoder, backend=ScriptedBackend(programs))
+    session = make_session(indexed_repo, encoder, backend=programs_backend(programs))
     session.generate(REQUIREMENT)
     result = session.resample(2)
     codes = [item.candidate.code for item in result.candidates]
@@ -312,7 +279,7 @@ async def test_tui_errors_are_notifications_and_escape_cancels(indexed_repo: Pat
     from assistant.errors import ModelError
     from assistant.ui.tui import AssistApp
 
-    app = AssistApp(make_session(indexed_repo, encoder, backend=ScriptedBackend(delay=0.05)))
+    app = AssistApp(make_session(indexed_repo, encoder, backend=programs_backend(delay=0.05)))
     async with app.run_test(size=(100, 32)) as pilot:
         await start(app, pilot)
         await pilot.press("ctrl+g")  # nothing written yet
@@ -329,7 +296,7 @@ async def test_tui_errors_are_notifications_and_escape_cancels(indexed_repo: Pat
         assert "cancelled" in last_notice(app)
         assert app.session.state.result is None
 
-        app.session._backend = ScriptedBackend(fail=ModelError("the model server went away"))
+        app.session._backend = programs_backend(fail=ModelError("the model server went away"))
         await pilot.click("#requirement")
         await pilot.press("ctrl+g")
         await settle(app, pilot)
@@ -522,7 +489,7 @@ def stub_repo(indexed_repo: Path) -> Path:
 def test_session_fills_a_stub_demotes_a_neighbour_rewrite_applies_only_the_body_and_undoes(
     stub_repo: Path, encoder
 ) -> None:
-    session = make_session(stub_repo, encoder, backend=ScriptedBackend(STUB_PROGRAMS), k=1)
+    session = make_session(stub_repo, encoder, backend=programs_backend(STUB_PROGRAMS), k=1)
     assert session.stubs("mathutils.py") == ["count_even"]
     original = (stub_repo / "mathutils.py").read_text()
     result = session.generate("", target="mathutils.py", function="count_even")
@@ -549,7 +516,7 @@ def test_session_fills_a_stub_demotes_a_neighbour_rewrite_applies_only_the_body_
 async def test_tui_picks_a_stub_with_f3_and_fills_it(stub_repo: Path, encoder) -> None:
     from assistant.ui.tui import AssistApp
 
-    session = make_session(stub_repo, encoder, backend=ScriptedBackend(STUB_PROGRAMS), k=1)
+    session = make_session(stub_repo, encoder, backend=programs_backend(STUB_PROGRAMS), k=1)
     app = AssistApp(session)
     async with app.run_test(size=(100, 32)) as pilot:
         await start(app, pilot)

@@ -18,18 +18,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from assistant.backends.prompts import Prompt
+from assistant.config import DEFAULT_MAX_NEW_TOKENS, DEFAULT_N, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from assistant.errors import ModelError, UsageError
 from assistant.progress import Progress
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How to sample: defaults follow the LAIL paper (temperature 0.8, top-p 0.95)."""
+    """How to sample. The defaults are the settings' (:mod:`assistant.config`, after the LAIL paper: temperature 0.8,
+    top-p 0.95); a request's own come from :class:`~assistant.pipeline.options.GenerationOptions`."""
 
-    n: int = 5
-    temperature: float = 0.8
-    top_p: float = 0.95
-    max_new_tokens: int = 256
+    n: int = DEFAULT_N
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     seed: int | None = None
 
 

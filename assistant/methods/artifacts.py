@@ -1,22 +1,33 @@
-"""Where trained retrievers live, and how a retriever finds the one trained for its index.
+"""The one artifact store of the trained methods (LAIL, TST^R, JOINTCOM, Condor): where each lives, how it is
+saved, and the provenance it carries.
 
-A repo's are in `<repo>/.assist/retrievers/<method>/` (git-ignored with the rest of `.assist/`). A bank's,
-or an evaluation pool's, are in the user cache under `retrievers/<method>-<fingerprint>/`, where the
-fingerprint is a hash of the examples' requirements and code: the same pool finds the same artifacts.
+Every method saves through :func:`save_artifact`: its files are written aside first, then swapped in, and the
+manifest (config, data, statistics, and the store's provenance: method, time, versions, each file's sha256) is
+written last, so a folder with a manifest is always complete and a reader keeps the previous artifact until the
+swap. Every method loads through :func:`load_manifest`.
+
+Trained retrievers: a repo's are in `<repo>/.assist/retrievers/<method>/` (git-ignored with the rest of
+`.assist/`). A bank's, or an evaluation pool's, are in the user cache under `retrievers/<method>-<fingerprint>/`,
+where the fingerprint is a hash of the examples' requirements and code: the same pool finds the same artifacts.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import io
 import json
+import platform
+import shutil
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from assistant.code.examples import Example
+from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
 from assistant.paths import REPO_DIR_NAME, atomic_write_bytes, atomic_write_text, cache_dir
 
@@ -63,6 +74,73 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
         return None
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def save_artifact(directory: Path, method: str, write: Callable[[Path], None], manifest: dict[str, Any]) -> dict:
+    """Save a trained method's artifact: `write(folder)` writes its files into a staging folder; they then replace
+    the same-named entries of `directory` (other files there, e.g. a resumable labels cache, stay), and the manifest
+    is written last with the store's provenance. Returns the manifest as written.
+
+    The old manifest goes only once the new files are complete, so a reader uses the previous artifact while
+    training runs, and never sees half of the new one."""
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = directory / ".partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        write(staging)
+        files = {p.relative_to(staging).as_posix(): _sha256(p) for p in sorted(staging.rglob("*")) if p.is_file()}
+        (directory / "manifest.json").unlink(missing_ok=True)
+        for entry in sorted(staging.iterdir()):
+            target = directory / entry.name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            else:
+                target.unlink(missing_ok=True)
+            entry.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    provenance = {
+        "method": method,
+        "saved": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "assist": _version("assist"),
+        "python": platform.python_version(),
+        "torch": _version("torch"),
+        "files_sha256": files,
+    }
+    written = {"method": method, **manifest, "provenance": provenance}
+    write_manifest(directory, written)
+    return written
+
+
+def load_manifest(directory: Path, method: str, what: str, how_to_train: str) -> dict[str, Any]:
+    """The manifest of `method`'s artifact in `directory`; none (or another method's) is a one-line error naming
+    `what` is missing and saying how to train one."""
+    manifest = read_manifest(directory)
+    if manifest is None or manifest.get("method", method) != method:
+        raise UsageError(f"no trained {what} in {directory}; {how_to_train}")
+    return manifest
+
+
+def save_encoder(model: Any, tokenizer: Any, folder: Path) -> None:
+    """A fine-tuned transformers encoder and its tokenizer, as safetensors (what LAIL, JOINTCOM and Condor train)."""
+    model.save_pretrained(str(folder / "encoder"), safe_serialization=True)
+    tokenizer.save_pretrained(str(folder / "encoder"))
+
+
 def artifact_identity(index: Index, method: str) -> dict[str, Any] | None:
     """What identifies a trained artifact in a results folder: its manifest (less the training statistics) and
     the sha256 of each weight file (as `sha256sum` prints it), which tells two trainings apart even when their
@@ -78,7 +156,9 @@ def artifact_identity(index: Index, method: str) -> dict[str, Any] | None:
             for block in iter(lambda: stream.read(1 << 20), b""):
                 digest.update(block)
         weights[path.relative_to(directory).as_posix()] = digest.hexdigest()
-    return {key: value for key, value in manifest.items() if key != "stats"} | {"weights_sha256": weights}
+    return {key: value for key, value in manifest.items() if key not in ("stats", "provenance")} | {
+        "weights_sha256": weights
+    }
 
 
 def trained_methods(index: Index) -> list[str]:

@@ -30,7 +30,7 @@ from assistant.code.examples import Example
 from assistant.code.extract import first_paragraph
 from assistant.core.docwriter import build_docstring_prompt, split_docstring_safe
 from assistant.errors import UsageError
-from assistant.methods.artifacts import fingerprint, read_manifest, write_manifest
+from assistant.methods.artifacts import fingerprint, read_manifest, save_artifact, save_encoder
 from assistant.paths import REPO_DIR_NAME, cache_dir
 from assistant.progress import Progress
 
@@ -190,21 +190,16 @@ def train_docstring_retriever(
             }
         )
     model.eval()
-    (directory / "manifest.json").unlink(missing_ok=True)
-    model.save_pretrained(str(directory / "encoder"), safe_serialization=True)
-    tokenizer.save_pretrained(str(directory / "encoder"))
     stats = {"functions": len(items), "trained_on": len(chosen), "epochs": epochs,
              "seconds": round(time.perf_counter() - started, 1), "losses_cached": len(cache.entries)}  # fmt: skip
     manifest = {
-        "method": "jointcom",
         "config": asdict(config),
         "generator": {"backend": backend.name, "model": backend.model},
         "pool": provenance or {},
         "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "stats": stats,
     }
-    write_manifest(directory, manifest)
-    return manifest
+    return save_artifact(directory, "jointcom", lambda folder: save_encoder(model, tokenizer, folder), manifest)
 
 
 def trained_encoder(directory: Path):  # -> Encoder | None

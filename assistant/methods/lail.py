@@ -36,7 +36,14 @@ from assistant.code.examples import Example
 from assistant.core.retrieve import BM25Retriever, Exclude, Hit, top_rows
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder, embedding_text
-from assistant.methods.artifacts import artifact_dir, cached_vectors, describe_pool, read_manifest, write_manifest
+from assistant.methods.artifacts import (
+    artifact_dir,
+    cached_vectors,
+    describe_pool,
+    load_manifest,
+    save_artifact,
+    save_encoder,
+)
 from assistant.progress import Progress
 
 LOSSES = ("infonce", "listwise")
@@ -270,20 +277,18 @@ def train_lail(
     # The base encoder's own limit when it is below ours; retrieval reads it back from the manifest.
     max_tokens = min(getattr(encoder, "max_length", MAX_TOKENS), MAX_TOKENS)
     model, tokenizer, losses = train_encoder(index.examples, labels, encoder_dir, config, progress, max_tokens)
-    (directory / "manifest.json").unlink(missing_ok=True)
-    model.save_pretrained(str(directory / "encoder"), safe_serialization=True)
-    tokenizer.save_pretrained(str(directory / "encoder"))
-    (directory / "pool_vectors.npz").unlink(missing_ok=True)
+    (directory / "pool_vectors.npz").unlink(missing_ok=True)  # embedded with the old encoder
     stats = {
         "pairs_labeled": sum(len(s) for s in labels),
         "label_seconds": round(labeled_s, 1),
         "train_seconds": round(time.perf_counter() - started - labeled_s, 1),
         "epoch_losses": [round(x, 4) for x in losses],
     }
-    write_manifest(
+    save_artifact(
         directory,
+        "lail",
+        lambda folder: save_encoder(model, tokenizer, folder),
         {
-            "method": "lail",
             "config": asdict(config),
             "base_encoder": encoder.name,
             "max_tokens": max_tokens,
@@ -307,11 +312,12 @@ class LailRetriever:
     def __init__(self, index: Index, directory: Path) -> None:
         from assistant.backends.encoder import Encoder
 
-        manifest = read_manifest(directory)
-        if manifest is None:
-            raise UsageError(
-                f"no LAIL retriever trained for the {describe_pool(index)}; run `assist train retriever --method lail`"
-            )
+        manifest = load_manifest(
+            directory,
+            "lail",
+            "LAIL retriever",
+            f"train one for the {describe_pool(index)}: `assist train retriever --method lail`",
+        )
         self.index = index
         self.manifest = manifest
         # Embed with the limit training used (artifacts from before it was recorded used MAX_TOKENS).

@@ -28,7 +28,14 @@ from assistant.config import remember_endpoint, remembered_endpoint
 from assistant.core.retrieve import Exclude, Hit, top_rows
 from assistant.errors import ModelError, UsageError
 from assistant.indexing.index import Index, TextEncoder, embedding_text
-from assistant.methods.artifacts import artifact_dir, cached_vectors, describe_pool, read_manifest, write_manifest
+from assistant.methods.artifacts import (
+    artifact_dir,
+    cached_vectors,
+    describe_pool,
+    load_manifest,
+    read_manifest,
+    save_artifact,
+)
 from assistant.progress import Progress
 
 
@@ -93,18 +100,18 @@ class Tstr:
     def save(self, directory: Path) -> None:
         from safetensors.torch import save_file
 
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "manifest.json").unlink(missing_ok=True)
-        save_file(self.network.state_dict(), str(directory / "tstr.safetensors"))
-        write_manifest(directory, self.manifest)
+        def write(folder: Path) -> None:
+            save_file(self.network.state_dict(), str(folder / "tstr.safetensors"))
+
+        self.manifest = save_artifact(
+            directory, "tstr", write, {k: v for k, v in self.manifest.items() if k not in ("method", "provenance")}
+        )
 
     @classmethod
     def load(cls, directory: Path) -> Tstr:
         from safetensors.torch import load_file
 
-        manifest = read_manifest(directory)
-        if manifest is None:
-            raise UsageError(f"no trained TST^R model in {directory}; run `assist train retriever --method tstr`")
+        manifest = load_manifest(directory, "tstr", "TST^R model", "run `assist train retriever --method tstr`")
         config = TstrConfig(**manifest["config"])
         network = _network(int(manifest["input_dim"]), config)
         network.load_state_dict(load_file(str(directory / "tstr.safetensors")))

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from assistant.config import Settings
+from assistant.config import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Settings
 from assistant.datasets import MBPP_DEFAULT_PATH, is_mbpp, parse_dataset
 from assistant.errors import UsageError
 from assistant.paths import atomic_write_text
@@ -144,8 +144,8 @@ def codegen(
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
     timeout: TimeoutOpt = None,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.8,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = 0.95,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = DEFAULT_TEMPERATURE,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = DEFAULT_TOP_P,
     max_new_tokens: Annotated[int, typer.Option(help="Longest sample, in tokens.")] = 384,
     pool: Pool = "mbpp",
     batch: Annotated[

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -27,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from assistant.errors import ModelError, UsageError
-from assistant.methods.artifacts import read_manifest, write_manifest
+from assistant.methods.artifacts import load_manifest, read_manifest, save_artifact, save_encoder
 from assistant.methods.condor.data import Dataset, Program
 from assistant.paths import REPO_DIR_NAME, cache_dir
 from assistant.progress import Progress
@@ -328,22 +327,14 @@ def find_discriminator(start: Path | None = None) -> Path | None:
 
 
 def save_discriminator(model: _Discriminator, directory: Path, manifest: dict) -> None:
-    """Write encoder, head and manifest to a fresh folder, then swap it in: a reader never sees half of it."""
+    """Encoder, head and manifest, through the artifact store (a reader never sees half of it)."""
     from safetensors.torch import save_file
 
-    staging = directory.with_name(directory.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    model.encoder.save_pretrained(str(staging / "encoder"), safe_serialization=True)
-    model.tokenizer.save_pretrained(str(staging / "encoder"))
-    save_file({k: v.contiguous() for k, v in model.head.state_dict().items()}, str(staging / "head.safetensors"))
-    write_manifest(staging, manifest)
-    old = directory.with_name(directory.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if directory.exists():
-        directory.rename(old)
-    staging.rename(directory)
-    shutil.rmtree(old, ignore_errors=True)
+    def write(folder: Path) -> None:
+        save_encoder(model.encoder, model.tokenizer, folder)
+        save_file({k: v.contiguous() for k, v in model.head.state_dict().items()}, str(folder / "head.safetensors"))
+
+    save_artifact(directory, "condor", write, manifest)
 
 
 def make_manifest(config: CondorConfig, data: Dataset, stats: dict, held_out: dict | None, sources: dict) -> dict:
@@ -366,9 +357,7 @@ class Condor:
     """A trained discriminator loaded from its folder: `probabilities(problem, codes)` → p(correct) each."""
 
     def __init__(self, directory: Path) -> None:
-        manifest = read_manifest(directory)
-        if manifest is None:
-            raise UsageError(f"no trained discriminator in {directory}; run `assist train discriminator`")
+        manifest = load_manifest(directory, "condor", "discriminator", "run `assist train discriminator`")
         self.directory = directory
         self.manifest = manifest
         config = {k: v for k, v in manifest.get("config", {}).items() if k in CondorConfig.__dataclass_fields__}
