@@ -1,4 +1,5 @@
-"""The `assist` command as a user runs it: a real subprocess, real models, a scratch git repo."""
+"""The `assist` command as a user runs it: a real subprocess (`assist`), or in-process through Typer's CliRunner
+(`assist_here`) where the process boundary is not the point; real models, a real server, a scratch git repo."""
 
 import ast
 import importlib.util
@@ -24,6 +25,24 @@ def assist(*args, cwd, env=None):
     )
 
 
+def assist_here(*args, cwd, env=None):
+    """`assist ARGS` run in this process (Typer's CliRunner), in `cwd`, with `env` added: the same result shape as
+    :func:`assist` (returncode, stdout, stderr), without a second of interpreter and library start-up per call."""
+    from typer.testing import CliRunner
+
+    from assistant.ui.cli import app
+
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, [str(a) for a in args], env=env)
+    finally:
+        os.chdir(before)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
 def one_line_error(result, code, fragment):
     assert result.returncode == code, result.stderr
     lines = result.stderr.strip().splitlines()
@@ -38,14 +57,14 @@ def test_help_explains_the_commands(tmp_path):
 
 
 def test_bad_input_gives_one_line_errors_and_writes_nothing(tmp_path):
-    one_line_error(assist("index", str(tmp_path), cwd=tmp_path), 2, "is not inside a git repository")
-    one_line_error(assist("index", str(tmp_path / "missing"), cwd=tmp_path), 2, "does not exist")
-    one_line_error(assist("generate", "   ", cwd=tmp_path), 2, "the requirement is empty")
-    one_line_error(assist("generate", "x", "--apply", cwd=tmp_path), 2, "--apply needs --file")
-    one_line_error(assist("generate", "x", "--test", "assert (", cwd=tmp_path), 2, "test 1 does not parse")
+    one_line_error(assist_here("index", str(tmp_path), cwd=tmp_path), 2, "is not inside a git repository")
+    one_line_error(assist_here("index", str(tmp_path / "missing"), cwd=tmp_path), 2, "does not exist")
+    one_line_error(assist_here("generate", "   ", cwd=tmp_path), 2, "the requirement is empty")
+    one_line_error(assist_here("generate", "x", "--apply", cwd=tmp_path), 2, "--apply needs --file")
+    one_line_error(assist_here("generate", "x", "--test", "assert (", cwd=tmp_path), 2, "test 1 does not parse")
     bank = tmp_path / "bank.jsonl"
     bank.write_text('{"requirement": "a", "code": "x = 1"}\nnot json\n')
-    one_line_error(assist("index", "--bank", str(bank), cwd=tmp_path), 2, "bank.jsonl:2: not valid JSON")
+    one_line_error(assist_here("index", "--bank", str(bank), cwd=tmp_path), 2, "bank.jsonl:2: not valid JSON")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bank.jsonl"]
 
 
@@ -109,10 +128,10 @@ def test_unparsable_target_file_fails_before_any_model_loads(tmp_path):
 def test_generate_through_an_openai_compatible_server(scratch_repo):
     from .openai_server import Script, openai_server
 
-    assert assist("index", "--json", cwd=scratch_repo).returncode == 0
+    assert assist_here("index", "--json", cwd=scratch_repo).returncode == 0
     request = ["generate", "return a number", "-n", "3", "--seed", "4", "--json"]
     with openai_server(Script(honour_n=False)) as (url, script):
-        result = assist(*request, "--base-url", url, cwd=scratch_repo)
+        result = assist_here(*request, "--base-url", url, cwd=scratch_repo)
         assert result.returncode == 0, result.stderr
         data = json.loads(result.stdout)
         assert data["backend"] == "openai" and data["model"] == "tiny-coder"
@@ -121,7 +140,7 @@ def test_generate_through_an_openai_compatible_server(scratch_repo):
         assert data["usage"]["requests"] == 3 and data["usage"]["completion_tokens"] == 36
         # The same server without log-probabilities: ranked in sampling order, not by a guess.
         script.logprobs = False
-        result = assist(*request, "--base-url", url, cwd=scratch_repo)
+        result = assist_here(*request, "--base-url", url, cwd=scratch_repo)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["rankers"] == ["first"]
     # Unknown models and unreachable servers: one-line errors, tested on the backend (test_openai_backend.py).
@@ -152,13 +171,13 @@ def test_eval_through_a_server_that_dies_resumes_without_repeating_requests(tmp_
     command += ["--pool", f"mbpp:{MBPP}", "--out", str(tmp_path / "run"), "--json"]
     env = {"ASSIST_OPENAI_RETRIES": "0"}
     with openai_server(Script(down_after=2)) as (url, script):
-        died = assist(*command, "--base-url", url, cwd=tmp_path, env=env)
+        died = assist_here(*command, "--base-url", url, cwd=tmp_path, env=env)
         assert died.returncode == 1
         # Progress lines, then one error line.
         assert died.stderr.strip().splitlines()[-1].startswith(f"error: cannot reach {url}"), died.stderr
         assert script.answered == 2  # two tasks finished before the server died
         script.down_after = None
-        resumed = assist(*command, "--base-url", url, cwd=tmp_path, env=env)
+        resumed = assist_here(*command, "--base-url", url, cwd=tmp_path, env=env)
         assert resumed.returncode == 0, resumed.stderr
         assert script.answered == 4  # only the two unfinished tasks were requested again
     summary = json.loads(resumed.stdout)

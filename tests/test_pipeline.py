@@ -256,3 +256,24 @@ def test_stub_filling_goes_through_the_pipeline(tmp_path: Path) -> None:
     assert result.function["function"] == "add" and result.requirement == "Add two numbers."
     assert result.rankers == ["logprob"]
     assert result.edits[0].diff.count("\n-    ...") == 1
+
+
+def test_zero_shot_opens_no_index_even_when_the_default_bank_is_cold(tmp_path: Path) -> None:
+    """-k 0 in a repo with no index: the embedded default bank would be embedded (seconds) just to learn the repo's
+    root; it is not opened at all, and display paths are still relative to the repo."""
+    from .conftest import git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "mod.py").write_text("def f():\n    return 1\n")
+    pipeline = Pipeline(
+        GenerationOptions(n=1, k=0, ranker="first"),
+        load_settings(start=repo),
+        start=repo,
+        backend=TinyBackend(),
+        encoder_factory=refuse_to_load,
+    )
+    result = pipeline.generate(Request("add two numbers", file=repo / "mod.py"))
+    assert pipeline.loaded_source is None and not pipeline.encoder_loaded
+    assert all(edit is None or edit.display_path == "mod.py" for edit in result.edits)

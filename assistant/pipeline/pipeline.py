@@ -10,6 +10,7 @@ index that is already built is opened without one (its encoder's name is known w
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -336,7 +337,7 @@ class Pipeline:
         retriever = None
         if retrieving:
             retriever = self.retriever(progress)
-        root = request.root if request.root is not None else self._source_root(progress)
+        root = request.root if request.root is not None else self._source_root(progress, options.k)
         if self._backend is None:
             say("Loading the model")
         backend = self.backend(progress)
@@ -418,7 +419,7 @@ class Pipeline:
         backend = self.backend(progress)
         rankers = [self._ranker(name, backend) for name in result.rankers]
         target = request.read_target()
-        root = request.root if request.root is not None else self._source_root(progress)
+        root = request.root if request.root is not None else self._source_root(progress, options.k)
         return resample_one(
             result,
             position,
@@ -444,5 +445,13 @@ class Pipeline:
 
     # -- helpers ---------------------------------------------------------------------------------------------------
 
-    def _source_root(self, progress: Progress) -> Path | None:
+    def _source_root(self, progress: Progress, k: int) -> Path | None:
+        """The repo that display paths are relative to: the source's root, as `open_source` finds it. With k = 0 the
+        source is not opened for it (a cold default bank would be embedded just to learn the repo's root)."""
+        if self._source is None and k == 0:
+            if self.bank is not None:
+                return None
+            with contextlib.suppress(UsageError):
+                return repo_root(self.start)
+            return None
         return self.source(progress).root

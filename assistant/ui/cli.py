@@ -273,7 +273,8 @@ def generate(
 
     with ProgressUI(show_progress(json_output)) as ui:
         result = pipeline.generate(request, progress=ui, status=ui.status)
-    source = pipeline.source()
+    # -k 0 retrieves nothing: no index is opened (nor the encoder loaded) just to name it.
+    source = pipeline.source().description if options.k > 0 else None
     _warn_cut_off(result)
 
     applied = False
@@ -287,11 +288,11 @@ def generate(
 
     if json_output:
         data = result.to_json()
-        data["source"] = source.description
+        data["source"] = source
         data["applied"] = applied
         out.print_json(json.dumps(data))
     else:
-        _print_result(result, source.description, explain, applied)
+        _print_result(result, source, explain, applied)
     if not result.candidates:
         raise typer.Exit(1)
 
@@ -319,7 +320,7 @@ def _usage_note(usage: dict[str, float]) -> str:
     )
 
 
-def _print_result(result: Any, source: str, explain: bool, applied: bool) -> None:
+def _print_result(result: Any, source: str | None, explain: bool, applied: bool) -> None:
     from assistant.core.generation import GenerateResult
 
     assert isinstance(result, GenerateResult)
@@ -331,8 +332,11 @@ def _print_result(result: Any, source: str, explain: bool, applied: bool) -> Non
             f"from {requirement}; up to {result.max_new_tokens} new tokens per sample",
             markup=True,
         )
-    out.print(f"[bold]Demonstrations[/] ({result.retriever}, from the {escape(source)}):", markup=True)
-    if not result.demonstrations:
+    if source is None:
+        out.print("[bold]Demonstrations[/]: none (-k 0, zero-shot)", markup=True)
+    else:
+        out.print(f"[bold]Demonstrations[/] ({result.retriever}, from the {escape(source)}):", markup=True)
+    if not result.demonstrations and source is not None:
         out.print("  none (zero-shot)")
     for number, hit in enumerate(result.demonstrations, start=1):
         out.print(f"  {number}. {hit.example.source}  {hit.example.name or ''}  — {hit.example.requirement[:90]}")
