@@ -326,3 +326,21 @@ def register_scripted(monkeypatch: pytest.MonkeyPatch, backend: ScriptedBackend 
 def scripted_backend(monkeypatch: pytest.MonkeyPatch) -> ScriptedBackend:
     """A ScriptedBackend registered as "scripted" (see `register_scripted`); give it replies with `.script(...)`."""
     return register_scripted(monkeypatch)
+
+
+def assist_here(*args, cwd, env=None):
+    """`assist ARGS` run in this process (Typer's CliRunner), in `cwd`, with `env` added: the same result shape as
+    :func:`assist` (returncode, stdout, stderr), without a second of interpreter and library start-up per call."""
+    from typer.testing import CliRunner
+
+    from assistant.ui.cli import app
+
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, [str(a) for a in args], env=env)
+    finally:
+        os.chdir(before)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import git
+from .conftest import assist_here, git
 
 
 def assist(*args, cwd, env=None):
@@ -23,24 +23,6 @@ def assist(*args, cwd, env=None):
         env={**os.environ, **(env or {})},
         timeout=900,
     )
-
-
-def assist_here(*args, cwd, env=None):
-    """`assist ARGS` run in this process (Typer's CliRunner), in `cwd`, with `env` added: the same result shape as
-    :func:`assist` (returncode, stdout, stderr), without a second of interpreter and library start-up per call."""
-    from typer.testing import CliRunner
-
-    from assistant.ui.cli import app
-
-    before = Path.cwd()
-    os.chdir(cwd)
-    try:
-        result = CliRunner().invoke(app, [str(a) for a in args], env=env)
-    finally:
-        os.chdir(before)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def one_line_error(result, code, fragment):
@@ -80,7 +62,7 @@ def test_corrupt_model_file_is_reported_with_the_fix(tmp_path, backend):
     with open(target / "hf" / "model.safetensors", "wb") as handle:  # right size, garbage content
         handle.truncate(size)
     (target / "manifest.json").write_text((source / "manifest.json").read_text())
-    result = assist("generate", "add two numbers", "-k", "0", cwd=tmp_path, env={"ASSIST_MODELS_DIR": str(models)})
+    result = assist_here("generate", "add two numbers", "-k", "0", cwd=tmp_path, env={"ASSIST_MODELS_DIR": str(models)})
     one_line_error(result, 1, "run `assist models pull qwen2.5-coder-0.5b --force`")
 
 

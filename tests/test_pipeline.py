@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from assistant.backends import Completion, Usage
 from assistant.config import DEFAULT_TOP_P, load_settings
 from assistant.core.candidates import Candidate
 from assistant.errors import UsageError
@@ -25,32 +24,15 @@ from assistant.pipeline.registry import (
     parse_rankers,
 )
 
+from .conftest import ScriptedBackend
+
 PROGRAMS = ["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return b + a\n"]
 
 
-class TinyBackend:
-    """Returns PROGRAMS with fixed log-probabilities; records the sampling parameters it was given."""
-
-    name = "tiny"
-    model = "tiny"
-    context = None
-    can_score = False
-    scoring_unavailable = "it is a script"
-    prefills_answer = False
-
-    def __init__(self) -> None:
-        self.usage = Usage()
-        self.params: list = []
-
-    def count_tokens(self, prompt) -> int:
-        return 1
-
-    def sample(self, prompt, params, step=None):
-        self.params.append(params)
-        return [Completion(PROGRAMS[i % 2], 5, "stop", logprobs=(-0.1 * (i + 1),) * 5) for i in range(params.n)]
-
-    def logprob(self, pairs):
-        raise AssertionError("the candidates carry their log-probabilities")
+def tiny_backend() -> ScriptedBackend:
+    """The conftest's scripted backend playing PROGRAMS in turn with fixed log-probabilities, unable to score other
+    text; it records the sampling parameters it was given (`params`)."""
+    return ScriptedBackend([(PROGRAMS[0], -0.1), (PROGRAMS[1], -0.2)], tokens=5, scores=False)
 
 
 class FakeEncoder:
@@ -124,7 +106,7 @@ def test_top_p_reaches_the_sampler(tmp_path: Path) -> None:
     params = options.params()
     assert (params.n, params.top_p, params.temperature, params.seed) == (2, 0.42, 0.3, 9)
     assert GenerationOptions().params().top_p == DEFAULT_TOP_P
-    backend = TinyBackend()
+    backend = tiny_backend()
     pipeline = Pipeline(options, load_settings(start=tmp_path), start=tmp_path, backend=backend)
     pipeline.generate(Request("add two numbers", root=tmp_path))
     assert backend.params[0].top_p == 0.42
@@ -143,7 +125,7 @@ def test_generate_help_names_the_defaults_and_the_settings() -> None:
 
 
 def test_ranker_registry_parses_builds_and_chooses() -> None:
-    backend = TinyBackend()
+    backend = tiny_backend()
     assert parse_rankers(" exec + logprob ") == ["exec", "logprob"]
     assert [r.name for r in make_rankers("exec+first", None)] == ["exec", "first"]
     with pytest.raises(UsageError, match="unknown ranker 'condr'"):
@@ -161,7 +143,7 @@ def test_ranker_registry_parses_builds_and_chooses() -> None:
 
 
 def test_pipeline_reuses_ranker_objects(tmp_path: Path) -> None:
-    pipeline = Pipeline(GenerationOptions(), load_settings(start=tmp_path), start=tmp_path, backend=TinyBackend())
+    pipeline = Pipeline(GenerationOptions(), load_settings(start=tmp_path), start=tmp_path, backend=tiny_backend())
     scored = [Candidate("x = 1", 0, 1, logprobs=(-0.5,))]
     first = pipeline.rankers("auto", scored, has_tests=True)
     assert [r.name for r in first] == ["exec", "logprob"]
@@ -173,7 +155,7 @@ def test_pipeline_reuses_ranker_objects(tmp_path: Path) -> None:
 
 def test_zero_shot_never_loads_the_encoder(tmp_path: Path, bank: Path) -> None:
     statuses: list[str] = []
-    backend = TinyBackend()
+    backend = tiny_backend()
     pipeline = Pipeline(
         GenerationOptions(n=2, k=0),
         load_settings(start=tmp_path),
@@ -192,7 +174,7 @@ def test_zero_shot_never_loads_the_encoder(tmp_path: Path, bank: Path) -> None:
 
 def test_bm25_on_a_built_index_needs_no_encoder_and_says_when_it_retrieves(tmp_path: Path, bank: Path) -> None:
     statuses: list[str] = []
-    backend = TinyBackend()
+    backend = tiny_backend()
     pipeline = Pipeline(
         GenerationOptions(n=1, k=2, retriever="bm25", ranker="first"),
         load_settings(start=tmp_path),
@@ -220,7 +202,7 @@ def test_dense_retrieval_loads_the_encoder_once(tmp_path: Path, bank: Path) -> N
         load_settings(start=tmp_path),
         start=tmp_path,
         bank=bank,
-        backend=TinyBackend(),
+        backend=tiny_backend(),
         encoder_factory=factory,
     )
     assert pipeline.retrieve("add two numbers") and pipeline.retrieve("reverse")
@@ -241,7 +223,7 @@ def test_the_target_file_is_read_once_per_request(tmp_path: Path, monkeypatch) -
 
     monkeypatch.setattr(target_module.Target, "read", classmethod(counting))
     pipeline = Pipeline(GenerationOptions(n=2, k=0, ranker="first"), load_settings(start=tmp_path), start=tmp_path)
-    pipeline.loaded_backend = TinyBackend()
+    pipeline.loaded_backend = tiny_backend()
     result = pipeline.generate(Request("add two numbers", file=path, root=tmp_path))
     assert len(reads) == 1
     assert result.edits[0] is not None and "insert add" in result.edits[0].actions[0]
@@ -251,7 +233,7 @@ def test_stub_filling_goes_through_the_pipeline(tmp_path: Path) -> None:
     path = tmp_path / "calc.py"
     path.write_text('def add(a, b):\n    """Add two numbers."""\n    ...\n')
     pipeline = Pipeline(GenerationOptions(n=2, k=0), load_settings(start=tmp_path), start=tmp_path)
-    pipeline.loaded_backend = TinyBackend()
+    pipeline.loaded_backend = tiny_backend()
     result = pipeline.generate(Request(file=path, function="add", root=tmp_path))
     assert result.function["function"] == "add" and result.requirement == "Add two numbers."
     assert result.rankers == ["logprob"]
@@ -271,7 +253,7 @@ def test_zero_shot_opens_no_index_even_when_the_default_bank_is_cold(tmp_path: P
         GenerationOptions(n=1, k=0, ranker="first"),
         load_settings(start=repo),
         start=repo,
-        backend=TinyBackend(),
+        backend=tiny_backend(),
         encoder_factory=refuse_to_load,
     )
     result = pipeline.generate(Request("add two numbers", file=repo / "mod.py"))
