@@ -13,15 +13,19 @@ from assistant.backends.prompts import Prompt, build_prompt
 from assistant.code.asserts import split_asserts
 from assistant.code.edit import Edit, source_lines
 from assistant.code.extract import first_paragraph
+from assistant.code.tokenize import tokenize
 from assistant.config import DEFAULT_TEMPERATURE
 from assistant.core.candidates import Candidate, CutOff, collect, normal_form
 from assistant.core.rank import Problem, Ranked, Ranker, Rankers, choose, rank
 from assistant.core.retrieve import Hit, Retriever
 from assistant.core.target import Target
+from assistant.core.tokens import Count, approximate_tokens, token_counter
 from assistant.errors import AssistError, UsageError
 from assistant.progress import Progress
 
 FILE_CONTEXT_LINES = 200
+# The most tokens the target file's outline may take in a prompt (a 4,000-line module's whole outline is ~2,000).
+FILE_CONTEXT_TOKENS = 768
 
 
 @dataclass
@@ -91,13 +95,18 @@ def read_tests(path: str | Path) -> list[str]:
     return split_asserts(source, f"tests file {path}")
 
 
-def file_context(target: Target) -> str:
+def file_context(
+    target: Target, requirement: str = "", budget: int = FILE_CONTEXT_TOKENS, count: Count = approximate_tokens
+) -> str:
     """An outline of the target file for the prompt: its imports and each definition's signature and
-    docstring summary, bodies elided.
+    docstring summary, bodies elided, within `budget` tokens (by `count`).
 
     A small model shown whole bodies tends to copy them back instead of writing what was asked; the
     outline tells it what exists (names to reuse, style) without that pull. Made from the file as read
-    once for the request (:class:`~assistant.core.target.Target`).
+    once for the request (:class:`~assistant.core.target.Target`). A large module's whole outline would cost
+    thousands of prompt tokens (minutes on a CPU): past the budget, the imports come first, then the definitions
+    closest to the request (most words shared with it, then nearest the end of the file, where new code goes),
+    shown in file order, with one line saying how many were left out.
     """
     if not target.exists:
         return ""
@@ -106,28 +115,53 @@ def file_context(target: Target) -> str:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
         tree = ast.parse(text)
     lines = source_lines(text)  # numbered as ast numbers them (str.splitlines also breaks at form feeds, U+2028)
-    outline: list[str] = []
 
-    def summarize(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, indent: str) -> None:
-        header = lines[node.lineno - 1].strip()
-        outline.append(indent + header)
+    def summarize(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, indent: str) -> list[str]:
+        shown = [indent + lines[node.lineno - 1].strip()]
         docstring = ast.get_docstring(node)
         if docstring:
-            outline.append(f'{indent}    """{first_paragraph(docstring)}"""')
+            shown.append(f'{indent}    """{first_paragraph(docstring)}"""')
         if isinstance(node, ast.ClassDef):
             for child in node.body:
                 if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                    summarize(child, indent + "    ")
+                    shown += summarize(child, indent + "    ")
         else:
-            outline.append(indent + "    ...")
+            shown.append(indent + "    ...")
+        return shown
 
+    # (kind, lines) per top-level statement shown, in file order.
+    pieces: list[tuple[str, list[str]]] = []
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
-            outline.append(ast.get_source_segment(text, node) or ast.unparse(node))
+            pieces.append(("import", [ast.get_source_segment(text, node) or ast.unparse(node)]))
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            outline.append("")
-            summarize(node, "")
-    return "\n".join(outline[:FILE_CONTEXT_LINES]).strip("\n")
+            pieces.append(("definition", ["", *summarize(node, "")]))
+    whole = [line for _, shown in pieces for line in shown]
+    outline = "\n".join(whole[:FILE_CONTEXT_LINES]).strip("\n")
+    if count(outline) <= budget:
+        return outline
+
+    wanted = set(tokenize(requirement))
+    order = sorted(
+        range(len(pieces)),
+        key=lambda i: (
+            pieces[i][0] != "import",
+            -len(wanted & set(tokenize("\n".join(pieces[i][1])))),
+            -i,
+        ),
+    )
+    chosen: set[int] = set()
+    used = 0
+    for i in order:
+        cost = count("\n".join(pieces[i][1])) + 1
+        if used + cost <= budget:
+            chosen.add(i)
+            used += cost
+    left_out = sum(1 for i, (kind, _) in enumerate(pieces) if kind == "definition" and i not in chosen)
+    shown = [line for i, (_, piece) in enumerate(pieces) if i in chosen for line in piece]
+    if left_out:
+        shown += ["", f"# ... {left_out} more definition{'s' if left_out != 1 else ''} in this file, not shown"]
+    return "\n".join(shown).strip("\n")
 
 
 def retrieve_step(
@@ -227,7 +261,7 @@ def generate(
         [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
         tests=tests,
         file_path=display,
-        file_context=file_context(target) if target else "",
+        file_context=file_context(target, requirement, count=token_counter(backend)) if target else "",
     )
     prompt_tokens = backend.count_tokens(prompt)
 

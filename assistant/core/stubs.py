@@ -17,7 +17,7 @@ import re
 import time
 import tokenize
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +30,7 @@ from assistant.core.candidates import Candidate, CutOff
 from assistant.core.rank import Rankers
 from assistant.core.retrieve import Hit, Retriever
 from assistant.core.target import Target
+from assistant.core.tokens import Count, approximate_tokens, token_counter
 from assistant.errors import UsageError
 from assistant.progress import Progress
 
@@ -41,15 +42,7 @@ if TYPE_CHECKING:
 STUB_CONTEXT_TOKENS = 768
 # A neighbour this short is shown whole; a longer one as its signature and docstring summary.
 SHORT_DEFINITION_LINES = 12
-CHARS_PER_TOKEN = 4
-
-Count = Callable[[str], int]
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
-
-
-def approximate_tokens(text: str) -> int:
-    """Tokens in `text`, estimated as characters / 4 (for backends without a tokenizer)."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -647,14 +640,6 @@ def _relative(stub: Stub) -> Stub:
 
 
 # -- generation ----------------------------------------------------------------------------------------
-
-
-def token_counter(backend: Backend) -> Count:
-    """Count tokens with the backend's tokenizer where it has one, else estimate (characters / 4)."""
-    tokenizer = getattr(backend, "tokenizer", None)
-    if tokenizer is None:
-        return approximate_tokens
-    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def _defined_names(tree: ast.Module) -> list[str]:
