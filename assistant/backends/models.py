@@ -11,8 +11,10 @@ import datetime as dt
 import functools
 import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -301,3 +303,95 @@ def generator_dir(spec: ModelSpec) -> Path:
                 f"model {spec.name}: {path} is missing or corrupt; run `assist models pull {spec.name} --force`"
             )
     return directory
+
+
+# CTranslate2 weight types `ct2_path` converts to (the converter's --quantization). int8 is the fast one on CPU.
+CT2_QUANTIZATIONS = ("int8", "int8_float32", "float32")
+
+
+def _ct2_manifest(spec: ModelSpec, quantization: str) -> Path:
+    return spec.cache_dir / f"ct2-{quantization}.json"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def ct2_path(spec: ModelSpec, quantization: str = "int8", progress: Progress | None = None) -> Path:
+    """The model's CTranslate2 folder (`<cache>/ct2-<quantization>`), converted from the verified HF folder on first
+    use (the optional `fast` extra: ctranslate2).
+
+    Conversion runs `ct2-transformers-converter` in a child process (its peak memory stays out of this one) into a
+    temporary folder that is renamed into place when it finished; a manifest beside it, written last, records each
+    file's size and sha256. Later calls check the sizes (cheap) and return the folder; a damaged or half-written
+    folder is converted again.
+    """
+    if spec.kind != "generator":
+        raise UsageError(f"{spec.name} is not a generator")
+    if quantization not in CT2_QUANTIZATIONS:
+        raise UsageError(f"unknown CTranslate2 quantization {quantization!r}; choose {', '.join(CT2_QUANTIZATIONS)}")
+    if importlib.util.find_spec("ctranslate2") is None:
+        raise ModelError("the ct2 engine needs ctranslate2; install the extra: pip install 'assist[fast]'")
+    target = spec.cache_dir / f"ct2-{quantization}"
+    manifest_path = _ct2_manifest(spec, quantization)
+    if _ct2_ready(target, manifest_path):
+        return target
+    try:
+        source = generator_dir(spec)
+    except ModelError:
+        if _manifest_path(spec).exists():
+            raise
+        source = pull(spec.name, install=False, progress=progress)
+    manifest_path.unlink(missing_ok=True)
+    work = spec.cache_dir / f"ct2-{quantization}.work"
+    shutil.rmtree(work, ignore_errors=True)
+    if progress:
+        progress("convert", 0, 1)
+    command = [
+        sys.executable,
+        "-c",
+        "from ctranslate2.converters.transformers import main; main()",
+        "--model",
+        str(source),
+        "--output_dir",
+        str(work),
+        "--quantization",
+        quantization,
+        "--low_cpu_mem_usage",
+    ]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        if result.returncode != 0:
+            last = (result.stderr.strip().splitlines() or ["the converter failed"])[-1][:300]
+            raise ModelError(f"converting {spec.name} to CTranslate2 {quantization} failed: {last}")
+        files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in work.iterdir() if p.is_file()}
+        shutil.rmtree(target, ignore_errors=True)
+        work.replace(target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    manifest = {
+        "name": spec.name,
+        "gguf_sha256": spec.sha256,
+        "quantization": quantization,
+        "ctranslate2": importlib.metadata.version("ctranslate2"),
+        "files": files,
+        "converted": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    # Written last: its presence means the folder is complete.
+    atomic_write_text(manifest_path, json.dumps(manifest, indent=1))
+    if progress:
+        progress("convert", 1, 1)
+    return target
+
+
+def _ct2_ready(target: Path, manifest_path: Path) -> bool:
+    """Whether a converted CTranslate2 folder is complete: its manifest exists and every file has its size."""
+    try:
+        files = json.loads(manifest_path.read_text(encoding="utf-8"))["files"]
+        return bool(files) and all((target / name).stat().st_size == entry["size"] for name, entry in files.items())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False

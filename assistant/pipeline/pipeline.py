@@ -59,7 +59,14 @@ def encoder_name(name: str | None = None) -> str:
 
 
 def load_generator(name: str, model: str | None = None, progress: Progress | None = None, **options: Any) -> Backend:
-    """Load a generation backend by name (:func:`assistant.backends.load_backend`): the one place assist does."""
+    """Load a generation backend by name (:func:`assistant.backends.load_backend`): the one place assist does.
+
+    The local model's engine is the `local.engine` setting: `transformers` (this backend, `local`) or `ct2`
+    (CTranslate2 int8, the `local-ct2` backend)."""
+    engine = options.pop("engine", "transformers")
+    if name == "local" and engine == "ct2":
+        name = "local-ct2"
+        options = {key: value for key, value in options.items() if key == "context"}
     return load_backend(name, model, progress=progress, **options)
 
 
