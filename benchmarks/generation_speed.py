@@ -45,6 +45,24 @@ REQUIREMENT = "Write a function to find the shared elements from the given two l
 TESTS = ["assert set(similar_elements((3, 4, 5, 6), (5, 7, 4, 10))) == set((4, 5))"]
 
 
+def _decode_forced(backend, ids, cache, rows: int, tokens: int) -> None:
+    """Sample exactly `tokens` new tokens for `rows` copies of the prompt from a prefilled cache (temperature 0.8,
+    top-p 0.95, as assist samples)."""
+    import torch
+
+    backend.lm.generate(
+        input_ids=ids.repeat(rows, 1),
+        attention_mask=torch.ones((rows, ids.shape[1]), dtype=torch.long),
+        past_key_values=cache,
+        do_sample=True,
+        temperature=0.8,
+        top_p=0.95,
+        max_new_tokens=tokens,
+        min_new_tokens=tokens,
+        pad_token_id=backend.tokenizer.pad_token_id,
+    )
+
+
 def time_local(backend: LocalBackend, rows: int, tokens: int) -> dict:
     """Prefill once, then decode `tokens` tokens for `rows` sequences in one batched generate call."""
     from transformers import DynamicCache
@@ -58,17 +76,7 @@ def time_local(backend: LocalBackend, rows: int, tokens: int) -> dict:
         prefill = time.perf_counter() - started
         cache.batch_repeat_interleave(rows)
         started = time.perf_counter()
-        backend.lm.generate(
-            input_ids=ids.repeat(rows, 1),
-            attention_mask=torch.ones((rows, ids.shape[1]), dtype=torch.long),
-            past_key_values=cache,
-            do_sample=True,
-            temperature=0.8,
-            top_p=0.95,
-            max_new_tokens=tokens,
-            min_new_tokens=tokens,
-            pad_token_id=backend.tokenizer.pad_token_id,
-        )
+        _decode_forced(backend, ids, cache, rows, tokens)
         decode = time.perf_counter() - started
     return {
         "backend": "transformers (fp32)",
@@ -186,17 +194,7 @@ def _time_transformers(backend, prompt, rows: int, tokens: int) -> tuple[float, 
         cache.batch_repeat_interleave(rows)
         torch.manual_seed(0)
         started = time.perf_counter()
-        backend.lm.generate(
-            input_ids=ids.repeat(rows, 1),
-            attention_mask=torch.ones((rows, ids.shape[1]), dtype=torch.long),
-            past_key_values=cache,
-            do_sample=True,
-            temperature=0.8,
-            top_p=0.95,
-            max_new_tokens=tokens,
-            min_new_tokens=tokens,
-            pad_token_id=backend.tokenizer.pad_token_id,
-        )
+        _decode_forced(backend, ids, cache, rows, tokens)
         decode = time.perf_counter() - started
     return first, decode
 

@@ -334,8 +334,12 @@ def test_an_embedder_that_is_not_there_fails_in_one_line(tmp_path, monkeypatch) 
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(encoder, tmp_path, caplog) -> None:
+def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(
+    encoder, tmp_path, caplog, monkeypatch
+) -> None:
     import json
+
+    monkeypatch.setenv("ASSIST_OPENAI_RETRIES", "0")  # "cannot reach" below: at once, not after three backoffs
 
     from typer.testing import CliRunner
 
