@@ -259,3 +259,14 @@ def test_zero_shot_opens_no_index_even_when_the_default_bank_is_cold(tmp_path: P
     result = pipeline.generate(Request("add two numbers", file=repo / "mod.py"))
     assert pipeline.loaded_source is None and not pipeline.encoder_loaded
     assert all(edit is None or edit.display_path == "mod.py" for edit in result.edits)
+
+
+def test_an_unknown_ranker_from_the_settings_fails_before_any_sampling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ASSIST_GENERATE_RANKER", "bogus")
+    backend = tiny_backend()
+    pipeline = Pipeline(settings=load_settings(start=tmp_path), start=tmp_path, backend=backend)
+    with pytest.raises(UsageError, match="unknown ranker 'bogus'"):
+        pipeline.generate(Request("add two numbers"))
+    assert backend.params == []  # nothing was sampled

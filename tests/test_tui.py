@@ -537,3 +537,15 @@ async def test_tui_picks_a_stub_with_f3_and_fills_it(stub_repo: Path, encoder) -
         result = app.session.state.result
         assert result.function["function"] == "count_even" and len(result.candidates) == 2
         assert result.edits[0].actions == ("fill count_even",)
+
+
+def test_session_stub_fill_honours_a_max_new_tokens_set_for_the_session(stub_repo: Path, encoder) -> None:
+    """`assist tui --max-new-tokens 512` (or the settings screen) reaches a stub fill; left empty, the limit is sized
+    to the docstring (and free generation gets the default)."""
+    backend = programs_backend(STUB_PROGRAMS)
+    session = make_session(stub_repo, encoder, backend=backend, k=1, max_new_tokens=512)
+    session.generate("", target="mathutils.py", function="count_even")
+    assert backend.params[-1].max_new_tokens == 512
+    automatic = programs_backend(STUB_PROGRAMS)
+    make_session(stub_repo, encoder, backend=automatic, k=1).generate("", target="mathutils.py", function="count_even")
+    assert automatic.params[-1].max_new_tokens < 512

@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
@@ -230,20 +231,25 @@ def unified_diff(old: str, new: str, display_path: str, exists: bool = True) -> 
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-def python_text(raw: bytes, name: str) -> str:
-    """Bytes as Python source (a UTF-8 byte order mark dropped), or a UsageError naming what is wrong with
-    them (not UTF-8, does not parse)."""
+def python_source(raw: bytes, name: str) -> tuple[str, ast.Module]:
+    """Bytes as Python source and its syntax tree (a UTF-8 byte order mark dropped), or a UsageError naming what
+    is wrong with them (not UTF-8, does not parse)."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise UsageError(f"{name} is not UTF-8 text") from None
     try:
-        ast.parse(text)
+        tree = ast.parse(text)
     except SyntaxError as exc:
         raise UsageError(f"{name} does not parse (line {exc.lineno}: {exc.msg})") from None
     except ValueError:  # NUL bytes
         raise UsageError(f"{name} does not parse (it holds NUL bytes)") from None
-    return text
+    return text, tree
+
+
+def python_text(raw: bytes, name: str) -> str:
+    """:func:`python_source`'s text."""
+    return python_source(raw, name)[0]
 
 
 def _target_bytes(path: Path) -> bytes:
@@ -252,17 +258,21 @@ def _target_bytes(path: Path) -> bytes:
     return path.read_bytes() if path.exists() else b""
 
 
-def _target_text(raw: bytes, path: Path) -> str:
+def read_target_source(path: Path) -> tuple[bytes, str, ast.Module]:
+    """A file assist may edit, read once: its bytes, text (a byte order mark dropped) and syntax tree (b"", "" and
+    an empty module when it does not exist yet), or a UsageError saying why assist will not edit it."""
+    raw = _target_bytes(path)
     try:
-        return python_text(raw, str(path))
+        text, tree = python_source(raw, str(path))
     except UsageError as exc:
         raise UsageError(f"{exc}; assist will not edit it until it is fixed") from None
+    return raw, text, tree
 
 
 def read_target(path: Path) -> str:
     """The text of a file assist may edit ("" when it does not exist yet; a byte order mark dropped), or a
     UsageError saying why not."""
-    return _target_text(_target_bytes(path), path)
+    return read_target_source(path)[1]
 
 
 def plan_edit(path: str | Path, code: str, root: Path | None = None) -> Edit:
@@ -271,11 +281,14 @@ def plan_edit(path: str | Path, code: str, root: Path | None = None) -> Edit:
     `Edit.old` and `Edit.new` are the file's whole text, a byte order mark included when it has one.
     """
     named = Path(path).expanduser().absolute()
+    resolved = named.resolve()
+    raw, old_text, _ = read_target_source(resolved)
+    return plan_edit_of(named, raw, old_text, code, root)
+
+
+def plan_edit_of(named: Path, raw: bytes, old_text: str, code: str, root: Path | None = None) -> Edit:
+    """:func:`plan_edit` for a file already read (`raw` bytes, `old_text` its text): no second reading."""
     path = named.resolve()
-    exists = path.exists()
-    raw = _target_bytes(path)
-    old_text = _target_text(raw, path)
-    bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
     crlf = "\r\n" in old_text
     old = old_text.replace("\r\n", "\n")
     own = {path.stem}
@@ -284,6 +297,15 @@ def plan_edit(path: str | Path, code: str, root: Path | None = None) -> Edit:
     new, actions = merge(old, code, frozenset(own))
     if crlf:
         new = new.replace("\n", "\r\n")
+    return make_edit(named, raw, old_text, new, actions, root)
+
+
+def make_edit(named: Path, raw: bytes, old_text: str, new: str, actions: Sequence[str], root: Path | None) -> Edit:
+    """The edit from `old_text` (the file's text as read, `raw` its bytes) to `new`: the byte order mark kept, the
+    path shown relative to `root` (else the working directory), the diff made."""
+    path = named.resolve()
+    exists = path.exists()
+    bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
     try:
         display = str(path.relative_to(root)) if root else os.path.relpath(path)
     except ValueError:

@@ -9,10 +9,8 @@ byte for byte (line endings, tabs, form feeds, comments), and the body is indent
 from __future__ import annotations
 
 import ast
-import codecs
 import io
 import math
-import os
 import re
 import time
 import tokenize
@@ -23,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assistant.backends import Backend, Completion, SamplingParams
-from assistant.code.edit import Edit, merge, read_target, source_lines, unified_diff
+from assistant.code.edit import Edit, make_edit, merge, read_target_source, source_lines
 from assistant.code.extract import first_paragraph
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate, CutOff
@@ -544,14 +542,10 @@ def plan_fill(path: Path | Target, stub: Stub, taken: Taken, root: Path | None =
 
     The stub must describe the file as it is (the edit is refused at apply time if the file changed since)."""
     if isinstance(path, Target):
-        named = resolved = path.path
-        old_text, bom = path.text, path.bom
+        named, raw, old_text = Path(path.given).expanduser().absolute(), path.raw, path.text
     else:
         named = Path(path).expanduser().absolute()
-        resolved = named.resolve()
-        raw = resolved.read_bytes()
-        old_text = read_target(resolved)
-        bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
+        raw, old_text, _ = read_target_source(named.resolve())
     new = fill_body(old_text, stub, taken.body)
     actions = [f"fill {stub.qualname}"]
     if taken.imports:
@@ -561,21 +555,7 @@ def plan_fill(path: Path | Target, stub: Stub, taken: Taken, root: Path | None =
             new = merged.replace("\n", "\r\n") if crlf else merged
             actions += done
     actions += [f"dropped: {other}" for other in taken.others]
-    try:
-        display = str(resolved.relative_to(root)) if root else os.path.relpath(resolved)
-    except ValueError:
-        display = str(resolved)
-    return Edit(
-        path=resolved,
-        display_path=display,
-        old=bom + old_text,
-        new=bom + new,
-        diff=unified_diff(bom + old_text, bom + new, display),
-        actions=tuple(actions),
-        exists=True,
-        named=named,
-        root=root,
-    )
+    return make_edit(named, raw, old_text, new, actions, root)
 
 
 def collect_stub(

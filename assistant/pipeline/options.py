@@ -79,9 +79,8 @@ class GenerationOptions:
             raise UsageError(f"unknown retriever {self.retriever!r}; choose from: {', '.join(RETRIEVER_CHOICES)}")
         if self.ranker != "auto":
             parse_rankers(self.ranker)
-        if self.n < 1 or self.k < 0 or (self.max_new_tokens is not None and self.max_new_tokens < 1):
-            raise UsageError("n and max new tokens must be at least 1; k and temperature 0 or more")
-        if self.temperature < 0:
+        too_long = self.max_new_tokens is not None and self.max_new_tokens < 1
+        if self.n < 1 or self.k < 0 or too_long or self.temperature < 0:
             raise UsageError("n and max new tokens must be at least 1; k and temperature 0 or more")
         if not 0 < self.top_p <= 1:
             raise UsageError("top-p must be above 0 and at most 1")

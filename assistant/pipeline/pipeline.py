@@ -193,7 +193,8 @@ class Pipeline:
     def options(self) -> GenerationOptions:
         with self._lock:
             if self._options is None:
-                self._options = GenerationOptions.from_settings(self.settings)
+                # Checked now: an unknown ranker named in a config file would otherwise fail after the sampling.
+                self._options = GenerationOptions.from_settings(self.settings).check()
             return self._options
 
     def configure(self, options: GenerationOptions | None = None, settings: Settings | None = None) -> None:

@@ -88,8 +88,6 @@ class Session:
             self.root = repo_root(self.start)
         settings = settings or load_settings(start=self.start)
         options = options or GenerationOptions.from_settings(settings)
-        # The session's limit is free generation's (the settings screen shows it); a stub's is sized to its docstring.
-        options = replace(options, max_new_tokens=options.sample_tokens)
         self.bank = bank
         self.pipeline = Pipeline(options, settings, start=self.start, bank=bank, backend=backend, encoder=encoder)
         self.state = State()
@@ -252,8 +250,6 @@ class Session:
                 query = find_stub(file.text, function, target or "", tree=file.tree).docstring or ""
             demonstrations = self.retrieve(query, target, progress)
         options = self.options
-        if function is not None:
-            options = replace(options, max_new_tokens=None)  # a stub's limit is sized to its docstring
         request = Request(
             requirement,
             function=function,
