@@ -67,6 +67,10 @@ DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
 DEFAULT_MAX_NEW_TOKENS = 256  # free generation; filling a stub sizes the limit to its docstring instead
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
+# The local model's engines, by the backend each one is: openvino is several times faster on a CPU than
+# transformers fp32, which stays for what needs the model's internals (training, hidden states, bf16 labeling).
+LOCAL_ENGINES = {"openvino": "local-ov", "transformers": "local", "ct2": "local-ct2"}
+DEFAULT_ENGINE = "openvino"
 TRUST_FILE = "trusted.json"
 TRUST_HINT = "`assist config trust` (undo: `assist config untrust`)"
 
@@ -175,10 +179,11 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "local.engine",
-        _choice("transformers", "ct2"),
-        "transformers",
+        _choice(*LOCAL_ENGINES),
+        DEFAULT_ENGINE,
         "ASSIST_LOCAL_ENGINE",
-        "the local engine: transformers (fp32) or ct2 (CTranslate2 int8, ~3x faster; pip install 'assist[fast]')",
+        "the local engine: openvino (int8, the fast default), transformers (fp32; what training uses) or ct2 "
+        "(CTranslate2 int8; pip install 'assist[fast]')",
     ),
     Field("openai.api_key", _str, None, "OPENAI_API_KEY", "API key (user config or environment only)", secret=True),
     Field("openai.api", _choice("chat", "completions"), "chat", "ASSIST_OPENAI_API", "chat or completions endpoint"),
@@ -562,6 +567,7 @@ def backend_settings(
     api: str | None = None,
     timeout: float | None = None,
     start: Path | None = None,
+    engine: str | None = None,
 ) -> Settings:
     """Settings with these flags on top of env, the repo's `.assist.toml` and the user config, for generation.
 
@@ -576,6 +582,7 @@ def backend_settings(
         "openai.base_url": base_url,
         "openai.api": api,
         "openai.timeout": timeout,
+        "local.engine": engine,
     }
     settings = load_settings(flags, start=start, check_trust=False)
     settings.check_trust(settings.routing_in_use())

@@ -6,12 +6,12 @@ way `assist generate` samples). Every sequence is forced to the same length so t
 If `llama-cpp-python` is installed, the same GGUF file is run through llama.cpp for comparison; if not,
 that part is skipped with a message.
 
-Then every local engine side by side (transformers fp32, and CTranslate2 int8 when the `fast` extra is installed),
-each in a fresh process so its load time and peak memory are its own, on the same two prompts (~150 and ~1,500
-tokens): load time, first-token latency, decode tokens/s for 1 sequence and for n (total, all rows forced to the
-same length), teacher-forced pairs/s (`logprob` on HumanEval prompt + canonical solution pairs), peak RSS, and the
-mean absolute difference of each pair's mean log-prob against transformers fp32 (max in brackets). It asserts
-nothing. Run from the repo root:
+Then every local engine side by side (transformers fp32, OpenVINO int8, and CTranslate2 int8 when the `fast`
+extra is installed), each in a fresh process so its load time and peak memory are its own, on the same two prompts
+(~150 and ~1,500 tokens): load time, first-token latency, decode tokens/s for 1 sequence and for n (total, all
+rows forced to the same length), teacher-forced pairs/s (`logprob` on HumanEval prompt + canonical solution
+pairs), peak RSS, and the mean absolute difference of each pair's mean log-prob against transformers fp32 (max in
+brackets). It asserts nothing. Run from the repo root:
 
     .venv/bin/python benchmarks/generation_speed.py [--tokens 64] [--n 5] [--model qwen2.5-coder-0.5b] [--json]
         [--pairs 20] [--engines-only]
@@ -154,7 +154,7 @@ def time_llama_cpp(model: str, tokens: int, rows: int) -> list[dict] | str:
 
 # -- every local engine side by side ----------------------------------------------------------------------------
 
-ENGINES = {"transformers fp32": "local", "ctranslate2 int8": "local-ct2"}
+ENGINES = {"transformers fp32": "local", "openvino int8": "local-ov", "ctranslate2 int8": "local-ct2"}
 LONG_PROMPT_TOKENS = 1500
 
 
@@ -229,6 +229,37 @@ def _time_ct2(backend, prompt, rows: int, tokens: int) -> tuple[float, float]:
     return first, time.perf_counter() - seen[0]
 
 
+def _time_ov(backend, prompt, rows: int, tokens: int) -> tuple[float, float]:
+    """(first-token seconds, decode seconds for `rows` x `tokens` forced tokens after the first) through OpenVINO's
+    continuous-batching pipeline, with the n rows as `num_return_sequences` of one request, as the backend samples
+    them."""
+    import numpy as np
+    import openvino as ov
+    import openvino_genai
+
+    ids = backend.tokenizer(backend.render(prompt), add_special_tokens=False)["input_ids"]
+    tensor = ov.Tensor(np.asarray([ids], dtype=np.int64))
+    config = openvino_genai.GenerationConfig()
+    config.apply_chat_template = False
+    config.max_new_tokens = 1
+    started = time.perf_counter()
+    backend.pipeline.generate([tensor], [config])
+    first = time.perf_counter() - started
+    config = openvino_genai.GenerationConfig()
+    config.apply_chat_template = False
+    config.max_new_tokens = config.min_new_tokens = tokens + 1
+    config.ignore_eos = True
+    config.do_sample, config.temperature, config.top_p = True, 0.8, 0.95
+    config.num_return_sequences = rows
+    config.logprobs = 1
+    config.rng_seed = 0
+    # Rows of a multi-row request are handed over only when it finished, so the first token cannot be seen: the
+    # prompt is read once for all rows, and its time (measured above) is taken off the whole request's.
+    started = time.perf_counter()
+    backend.pipeline.generate([tensor], [config])
+    return first, time.perf_counter() - started - first
+
+
 def engine_row(engine: str, model: str, tokens: int, n: int, pairs: int) -> dict:
     """One engine's figures, measured in this (fresh) process."""
     from assistant.backends import load_backend
@@ -236,7 +267,7 @@ def engine_row(engine: str, model: str, tokens: int, n: int, pairs: int) -> dict
     started = time.perf_counter()
     backend = load_backend(ENGINES[engine], model)
     load_s = time.perf_counter() - started
-    timer = _time_ct2 if ENGINES[engine] == "local-ct2" else _time_transformers
+    timer = {"local-ct2": _time_ct2, "local-ov": _time_ov}.get(ENGINES[engine], _time_transformers)
     prompts = engine_prompts(backend)
     timer(backend, prompts["short"], 1, 4)  # warm-up: first calls allocate
     row: dict = {"engine": engine, "load_s": round(load_s, 2), "prompts": {}}

@@ -189,7 +189,7 @@ def test_a_backend_whose_module_is_missing_is_listed_as_unavailable(monkeypatch:
 
 
 def test_unknown_backends_are_a_one_line_error() -> None:
-    with pytest.raises(UsageError, match=r"^unknown backend 'magic'; available: local, openai, local-ct2$"):
+    with pytest.raises(UsageError, match=r"^unknown backend 'magic'; available: local, openai, local-ov, local-ct2$"):
         load_backend("magic")
 
 

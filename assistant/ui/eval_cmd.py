@@ -17,6 +17,7 @@ from assistant.ui.options import (
     ApiOpt,
     BackendOpt,
     BaseUrlOpt,
+    EngineOpt,
     ModelOpt,
     TimeoutOpt,
     backend_settings,
@@ -140,6 +141,7 @@ def codegen(
     k: Annotated[str, typer.Option("-k", help="pass@k values, e.g. 1,3,5 (each <= n).")] = "1,5",
     demos: Demos = 4,
     backend: BackendOpt = None,
+    engine: EngineOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
@@ -173,7 +175,7 @@ def codegen(
     if ks[-1] > n:
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
-    settings = backend_settings(backend, model, base_url, api, timeout)
+    settings = backend_settings(backend, model, base_url, api, timeout, engine=engine)
     name = parse_dataset(dataset).name
     folder = out_dir or _default_folder(f"codegen-{name}-{split if name == 'mbpp' else 'all'}-n{n}-seed{seed}")
     config = {
@@ -242,6 +244,7 @@ def likelihood(
             "ASSIST_OPENAI_API=completions) echoes prompt log-probabilities, as vLLM does.",
         ),
     ] = None,
+    engine: EngineOpt = None,
     model: ModelOpt = None,
     pool: Pool = "mbpp",
     out_dir: OutDir = None,
@@ -255,7 +258,7 @@ def likelihood(
     check_seed(seed)
     check_range("--demos", demos, 0)
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
-    settings = backend_settings(backend, model)
+    settings = backend_settings(backend, model, engine=engine)
     name = parse_dataset(dataset).name
     folder = out_dir or _default_folder(f"likelihood-{name}-{split if name == 'mbpp' else 'all'}-seed{seed}")
     config = {
@@ -384,6 +387,7 @@ def docstring_eval(
     k: Annotated[int, typer.Option("-k", help="Exemplars per prompt (JOINTCOM uses the single best).")] = 1,
     seed: Seed = 0,
     backend: BackendOpt = None,
+    engine: EngineOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     out_dir: OutDir = None,
@@ -412,7 +416,7 @@ def docstring_eval(
     unknown = [n for n in names if n not in STRATEGIES]
     if not names or unknown:
         raise UsageError(f"unknown strategy {unknown[0] if unknown else ''!r}; choose from: {', '.join(STRATEGIES)}")
-    settings = backend_settings(backend, model, base_url)
+    settings = backend_settings(backend, model, base_url, engine=engine)
     folder = out_dir or _default_folder(f"docstring-stdlib-{settings.model or 'default'}-s{seed}")
     _prepare(folder, {"task": "docstring", "k": k, "seed": seed, "model": settings.model, "strategies": names,
                    "limit": limit})  # fmt: skip

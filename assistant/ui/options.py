@@ -18,6 +18,7 @@ __all__ = [
     "BaseUrlOpt",
     "CandidatesOpt",
     "DemosOpt",
+    "EngineOpt",
     "MaxTokensOpt",
     "ModelOpt",
     "SeedOpt",
@@ -28,6 +29,14 @@ __all__ = [
 BackendOpt = Annotated[
     str | None,
     typer.Option("--backend", help="Generation backend: local or openai (default: from config, else local)."),
+]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        help="local backend: openvino (int8, fast), transformers (fp32) or ct2 (default: local.engine, else openvino).",
+        show_default=False,
+    ),
 ]
 ModelOpt = Annotated[
     str | None,

@@ -223,7 +223,8 @@ def _train_lail(
         if not resume:
             (artifact_dir(index, "lail") / "labels.jsonl").unlink(missing_ok=True)
         if labeler == "local":
-            backend = load_generator("local", model, progress=ui, precision=precision)
+            # Shared-prefix scoring (and bf16) needs the transformers engine.
+            backend = load_generator("local", model, progress=ui, precision=precision, engine="transformers")
         else:
             from assistant.config import backend_settings
 

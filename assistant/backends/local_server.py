@@ -1,0 +1,270 @@
+"""`assist serve`: the local model, loaded once on its fast engine, behind an OpenAI-compatible API on 127.0.0.1.
+
+The TUI, the hook and repeated `assist generate` calls then skip the model load: point them at it with
+`ASSIST_BACKEND=openai OPENAI_BASE_URL=http://127.0.0.1:PORT/v1 ASSIST_OPENAI_API=completions`. With the
+completions endpoint the client renders the prompt with the model's own chat template, so the served model sees
+exactly what the local backend would, and scoring works (`echo` returns every prompt token's log-probability).
+
+Endpoints: `GET /v1/models` (with `max_model_len`), `POST /v1/completions` (`prompt`, `n`, `max_tokens`,
+`temperature`, `top_p`, `seed`, `stop`, `logprobs`, `echo`) and `POST /v1/chat/completions` (`messages` and the
+same sampling fields). `echo` scores the prompt and generates nothing. Requests run one at a time. No network
+access beyond the loopback interface, no authentication: it is for this machine's user.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from assistant.backends import Completion, SamplingParams
+from assistant.config import DEFAULT_MAX_NEW_TOKENS
+from assistant.errors import AssistError
+
+MAX_BODY_BYTES = 8 << 20  # a request larger than this is refused before it is read
+MAX_N = 64
+
+
+class RequestError(Exception):
+    """A bad request: answered with HTTP 400 and this message."""
+
+
+class LocalServer:
+    """An OpenAI-compatible HTTP server over a loaded local backend (one with `sample_texts` and `echo`, such as
+    `local-ov`), listening on 127.0.0.1; `start()` serves from a thread, `stop()` shuts it down."""
+
+    def __init__(self, backend: Any, port: int = 0) -> None:
+        if not hasattr(backend, "sample_texts") or not hasattr(backend, "echo"):
+            raise AssistError(f"the {backend.name} backend cannot be served; use --engine openvino")
+        self.backend = backend
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> LocalServer:
+        """Serve from a background thread."""
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="assist-serve", daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in this thread until `stop()` (or Ctrl-C)."""
+        self.httpd.serve_forever()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the API ---------------------------------------------------------------------------------------------
+
+    def models(self) -> dict[str, Any]:
+        model = {"id": self.backend.model, "object": "model", "owned_by": "assist"}
+        return {"object": "list", "data": [model | {"max_model_len": self.backend.context}]}
+
+    def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1:
+            prompt = prompt[0]
+        if not isinstance(prompt, str) or not prompt:
+            raise RequestError("prompt must be one non-empty string")
+        self._check_model(body)
+        if body.get("echo"):
+            return self._echo(prompt)
+        params, stops = _sampling(body)
+        self._check_fits(prompt, params.max_new_tokens)
+        (completions,) = self.backend.sample_texts([prompt], params, [stops])
+        choices = []
+        for index, completion in enumerate(completions):
+            choice: dict[str, Any] = {
+                "index": index,
+                "text": completion.text,
+                "finish_reason": completion.finish_reason,
+            }
+            if body.get("logprobs") is not None and completion.logprobs is not None:
+                choice["logprobs"] = {"token_logprobs": list(completion.logprobs)}
+            choices.append(choice)
+        return self._response("text_completion", prompt, choices, completions)
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise RequestError("messages must be a non-empty list")
+        for message in messages:
+            if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+                raise RequestError("each message needs a role and a string content")
+        self._check_model(body)
+        params, stops = _sampling(body)
+        tokenizer = self.backend.tokenizer
+        text = tokenizer.apply_chat_template(
+            [{"role": str(m.get("role", "user")), "content": m["content"]} for m in messages],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        self._check_fits(text, params.max_new_tokens)
+        (completions,) = self.backend.sample_texts([text], params, [stops])
+        choices = []
+        for index, completion in enumerate(completions):
+            choice: dict[str, Any] = {
+                "index": index,
+                "message": {"role": "assistant", "content": completion.text},
+                "finish_reason": completion.finish_reason,
+            }
+            entries = _token_entries(tokenizer, completion)
+            if body.get("logprobs") and entries is not None:
+                choice["logprobs"] = {"content": entries}
+            choices.append(choice)
+        return self._response("chat.completion", text, choices, completions)
+
+    def _echo(self, prompt: str) -> dict[str, Any]:
+        self._check_fits(prompt, 1)
+        tokens = self.backend.echo(prompt)
+        logprobs = {
+            "tokens": [token for _, token, _ in tokens],
+            "token_logprobs": [value for _, _, value in tokens],
+            "text_offset": [offset for offset, _, _ in tokens],
+        }
+        choice = {"index": 0, "text": prompt, "finish_reason": "length", "logprobs": logprobs}
+        return self._response("text_completion", prompt, [choice], [])
+
+    def _response(self, kind: str, prompt: str, choices: list, completions: list[Completion]) -> dict[str, Any]:
+        prompt_tokens = len(self.backend.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        generated = sum(c.tokens for c in completions)
+        return {
+            "id": f"assist-{uuid.uuid4().hex[:12]}",
+            "object": kind,
+            "created": int(time.time()),
+            "model": self.backend.model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": generated,
+                "total_tokens": prompt_tokens + generated,
+            },
+        }
+
+    def _check_model(self, body: dict[str, Any]) -> None:
+        model = body.get("model")
+        if model not in (None, "", self.backend.model):
+            raise RequestError(f"this server serves {self.backend.model}, not {model}")
+
+    def _check_fits(self, text: str, new_tokens: int) -> None:
+        used = len(self.backend.tokenizer(text, add_special_tokens=False)["input_ids"])
+        if used + new_tokens > self.backend.context:
+            raise RequestError(
+                f"the prompt takes {used} tokens and {new_tokens} more are asked for, over the context of "
+                f"{self.backend.context}"
+            )
+
+
+def _sampling(body: dict[str, Any]) -> tuple[SamplingParams, tuple[str, ...]]:
+    """Sampling settings from an OpenAI request body, checked (OpenAI's defaults where absent)."""
+
+    def number(key: str, default: float, low: float, high: float) -> float:
+        value = body.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            raise RequestError(f"{key} must be a number from {low:g} to {high:g}")
+        return value
+
+    n = int(number("n", 1, 1, MAX_N))
+    tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = DEFAULT_MAX_NEW_TOKENS if tokens is None else tokens
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise RequestError("max_tokens must be a positive integer")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31):
+        raise RequestError("seed must be an integer from 0 to 2**31 - 1")
+    stop = body.get("stop") or ()
+    stops = (stop,) if isinstance(stop, str) else tuple(stop)
+    if not all(isinstance(s, str) and s for s in stops) or len(stops) > 4:
+        raise RequestError("stop must be a string or up to 4 non-empty strings")
+    top_p = number("top_p", 1.0, 0, 1)
+    if top_p == 0:
+        raise RequestError("top_p must be above 0")
+    params = SamplingParams(
+        n=n,
+        temperature=number("temperature", 1.0, 0, 2),
+        top_p=top_p,
+        max_new_tokens=max_tokens,
+        seed=seed,
+    )
+    return params, stops
+
+
+def _token_entries(tokenizer: Any, completion: Completion) -> list[dict[str, Any]] | None:
+    """Chat log-probabilities as OpenAI lists them, one entry per token of the answer; None when the answer's
+    text does not re-tokenize to as many tokens as there are values (rare: a token split across the cut)."""
+    if completion.logprobs is None:
+        return None
+    ids = tokenizer(completion.text, add_special_tokens=False)["input_ids"]
+    if len(ids) != len(completion.logprobs):
+        return None
+    pieces = [tokenizer.decode([token]) for token in ids]
+    return [{"token": piece, "logprob": value} for piece, value in zip(pieces, completion.logprobs, strict=True)]
+
+
+def _handler(server: LocalServer) -> type[BaseHTTPRequestHandler]:
+    routes = {"/v1/completions": server.completions, "/v1/chat/completions": server.chat}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet: the terminal shows assist's own lines
+            return
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") == "/v1/models":
+                self._reply(HTTPStatus.OK, server.models())
+            else:
+                self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: GET {self.path}")
+
+        def do_POST(self) -> None:
+            route = routes.get(self.path.rstrip("/"))
+            if route is None:
+                self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: POST {self.path}")
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if not 0 < length <= MAX_BODY_BYTES:
+                self._error(HTTPStatus.BAD_REQUEST, f"a JSON body of at most {MAX_BODY_BYTES} bytes is required")
+                return
+            try:
+                body = json.loads(self.rfile.read(length))
+                if not isinstance(body, dict):
+                    raise RequestError("the body must be a JSON object")
+                self._reply(HTTPStatus.OK, route(body))
+            except (RequestError, ValueError) as exc:
+                self._error(HTTPStatus.BAD_REQUEST, str(exc))
+            except Exception as exc:  # the model failed: say so rather than drop the connection
+                self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+
+        def _reply(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: HTTPStatus, message: str) -> None:
+            kind = "invalid_request_error" if status < 500 else "server_error"
+            self._reply(status, {"error": {"message": message, "type": kind, "code": int(status)}})
+
+    return Handler

@@ -1,0 +1,73 @@
+"""Convert the verified GGUF generator to an OpenVINO int8 model folder (run in a child process by `models.ov_path`).
+
+Two steps, both offline:
+
+1. Re-quantize every tensor to GGUF Q8_0 (8-bit weights, one scale per 32 values). Our checkpoint mixes Q5_0,
+   Q4_K and Q6_K tensors, which OpenVINO GenAI's GGUF reader does not take; Q8_0 it does, and 8 bits hold the
+   5-6-bit values closely, so the result stays next to the dequantized fp32 model we score against.
+2. OpenVINO GenAI reads the Q8_0 file (int8 weights kept int8) and saves its model and tokenizer as IR
+   (`openvino_model.xml/.bin`, `openvino_tokenizer`, `openvino_detokenizer`), which later loads in about a second.
+
+Usage: python -m assistant.backends.ov_convert SOURCE.gguf OUT_DIR
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def requantize_q8(source: Path, target: Path) -> None:
+    """Write `source` (any GGUF) to `target` with every quantized tensor as Q8_0 and the metadata unchanged."""
+    import gguf
+    import numpy as np
+    from gguf import GGMLQuantizationType as Quant
+
+    reader = gguf.GGUFReader(str(source))
+    architecture = reader.fields["general.architecture"].contents()
+    writer = gguf.GGUFWriter(str(target), architecture)
+    # Written by the writer itself (counts, architecture) or changed here (the file type).
+    own = {"GGUF.version", "GGUF.tensor_count", "GGUF.kv_count", "general.architecture", "general.file_type"}
+    for name, field in reader.fields.items():
+        if name in own:
+            continue
+        kind = field.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            writer.add_key_value(name, field.contents(), kind, sub_type=field.types[-1])
+        else:
+            writer.add_key_value(name, field.contents(), kind)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    for tensor in reader.tensors:
+        if tensor.tensor_type in (Quant.F32, Quant.F16, Quant.Q8_0):
+            writer.add_tensor(tensor.name, np.array(tensor.data), raw_dtype=tensor.tensor_type)
+        else:
+            values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+            writer.add_tensor(tensor.name, gguf.quants.quantize(values, Quant.Q8_0), raw_dtype=Quant.Q8_0)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def save_openvino(gguf_file: Path) -> None:
+    """Have OpenVINO GenAI read a Q8_0 GGUF file and save the model and tokenizer IR beside it."""
+    import openvino_genai
+
+    openvino_genai.LLMPipeline(str(gguf_file), "CPU", enable_save_ov_model=True)
+
+
+def main(argv: list[str]) -> int:
+    source, out = Path(argv[0]), Path(argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    q8 = out / "model-q8_0.gguf"
+    requantize_q8(source, q8)
+    save_openvino(q8)
+    q8.unlink()
+    if not (out / "openvino_model.xml").exists():
+        print("OpenVINO GenAI saved no model", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
