@@ -77,6 +77,29 @@ def test_corrupt_model_file_is_reported_with_the_fix(tmp_path, backend, engine, 
 
 
 @pytest.mark.model
+def test_a_fresh_cache_generates_on_the_default_engine_without_the_transformers_conversion(tmp_path):
+    """A new user's first command: the GGUF is assembled and verified, converted to OpenVINO and its tokenizer read;
+    the transformers copy (a minute or two, 4 GB of memory) is not made until something needs it."""
+    models = tmp_path / "models"
+    command = ["generate", "add two numbers", "-k", "0", "-n", "2", "--max-new-tokens", "160", "--seed", "3", "--json"]
+    result = assist_here(*command, cwd=tmp_path, env={"ASSIST_MODELS_DIR": str(models)})
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["candidates"] and data["backend"] == "local-ov"
+    (folder,) = models.iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "model.gguf",
+        "ov-int8",
+        "ov-int8.json",
+        "tokenizer",
+        "tokenizer.json",
+    ]
+    listed = assist_here("models", "list", "--json", cwd=tmp_path, env={"ASSIST_MODELS_DIR": str(models)})
+    (row,) = [r for r in json.loads(listed.stdout) if r["default"] and r["kind"] == "generator"]
+    assert row["status"] == "ready (openvino)"
+
+
+@pytest.mark.model
 def test_index_generate_json_and_apply_in_a_scratch_repo(scratch_repo):
     result = assist("index", "--json", cwd=scratch_repo)
     assert result.returncode == 0, result.stderr

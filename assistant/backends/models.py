@@ -120,11 +120,14 @@ def _manifest_path(spec: ModelSpec) -> Path:
 
 
 def status(spec: ModelSpec) -> str:
-    """`ready`, `not converted yet` (packages present) or `packages missing`."""
+    """`ready` (converted for transformers, or for the default OpenVINO engine), `not converted yet` (packages
+    present) or `packages missing`."""
     if spec.kind == "encoder":
         return "ready" if packages_installed(spec) else "packages missing"
     if _manifest_path(spec).exists():
         return "ready"
+    if ov_ready(spec):
+        return "ready (openvino)"
     return "not converted yet" if packages_installed(spec) else "packages missing"
 
 
@@ -340,22 +343,40 @@ def ct2_path(spec: ModelSpec, quantization: str = "int8", progress: Progress | N
 
 def ov_path(spec: ModelSpec, progress: Progress | None = None, force: bool = False) -> Path:
     """The model's OpenVINO int8 folder (`<cache>/ov-int8`), converted on first use from the verified GGUF file
-    (re-quantized to Q8_0, then saved as IR by OpenVINO GenAI: `assistant.backends.ov_convert`; ~30 s once).
-
-    The HF folder is made too when missing: the backend reads its tokenizer and chat template from it, the same
-    files the transformers engine uses, so both engines build identical prompts."""
+    (re-quantized to Q8_0, then saved as IR by OpenVINO GenAI: `assistant.backends.ov_convert`; ~30 s once)."""
     if spec.kind != "generator" or not spec.sha256:
         raise UsageError(f"{spec.name} is not a GGUF generator")
     if importlib.util.find_spec("openvino_genai") is None:
         raise ModelError("the openvino engine needs openvino-genai; reinstall assist: pip install -e .")
 
     def command(work: Path) -> list[str]:
-        _hf_source(spec, progress)
-        source = gguf_path(spec, progress)
-        return [sys.executable, "-m", "assistant.backends.ov_convert", str(source), str(work)]
+        return [sys.executable, "-m", "assistant.backends.ov_convert", str(gguf_path(spec, progress)), str(work)]
 
     extra = {"quantization": "q8_0", "openvino_genai": importlib.metadata.version("openvino-genai")}
     return _converted(spec, "ov-int8", "OpenVINO int8", command, extra, progress, force)
+
+
+def tokenizer_dir(spec: ModelSpec, progress: Progress | None = None) -> Path:
+    """The tokenizer, chat template and configs an engine with its own weights (OpenVINO) builds prompts with: the
+    transformers folder when the model was pulled, else `<cache>/tokenizer`, read from the verified GGUF file
+    without its weights (seconds, against a minute or two for the transformers conversion). The same files
+    either way, so every engine renders and counts a prompt alike."""
+    try:
+        return generator_dir(spec)
+    except ModelError:
+        if _manifest_path(spec).exists():
+            raise  # a damaged transformers folder says how to fix it
+
+    def command(work: Path) -> list[str]:
+        source = gguf_path(spec, progress)
+        return [sys.executable, "-m", "assistant.backends.ov_convert", "--tokenizer", str(source), str(work)]
+
+    return _converted(spec, "tokenizer", "its tokenizer", command, {}, progress)
+
+
+def ov_ready(spec: ModelSpec) -> bool:
+    """Whether the model's OpenVINO folder is converted and complete (sizes as its manifest records)."""
+    return _converted_ready(spec.cache_dir / "ov-int8", spec.cache_dir / "ov-int8.json")
 
 
 def _hf_source(spec: ModelSpec, progress: Progress | None) -> Path:

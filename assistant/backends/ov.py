@@ -38,7 +38,7 @@ from assistant.backends import (
     check_text,
 )
 from assistant.backends.local import LocalBackend
-from assistant.backends.models import ModelSpec, ov_path, quiet_transformers, resolve
+from assistant.backends.models import ModelSpec, ov_path, quiet_transformers, resolve, tokenizer_dir
 from assistant.backends.prompts import Prompt
 from assistant.errors import ModelError
 
@@ -74,7 +74,7 @@ class OpenVINOBackend(Backend):
         self,
         spec: ModelSpec,
         directory: Path,
-        hf_directory: Path,
+        tokenizer_directory: Path,
         threads: int | None = None,
         context: int | None = None,
     ) -> None:
@@ -90,9 +90,9 @@ class OpenVINOBackend(Backend):
         self._lock = threading.Lock()  # one call drives the pipeline at a time
         self._next_id = 0
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(hf_directory))
-            config = json.loads((hf_directory / "config.json").read_text(encoding="utf-8"))
-            generation = hf_directory / "generation_config.json"
+            self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_directory))
+            config = json.loads((tokenizer_directory / "config.json").read_text(encoding="utf-8"))
+            generation = tokenizer_directory / "generation_config.json"
             generation_config = json.loads(generation.read_text(encoding="utf-8")) if generation.exists() else {}
             scheduler = openvino_genai.SchedulerConfig()
             scheduler.cache_size = CACHE_GB
@@ -128,11 +128,11 @@ class OpenVINOBackend(Backend):
         context: int | None = None,
         threads: int | None = None,
     ) -> OpenVINOBackend:
-        """Load a registered generator, converting it to OpenVINO first if this is its first use (~30 s once; the
-        transformers folder is made before that if it is missing too)."""
+        """Load a registered generator, converting it to OpenVINO first if this is its first use (~30 s once, and
+        a few seconds for its tokenizer if the model was never pulled)."""
         spec = resolve(model, "generator")
         directory = ov_path(spec, progress=progress)
-        return cls(spec, directory, spec.cache_dir / "hf", threads=threads, context=context)
+        return cls(spec, directory, tokenizer_dir(spec, progress), threads=threads, context=context)
 
     @property
     def identity(self) -> BackendIdentity:

@@ -9,6 +9,7 @@ Two steps, both offline:
    (`openvino_model.xml/.bin`, `openvino_tokenizer`, `openvino_detokenizer`), which later loads in about a second.
 
 Usage: python -m assistant.backends.ov_convert SOURCE.gguf OUT_DIR
+       python -m assistant.backends.ov_convert --tokenizer SOURCE.gguf OUT_DIR   (tokenizer and config only)
 """
 
 from __future__ import annotations
@@ -56,7 +57,24 @@ def save_openvino(gguf_file: Path) -> None:
     openvino_genai.LLMPipeline(str(gguf_file), "CPU", enable_save_ov_model=True)
 
 
+def save_tokenizer(gguf_file: Path, out: Path) -> None:
+    """Save the tokenizer (with its chat template), the model config and the generation config read from a GGUF
+    file, without its weights: what an engine with weights of its own needs to build prompts (seconds)."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+    config = AutoConfig.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+    tokenizer.save_pretrained(str(out))
+    config.save_pretrained(str(out))
+    GenerationConfig.from_model_config(config).save_pretrained(str(out))
+
+
 def main(argv: list[str]) -> int:
+    if argv[0] == "--tokenizer":
+        out = Path(argv[2])
+        out.mkdir(parents=True, exist_ok=True)
+        save_tokenizer(Path(argv[1]), out)
+        return 0
     source, out = Path(argv[0]), Path(argv[1])
     out.mkdir(parents=True, exist_ok=True)
     q8 = out / "model-q8_0.gguf"

@@ -75,6 +75,7 @@ def model_checks() -> list[Check]:
         REGISTRY,
         encoder_dir,
         generator_dir,
+        ov_ready,
         status,
     )
 
@@ -89,7 +90,21 @@ def model_checks() -> list[Check]:
                 # Verified: the encoder's files are where its package says; a generator's converted files
                 # match the sizes recorded when its sha256-checked GGUF was converted.
                 where = encoder_dir(spec) if spec.kind == "encoder" else generator_dir(spec)
-                checks.append(Check(name, True, f"ready and verified ({spec.kind}, {where})"))
+                engine = ""
+                if spec.kind == "generator":
+                    converted = ov_ready(spec)
+                    engine = "; OpenVINO int8 " + ("ready" if converted else "made on first use (~30 s)")
+                checks.append(Check(name, True, f"ready and verified ({spec.kind}, {where}){engine}"))
+                continue
+            if state == "ready (openvino)":
+                checks.append(
+                    Check(
+                        name,
+                        True,
+                        "ready for the OpenVINO engine (the default); training and --engine transformers need "
+                        f"the transformers copy: {pull}",
+                    )
+                )
                 continue
         except AssistError as exc:
             checks.append(Check(name, False, str(exc), f"{pull} --force"))
