@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant.backends import TokenLogprobs
+from assistant.backends import Backend, TokenLogprobs
 from assistant.backends.models import encoder_dir, resolve
 from assistant.cache import JsonlCache
 from assistant.code.examples import Example
@@ -40,12 +40,13 @@ POOL = [
 ]
 
 
-class LossByExemplar:
+class LossByExemplar(Backend):
     """A scorer (unit-test double for the frozen generator): low loss when the exemplar is a `good_` one."""
 
-    name, model, can_score, scoring_unavailable = "fake", "fake-model", True, ""
+    name, can_score, scoring_unavailable = "fake", True, ""
 
     def __init__(self) -> None:
+        self.model = "fake-model"
         self.pairs = 0
 
     def logprob(self, pairs):

@@ -21,7 +21,10 @@ def test_sampling_settings_are_checked_with_one_line_each() -> None:
     assert params == SamplingParams(n=3, temperature=0.5, top_p=0.9, max_new_tokens=40, seed=4)
     assert stops == ("```",)
     for body, message in [
-        ({"n": 0}, "n must be a number from 1 to 64"),
+        ({"n": 0}, "n must be an integer from 1 to 64"),
+        ({"n": 2.5}, "n must be an integer from 1 to 64"),
+        ({"stop": 5}, "stop must be a string or up to 4"),
+        ({"seed": 2**32}, "seed must be an integer from 0 to 4294967295"),
         ({"temperature": "hot"}, "temperature must be a number"),
         ({"top_p": 0}, "top_p must be above 0"),
         ({"max_tokens": -1}, "max_tokens must be a positive integer"),
@@ -56,6 +59,8 @@ def test_the_openai_backend_gets_the_local_engines_samples_and_scores(served) ->
 
     server, backend = served
     client = load_generator("openai", None, base_url=server.base_url, api="completions", retries=0)
+    seeded = client.sample(build_prompt(REQUIREMENT), SamplingParams(n=1, max_new_tokens=8, seed=2**32 - 1))
+    assert len(seeded) == 1  # assist's whole seed range is served
     assert client.model == backend.model and client.context == 4096 and client.tokenizer is not None
     prompt = build_prompt(REQUIREMENT)
     params = SamplingParams(n=3, temperature=0.8, max_new_tokens=64, seed=5)
@@ -85,3 +90,12 @@ def test_chat_answers_and_bad_requests_get_a_400_with_a_message(served) -> None:
     assert status == 400 and answer["error"]["message"] == f"this server serves {backend.model}, not gpt-4"
     status, answer = _post(f"{server.base_url}/embeddings", {"input": "x"})
     assert status == 404
+    # What a web page could send is refused: a form-encoded body, or a request for another host name.
+    form = urllib.request.Request(f"{server.base_url}/completions", b'{"prompt": "x"}', {"Content-Type": "text/plain"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(form, timeout=10)
+    assert refused.value.code == 415
+    rebound = urllib.request.Request(f"{server.base_url}/models", headers={"Host": "evil.example:80"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(rebound, timeout=10)
+    assert refused.value.code == 403

@@ -89,3 +89,21 @@ def test_recorded_sizes_are_the_sizes_of_the_installed_parts():
         checked += 1
     if not checked:
         pytest.skip("no generator's weight packages are installed")
+
+
+def test_an_openvino_folder_counts_only_when_complete_and_made_by_this_checkpoint_and_version(fake_models_dir):
+    from assistant.backends.models import _ov_versions, ov_ready
+
+    spec = fake_models_dir
+    folder = spec.cache_dir / "ov-int8"
+    folder.mkdir()
+    (folder / "openvino_model.xml").write_bytes(b"x" * 10)
+    manifest = {"gguf_sha256": spec.sha256, **_ov_versions(), "files": {"openvino_model.xml": {"size": 10}}}
+    (spec.cache_dir / "ov-int8.json").write_text(json.dumps(manifest))
+    assert ov_ready(spec) and status(spec) == "ready (openvino)"
+    (folder / "openvino_model.xml").write_bytes(b"x" * 9)  # truncated
+    assert not ov_ready(spec) and status(spec) == "not converted yet"
+    (folder / "openvino_model.xml").write_bytes(b"x" * 10)
+    for stale in ({"openvino_genai": "2025.1.0"}, {"gguf_sha256": "0" * 64}):
+        (spec.cache_dir / "ov-int8.json").write_text(json.dumps(manifest | stale))
+        assert not ov_ready(spec)  # converted again on next use

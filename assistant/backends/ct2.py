@@ -19,7 +19,6 @@ not copied); several times faster on a CPU. What differs, and why its identity i
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -28,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from assistant.backends import (
-    Backend,
     BackendIdentity,
     Completion,
     Progress,
@@ -38,7 +36,7 @@ from assistant.backends import (
     Usage,
     check_text,
 )
-from assistant.backends.local import LocalBackend, _length_batches
+from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
 from assistant.backends.models import ModelSpec, ct2_path, quiet_transformers, resolve
 from assistant.backends.prompts import Prompt
 from assistant.errors import ModelError
@@ -46,24 +44,12 @@ from assistant.errors import ModelError
 DEFAULT_QUANTIZATION = "int8"
 
 
-class CT2Backend(Backend):
+class CT2Backend(ConvertedBackend):
     """The local model converted to CTranslate2 int8: sampling with per-token log-probs, teacher-forced scoring."""
 
     name = "local-ct2"
     description = "the local model through CTranslate2 int8 on this machine's CPU (optional extra: assist[fast])"
     batches_prompts = False
-    logprobs = True
-    can_score = True
-    scoring_unavailable = ""
-    prefills_answer = True
-
-    # The transformers backend's prompt handling, shared rather than copied: they only use `self.tokenizer`,
-    # `self.context`, `self.window` and `self.model`.
-    render = LocalBackend.render
-    count_tokens = LocalBackend.count_tokens
-    check_fits = LocalBackend.check_fits
-    _limit_source = LocalBackend._limit_source
-    _tokens_within = LocalBackend._tokens_within
 
     def __init__(
         self,
@@ -74,8 +60,6 @@ class CT2Backend(Backend):
         threads: int | None = None,
         context: int | None = None,
     ) -> None:
-        from transformers import AutoTokenizer
-
         quiet_transformers()
         self.spec = spec
         self.model = spec.name
@@ -85,10 +69,7 @@ class CT2Backend(Backend):
         self.usage = Usage()
         self._lock = threading.Lock()  # one generation or scoring at a time (seeding re-creates the generator)
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(hf_directory))
-            config = json.loads((hf_directory / "config.json").read_text(encoding="utf-8"))
-            generation = hf_directory / "generation_config.json"
-            generation_config = json.loads(generation.read_text(encoding="utf-8")) if generation.exists() else {}
+            read_prompt_files(self, spec, hf_directory, context)
             self.generator = self._new_generator()
         except Exception as exc:  # a bad folder, tokenizer or converted model
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
@@ -96,15 +77,6 @@ class CT2Backend(Backend):
                 f"model {spec.name} could not be loaded with CTranslate2 ({first_line}); "
                 f"run `assist models pull {spec.name} --force`"
             ) from None
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.window = int(config.get("max_position_embeddings") or spec.context)
-        self.context = min(self.window, context) if context else self.window
-        configured = generation_config.get("eos_token_id")
-        configured = configured if isinstance(configured, list) else [configured]
-        ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id, *configured}
-        # The same end tokens as the transformers backend: end of text, end of turn, padding.
-        self.end_ids = sorted(t for t in ends if t is not None)
 
     def _new_generator(self) -> Any:
         import ctranslate2
@@ -199,16 +171,9 @@ class CT2Backend(Backend):
                 return_scores=True,
                 callback=on_token,
             )
-        results = []
-        for tokens, values in zip(generated, logprobs, strict=True):
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            cut = min((text.find(s) for s in stops if s in text), default=-1)
-            finish = "stop" if cut >= 0 or len(tokens) < total else "length"
-            code = text[:cut] if cut >= 0 else text
-            kept = self._tokens_within(tokens, len(code)) if cut >= 0 else len(tokens)
-            results.append(
-                Completion(text=code, tokens=len(tokens), finish_reason=finish, logprobs=tuple(values[:kept]))
-            )
+        results = [
+            self._completion(tokens, values, stops, total) for tokens, values in zip(generated, logprobs, strict=True)
+        ]
         self.usage.add(prompt_tokens, sum(c.tokens for c in results), time.perf_counter() - started)
         return results
 

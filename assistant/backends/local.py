@@ -1,12 +1,16 @@
-"""The local backend: a causal LM run with `transformers` on the CPU (GPU placement is not implemented yet)."""
+"""The local backend: a causal LM run with `transformers` on the CPU (GPU placement is not implemented yet).
+
+Also what the engines with converted weights of their own (OpenVINO, CTranslate2) share with it, so that every
+engine renders, counts and cuts alike: `ConvertedBackend` and `read_prompt_files`."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from assistant.backends import (
     Backend,
@@ -279,16 +283,8 @@ class LocalBackend(Backend):
                 position = position + 1
         results: list[list[Completion]] = [[] for _ in prompts]
         for row in range(rows):
-            tokens = generated[row]
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-            prompt = prompts[owner[row]]
-            cut = min((text.find(s) for s in prompt.stop if s in text), default=-1)
-            finish = "stop" if cut >= 0 or len(tokens) < params.max_new_tokens else "length"
-            code = text[:cut] if cut >= 0 else text
-            kept = self._tokens_within(tokens, len(code)) if cut >= 0 else len(tokens)
-            results[owner[row]].append(
-                Completion(text=code, tokens=len(tokens), finish_reason=finish, logprobs=tuple(logprobs[row][:kept]))
-            )
+            stops = prompts[owner[row]].stop
+            results[owner[row]].append(self._completion(generated[row], logprobs[row], stops, params.max_new_tokens))
         self.usage.add(
             sum(len(t) for t in encoded),
             sum(c.tokens for group in results for c in group),
@@ -304,6 +300,16 @@ class LocalBackend(Backend):
         configured = configured if isinstance(configured, list) else [configured]
         ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id, *configured}
         return {t for t in ends if t is not None}
+
+    def _completion(self, tokens: list[int], logprobs: Sequence[float], stops: Sequence[str], limit: int) -> Completion:
+        """A decoded row as a candidate: its text up to the first stop string, the log-probabilities of the tokens
+        before it, and "length" when it ran to `limit` tokens without stopping (shared by every local engine)."""
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        cut = min((text.find(s) for s in stops if s in text), default=-1)
+        finish = "stop" if cut >= 0 or len(tokens) < limit else "length"
+        code = text[:cut] if cut >= 0 else text
+        kept = self._tokens_within(tokens, len(code)) if cut >= 0 else len(tokens)
+        return Completion(text=code, tokens=len(tokens), finish_reason=finish, logprobs=tuple(logprobs[:kept]))
 
     def _tokens_within(self, tokens: list[int], chars: int) -> int:
         """How many leading tokens decode to at most `chars` characters (the code before the stop string)."""
@@ -434,6 +440,44 @@ class LocalBackend(Backend):
                 mine = [v for v, owner in zip(values, owners, strict=True) if owner == i]
                 results[i] = TokenLogprobs(tokens=self.tokenizer.convert_ids_to_tokens(cont), logprobs=mine)
         return results
+
+
+class ConvertedBackend(Backend):
+    """Base of the local engines that run converted weights of their own (OpenVINO, CTranslate2): the transformers
+    backend's prompt handling and row finishing, shared rather than copied (they use only `tokenizer`, `context`,
+    `window` and `model`, which `read_prompt_files` sets), so every engine renders, counts and cuts alike."""
+
+    logprobs = True
+    can_score = True
+    scoring_unavailable = ""
+    prefills_answer = True
+
+    render = LocalBackend.render
+    count_tokens = LocalBackend.count_tokens
+    check_fits = LocalBackend.check_fits
+    _limit_source = LocalBackend._limit_source
+    _tokens_within = LocalBackend._tokens_within
+    _completion = LocalBackend._completion
+
+
+def read_prompt_files(backend: Any, spec: ModelSpec, directory: Path, context: int | None) -> None:
+    """Set what an engine with weights of its own (OpenVINO, CTranslate2) needs to build prompts exactly as the
+    transformers backend does, from a folder holding the tokenizer and the model's configs: `tokenizer`, `window`,
+    `context` (the window, or less when `local.context` says) and `end_ids` (end of text, end of turn, padding)."""
+    from transformers import AutoTokenizer
+
+    backend.tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    generation = directory / "generation_config.json"
+    generation_config = json.loads(generation.read_text(encoding="utf-8")) if generation.exists() else {}
+    if backend.tokenizer.pad_token_id is None:
+        backend.tokenizer.pad_token = backend.tokenizer.eos_token
+    backend.window = int(config.get("max_position_embeddings") or spec.context)
+    backend.context = min(backend.window, context) if context else backend.window
+    configured = generation_config.get("eos_token_id")
+    configured = configured if isinstance(configured, list) else [configured]
+    ends = {backend.tokenizer.pad_token_id, backend.tokenizer.eos_token_id, *configured}
+    backend.end_ids = sorted(t for t in ends if t is not None)
 
 
 def _length_batches(encoded: Sequence[tuple[list[int], list[int]]], batch_tokens: int) -> list[list[int]]:

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from assistant.backends import Completion, SamplingParams
-from assistant.config import DEFAULT_MAX_NEW_TOKENS
+from assistant.config import DEFAULT_MAX_NEW_TOKENS, SEED_MAX
 from assistant.errors import AssistError
 
 MAX_BODY_BYTES = 8 << 20  # a request larger than this is refused before it is read
@@ -41,7 +41,10 @@ class LocalServer:
         if not hasattr(backend, "sample_texts") or not hasattr(backend, "echo"):
             raise AssistError(f"the {backend.name} backend cannot be served; use --engine openvino")
         self.backend = backend
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        try:
+            self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        except OSError as exc:
+            raise AssistError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); choose another --port") from None
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -58,6 +61,7 @@ class LocalServer:
         self.httpd.serve_forever()
 
     def stop(self) -> None:
+        """Stop serving and close the socket."""
         self.httpd.shutdown()
         self.httpd.server_close()
         if self._thread is not None:
@@ -72,10 +76,12 @@ class LocalServer:
     # -- the API ---------------------------------------------------------------------------------------------
 
     def models(self) -> dict[str, Any]:
+        """`GET /v1/models`: the one model served, with its context (`max_model_len`, as vLLM says it)."""
         model = {"id": self.backend.model, "object": "model", "owned_by": "assist"}
         return {"object": "list", "data": [model | {"max_model_len": self.backend.context}]}
 
     def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`POST /v1/completions`: candidates continuing the prompt text, or with `echo` its tokens' log-probs."""
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1:
             prompt = prompt[0]
@@ -100,6 +106,7 @@ class LocalServer:
         return self._response("text_completion", prompt, choices, completions)
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`POST /v1/chat/completions`: the messages through the model's chat template, then candidates."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise RequestError("messages must be a non-empty list")
@@ -181,16 +188,18 @@ def _sampling(body: dict[str, Any]) -> tuple[SamplingParams, tuple[str, ...]]:
             raise RequestError(f"{key} must be a number from {low:g} to {high:g}")
         return value
 
-    n = int(number("n", 1, 1, MAX_N))
+    n = body.get("n", 1)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
+        raise RequestError(f"n must be an integer from 1 to {MAX_N}")
     tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     max_tokens = DEFAULT_MAX_NEW_TOKENS if tokens is None else tokens
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise RequestError("max_tokens must be a positive integer")
     seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31):
-        raise RequestError("seed must be an integer from 0 to 2**31 - 1")
-    stop = body.get("stop") or ()
-    stops = (stop,) if isinstance(stop, str) else tuple(stop)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX):
+        raise RequestError(f"seed must be an integer from 0 to {SEED_MAX}")
+    stop = body.get("stop") or []
+    stops = (stop,) if isinstance(stop, str) else tuple(stop) if isinstance(stop, list) else (None,)
     if not all(isinstance(s, str) and s for s in stops) or len(stops) > 4:
         raise RequestError("stop must be a string or up to 4 non-empty strings")
     top_p = number("top_p", 1.0, 0, 1)
@@ -223,17 +232,33 @@ def _handler(server: LocalServer) -> type[BaseHTTPRequestHandler]:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = 60  # seconds a client may take to send its request; a stalled one does not hold a thread
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet: the terminal shows assist's own lines
             return
 
+        def _refused(self) -> bool:
+            """Refuse what a web page in a browser could send: another Host (DNS rebinding) or a body that is not
+            declared JSON (a form or text/plain POST needs no permission from the page's user)."""
+            if self.headers.get("Host", "") not in (f"127.0.0.1:{server.port}", f"localhost:{server.port}"):
+                self._error(HTTPStatus.FORBIDDEN, "only requests to 127.0.0.1 or localhost are served")
+                return True
+            if self.command == "POST" and not self.headers.get("Content-Type", "").startswith("application/json"):
+                self._error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "the body must be JSON (Content-Type: application/json)")
+                return True
+            return False
+
         def do_GET(self) -> None:
+            if self._refused():
+                return
             if self.path.rstrip("/") == "/v1/models":
                 self._reply(HTTPStatus.OK, server.models())
             else:
                 self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: GET {self.path}")
 
         def do_POST(self) -> None:
+            if self._refused():
+                return
             route = routes.get(self.path.rstrip("/"))
             if route is None:
                 self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: POST {self.path}")

@@ -352,8 +352,13 @@ def ov_path(spec: ModelSpec, progress: Progress | None = None, force: bool = Fal
     def command(work: Path) -> list[str]:
         return [sys.executable, "-m", "assistant.backends.ov_convert", str(gguf_path(spec, progress)), str(work)]
 
-    extra = {"quantization": "q8_0", "openvino_genai": importlib.metadata.version("openvino-genai")}
-    return _converted(spec, "ov-int8", "OpenVINO int8", command, extra, progress, force)
+    return _converted(spec, "ov-int8", "OpenVINO int8", command, _ov_versions(), progress, force)
+
+
+def _ov_versions() -> dict[str, str]:
+    """What an OpenVINO folder's manifest must name to be current: another weight type or OpenVINO GenAI version
+    converts again (an IR saved by one version is not promised to load in another)."""
+    return {"quantization": "q8_0", "openvino_genai": importlib.metadata.version("openvino-genai")}
 
 
 def tokenizer_dir(spec: ModelSpec, progress: Progress | None = None) -> Path:
@@ -375,8 +380,17 @@ def tokenizer_dir(spec: ModelSpec, progress: Progress | None = None) -> Path:
 
 
 def ov_ready(spec: ModelSpec) -> bool:
-    """Whether the model's OpenVINO folder is converted and complete (sizes as its manifest records)."""
-    return _converted_ready(spec.cache_dir / "ov-int8", spec.cache_dir / "ov-int8.json")
+    """Whether the model's OpenVINO folder is converted, complete and current (see `_converted_ready`)."""
+    if importlib.util.find_spec("openvino_genai") is None:
+        return False
+    folder = spec.cache_dir / "ov-int8"
+    return _converted_ready(folder, spec.cache_dir / "ov-int8.json", spec.sha256, _ov_versions())
+
+
+def ready_tokenizer_dir(spec: ModelSpec) -> Path | None:
+    """`<cache>/tokenizer` when it was made (by the default engine's first use), else None; converts nothing."""
+    target = spec.cache_dir / "tokenizer"
+    return target if _converted_ready(target, spec.cache_dir / "tokenizer.json", spec.sha256) else None
 
 
 def _hf_source(spec: ModelSpec, progress: Progress | None) -> Path:
@@ -404,7 +418,7 @@ def _converted(
     and return the folder; a damaged or half-written folder, or any with `force`, is converted again."""
     target = spec.cache_dir / folder
     manifest_path = spec.cache_dir / f"{folder}.json"
-    if not force and _converted_ready(target, manifest_path):
+    if not force and _converted_ready(target, manifest_path, spec.sha256, extra):
         return target
     spec.cache_dir.mkdir(parents=True, exist_ok=True)
     manifest_path.unlink(missing_ok=True)
@@ -437,10 +451,14 @@ def _converted(
     return target
 
 
-def _converted_ready(target: Path, manifest_path: Path) -> bool:
-    """Whether a converted folder is complete: its manifest exists and every file has its size."""
+def _converted_ready(target: Path, manifest_path: Path, gguf_sha256: str, extra: dict[str, str] | None = None) -> bool:
+    """Whether a converted folder is complete and current: its manifest exists, names this checkpoint (and the
+    converter's version, `extra`), and every file has its recorded size."""
     try:
-        files = json.loads(manifest_path.read_text(encoding="utf-8"))["files"]
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if manifest.get("gguf_sha256") != gguf_sha256 or any(manifest.get(k) != v for k, v in (extra or {}).items()):
+            return False
+        files = manifest["files"]
         return bool(files) and all((target / name).stat().st_size == entry["size"] for name, entry in files.items())
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False

@@ -517,7 +517,7 @@ def _message(exc: Any) -> str:
 
 def _local_tokenizer(name: str, explicit: bool) -> Any:
     """The tokenizer of a registered local model that is already converted, or None (counts are estimates)."""
-    from assistant.backends.models import generator_dir, quiet_transformers, resolve
+    from assistant.backends.models import generator_dir, quiet_transformers, ready_tokenizer_dir, resolve
 
     try:
         spec = resolve(name, "generator")
@@ -528,6 +528,13 @@ def _local_tokenizer(name: str, explicit: bool) -> Any:
     try:
         directory = generator_dir(spec)
     except ModelError:
+        # A fresh install that ran only the default engine has the tokenizer without the transformers copy.
+        directory = ready_tokenizer_dir(spec)
+        if directory is not None:
+            quiet_transformers()
+            from transformers import AutoTokenizer
+
+            return AutoTokenizer.from_pretrained(str(directory))
         if explicit:
             raise
         log.info("token counts are estimates: run `assist models pull %s` to count exactly", spec.name)

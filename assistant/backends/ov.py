@@ -1,7 +1,7 @@
 """The local model through OpenVINO GenAI (int8 weights on the CPU): the `local-ov` backend, the default engine.
 
-Same prompts, tokenizer, stop rule and results as the transformers `local` backend (its prompt building is reused,
-not copied), several times faster on a CPU. OpenVINO's continuous-batching pipeline reads the prompt once for the
+Same prompts, tokenizer and stop rule as the transformers `local` backend (its prompt building is reused, not
+copied), several times faster on a CPU. OpenVINO's continuous-batching pipeline reads the prompt once for the
 n samples, decodes every request added to it together, and reports each sampled token's log-probability. What
 differs from the transformers engine, and why its identity is its own (`local-ov`, `<model>@ov-int8`), so caches
 never mix its samples or scores with the fp32 ones:
@@ -17,7 +17,7 @@ never mix its samples or scores with the fp32 ones:
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import random
 import threading
@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from assistant.backends import (
-    Backend,
     BackendIdentity,
     Completion,
     Progress,
@@ -37,7 +36,7 @@ from assistant.backends import (
     Usage,
     check_text,
 )
-from assistant.backends.local import LocalBackend
+from assistant.backends.local import ConvertedBackend, read_prompt_files
 from assistant.backends.models import ModelSpec, ov_path, quiet_transformers, resolve, tokenizer_dir
 from assistant.backends.prompts import Prompt
 from assistant.errors import ModelError
@@ -51,24 +50,12 @@ CACHE_GB = 1
 SCORE_GROUP_TOKENS = 16384
 
 
-class OpenVINOBackend(Backend):
+class OpenVINOBackend(ConvertedBackend):
     """The local model converted to OpenVINO int8: sampling with per-token log-probs, teacher-forced scoring."""
 
     name = "local-ov"
     description = "the local model through OpenVINO int8 on this machine's CPU (the default local engine)"
     batches_prompts = True
-    logprobs = True
-    can_score = True
-    scoring_unavailable = ""
-    prefills_answer = True
-
-    # The transformers backend's prompt handling, shared rather than copied: they only use `self.tokenizer`,
-    # `self.context`, `self.window` and `self.model`.
-    render = LocalBackend.render
-    count_tokens = LocalBackend.count_tokens
-    check_fits = LocalBackend.check_fits
-    _limit_source = LocalBackend._limit_source
-    _tokens_within = LocalBackend._tokens_within
 
     def __init__(
         self,
@@ -79,7 +66,6 @@ class OpenVINOBackend(Backend):
         context: int | None = None,
     ) -> None:
         import openvino_genai
-        from transformers import AutoTokenizer
 
         quiet_transformers()
         self.spec = spec
@@ -90,10 +76,7 @@ class OpenVINOBackend(Backend):
         self._lock = threading.Lock()  # one call drives the pipeline at a time
         self._next_id = 0
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_directory))
-            config = json.loads((tokenizer_directory / "config.json").read_text(encoding="utf-8"))
-            generation = tokenizer_directory / "generation_config.json"
-            generation_config = json.loads(generation.read_text(encoding="utf-8")) if generation.exists() else {}
+            read_prompt_files(self, spec, tokenizer_directory, context)
             scheduler = openvino_genai.SchedulerConfig()
             scheduler.cache_size = CACHE_GB
             scheduler.max_num_batched_tokens = STEP_TOKENS
@@ -110,15 +93,6 @@ class OpenVINOBackend(Backend):
                 f"model {spec.name} could not be loaded with OpenVINO ({first_line}); "
                 f"run `assist models pull {spec.name} --force`"
             ) from None
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.window = int(config.get("max_position_embeddings") or spec.context)
-        self.context = min(self.window, context) if context else self.window
-        configured = generation_config.get("eos_token_id")
-        configured = configured if isinstance(configured, list) else [configured]
-        ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id, *configured}
-        # The same end tokens as the transformers backend: end of text, end of turn, padding.
-        self.end_ids = sorted(t for t in ends if t is not None)
 
     @classmethod
     def load(
@@ -188,11 +162,19 @@ class OpenVINOBackend(Backend):
             except BaseException:
                 for handle in handles:
                     handle.cancel()
-                while self.pipeline.has_non_finished_requests():  # let the pipeline release the cancelled requests
-                    self.pipeline.step()
+                with contextlib.suppress(Exception):  # the first error is the one to report
+                    while self.pipeline.has_non_finished_requests():  # release the cancelled requests
+                        self.pipeline.step()
                 raise
             for handle, own in zip(handles, rows, strict=True):
                 _collect(handle, own)
+            finished = openvino_genai.GenerationStatus.FINISHED
+            if any(handle.get_status() != finished for handle in handles):
+                # The scheduler drops a request its attention cache cannot hold: never return fewer rows quietly.
+                raise ModelError(
+                    f"the OpenVINO engine could not hold this request in its {CACHE_GB} GB attention cache; "
+                    "ask for fewer candidates (-n), fewer tokens (--max-new-tokens) or a shorter prompt"
+                )
         return [[own[key] for key in sorted(own)] for own in rows]
 
     def _config(self, params: SamplingParams, stops: Sequence[str], seed: int | None) -> Any:
@@ -260,22 +242,10 @@ class OpenVINOBackend(Backend):
         results = []
         for own_stops, own in zip(stops, rows, strict=True):
             completions = []
-            for ids, values, reason in own:
+            for ids, values, _ in own:
                 kept = [(t, v) for t, v in zip(ids, values, strict=True) if t not in ends]
-                tokens = [t for t, _ in kept]
-                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-                cut = min((text.find(s) for s in own_stops if s in text), default=-1)
-                length = str(reason).endswith("LENGTH") and cut < 0
-                code = text[:cut] if cut >= 0 else text
-                within = self._tokens_within(tokens, len(code)) if cut >= 0 else len(tokens)
-                completions.append(
-                    Completion(
-                        text=code,
-                        tokens=len(tokens),
-                        finish_reason="length" if length else "stop",
-                        logprobs=tuple(float(v) for _, v in kept[:within]),
-                    )
-                )
+                tokens, logprobs = [t for t, _ in kept], [float(v) for _, v in kept]
+                completions.append(self._completion(tokens, logprobs, own_stops, params.max_new_tokens))
             results.append(completions)
         generated = sum(c.tokens for own in results for c in own)
         if prompt_tokens is None:

@@ -91,7 +91,9 @@ def generator_losses(
     def key(target: Documented, exemplar: Example) -> str:
         # Keyed by the whole prompt: a changed template or exemplar rendering is a new pair.
         question, answer = prompt(target, exemplar)
-        return cache_key(kind="jointcom-loss", model=backend.model, prompt=question.to_json(), answer=answer)
+        # The engine's identity too: int8 and fp32 losses of one model are not the same numbers.
+        model = backend.identity.label
+        return cache_key(kind="jointcom-loss", model=model, prompt=question.to_json(), answer=answer)
 
     missing = [(t, e) for t, e in pairs if key(t, e) not in cache]
     if missing:

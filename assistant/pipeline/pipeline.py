@@ -70,6 +70,8 @@ def load_generator(name: str, model: str | None = None, progress: Progress | Non
             raise UsageError(f"unknown local engine {engine!r}; choose {', '.join(LOCAL_ENGINES)}")
         name = LOCAL_ENGINES[engine]
         if name != "local":
+            if options.get("precision") not in (None, "fp32"):
+                raise UsageError(f"--precision is a transformers setting; the {engine} engine runs int8")
             options = {key: value for key, value in options.items() if key in ("context", "threads")}
     return load_backend(name, model, progress=progress, **options)
 

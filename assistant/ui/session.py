@@ -159,7 +159,9 @@ class Session:
         """Switch options, and the backend or model; what changed is reloaded on next use."""
         settings = None
         if (backend, model, base_url) != (None, None, None):
-            settings = backend_settings(backend, model or None, base_url, start=self.start)
+            # The engine chosen at start (--engine, config, env) stays: the settings screen does not change it.
+            engine = self.settings["local.engine"]
+            settings = backend_settings(backend, model or None, base_url, start=self.start, engine=engine)
         self.pipeline.configure(options, settings)
         if self.state.result is not None:
             self.rerank()
