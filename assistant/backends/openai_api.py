@@ -530,15 +530,11 @@ def _local_tokenizer(name: str, explicit: bool) -> Any:
     except ModelError:
         # A fresh install that ran only the default engine has the tokenizer without the transformers copy.
         directory = ready_tokenizer_dir(spec)
-        if directory is not None:
-            quiet_transformers()
-            from transformers import AutoTokenizer
-
-            return AutoTokenizer.from_pretrained(str(directory))
-        if explicit:
-            raise
-        log.info("token counts are estimates: run `assist models pull %s` to count exactly", spec.name)
-        return None
+        if directory is None:
+            if explicit:
+                raise
+            log.info("token counts are estimates: run `assist models pull %s` to count exactly", spec.name)
+            return None
     from transformers import AutoTokenizer
 
     quiet_transformers()

@@ -36,7 +36,7 @@ from assistant.backends import (
     Usage,
     check_text,
 )
-from assistant.backends.local import ConvertedBackend, read_prompt_files
+from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
 from assistant.backends.models import ModelSpec, ov_path, quiet_transformers, resolve, tokenizer_dir
 from assistant.backends.prompts import Prompt
 from assistant.errors import ModelError
@@ -125,7 +125,7 @@ class OpenVINOBackend(ConvertedBackend):
 
     def _run(self, requests: list[tuple[list[int], Any]], report: Step | None, total: int) -> list[list[list[Any]]]:
         """Add every request, step the pipeline until all are done, and return each one's rows in sampling order,
-        each as [token ids, their log-probabilities, finish reason].
+        each as [token ids, their log-probabilities] (a row ends at its limit, an end token or a stop string).
 
         `report` hears the progress after every step: a running request gains one token a step (all its rows
         decode together), a finished one counts as complete. The pipeline streams no tokens for several rows, so
@@ -197,6 +197,13 @@ class OpenVINOBackend(ConvertedBackend):
             config.rng_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
         return config
 
+    def _echo_config(self) -> Any:
+        """A one-token greedy request that returns every prompt token's log-probability (teacher forcing)."""
+        config = self._config(SamplingParams(n=1, temperature=0, max_new_tokens=1), (), None)
+        config.echo = True
+        config.stop_token_ids = set()
+        return config
+
     def sample(self, prompt: Prompt, params: SamplingParams, step: Step | None = None) -> list[Completion]:
         """`params.n` candidates of one prompt, with each token's raw log-probability (see `sample_batch`)."""
         return self.sample_batch([prompt], params, step)[0]
@@ -242,7 +249,7 @@ class OpenVINOBackend(ConvertedBackend):
         results = []
         for own_stops, own in zip(stops, rows, strict=True):
             completions = []
-            for ids, values, _ in own:
+            for ids, values in own:
                 kept = [(t, v) for t, v in zip(ids, values, strict=True) if t not in ends]
                 tokens, logprobs = [t for t, _ in kept], [float(v) for _, v in kept]
                 completions.append(self._completion(tokens, logprobs, own_stops, params.max_new_tokens))
@@ -260,10 +267,7 @@ class OpenVINOBackend(ConvertedBackend):
         ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
         if not ids:
             return []
-        config = self._config(SamplingParams(n=1, temperature=0, max_new_tokens=1), (), None)
-        config.echo = True
-        config.stop_token_ids = set()
-        ((row,),) = self._run([(ids, config)], None, 0)
+        ((row,),) = self._run([(ids, self._echo_config())], None, 0)
         values = [None, *(float(v) for v in row[1][1 : len(ids)])]
         return [(start, text[start:end], value) for (start, end), value in zip(offsets, values, strict=True)]
 
@@ -271,7 +275,6 @@ class OpenVINOBackend(ConvertedBackend):
         """Token log-probabilities of each continuation given its prompt (teacher-forced: a one-token request that
         echoes the log-probability of every prompt token). All pairs go to the pipeline at once; it computes
         `STEP_TOKENS` positions a step. Pairs with an empty continuation get an empty result."""
-        check = SamplingParams(n=1, temperature=0, max_new_tokens=1)
         encoded = []
         for prompt, continuation in pairs:
             check_text(continuation, "the scored text")
@@ -279,26 +282,18 @@ class OpenVINOBackend(ConvertedBackend):
             tail = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
             encoded.append((head, tail))
         results = [TokenLogprobs() for _ in encoded]
-        scored = [i for i, (_, tail) in enumerate(encoded) if tail]
         started = time.perf_counter()
-        rows: list[list[list[Any]]] = []
-        # Handed over in groups of about SCORE_GROUP_TOKENS, so the attention cache holds a whole group.
-        for group in _groups([len(encoded[i][0]) + len(encoded[i][1]) for i in scored], SCORE_GROUP_TOKENS):
-            requests = []
-            for i in (scored[g] for g in group):
-                config = self._config(check, (), None)
-                config.echo = True
-                config.stop_token_ids = set()
-                requests.append((encoded[i][0] + encoded[i][1], config))
-            rows.extend(self._run(requests, None, 0))
-        for i, own in zip(scored, rows, strict=True):
-            head, tail = encoded[i]
-            values = own[0][1]
-            # values[j] is the log-probability of token j given the tokens before it (values[0] has no context).
-            results[i] = TokenLogprobs(
-                tokens=self.tokenizer.convert_ids_to_tokens(tail),
-                logprobs=[float(v) for v in values[len(head) : len(head) + len(tail)]],
-            )
+        # Handed over in groups of about SCORE_GROUP_TOKENS (the shared length grouping; empty continuations are
+        # left out), so the attention cache holds a whole group.
+        for group in _length_batches(encoded, SCORE_GROUP_TOKENS):
+            requests = [(encoded[i][0] + encoded[i][1], self._echo_config()) for i in group]
+            for i, (row,) in zip(group, self._run(requests, None, 0), strict=True):
+                head, tail = encoded[i]
+                # row[1][j] is the log-probability of token j given the tokens before it (j = 0 has no context).
+                results[i] = TokenLogprobs(
+                    tokens=self.tokenizer.convert_ids_to_tokens(tail),
+                    logprobs=[float(v) for v in row[1][len(head) : len(head) + len(tail)]],
+                )
         self.usage.add(
             sum(len(h) for h, _ in encoded), sum(len(t) for _, t in encoded), time.perf_counter() - started, len(pairs)
         )
@@ -306,27 +301,13 @@ class OpenVINOBackend(ConvertedBackend):
 
 
 def _collect(handle: Any, rows: dict[int, list[Any]]) -> None:
-    """Add what a request's handle has ready to its rows ({sequence id: [ids, log-probs, finish reason]}).
+    """Add what a request's handle has ready to its rows ({sequence id: [token ids, log-probs]}).
 
     A one-row request streams its tokens step by step; a request for several rows hands them all over when it
     finished. `read` keys them by sequence id (in sampling order); `read_all` would sort them by likelihood and
     turn "the first sample" into "the likeliest" for every caller."""
     while handle.can_read():
         for key, output in handle.read().items():
-            row = rows.setdefault(key, [[], [], None])
+            row = rows.setdefault(key, [[], []])
             row[0].extend(output.generated_ids)
             row[1].extend(output.generated_log_probs)
-            row[2] = output.finish_reason
-
-
-def _groups(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Consecutive positions of `lengths` in groups whose sum stays within `budget` (a longer item is alone)."""
-    groups: list[list[int]] = []
-    used = budget
-    for position, length in enumerate(lengths):
-        if used + length > budget:
-            groups.append([])
-            used = 0
-        groups[-1].append(position)
-        used += length
-    return groups
