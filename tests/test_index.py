@@ -36,6 +36,29 @@ def test_index_repo_then_incremental_reindex(scratch_repo, encoder):
     assert loaded.vectors.shape == (2, encoder.dim)
 
 
+def test_index_repo_keeps_20_line_fragments_of_every_file_beside_the_functions(scratch_repo, encoder):
+    from assistant.indexing.index import load_fragments
+
+    _, stats = index_repo(scratch_repo, encoder)
+    fragments = load_fragments(scratch_repo / ".assist" / "index")
+    assert fragments is not None and stats.fragments == len(fragments) == 2  # two short files, one window each
+    assert {(f.path, f.start_line, f.kind) for f in fragments.examples} == {
+        ("mathutils.py", 1, "fragment"),
+        ("text/words.py", 1, "fragment"),
+    }
+    assert fragments.vectors.shape == (2, encoder.dim)
+    hits = DenseRetriever(fragments, encoder).search("def cube_all(values): return [v ** 3 for v in values]", 1)
+    assert hits[0].example.path == "mathutils.py"
+
+    # Incremental by blob: a changed file's windows are split again, and only the new text is embedded.
+    words = scratch_repo / "text" / "words.py"
+    words.write_text(words.read_text() + "\n" * 20 + "TAIL = 1\n")
+    _, stats = index_repo(scratch_repo, encoder)
+    assert (stats.files_parsed, stats.fragments, stats.fragments_embedded) == (1, 3, 2)
+    _, stats = index_repo(scratch_repo, encoder)
+    assert (stats.files_parsed, stats.fragments_embedded) == (0, 0)
+
+
 def test_not_a_repo(tmp_path, encoder):
     with pytest.raises(UsageError, match="is not inside a git repository"):
         index_repo(tmp_path, encoder)
@@ -55,7 +78,13 @@ def test_failed_save_keeps_previous_index(scratch_repo, encoder, monkeypatch):
         index_repo(scratch_repo, encoder)
     assert (scratch_repo / ".assist" / "index" / "examples.jsonl").read_text() == before
     # No staging folder left behind; the lock file that serializes writers stays (it must outlive the swaps).
-    assert sorted(p.name for p in (scratch_repo / ".assist").iterdir()) == [".gitignore", "index", "index.lock"]
+    assert sorted(p.name for p in (scratch_repo / ".assist").iterdir()) == [
+        ".gitignore",
+        "fragments",
+        "fragments.lock",
+        "index",
+        "index.lock",
+    ]
 
 
 def test_retrievers_find_the_relevant_function(scratch_repo, encoder):

@@ -116,3 +116,15 @@ def build_stub_prompt(
     messages = (*base.messages[:-1], {"role": "user", "content": request})
     prefix = ANSWER_PREFIX + head.rstrip("\n") + "\n" if prefill else ANSWER_PREFIX
     return Prompt(messages=messages, answer_prefix=prefix)
+
+
+def build_line_prompt(file_path: str, before: str, fragments: Sequence[Example] = ()) -> Prompt:
+    """The prompt that continues a file: retrieved `fragments` (20-line windows of the repository, shown in the
+    order given) and the request (`line_request.jinja`); the answer is prefilled with the fence and `before`, the
+    file's code up to the hidden lines, so the model's next tokens are the next lines."""
+    messages = (
+        {"role": "system", "content": system_message()},
+        {"role": "user", "content": render("line_request.jinja", file_path=file_path, fragments=list(fragments))},
+    )
+    text = before if before.endswith("\n") or not before else before + "\n"
+    return Prompt(messages=messages, answer_prefix=ANSWER_PREFIX + text)

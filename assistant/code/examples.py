@@ -15,7 +15,8 @@ class Example:
     """One demonstration: what was asked (`requirement`) and the code that does it.
 
     Examples extracted from a repo carry their origin (`path`, line span, the file's git `blob`);
-    examples from a bank carry optional `tests` (assert statements) and an `entry_point`.
+    examples from a bank carry optional `tests` (assert statements) and an `entry_point`. `kind` is "function"
+    for a demonstration, "fragment" for a window of a file's lines (:mod:`assistant.indexing.fragments`).
     """
 
     requirement: str
@@ -28,6 +29,7 @@ class Example:
     blob: str = ""
     tests: tuple[str, ...] = field(default_factory=tuple)
     entry_point: str = ""
+    kind: str = "function"
 
     @property
     def source(self) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assistant.backends import Backend, Completion, SamplingParams
+from assistant.backends import Backend, Completion, Prompt, SamplingParams
 from assistant.code.edit import Edit, make_edit, merge, read_target_source, source_lines
 from assistant.code.extract import first_paragraph
 from assistant.code.fences import code_span
@@ -626,6 +626,109 @@ def _defined_names(tree: ast.Module) -> list[str]:
     return [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
 
 
+@dataclass(frozen=True)
+class StubRequest:
+    """A stub-filling request, ready to sample: the stub, the prompt and how its answers are read."""
+
+    stub: Stub
+    query: str  # the requirement (the docstring unless given), also the retrieval query
+    requirement: str  # as given ("" when the docstring stands for it)
+    hits: list[Hit]
+    prompt: Prompt
+    prompt_tokens: int
+    limit: int  # max_new_tokens of the samples
+    sized: bool  # the limit was sized to the docstring (so it may grow once when every sample is cut off)
+    prefix: str  # the code the answer is prefilled with ("" when the model writes the whole function)
+    existing: list[str]  # the file's other definitions (a sample that rewrites one is flagged)
+    display: str
+
+
+def prepare_stub(
+    function: str,
+    backend: Backend,
+    target: Target,
+    *,
+    requirement: str | None = None,
+    retriever: Retriever | None = None,
+    k: int = 4,
+    max_new_tokens: int | None = None,
+    tests: Sequence[str] = (),
+    root: Path | None = None,
+    progress: Progress | None = None,
+    demonstrations: Sequence[Hit] | None = None,
+    context_tokens: int = STUB_CONTEXT_TOKENS,
+    timings: dict[str, float] | None = None,
+) -> StubRequest:
+    """Find the stub, retrieve demonstrations for it and build its prompt (see :func:`fill_stub`)."""
+    from assistant.backends import check_text
+    from assistant.backends.prompts import build_stub_prompt
+    from assistant.core.generation import retrieve_step
+
+    if k < 0:
+        raise UsageError("-k must be 0 or more")
+    report = progress or (lambda stage, done, total: None)
+    if not target.exists:
+        raise UsageError(f"{target.given} does not exist; --function fills a stub in an existing file")
+    text = target.text
+    display = target.display(root)
+    requirement = (requirement or "").strip()
+    if requirement:
+        check_text(requirement, "the requirement")
+    stub = find_stub(text, function, display, requirement_given=bool(requirement), tree=target.tree)
+    query = requirement or stub.docstring or stub.name
+    check_text(query, "the docstring")
+    hits = retrieve_step(query, retriever, k, demonstrations, display, report, timings if timings is not None else {})
+    prefill = bool(getattr(backend, "prefills_answer", False))
+    head = stub.dedented_head()
+    context = stub_context(text, stub, context_tokens, token_counter(backend), target.tree)
+    prompt = build_stub_prompt(
+        stub.qualname,
+        head,
+        context,
+        [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
+        requirement=requirement,
+        tests=tests,
+        file_path=display,
+        prefill=prefill,
+    )
+    return StubRequest(
+        stub=stub,
+        query=query,
+        requirement=requirement,
+        hits=hits,
+        prompt=prompt,
+        prompt_tokens=backend.count_tokens(prompt),
+        limit=max_new_tokens or default_max_tokens(stub, prefill),
+        sized=max_new_tokens is None,
+        prefix=head + "\n" if prefill else "",
+        existing=[name for name in _defined_names(target.tree) if name != stub.name],
+        display=display,
+    )
+
+
+def sample_stub(
+    request: StubRequest, backend: Backend, params: SamplingParams, progress: Progress | None = None
+) -> tuple[list[Completion], int]:
+    """The request's samples, and the token limit they ended with: when the limit was sized to the docstring
+    and every sample was cut off by it, the cut-off ones are sampled once more at twice the limit."""
+    report = progress or (lambda stage, done, total: None)
+    limit = request.limit
+    params = replace(params, max_new_tokens=limit)
+    report("generate", 0, params.n)
+    completions = backend.sample(request.prompt, params, step=lambda done, total: report("generate", done, total))
+    kept, _, cut = collect_stub(completions, request.stub, request.prefix, request.existing)
+    if not kept and cut and request.sized:
+        # Every sample ran out of room: the limit was too small for this function. Once, with twice as much.
+        limit = min(2 * limit, 2048)
+        params = replace(
+            params, n=len(cut), max_new_tokens=limit, seed=None if params.seed is None else params.seed + 1
+        )
+        retried = backend.sample(request.prompt, params, step=lambda done, total: report("generate", done, total))
+        completions = [*completions, *retried]
+    report("generate", 1, 1)
+    return list(completions), limit
+
+
 def fill_stub(
     function: str,
     backend: Backend,
@@ -654,99 +757,68 @@ def fill_stub(
     `dropped`, and rank it below every candidate that wrote only the function. `rankers` are ranker objects or
     a function that chooses them for the candidates (None: sampling order).
     """
-    from assistant.backends import check_text
-    from assistant.backends.prompts import ANSWER_PREFIX, build_stub_prompt
-    from assistant.core.generation import GenerateResult, rank_step, retrieve_step, retriever_label
+    from assistant.backends.prompts import ANSWER_PREFIX
+    from assistant.core.generation import GenerateResult, rank_step, retriever_label
     from assistant.core.rank import Problem
 
-    if k < 0:
-        raise UsageError("-k must be 0 or more")
     params = params or SamplingParams()
     if params.n < 1:
         raise UsageError("-n must be at least 1")
+    if k < 0:
+        raise UsageError("-k must be 0 or more")
     report = progress or (lambda stage, done, total: None)
     if target is None:
         if file is None:
             raise UsageError("--function needs --file, the file that holds the stub")
         target = Target.read(file)
-    text = target.text
-    if not target.exists:
-        raise UsageError(f"{target.given} does not exist; --function fills a stub in an existing file")
-    display = target.display(root)
-    requirement = (requirement or "").strip()
-    if requirement:
-        check_text(requirement, "the requirement")
-    stub = find_stub(text, function, display, requirement_given=bool(requirement), tree=target.tree)
-    query = requirement or stub.docstring or stub.name
-    check_text(query, "the docstring")
     timings: dict[str, float] = {}
-
-    hits = retrieve_step(query, retriever, k, demonstrations, display, report, timings)
-
-    prefill = bool(getattr(backend, "prefills_answer", False))
-    head = stub.dedented_head()
-    context = stub_context(text, stub, context_tokens, token_counter(backend), target.tree)
-    prompt = build_stub_prompt(
-        stub.qualname,
-        head,
-        context,
-        [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
+    request = prepare_stub(
+        function,
+        backend,
+        target,
         requirement=requirement,
+        retriever=retriever,
+        k=k,
+        max_new_tokens=max_new_tokens,
         tests=tests,
-        file_path=display,
-        prefill=prefill,
+        root=root,
+        progress=report,
+        demonstrations=demonstrations,
+        context_tokens=context_tokens,
+        timings=timings,
     )
-    prompt_tokens = backend.count_tokens(prompt)
-    limit = max_new_tokens or default_max_tokens(stub, prefill)
-    params = replace(params, max_new_tokens=limit)
-    existing = [name for name in _defined_names(target.tree) if name != stub.name]
-    prefix = head + "\n" if prefill else ""
-
     started = time.perf_counter()
     usage_before = backend.usage.to_json()
-    report("generate", 0, params.n)
-    completions = backend.sample(prompt, params, step=lambda done, total: report("generate", done, total))
-    kept, dropped, cut = collect_stub(completions, stub, prefix, existing)
-    if not kept and cut and max_new_tokens is None:
-        # Every sample ran out of room: the limit was too small for this function. Once, with twice as much.
-        limit = min(2 * limit, 2048)
-        params = replace(
-            params, n=len(cut), max_new_tokens=limit, seed=None if params.seed is None else params.seed + 1
-        )
-        retried = backend.sample(prompt, params, step=lambda done, total: report("generate", done, total))
-        offset = len(completions)
-        more, more_dropped, more_cut = collect_stub(retried, stub, prefix, existing)
-        kept += [(replace(c, sample=c.sample + offset), taken) for c, taken in more]
-        dropped.update(more_dropped)
-        cut += [replace(c, sample=c.sample + offset) for c in more_cut]
-        completions = [*completions, *retried]
-    report("generate", 1, 1)
+    completions, limit = sample_stub(request, backend, params, report)
+    kept, dropped, cut = collect_stub(completions, request.stub, request.prefix, request.existing)
     timings["generate"] = time.perf_counter() - started
 
     candidates = [candidate for candidate, _ in kept]
     # Scored as whole functions after the plain fence, so a candidate is judged the same way whether its
     # log-probabilities were recorded while sampling or computed now.
-    problem = Problem(requirement=query, prompt=replace(prompt, answer_prefix=ANSWER_PREFIX), tests=tuple(tests))
+    problem = Problem(
+        requirement=request.query, prompt=replace(request.prompt, answer_prefix=ANSWER_PREFIX), tests=tuple(tests)
+    )
     ranked, chosen = rank_step(problem, candidates, rankers, report, timings)
     taken_by_sample = {candidate.sample: taken for candidate, taken in kept}
-    edits = [plan_fill(target, stub, taken_by_sample[item.candidate.sample], root) for item in ranked]
+    edits = [plan_fill(target, request.stub, taken_by_sample[item.candidate.sample], root) for item in ranked]
 
     return GenerateResult(
-        requirement=query,
+        requirement=request.query,
         model=backend.model,
         backend=backend.name,
-        retriever=retriever_label(retriever, k, hits, demonstrations),
+        retriever=retriever_label(retriever, k, request.hits, demonstrations),
         rankers=[r.name for r in chosen],
-        demonstrations=hits,
+        demonstrations=request.hits,
         candidates=ranked,
         edits=list(edits),
-        prompt=prompt,
-        prompt_tokens=prompt_tokens,
+        prompt=request.prompt,
+        prompt_tokens=request.prompt_tokens,
         samples=len(completions),
         dropped=dict(dropped),
         timings=timings,
         usage=backend.usage.since(usage_before),
-        function=stub.to_json(),
+        function=request.stub.to_json(),
         cut_off=cut,
         max_new_tokens=limit,
     )

@@ -37,6 +37,7 @@ from assistant.code.examples import Example, read_bank
 from assistant.code.extract import EXTRACTORS, git_blob_hash, read_repo_file
 from assistant.code.tokenize import tokenize
 from assistant.errors import UsageError
+from assistant.indexing.fragments import split_fragments
 from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir
 from assistant.progress import Progress
 
@@ -131,13 +132,13 @@ class TextEncoder:
 
 
 def embedding_text(example: Example) -> str:
-    """The text embedded for an example: its requirement (what a query will look like)."""
-    return example.requirement
+    """The text embedded for an example: its requirement (what a query will look like); a fragment's code."""
+    return example.code if example.kind == "fragment" else example.requirement
 
 
 def bm25_text(example: Example) -> str:
-    """The text BM25 indexes: the requirement plus the function's name."""
-    return f"{example.requirement} {example.name}"
+    """The text BM25 indexes: the requirement plus the function's name; a fragment's code."""
+    return example.code if example.kind == "fragment" else f"{example.requirement} {example.name}"
 
 
 @dataclass
@@ -150,6 +151,8 @@ class IndexStats:
     files_skipped: int = 0  # tracked, but a symlink, outside the repo once resolved, or not a regular file
     rebuilt: bool = False  # the old index was unreadable and was rebuilt from scratch
     examples: int = 0
+    fragments: int = 0  # 20-line windows of the files, indexed beside the functions
+    fragments_embedded: int = 0
     embedded: int = 0
     reused: int = 0
     parse_s: float = 0.0
@@ -409,12 +412,18 @@ def _previous_or_none(directory: Path) -> tuple[Index | None, bool]:
         return None, True
 
 
+def fragments_dir(directory: Path) -> Path:
+    """Where a repo index's 20-line fragments live: beside it (`.assist/fragments`)."""
+    return directory.with_name("fragments")
+
+
 def index_repo(path: str | Path, encoder: TextEncoder, progress: Progress = _no_progress) -> tuple[Index, IndexStats]:
-    """Index the functions in the files git tracks under the repo containing `path`; incremental.
+    """Index the functions in the files git tracks under the repo containing `path`, and every file's 20-line
+    fragments (:mod:`assistant.indexing.fragments`, saved beside it); incremental.
 
     Files whose blob hash matches the previous index are not even re-read for parsing: their examples and
-    vectors are carried over. Changed files are re-parsed; of their functions, only those whose text was
-    not embedded before are sent to the encoder.
+    vectors are carried over. Changed files are re-parsed; of their functions and fragments, only those whose
+    text was not embedded before are sent to the encoder.
     """
     started = time.perf_counter()
     root = repo_root(path)
@@ -423,22 +432,31 @@ def index_repo(path: str | Path, encoder: TextEncoder, progress: Progress = _no_
         return _index_repo_locked(root, directory, encoder, progress, started)
 
 
+def load_fragments(directory: Path) -> Index | None:
+    """The fragments indexed beside the repo index in `directory`, or None when there are none yet."""
+    return load_existing(fragments_dir(directory))
+
+
 def _index_repo_locked(
     root: Path, directory: Path, encoder: TextEncoder, progress: Progress, started: float
 ) -> tuple[Index, IndexStats]:
     import git
 
     previous, rebuilt = _previous_or_none(directory)
+    previous_fragments, _ = _previous_or_none(fragments_dir(directory))
     tracked = [p for p in git.Repo(root).git.ls_files("-z").split("\0") if p and Path(p).suffix in EXTRACTORS]
     stats = IndexStats(files=len(tracked), location=str(directory), rebuilt=rebuilt)
     old_files: dict[str, str] = dict(previous.meta.get("files", {})) if previous else {}
+    old_fragment_files: dict[str, str] = dict(previous_fragments.meta.get("files", {})) if previous_fragments else {}
     by_path: dict[str, list[Example]] = {}
-    if previous is not None:
-        for example in previous.examples:
-            by_path.setdefault(example.path, []).append(example)
+    fragments_by_path: dict[str, list[Example]] = {}
+    for old, into in ((previous, by_path), (previous_fragments, fragments_by_path)):
+        for example in old.examples if old is not None else []:
+            into.setdefault(example.path, []).append(example)
 
     files: dict[str, str] = {}
     examples: list[Example] = []
+    fragments: list[Example] = []
     parse_started = time.perf_counter()
     for number, rel in enumerate(tracked, start=1):
         progress("parse", number, len(tracked))
@@ -450,12 +468,16 @@ def _index_repo_locked(
             continue
         blob = git_blob_hash(data)
         files[rel] = blob
-        if old_files.get(rel) == blob:
+        same = old_files.get(rel) == blob
+        same_fragments = old_fragment_files.get(rel) == blob
+        if same and same_fragments:
             examples.extend(by_path.get(rel, []))
+            fragments.extend(fragments_by_path.get(rel, []))
             continue
         stats.files_parsed += 1
         text = data.decode("utf-8-sig", errors="replace").replace("\r\n", "\n")  # -sig: a BOM is not code
-        examples.extend(EXTRACTORS[Path(rel).suffix](text, rel, blob))
+        examples.extend(by_path.get(rel, []) if same else EXTRACTORS[Path(rel).suffix](text, rel, blob))
+        fragments.extend(fragments_by_path.get(rel, []) if same_fragments else split_fragments(text, rel, blob))
     stats.parse_s = time.perf_counter() - parse_started
     stats.files_removed = len(set(old_files) - set(files))
 
@@ -465,7 +487,14 @@ def _index_repo_locked(
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     index = _build(examples, encoder, previous, meta, stats, progress)
+    fragment_stats = IndexStats()
+    fragment_index = _build(fragments, encoder, previous_fragments, meta, fragment_stats, progress)
+    stats.fragments = fragment_stats.examples
+    stats.fragments_embedded = fragment_stats.embedded
+    stats.encode_s += fragment_stats.encode_s
+    # Functions first: a reader that finds the new functions finds fragments of the same files or older ones.
     index.save(directory)
+    fragment_index.save(fragments_dir(directory))
     stats.total_s = time.perf_counter() - started
     return index, stats
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -225,6 +226,145 @@ def codegen(
     )
     out.print(codegen_table(rows, ks))
     err.print(f"results: {folder} (report.md, charts)")
+
+
+@eval_app.command("repo")
+@friendly_errors
+def repo(
+    project: Annotated[
+        str, typer.Option("--project", help="Comma-separated: boltons, click, tabulate, cachetools (default: all).")
+    ] = "all",
+    task: Annotated[str, typer.Option("--task", help="function, line, or both.")] = "both",
+    limit: Annotated[
+        int | None, typer.Option(help="At most this many tasks of each kind (a seeded subset; nested as it grows).")
+    ] = None,
+    seed: Seed = 0,
+    strategies: Annotated[
+        str, typer.Option(help="Comma-separated: zero, bm25, dense, hybrid (hybrid is what generate uses).")
+    ] = "zero,bm25,hybrid",
+    n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,
+    demos: Demos = 4,
+    backend: BackendOpt = None,
+    engine: EngineOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = None,
+    timeout: TimeoutOpt = None,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = DEFAULT_TEMPERATURE,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = DEFAULT_TOP_P,
+    out_dir: OutDir = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Fill functions and next lines in real projects (pinned PyPI sdists), scored by the projects' own tests.
+
+    The first run downloads each project's sdist (sha256 checked), builds a venv with its test dependencies,
+    runs its suite once with call tracing, and checks each candidate task (all cached in the user cache).
+    Function tasks: pass@1/pass@5, the picks, exact match and edit similarity of the body. Line tasks: exact
+    match and edit similarity of the next 1-3 lines, and the retrievers' R@1, R@10 and MRR@10.
+    """
+    import random
+
+    from assistant.backends import SamplingParams
+    from assistant.evaluate.codegen import USER_RANKERS
+    from assistant.evaluate.repo.projects import parse_projects, prepare
+    from assistant.evaluate.repo.run import (
+        STRATEGIES,
+        function_table,
+        index_project,
+        line_table,
+        run_function_tasks,
+        run_line_tasks,
+        summarize_functions,
+        summarize_lines,
+    )
+    from assistant.evaluate.repo.tasks import function_tasks, line_tasks
+    from assistant.pipeline.pipeline import Pipeline
+
+    check_range("--limit", limit, 1)
+    check_seed(seed)
+    check_range("-n", n, 1)
+    check_range("--demos", demos, 0)
+    check_range("--timeout", timeout, 0, low_open=True)
+    check_range("--temperature", temperature, 0)
+    check_range("--top-p", top_p, 0, 1, low_open=True)
+    if task not in ("function", "line", "both"):
+        raise UsageError(f"--task is function, line or both, not {task!r}")
+    names = [s.strip() for s in strategies.split(",") if s.strip()]
+    unknown = [s for s in names if s not in STRATEGIES]
+    if not names or unknown:
+        raise UsageError(f"unknown strategy {(unknown or [''])[0]!r}; choose from {', '.join(STRATEGIES)}")
+    specs = parse_projects(project)
+    settings = backend_settings(backend, model, base_url, api, timeout, engine=engine)
+    folder = out_dir or _default_folder(f"repo-n{n}-seed{seed}")
+    config = {
+        "command": "repo",
+        "projects": [f"{s.name}=={s.version}" for s in specs],
+        "task": task,
+        "limit": limit,
+        "seed": seed,
+        "n": n,
+        "demos": demos,
+        "backend": settings.backend,
+        "model": settings.model,
+        "temperature": temperature,
+        "top_p": top_p,
+        "strategies": names,
+    }
+    _prepare(folder, config)
+
+    def subset(items: list) -> list:
+        order = sorted(items, key=lambda t: t.task_id)
+        random.Random(seed).shuffle(order)
+        return sorted(order[: limit or len(order)], key=lambda t: t.task_id)
+
+    started = time.perf_counter()
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        projects = [prepare(spec, progress=ui) for spec in specs]
+        functions = subset([t for p in projects for t in function_tasks(p, progress=ui)]) if task != "line" else []
+        lines = subset([t for p in projects for t in line_tasks(p)]) if task != "function" else []
+        pipeline = Pipeline(settings=settings)
+        encoder = pipeline.encoder()
+        indexes = {p.name: index_project(p, encoder) for p in projects}
+        generator = pipeline.backend(progress=ui)
+        function_rows = line_rows = None
+        if functions:
+            params = SamplingParams(n=n, temperature=temperature, top_p=top_p)
+            records = run_function_tasks(
+                functions,
+                indexes,
+                names,
+                generator,
+                folder,
+                params=params,
+                demos=demos,
+                seed=seed,
+                rankers=pipeline.rankers(USER_RANKERS),
+                progress=ui,
+            )
+            function_rows = summarize_functions(records, [k for k in (1, 5) if k <= n])
+        if lines:
+            line_records = run_line_tasks(lines, indexes, names, generator, folder, demos=demos, progress=ui)
+            line_rows = summarize_lines(line_records)
+    elapsed = time.perf_counter() - started
+    header = (
+        f"{len(functions)} function tasks and {len(lines)} line tasks from "
+        f"{', '.join(config['projects'])}; n={n}, {demos} demonstrations or fragments; {elapsed / 60:.1f} min"
+    )
+    report = [f"# assist eval repo\n\n{header}\n"]
+    if function_rows:
+        report += ["## Function level (percent, 95% bootstrap intervals; differences paired by task)\n",
+                   function_table(function_rows), ""]  # fmt: skip
+    if line_rows:
+        report += ["## Line level (EM, ES in percent; R@k and MRR@10 of the fragment holding the line)\n",
+                   line_table(line_rows), ""]  # fmt: skip
+    atomic_write_text(folder / "report.md", "\n".join(report) + "\n")
+    if json_output:
+        out.print_json(
+            json.dumps({"out": str(folder), "seconds": round(elapsed, 1), "function": function_rows, "line": line_rows})
+        )
+        return
+    out.print("\n".join(report))
+    err.print(f"results: {folder} (report.md)")
 
 
 @eval_app.command("likelihood")

@@ -1,0 +1,485 @@
+"""`assist eval repo`: fill functions and next lines in real projects, scored by the projects' own tests.
+
+Function-level tasks go through the same stub filling as `assist generate --file F --function NAME`
+(:func:`assistant.core.stubs.prepare_stub` and :func:`~assistant.core.stubs.sample_stub`): the prompt holds
+the code around the stub and demonstrations retrieved from the project's functions; each sample's body is put
+into the file and the tests that execute the function are run in the project sandbox. Line-level tasks
+continue a file from a cut point with retrieved 20-line fragments of the project in the prompt.
+
+Leak control: the index is built from the pristine tree, but the target file's own functions (the hidden body
+among them) and every test file that holds a covering test are excluded from a function task's
+demonstrations; fragments overlapping a line task's hidden lines are excluded from its prompt.
+Samples and records are cached (JSONL, keyed by prompt and parameters), so a run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from rapidfuzz.distance import Levenshtein
+
+from assistant.backends import Backend, Completion, SamplingParams
+from assistant.backends.prompts import ANSWER_PREFIX, build_line_prompt
+from assistant.cache import JsonlCache, cache_key, supersede
+from assistant.code.examples import Example
+from assistant.code.extract import EXTRACTORS, git_blob_hash
+from assistant.core.rank import Problem, Ranker
+from assistant.core.retrieve import Exclude, Hit, Retriever
+from assistant.core.stubs import collect_stub, plan_fill, prepare_stub, sample_stub
+from assistant.core.target import Target
+from assistant.core.tokens import token_counter
+from assistant.evaluate.codegen import picks, task_seed
+from assistant.evaluate.metrics import bootstrap_ci, paired_difference, pass_at_k
+from assistant.evaluate.repo.projects import Project
+from assistant.evaluate.repo.tasks import FunctionTask, LineTask
+from assistant.indexing.fragments import fragment_holding, split_fragments
+from assistant.indexing.index import Index, TextEncoder, build_index
+from assistant.pipeline.registry import make_retriever
+from assistant.progress import Progress
+from assistant.sandbox.project import ProjectLimits, run_pytest
+
+STRATEGIES = ("zero", "bm25", "dense", "hybrid")  # hybrid is what `assist generate` uses in an untrained repo
+LINE_CONTEXT_TOKENS = 1024  # the file's code before the hidden lines, at most this much
+LINE_QUERY_LINES = 20  # the retrieval query of a line task: the last lines before the hidden ones
+LINE_MAX_TOKENS = 96
+TEST_LIMITS = ProjectLimits(timeout_s=30, cpu_s=30, memory_mb=2048)  # a candidate's covering tests
+
+
+@dataclass
+class ProjectIndexes:
+    """A project's pristine code indexed twice: its functions (demonstrations) and its 20-line fragments."""
+
+    project: Project
+    functions: Index
+    fragments: Index
+    encoder: TextEncoder
+
+
+def index_project(project: Project, encoder: TextEncoder, progress: Progress | None = None) -> ProjectIndexes:
+    """Functions and fragments of every .py file of the pristine tree (code and tests), in memory."""
+    functions: list[Example] = []
+    fragments: list[Example] = []
+    for rel in project.all_files():
+        data = (project.root / rel).read_bytes()
+        text = data.decode("utf-8-sig", errors="replace").replace("\r\n", "\n")
+        blob = git_blob_hash(data)
+        with contextlib.suppress(SyntaxError):  # a file this Python cannot parse still has fragments
+            functions.extend(EXTRACTORS[".py"](text, rel, blob))
+        fragments.extend(split_fragments(text, rel, blob))
+    source = {"kind": "repo-bench", "name": project.spec.key}
+    return ProjectIndexes(
+        project,
+        build_index(functions, encoder, progress or (lambda *a: None), source=source),
+        build_index(fragments, encoder, progress or (lambda *a: None), source=source),
+        encoder,
+    )
+
+
+class Excluding:
+    """A retriever that also leaves out what `exclude` says (the leak control), whatever the caller excludes."""
+
+    def __init__(self, retriever: Retriever, exclude: Exclude) -> None:
+        self.retriever = retriever
+        self.exclude = exclude
+        self.name = getattr(retriever, "name", type(retriever).__name__)
+
+    def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
+        def both(example: Example) -> bool:
+            return self.exclude(example) or (exclude is not None and exclude(example))
+
+        return self.retriever.search(query, k, both)
+
+
+def _retriever(strategy: str, index: Index, encoder: TextEncoder) -> Retriever | None:
+    return None if strategy == "zero" else make_retriever(strategy, index, encoder)
+
+
+def edit_similarity(a: str, b: str) -> float:
+    """1 - Levenshtein distance / the longer length (1.0 for two empty strings)."""
+    return float(Levenshtein.normalized_similarity(a, b))
+
+
+def _normalized(code: str) -> str:
+    return "\n".join(line.strip() for line in code.strip().splitlines() if line.strip())
+
+
+def _pristine(task_path: Path) -> str:
+    return task_path.read_text(encoding="utf-8")
+
+
+def _target(project: Project, path: str, text: str) -> Target:
+    """The task's file as the user would have it (the stubbed text), named by its place in the pristine tree."""
+    where = project.root / path
+    return Target(given=where, path=where, raw=text.encode(), text=text, exists=True, tree=ast.parse(text))
+
+
+def _completions_json(completions: Sequence[Completion]) -> list[dict]:
+    return [
+        {
+            "text": c.text,
+            "tokens": c.tokens,
+            "finish": c.finish_reason,
+            "logprobs": list(c.logprobs) if c.logprobs else None,
+        }
+        for c in completions
+    ]
+
+
+def _completions(data: list[dict]) -> list[Completion]:
+    return [
+        Completion(
+            text=d["text"],
+            tokens=d["tokens"],
+            finish_reason=d["finish"],
+            logprobs=tuple(d["logprobs"]) if d["logprobs"] else None,
+        )
+        for d in data
+    ]
+
+
+def run_function_tasks(
+    tasks: Sequence[FunctionTask],
+    indexes: dict[str, ProjectIndexes],
+    strategies: Sequence[str],
+    backend: Backend,
+    out: Path,
+    *,
+    params: SamplingParams,
+    demos: int = 4,
+    seed: int = 0,
+    rankers: Sequence[Ranker] = (),
+    limits: ProjectLimits = TEST_LIMITS,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """Run (or resume) the function-level tasks; one record per (task, strategy), also in out/function.jsonl.
+
+    Each distinct completed file is tested once (cached by its text), under `limits`."""
+    report = progress or (lambda stage, done, total: None)
+    out.mkdir(parents=True, exist_ok=True)
+    samples_cache = JsonlCache(out / "function-samples.jsonl")
+    records = JsonlCache(out / "function.jsonl")
+    tests_cache = JsonlCache(out / "function-tests.jsonl")
+    retrievers = {
+        (name, strategy): _retriever(strategy, ix.functions, ix.encoder)
+        for name, ix in indexes.items()
+        for strategy in strategies
+    }
+    results: list[dict] = []
+    total = len(tasks) * len(strategies)
+    done = 0
+    current: dict[tuple[str, str], str] = {}
+    for strategy in strategies:
+        for task in tasks:
+            report(f"function tasks, {strategy}", done, total)
+            ix = indexes[task.project]
+            project = ix.project
+            pristine = _pristine(project.root / task.path)
+            stubbed = task.stubbed(pristine)
+            target = _target(project, task.path, stubbed)
+            test_files = {node.split("::", 1)[0] for node in task.tests}
+            base = retrievers[(task.project, strategy)]
+            retriever = Excluding(base, lambda e, files=test_files: e.path in files) if base is not None else None
+            started = time.perf_counter()
+            request = prepare_stub(task.qualname, backend, target, retriever=retriever, k=demos, root=project.root)
+            sample_params = replace(params, seed=task_seed(seed, task.task_id))
+            key = cache_key(
+                kind="repo-function",
+                backend=backend.identity.kind,
+                model=backend.model,
+                prompt=request.prompt.to_json(),
+                params={**sample_params.__dict__, "max_new_tokens": request.limit},
+            )
+            record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy)
+            current[(task.task_id, strategy)] = record_key
+            if record_key in records:
+                results.append(records.get(record_key))
+                done += 1
+                continue
+            usage_before = backend.usage.to_json()
+            if key in samples_cache:
+                completions = _completions(samples_cache.get(key))
+                limit = request.limit
+            else:
+                completions, limit = sample_stub(request, backend, sample_params)
+                samples_cache.put(key, _completions_json(completions))
+            sampled_s = time.perf_counter() - started
+            samples = []
+            for completion in completions:
+                kept, dropped, cut = collect_stub([completion], request.stub, request.prefix, request.existing)
+                sample: dict = {"tokens": completion.tokens, "cut_off": bool(cut)}
+                lp = completion.logprobs
+                sample["logprob"] = sum(lp) / len(lp) if lp else None
+                if not kept:
+                    reason = next(iter(dropped), "unreadable")
+                    sample.update(code="", parsed=False, passed=False, status=reason, em=False, es=0.0)
+                    samples.append(sample)
+                    continue
+                candidate, taken = kept[0]
+                new_text = plan_fill(target, request.stub, taken, project.root).new
+                body = taken.body
+                test_key = cache_key(kind="repo-test", task=task.task_id, text=new_text)
+                if test_key not in tests_cache:
+                    run = run_pytest(
+                        project.root,
+                        project.python,
+                        list(task.tests),
+                        files={task.path: new_text},
+                        pythonpath=project.spec.pythonpath,
+                        stop_first=True,
+                        limits=limits,
+                    )
+                    tests_cache.put(test_key, {"status": run.status, "seconds": round(run.duration_s, 2)})
+                verdict = tests_cache.get(test_key)
+                sample.update(
+                    code=candidate.code,
+                    parsed=True,
+                    passed=verdict["status"] == "passed",
+                    status=verdict["status"],
+                    other_functions=list(candidate.dropped),
+                    em=_normalized(body) == _normalized(task.body),
+                    es=edit_similarity(_normalized(body), _normalized(task.body)),
+                )
+                samples.append(sample)
+            problem = Problem(requirement=request.query, prompt=replace(request.prompt, answer_prefix=ANSWER_PREFIX))
+            record = {
+                "task_id": task.task_id,
+                "project": task.project,
+                "strategy": strategy,
+                "demonstrations": [hit.example.source for hit in request.hits],
+                "prompt_tokens": request.prompt_tokens,
+                "max_new_tokens": limit,
+                "n": len(samples),
+                "correct": sum(s["passed"] for s in samples),
+                "samples": samples,
+                "picks": picks(samples, problem, rankers),
+                "usage": backend.usage.since(usage_before),
+                "seconds": round(time.perf_counter() - started, 2),
+                "sampling_seconds": round(sampled_s, 2),
+            }
+            records.put(record_key, record)
+            results.append(record)
+            done += 1
+    supersede(records, current)
+    report("function tasks", total, total)
+    return results
+
+
+def _before(lines: list[str], line: int, budget: int, count: Callable[[str], int]) -> str:
+    """The file's lines before `line`, as many of the last ones as fit `budget` tokens."""
+    kept: list[str] = []
+    used = 0
+    for text in reversed(lines[: line - 1]):
+        cost = count(text) + 1
+        if kept and used + cost > budget:
+            break
+        kept.append(text)
+        used += cost
+    return "\n".join(reversed(kept)) + "\n"
+
+
+def _first_lines(completion: str, count: int) -> list[str]:
+    """The completion's first `count` lines (up to a closing fence)."""
+    text = completion.split("```", 1)[0]
+    return text.splitlines()[:count]
+
+
+def retrieval_ranks(hits: Sequence[Hit], positive: Example | None) -> int | None:
+    """1-based rank of the positive fragment among `hits`, None when absent."""
+    if positive is None:
+        return None
+    for rank, hit in enumerate(hits, start=1):
+        if hit.example.path == positive.path and hit.example.start_line == positive.start_line:
+            return rank
+    return None
+
+
+def run_line_tasks(
+    tasks: Sequence[LineTask],
+    indexes: dict[str, ProjectIndexes],
+    strategies: Sequence[str],
+    backend: Backend,
+    out: Path,
+    *,
+    demos: int = 4,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """Run (or resume) the line-level tasks, greedy (as RepoEval); one record per (task, strategy)."""
+    report = progress or (lambda stage, done, total: None)
+    out.mkdir(parents=True, exist_ok=True)
+    samples_cache = JsonlCache(out / "line-samples.jsonl")
+    records = JsonlCache(out / "line.jsonl")
+    count = token_counter(backend)
+    retrievers = {
+        (name, strategy): _retriever(strategy, ix.fragments, ix.encoder)
+        for name, ix in indexes.items()
+        for strategy in strategies
+    }
+    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=LINE_MAX_TOKENS, seed=0)
+    results: list[dict] = []
+    total = len(tasks) * len(strategies)
+    done = 0
+    current: dict[tuple[str, str], str] = {}
+    for strategy in strategies:
+        for task in tasks:
+            report(f"line tasks, {strategy}", done, total)
+            ix = indexes[task.project]
+            lines = _pristine(ix.project.root / task.path).splitlines()
+            last = task.line + len(task.target) - 1
+            query = "\n".join(lines[max(0, task.line - 1 - LINE_QUERY_LINES) : task.line - 1])
+            positive = fragment_holding(ix.fragments.examples, task.path, task.line)
+            retriever = retrievers[(task.project, strategy)]
+            started = time.perf_counter()
+            rank = None
+            hits: list[Hit] = []
+            if retriever is not None:
+                # Retrieval is measured over every fragment (the positive holds the hidden line, as in RepoEval);
+                # the prompt gets only fragments that do not overlap the hidden lines.
+                rank = retrieval_ranks(retriever.search(query, 10), positive)
+
+                def overlaps(e: Example, path: str = task.path, first: int = task.line, last: int = last) -> bool:
+                    return e.path == path and e.start_line <= last and e.end_line >= first
+
+                hits = retriever.search(query, demos, overlaps) if demos > 0 else []
+            prompt = build_line_prompt(
+                task.path,
+                _before(lines, task.line, LINE_CONTEXT_TOKENS, count),
+                [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
+            )
+            key = cache_key(
+                kind="repo-line",
+                backend=backend.identity.kind,
+                model=backend.model,
+                prompt=prompt.to_json(),
+                params=params.__dict__,
+            )
+            record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, rank=rank)
+            current[(task.task_id, strategy)] = record_key
+            if record_key in records:
+                results.append(records.get(record_key))
+                done += 1
+                continue
+            if key not in samples_cache:
+                samples_cache.put(key, _completions_json(backend.sample(prompt, params)))
+            completion = _completions(samples_cache.get(key))[0]
+            written = _first_lines(completion.text, len(task.target))
+            hypothesis = _normalized("\n".join(written))
+            reference = _normalized("\n".join(task.target))
+            record = {
+                "task_id": task.task_id,
+                "project": task.project,
+                "strategy": strategy,
+                "prompt_tokens": backend.count_tokens(prompt),
+                "fragments": [hit.example.source for hit in hits],
+                "rank": rank,
+                "written": written,
+                "em": hypothesis == reference,
+                "es": edit_similarity(hypothesis, reference),
+                "seconds": round(time.perf_counter() - started, 2),
+            }
+            records.put(record_key, record)
+            results.append(record)
+            done += 1
+    supersede(records, current)
+    report("line tasks", total, total)
+    return results
+
+
+def _per_task(records: Sequence[dict], value: Callable[[dict], float]) -> dict[str, dict[str, float]]:
+    table: dict[str, dict[str, float]] = {}
+    for r in records:
+        table.setdefault(r["strategy"], {})[r["task_id"]] = value(r)
+    return table
+
+
+def summarize_functions(records: Sequence[dict], ks: Sequence[int] = (1, 5)) -> list[dict]:
+    """Per strategy: pass@k, the first and logprob picks, oracle, EM and ES (over samples), seconds per task;
+    with pass@1's paired difference against zero-shot and bm25 on the tasks both ran."""
+    pass1 = _per_task(records, lambda r: pass_at_k(r["n"], r["correct"], 1))
+    rows = []
+    for strategy in dict.fromkeys(r["strategy"] for r in records):
+        mine = sorted((r for r in records if r["strategy"] == strategy), key=lambda r: r["task_id"])
+        row: dict = {"strategy": strategy, "tasks": len(mine)}
+        for k in ks:
+            row[f"pass@{k}"] = bootstrap_ci([pass_at_k(r["n"], r["correct"], k) for r in mine if r["n"] >= k])
+        for ranker in ("first", "logprob", "oracle"):
+            row[ranker] = bootstrap_ci(
+                [float(r["picks"].get(ranker) is not None and r["samples"][r["picks"][ranker]]["passed"]) for r in mine]
+            )
+        row["em"] = bootstrap_ci([sum(s["em"] for s in r["samples"]) / max(1, r["n"]) for r in mine])
+        row["es"] = bootstrap_ci([sum(s["es"] for s in r["samples"]) / max(1, r["n"]) for r in mine])
+        row["cut_off"] = sum(s.get("cut_off", False) for r in mine for s in r["samples"])
+        row["seconds_per_task"] = sum(r["seconds"] for r in mine) / max(1, len(mine))
+        for versus in ("zero", "bm25"):
+            if strategy != versus and versus in pass1:
+                row[f"vs_{versus}"] = paired_difference(pass1.get(strategy, {}), pass1[versus])
+        rows.append(row)
+    return rows
+
+
+def summarize_lines(records: Sequence[dict]) -> list[dict]:
+    """Per strategy: EM, ES, Recall@1/10 and MRR@10 of the positive fragment; ES's paired difference against
+    zero-shot and bm25."""
+    es = _per_task(records, lambda r: r["es"])
+    rows = []
+    for strategy in dict.fromkeys(r["strategy"] for r in records):
+        mine = sorted((r for r in records if r["strategy"] == strategy), key=lambda r: r["task_id"])
+        row: dict = {"strategy": strategy, "tasks": len(mine)}
+        row["em"] = bootstrap_ci([float(r["em"]) for r in mine])
+        row["es"] = bootstrap_ci([r["es"] for r in mine])
+        if strategy != "zero":
+            ranks = [r["rank"] for r in mine]
+            row["r@1"] = bootstrap_ci([float(rank == 1) for rank in ranks])
+            row["r@10"] = bootstrap_ci([float(rank is not None and rank <= 10) for rank in ranks])
+            row["mrr@10"] = bootstrap_ci([1.0 / rank if rank else 0.0 for rank in ranks])
+        row["seconds_per_task"] = sum(r["seconds"] for r in mine) / max(1, len(mine))
+        for versus in ("zero", "bm25"):
+            if strategy != versus and versus in es:
+                row[f"vs_{versus}"] = paired_difference(es.get(strategy, {}), es[versus])
+        rows.append(row)
+    return rows
+
+
+def _cell(value: tuple[float, float, float] | None, scale: float = 100.0, digits: int = 1, signed: bool = False) -> str:
+    if value is None:
+        return ""
+    mean, low, high = (v * scale for v in value)
+    sign = "+" if signed else ""
+    return f"{mean:{sign}.{digits}f} [{low:{sign}.{digits}f}, {high:{sign}.{digits}f}]"
+
+
+def function_table(rows: Sequence[dict]) -> str:
+    """The function-level table (percent, 95% bootstrap intervals; differences paired by task)."""
+    head = (
+        "| strategy | tasks | pass@1 | pass@5 | first pick | logprob pick | oracle | EM | ES | "
+        "pass@1 vs zero | pass@1 vs bm25 | cut off | s/task |"
+    )
+    lines = [head, "|" + "---|" * 13]
+    for r in rows:
+        lines.append(
+            f"| {r['strategy']} | {r['tasks']} | {_cell(r.get('pass@1'))} | {_cell(r.get('pass@5'))} | "
+            f"{_cell(r['first'])} | {_cell(r['logprob'])} | {_cell(r['oracle'])} | {_cell(r['em'])} | "
+            f"{_cell(r['es'])} | {_cell(r.get('vs_zero'), signed=True)} | {_cell(r.get('vs_bm25'), signed=True)} | "
+            f"{r['cut_off']} | {r['seconds_per_task']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def line_table(rows: Sequence[dict]) -> str:
+    """The line-level table: EM and ES (percent), the positive fragment's R@1, R@10 and MRR@10 (0-1)."""
+    lines = [
+        "| strategy | tasks | EM | ES | ES vs zero | ES vs bm25 | R@1 | R@10 | MRR@10 | s/task |",
+        "|" + "---|" * 10,
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['strategy']} | {r['tasks']} | {_cell(r['em'])} | {_cell(r['es'])} | "
+            f"{_cell(r.get('vs_zero'), signed=True)} | {_cell(r.get('vs_bm25'), signed=True)} | "
+            f"{_cell(r.get('r@1'), 1, 3)} | {_cell(r.get('r@10'), 1, 3)} | {_cell(r.get('mrr@10'), 1, 3)} | "
+            f"{r['seconds_per_task']:.1f} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,465 @@
+"""Run a real project's pytest suite, with generated code written into a copy of it, inside the sandbox boundary.
+
+:func:`run_pytest` copies the project into a fresh temporary directory (``<run>/project``; ``.git``,
+``__pycache__``, ``*.pyc`` and ``.pytest_cache`` are left out), writes the given files over the copy, and
+starts the project's own interpreter on :mod:`assistant.sandbox.project_launcher` in the copy, in its own
+session, with stdin closed and an environment built from scratch (PATH, LANG, HOME and TMPDIR inside the run
+dir, PYTHONPATH, PYTHONHASHSEED=0, no bytecode writes; nothing from our environment: no keys, tokens or
+proxies). The launcher puts the boundary around itself and then execs ``python -m pytest -q -p
+no:cacheprovider -p assist_pytest_plugin ...``, so pytest and everything it starts hold:
+
+* Landlock: read and execute on the interpreter (prefixes, venv, its ``sys.path``) and the system library
+  dirs; every right on the run's directory and /dev/null; nothing else (not /proc, $HOME, /root, the
+  pristine project or our repo, unless the interpreter's sys.path names them); no TCP bind or connect
+  (ABI 4+); signals and abstract unix sockets scoped to the run (ABI 6+). Landlock also keeps the run from
+  ptracing anything outside it;
+* ``PR_SET_NO_NEW_PRIVS`` and every capability dropped (we may run as root); not ``PR_SET_DUMPABLE``, which
+  the exec of pytest would undo (Landlock keeps the run away from our /proc and from ptrace instead);
+* rlimits: address space, CPU time, file size, no core dumps, and for non-root users a cap on processes;
+* in pytest's process, the plugin's PEP 578 audit hook: no TCP/UDP connect, bind or sendto, no AF_UNIX
+  connection to a socket file outside the run;
+* a wall-clock timeout that kills the whole process group; output read in chunks and capped; the run's
+  directory removed afterwards, always.
+
+What a test run (the generated code, which runs inside pytest's process) can still do, said plainly:
+
+* forge its own verdict: it shares the process with pytest and the plugin, so it can patch pytest, write
+  the results file or exit early with status 0. The boundary guards the machine, not the verdict; a
+  benchmark should treat ``passed`` as "the suite reported passing", not as proof;
+* fork and exec anything readable (no seccomp filter here: test suites need subprocesses). What it starts
+  keeps the Landlock, no_new_privs and rlimit layers, not the audit hook. A child that calls ``setsid()``
+  leaves the process group and can outlive the timeout until its CPU limit or its own end;
+* send UDP or connect to non-TCP network sockets from a subprocess or through ctypes (Landlock only rules
+  TCP); connect to a unix socket file it can reach by path (e.g. a docker socket), since Landlock
+  does not rule connecting to existing sockets: the hook stops this only in pytest's process;
+* read what the interpreter's sys.path names (its venv and, for an editable install, that source tree),
+  and use the CPU, memory, time and disk its limits allow inside the run's directory.
+
+Without Landlock (old kernels, other OSes) the run still happens, :attr:`ProjectRun.layers` says so, and
+this process makes itself non-dumpable so that the run cannot read /proc/<our pid>/environ.
+``ASSIST_SANDBOX_DISABLE`` turns named layers off, with a warning, as for :func:`assistant.sandbox.run`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from assistant.errors import UsageError
+from assistant.sandbox import (
+    LAYERS,
+    _guard_parent_environment,
+    _remove_tree,
+    disabled_layers,
+)
+
+LAUNCHER_PATH = Path(__file__).with_name("project_launcher.py")
+PLUGIN_PATH = Path(__file__).with_name("pytest_plugin.py")
+PLUGIN_MODULE = "assist_pytest_plugin"
+STATUSES = ("passed", "failed", "error", "timeout", "resource-limit")
+OUTCOMES = ("passed", "failed", "skipped", "error")
+IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache")
+
+_READ_CHUNK = 65_536
+_REPORT_LIMIT = 64_000  # bytes accepted from the launcher's layer report
+_DRAIN_AFTER_EXIT_S = 1.0  # how long to read output left in the pipe by stray children after pytest exits
+_LIMIT_SIGNALS = (int(signal.SIGXCPU), int(signal.SIGXFSZ))
+
+
+@dataclass(frozen=True)
+class ProjectLimits:
+    """Resource limits for one run of a project's test suite."""
+
+    timeout_s: float = 60.0  # wall clock, from the start of the interpreter
+    cpu_s: int = 60  # RLIMIT_CPU of pytest (and of each process it starts)
+    memory_mb: int = 2048  # RLIMIT_AS
+    file_size_mb: int = 64  # RLIMIT_FSIZE
+    output_limit: int = 200_000  # bytes of pytest output kept
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0 or self.cpu_s <= 0 or self.memory_mb <= 0:
+            raise ValueError("project sandbox limits must be positive")
+        if self.output_limit < 0 or self.file_size_mb < 0:
+            raise ValueError("project sandbox output and file size limits must not be negative")
+
+
+@dataclass(frozen=True)
+class ProjectRun:
+    """What happened when a project's tests ran in the sandbox."""
+
+    status: str  # one of STATUSES
+    outcomes: dict[str, str]  # nodeid -> one of OUTCOMES
+    calls: dict[str, list[tuple[str, int]]]  # nodeid -> (path relative to the project, first line); trace=True
+    returncode: int | None  # pytest's exit status (negative: killed by that signal); None on timeout
+    duration_s: float
+    output: str  # pytest's stdout and stderr, at most ProjectLimits.output_limit bytes before decoding
+    layers: dict[str, tuple[bool, str]] = field(default_factory=dict)  # layer -> (held, one-line detail)
+
+    @property
+    def ok(self) -> bool:
+        """True when pytest exited cleanly and every asked test passed."""
+        return self.status == "passed"
+
+    def passed(self) -> list[str]:
+        """Node ids of the tests that passed, in the order pytest reported them."""
+        return [node for node, outcome in self.outcomes.items() if outcome == "passed"]
+
+    def failed(self) -> list[str]:
+        """Node ids of the tests that failed or errored (in setup or teardown)."""
+        return [node for node, outcome in self.outcomes.items() if outcome in ("failed", "error")]
+
+
+def run_pytest(
+    project: Path,
+    python: Path,
+    node_ids: Sequence[str] = (),
+    *,
+    files: Mapping[str, str] | None = None,
+    pythonpath: Sequence[str] = (),
+    limits: ProjectLimits = ProjectLimits(),
+    trace: bool = False,
+    stop_first: bool = False,
+    extra_args: Sequence[str] = (),
+) -> ProjectRun:
+    """Run the project's pytest (``node_ids``, or its whole suite) on a sandboxed copy with ``files`` written over it.
+
+    ``project`` is never modified. ``files`` maps paths relative to the project to new text; each must stay
+    inside the copy and name an existing file or a new file in an existing directory (else UsageError).
+    ``pythonpath`` lists dirs of the copy to put first on PYTHONPATH (e.g. "src"). ``trace`` records, per
+    test, the project's functions it ran (:attr:`ProjectRun.calls`). ``stop_first`` passes ``-x``.
+
+    The status is "passed" when pytest exited 0, no test failed or errored, at least one passed and every
+    asked node id has a result; "failed" when pytest ran the tests and some failed (or none passed);
+    "error" for a collection, usage or internal error, or when the run left no results; "timeout" when
+    ``limits.timeout_s`` ran out; "resource-limit" when pytest was killed for CPU time or file size.
+    """
+    project = Path(project)
+    python = Path(os.path.abspath(python))  # absolute (the run's cwd differs), but not resolved: venvs are symlinks
+    if not project.is_dir():
+        raise UsageError(f"project directory {project} does not exist")
+    if not python.exists():
+        raise UsageError(f"interpreter {python} does not exist")
+    files = dict(files or {})
+    for relative in [*files, *pythonpath]:
+        _check_relative(relative)
+    disabled = disabled_layers()
+    _guard_parent_environment(disabled)
+    run_dir = Path(tempfile.mkdtemp(prefix="assist-pytest-"))
+    try:
+        copy = run_dir / "project"
+        shutil.copytree(project, copy, symlinks=True, ignore=IGNORED)
+        _write_files(copy, files)
+        return _run_in(run_dir, copy, python, node_ids, pythonpath, limits, trace, stop_first, extra_args, disabled)
+    finally:
+        _remove_tree(str(run_dir))
+
+
+def _check_relative(relative: str) -> None:
+    """A path in ``files`` or ``pythonpath`` must be relative and stay inside the project."""
+    path = PurePosixPath(relative)
+    if not relative or path.is_absolute() or Path(relative).is_absolute() or ".." in path.parts:
+        raise UsageError(f"path {relative!r} must be relative and inside the project")
+
+
+def _write_files(copy: Path, files: Mapping[str, str]) -> None:
+    """Write each file over the copy, checking that it resolves inside the copy (symlinks included)."""
+    root = copy.resolve()
+    for relative, text in files.items():
+        target = copy / relative
+        resolved = target.resolve()
+        if not resolved.is_relative_to(root):
+            raise UsageError(f"path {relative!r} leads outside the project")
+        if resolved.exists() and not resolved.is_file():
+            raise UsageError(f"path {relative!r} is not a file in the project")
+        if not resolved.exists() and not resolved.parent.is_dir():
+            raise UsageError(f"path {relative!r}: directory {Path(relative).parent} does not exist in the project")
+        resolved.write_text(text, encoding="utf-8")
+
+
+def _child_env(run_dir: Path, copy: Path, python: Path, pythonpath: Sequence[str], plugin_dir: Path) -> dict[str, str]:
+    """The environment of the run, built from scratch so that no secret of ours reaches it."""
+    paths = [str(copy / p) for p in pythonpath] + [str(plugin_dir)]
+    return {
+        "PATH": f"{python.parent}:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": str(run_dir / "home"),
+        "TMPDIR": str(run_dir / "tmp"),
+        "USER": "sandbox",  # getpass.getuser() (pytest's tmp_path) would otherwise read /etc/passwd
+        "LOGNAME": "sandbox",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONPATH": os.pathsep.join(paths),
+    }
+
+
+def _run_in(
+    run_dir: Path,
+    copy: Path,
+    python: Path,
+    node_ids: Sequence[str],
+    pythonpath: Sequence[str],
+    limits: ProjectLimits,
+    trace: bool,
+    stop_first: bool,
+    extra_args: Sequence[str],
+    disabled: frozenset[str],
+) -> ProjectRun:
+    """Start the launcher in the copy, collect output and results, and build the run's account."""
+    for name in ("home", "tmp", "plugin"):
+        (run_dir / name).mkdir()
+    plugin_dir = run_dir / "plugin"
+    shutil.copyfile(PLUGIN_PATH, plugin_dir / f"{PLUGIN_MODULE}.py")
+    results_path = run_dir / "results.json"
+    env = _child_env(run_dir, copy, python, pythonpath, plugin_dir)
+    env.update(
+        {
+            "ASSIST_PYTEST_RESULTS": str(results_path),
+            "ASSIST_PYTEST_ROOT": str(copy),
+            "ASSIST_PYTEST_RUN_DIR": str(run_dir),
+            "ASSIST_PYTEST_TRACE": "1" if trace else "0",
+            "ASSIST_PYTEST_HOOK": "0" if "hook" in disabled else "1",
+        }
+    )
+    argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN_MODULE]
+    if stop_first:
+        argv.append("-x")
+    argv += [*node_ids, *extra_args]
+    report_r, report_w = os.pipe()
+    job_path = run_dir / "job.json"
+    job = {
+        "report_fd": report_w,
+        "argv": argv,
+        "memory_mb": limits.memory_mb,
+        "cpu_s": limits.cpu_s,
+        "file_size_mb": limits.file_size_mb,
+        "write_paths": [str(run_dir)],
+        "disable": sorted(disabled),
+    }
+    job_path.write_text(json.dumps(job), encoding="utf-8")
+
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            [str(python), str(LAUNCHER_PATH), str(job_path)],
+            cwd=copy,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(report_w,),
+            start_new_session=True,  # its own process group, so a timeout kills everything it started
+        )
+    except BaseException:
+        os.close(report_r)
+        os.close(report_w)
+        raise
+    os.close(report_w)  # only the launcher holds the write end now
+    deadline = started + limits.timeout_s
+    try:
+        output, report, timed_out = _collect(proc, report_r, deadline, limits.output_limit)
+    finally:
+        # Not reaped yet, so the pid (= the process group id) cannot have been reused: killing the group
+        # is safe, and takes stray children with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        wait_status, cpu_s = _reap(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        os.close(report_r)
+    duration = time.monotonic() - started
+
+    layers = _layers(report, disabled)
+    results = None if timed_out else _read_results(results_path)
+    if results is not None:
+        hook = results.get("hook")
+        if isinstance(hook, list) and len(hook) == 2:
+            layers["hook"] = (bool(hook[0]), str(hook[1]))
+    outcomes = _outcomes(results)
+    calls = _calls(results) if trace else {}
+    returncode = None if timed_out else os.waitstatus_to_exitcode(wait_status)
+    status = _status(timed_out, wait_status, cpu_s, limits, results, outcomes, node_ids)
+    return ProjectRun(
+        status=status,
+        outcomes=outcomes,
+        calls=calls,
+        returncode=returncode,
+        duration_s=duration,
+        output=output.decode("utf-8", errors="replace"),
+        layers=layers,
+    )
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], report_r: int, deadline: float, output_limit: int
+) -> tuple[bytes, bytes, bool]:
+    """Read the output and the launcher's report until pytest exits and the pipes close, or the deadline.
+
+    Reads in chunks and drops what is past each cap, so the run never blocks on a full pipe. Once pytest
+    has exited, output left by stray children is read for at most a second. Returns (output, report,
+    timed_out).
+    """
+    assert proc.stdout is not None
+    out_fd = proc.stdout.fileno()
+    caps = {out_fd: output_limit, report_r: _REPORT_LIMIT}
+    buffers = {fd: bytearray() for fd in caps}
+    try:
+        pidfd: int | None = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        for fd in caps:
+            selector.register(fd, selectors.EVENT_READ)
+        if pidfd is not None:
+            selector.register(pidfd, selectors.EVENT_READ)
+        try:
+            while True:
+                pipes_open = any(key.fd in caps for key in selector.get_map().values())
+                if exited_at is None and _exited(proc.pid):
+                    exited_at = time.monotonic()
+                    if pidfd is not None:
+                        selector.unregister(pidfd)
+                    # Stray children may hold the pipe: end them now that pytest is done.
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                if exited_at is not None and (not pipes_open or time.monotonic() - exited_at > _DRAIN_AFTER_EXIT_S):
+                    return bytes(buffers[out_fd]), bytes(buffers[report_r]), False
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return bytes(buffers[out_fd]), bytes(buffers[report_r]), True
+                wait = remaining if pidfd is not None and exited_at is None else min(remaining, 0.05)
+                if not pipes_open and exited_at is None and pidfd is None:
+                    time.sleep(wait)
+                    continue
+                for key, _ in selector.select(wait):
+                    if key.fd == pidfd:
+                        continue  # handled by _exited() above on the next turn
+                    chunk = os.read(key.fd, _READ_CHUNK)
+                    if not chunk:
+                        selector.unregister(key.fd)
+                        continue
+                    room = caps[key.fd] - len(buffers[key.fd])
+                    if room > 0:
+                        buffers[key.fd] += chunk[:room]
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` has exited, without reaping it (so its pid, the group id, stays ours)."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
+    """Reap pytest: (wait status, CPU seconds it and its waited-for children used)."""
+    _, wait_status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(wait_status)
+    return wait_status, usage.ru_utime + usage.ru_stime
+
+
+def _layers(report: bytes, disabled: frozenset[str]) -> dict[str, tuple[bool, str]]:
+    """The layers the launcher reported, in LAYERS order, then "rlimits"; the hook's entry is filled later."""
+    try:
+        raw = json.loads(report.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        raw = None
+    if not isinstance(raw, dict):
+        return {name: (False, "the launcher did not report its layers") for name in LAYERS}
+    layers: dict[str, tuple[bool, str]] = {}
+    for name in LAYERS:
+        value = raw.get(name)
+        if isinstance(value, list) and len(value) == 2:
+            layers[name] = (bool(value[0]), str(value[1]))
+        elif name == "hook":
+            reason = "disabled by ASSIST_SANDBOX_DISABLE" if "hook" in disabled else "the plugin did not report"
+            layers[name] = (False, reason)
+        else:
+            layers[name] = (False, "not reported")
+    rlimits = raw.get("rlimits")
+    if isinstance(rlimits, list) and len(rlimits) == 2:
+        layers["rlimits"] = (bool(rlimits[0]), str(rlimits[1]))
+    if "launcher" in raw:
+        layers["launcher"] = (False, str(raw["launcher"]))
+    return layers
+
+
+def _read_results(path: Path) -> dict[str, object] | None:
+    """The plugin's results, or None when missing or malformed."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _outcomes(results: dict[str, object] | None) -> dict[str, str]:
+    raw = results.get("outcomes") if results is not None else None
+    if not isinstance(raw, dict):
+        return {}
+    return {str(node): outcome for node, outcome in raw.items() if outcome in OUTCOMES}
+
+
+def _calls(results: dict[str, object] | None) -> dict[str, list[tuple[str, int]]]:
+    raw = results.get("calls") if results is not None else None
+    if not isinstance(raw, dict):
+        return {}
+    calls: dict[str, list[tuple[str, int]]] = {}
+    for node, found in raw.items():
+        if not isinstance(found, list):
+            continue
+        calls[str(node)] = [
+            (pair[0], pair[1])
+            for pair in found
+            if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], int)
+        ]
+    return calls
+
+
+def _matches(node: str, asked: str) -> bool:
+    """Whether a collected node id falls under an asked one (a file, dir, class, test or parametrization)."""
+    asked = asked.rstrip("/")
+    return node == asked or node.startswith((asked + "::", asked + "[", asked + "/"))
+
+
+def _status(
+    timed_out: bool,
+    wait_status: int,
+    cpu_s: float,
+    limits: ProjectLimits,
+    results: dict[str, object] | None,
+    outcomes: dict[str, str],
+    node_ids: Sequence[str],
+) -> str:
+    if timed_out:
+        return "timeout"
+    if os.WIFSIGNALED(wait_status):
+        number = os.WTERMSIG(wait_status)
+        if number in _LIMIT_SIGNALS or (number == int(signal.SIGKILL) and cpu_s >= limits.cpu_s):
+            return "resource-limit"
+        return "error"
+    code = os.WEXITSTATUS(wait_status)
+    if results is None:
+        return "error"
+    if code == 1:
+        return "failed"
+    if code != 0:
+        return "error"  # 2 interrupted (e.g. a collection error), 3 internal, 4 usage, 5 no tests, others
+    if any(outcome in ("failed", "error") for outcome in outcomes.values()):
+        return "failed"
+    if "passed" not in outcomes.values():
+        return "failed"  # everything skipped: nothing shows the code works
+    for asked in node_ids:
+        if not any(_matches(node, asked) for node in outcomes):
+            return "error"
+    return "passed"

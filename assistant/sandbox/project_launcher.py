@@ -1,0 +1,208 @@
+"""Start a project's pytest inside the sandbox boundary: ``python project_launcher.py JOB``.
+
+:func:`assistant.sandbox.project.run_pytest` starts this script with the project's own interpreter, in the
+run's directory and its own session. It must stay standard-library-only and must not import the
+``assistant`` package (the project's venv does not have it). It:
+
+1. reads the job (JSON) and deletes it;
+2. sets rlimits (address space, CPU time, file size, no core dumps, a cap on processes for non-root users),
+   ``PR_SET_NO_NEW_PRIVS`` and drops every capability (not ``PR_SET_DUMPABLE``: exec would undo it);
+3. restricts itself with Landlock: read and execute on the interpreter (its prefixes, the venv and what its
+   ``sys.path`` holds) and the system library dirs, every right on the run's directory and /dev/null only,
+   no TCP bind or connect (ABI 4+), signals and abstract unix sockets scoped (ABI 6+);
+4. writes which layers held, as JSON, to the report pipe the parent passed (and closes it, so nothing it
+   starts can write there), then ``os.execv``s ``python -m pytest ...``. Everything pytest and the tests
+   start inherits the boundary. There is no seccomp filter: pytest and projects' tests may fork and exec.
+
+``boundary.py`` is loaded from beside this file, the way :func:`assistant.sandbox.runner.load_boundary` does.
+"""
+
+import json
+import os
+import resource
+import sys
+
+# The same values as assistant/sandbox/runner.py (a test checks they agree).
+SYSTEM_READ_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime")
+DEVICE_PATHS = ("/dev/null",)
+DEVICE_READ_PATHS = ("/dev/urandom", "/dev/random", "/dev/zero")
+NPROC_HEADROOM = 256  # processes and threads a run may add to what its user already has
+
+
+def describe(exc):
+    """One line about an exception."""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message[:300]}"
+
+
+def count_user_tasks(uid):
+    """Threads of every process of `uid` (RLIMIT_NPROC counts them all), or None when /proc cannot say."""
+    total = 0
+    try:
+        entries = os.scandir("/proc")
+    except OSError:
+        return None
+    with entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat().st_uid != uid:
+                    continue
+                total += len(os.listdir(f"/proc/{entry.name}/task"))
+            except OSError:
+                continue
+    return total
+
+
+def set_limits(job, layers):
+    """rlimits for pytest and everything it starts."""
+    mb = 1024 * 1024
+    wanted = [
+        (resource.RLIMIT_AS, job["memory_mb"] * mb, job["memory_mb"] * mb),
+        # SIGXCPU at the soft limit, SIGKILL one second later if ignored.
+        (resource.RLIMIT_CPU, job["cpu_s"], job["cpu_s"] + 1),
+        (resource.RLIMIT_FSIZE, job["file_size_mb"] * mb, job["file_size_mb"] * mb),
+        (resource.RLIMIT_CORE, 0, 0),
+    ]
+    uid = os.getuid()
+    if uid != 0:  # root is never held to RLIMIT_NPROC, and it counts every task of the user system-wide
+        tasks = count_user_tasks(uid)
+        if tasks is not None:
+            cap = tasks + NPROC_HEADROOM
+            wanted.append((resource.RLIMIT_NPROC, cap, cap))
+    applied = []
+    for which, soft, hard in wanted:
+        try:
+            current_hard = resource.getrlimit(which)[1]
+            if current_hard != resource.RLIM_INFINITY:
+                hard = min(hard, current_hard)
+                soft = min(soft, hard)
+            resource.setrlimit(which, (soft, hard))
+            applied.append(which)
+        except (ValueError, OSError):
+            continue  # not supported here, or already stricter: keep what we have
+    nproc = "a process cap" if resource.RLIMIT_NPROC in applied else "no process cap (root is exempt)"
+    layers["rlimits"] = (
+        True,
+        f"address space {job['memory_mb']} MB, CPU {job['cpu_s']} s, files {job['file_size_mb']} MB, "
+        f"no core dumps, {nproc}",
+    )
+
+
+def load_boundary():
+    """boundary.py from beside this file (the package itself is not importable here)."""
+    from importlib.machinery import SourceFileLoader
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boundary.py")
+    module = type(sys)("_assist_boundary")
+    module.__file__ = path
+    SourceFileLoader("_assist_boundary", path).exec_module(module)
+    return module
+
+
+def read_paths():
+    """What the interpreter needs to read: its prefixes, its binary's dir, sys.path, system libraries."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    for executable in (sys.executable, os.path.realpath(sys.executable)):
+        paths.append(os.path.dirname(executable))
+    paths += [p for p in sys.path if os.path.isabs(p) and os.path.realpath(p) != os.path.realpath(here)]
+    paths += list(SYSTEM_READ_PATHS) + list(DEVICE_READ_PATHS)
+    unique = []
+    for path in paths:
+        if path and path not in unique:
+            unique.append(path)
+    return unique
+
+
+def apply_boundary(job, layers):
+    """Apply every layer the kernel offers and the job does not disable; record each in `layers`."""
+    disabled = set(job["disable"])
+    layers["seccomp"] = (False, "not used for project test suites: pytest and tests may fork and exec")
+    try:
+        boundary = load_boundary()
+    except Exception as exc:  # e.g. no ctypes on this build
+        for name in ("no_new_privs", "dumpable", "caps", "landlock"):
+            layers[name] = (False, f"boundary module unavailable: {describe(exc)}")
+        return
+    if not boundary.LINUX:
+        for name, (_, detail) in boundary.probe().items():
+            if name != "seccomp":
+                layers[name] = (False, detail)
+        return
+
+    def attempt(name, action):
+        if name in disabled:
+            layers[name] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
+            return False
+        try:
+            layers[name] = (True, action())
+        except Exception as exc:
+            layers[name] = (False, f"failed: {describe(exc)}")
+            return False
+        return True
+
+    def no_new_privs():
+        boundary.set_no_new_privs()
+        return "set: nothing started here can gain privileges"
+
+    nnp = attempt("no_new_privs", no_new_privs)
+    # Not applied: exec of the (readable) interpreter sets it back, so pytest would be dumpable anyway. What
+    # it guards in the runner, our process's /proc and ptrace, Landlock guards here (or our own
+    # non-dumpable state, where Landlock is missing).
+    layers["dumpable"] = (
+        False,
+        "not kept across exec: pytest is dumpable to its own user; Landlock keeps the run from ptracing or "
+        "reading /proc outside it",
+    )
+    attempt("caps", boundary.drop_capabilities)
+    abi = boundary.landlock_abi()
+    if "landlock" in disabled:
+        layers["landlock"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
+    elif abi < 1:
+        layers["landlock"] = (False, "the kernel has no Landlock")
+    elif not nnp:
+        layers["landlock"] = (False, "needs no_new_privs")
+    else:
+        attempt(
+            "landlock",
+            lambda: boundary.apply_landlock(read_paths(), list(job["write_paths"]), list(DEVICE_PATHS), abi),
+        )
+
+
+def report(fd, layers):
+    """Write the layers to the parent's report pipe and close it."""
+    data = json.dumps({name: list(value) for name, value in layers.items()}).encode("utf-8")
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def main(job_path):
+    """Read the job, apply the boundary, report the layers and exec pytest."""
+    with open(job_path, encoding="utf-8") as f:
+        job = json.load(f)
+    os.remove(job_path)
+    layers = {}
+    report_fd = job["report_fd"]
+    try:
+        set_limits(job, layers)
+        apply_boundary(job, layers)
+    except BaseException as exc:  # a launcher bug must not run the tests outside the boundary
+        layers["launcher"] = (False, f"failed: {describe(exc)}")
+        report(report_fd, layers)
+        sys.stderr.write(f"assist sandbox launcher failed: {describe(exc)}\n")
+        os._exit(70)
+    report(report_fd, layers)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *job["argv"]])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,185 @@
+"""The repository benchmark (`assist eval repo`) on a tiny real project: its suite run and traced in the project
+sandbox, tasks chosen by the fixed rules, candidates put into the file and run against the covering tests."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from assistant.backends import SamplingParams
+from assistant.errors import UsageError
+from assistant.evaluate.repo.projects import PROJECTS, Project, ProjectSpec, parse_projects
+from assistant.evaluate.repo.run import (
+    index_project,
+    run_function_tasks,
+    run_line_tasks,
+    summarize_functions,
+    summarize_lines,
+)
+from assistant.evaluate.repo.tasks import function_tasks, line_tasks
+from assistant.indexing.fragments import fragment_holding, split_fragments
+from assistant.sandbox.project import ProjectLimits, run_pytest
+from tests.conftest import ScriptedBackend
+
+QUICK = ProjectLimits(timeout_s=4, cpu_s=3)
+
+MODULE = '''"""A tiny module."""
+
+
+def double(x):
+    """Return twice x."""
+    y = x * 2
+    return y
+
+
+def undocumented(x):
+    y = x
+    return y
+
+
+def untested(x):
+    """Nothing runs this."""
+    a = x + 1
+    return a
+
+
+def weak(x):
+    """Its test does not mind what it does."""
+    z = x
+    return z
+'''
+
+TESTS = """from pkg.mod import double, weak
+
+
+def test_double():
+    assert double(2) == 4
+    assert double(-3) == -6
+
+
+def test_weak():
+    try:
+        weak(1)
+    except Exception:
+        pass
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Project:
+    root = tmp_path / "tiny-0"
+    (root / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "mod.py").write_text(MODULE)
+    (root / "tests" / "test_mod.py").write_text(TESTS)
+    spec = ProjectSpec("tiny", "0", "", package="pkg", tests="tests")
+    run = run_pytest(root, Path(sys.executable), ["tests"], trace=True)
+    assert run.ok, run.output
+    return Project(spec, root, Path(sys.executable), sorted(run.passed()), run.calls)
+
+
+def test_fragments_are_20_line_windows_and_blank_ones_are_skipped() -> None:
+    text = "\n".join(f"x{i} = {i}" for i in range(1, 46)) + "\n" + "\n" * 25 + "y = 1\n"
+    fragments = split_fragments(text, "a.py", "b")
+    assert [(f.start_line, f.end_line) for f in fragments] == [(1, 20), (21, 40), (41, 60), (61, 71)]
+    assert fragments[0].code.splitlines()[0] == "x1 = 1" and fragments[0].kind == "fragment"
+    assert fragment_holding(fragments, "a.py", 45).start_line == 41
+    assert fragment_holding(fragments, "other.py", 45) is None
+    blank = split_fragments("a = 1\n" + "\n" * 30 + "b = 2\n", "c.py")
+    assert [(f.start_line, f.end_line) for f in blank] == [(1, 20), (21, 32)]  # 21-32 holds `b = 2`
+
+
+def test_function_tasks_follow_the_fixed_rule(tiny: Project) -> None:
+    tasks = function_tasks(tiny)
+    # undocumented: no docstring; untested: no test runs it; weak: its test passes without its body.
+    assert [t.qualname for t in tasks] == ["double"]
+    task = tasks[0]
+    assert task.tests == ("tests/test_mod.py::test_double",)
+    assert task.body.strip().splitlines() == ["y = x * 2", "return y"]
+    stubbed = task.stubbed(MODULE)
+    assert "y = x * 2" not in stubbed and '"""Return twice x."""' in stubbed
+    assert stubbed.replace('    """Return twice x."""\n    ...\n', "") == MODULE.replace(
+        '    """Return twice x."""\n    y = x * 2\n    return y\n', ""
+    )
+    cached = json.loads(next(Path(p) for p in [tiny_cache(tiny)]).read_text())
+    assert cached["rejected"] == {"tiny:pkg/mod.py::weak": "its tests pass without it"}
+    assert function_tasks(tiny) == tasks  # read back from the cache
+
+
+def tiny_cache(project: Project) -> Path:
+    from assistant.evaluate.repo.projects import bench_dir
+
+    return bench_dir() / project.spec.key / "function-tasks.json"
+
+
+def test_function_tasks_run_candidates_against_the_covering_tests(tiny: Project, encoder, tmp_path: Path) -> None:
+    tasks = function_tasks(tiny)
+    indexes = {"tiny": index_project(tiny, encoder)}
+    backend = ScriptedBackend(
+        ["    y = x + x\n    return y\n```", "    return x\n```", "    while True:\n        pass\n```"],
+        prefills_answer=True,
+    )
+    records = run_function_tasks(
+        tasks, indexes, ["zero", "bm25"], backend, tmp_path / "out", params=SamplingParams(n=3), demos=2, limits=QUICK
+    )
+    assert [(r["strategy"], r["n"], r["correct"]) for r in records] == [("zero", 3, 1), ("bm25", 3, 1)]
+    samples = records[0]["samples"]
+    assert [s["passed"] for s in samples] == [True, False, False]
+    assert samples[2]["status"] in ("timeout", "resource-limit")  # the endless loop is stopped
+    # Leak control: the target file's own functions (the hidden body) never come back as demonstrations.
+    assert all(not d.startswith("pkg/mod.py") for d in records[1]["demonstrations"])
+    rows = summarize_functions(records, [1])
+    assert rows[0]["pass@1"][0] == pytest.approx(1 / 3)
+    assert rows[1]["vs_zero"][0] == pytest.approx(0.0)
+    # bm25 found nothing to show (every other function sits in the target file or a covering test's file), so
+    # its prompt is zero-shot's and its samples came from the cache. Resumed: nothing is sampled again.
+    assert records[1]["demonstrations"] == [] and backend.calls == 3
+    again = run_function_tasks(
+        tasks, indexes, ["zero", "bm25"], backend, tmp_path / "out", params=SamplingParams(n=3), demos=2
+    )
+    assert [r["correct"] for r in again] == [1, 1] and backend.calls == 3
+
+
+def test_line_tasks_score_the_hidden_lines_and_the_positive_fragment(tiny: Project, encoder, tmp_path: Path) -> None:
+    tasks = line_tasks(tiny, per_project=3)
+    assert len(tasks) == 3 and tasks == line_tasks(tiny, per_project=3)
+    lines = MODULE.splitlines()
+    for task in tasks:
+        assert list(task.target) == lines[task.line - 1 : task.line - 1 + len(task.target)]
+    truth = {task.line: "\n".join(task.target) for task in tasks}
+
+    def reply(prompt, number):
+        # Right for the first task, wrong for the others: the prompt ends with the lines before the hidden ones.
+        before = prompt.answer_prefix.split("```python\n", 1)[1]
+        line = len(before.splitlines()) + 1
+        return truth[line] + "\n```" if line == tasks[0].line else "pass\n```"
+
+    backend = ScriptedBackend(reply, prefills_answer=True)
+    records = run_line_tasks(tasks, {"tiny": index_project(tiny, encoder)}, ["zero", "bm25"], backend, tmp_path)
+    zero = [r for r in records if r["strategy"] == "zero"]
+    assert [r["em"] for r in zero] == [True, False, False]
+    assert zero[0]["es"] == 1.0 and zero[0]["rank"] is None
+    bm25 = [r for r in records if r["strategy"] == "bm25"]
+    assert all(r["rank"] is None or 1 <= r["rank"] <= 10 for r in bm25)
+    # The prompt never holds a fragment that overlaps the hidden lines (fragments start at lines 1, 21, ...).
+    by_id = {task.task_id: task for task in tasks}
+    assert any(r["fragments"] for r in bm25)
+    for r in bm25:
+        task = by_id[r["task_id"]]
+        for source in r["fragments"]:
+            start = int(source.rsplit(":", 1)[1])
+            last = task.line + len(task.target) - 1
+            assert source.startswith("tests/") or not (start <= last and start + 19 >= task.line)
+    rows = summarize_lines(records)
+    assert rows[0]["strategy"] == "zero" and "r@1" not in rows[0] and "r@10" in rows[1]
+
+
+def test_projects_are_pinned_and_named_by_a_clear_error() -> None:
+    assert [p.name for p in parse_projects("all")] == ["boltons", "click", "tabulate", "cachetools"]
+    assert all(len(p.sha256) == 64 for p in PROJECTS.values())
+    with pytest.raises(UsageError, match="unknown project 'numpy'"):
+        parse_projects("boltons,numpy")

@@ -1,0 +1,187 @@
+"""The project test-suite sandbox: real pytest runs of a tiny project, under the real boundary."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+from assistant.errors import UsageError
+from assistant.sandbox import LAYERS, runner
+from assistant.sandbox import project_launcher as launcher
+from assistant.sandbox.project import ProjectLimits, run_pytest
+from tests.conftest import landlock_abi
+
+PYTHON = Path(sys.executable)
+ABI = landlock_abi()
+
+MODULE = '"""A tiny module."""\n\n\ndef add(a, b):\n    return a + b\n'
+ADD_LINE = 4
+TESTS = textwrap.dedent(
+    """
+    from pkg.mod import add
+
+
+    def test_ok():
+        assert add(1, 2) == 3
+
+
+    def test_bad():
+        assert add(1, 2) == 4
+    """
+)
+OK, BAD = "tests/test_mod.py::test_ok", "tests/test_mod.py::test_bad"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "mod.py").write_text(MODULE)
+    (root / "tests" / "test_mod.py").write_text(TESTS)
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_outcomes_traces_and_layers(project: Path) -> None:
+    before = snapshot(project)
+    run = run_pytest(project, PYTHON, trace=True)
+    assert run.status == "failed" and not run.ok, run.output
+    assert run.outcomes == {OK: "passed", BAD: "failed"}
+    assert (run.passed(), run.failed(), run.returncode) == ([OK], [BAD], 1)
+    assert ("pkg/mod.py", ADD_LINE) in run.calls[OK]
+    assert ("pkg/mod.py", ADD_LINE) in run.calls[BAD]
+    assert "1 failed, 1 passed" in run.output
+    assert list(run.layers)[: len(LAYERS)] == list(LAYERS)
+    assert run.layers["hook"][0] and run.layers["no_new_privs"][0] and run.layers["caps"][0]
+    assert not run.layers["seccomp"][0]
+    if ABI >= 1:
+        assert run.layers["landlock"] == (True, run.layers["landlock"][1]), run.layers
+        assert run.layers["landlock"][1].startswith(f"ABI {ABI}")
+    assert snapshot(project) == before  # the pristine project is never touched
+
+
+def test_files_override_a_module_and_node_ids_select(project: Path) -> None:
+    before = snapshot(project)
+    broken = {"pkg/mod.py": "def add(a, b):\n    return 4\n"}
+    run = run_pytest(project, PYTHON, files=broken)
+    assert run.outcomes == {OK: "failed", BAD: "passed"}, run.output
+    run = run_pytest(project, PYTHON, [BAD], files=broken, trace=False)
+    assert (run.status, run.outcomes, run.calls, run.returncode) == ("passed", {BAD: "passed"}, {}, 0), run.output
+    assert run.ok
+    assert snapshot(project) == before
+
+
+def test_escapes_are_denied(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSIST_FAKE_SECRET", "sk-do-not-leak")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = tmp_path / "home" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("api key")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        code = textwrap.dedent(
+            f"""
+            import os, socket
+            import pytest
+
+
+            def test_env():
+                assert "ASSIST_FAKE_SECRET" not in os.environ
+                assert "sk-do-not-leak" not in repr(os.environ)
+
+
+            def test_tcp():
+                with pytest.raises(OSError):
+                    socket.create_connection(("127.0.0.1", {port}), timeout=2)
+
+
+            def test_write_outside():
+                with pytest.raises(PermissionError):
+                    open({str(outside / "x.txt")!r}, "w")
+
+
+            def test_read_secret():
+                with pytest.raises(PermissionError):
+                    open({str(secret)!r}).read()
+            """
+        )
+        run = run_pytest(project, PYTHON, ["tests/test_escape.py"], files={"tests/test_escape.py": code})
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    got = {node.rpartition("::")[2]: outcome for node, outcome in run.outcomes.items()}
+    assert (got["test_env"], got["test_tcp"]) == ("passed", "passed"), run.output
+    if ABI < 1:
+        pytest.skip("the kernel has no Landlock: reads and writes outside the copy are not confined")
+    assert (got["test_write_outside"], got["test_read_secret"]) == ("passed", "passed"), run.output
+    assert run.ok
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.skipif(ABI < 4, reason="the kernel's Landlock has no TCP rules (ABI 4+)")
+def test_landlock_alone_denies_tcp(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASSIST_SANDBOX_DISABLE", "hook")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        code = (
+            "import socket\n\n\ndef test_tcp():\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # "sandbox layers disabled", once per process
+            run = run_pytest(project, PYTHON, ["tests/test_tcp.py"], files={"tests/test_tcp.py": code})
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    assert run.layers["hook"] == (False, "disabled by ASSIST_SANDBOX_DISABLE")
+    assert run.outcomes == {"tests/test_tcp.py::test_tcp": "failed"}
+    assert "PermissionError" in run.output, run.output
+
+
+def test_an_infinite_loop_times_out(project: Path) -> None:
+    code = "def test_loop():\n    while True:\n        pass\n"
+    run = run_pytest(
+        project, PYTHON, ["tests/test_loop.py"], files={"tests/test_loop.py": code}, limits=ProjectLimits(timeout_s=2)
+    )
+    assert (run.status, run.returncode, run.outcomes) == ("timeout", None, {})
+    assert run.duration_s < 3.0
+
+
+def test_cpu_limit_and_collection_error(project: Path) -> None:
+    code = "def test_loop():\n    while True:\n        pass\n"
+    limits = ProjectLimits(timeout_s=10, cpu_s=1)
+    run = run_pytest(project, PYTHON, ["tests/test_loop.py"], files={"tests/test_loop.py": code}, limits=limits)
+    assert run.status == "resource-limit", (run.returncode, run.output)
+    run = run_pytest(project, PYTHON, files={"tests/test_mod.py": "def test_x(:\n"})
+    assert (run.status, run.returncode) == ("error", 2), run.output
+
+
+def test_paths_escaping_the_copy_are_usage_errors(project: Path, tmp_path: Path) -> None:
+    (project / "link").symlink_to(tmp_path)
+    for bad in ("../evil.py", "/etc/passwd", "pkg/../../evil.py", "nodir/new.py", "pkg", "link/evil.py"):
+        with pytest.raises(UsageError):
+            run_pytest(project, PYTHON, files={bad: "x = 1\n"})
+    with pytest.raises(UsageError):
+        run_pytest(project, PYTHON, pythonpath=["../elsewhere"])
+    assert not (tmp_path / "evil.py").exists()
+
+
+def test_the_launcher_reads_the_runners_paths() -> None:
+    assert launcher.SYSTEM_READ_PATHS == runner.SYSTEM_READ_PATHS
+    assert launcher.DEVICE_PATHS == runner.DEVICE_PATHS
+    assert launcher.DEVICE_READ_PATHS == runner.DEVICE_READ_PATHS
