@@ -129,6 +129,7 @@ def index(
         f"  parsed {stats.files_parsed} changed file(s), removed {stats.files_removed}; "
         f"embedded {stats.embedded} {what[:-1] if stats.embedded == 1 else what} ({stats.reused} reused) "
         f"in {stats.total_s:.1f} s"
+        + (f"\n  and {stats.fragments} 20-line fragments ({stats.fragments_embedded} embedded)" if bank is None else "")
     )
 
 

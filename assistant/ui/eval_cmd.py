@@ -324,7 +324,7 @@ def repo(
         lines = subset([t for p in projects for t in line_tasks(p)]) if task != "function" else []
         pipeline = Pipeline(settings=settings)
         encoder = pipeline.encoder()
-        indexes = {p.name: index_project(p, encoder) for p in projects}
+        indexes = {p.name: index_project(p, encoder, progress=ui) for p in projects}
         generator = pipeline.backend(progress=ui)
         function_rows = line_rows = None
         if functions:
