@@ -9,6 +9,7 @@ case it is rewritten in place so that all its names keep sharing one content.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 import stat
@@ -19,6 +20,15 @@ import platformdirs
 from assistant.errors import UsageError
 
 REPO_DIR_NAME = ".assist"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in 4 MB blocks (models are gigabytes)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def cache_dir() -> Path:

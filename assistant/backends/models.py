@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assistant.errors import ModelError, UsageError
-from assistant.paths import atomic_write_text, models_dir
+from assistant.paths import atomic_write_text, file_sha256, models_dir
 from assistant.progress import Progress
 
 
@@ -313,14 +313,6 @@ def generator_dir(spec: ModelSpec) -> Path:
 CT2_QUANTIZATIONS = ("int8", "int8_float32", "float32")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def ct2_path(spec: ModelSpec, quantization: str = "int8", progress: Progress | None = None) -> Path:
     """The model's CTranslate2 folder (`<cache>/ct2-<quantization>`), converted from the verified HF folder on first
     use (the optional `fast` extra: ctranslate2); see `_converted` for how it is made and checked."""
@@ -432,7 +424,7 @@ def _converted(
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["the converter failed"])[-1][:300]
             raise ModelError(f"converting {spec.name} to {what} failed: {last}")
-        files = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)} for p in work.iterdir() if p.is_file()}
+        files = {p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in work.iterdir() if p.is_file()}
         shutil.rmtree(target, ignore_errors=True)
         work.replace(target)
     finally:

@@ -764,8 +764,6 @@ def fill_stub(
     params = params or SamplingParams()
     if params.n < 1:
         raise UsageError("-n must be at least 1")
-    if k < 0:
-        raise UsageError("-k must be 0 or more")
     report = progress or (lambda stage, done, total: None)
     if target is None:
         if file is None:

@@ -29,7 +29,7 @@ import numpy as np
 from assistant.code.examples import Example
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
-from assistant.paths import REPO_DIR_NAME, atomic_write_bytes, atomic_write_text, cache_dir
+from assistant.paths import REPO_DIR_NAME, atomic_write_bytes, atomic_write_text, cache_dir, file_sha256
 
 METHODS = ("lail", "tstr")  # the trained retrievers, best first
 
@@ -74,14 +74,6 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
         return None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _version(package: str) -> str | None:
     try:
         return metadata.version(package)
@@ -102,7 +94,7 @@ def save_artifact(directory: Path, method: str, write: Callable[[Path], None], m
     staging.mkdir()
     try:
         write(staging)
-        files = {p.relative_to(staging).as_posix(): _sha256(p) for p in sorted(staging.rglob("*")) if p.is_file()}
+        files = {p.relative_to(staging).as_posix(): file_sha256(p) for p in sorted(staging.rglob("*")) if p.is_file()}
         (directory / "manifest.json").unlink(missing_ok=True)
         for entry in sorted(staging.iterdir()):
             target = directory / entry.name

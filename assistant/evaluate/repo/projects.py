@@ -13,7 +13,6 @@ Nothing of the projects is committed; the figures say which versions they come f
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -22,13 +21,14 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from assistant.errors import UsageError
-from assistant.paths import atomic_write_text, cache_dir
+from assistant.paths import atomic_write_text, cache_dir, file_sha256
 from assistant.progress import Progress
-from assistant.sandbox.project import ProjectLimits, run_pytest
+from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
 
 PYTEST = "pytest==8.4.2"
 SUITE_VERSION = 1  # bump when suite.json's meaning changes
@@ -130,6 +130,18 @@ class Project:
     def is_test_file(self, path: str) -> bool:
         return path == self.spec.tests or path.startswith(self.spec.tests.rstrip("/") + "/")
 
+    def run_tests(self, tests: Sequence[str], path: str, text: str, limits: ProjectLimits) -> ProjectRun:
+        """Run `tests` in the project sandbox with `path` replaced by `text`, stopping at the first failure."""
+        return run_pytest(
+            self.root,
+            self.python,
+            list(tests),
+            files={path: text},
+            pythonpath=self.spec.pythonpath,
+            stop_first=True,
+            limits=limits,
+        )
+
     def covering(self) -> dict[tuple[str, int], list[str]]:
         """(path, first line) of a function → the passing tests that execute it, sorted."""
         passing = set(self.passing)
@@ -147,14 +159,6 @@ def bench_dir() -> Path:
     path = cache_dir() / "repo-bench"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _run(argv: list[str], what: str, cwd: Path | None = None) -> None:
@@ -179,7 +183,7 @@ def fetch(spec: ProjectSpec, folder: Path) -> Path:
     if not found:
         raise UsageError(f"pip did not leave {spec.name}-{spec.version}.tar.gz in {folder}")
     sdist = found[0]
-    digest = _sha256(sdist)
+    digest = file_sha256(sdist)
     if digest != spec.sha256:
         sdist.unlink()
         raise UsageError(f"{sdist.name} has sha256 {digest[:16]}…, expected {spec.sha256[:16]}…; removed it")

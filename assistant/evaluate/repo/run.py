@@ -41,7 +41,7 @@ from assistant.indexing.fragments import fragment_holding, split_fragments
 from assistant.indexing.index import Index, TextEncoder, build_index
 from assistant.pipeline.registry import make_retriever
 from assistant.progress import Progress
-from assistant.sandbox.project import ProjectLimits, run_pytest
+from assistant.sandbox.project import ProjectLimits
 
 STRATEGIES = ("zero", "bm25", "dense", "hybrid")  # hybrid is what `assist generate` uses in an untrained repo
 LINE_CONTEXT_TOKENS = 1024  # the file's code before the hidden lines, at most this much
@@ -88,7 +88,6 @@ class Excluding:
     def __init__(self, retriever: Retriever, exclude: Exclude) -> None:
         self.retriever = retriever
         self.exclude = exclude
-        self.name = getattr(retriever, "name", type(retriever).__name__)
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         def both(example: Example) -> bool:
@@ -108,10 +107,6 @@ def edit_similarity(a: str, b: str) -> float:
 
 def _normalized(code: str) -> str:
     return "\n".join(line.strip() for line in code.strip().splitlines() if line.strip())
-
-
-def _pristine(task_path: Path) -> str:
-    return task_path.read_text(encoding="utf-8")
 
 
 def _target(project: Project, path: str, text: str) -> Target:
@@ -181,7 +176,7 @@ def run_function_tasks(
             report("function tasks", done, total)
             ix = indexes[task.project]
             project = ix.project
-            pristine = _pristine(project.root / task.path)
+            pristine = (project.root / task.path).read_text(encoding="utf-8")
             stubbed = task.stubbed(pristine)
             target = _target(project, task.path, stubbed)
             test_files = {node.split("::", 1)[0] for node in task.tests}
@@ -227,15 +222,7 @@ def run_function_tasks(
                 body = taken.body
                 test_key = cache_key(kind="repo-test", task=task.task_id, text=new_text)
                 if test_key not in tests_cache:
-                    run = run_pytest(
-                        project.root,
-                        project.python,
-                        list(task.tests),
-                        files={task.path: new_text},
-                        pythonpath=project.spec.pythonpath,
-                        stop_first=True,
-                        limits=limits,
-                    )
+                    run = project.run_tests(task.tests, task.path, new_text, limits)
                     tests_cache.put(test_key, {"status": run.status, "seconds": round(run.duration_s, 2)})
                 verdict = tests_cache.get(test_key)
                 sample.update(
@@ -331,7 +318,7 @@ def run_line_tasks(
         for strategy in strategies:
             report("line tasks", done, total)
             ix = indexes[task.project]
-            lines = _pristine(ix.project.root / task.path).splitlines()
+            lines = (ix.project.root / task.path).read_text(encoding="utf-8").splitlines()
             last = task.line + len(task.target) - 1
             query = "\n".join(lines[max(0, task.line - 1 - LINE_QUERY_LINES) : task.line - 1])
             positive = fragment_holding(ix.fragments.examples, task.path, task.line)

@@ -24,7 +24,7 @@ from assistant.core.stubs import Stub, fill_body, find_functions
 from assistant.evaluate.repo.projects import Project, bench_dir
 from assistant.paths import atomic_write_text
 from assistant.progress import Progress
-from assistant.sandbox.project import ProjectLimits, run_pytest
+from assistant.sandbox.project import ProjectLimits
 
 MIN_BODY_LINES = 2
 MAX_BODY_LINES = 40
@@ -160,15 +160,7 @@ def function_tasks(project: Project, progress: Progress | None = None) -> list[F
     for number, (task, text) in enumerate(candidates, start=1):
         report(f"check {project.name}'s tasks", number - 1, len(candidates))
         mutant = fill_body(text, task._stub(text), MUTANT)
-        run = run_pytest(
-            project.root,
-            project.python,
-            list(task.tests),
-            files={task.path: mutant},
-            pythonpath=project.spec.pythonpath,
-            stop_first=True,
-            limits=MUTANT_LIMITS,
-        )
+        run = project.run_tests(task.tests, task.path, mutant, MUTANT_LIMITS)
         if run.status == "passed":
             rejected[task.task_id] = "its tests pass without it"
         elif run.status == "timeout":
