@@ -14,10 +14,13 @@ from assistant.errors import UsageError
 from assistant.evaluate.repo.projects import PROJECTS, Project, ProjectSpec, parse_projects
 from assistant.evaluate.repo.run import (
     index_project,
+    retrieval_table,
     run_function_tasks,
+    run_line_retrieval,
     run_line_tasks,
     summarize_functions,
     summarize_lines,
+    summarize_retrieval,
 )
 from assistant.evaluate.repo.tasks import function_tasks, line_tasks
 from assistant.indexing.fragments import fragment_holding, split_fragments
@@ -176,6 +179,38 @@ def test_line_tasks_score_the_hidden_lines_and_the_positive_fragment(tiny: Proje
             assert source.startswith("tests/") or not (start <= last and start + 19 >= task.line)
     rows = summarize_lines(records)
     assert rows[0]["strategy"] == "zero" and "r@1" not in rows[0] and "r@10" in rows[1]
+    # A backend that decodes prompts together gets two tasks' prompts (every strategy) per call: same records.
+    batching = ScriptedBackend(reply, prefills_answer=True)
+    batching.batches_prompts = True
+    calls: list[int] = []
+    original = batching.sample_batch
+    batching.sample_batch = lambda prompts, params, **kw: calls.append(len(prompts)) or original(prompts, params, **kw)
+    again = run_line_tasks(tasks, {"tiny": index_project(tiny, encoder)}, ["zero", "bm25"], batching, tmp_path / "b",
+                           batch=2)  # fmt: skip
+    assert [(r["em"], r["es"], r["rank"]) for r in again] == [(r["em"], r["es"], r["rank"]) for r in records]
+    assert sum(calls) == len({r["task_id"] + repr(r["fragments"]) for r in records}) and max(calls) <= 4
+    # Retrieval alone gives the ranks the full run recorded, with no model.
+    ranks = run_line_retrieval(tasks, {"tiny": index_project(tiny, encoder)}, ["zero", "bm25"])
+    assert [(r["task_id"], r["rank"]) for r in ranks] == [(r["task_id"], r["rank"]) for r in bm25]
+    (row,) = summarize_retrieval(ranks)
+    assert row["strategy"] == "bm25" and row["tasks"] == 3 and "vs_bm25" not in row
+    assert "| bm25 | 3 |" in retrieval_table([row])
+
+
+def test_project_indexes_are_kept_and_read_back(tiny: Project, encoder) -> None:
+    first = index_project(tiny, encoder)
+    counted: list[int] = []
+
+    class Counting:
+        name, dim = encoder.name, encoder.dim
+
+        def encode(self, texts, progress=None):
+            counted.append(len(texts))
+            return encoder.encode(texts, progress)
+
+    second = index_project(tiny, Counting())
+    assert counted == [] and (tiny.root.parent / "index" / "fragments" / "meta.json").exists()
+    assert (second.fragments.vectors == first.fragments.vectors).all() and len(second.functions) == len(first.functions)
 
 
 def test_projects_are_pinned_and_named_by_a_clear_error() -> None:

@@ -711,22 +711,49 @@ def sample_stub(
 ) -> tuple[list[Completion], int]:
     """The request's samples, and the token limit they ended with: when the limit was sized to the docstring
     and every sample was cut off by it, the cut-off ones are sampled once more at twice the limit."""
+    return sample_stubs([request], backend, [params], progress)[0]
+
+
+def sample_stubs(
+    requests: Sequence[StubRequest],
+    backend: Backend,
+    params: Sequence[SamplingParams],
+    progress: Progress | None = None,
+) -> list[tuple[list[Completion], int]]:
+    """:func:`sample_stub` for several requests (one `params` each): requests that share a token limit and
+    sampling settings go to the backend in one `sample_batch` call, each with its own seed, so a request's
+    samples are those it would get alone; the retries at twice the limit run one request at a time."""
+    if len(params) != len(requests):
+        raise ValueError("one SamplingParams per request")
     report = progress or (lambda stage, done, total: None)
-    limit = request.limit
-    params = replace(params, max_new_tokens=limit)
-    report("generate", 0, params.n)
-    completions = backend.sample(request.prompt, params, step=lambda done, total: report("generate", done, total))
-    kept, _, cut = collect_stub(completions, request.stub, request.prefix, request.existing)
-    if not kept and cut and request.sized:
-        # Every sample ran out of room: the limit was too small for this function. Once, with twice as much.
-        limit = min(2 * limit, 2048)
-        params = replace(
-            params, n=len(cut), max_new_tokens=limit, seed=None if params.seed is None else params.seed + 1
+    owned = [replace(p, max_new_tokens=r.limit) for r, p in zip(requests, params, strict=True)]
+    groups: dict[tuple, list[int]] = {}
+    for position, p in enumerate(owned):
+        groups.setdefault((p.n, p.temperature, p.top_p, p.max_new_tokens), []).append(position)
+    first: list[list[Completion]] = [[] for _ in requests]
+    report("generate", 0, 1)
+    for members in groups.values():
+        sampled = backend.sample_batch(
+            [requests[i].prompt for i in members],
+            owned[members[0]],
+            step=lambda done, total: report("generate", done, total),
+            seeds=[owned[i].seed for i in members],
         )
-        retried = backend.sample(request.prompt, params, step=lambda done, total: report("generate", done, total))
-        completions = [*completions, *retried]
+        for position, completions in zip(members, sampled, strict=True):
+            first[position] = list(completions)
+    results = []
+    for request, p, completions in zip(requests, owned, first, strict=True):
+        limit = p.max_new_tokens
+        kept, _, cut = collect_stub(completions, request.stub, request.prefix, request.existing)
+        if not kept and cut and request.sized:
+            # Every sample ran out of room: the limit was too small for this function. Once, with twice as much.
+            limit = min(2 * limit, 2048)
+            retry = replace(p, n=len(cut), max_new_tokens=limit, seed=None if p.seed is None else p.seed + 1)
+            retried = backend.sample(request.prompt, retry, step=lambda done, total: report("generate", done, total))
+            completions = [*completions, *retried]
+        results.append((completions, limit))
     report("generate", 1, 1)
-    return list(completions), limit
+    return results
 
 
 def fill_stub(

@@ -194,6 +194,54 @@ def _read_records(path: Path) -> list[dict] | None:
     return [r for r in JsonlCache(path).entries.values() if isinstance(r, dict) and "strategy" in r]
 
 
+def complete_tasks(records: Sequence[dict]) -> list[dict]:
+    """The latest record of each (task, strategy), for the tasks that every strategy of the records ran (a run
+    stopped in the middle of a task leaves it out, so every strategy is compared on the same tasks)."""
+    latest = {(r["task_id"], r["strategy"]): r for r in records}
+    strategies = {strategy for _, strategy in latest}
+    ran: dict[str, set[str]] = {}
+    for task, strategy in latest:
+        ran.setdefault(task, set()).add(strategy)
+    return [r for (task, _), r in latest.items() if ran[task] == strategies]
+
+
+def _repo_sections(out: Path, n: int) -> list[str]:
+    """`eval repo`'s tables, rebuilt from its records (also from a run that was stopped)."""
+    from assistant.evaluate.repo.run import (
+        function_table,
+        line_table,
+        project_table,
+        retrieval_table,
+        summarize_functions,
+        summarize_lines,
+        summarize_retrieval,
+    )
+
+    sections = []
+    functions = _read_records(out / "function.jsonl")
+    if functions:
+        kept = complete_tasks(functions)
+        tasks = len({r["task_id"] for r in kept})
+        rows = summarize_functions(kept, [k for k in (1, 5) if k <= n])
+        sections += [f"## Function level: {tasks} tasks (percent, 95% bootstrap intervals; differences paired by "
+                     "task)", "", function_table(rows), "", "pass@1 by project:", "", project_table(kept, "pass@1"),
+                     ""]  # fmt: skip
+    ranks = _read_records(out / "line-retrieval.jsonl")
+    if ranks:
+        kept = complete_tasks(ranks)
+        tasks = len({r["task_id"] for r in kept})
+        sections += [f"## Retrieval on the line tasks: {tasks} tasks (the fragment holding the hidden line; 0-1, 95% "
+                     "bootstrap intervals)", "", retrieval_table(summarize_retrieval(kept)), ""]  # fmt: skip
+    lines = _read_records(out / "line.jsonl")
+    if lines:
+        kept = complete_tasks(lines)
+        tasks = len({r["task_id"] for r in kept})
+        sections += [f"## Line level: {tasks} tasks (EM, ES in percent; R@k and MRR@10 of the fragment holding the "
+                     "line)", "", line_table(summarize_lines(kept)), "", "ES by project:", "",
+                     project_table(kept, "es"), ""]  # fmt: skip
+    return sections
+
+
 def write_report(out: Path, versus: str | None = None) -> str:
     """Build report.md (and PNG charts) from what a results folder holds; returns the markdown.
 
@@ -282,6 +330,7 @@ def write_report(out: Path, versus: str | None = None) -> str:
             "mean token log-prob",
         ):
             charts.append("likelihood.png")
+    sections += _repo_sections(out, config.get("n", 1))
     sections += [f"![{name}]({name})" for name in charts]
     text = "\n".join(sections) + "\n"
     atomic_write_text(out / "report.md", text)

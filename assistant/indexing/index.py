@@ -352,12 +352,18 @@ def build_index(
     encoder: TextEncoder,
     progress: Progress = _no_progress,
     source: dict | None = None,
+    cache: Path | None = None,
 ) -> Index:
-    """An in-memory index over `examples` (nothing written), e.g. an evaluation's demonstration pool.
+    """An index over `examples`, e.g. an evaluation's demonstration pool: in memory, or kept in `cache` when
+    given (read back to reuse the vectors of texts it already embedded, and saved again).
 
     `source` says where the examples came from (kept in `meta`, named in trained artifacts' provenance)."""
     meta = {"source": source or {"kind": "memory"}}
-    return _build(list(examples), encoder, None, meta, IndexStats(), progress)
+    previous = _previous_or_none(cache)[0] if cache is not None else None
+    index = _build(list(examples), encoder, previous, meta, IndexStats(), progress)
+    if cache is not None:
+        index.save(cache)
+    return index
 
 
 def repo_root(path: str | Path) -> Path:

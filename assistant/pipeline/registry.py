@@ -37,12 +37,26 @@ def _lail(index: Index, encoder: TextEncoder) -> Retriever:
     return LailRetriever.for_index(index, encoder)
 
 
+def _selfracg(index: Index, encoder: TextEncoder) -> Retriever:
+    from assistant.methods.selfracg import SelfRacgRetriever  # the INE needs the transformers model
+
+    return SelfRacgRetriever.for_index(index, trained=True)
+
+
+def _selfracg_init(index: Index, encoder: TextEncoder) -> Retriever:
+    from assistant.methods.selfracg import SelfRacgRetriever
+
+    return SelfRacgRetriever.for_index(index, trained=False)
+
+
 RETRIEVERS: dict[str, RetrieverFactory] = {
     "bm25": lambda index, encoder: BM25Retriever(index),
     "dense": lambda index, encoder: DenseRetriever(index, encoder),
     "hybrid": lambda index, encoder: HybridRetriever(BM25Retriever(index), DenseRetriever(index, encoder)),
     "tstr": _tstr,
     "lail": _lail,
+    "selfracg": _selfracg,  # not in `auto` until it is measured
+    "selfracg-init": _selfracg_init,
 }
 RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
 

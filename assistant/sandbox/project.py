@@ -1,7 +1,7 @@
 """Run a real project's pytest suite, with generated code written into a copy of it, inside the sandbox boundary.
 
 :func:`run_pytest` copies the project into a fresh temporary directory (``<run>/project``; ``.git``,
-``__pycache__``, ``*.pyc`` and ``.pytest_cache`` are left out), writes the given files over the copy, and
+caches, ``*.pyc`` and virtual environments such as ``.venv`` are left out), writes the given files over the copy, and
 starts the project's own interpreter on :mod:`assistant.sandbox.project_launcher` in the copy, in its own
 session, with stdin closed and an environment built from scratch (PATH, LANG, HOME and TMPDIR inside the run
 dir, PYTHONPATH, PYTHONHASHSEED=0, no bytecode writes; nothing from our environment: no keys, tokens or
@@ -68,7 +68,12 @@ PLUGIN_PATH = Path(__file__).with_name("pytest_plugin.py")
 PLUGIN_MODULE = "assist_pytest_plugin"
 STATUSES = ("passed", "failed", "error", "timeout", "resource-limit")
 OUTCOMES = ("passed", "failed", "skipped", "error")
-IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache")
+# Not copied: VCS data, caches, and virtual environments (a repo's own .venv can be hundreds of MB; the run
+# reads its interpreter where it is, not from the copy).
+IGNORED = shutil.ignore_patterns(
+    ".git", "__pycache__", "*.pyc", ".pytest_cache", ".venv", "venv", ".tox", ".nox", "node_modules", ".assist",
+    ".mypy_cache", ".ruff_cache",
+)  # fmt: skip
 
 _READ_CHUNK = 65_536
 _REPORT_LIMIT = 64_000  # bytes accepted from the launcher's layer report

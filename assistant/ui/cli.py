@@ -164,7 +164,8 @@ def generate(
     retriever: Annotated[
         str | None,
         typer.Option(
-            help="auto, bm25, dense, hybrid, tstr or lail (auto: a retriever trained for this pool if there is one "
+            help="auto, bm25, dense, hybrid, tstr, lail, selfracg or selfracg-init (auto: a retriever trained for "
+            "this pool if there is one "
             "— lail, then tstr — else hybrid). Default: generate.retriever in the config, else auto.",
             show_default=False,
         ),
@@ -183,6 +184,30 @@ def generate(
         list[str] | None, typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).')
     ] = None,
     tests_file: Annotated[Path | None, typer.Option("--tests", help="A Python file of assert statements.")] = None,
+    test_cmd: Annotated[
+        str | None,
+        typer.Option(
+            "--test-cmd",
+            help="With --function: the repo's tests to run on each candidate, as a pytest command, e.g. "
+            "'pytest tests/test_util.py -k parse' (default: the test functions that mention the function).",
+        ),
+    ] = None,
+    repo_tests: Annotated[
+        bool,
+        typer.Option(
+            "--repo-tests/--no-repo-tests",
+            help="With --function: run the repo's tests on each candidate's edited file in the sandbox (a copy of "
+            "the repo, no network), passing candidates ranked first.",
+        ),
+    ] = True,
+    python: Annotated[
+        Path | None,
+        typer.Option(
+            "--python",
+            help="The interpreter with the project's dependencies, for its tests (default: the repo's .venv or "
+            "venv, else the active virtualenv, else assist's own).",
+        ),
+    ] = None,
     bank: BankOpt = None,
     temperature: Annotated[
         float | None,
@@ -245,7 +270,10 @@ def generate(
         raise UsageError("--apply needs --file, the file to write the code into")
     if function is not None and file is None:
         raise UsageError("--function needs --file, the file that holds the stub")
+    if test_cmd is not None and function is None:
+        raise UsageError("--test-cmd needs --function (the repo's tests run on a filled stub)")
     target = None
+    plan = None
     if file is not None:
         target = Target.read(file)  # read and parsed once for the whole request
         if function is not None:
@@ -260,6 +288,13 @@ def generate(
                 requirement_given=bool((requirement or "").strip()),
                 tree=target.tree,
             )
+            if repo_tests or test_cmd is not None:
+                from assistant.code.edit import enclosing_root
+                from assistant.core.repo_tests import repo_tests as find_repo_tests
+
+                root = enclosing_root(target.path)
+                relative = target.path.relative_to(root) if target.path.is_relative_to(root) else target.path
+                plan = find_repo_tests(root, relative, function, test_cmd=test_cmd, python=python)
     tests: list[str] = []
     for number, chunk in enumerate(test or [], start=1):
         check_text(chunk, f"test {number}")
@@ -278,6 +313,11 @@ def generate(
 
     with ProgressUI(show_progress(json_output)) as ui:
         result = pipeline.generate(request, progress=ui, status=ui.status)
+        if plan is not None and result.candidates:
+            from assistant.core.repo_tests import test_candidates
+
+            ui.status(f"Running the repo's tests on each candidate ({plan.describe()})")
+            result = test_candidates(result, plan, progress=ui)
     # -k 0 retrieves nothing: no index is opened (nor the encoder loaded) just to name it.
     source = pipeline.source().description if options.k > 0 else None
     _warn_cut_off(result)
@@ -290,16 +330,31 @@ def generate(
         assert edit is not None
         apply_edit(edit, force=force)
         applied = True
+        verdict = result.candidates[0].scores.get("repo-tests")
+        if verdict is not None and verdict.details.get("status") != "passed":
+            err.print(f"warning: the applied candidate did not pass the repo's tests ({verdict.why})", markup=False)
 
     if json_output:
         data = result.to_json()
         data["source"] = source
         data["applied"] = applied
+        data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
         out.print_json(json.dumps(data))
     else:
+        if function is not None:
+            _print_repo_tests(plan, repo_tests or test_cmd is not None)
         _print_result(result, source, explain, applied)
     if not result.candidates:
         raise typer.Exit(1)
+
+
+def _print_repo_tests(plan: Any, asked: bool) -> None:
+    """Say which of the repo's tests ran on the candidates (or why none did)."""
+    if plan is None:
+        if asked:
+            out.print("[bold]Repo tests[/]: none mention the function (name some with --test-cmd)", markup=True)
+        return
+    out.print(f"[bold]Repo tests[/] ({escape(plan.describe())}), each candidate in a sandboxed copy:", markup=True)
 
 
 def _warn_cut_off(result: Any) -> None:
@@ -359,6 +414,10 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
     for number, (ranked, edit) in enumerate(zip(result.candidates, result.edits, strict=True), start=1):
         summary = "  ".join(f"{name} {score.value:.3f}" for name, score in ranked.scores.items())
         out.print(f"\n[bold cyan]#{number}[/]  {summary}", markup=True)
+        if "repo-tests" in ranked.scores and not explain:
+            verdict = ranked.scores["repo-tests"]
+            colour = "green" if verdict.details.get("status") == "passed" else "red"
+            out.print(f"  [{colour}]tests: {escape(verdict.why)}[/]", markup=True)
         if ranked.candidate.dropped:
             out.print(
                 f"  [yellow]also wrote {escape(', '.join(ranked.candidate.dropped))}: left out of its edit, "
@@ -621,7 +680,10 @@ def tui(
     timeout: TimeoutOpt = None,
     retriever: Annotated[
         str | None,
-        typer.Option(help="auto, hybrid, bm25, dense, tstr or lail (default: generate.retriever, else auto)."),
+        typer.Option(
+            help="auto, hybrid, bm25, dense, tstr, lail, selfracg or selfracg-init (default: generate.retriever, "
+            "else auto)."
+        ),
     ] = None,
     ranker: Annotated[
         str | None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -102,7 +103,8 @@ def _prepare(out: Path, config: dict) -> None:
         previous = json.loads(path.read_text(encoding="utf-8"))
         # Strategies and --limit may grow: subsets are nested and every (task, strategy) is cached on its own.
         # -k too: pass@k is computed from each task's (n, correct), so it changes the report, not the samples.
-        merged = ("strategies", "limit", "ks")
+        # `eval repo --task` too: its function and line records are kept in their own files.
+        merged = ("strategies", "limit", "ks", "task")
         changed = sorted(k for k in config if k not in merged and previous.get(k) != config[k])
         if changed:
             raise UsageError(f"{out} holds a run with other settings ({', '.join(changed)}); choose another --out")
@@ -112,6 +114,8 @@ def _prepare(out: Path, config: dict) -> None:
             "strategies": list(dict.fromkeys(previous.get("strategies", []) + config["strategies"])),
             "limit": None if None in limits else max(limits),
         }
+        if "task" in config and previous.get("task", config["task"]) != config["task"]:
+            config["task"] = "both"
         if "ks" in config:
             config["ks"] = sorted({*previous.get("ks", []), *config["ks"]})
         if "versus" in previous:  # `eval report --versus`: the rewritten report keeps its paired tables
@@ -234,13 +238,23 @@ def repo(
     project: Annotated[
         str, typer.Option("--project", help="Comma-separated: boltons, click, tabulate, cachetools (default: all).")
     ] = "all",
-    task: Annotated[str, typer.Option("--task", help="function, line, or both.")] = "both",
+    task: Annotated[
+        str,
+        typer.Option(
+            "--task",
+            help="function, line, both, or retrieval (the line tasks' R@k and MRR@10 alone: no model, seconds).",
+        ),
+    ] = "both",
     limit: Annotated[
         int | None, typer.Option(help="At most this many tasks of each kind (a seeded subset; nested as it grows).")
     ] = None,
     seed: Seed = 0,
     strategies: Annotated[
-        str, typer.Option(help="Comma-separated: zero, bm25, dense, hybrid (hybrid is what generate uses).")
+        str,
+        typer.Option(
+            help="Comma-separated: zero, bm25, dense, hybrid (what generate uses), selfracg-init (SelfRACG's "
+            "branch untrained: the generator's own attention; loads the transformers model too)."
+        ),
     ] = "zero,bm25,hybrid",
     n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,
     demos: Demos = 4,
@@ -287,8 +301,8 @@ def repo(
     check_range("--timeout", timeout, 0, low_open=True)
     check_range("--temperature", temperature, 0)
     check_range("--top-p", top_p, 0, 1, low_open=True)
-    if task not in ("function", "line", "both"):
-        raise UsageError(f"--task is function, line or both, not {task!r}")
+    if task not in ("function", "line", "both", "retrieval"):
+        raise UsageError(f"--task is function, line, both or retrieval, not {task!r}")
     names = [s.strip() for s in strategies.split(",") if s.strip()]
     unknown = [s for s in names if s not in STRATEGIES]
     if not names or unknown:
@@ -313,11 +327,15 @@ def repo(
     _prepare(folder, config)
 
     def subset(items: list) -> list:
+        # Walked in the seeded order, not by name: a run stopped early holds a sample of every project.
         order = sorted(items, key=lambda t: t.task_id)
         random.Random(seed).shuffle(order)
-        return sorted(order[: limit or len(order)], key=lambda t: t.task_id)
+        return order[: limit or len(order)]
 
     started = time.perf_counter()
+    if task == "retrieval":
+        _repo_retrieval(specs, names, subset, folder, json_output)
+        return
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         projects = [prepare(spec, progress=ui) for spec in specs]
         functions = subset([t for p in projects for t in function_tasks(p, progress=ui)]) if task != "line" else []
@@ -365,6 +383,34 @@ def repo(
         return
     out.print("\n".join(report))
     err.print(f"results: {folder} (report.md)")
+
+
+def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list], folder: Path, as_json: bool) -> None:
+    """`eval repo --task retrieval`: each retriever's rank of the positive fragment for the line tasks."""
+    from assistant.cache import JsonlCache, cache_key
+    from assistant.evaluate.repo.projects import prepare
+    from assistant.evaluate.repo.run import index_project, retrieval_table, run_line_retrieval, summarize_retrieval
+    from assistant.evaluate.repo.tasks import line_tasks
+    from assistant.pipeline.pipeline import load_encoder
+
+    if names == ["zero"]:
+        raise UsageError("--task retrieval needs a retriever among --strategies (zero retrieves nothing)")
+    with ProgressUI(show_progress(as_json), plain=True) as ui:
+        projects = [prepare(spec, progress=ui) for spec in specs]
+        lines = subset([t for p in projects for t in line_tasks(p)])
+        encoder = load_encoder()
+        indexes = {p.name: index_project(p, encoder, progress=ui) for p in projects}
+        records = run_line_retrieval(lines, indexes, names, progress=ui)
+    store = JsonlCache(folder / "line-retrieval.jsonl")
+    for record in records:
+        store.put(cache_key(kind="retrieval", task=record["task_id"], strategy=record["strategy"]), record)
+    rows = summarize_retrieval(records)
+    if as_json:
+        out.print_json(json.dumps({"out": str(folder), "tasks": len(lines), "rows": rows}))
+        return
+    out.print(f"{len(lines)} line tasks; the positive is the 20-line fragment holding the first hidden line\n")
+    out.print(retrieval_table(rows))
+    err.print(f"results: {folder}")
 
 
 @eval_app.command("likelihood")

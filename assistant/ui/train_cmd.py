@@ -18,7 +18,7 @@ train_app = typer.Typer(
     no_args_is_help=True,
 )
 
-METHODS = ("lail", "tstr")
+METHODS = ("lail", "tstr", "selfracg")
 
 
 def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # -> Index
@@ -39,7 +39,11 @@ def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # ->
 def retriever(
     path: Annotated[Path, typer.Argument(help="The git repo to train on (default: where you stand).")] = Path("."),
     method: Annotated[
-        str, typer.Option(help="tstr (seconds) or lail (the LLM labels; about 14 min per 100 examples on 2 CPU cores).")
+        str,
+        typer.Option(
+            help="tstr (seconds), lail (the LLM labels; about 14 min per 100 examples on 2 CPU cores) or selfracg "
+            "(the LLM's own attention learns to fetch the next fragment; stage 1 only)."
+        ),
     ] = "tstr",
     bank: Annotated[
         str | None,
@@ -105,6 +109,16 @@ def retriever(
     resume: Annotated[
         bool, typer.Option("--resume/--fresh", help="lail: reuse the labels already computed (default) or relabel.")
     ] = True,
+    pairs: Annotated[
+        int, typer.Option(help="selfracg: (fragment, next fragment) pairs of stage 1, sampled from the repo.")
+    ] = 768,
+    rank: Annotated[int, typer.Option(help="selfracg: the adapters' rank (paper 16; alpha is twice the rank).")] = 16,
+    layers: Annotated[
+        int | None,
+        typer.Option(help="selfracg: use the first N layers only (default all; fewer is proportionally cheaper)."),
+    ] = None,
+    lr: Annotated[float, typer.Option(help="selfracg: AdamW learning rate (unstated in the paper).")] = 1e-3,
+    batch: Annotated[int, typer.Option(help="selfracg: pairs per step (batch - 1 in-batch negatives).")] = 16,
     json_output: Annotated[bool, typer.Option("--json", help="Print the training summary as JSON.")] = False,
 ) -> None:
     """Train a retriever for a pool of examples; `assist generate` then uses it by default.
@@ -118,8 +132,13 @@ def retriever(
     2 min training), or 13 minutes at t=8 in fp32 where the CPU lacks native bf16. Labels are cached, so an
     interrupted run resumes.
 
+    selfracg: low-rank adapters on a parallel retrieval branch of the generator's attention learn, by InfoNCE,
+    to find the fragment that follows a fragment (the paper's stage 1; its stage 2 is not built yet). Then
+    `--retriever selfracg`; `selfracg-init` is the same branch untrained.
+
     Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks.
     """
+    from assistant.methods.selfracg import SelfRacgConfig
     from assistant.pipeline.pipeline import load_encoder
 
     # Every numeric option, whichever method uses it, before anything loads.
@@ -134,6 +153,19 @@ def retriever(
         raise UsageError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     if embedder != "default" and method != "tstr":
         raise UsageError("--embedder applies to tstr; LAIL fine-tunes the local encoder")
+    if method == "selfracg":
+        check_range("--pairs", pairs, 2)
+        check_range("--rank", rank, 1)
+        check_range("--layers", layers, 1)
+        check_range("--lr", lr, 0, low_open=True)
+        check_range("--batch", batch, 2)
+        if bank is not None:
+            raise UsageError("selfracg trains on a repo's fragments (consecutive 20-line windows), not on a bank")
+        config = SelfRacgConfig(
+            rank=rank, alpha=2.0 * rank, layers=layers, pairs=pairs, epochs=epochs or 1, batch=batch, lr=lr, seed=seed
+        )
+        _train_selfracg(path, config, model, precision, json_output)
+        return
     if method == "lail":
         _train_lail(
             path,
@@ -173,6 +205,32 @@ def retriever(
         f"Trained TST^R on {len(index)} examples ({stats['pairs']} boundary pairs, {frozen.name} embeddings) in "
         f"{stats['seconds']:.1f} s: "
         f"loss {stats['loss_before']:.4f} → {stats['loss_after']:.4f}\nSaved to {directory}"
+    )
+
+
+def _train_selfracg(path: Path, config, model: str | None, precision: str, json_output: bool) -> None:
+    from assistant.backends.local import resolve_precision
+    from assistant.indexing.index import index_repo, load_fragments, repo_index_dir, repo_root
+    from assistant.methods.selfracg import train_selfracg
+    from assistant.pipeline.pipeline import load_encoder
+
+    precision = resolve_precision(precision)
+    with ProgressUI(show_progress(json_output), plain=True) as ui:
+        root = repo_root(path)
+        index_repo(root, load_encoder(), ui)  # brings the fragments up to date
+        fragments = load_fragments(repo_index_dir(root))
+        if fragments is None or not len(fragments):
+            raise UsageError(f"{root} has no Python fragments to train on")
+        directory, stats = train_selfracg(fragments, config, model, precision, ui)
+    summary = {"method": "selfracg", "fragments": len(fragments), "saved": str(directory), **stats}
+    if json_output:
+        out.print_json(json.dumps(summary))
+        return
+    losses = stats["losses"]
+    out.print(
+        f"Trained SelfRACG (stage 1) on {stats['pairs']} pairs of consecutive fragments of {len(fragments)} in "
+        f"{stats['seconds']:.0f} s: loss {losses[0]:.3f} → {sum(losses[-5:]) / len(losses[-5:]):.3f} (last 5 "
+        f"steps)\nSaved to {directory}"
     )
 
 

@@ -23,14 +23,14 @@ from pathlib import Path
 
 from rapidfuzz.distance import Levenshtein
 
-from assistant.backends import Backend, Completion, SamplingParams
+from assistant.backends import Backend, Completion, Prompt, SamplingParams
 from assistant.backends.prompts import ANSWER_PREFIX, build_line_prompt
 from assistant.cache import JsonlCache, cache_key, supersede
 from assistant.code.examples import Example
 from assistant.code.extract import EXTRACTORS, git_blob_hash
 from assistant.core.rank import Problem, Ranker
 from assistant.core.retrieve import Exclude, Hit, Retriever
-from assistant.core.stubs import collect_stub, plan_fill, prepare_stub, sample_stub
+from assistant.core.stubs import StubRequest, collect_stub, plan_fill, prepare_stub, sample_stubs
 from assistant.core.target import Target
 from assistant.core.tokens import token_counter
 from assistant.evaluate.codegen import picks, task_seed
@@ -43,10 +43,14 @@ from assistant.pipeline.registry import make_retriever
 from assistant.progress import Progress
 from assistant.sandbox.project import ProjectLimits
 
-STRATEGIES = ("zero", "bm25", "dense", "hybrid")  # hybrid is what `assist generate` uses in an untrained repo
+# hybrid is what `assist generate` uses in an untrained repo; selfracg-init is the generator's own last-token
+# attention (SelfRACG's branch before training). Trained SelfRACG needs adapters trained away from the projects'
+# own fragments (a line task's answer is one of them), which this benchmark does not train yet.
+STRATEGIES = ("zero", "bm25", "dense", "hybrid", "selfracg-init")
 LINE_CONTEXT_TOKENS = 1024  # the file's code before the hidden lines, at most this much
 LINE_QUERY_LINES = 20  # the retrieval query of a line task: the last lines before the hidden ones
 LINE_MAX_TOKENS = 96
+LINE_BATCH = 8  # line tasks decoded together (each with all its strategies' prompts)
 TEST_LIMITS = ProjectLimits(timeout_s=30, cpu_s=30, memory_mb=2048)  # a candidate's covering tests
 
 
@@ -60,10 +64,13 @@ class ProjectIndexes:
     encoder: TextEncoder
 
 
-def index_project(project: Project, encoder: TextEncoder, progress: Progress | None = None) -> ProjectIndexes:
-    """Functions and fragments of every .py file of the pristine tree (code and tests), in memory.
+def index_project(
+    project: Project, encoder: TextEncoder, progress: Progress | None = None, cached: bool = True
+) -> ProjectIndexes:
+    """Functions and fragments of every .py file of the pristine tree (code and tests).
 
-    Built once per run (a few thousand short texts through the encoder, a minute or two on 2 cores)."""
+    The first build embeds some 20,000 texts (several minutes on 2 cores); with `cached` the vectors are kept
+    beside the project and later runs read them back."""
     functions: list[Example] = []
     fragments: list[Example] = []
     for rel in project.all_files():
@@ -74,10 +81,13 @@ def index_project(project: Project, encoder: TextEncoder, progress: Progress | N
             functions.extend(EXTRACTORS[".py"](text, rel, blob))
         fragments.extend(split_fragments(text, rel, blob))
     source = {"kind": "repo-bench", "name": project.spec.key}
+    report = progress or (lambda *a: None)
+    # Kept beside the project (a vector is reused while its text and the encoder are the same).
+    cache = project.root.parent / "index" if cached else None
     return ProjectIndexes(
         project,
-        build_index(functions, encoder, progress or (lambda *a: None), source=source),
-        build_index(fragments, encoder, progress or (lambda *a: None), source=source),
+        build_index(functions, encoder, report, source=source, cache=cache and cache / "functions"),
+        build_index(fragments, encoder, report, source=source, cache=cache and cache / "fragments"),
         encoder,
     )
 
@@ -171,20 +181,20 @@ def run_function_tasks(
     done = 0
     current: dict[tuple[str, str], str] = {}
     # Task by task, every strategy in turn: a run stopped early leaves paired records, not one strategy's.
+    # A task's strategies are sampled in one batched call (they share its token limit; each keeps its seed).
     for task in tasks:
+        ix = indexes[task.project]
+        project = ix.project
+        pristine = (project.root / task.path).read_text(encoding="utf-8")
+        target = _target(project, task.path, task.stubbed(pristine))
+        test_files = {node.split("::", 1)[0] for node in task.tests}
+        sample_params = replace(params, seed=task_seed(seed, task.task_id))
+        prepared = []
         for strategy in strategies:
-            report("function tasks", done, total)
-            ix = indexes[task.project]
-            project = ix.project
-            pristine = (project.root / task.path).read_text(encoding="utf-8")
-            stubbed = task.stubbed(pristine)
-            target = _target(project, task.path, stubbed)
-            test_files = {node.split("::", 1)[0] for node in task.tests}
             base = retrievers[(task.project, strategy)]
             retriever = Excluding(base, lambda e, files=test_files: e.path in files) if base is not None else None
             started = time.perf_counter()
             request = prepare_stub(task.qualname, backend, target, retriever=retriever, k=demos, root=project.root)
-            sample_params = replace(params, seed=task_seed(seed, task.task_id))
             key = cache_key(
                 kind="repo-function",
                 backend=backend.identity.kind,
@@ -194,18 +204,32 @@ def run_function_tasks(
             )
             record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy)
             current[(task.task_id, strategy)] = record_key
+            prepared.append((strategy, request, key, record_key, time.perf_counter() - started))
+        todo: dict[str, StubRequest] = {}  # by sample key: strategies that built the same prompt share samples
+        for _, request, key, record_key, _ in prepared:
+            if record_key not in records and key not in samples_cache:
+                todo[key] = request
+        report("function tasks", done, total)
+        started = time.perf_counter()
+        usage_before = backend.usage.to_json()
+        sampled = sample_stubs(list(todo.values()), backend, [sample_params] * len(todo)) if todo else []
+        batch_s = time.perf_counter() - started
+        usage = backend.usage.since(usage_before)
+        for key, (completions, limit) in zip(todo, sampled, strict=True):
+            samples_cache.put(key, {"completions": _completions_json(completions), "limit": limit})
+        for strategy, request, key, record_key, prepare_s in prepared:
+            started = time.perf_counter()
             if record_key in records:
                 results.append(records.get(record_key))
                 done += 1
                 continue
-            usage_before = backend.usage.to_json()
-            if key in samples_cache:
-                completions = _completions(samples_cache.get(key))
-                limit = request.limit
-            else:
-                completions, limit = sample_stub(request, backend, sample_params)
-                samples_cache.put(key, _completions_json(completions))
-            sampled_s = time.perf_counter() - started
+            cached = samples_cache.get(key)
+            if isinstance(cached, list):  # written before the limit was kept beside the samples
+                cached = {"completions": cached, "limit": request.limit}
+            completions, limit = _completions(cached["completions"]), cached["limit"]
+            # The batch's time and usage are shared evenly by the strategies sampled in it.
+            share = 1 / len(todo) if key in todo else 0.0
+            sampled_s = prepare_s + batch_s * share
             samples = []
             for completion in completions:
                 kept, dropped, cut = collect_stub([completion], request.stub, request.prefix, request.existing)
@@ -247,8 +271,8 @@ def run_function_tasks(
                 "correct": sum(s["passed"] for s in samples),
                 "samples": samples,
                 "picks": picks(samples, problem, rankers),
-                "usage": backend.usage.since(usage_before),
-                "seconds": round(time.perf_counter() - started, 2),
+                "usage": {name: value * share for name, value in usage.items()} if share else {},
+                "seconds": round(sampled_s + time.perf_counter() - started, 2),
                 "sampling_seconds": round(sampled_s, 2),
             }
             records.put(record_key, record)
@@ -288,6 +312,72 @@ def retrieval_ranks(hits: Sequence[Hit], positive: Example | None) -> int | None
     return None
 
 
+def _line_query(task: LineTask, ix: ProjectIndexes) -> tuple[list[str], str, Example | None]:
+    """A line task's file lines, its retrieval query (the lines before the hidden ones) and its positive fragment
+    (the one holding the first hidden line, RepoEval's definition)."""
+    lines = (ix.project.root / task.path).read_text(encoding="utf-8").splitlines()
+    query = "\n".join(lines[max(0, task.line - 1 - LINE_QUERY_LINES) : task.line - 1])
+    return lines, query, fragment_holding(ix.fragments.examples, task.path, task.line)
+
+
+def run_line_retrieval(
+    tasks: Sequence[LineTask],
+    indexes: dict[str, ProjectIndexes],
+    strategies: Sequence[str],
+    progress: Progress | None = None,
+) -> list[dict]:
+    """Retrieval alone on the line tasks (no generation, so cheap enough for every task and retriever): the rank
+    of the positive fragment in each retriever's top 10, one record per (task, retriever)."""
+    report = progress or (lambda stage, done, total: None)
+    named = [s for s in strategies if s != "zero"]
+    retrievers = {(name, s): _retriever(s, ix.fragments, ix.encoder) for name, ix in indexes.items() for s in named}
+    records = []
+    for done, task in enumerate(tasks):
+        report("retrieval", done, len(tasks))
+        _, query, positive = _line_query(task, indexes[task.project])
+        for strategy in named:
+            retriever = retrievers[(task.project, strategy)]
+            assert retriever is not None
+            started = time.perf_counter()
+            rank = retrieval_ranks(retriever.search(query, 10), positive)
+            seconds = time.perf_counter() - started
+            record = {"task_id": task.task_id, "project": task.project, "strategy": strategy, "rank": rank}
+            records.append({**record, "seconds": round(seconds, 4)})
+    report("retrieval", len(tasks), len(tasks))
+    return records
+
+
+def summarize_retrieval(records: Sequence[dict]) -> list[dict]:
+    """Per retriever: R@1, R@10, MRR@10 of the positive fragment, MRR@10's paired difference against bm25, and
+    the median seconds per query."""
+    mrr = _per_task(records, lambda r: 1.0 / r["rank"] if r["rank"] else 0.0)
+    rows = []
+    for strategy in dict.fromkeys(r["strategy"] for r in records):
+        mine = sorted((r for r in records if r["strategy"] == strategy), key=lambda r: r["task_id"])
+        ranks = [r["rank"] for r in mine]
+        row: dict = {"strategy": strategy, "tasks": len(mine)}
+        row["r@1"] = bootstrap_ci([float(rank == 1) for rank in ranks])
+        row["r@10"] = bootstrap_ci([float(rank is not None and rank <= 10) for rank in ranks])
+        row["mrr@10"] = bootstrap_ci([1.0 / rank if rank else 0.0 for rank in ranks])
+        if strategy != "bm25" and "bm25" in mrr:
+            row["vs_bm25"] = paired_difference(mrr[strategy], mrr["bm25"])
+        seconds = sorted(r["seconds"] for r in mine)
+        row["query_ms"] = 1000 * seconds[len(seconds) // 2] if seconds else 0.0
+        rows.append(row)
+    return rows
+
+
+def retrieval_table(rows: Sequence[dict]) -> str:
+    """R@1, R@10 and MRR@10 (0-1, 95% intervals) and MRR@10's paired difference against bm25."""
+    lines = ["| retriever | tasks | R@1 | R@10 | MRR@10 | MRR@10 vs bm25 | ms/query |", "|" + "---|" * 7]
+    for r in rows:
+        lines.append(
+            f"| {r['strategy']} | {r['tasks']} | {_cell(r['r@1'], 1, 3)} | {_cell(r['r@10'], 1, 3)} | "
+            f"{_cell(r['mrr@10'], 1, 3)} | {_cell(r.get('vs_bm25'), 1, 3, signed=True)} | {r['query_ms']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def run_line_tasks(
     tasks: Sequence[LineTask],
     indexes: dict[str, ProjectIndexes],
@@ -296,9 +386,13 @@ def run_line_tasks(
     out: Path,
     *,
     demos: int = 4,
+    batch: int = LINE_BATCH,
     progress: Progress | None = None,
 ) -> list[dict]:
-    """Run (or resume) the line-level tasks, greedy (as RepoEval); one record per (task, strategy)."""
+    """Run (or resume) the line-level tasks, greedy (as RepoEval); one record per (task, strategy).
+
+    `batch` tasks at a time have all their strategies' prompts decoded together when the backend batches
+    prompts (greedy decoding: a prompt's continuation does not depend on its neighbours)."""
     report = progress or (lambda stage, done, total: None)
     out.mkdir(parents=True, exist_ok=True)
     samples_cache = JsonlCache(out / "line-samples.jsonl")
@@ -310,51 +404,61 @@ def run_line_tasks(
         for strategy in strategies
     }
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=LINE_MAX_TOKENS, seed=0)
+    size = max(1, batch) if backend.batches_prompts else 1
     results: list[dict] = []
     total = len(tasks) * len(strategies)
     done = 0
     current: dict[tuple[str, str], str] = {}
-    for task in tasks:
-        for strategy in strategies:
-            report("line tasks", done, total)
-            ix = indexes[task.project]
-            lines = (ix.project.root / task.path).read_text(encoding="utf-8").splitlines()
+    for first in range(0, len(tasks), size):
+        prepared = []
+        for task in tasks[first : first + size]:
+            lines, query, positive = _line_query(task, indexes[task.project])
             last = task.line + len(task.target) - 1
-            query = "\n".join(lines[max(0, task.line - 1 - LINE_QUERY_LINES) : task.line - 1])
-            positive = fragment_holding(ix.fragments.examples, task.path, task.line)
-            retriever = retrievers[(task.project, strategy)]
-            started = time.perf_counter()
-            rank = None
-            hits: list[Hit] = []
-            if retriever is not None:
-                # Retrieval is measured over every fragment (the positive holds the hidden line, as in RepoEval);
-                # the prompt gets only fragments that do not overlap the hidden lines.
-                rank = retrieval_ranks(retriever.search(query, 10), positive)
+            for strategy in strategies:
+                retriever = retrievers[(task.project, strategy)]
+                started = time.perf_counter()
+                rank = None
+                hits: list[Hit] = []
+                if retriever is not None:
+                    # Retrieval is measured over every fragment (the positive holds the hidden line, as in
+                    # RepoEval); the prompt gets only fragments that do not overlap the hidden lines.
+                    rank = retrieval_ranks(retriever.search(query, 10), positive)
 
-                def overlaps(e: Example, path: str = task.path, first: int = task.line, last: int = last) -> bool:
-                    return e.path == path and e.start_line <= last and e.end_line >= first
+                    def overlaps(e: Example, path: str = task.path, first: int = task.line, last: int = last) -> bool:
+                        return e.path == path and e.start_line <= last and e.end_line >= first
 
-                hits = retriever.search(query, demos, overlaps) if demos > 0 else []
-            prompt = build_line_prompt(
-                task.path,
-                _before(lines, task.line, LINE_CONTEXT_TOKENS, count),
-                [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
-            )
-            key = cache_key(
-                kind="repo-line",
-                backend=backend.identity.kind,
-                model=backend.model,
-                prompt=prompt.to_json(),
-                params=params.__dict__,
-            )
-            record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, rank=rank)
-            current[(task.task_id, strategy)] = record_key
+                    hits = retriever.search(query, demos, overlaps) if demos > 0 else []
+                prompt = build_line_prompt(
+                    task.path,
+                    _before(lines, task.line, LINE_CONTEXT_TOKENS, count),
+                    [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
+                )
+                key = cache_key(
+                    kind="repo-line",
+                    backend=backend.identity.kind,
+                    model=backend.model,
+                    prompt=prompt.to_json(),
+                    params=params.__dict__,
+                )
+                record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, rank=rank)
+                current[(task.task_id, strategy)] = record_key
+                prepared.append((task, strategy, prompt, key, record_key, rank, hits, time.perf_counter() - started))
+        todo: dict[str, Prompt] = {}
+        for _, _, prompt, key, record_key, *_ in prepared:
+            if record_key not in records and key not in samples_cache:
+                todo[key] = prompt
+        report("line tasks", done, total)
+        started = time.perf_counter()
+        if todo:
+            sampled = backend.sample_batch(list(todo.values()), params)
+            for key, completions in zip(todo, sampled, strict=True):
+                samples_cache.put(key, _completions_json(completions))
+        share = (time.perf_counter() - started) / max(1, len(todo))  # the batch's time, shared evenly
+        for task, strategy, prompt, key, record_key, rank, hits, retrieval_s in prepared:
             if record_key in records:
                 results.append(records.get(record_key))
                 done += 1
                 continue
-            if key not in samples_cache:
-                samples_cache.put(key, _completions_json(backend.sample(prompt, params)))
             completion = _completions(samples_cache.get(key))[0]
             written = _first_lines(completion.text, len(task.target))
             hypothesis = _normalized("\n".join(written))
@@ -369,7 +473,7 @@ def run_line_tasks(
                 "written": written,
                 "em": hypothesis == reference,
                 "es": edit_similarity(hypothesis, reference),
-                "seconds": round(time.perf_counter() - started, 2),
+                "seconds": round(retrieval_s + (share if key in todo else 0.0), 2),
             }
             records.put(record_key, record)
             results.append(record)
@@ -472,4 +576,23 @@ def line_table(rows: Sequence[dict]) -> str:
             f"{_cell(r.get('r@1'), 1, 3)} | {_cell(r.get('r@10'), 1, 3)} | {_cell(r.get('mrr@10'), 1, 3)} | "
             f"{r['seconds_per_task']:.1f} |"
         )
+    return "\n".join(lines)
+
+
+def project_table(records: Sequence[dict], metric: str) -> str:
+    """Per project and strategy: the tasks and the mean of `metric` (pass@1 for functions, ES for lines), in
+    percent; where retrieval helps and where it does not is often a matter of the project."""
+    value: Callable[[dict], float] = (
+        (lambda r: pass_at_k(r["n"], r["correct"], 1)) if metric == "pass@1" else (lambda r: float(r[metric]))
+    )
+    strategies = list(dict.fromkeys(r["strategy"] for r in records))
+    projects = sorted({r["project"] for r in records})
+    lines = [f"| project | tasks | {' | '.join(strategies)} |", "|" + "---|" * (2 + len(strategies))]
+    for project in projects:
+        cells = []
+        for strategy in strategies:
+            mine = [value(r) for r in records if r["project"] == project and r["strategy"] == strategy]
+            cells.append(f"{100 * sum(mine) / len(mine):.1f}" if mine else "")
+        tasks = len({r["task_id"] for r in records if r["project"] == project})
+        lines.append(f"| {project} | {tasks} | {' | '.join(cells)} |")
     return "\n".join(lines)

@@ -1,0 +1,246 @@
+"""A repository's own tests for a function it fills: found, and run on each candidate in the project sandbox.
+
+`assist generate --file F --function NAME` finds the repo's tests that name the function (test functions of
+`test_*.py` / `*_test.py` files whose code mentions it: a call, an attribute or a reference), or takes the
+pytest arguments of `--test-cmd`, and runs them on each candidate's edited file in a throwaway copy of the repo
+(:func:`assistant.sandbox.project.run_pytest`: Landlock, no network, rlimits, a scrubbed environment). The
+interpreter is the one that has the project's dependencies: `--python`, else the repo's own `.venv`/`venv`,
+else the active virtualenv, else the one running assist. The run ranks the candidates (the passing ones first)
+and the output shows each one's verdict.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from assistant.core.generation import GenerateResult
+from assistant.core.rank import Ranked, Score
+from assistant.errors import UsageError
+from assistant.progress import Progress
+from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
+
+# Directories never searched for tests (environments, caches, vendored trees).
+SKIPPED_DIRS = frozenset(
+    [
+        ".git",
+        ".hg",
+        ".venv",
+        "venv",
+        "env",
+        ".tox",
+        ".nox",
+        "node_modules",
+        "site-packages",
+        "__pycache__",
+        "build",
+        "dist",
+        ".assist",
+    ]
+)
+MAX_TESTS = 50  # the found tests a candidate runs at most (the nearest files first)
+REPO_TEST_LIMITS = ProjectLimits(timeout_s=60, cpu_s=60, memory_mb=2048)
+
+
+@dataclass(frozen=True)
+class RepoTests:
+    """What to run for one function: pytest arguments (node ids first) in `root` with `python`."""
+
+    root: Path
+    python: Path
+    args: tuple[str, ...]
+    pythonpath: tuple[str, ...] = ()
+    found: bool = True  # False: given by --test-cmd
+    limits: ProjectLimits = field(default=REPO_TEST_LIMITS)
+
+    def describe(self) -> str:
+        """One line for people: what runs, and with which interpreter."""
+        origin = "found" if self.found else "--test-cmd"
+        shown = " ".join(self.args[:3]) + (f" (+{len(self.args) - 3} more)" if len(self.args) > 3 else "")
+        return f"{origin}: pytest {shown} with {self.python}"
+
+
+def _is_test_file(path: Path) -> bool:
+    return path.suffix == ".py" and (path.name.startswith("test_") or path.stem.endswith("_test"))
+
+
+def test_files(root: Path) -> list[Path]:
+    """The repo's test files (relative paths, sorted), outside environments and caches."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            path = Path(folder, name)
+            if _is_test_file(path):
+                found.append(path.relative_to(root))
+    return found
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name) and inner.id == name:
+            return True
+        if isinstance(inner, ast.Attribute) and inner.attr == name:
+            return True
+    return False
+
+
+def _test_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """pytest's default collection, statically: module-level `test*` functions and `test*` methods of `Test*`
+    classes, each with its node id prefix."""
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    for node in tree.body:
+        if isinstance(node, functions) and node.name.startswith("test"):
+            found.append(("", node))
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            found += [(f"{node.name}::", item) for item in node.body
+                      if isinstance(item, functions) and item.name.startswith("test")]  # fmt: skip
+    return found
+
+
+def find_tests(root: Path, path: str | Path, function: str) -> list[str]:
+    """Node ids of the repo's test functions that mention `function` (its last name part for `Class.method`),
+    the test files nearest the function's file first, at most MAX_TESTS."""
+    name = function.rpartition(".")[2]
+    target = Path(path)
+    nodes: list[tuple[int, str]] = []
+    for rel in test_files(root):
+        try:
+            tree = ast.parse((root / rel).read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError, OSError):
+            continue
+        # Nearness: the test file's name names the module (test_util.py for util.py), then shared folders.
+        distance = 0 if rel.stem in (f"test_{target.stem}", f"{target.stem}_test") else 1
+        for prefix, test in _test_functions(tree):
+            if _mentions(test, name):
+                nodes.append((distance, f"{rel.as_posix()}::{prefix}{test.name}"))
+    nodes.sort(key=lambda pair: pair[0])  # stable: file order within a distance
+    return [node for _, node in nodes[:MAX_TESTS]]
+
+
+def parse_test_cmd(command: str) -> tuple[str, ...]:
+    """The pytest arguments of `--test-cmd` ("pytest tests/test_x.py -k name", or `python -m pytest ...`).
+    Only pytest runs: the sandbox starts it itself, with these arguments."""
+    try:
+        words = shlex.split(command)
+    except ValueError as error:
+        raise UsageError(f"--test-cmd is not a valid command line: {error}") from None
+    if len(words) >= 3 and words[1:3] == ["-m", "pytest"] and Path(words[0]).name.startswith("python"):
+        args = words[3:]
+    elif words and Path(words[0]).name in ("pytest", "py.test"):
+        args = words[1:]
+    else:
+        shown = words[0] if words else "nothing"
+        raise UsageError(f"--test-cmd runs pytest only, not {shown!r}; e.g. --test-cmd 'pytest tests/test_util.py'")
+    return tuple(args)
+
+
+def project_python(root: Path, python: str | Path | None = None) -> Path:
+    """The interpreter that has the project's dependencies (see the module docstring)."""
+    if python is not None:
+        chosen = Path(python)
+        if not chosen.exists():
+            raise UsageError(f"--python {python} does not exist")
+        return chosen
+    for venv in (".venv", "venv"):
+        candidate = root / venv / "bin" / "python"
+        if candidate.exists():
+            return candidate
+    active = os.environ.get("VIRTUAL_ENV")
+    if active and (Path(active) / "bin" / "python").exists():
+        return Path(active) / "bin" / "python"
+    return Path(sys.executable)
+
+
+def repo_tests(
+    root: Path,
+    path: str | Path,
+    function: str,
+    *,
+    test_cmd: str | None = None,
+    python: str | Path | None = None,
+) -> RepoTests | None:
+    """What to run for `function` of `path` (relative to `root`): `test_cmd`'s arguments, else the tests found
+    (None when none mention it)."""
+    root = Path(root)
+    if test_cmd is not None:
+        args, found = parse_test_cmd(test_cmd), False
+    else:
+        args, found = tuple(find_tests(root, path, function)), True
+        if not args:
+            return None
+    pythonpath = tuple(p for p in ("src", ".") if (root / p).is_dir())
+    return RepoTests(root, project_python(root, python), args, pythonpath, found)
+
+
+def run_on(tests: RepoTests, path: str | Path, text: str) -> ProjectRun:
+    """`tests` on a sandboxed copy of the repo with `path` (relative to its root) replaced by `text`."""
+    return run_pytest(
+        tests.root,
+        tests.python,
+        (),
+        files={Path(path).as_posix(): text},
+        pythonpath=tests.pythonpath,
+        limits=tests.limits,
+        extra_args=tests.args,
+    )
+
+
+def verdict(run: ProjectRun) -> Score:
+    """A run as a ranker's score: the share of its tests that passed (0 when it could not run)."""
+    total = len(run.outcomes)
+    passed = len(run.passed())
+    value = passed / total if total and run.status in ("passed", "failed") else 0.0
+    why = f"{run.status}: {passed}/{total} passed in {run.duration_s:.1f} s"
+    failed = run.failed()[:3]
+    return Score(value, why, {"status": run.status, "passed": passed, "total": total, "failed": failed})
+
+
+def score_texts(
+    tests: RepoTests, path: str | Path, texts: Sequence[str | None], progress: Progress | None = None
+) -> list[Score]:
+    """Each candidate's edited file through the tests (None: no edit, scored 0); identical texts run once."""
+    report = progress or (lambda stage, done, total: None)
+    seen: dict[str, Score] = {}
+    scores = []
+    for done, text in enumerate(texts):
+        report("repo tests", done, len(texts))
+        if text is None:
+            scores.append(Score(0.0, "no edit to test"))
+            continue
+        if text not in seen:
+            seen[text] = verdict(run_on(tests, path, text))
+        scores.append(seen[text])
+    report("repo tests", len(texts), len(texts))
+    return scores
+
+
+RANKER = "repo-tests"  # the score's name: first in the result's rankers once the tests ran
+
+
+def test_candidates(result: GenerateResult, tests: RepoTests, progress: Progress | None = None) -> GenerateResult:
+    """`result` with each candidate's edited file run through `tests` in the project sandbox, ranked by the share
+    of tests passed first (then by the rankers it had). Needs the result's edits (a stub filled in a file)."""
+    first = next((edit for edit in result.edits if edit is not None), None)
+    if first is None:
+        return result
+    root = Path(os.path.realpath(tests.root))
+    try:
+        path = Path(first.path).relative_to(root)
+    except ValueError:
+        raise UsageError(f"{first.display_path} is outside {tests.root}; its tests cannot run there") from None
+    texts = [edit.new if edit is not None else None for edit in result.edits]
+    scores = score_texts(replace(tests, root=root), path, texts, progress)
+    candidates = [
+        Ranked(item.candidate, {RANKER: score, **item.scores})
+        for item, score in zip(result.candidates, scores, strict=True)
+    ]
+    names = [RANKER, *(name for name in result.rankers if name != RANKER)]
+    paired = sorted(zip(candidates, result.edits, strict=True), key=lambda pair: pair[0].key(names))
+    return replace(result, rankers=names, candidates=[p[0] for p in paired], edits=[p[1] for p in paired])

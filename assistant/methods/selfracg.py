@@ -1,0 +1,427 @@
+"""SelfRACG (arXiv 2507.19033): the generating model's own attention says what the code needs next.
+
+Information need expression (INE, the paper's Eq. 1-6): beside every layer's attention runs a *parallel*
+retrieval branch with its own low-rank adapters on the Q, K and V projections (L-LoRA: X_ret = X + s·h A B,
+rank 16, s = alpha / rank = 2). For the last token's query only, r(l) = softmax(Q_ret K_retᵀ / √d) V_ret per
+layer (heads concatenated, no o_proj), and the text's vector is the mean of r(l) over the layers. The branch
+never feeds the next layer, so generation is unchanged. With B = 0 (as initialised) the branch reproduces the
+model's own last-token attention output: a zero-training baseline, ``selfracg-init``.
+
+Candidates (20-line fragments) are encoded with a short prefix marking them as candidates (the paper does not
+give its text; ours is :data:`PREFIX`) and keep their first ``max_tokens`` tokens; a query is the code before the
+cursor, no prefix, its last ``max_tokens`` tokens. Score = raw inner product (maximum inner-product search).
+
+Training (the paper's ING, stage 1): InfoNCE with in-batch negatives, a fragment as the query and the fragment
+that follows it as the positive. Only the adapters learn (1.47M parameters for the 0.5B model); the frozen
+model's forward runs once per text and step, without the LM head and without gradients, and stops after the
+last layer used. Stage 2 (the model's own continuations as positives and hard negatives) is not built yet.
+
+Implementation: forward pre-hooks on each layer's ``self_attn`` capture its input (the normed hidden states) and
+the rotary cos/sin, for the duration of one encoding call only, so the model object can be the generator's.
+peft's LoRA adds its update into the main path (vanilla LoRA), which is not L-LoRA, so the branch is written
+here over the frozen projections.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from assistant.code.examples import Example
+from assistant.core.retrieve import Exclude, Hit, top_rows
+from assistant.errors import UsageError
+from assistant.indexing.index import Index
+from assistant.methods.artifacts import (
+    artifact_dir,
+    cached_vectors,
+    describe_pool,
+    fingerprint,
+    load_manifest,
+    save_artifact,
+)
+from assistant.paths import cache_dir
+from assistant.progress import Progress
+
+METHOD = "selfracg"
+INIT = "selfracg-init"  # the untrained branch (B = 0): the model's own last-token attention
+
+# Marks a text as a retrieval candidate (the paper prepends a prefix to candidates and says no more).
+PREFIX = "# Retrieval candidate: a code fragment of this repository.\n"
+
+
+@dataclass(frozen=True)
+class SelfRacgConfig:
+    """The INE's shape and stage 1's schedule (defaults: the paper's rank and alpha; a CPU-sized schedule)."""
+
+    rank: int = 16
+    alpha: float = 32.0
+    layers: int | None = None  # the first N layers (None: all), an early exit that makes encoding N/L as costly
+    prefix: str = PREFIX
+    max_tokens: int = 192  # a 20-line fragment: median 138-198 tokens in boltons, click, tabulate and assist
+    pairs: int = 768  # stage 1's (fragment, next fragment) pairs
+    epochs: int = 1
+    batch: int = 16  # 15 in-batch negatives
+    lr: float = 1e-3  # unstated in the paper
+    seed: int = 0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class _Stop(Exception):
+    """Raised by the last used layer's hook, so the layers above it are never computed."""
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding as Qwen2 applies it (rotate_half)."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+
+class InformationNeed:
+    """The INE branch over a frozen causal LM (a transformers Qwen2-style model) and its tokenizer."""
+
+    def __init__(self, lm: Any, tokenizer: Any, config: SelfRacgConfig = SelfRacgConfig()) -> None:
+        self.lm = lm
+        self.tokenizer = tokenizer
+        self.config = config
+        model_config = lm.config
+        total = model_config.num_hidden_layers
+        self.n_layers = min(config.layers or total, total)
+        if self.n_layers < 1:
+            raise ValueError("SelfRACG needs at least one layer")
+        attention = lm.model.layers[0].self_attn
+        head_dim = attention.head_dim
+        hidden = model_config.hidden_size
+        widths = {
+            "q": model_config.num_attention_heads * head_dim,
+            "k": model_config.num_key_value_heads * head_dim,
+            "v": model_config.num_key_value_heads * head_dim,
+        }
+        self.dim = widths["q"]
+        self.scale = config.alpha / config.rank
+        generator = torch.Generator().manual_seed(config.seed)
+        bound = 1.0 / math.sqrt(hidden)  # LoRA's A initialisation (kaiming-uniform, a = √5); B starts at zero
+        self.adapters: dict[str, torch.nn.Parameter] = {}
+        for layer in range(self.n_layers):
+            for name, width in widths.items():
+                a = (torch.rand(hidden, config.rank, generator=generator) * 2 - 1) * bound
+                self.adapters[f"{layer}.{name}.A"] = torch.nn.Parameter(a)
+                self.adapters[f"{layer}.{name}.B"] = torch.nn.Parameter(torch.zeros(config.rank, width))
+        for parameter in lm.parameters():
+            parameter.requires_grad_(False)
+
+    # -- state -------------------------------------------------------------------------------------------------
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """The adapters: the only trained parameters."""
+        return list(self.adapters.values())
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {name: p.detach().clone() for name, p in self.adapters.items()}
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Adapters saved by `state` (a missing or misshaped one is an error: another model or config)."""
+        if set(state) != set(self.adapters):
+            raise ValueError("the saved SelfRACG adapters do not match this model and configuration")
+        for name, tensor in state.items():
+            if tensor.shape != self.adapters[name].shape:
+                raise ValueError(
+                    f"adapter {name} has shape {tuple(tensor.shape)}, not {tuple(self.adapters[name].shape)}"
+                )
+            with torch.no_grad():
+                self.adapters[name].copy_(tensor)
+
+    def fingerprint(self) -> str:
+        """A short hash of the adapters' values (names a vector cache)."""
+        digest = hashlib.sha256()
+        for name in sorted(self.adapters):
+            digest.update(name.encode())
+            digest.update(self.adapters[name].detach().float().numpy().tobytes())
+        return digest.hexdigest()[:16]
+
+    # -- the branch ----------------------------------------------------------------------------------------------
+
+    def tokens(self, texts: Sequence[str], candidate: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Left-padded ids and mask: a candidate is prefixed and keeps its head, a query keeps its tail (the code
+        right before the cursor), at most `max_tokens` each."""
+        limit = self.config.max_tokens
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.tokenizer.eos_token_id
+        rows = []
+        for text in texts:
+            if candidate:
+                ids = self.tokenizer(self.config.prefix + text, add_special_tokens=False)["input_ids"][:limit]
+            else:
+                ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][-limit:]
+            rows.append(list(ids) or [pad])  # an empty query still gets one position to attend to
+        width = max(len(row) for row in rows)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, width - len(row) :] = torch.tensor(row)
+            mask[i, width - len(row) :] = 1
+        return ids, mask
+
+    def capture(self, ids: torch.Tensor, mask: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
+        """Each used layer's attention input (normed hidden states) and rotary cos/sin, from one frozen forward
+        without the LM head, stopped after the last used layer."""
+        captured: list[tuple[torch.Tensor, ...]] = []
+
+        def hook(module: Any, args: tuple, kwargs: dict) -> None:
+            hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+            cos, sin = kwargs["position_embeddings"]
+            captured.append((hidden.detach(), cos.detach(), sin.detach()))
+            if len(captured) == self.n_layers:
+                raise _Stop
+
+        layers = self.lm.model.layers[: self.n_layers]
+        handles = [layer.self_attn.register_forward_pre_hook(hook, with_kwargs=True) for layer in layers]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        try:
+            with torch.no_grad():
+                self.lm.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False)
+        except _Stop:
+            pass
+        finally:
+            for handle in handles:
+                handle.remove()
+        return captured
+
+    def _project(self, attention: Any, layer: int, name: str, x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        """The frozen projection of `raw` plus the layer's low-rank retrieval term of `x` (its float32 copy)."""
+        a, b = self.adapters[f"{layer}.{name}.A"], self.adapters[f"{layer}.{name}.B"]
+        return getattr(attention, f"{name}_proj")(raw).float() + self.scale * (x @ a) @ b
+
+    def branch(self, captured: Sequence[tuple[torch.Tensor, ...]], mask: torch.Tensor) -> torch.Tensor:
+        """r = mean over layers of the last token's retrieval attention output, [batch, heads × head_dim]."""
+        keys = mask.bool()[:, None, None, :]
+        outputs = []
+        for layer, (hidden, cos, sin) in enumerate(captured):
+            attention = self.lm.model.layers[layer].self_attn
+            batch, length, _ = hidden.shape
+            head_dim = attention.head_dim
+            h = hidden.float()
+
+            q = self._project(attention, layer, "q", h[:, -1:], hidden[:, -1:])
+            k = self._project(attention, layer, "k", h, hidden)
+            v = self._project(attention, layer, "v", h, hidden)
+            q = q.view(batch, 1, -1, head_dim).transpose(1, 2)
+            k = k.view(batch, length, -1, head_dim).transpose(1, 2)
+            v = v.view(batch, length, -1, head_dim).transpose(1, 2)
+            cos, sin = cos.float().unsqueeze(1), sin.float().unsqueeze(1)
+            q = _rotate(q, cos[:, :, -1:], sin[:, :, -1:])
+            k = _rotate(k, cos, sin)
+            groups = attention.num_key_value_groups
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+            scores = (q @ k.transpose(-1, -2)) * attention.scaling
+            weights = scores.masked_fill(~keys, float("-inf")).softmax(-1)
+            outputs.append((weights @ v).transpose(1, 2).reshape(batch, -1))
+        return torch.stack(outputs).mean(0)
+
+    def vectors(self, texts: Sequence[str], candidate: bool) -> torch.Tensor:
+        """The texts' INE vectors (differentiable in the adapters)."""
+        ids, mask = self.tokens(texts, candidate)
+        return self.branch(self.capture(ids, mask), mask)
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        candidate: bool,
+        progress: Callable[[int, int], None] | None = None,
+        batch: int = 16,
+    ) -> np.ndarray:
+        """Float32 vectors, one row per text; texts of similar length are batched together."""
+        result = np.zeros((len(texts), self.dim), "float32")
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        with torch.no_grad():
+            for start in range(0, len(order), batch):
+                rows = order[start : start + batch]
+                result[rows] = self.vectors([texts[i] for i in rows], candidate).numpy()
+                if progress is not None:
+                    progress(min(start + batch, len(order)), len(order))
+        return result
+
+
+class SideEncoder:
+    """One side of the INE (candidates or queries) as a TextEncoder: a name, a width, `encode(texts)`."""
+
+    def __init__(self, ine: InformationNeed, candidate: bool, label: str) -> None:
+        self.ine = ine
+        self.candidate = candidate
+        side = "candidate" if candidate else "query"
+        self.name = f"{label}:{ine.fingerprint()}:{ine.n_layers}L:{ine.config.max_tokens}t:{side}"
+        self.dim = ine.dim
+
+    def encode(self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        return self.ine.encode(texts, self.candidate, progress)
+
+
+# -- stage 1 -------------------------------------------------------------------------------------------------------
+
+
+def fragment_pairs(fragments: Sequence[Example], count: int, seed: int = 0) -> list[tuple[str, str]]:
+    """Up to `count` (fragment, the fragment that follows it in its file) pairs, a seeded sample."""
+    by_file: dict[str, list[Example]] = {}
+    for fragment in fragments:
+        by_file.setdefault(fragment.path, []).append(fragment)
+    pairs = []
+    for path in sorted(by_file):
+        ordered = sorted(by_file[path], key=lambda e: e.start_line)
+        for first, second in itertools.pairwise(ordered):
+            if first.code.strip() and second.code.strip():
+                pairs.append((first.code, second.code))
+    random.Random(seed).shuffle(pairs)
+    return pairs[:count]
+
+
+def train_stage1(
+    ine: InformationNeed, pairs: Sequence[tuple[str, str]], progress: Progress | None = None
+) -> dict[str, Any]:
+    """InfoNCE over (query, next fragment) pairs with in-batch negatives, raw inner product; only the adapters
+    learn. Returns statistics (loss per step, seconds)."""
+    config = ine.config
+    report = progress or (lambda stage, done, total: None)
+    optimizer = torch.optim.AdamW(ine.parameters(), lr=config.lr)
+    rng = random.Random(config.seed)
+    steps_per_epoch = max(0, len(pairs) // config.batch) if len(pairs) >= 2 else 0
+    total = steps_per_epoch * config.epochs
+    losses: list[float] = []
+    started = time.perf_counter()
+    report("train selfracg", 0, total)
+    for _ in range(config.epochs):
+        order = list(range(len(pairs)))
+        rng.shuffle(order)
+        for step in range(steps_per_epoch):
+            batch = [pairs[i] for i in order[step * config.batch : (step + 1) * config.batch]]
+            queries = ine.vectors([q for q, _ in batch], candidate=False)
+            positives = ine.vectors([p for _, p in batch], candidate=True)
+            loss = F.cross_entropy(queries @ positives.T, torch.arange(len(batch)))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(round(float(loss.detach()), 4))
+            report("train selfracg", len(losses), total)
+    return {
+        "pairs": len(pairs),
+        "steps": len(losses),
+        "losses": losses,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def save_adapters(ine: InformationNeed, path: Path) -> None:
+    """The adapters as safetensors."""
+    from safetensors.torch import save_file
+
+    save_file({name: tensor.contiguous() for name, tensor in ine.state().items()}, str(path))
+
+
+def load_adapters(ine: InformationNeed, path: Path) -> None:
+    from safetensors.torch import load_file
+
+    ine.load_state(load_file(str(path)))
+
+
+# -- artifacts and retrieval ---------------------------------------------------------------------------------------
+
+ADAPTER_FILE = "adapter.safetensors"
+
+
+def load_ine(
+    model: str | None = None, precision: str = "auto", config: SelfRacgConfig | None = None
+) -> InformationNeed:
+    """The INE over the local generator's transformers weights (bf16 where the CPU has it natively)."""
+    backend = _local(model, precision)
+    return InformationNeed(backend.lm, backend.tokenizer, config or SelfRacgConfig())
+
+
+@functools.cache
+def _local(model: str | None, precision: str) -> Any:
+    """One frozen copy of the model per process, whatever number of INEs (pools, adapters) use it."""
+    from assistant.backends.local import LocalBackend
+
+    return LocalBackend.load(model, precision=precision)
+
+
+def train_selfracg(
+    index: Index, config: SelfRacgConfig, model: str | None = None, precision: str = "auto",
+    progress: Progress | None = None,
+) -> tuple[Path, dict[str, Any]]:  # fmt: skip
+    """Stage 1 on the pool's (fragment, next fragment) pairs (the index's examples are fragments, or functions
+    in file order), saved with its provenance in the pool's artifact folder."""
+    ine = load_ine(model, precision, config)
+    pairs = fragment_pairs(index.examples, config.pairs, config.seed)
+    if len(pairs) < 2:
+        raise UsageError(
+            f"SelfRACG needs at least 2 pairs of consecutive fragments; the {describe_pool(index)} has {len(pairs)}"
+        )
+    stats = train_stage1(ine, pairs, progress)
+    directory = artifact_dir(index, METHOD)
+    manifest = {
+        "config": config.to_json(),
+        "base_model": ine.lm.name_or_path if hasattr(ine.lm, "name_or_path") else str(model),
+        "precision": str(next(ine.lm.parameters()).dtype).removeprefix("torch."),
+        "pool": describe_pool(index),
+        "stage2": False,
+        "stats": stats,
+    }
+    save_artifact(directory, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), manifest)
+    return directory, stats
+
+
+def _manifest(index: Index, directory: Path) -> dict[str, Any]:
+    how = f"train them for the {describe_pool(index)}: `assist train retriever --method selfracg`"
+    return load_manifest(directory, METHOD, "SelfRACG adapters", how)
+
+
+class SelfRacgRetriever:
+    """Maximum inner product between the query's INE vector and the pool's (prefixed) candidate vectors.
+
+    `directory` holds trained adapters; None is `selfracg-init` (B = 0: the model's own attention). The pool is
+    encoded once and its vectors cached beside the adapters (or in the user cache for selfracg-init)."""
+
+    def __init__(self, index: Index, ine: InformationNeed, directory: Path | None = None) -> None:
+        self.name = METHOD if directory is not None else INIT
+        if directory is not None:
+            _manifest(index, directory)
+            load_adapters(ine, directory / ADAPTER_FILE)
+        self.index = index
+        self.ine = ine
+        self.queries = SideEncoder(ine, candidate=False, label=self.name)
+        candidates = SideEncoder(ine, candidate=True, label=self.name)
+        store = (
+            directory or cache_dir() / "retrievers" / f"{INIT}-{fingerprint(index.examples)[:16]}"
+        ) / "pool_vectors.npz"
+        self.pool = cached_vectors(store, [e.code for e in index.examples], candidates)
+
+    @classmethod
+    def for_index(cls, index: Index, trained: bool, model: str | None = None) -> SelfRacgRetriever:
+        directory = artifact_dir(index, METHOD) if trained else None
+        config = SelfRacgConfig()
+        if directory is not None:
+            config = SelfRacgConfig(**_manifest(index, directory)["config"])
+        return cls(index, load_ine(model, config=config), directory)
+
+    def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
+        if not len(self.index):
+            return []
+        vector = self.queries.encode([query])[0]
+        scores = self.pool @ vector
+        return [
+            Hit(self.index.examples[row], float(scores[row]), self.name, f"{self.name} inner product {scores[row]:.2f}")
+            for row in top_rows(scores, self.index.examples, k, exclude)
+        ]

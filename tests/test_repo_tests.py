@@ -1,0 +1,148 @@
+"""A filled stub meets the repo's own tests: found statically (or named by --test-cmd), run per candidate in the
+project sandbox, ranked passing first, shown in the output, and the passing one applied.
+
+The command runs end to end against the scripted OpenAI-compatible server (real HTTP on 127.0.0.1) and the real
+project sandbox (pytest in a Landlock-bound copy of the repo)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from assistant.core.repo_tests import find_tests, parse_test_cmd, project_python, repo_tests
+from assistant.errors import UsageError
+from assistant.ui.cli import app
+
+from .conftest import git
+from .openai_server import Script, openai_server
+
+MODULE = '''"""Geometry helpers."""
+
+
+def square(x: float) -> float:
+    """Return x times x."""
+    ...
+
+
+def cube(x: float) -> float:
+    """Return x to the third power."""
+    return x * x * x
+'''
+
+TESTS = """from geo import cube, square
+
+
+def test_square():
+    assert square(3) == 9
+    assert square(-2) == 4
+
+
+class TestCube:
+    def test_cube(self):
+        assert cube(2) == 8
+
+    def test_both(self):
+        assert square(cube(1)) == 1
+
+
+def helper_not_a_test():
+    return square(1)
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "proj"
+    (path / "tests").mkdir(parents=True)
+    (path / "geo.py").write_text(MODULE, encoding="utf-8")
+    (path / "tests" / "test_geo.py").write_text(TESTS, encoding="utf-8")
+    (path / "tests" / "test_other.py").write_text("def test_nothing():\n    assert True\n", encoding="utf-8")
+    (path / "bank.jsonl").write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    git(path, "init", "-q")
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "init")
+    monkeypatch.chdir(path)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    return path
+
+
+def test_finds_the_test_functions_that_mention_the_function(project: Path) -> None:
+    assert find_tests(project, "geo.py", "square") == [
+        "tests/test_geo.py::test_square",
+        "tests/test_geo.py::TestCube::test_both",
+    ]
+    assert find_tests(project, "geo.py", "Shape.cube") == [
+        "tests/test_geo.py::TestCube::test_cube",
+        "tests/test_geo.py::TestCube::test_both",
+    ]
+    assert find_tests(project, "geo.py", "missing") == []
+    assert repo_tests(project, "geo.py", "missing") is None
+
+
+def test_test_cmd_takes_pytest_arguments_only() -> None:
+    assert parse_test_cmd("pytest tests/test_geo.py -k 'square or cube'") == (
+        "tests/test_geo.py",
+        "-k",
+        "square or cube",
+    )
+    assert parse_test_cmd("python3 -m pytest -x tests") == ("-x", "tests")
+    for bad, fragment in [("make test", "runs pytest only, not 'make'"), ("pytest 'open", "not a valid command")]:
+        with pytest.raises(UsageError, match=fragment):
+            parse_test_cmd(bad)
+
+
+def test_the_interpreter_is_the_repos_venv_when_it_has_one(project: Path) -> None:
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "python").symlink_to(os.path.realpath(os.sys.executable))
+    assert project_python(project) == project / ".venv" / "bin" / "python"
+    with pytest.raises(UsageError, match="--python /nope does not exist"):
+        project_python(project, "/nope")
+
+
+WRONG = "    return x + x\n```\n"
+RIGHT = "    return x * x\n```\n"
+
+
+def run(args: list[str], url: str) -> object:
+    common = ["--backend", "openai", "--base-url", url, "--model", "tiny-coder", "--bank", "bank.jsonl", "-k", "0"]
+    common += ["--ranker", "first", "--api", "completions"]
+    return CliRunner().invoke(app, [*args, *common], env={**os.environ, "OPENAI_API_KEY": "sk-test"})
+
+
+def test_generate_runs_the_repos_tests_ranks_the_passing_candidate_first_and_applies_it(project: Path) -> None:
+    args = ["generate", "--file", "geo.py", "--function", "square", "-n", "2"]
+    with openai_server(Script(answers=[(WRONG, "stop"), (RIGHT, "stop")])) as (url, _):
+        shown = run([*args, "--apply"], url)
+    assert shown.exit_code == 0, shown.output
+    assert "Repo tests (found: pytest tests/test_geo.py::test_square tests/test_geo.py::TestCube::test_both" in (
+        shown.stdout.replace("\n", " ")
+    )
+    first, second = shown.stdout.index("#1"), shown.stdout.index("#2")
+    assert "tests: passed: 2/2 passed" in shown.stdout[first:second]
+    assert "tests: failed: 0/2 passed" in shown.stdout[second:]
+    assert "return x * x" in shown.stdout[first:second]
+    text = (project / "geo.py").read_text(encoding="utf-8")
+    assert text == MODULE.replace("    ...\n", "    return x * x\n", 1)  # only that body changed
+    assert "warning" not in shown.stderr
+
+
+def test_test_cmd_names_the_tests_and_json_carries_the_verdicts(project: Path) -> None:
+    args = ["generate", "--file", "geo.py", "--function", "square", "-n", "1", "--json"]
+    with openai_server(Script(answers=[(WRONG, "stop")])) as (url, _):
+        result = run([*args, "--test-cmd", "pytest tests/test_geo.py -k test_square"], url)
+        applied = run(["generate", "--file", "geo.py", "--function", "square", "-n", "1", "--apply"], url)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["repo_tests"]["args"] == ["tests/test_geo.py", "-k", "test_square"]
+    verdict = data["candidates"][0]["scores"]["repo-tests"]
+    assert verdict["value"] == 0.0 and "failed" in verdict["why"]
+    # A candidate that fails the tests is still applied when asked, with a warning that says so.
+    assert applied.exit_code == 0, applied.output
+    assert "warning: the applied candidate did not pass the repo's tests" in applied.stderr
+    assert (project / "geo.py").read_text(encoding="utf-8") == MODULE.replace("    ...\n", "    return x + x\n", 1)
+    bad = run(["generate", "make test", "--test-cmd", "pytest"], "http://127.0.0.1:9")
+    assert bad.exit_code == 2 and "--test-cmd needs --function" in bad.stderr

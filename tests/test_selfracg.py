@@ -1,0 +1,173 @@
+"""SelfRACG's information-need branch over a small random Qwen2 (the real architecture, random weights): at
+initialisation it is the model's own last-token attention output; padding does not change a text's vector; only
+the adapters learn; the adapters round-trip through safetensors. The same checks on the real 0.5B model run with
+the model-backed tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from assistant.code.examples import Example
+from assistant.methods.selfracg import (
+    InformationNeed,
+    SelfRacgConfig,
+    SideEncoder,
+    fragment_pairs,
+    load_adapters,
+    save_adapters,
+    train_stage1,
+)
+
+
+class ByteTokenizer:
+    """Bytes as token ids (a unit-test stand-in for the model's tokenizer: the branch only needs ids)."""
+
+    pad_token_id = None
+    eos_token_id = 0
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+        return {"input_ids": [b + 1 for b in text.encode("utf-8")]}
+
+
+@pytest.fixture(scope="module")
+def lm() -> Any:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=260,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.2,  # a trained model's attention outputs are far from zero; 0.02 leaves them ~0
+    )
+    config._attn_implementation = "eager"
+    return Qwen2ForCausalLM(config).eval()
+
+
+def attention_outputs(lm: Any, ids: torch.Tensor) -> list[torch.Tensor]:
+    """Each layer's attention output before o_proj, at the last position, from the model's own forward."""
+    seen: list[torch.Tensor] = []
+    handles = [
+        layer.self_attn.o_proj.register_forward_pre_hook(lambda m, args: seen.append(args[0][:, -1].detach()))
+        for layer in lm.model.layers
+    ]
+    try:
+        with torch.no_grad():
+            lm(input_ids=ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return seen
+
+
+def test_at_initialisation_the_branch_is_the_models_own_last_token_attention(lm: Any) -> None:
+    ine = InformationNeed(lm, ByteTokenizer())
+    text = "def add(a, b):\n    return a + b\n"
+    ids, _ = ine.tokens([text], candidate=False)
+    mine = ine.vectors([text], candidate=False)
+    own = torch.stack(attention_outputs(lm, ids)).mean(0)
+    assert mine.shape == (1, 64) and torch.allclose(mine, own, atol=1e-5)
+    # Fewer layers: the mean over the first N only (the forward stops after layer N).
+    two = InformationNeed(lm, ByteTokenizer(), SelfRacgConfig(layers=2))
+    assert torch.allclose(
+        two.vectors([text], candidate=False), torch.stack(attention_outputs(lm, ids)[:2]).mean(0), atol=1e-5
+    )
+
+
+def test_left_padding_leaves_each_vector_as_it_is_alone(lm: Any) -> None:
+    ine = InformationNeed(lm, ByteTokenizer())
+    texts = ["x = 1\n", "for item in items:\n    total += item.price * item.count\n"]
+    together = ine.encode(texts, candidate=True)
+    alone = [ine.encode([t], candidate=True)[0] for t in texts]
+    assert together.shape == (2, 64)
+    for row, single in zip(together, alone, strict=True):
+        assert abs(row - single).max() < 1e-4
+    # Candidates carry the prefix and keep their head; queries keep their tail.
+    ids, _ = ine.tokens(["abc"], candidate=True)
+    assert ids.shape[1] == len(ine.config.prefix) + 3
+    long = "a" * 300 + "END"
+    ids, _ = ine.tokens([long], candidate=False)
+    assert ids.shape[1] == 192 and ids[0, -1].item() == ord("D") + 1
+
+
+def test_stage1_trains_only_the_adapters_and_they_round_trip(lm: Any, tmp_path: Path) -> None:
+    frozen = {name: p.detach().clone() for name, p in lm.named_parameters()}
+    ine = InformationNeed(lm, ByteTokenizer(), SelfRacgConfig(batch=4, epochs=6, lr=1e-2, max_tokens=128))
+    fragments = [
+        Example(
+            requirement="",
+            code=f"# part {i} of {name}\nvalue_{name}_{i} = {i}\n",
+            path=f"{name}.py",
+            start_line=1 + 20 * i,
+            end_line=20 + 20 * i,
+            kind="fragment",
+        )
+        for name in ("alpha", "beta", "gamma", "delta")
+        for i in range(3)
+    ]
+    pairs = fragment_pairs(fragments, 100)
+    assert len(pairs) == 8 and all(q.split("\n")[0].split()[-1] == p.split("\n")[0].split()[-1] for q, p in pairs)
+    stats = train_stage1(ine, pairs)
+    assert stats["steps"] == 12
+    assert sum(stats["losses"][-2:]) < sum(stats["losses"][:2])  # it learns the pairing
+    assert all(torch.equal(frozen[name], p) for name, p in lm.named_parameters())  # the model is untouched
+    save_adapters(ine, tmp_path / "adapter.safetensors")
+    again = InformationNeed(lm, ByteTokenizer(), SelfRacgConfig(batch=4, max_tokens=128))
+    assert again.fingerprint() != ine.fingerprint()
+    load_adapters(again, tmp_path / "adapter.safetensors")
+    assert again.fingerprint() == ine.fingerprint()
+    queries, candidates = SideEncoder(again, False, "selfracg"), SideEncoder(again, True, "selfracg")
+    assert queries.name != candidates.name and queries.dim == 64
+    with pytest.raises(ValueError, match="do not match"):
+        InformationNeed(lm, ByteTokenizer(), SelfRacgConfig(layers=1)).load_state(ine.state())
+
+
+def test_the_retriever_searches_the_pool_by_inner_product_and_caches_its_vectors(lm: Any) -> None:
+    import numpy as np
+
+    from assistant.indexing.index import Index
+    from assistant.methods.selfracg import SelfRacgRetriever
+
+    examples = [
+        Example(requirement="", code=code, path=f"m{i}.py", start_line=1, end_line=2, kind="fragment")
+        for i, code in enumerate(["import os\n", "def total(items):\n    return sum(items)\n", "x = [1, 2, 3]\n"])
+    ]
+    index = Index(examples=examples, vectors=np.zeros((3, 4), "float32"), meta={"source": {"kind": "memory"}})
+    ine = InformationNeed(lm, ByteTokenizer())
+    retriever = SelfRacgRetriever(index, ine)
+    assert retriever.name == "selfracg-init" and retriever.pool.shape == (3, 64)
+    hits = retriever.search("values = total(", 2)
+    query = ine.encode(["values = total("], candidate=False)[0]
+    expected = sorted(range(3), key=lambda i: -float(retriever.pool[i] @ query))[:2]
+    assert [h.example.path for h in hits] == [f"m{i}.py" for i in expected]
+    assert hits[0].score >= hits[1].score and hits[0].retriever == "selfracg-init"
+    assert [h.example.path for h in retriever.search("values = total(", 3, lambda e: e.path == "m1.py")] == [
+        f"m{i}.py" for i in sorted(range(3), key=lambda i: -float(retriever.pool[i] @ query)) if i != 1
+    ]
+    again = SelfRacgRetriever(index, ine)  # read back from the cache: the same vectors
+    assert np.array_equal(again.pool, retriever.pool)
+
+
+@pytest.mark.model
+def test_on_the_real_model_init_is_its_attention_and_generation_is_untouched(backend: Any) -> None:
+    from assistant.backends import SamplingParams
+    from assistant.backends.prompts import Prompt
+
+    prompt = Prompt(messages=({"role": "user", "content": "Write a function that adds two numbers."},))
+    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=12, seed=0)
+    before = backend.sample(prompt, params)[0].text
+    ine = InformationNeed(backend.lm, backend.tokenizer)
+    text = "def rotate(path, count):\n    for i in range(count, 0, -1):\n"
+    ids, _ = ine.tokens([text], candidate=False)
+    own = torch.stack(attention_outputs(backend.lm, ids)).mean(0)
+    mine = ine.vectors([text], candidate=False)
+    assert mine.shape == (1, 896) and torch.allclose(mine, own.float(), atol=1e-3)
+    assert backend.sample(prompt, params)[0].text == before  # the hooks live only inside an encoding call
