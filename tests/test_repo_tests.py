@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from assistant.core.repo_tests import find_tests, parse_test_cmd, project_python, repo_tests
+from assistant.core.repo_tests import (
+    find_tests,
+    git_files,
+    package_root,
+    parse_test_cmd,
+    project_python,
+    repo_tests,
+)
 from assistant.errors import UsageError
 from assistant.ui.cli import app
 
@@ -90,17 +98,44 @@ def test_test_cmd_takes_pytest_arguments_only() -> None:
         "square or cube",
     )
     assert parse_test_cmd("python3 -m pytest -x tests") == ("-x", "tests")
-    for bad, fragment in [("make test", "runs pytest only, not 'make'"), ("pytest 'open", "not a valid command")]:
+    for bad, fragment in [
+        ("make test", "runs pytest only, not 'make'"),
+        ("pytest 'open", "not a valid command"),
+        ("pytest tests && rm -rf /", "'&&' is shell"),
+    ]:
         with pytest.raises(UsageError, match=fragment):
             parse_test_cmd(bad)
 
 
-def test_the_interpreter_is_the_repos_venv_when_it_has_one(project: Path) -> None:
+def test_the_interpreter_is_the_repos_venv_when_it_links_out_of_the_repo(project: Path) -> None:
     (project / ".venv" / "bin").mkdir(parents=True)
-    (project / ".venv" / "bin" / "python").symlink_to(os.path.realpath(os.sys.executable))
+    (project / ".venv" / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
     assert project_python(project) == project / ".venv" / "bin" / "python"
     with pytest.raises(UsageError, match="--python /nope does not exist"):
         project_python(project, "/nope")
+    # A "python" the repo ships itself is never run unasked.
+    (project / "venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "python").unlink()
+    (project / "venv" / "bin" / "python").write_text("#!/bin/sh\necho pwned\n")
+    (project / "venv" / "bin" / "python").chmod(0o755)
+    assert project_python(project) == Path(sys.executable)
+
+
+def test_the_copy_holds_what_git_shows_and_the_edited_package_comes_first(project: Path) -> None:
+    (project / ".gitignore").write_text(".env\n")
+    (project / ".env").write_text("TOKEN=secret\n")
+    (project / "new_module.py").write_text("X = 1\n")
+    listed = git_files(project)
+    assert listed is not None and ".env" not in listed and "new_module.py" in listed and "geo.py" in listed
+    (project / "packages" / "foo" / "src" / "foo" / "sub").mkdir(parents=True)
+    for folder in ("packages/foo/src/foo", "packages/foo/src/foo/sub"):
+        (project / folder / "__init__.py").write_text("")
+    assert package_root(project, "packages/foo/src/foo/sub/mod.py") == "packages/foo/src"
+    assert package_root(project, "geo.py") == "."
+    plan = repo_tests(project, "geo.py", "square")
+    assert plan is not None and plan.pythonpath == (".",) and plan.include == git_files(project)
+    with pytest.raises(UsageError, match="not a git work tree"):
+        repo_tests(project.parent, "proj/geo.py", "square")
 
 
 WRONG = "    return x + x\n```\n"
@@ -146,3 +181,21 @@ def test_test_cmd_names_the_tests_and_json_carries_the_verdicts(project: Path) -
     assert (project / "geo.py").read_text(encoding="utf-8") == MODULE.replace("    ...\n", "    return x + x\n", 1)
     bad = run(["generate", "make test", "--test-cmd", "pytest"], "http://127.0.0.1:9")
     assert bad.exit_code == 2 and "--test-cmd needs --function" in bad.stderr
+    both = run([*args, "--test-cmd", "pytest", "--no-repo-tests"], "http://127.0.0.1:9")
+    assert both.exit_code == 2 and "give one or the other" in both.stderr
+
+
+def test_outside_a_git_work_tree_the_tests_are_skipped_with_a_reason(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "loose"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "geo.py").write_text(MODULE, encoding="utf-8")
+    (folder / "tests" / "test_geo.py").write_text(TESTS, encoding="utf-8")
+    (folder / "bank.jsonl").write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    monkeypatch.chdir(folder)
+    args = ["generate", "--file", "geo.py", "--function", "square", "-n", "1"]
+    with openai_server(Script(answers=[(RIGHT, "stop")])) as (url, _):
+        shown = run(args, url)
+        asked = run([*args, "--test-cmd", "pytest tests"], url)
+    assert shown.exit_code == 0, shown.output
+    assert "Repo tests: skipped:" in shown.stdout and "not a git work tree" in shown.stdout
+    assert asked.exit_code == 2 and "not a git work tree" in asked.stderr

@@ -185,3 +185,26 @@ def test_the_launcher_reads_the_runners_paths() -> None:
     assert launcher.SYSTEM_READ_PATHS == runner.SYSTEM_READ_PATHS
     assert launcher.DEVICE_PATHS == runner.DEVICE_PATHS
     assert launcher.DEVICE_READ_PATHS == runner.DEVICE_READ_PATHS
+
+
+@pytest.mark.skipif(ABI < 1, reason="needs Landlock")
+def test_nothing_of_the_project_runs_before_the_boundary(project: Path, tmp_path: Path) -> None:
+    # A repo's sitecustomize.py on PYTHONPATH would run at interpreter start-up: it must find the boundary up.
+    outside = tmp_path / "escaped"
+    (project / "sitecustomize.py").write_text(
+        f"try:\n    open({str(outside)!r}, 'w').write('out')\nexcept OSError:\n    pass\n"
+    )
+    run = run_pytest(project, PYTHON, [OK], pythonpath=["."])
+    assert run.status == "passed", run.output
+    assert not outside.exists()
+
+
+def test_include_copies_only_the_listed_files(project: Path) -> None:
+    (project / "secret.env").write_text("TOKEN=1\n")
+    probe = "import pathlib\n\ndef test_secret():\n    assert not pathlib.Path('secret.env').exists()\n"
+    (project / "tests" / "test_probe.py").write_text(probe)
+    listed = ["pkg/__init__.py", "pkg/mod.py", "tests/test_mod.py", "tests/test_probe.py", "../outside", "gone.py"]
+    run = run_pytest(project, PYTHON, ["tests/test_probe.py"], pythonpath=["."], include=listed)
+    assert run.status == "passed", run.output
+    whole = run_pytest(project, PYTHON, ["tests/test_probe.py"], pythonpath=["."])
+    assert whole.status == "failed"  # without the list the copy holds it

@@ -171,3 +171,19 @@ def test_on_the_real_model_init_is_its_attention_and_generation_is_untouched(bac
     mine = ine.vectors([text], candidate=False)
     assert mine.shape == (1, 896) and torch.allclose(mine, own.float(), atol=1e-3)
     assert backend.sample(prompt, params)[0].text == before  # the hooks live only inside an encoding call
+
+
+def test_too_few_pairs_for_a_batch_is_a_clear_error_before_any_model_loads() -> None:
+    import numpy as np
+
+    from assistant.errors import UsageError
+    from assistant.indexing.index import Index
+    from assistant.methods.selfracg import train_selfracg
+
+    examples = [
+        Example(requirement="", code=f"x = {i}\n", path="m.py", start_line=1 + 20 * i, end_line=20 + 20 * i)
+        for i in range(4)
+    ]
+    index = Index(examples=examples, vectors=np.zeros((4, 4), "float32"), meta={"source": {"kind": "memory"}})
+    with pytest.raises(UsageError, match="has 3 pairs of consecutive fragments; a batch of 16"):
+        train_selfracg(index, SelfRacgConfig(), model="no-such-model")

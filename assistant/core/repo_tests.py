@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import os
 import shlex
+import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -57,6 +58,7 @@ class RepoTests:
     pythonpath: tuple[str, ...] = ()
     found: bool = True  # False: given by --test-cmd
     limits: ProjectLimits = field(default=REPO_TEST_LIMITS)
+    include: tuple[str, ...] | None = None  # the files the run's copy holds (git's view); None: the whole tree
 
     def describe(self) -> str:
         """One line for people: what runs, and with which interpreter."""
@@ -138,24 +140,61 @@ def parse_test_cmd(command: str) -> tuple[str, ...]:
     else:
         shown = words[0] if words else "nothing"
         raise UsageError(f"--test-cmd runs pytest only, not {shown!r}; e.g. --test-cmd 'pytest tests/test_util.py'")
+    operators = [word for word in args if word in ("&&", "||", ";", "|", ">", "<", "&")]
+    if operators:
+        raise UsageError(f"--test-cmd is one pytest command; {operators[0]!r} is shell, which is not run")
     return tuple(args)
 
 
 def project_python(root: Path, python: str | Path | None = None) -> Path:
-    """The interpreter that has the project's dependencies (see the module docstring)."""
+    """The interpreter that has the project's dependencies (see the module docstring).
+
+    A repo's own `.venv/bin/python` is taken only when it resolves outside the repo (a venv's python is a link
+    to an installed interpreter): a file the repo itself ships is not run unasked."""
     if python is not None:
         chosen = Path(python)
         if not chosen.exists():
             raise UsageError(f"--python {python} does not exist")
         return chosen
+    top = os.path.realpath(root)
     for venv in (".venv", "venv"):
         candidate = root / venv / "bin" / "python"
-        if candidate.exists():
+        real = os.path.realpath(candidate)
+        if candidate.exists() and os.path.commonpath([real, top]) != top:
             return candidate
     active = os.environ.get("VIRTUAL_ENV")
     if active and (Path(active) / "bin" / "python").exists():
         return Path(active) / "bin" / "python"
     return Path(sys.executable)
+
+
+def git_files(root: Path) -> tuple[str, ...] | None:
+    """The files git shows in the work tree at `root` (tracked, and untracked but not ignored), None outside git:
+    what a test run's copy holds, so ignored files (.env, keys, build output) stay out of it."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return tuple(sorted({name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name}))
+
+
+def package_root(root: Path, path: str | Path) -> str | None:
+    """The folder (relative to `root`) that the file's top package sits in: what must be on sys.path so that the
+    edited copy, not an installed one, is imported (e.g. `packages/foo/src` in a monorepo)."""
+    folder = (root / path).parent
+    while (folder / "__init__.py").exists() and folder != root:
+        folder = folder.parent
+    try:
+        relative = folder.relative_to(root).as_posix()
+    except ValueError:
+        return None
+    return relative or "."
 
 
 def repo_tests(
@@ -166,17 +205,25 @@ def repo_tests(
     test_cmd: str | None = None,
     python: str | Path | None = None,
 ) -> RepoTests | None:
-    """What to run for `function` of `path` (relative to `root`): `test_cmd`'s arguments, else the tests found
-    (None when none mention it)."""
+    """What to run for `function` of `path` (relative to `root`, a git work tree): `test_cmd`'s arguments, else
+    the tests found (None when none mention it). Outside a git work tree, or when the work tree is the home
+    folder or `/`, nothing runs: the copy would be the whole folder, with whatever else it holds."""
     root = Path(root)
+    top = os.path.realpath(root)
+    if top in (os.path.realpath(Path.home()), os.path.realpath("/")):
+        raise UsageError(f"{root} is your home folder or /; the repo's tests run only in a project's git work tree")
+    include = git_files(root)
+    if include is None:
+        raise UsageError(f"{root} is not a git work tree; the repo's tests run only in one (or --no-repo-tests)")
     if test_cmd is not None:
         args, found = parse_test_cmd(test_cmd), False
     else:
         args, found = tuple(find_tests(root, path, function)), True
         if not args:
             return None
-    pythonpath = tuple(p for p in ("src", ".") if (root / p).is_dir())
-    return RepoTests(root, project_python(root, python), args, pythonpath, found)
+    first = package_root(root, path)
+    pythonpath = tuple(dict.fromkeys(p for p in (first, "src", ".") if p is not None and (root / p).is_dir()))
+    return RepoTests(root, project_python(root, python), args, pythonpath, found, include=include)
 
 
 def run_on(tests: RepoTests, path: str | Path, text: str) -> ProjectRun:
@@ -189,6 +236,7 @@ def run_on(tests: RepoTests, path: str | Path, text: str) -> ProjectRun:
         pythonpath=tests.pythonpath,
         limits=tests.limits,
         extra_args=tests.args,
+        include=tests.include,
     )
 
 

@@ -722,7 +722,8 @@ def sample_stubs(
 ) -> list[tuple[list[Completion], int]]:
     """:func:`sample_stub` for several requests (one `params` each): requests that share a token limit and
     sampling settings go to the backend in one `sample_batch` call, each with its own seed, so a request's
-    samples are those it would get alone; the retries at twice the limit run one request at a time."""
+    samples do not depend on its neighbours' (up to the rounding of batched arithmetic); the retries at twice
+    the limit run one request at a time."""
     if len(params) != len(requests):
         raise ValueError("one SamplingParams per request")
     report = progress or (lambda stage, done, total: None)

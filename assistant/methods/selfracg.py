@@ -17,9 +17,11 @@ model's forward runs once per text and step, without the LM head and without gra
 last layer used. Stage 2 (the model's own continuations as positives and hard negatives) is not built yet.
 
 Implementation: forward pre-hooks on each layer's ``self_attn`` capture its input (the normed hidden states) and
-the rotary cos/sin, for the duration of one encoding call only, so the model object can be the generator's.
-peft's LoRA adds its update into the main path (vanilla LoRA), which is not L-LoRA, so the branch is written
-here over the frozen projections.
+the rotary cos/sin, for the duration of one encoding call only, so the hooked model still generates as before.
+The branch runs over a transformers copy of the generator (one per process, bf16 where the CPU has it natively):
+the OpenVINO engine that samples by default cannot host it. At B = 0 the branch equals the model's own attention
+output up to rounding (exactly in fp32; bf16 rounds its own way). peft's LoRA adds its update into the main path
+(vanilla LoRA), which is not L-LoRA, so the branch is written here over the frozen projections.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class SelfRacgConfig:
     seed: int = 0
 
     def to_json(self) -> dict:
+        """The configuration as the manifest records it."""
         return asdict(self)
 
 
@@ -97,6 +100,9 @@ class InformationNeed:
         self.lm = lm
         self.tokenizer = tokenizer
         self.config = config
+        # What made the vectors besides the adapters: the model (its files' folder) and its precision.
+        dtype = str(next(lm.parameters()).dtype).removeprefix("torch.")
+        self.identity = f"{getattr(lm.config, '_name_or_path', '') or type(lm).__name__}@{dtype}"
         model_config = lm.config
         total = model_config.num_hidden_layers
         self.n_layers = min(config.layers or total, total)
@@ -130,6 +136,7 @@ class InformationNeed:
         return list(self.adapters.values())
 
     def state(self) -> dict[str, torch.Tensor]:
+        """A copy of the adapters, by name (what is saved)."""
         return {name: p.detach().clone() for name, p in self.adapters.items()}
 
     def load_state(self, state: dict[str, torch.Tensor]) -> None:
@@ -263,10 +270,13 @@ class SideEncoder:
         self.ine = ine
         self.candidate = candidate
         side = "candidate" if candidate else "query"
-        self.name = f"{label}:{ine.fingerprint()}:{ine.n_layers}L:{ine.config.max_tokens}t:{side}"
+        prefix = hashlib.sha256(ine.config.prefix.encode()).hexdigest()[:8]
+        shape = f"{ine.n_layers}L:{ine.config.max_tokens}t:{prefix}"
+        self.name = f"{label}:{ine.identity}:{ine.fingerprint()}:{shape}:{side}"
         self.dim = ine.dim
 
     def encode(self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """This side's vectors of `texts`."""
         return self.ine.encode(texts, self.candidate, progress)
 
 
@@ -331,6 +341,7 @@ def save_adapters(ine: InformationNeed, path: Path) -> None:
 
 
 def load_adapters(ine: InformationNeed, path: Path) -> None:
+    """Adapters saved by `save_adapters` into `ine` (ValueError when they belong to another model or shape)."""
     from safetensors.torch import load_file
 
     ine.load_state(load_file(str(path)))
@@ -343,10 +354,12 @@ ADAPTER_FILE = "adapter.safetensors"
 
 def load_ine(
     model: str | None = None, precision: str = "auto", config: SelfRacgConfig | None = None
-) -> InformationNeed:
-    """The INE over the local generator's transformers weights (bf16 where the CPU has it natively)."""
+) -> tuple[InformationNeed, dict[str, str]]:
+    """The INE over a transformers copy of the local generator (bf16 where the CPU has it natively; the
+    OpenVINO engine that samples cannot host the branch), and the model and precision it runs, as recorded."""
     backend = _local(model, precision)
-    return InformationNeed(backend.lm, backend.tokenizer, config or SelfRacgConfig())
+    source = {"model": backend.model, "precision": backend.precision}
+    return InformationNeed(backend.lm, backend.tokenizer, config or SelfRacgConfig()), source
 
 
 @functools.cache
@@ -358,27 +371,30 @@ def _local(model: str | None, precision: str) -> Any:
 
 
 def train_selfracg(
-    index: Index, config: SelfRacgConfig, model: str | None = None, precision: str = "auto",
+    index: Index,
+    config: SelfRacgConfig,
+    model: str | None = None,
+    precision: str = "auto",
     progress: Progress | None = None,
-) -> tuple[Path, dict[str, Any]]:  # fmt: skip
+) -> tuple[Path, dict[str, Any]]:
     """Stage 1 on the pool's (fragment, next fragment) pairs (the index's examples are fragments, or functions
     in file order), saved with its provenance in the pool's artifact folder."""
-    ine = load_ine(model, precision, config)
     pairs = fragment_pairs(index.examples, config.pairs, config.seed)
-    if len(pairs) < 2:
+    if len(pairs) < config.batch:
         raise UsageError(
-            f"SelfRACG needs at least 2 pairs of consecutive fragments; the {describe_pool(index)} has {len(pairs)}"
+            f"the {describe_pool(index)} has {len(pairs)} pairs of consecutive fragments; a batch of "
+            f"{config.batch} needs at least as many (lower --batch)"
         )
+    ine, source = load_ine(model, precision, config)
     stats = train_stage1(ine, pairs, progress)
-    directory = artifact_dir(index, METHOD)
     manifest = {
         "config": config.to_json(),
-        "base_model": ine.lm.name_or_path if hasattr(ine.lm, "name_or_path") else str(model),
-        "precision": str(next(ine.lm.parameters()).dtype).removeprefix("torch."),
+        **source,  # the model and precision the adapters were trained on: retrieval loads the same
         "pool": describe_pool(index),
         "stage2": False,
         "stats": stats,
     }
+    directory = artifact_dir(index, METHOD)
     save_artifact(directory, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), manifest)
     return directory, stats
 
@@ -398,7 +414,10 @@ class SelfRacgRetriever:
         self.name = METHOD if directory is not None else INIT
         if directory is not None:
             _manifest(index, directory)
-            load_adapters(ine, directory / ADAPTER_FILE)
+            try:
+                load_adapters(ine, directory / ADAPTER_FILE)
+            except (ValueError, OSError) as exc:
+                raise UsageError(f"the SelfRACG adapters in {directory} cannot be used: {exc}") from None
         self.index = index
         self.ine = ine
         self.queries = SideEncoder(ine, candidate=False, label=self.name)
@@ -410,13 +429,18 @@ class SelfRacgRetriever:
 
     @classmethod
     def for_index(cls, index: Index, trained: bool, model: str | None = None) -> SelfRacgRetriever:
+        """The retriever for an index's pool: its trained adapters (on the model and precision they were trained
+        on), or with `trained` False the untrained branch over `model` (default: the default generator)."""
         directory = artifact_dir(index, METHOD) if trained else None
-        config = SelfRacgConfig()
+        config, precision = SelfRacgConfig(), "auto"
         if directory is not None:
-            config = SelfRacgConfig(**_manifest(index, directory)["config"])
-        return cls(index, load_ine(model, config=config), directory)
+            manifest = _manifest(index, directory)
+            config = SelfRacgConfig(**manifest["config"])
+            model, precision = manifest.get("model", model), manifest.get("precision", precision)
+        return cls(index, load_ine(model, precision, config)[0], directory)
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
+        """The k pool examples with the highest inner product with the query's INE vector."""
         if not len(self.index):
             return []
         vector = self.queries.encode([query])[0]

@@ -2,7 +2,8 @@
 
 :func:`run_pytest` copies the project into a fresh temporary directory (``<run>/project``; ``.git``,
 caches, ``*.pyc`` and virtual environments such as ``.venv`` are left out), writes the given files over the copy, and
-starts the project's own interpreter on :mod:`assistant.sandbox.project_launcher` in the copy, in its own
+starts the project's own interpreter, isolated (``-I -S``: no PYTHON* variables, no site, so nothing of the
+project or its venv runs before the boundary), on :mod:`assistant.sandbox.project_launcher` in the copy, in its own
 session, with stdin closed and an environment built from scratch (PATH, LANG, HOME and TMPDIR inside the run
 dir, PYTHONPATH, PYTHONHASHSEED=0, no bytecode writes; nothing from our environment: no keys, tokens or
 proxies). The launcher puts the boundary around itself and then execs ``python -m pytest -q -p
@@ -69,11 +70,20 @@ PLUGIN_MODULE = "assist_pytest_plugin"
 STATUSES = ("passed", "failed", "error", "timeout", "resource-limit")
 OUTCOMES = ("passed", "failed", "skipped", "error")
 # Not copied: VCS data, caches, and virtual environments (a repo's own .venv can be hundreds of MB; the run
-# reads its interpreter where it is, not from the copy).
-IGNORED = shutil.ignore_patterns(
-    ".git", "__pycache__", "*.pyc", ".pytest_cache", ".venv", "venv", ".tox", ".nox", "node_modules", ".assist",
-    ".mypy_cache", ".ruff_cache",
-)  # fmt: skip
+# reads its interpreter where it is, not from the copy). A venv is known by its pyvenv.cfg, whatever its name.
+_SKIPPED_NAMES = frozenset(
+    {".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".tox", ".nox", "node_modules", ".assist"}
+)
+
+
+def _ignored(folder: str, names: list[str]) -> set[str]:
+    """What `copytree` leaves out of the copy (see _SKIPPED_NAMES)."""
+    return {
+        name
+        for name in names
+        if name in _SKIPPED_NAMES or name.endswith(".pyc") or os.path.isfile(os.path.join(folder, name, "pyvenv.cfg"))
+    }
+
 
 _READ_CHUNK = 65_536
 _REPORT_LIMIT = 64_000  # bytes accepted from the launcher's layer report
@@ -135,10 +145,13 @@ def run_pytest(
     trace: bool = False,
     stop_first: bool = False,
     extra_args: Sequence[str] = (),
+    include: Sequence[str] | None = None,
 ) -> ProjectRun:
     """Run the project's pytest (``node_ids``, or its whole suite) on a sandboxed copy with ``files`` written over it.
 
-    ``project`` is never modified. ``files`` maps paths relative to the project to new text; each must stay
+    ``project`` is never modified. ``include`` limits the copy to these files (paths relative to the project,
+    e.g. what git tracks, so that untracked secrets stay out); default: the whole tree less caches, VCS data and
+    virtual environments. ``files`` maps paths relative to the project to new text; each must stay
     inside the copy and name an existing file or a new file in an existing directory (else UsageError).
     ``pythonpath`` lists dirs of the copy to put first on PYTHONPATH (e.g. "src"). ``trace`` records, per
     test, the project's functions it ran (:attr:`ProjectRun.calls`). ``stop_first`` passes ``-x``.
@@ -162,11 +175,32 @@ def run_pytest(
     run_dir = Path(tempfile.mkdtemp(prefix="assist-pytest-"))
     try:
         copy = run_dir / "project"
-        shutil.copytree(project, copy, symlinks=True, ignore=IGNORED)
+        if include is None:
+            shutil.copytree(project, copy, symlinks=True, ignore=_ignored)
+        else:
+            _copy_listed(project, copy, include)
         _write_files(copy, files)
         return _run_in(run_dir, copy, python, node_ids, pythonpath, limits, trace, stop_first, extra_args, disabled)
     finally:
         _remove_tree(str(run_dir))
+
+
+def _copy_listed(project: Path, copy: Path, include: Sequence[str]) -> None:
+    """Copy only the listed files (symlinks as links); a listed path that is missing or escapes is skipped."""
+    copy.mkdir()
+    for relative in include:
+        path = PurePosixPath(relative)
+        if not relative or path.is_absolute() or ".." in path.parts:
+            continue
+        source = project / relative
+        if not (source.is_symlink() or source.is_file()):
+            continue  # deleted since it was listed, or a submodule's folder
+        target = copy / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), target)
+        else:
+            shutil.copy2(source, target)
 
 
 def _check_relative(relative: str) -> None:
@@ -255,7 +289,10 @@ def _run_in(
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
-            [str(python), str(LAUNCHER_PATH), str(job_path)],
+            # -I -S: nothing of the project runs before the boundary is up (no PYTHON* variables, no site, so
+            # no sitecustomize or .pth of the interpreter's venv, no script folder or cwd on sys.path); pytest,
+            # exec'd by the launcher inside the boundary, gets the environment and site back.
+            [str(python), "-I", "-S", str(LAUNCHER_PATH), str(job_path)],
             cwd=copy,
             env=env,
             stdin=subprocess.DEVNULL,

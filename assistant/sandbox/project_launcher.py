@@ -101,6 +101,37 @@ def load_boundary():
     return module
 
 
+def venv_paths(executable):
+    """The venv around `executable` and the folders its .pth files name: what `site` puts on pytest's sys.path.
+
+    The launcher runs with -S (no site, so nothing of the venv runs before the boundary), so it reads the .pth
+    files itself: their path lines only; `import` lines are code and are left to pytest's own start."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(executable)))
+    if not os.path.isfile(os.path.join(root, "pyvenv.cfg")):
+        return []
+    found = [root]
+    lib = os.path.join(root, "lib")
+    for version in sorted(os.listdir(lib)) if os.path.isdir(lib) else []:
+        site_dir = os.path.join(lib, version, "site-packages")
+        if not os.path.isdir(site_dir):
+            continue
+        for name in sorted(os.listdir(site_dir)):
+            if not name.endswith(".pth"):
+                continue
+            try:
+                with open(os.path.join(site_dir, name), encoding="utf-8", errors="replace") as stream:
+                    lines = stream.read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    path = line if os.path.isabs(line) else os.path.join(site_dir, line)
+                    if os.path.isdir(path):
+                        found.append(path)
+    return found
+
+
 def read_paths():
     """What the interpreter needs to read: its prefixes, its binary's dir, sys.path, system libraries."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -108,6 +139,7 @@ def read_paths():
     for executable in (sys.executable, os.path.realpath(sys.executable)):
         paths.append(os.path.dirname(executable))
     paths += [p for p in sys.path if os.path.isabs(p) and os.path.realpath(p) != os.path.realpath(here)]
+    paths += venv_paths(sys.executable)
     paths += list(SYSTEM_READ_PATHS) + list(DEVICE_READ_PATHS)
     unique = []
     for path in paths:

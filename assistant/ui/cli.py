@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -35,6 +35,9 @@ from assistant.ui.options import (
     check_seed,
 )
 from assistant.ui.train_cmd import train_app
+
+if TYPE_CHECKING:
+    from assistant.core.repo_tests import RepoTests
 
 app = typer.Typer(
     help="assist: code from your requirements, with demonstrations retrieved from your own repo.\n\n"
@@ -189,7 +192,8 @@ def generate(
         typer.Option(
             "--test-cmd",
             help="With --function: the repo's tests to run on each candidate, as a pytest command, e.g. "
-            "'pytest tests/test_util.py -k parse' (default: the test functions that mention the function).",
+            "'pytest tests/test_util.py -k parse' (default: the test functions that mention the function; the "
+            "interpreter is --python's).",
         ),
     ] = None,
     repo_tests: Annotated[
@@ -272,8 +276,11 @@ def generate(
         raise UsageError("--function needs --file, the file that holds the stub")
     if test_cmd is not None and function is None:
         raise UsageError("--test-cmd needs --function (the repo's tests run on a filled stub)")
+    if test_cmd is not None and not repo_tests:
+        raise UsageError("--test-cmd names the tests that --no-repo-tests turns off; give one or the other")
     target = None
     plan = None
+    skipped: str | None = None
     if file is not None:
         target = Target.read(file)  # read and parsed once for the whole request
         if function is not None:
@@ -288,13 +295,18 @@ def generate(
                 requirement_given=bool((requirement or "").strip()),
                 tree=target.tree,
             )
-            if repo_tests or test_cmd is not None:
+            if repo_tests:
                 from assistant.code.edit import enclosing_root
                 from assistant.core.repo_tests import repo_tests as find_repo_tests
 
                 root = enclosing_root(target.path)
                 relative = target.path.relative_to(root) if target.path.is_relative_to(root) else target.path
-                plan = find_repo_tests(root, relative, function, test_cmd=test_cmd, python=python)
+                try:
+                    plan = find_repo_tests(root, relative, function, test_cmd=test_cmd, python=python)
+                except UsageError as exc:
+                    if test_cmd is not None:  # asked for: the reason it cannot run is the answer
+                        raise
+                    skipped = str(exc)
     tests: list[str] = []
     for number, chunk in enumerate(test or [], start=1):
         check_text(chunk, f"test {number}")
@@ -341,18 +353,18 @@ def generate(
         data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
         out.print_json(json.dumps(data))
     else:
-        if function is not None:
-            _print_repo_tests(plan, repo_tests or test_cmd is not None)
+        if function is not None and repo_tests:
+            _print_repo_tests(plan, skipped)
         _print_result(result, source, explain, applied)
     if not result.candidates:
         raise typer.Exit(1)
 
 
-def _print_repo_tests(plan: Any, asked: bool) -> None:
+def _print_repo_tests(plan: RepoTests | None, skipped: str | None) -> None:
     """Say which of the repo's tests ran on the candidates (or why none did)."""
     if plan is None:
-        if asked:
-            out.print("[bold]Repo tests[/]: none mention the function (name some with --test-cmd)", markup=True)
+        why = f"skipped: {skipped}" if skipped else "none mention the function (name some with --test-cmd)"
+        out.print(f"[bold]Repo tests[/]: {escape(why)}", markup=True)
         return
     out.print(f"[bold]Repo tests[/] ({escape(plan.describe())}), each candidate in a sandboxed copy:", markup=True)
 

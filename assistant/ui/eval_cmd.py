@@ -242,7 +242,8 @@ def repo(
         str,
         typer.Option(
             "--task",
-            help="function, line, both, or retrieval (the line tasks' R@k and MRR@10 alone: no model, seconds).",
+            help="function, line, both, or retrieval (the line tasks' R@k and MRR@10 alone: no generation; "
+            "seconds for bm25/dense/hybrid, while selfracg-init encodes every fragment with the LLM).",
         ),
     ] = "both",
     limit: Annotated[

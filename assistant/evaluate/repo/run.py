@@ -206,9 +206,11 @@ def run_function_tasks(
             current[(task.task_id, strategy)] = record_key
             prepared.append((strategy, request, key, record_key, time.perf_counter() - started))
         todo: dict[str, StubRequest] = {}  # by sample key: strategies that built the same prompt share samples
+        users: dict[str, int] = {}
         for _, request, key, record_key, _ in prepared:
             if record_key not in records and key not in samples_cache:
                 todo[key] = request
+                users[key] = users.get(key, 0) + 1
         report("function tasks", done, total)
         started = time.perf_counter()
         usage_before = backend.usage.to_json()
@@ -227,8 +229,9 @@ def run_function_tasks(
             if isinstance(cached, list):  # written before the limit was kept beside the samples
                 cached = {"completions": cached, "limit": request.limit}
             completions, limit = _completions(cached["completions"]), cached["limit"]
-            # The batch's time and usage are shared evenly by the strategies sampled in it.
-            share = 1 / len(todo) if key in todo else 0.0
+            # The batch's time and usage are shared evenly by its prompts, a prompt's share by the strategies
+            # that built it (bm25 and hybrid often retrieve the same demonstrations).
+            share = 1 / len(todo) / users[key] if key in todo else 0.0
             sampled_s = prepare_s + batch_s * share
             samples = []
             for completion in completions:
@@ -392,7 +395,8 @@ def run_line_tasks(
     """Run (or resume) the line-level tasks, greedy (as RepoEval); one record per (task, strategy).
 
     `batch` tasks at a time have all their strategies' prompts decoded together when the backend batches
-    prompts (greedy decoding: a prompt's continuation does not depend on its neighbours)."""
+    prompts (greedy decoding: a prompt's continuation does not depend on its neighbours, up to the rounding of
+    batched arithmetic)."""
     report = progress or (lambda stage, done, total: None)
     out.mkdir(parents=True, exist_ok=True)
     samples_cache = JsonlCache(out / "line-samples.jsonl")
@@ -453,7 +457,8 @@ def run_line_tasks(
             sampled = backend.sample_batch(list(todo.values()), params)
             for key, completions in zip(todo, sampled, strict=True):
                 samples_cache.put(key, _completions_json(completions))
-        share = (time.perf_counter() - started) / max(1, len(todo))  # the batch's time, shared evenly
+        share = (time.perf_counter() - started) / max(1, len(todo))  # the batch's time, shared evenly by prompt
+        users = {key: sum(1 for item in prepared if item[3] == key and item[4] not in records) for key in todo}
         for task, strategy, prompt, key, record_key, rank, hits, retrieval_s in prepared:
             if record_key in records:
                 results.append(records.get(record_key))
@@ -473,7 +478,7 @@ def run_line_tasks(
                 "written": written,
                 "em": hypothesis == reference,
                 "es": edit_similarity(hypothesis, reference),
-                "seconds": round(retrieval_s + (share if key in todo else 0.0), 2),
+                "seconds": round(retrieval_s + (share / users[key] if key in todo else 0.0), 2),
             }
             records.put(record_key, record)
             results.append(record)
