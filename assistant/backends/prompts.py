@@ -128,3 +128,18 @@ def build_line_prompt(file_path: str, before: str, fragments: Sequence[Example] 
     )
     text = before if before.endswith("\n") or not before else before + "\n"
     return Prompt(messages=messages, answer_prefix=ANSWER_PREFIX + text)
+
+
+def build_tests_prompt(requirement: str, signature: str, name: str, count: int = 8) -> Prompt:
+    """The prompt that asks the model for `count` assert statements testing `name` (`tests_request.jinja`), for
+    rankers that judge candidates by tests the model writes itself (`agree`)."""
+    messages = (
+        {"role": "system", "content": system_message()},
+        {
+            "role": "user",
+            "content": render(
+                "tests_request.jinja", requirement=requirement, signature=signature, name=name, count=count
+            ),
+        },
+    )
+    return Prompt(messages=messages)

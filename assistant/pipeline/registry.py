@@ -1,5 +1,5 @@
-"""The registries: build any retriever (`bm25`, `dense`, `hybrid`, the trained `tstr`, `lail`) or ranker (`first`,
-`random`, `logprob`, `exec`, the trained `condor`) by name, and choose them when asked for `auto`.
+"""The registries: build any retriever (`bm25`, `dense`, `hybrid`, the trained `tstr`, `lail`, `selfracg`) or ranker
+(`first`, `random`, `logprob`, `exec`, `agree`, the trained `condor`) by name, and choose them when asked for `auto`.
 
 They sit above both the plain retrievers and rankers (:mod:`assistant.core`) and the trained methods that build on
 them (:mod:`assistant.methods`), so no module below imports them and there is no cycle.
@@ -97,6 +97,14 @@ def _needs_backend(backend: Backend | None) -> Backend:
     return backend
 
 
+def _agree(backend: Backend | None) -> Ranker:
+    from assistant.core.agreement import AgreementRanker
+
+    if backend is None:
+        raise UsageError("the agree ranker needs a backend to write tests with")
+    return AgreementRanker(backend)
+
+
 def _condor(backend: Backend | None) -> Ranker:
     from assistant.methods.condor.ranker import CondorRanker  # imports torch: only when asked for
 
@@ -108,6 +116,7 @@ RANKERS: dict[str, RankerFactory] = {
     "random": lambda backend: RandomRanker(),
     "logprob": lambda backend: LogprobRanker(_needs_backend(backend)),
     "exec": lambda backend: ExecRanker(),
+    "agree": _agree,  # not in `auto` until it is measured
     "condor": _condor,
 }
 RANKER_CHOICES = ("auto", *RANKERS)

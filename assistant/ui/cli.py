@@ -176,7 +176,8 @@ def generate(
     ranker: Annotated[
         str | None,
         typer.Option(
-            help="first, random, logprob, exec, condor (the trained discriminator); combine with +, e.g. "
+            help="first, random, logprob, exec, agree (agreement on tests the model writes, CodeT), condor (the "
+            "trained discriminator); combine with +, e.g. "
             "exec+condor. Default: exec+ with tests, then condor once trained (`assist train discriminator`), "
             "else logprob, else first when the backend returns no log-probabilities. Default: generate.ranker in "
             "the config, else auto.",

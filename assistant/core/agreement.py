@@ -1,0 +1,158 @@
+"""`agree`: rank candidates by how far they agree with each other on tests the model writes itself.
+
+CodeT's dual agreement (Chen et al., 2022), for the user who has no tests for the function they just asked for:
+the same backend writes assert statements for the requirement (a short prompt, sampled; the requirement's own
+examples, doctest `>>>` lines and asserts, come first), every candidate runs on every test in the sandbox, one
+run per (candidate, test), and candidates that pass the same set of tests form a cluster. A candidate's score
+is its cluster's size times the number of tests the cluster passes, scaled to 0-1 by (candidates × tests): many
+candidates that agree on many tests are likelier right than one that passes a test alone, since the model's own
+tests are often wrong. Candidates that cannot run alone (a stub's body that calls the rest of its module) fail
+every test, so they all score 0 and the next ranker decides.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from assistant.backends import Backend, SamplingParams
+from assistant.backends.prompts import build_tests_prompt
+from assistant.code.fences import code_span
+from assistant.core.candidates import Candidate
+from assistant.core.rank import Problem, Score
+
+TESTS_WANTED = 8  # tests the candidates run at most (the requirement's examples first)
+TEST_SAMPLES = 2  # samples of the test-writing prompt
+TEST_TOKENS = 320
+
+
+def entry_point(candidates: Sequence[Candidate]) -> str | None:
+    """The name of the function the candidates define (the first top-level def most of them share)."""
+    names: Counter[str] = Counter()
+    for candidate in candidates:
+        try:
+            tree = ast.parse(candidate.code)
+        except (SyntaxError, ValueError):
+            continue
+        first = next((n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+        if first:
+            names[first] += 1
+    return names.most_common(1)[0][0] if names else None
+
+
+def signature(candidates: Sequence[Candidate], name: str) -> str:
+    """The `def` line of `name` as the first candidate that defines it writes it (body left out)."""
+    for candidate in candidates:
+        try:
+            tree = ast.parse(candidate.code)
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+                lines = candidate.code.splitlines()
+                return "\n".join(lines[node.lineno - 1 : node.body[0].lineno - 1]).rstrip() or f"def {name}(...):"
+    return f"def {name}(...):"
+
+
+def _mentions(source: str, name: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, ast.Name) and node.id == name for node in ast.walk(tree))
+
+
+def _assert_lines(text: str, name: str) -> list[str]:
+    """Single-line assert statements of `text` that parse and call `name`."""
+    found = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("assert ") and _mentions(line, name):
+            found.append(line)
+    return found
+
+
+def example_tests(requirement: str, name: str) -> list[str]:
+    """The requirement's own examples as asserts: its `assert` lines, and `>>> call` lines with the expected
+    value on the next line (doctest style), when they call `name`."""
+    tests = _assert_lines(requirement, name)
+    lines = requirement.splitlines()
+    for number, line in enumerate(lines[:-1]):
+        stripped = line.strip()
+        expected = lines[number + 1].strip()
+        if not stripped.startswith(">>> ") or not expected or expected.startswith(">>>"):
+            continue
+        test = f"assert {stripped[4:]} == {expected}"
+        if _mentions(test, name):
+            tests.append(test)
+    return list(dict.fromkeys(tests))
+
+
+def written_tests(problem: Problem, name: str, sig: str, backend: Backend, samples: int = TEST_SAMPLES) -> list[str]:
+    """Assert lines the backend writes for the requirement (seeded, so a problem gets the same tests each time)."""
+    prompt = build_tests_prompt(problem.requirement, sig, name, TESTS_WANTED)
+    params = SamplingParams(n=samples, temperature=0.8, top_p=0.95, max_new_tokens=TEST_TOKENS, seed=0)
+    tests: list[str] = []
+    for completion in backend.sample(prompt, params):
+        start, end = code_span(completion.text)
+        tests += _assert_lines(completion.text[start:end], name)
+    return list(dict.fromkeys(tests))
+
+
+_SPACE = re.compile(r"\s+")
+
+
+class AgreementRanker:
+    """CodeT's dual agreement over tests the backend writes (see the module docstring)."""
+
+    name = "agree"
+
+    def __init__(self, backend: Backend, wanted: int = TESTS_WANTED, samples: int = TEST_SAMPLES) -> None:
+        self.backend = backend
+        self.wanted = wanted
+        self.samples = samples
+
+    def tests(self, problem: Problem, candidates: Sequence[Candidate]) -> tuple[str | None, list[str], int]:
+        """The function's name, the tests (the requirement's examples first) and how many are examples."""
+        name = entry_point(candidates)
+        if name is None:
+            return None, [], 0
+        examples = example_tests(problem.requirement, name)
+        written = written_tests(problem, name, signature(candidates, name), self.backend, self.samples)
+        seen = {_SPACE.sub("", t) for t in examples}
+        tests = examples + [t for t in written if _SPACE.sub("", t) not in seen]
+        return name, tests[: self.wanted], min(len(examples), self.wanted)
+
+    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+        from assistant import sandbox
+
+        name, tests, examples = self.tests(problem, candidates)
+        if not candidates:
+            return []
+        if name is None or not tests:
+            why = "no function to test" if name is None else "the model wrote no usable test"
+            return [Score(0.0, why) for _ in candidates]
+        jobs = [(c.code, [test], problem.setup) for c in candidates for test in tests]
+        results = sandbox.run_many(jobs, limits=sandbox.Limits(timeout_s=5.0, cpu_s=5, memory_mb=1024))
+        width = len(tests)
+        passed = [
+            frozenset(j for j in range(width) if results[i * width + j].status == "passed")
+            for i in range(len(candidates))
+        ]
+        clusters: dict[frozenset[int], list[int]] = {}
+        for i, tests_passed in enumerate(passed):
+            clusters.setdefault(tests_passed, []).append(i)
+        scale = len(candidates) * width
+        scores = []
+        for tests_passed in passed:
+            members = clusters[tests_passed]
+            value = len(members) * len(tests_passed) / scale
+            why = (
+                f"passes {len(tests_passed)}/{width} model-written tests ({examples} from the requirement), "
+                f"with {len(members) - 1} other candidate{'s' if len(members) != 2 else ''} passing the same"
+            )
+            details = {"tests": tests, "passed": sorted(tests_passed), "cluster": [c + 1 for c in members]}
+            scores.append(Score(value, why, details))
+        return scores

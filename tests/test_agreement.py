@@ -1,0 +1,80 @@
+"""The `agree` ranker: tests the model writes (scripted here) and the requirement's own examples, every candidate
+run on each in the real sandbox, candidates clustered by the tests they pass (CodeT's dual agreement)."""
+
+from __future__ import annotations
+
+from assistant.backends.prompts import Prompt
+from assistant.core.agreement import AgreementRanker, entry_point, example_tests, signature
+from assistant.core.candidates import Candidate
+from assistant.core.rank import Problem, rank
+from assistant.pipeline.registry import make_rankers
+
+from .conftest import ScriptedBackend
+
+REQUIREMENT = """Return the largest of three numbers.
+
+>>> biggest(1, 5, 3)
+5
+"""
+
+WRITTEN = """assert biggest(1, 2, 3) == 3
+assert biggest(3, 2, 1) == 3
+assert biggest(-1, -2, -3) == -1
+assert max(1, 2) == 2
+assert biggest(7, 7, 7) == 7
+print("done")
+```"""
+
+RIGHT_A = "def biggest(a, b, c):\n    return max(a, b, c)\n"
+RIGHT_B = "def biggest(a, b, c):\n    return sorted([a, b, c])[-1]\n"
+WRONG_FIRST = "def biggest(a, b, c):\n    return a\n"
+WRONG_LAST = "def biggest(a, b, c):\n    return c\n"
+
+
+def problem() -> Problem:
+    return Problem(requirement=REQUIREMENT, prompt=Prompt(messages=({"role": "user", "content": REQUIREMENT},)))
+
+
+def test_the_requirements_examples_and_the_function_are_read_from_the_text() -> None:
+    candidates = [Candidate(RIGHT_A, 0), Candidate("not python (", 1), Candidate(RIGHT_B, 2)]
+    assert entry_point(candidates) == "biggest"
+    assert signature(candidates, "biggest") == "def biggest(a, b, c):"
+    assert example_tests(REQUIREMENT + "\nassert biggest(0, 0, 1) == 1\n", "biggest") == [
+        "assert biggest(0, 0, 1) == 1",
+        "assert biggest(1, 5, 3) == 5",
+    ]
+    assert example_tests(">>> other(1)\n2\n", "biggest") == []
+
+
+def test_candidates_that_agree_on_more_tests_rank_first() -> None:
+    backend = ScriptedBackend([WRITTEN], prefills_answer=True)  # as the local model continues "```python"
+    ranker = make_rankers("agree", backend)[0]
+    assert isinstance(ranker, AgreementRanker)
+    # Sampling order puts the wrong ones first; the two right ones agree on every test.
+    candidates = [Candidate(WRONG_FIRST, 0), Candidate(WRONG_LAST, 1), Candidate(RIGHT_A, 2), Candidate(RIGHT_B, 3)]
+    name, tests, examples = ranker.tests(problem(), candidates)
+    assert name == "biggest" and examples == 1
+    # The example first; `max(...)` does not call the function and `print` is not an assert: left out.
+    assert tests == [
+        "assert biggest(1, 5, 3) == 5",
+        "assert biggest(1, 2, 3) == 3",
+        "assert biggest(3, 2, 1) == 3",
+        "assert biggest(-1, -2, -3) == -1",
+        "assert biggest(7, 7, 7) == 7",
+    ]
+    ranked = rank(problem(), candidates, [ranker])
+    assert [r.candidate.sample for r in ranked[:2]] == [2, 3]
+    top = ranked[0].scores["agree"]
+    assert top.value == 2 * 5 / (4 * 5) and top.details["cluster"] == [3, 4]
+    assert "passes 5/5 model-written tests (1 from the requirement), with 1 other candidate" in top.why
+    # "return a" passes the (3, 2, 1), (-1, -2, -3) and (7, 7, 7) cases, "return c" (1, 2, 3) and (7, 7, 7).
+    alone = {r.candidate.sample: r.scores["agree"] for r in ranked[2:]}
+    assert alone[0].details["passed"] == [2, 3, 4] and alone[1].details["passed"] == [1, 4]
+
+
+def test_no_usable_test_leaves_every_candidate_at_zero() -> None:
+    ranker = AgreementRanker(ScriptedBackend(["I cannot write tests."]))
+    plain = Problem(requirement="Return the largest of three numbers.", prompt=problem().prompt)
+    scores = ranker.score(plain, [Candidate(RIGHT_A, 0), Candidate(WRONG_FIRST, 1)])
+    assert [s.value for s in scores] == [0.0, 0.0] and scores[0].why == "the model wrote no usable test"
+    assert ranker.score(plain, [Candidate("x = 1\n", 0)])[0].why == "no function to test"
