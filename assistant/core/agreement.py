@@ -153,6 +153,8 @@ class AgreementRanker:
                 f"passes {len(tests_passed)}/{width} model-written tests ({examples} from the requirement), "
                 f"with {len(members) - 1} other candidate{'s' if len(members) != 2 else ''} passing the same"
             )
-            details = {"tests": tests, "passed": sorted(tests_passed), "cluster": [c + 1 for c in members]}
+            # The cluster by sample number (1 = first sampled), as `--explain` shows it.
+            cluster = [candidates[c].sample + 1 for c in members]
+            details = {"tests": tests, "passed": sorted(tests_passed), "cluster": cluster}
             scores.append(Score(value, why, details))
         return scores

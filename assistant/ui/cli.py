@@ -440,6 +440,12 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
         if explain:
             for name, score in ranked.scores.items():
                 out.print(f"    [dim]{name}: {escape(score.why)}[/]", markup=True)
+                if "tests" in score.details and "cluster" in score.details:  # agree: its cluster and the tests
+                    cluster = ", ".join(str(c) for c in score.details["cluster"])
+                    out.print(f"      [dim]its cluster: samples {cluster} (1 = first sampled)[/]", markup=True)
+                    for number, test in enumerate(score.details["tests"]):
+                        mark = "pass" if number in score.details["passed"] else "fail"
+                        out.print(f"      [dim]{mark}  {escape(test)}[/]", markup=True)
         out.print(
             Syntax(ranked.candidate.code, "python", theme="ansi_dark", background_color="default")
             if out.is_terminal
