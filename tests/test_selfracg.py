@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from assistant.code.examples import Example
+from assistant.errors import UsageError
 from assistant.methods.selfracg import (
     InformationNeed,
     SelfRacgConfig,
@@ -176,7 +177,6 @@ def test_on_the_real_model_init_is_its_attention_and_generation_is_untouched(bac
 def test_too_few_pairs_for_a_batch_is_a_clear_error_before_any_model_loads() -> None:
     import numpy as np
 
-    from assistant.errors import UsageError
     from assistant.indexing.index import Index
     from assistant.methods.selfracg import train_selfracg
 
@@ -187,3 +187,39 @@ def test_too_few_pairs_for_a_batch_is_a_clear_error_before_any_model_loads() -> 
     index = Index(examples=examples, vectors=np.zeros((4, 4), "float32"), meta={"source": {"kind": "memory"}})
     with pytest.raises(UsageError, match="has 3 pairs of consecutive fragments; a batch of 16"):
         train_selfracg(index, SelfRacgConfig(), model="no-such-model")
+
+
+def test_a_pool_without_adapters_uses_the_generic_ones(tmp_path: Path) -> None:
+    import numpy as np
+
+    from assistant.indexing.index import Index
+    from assistant.methods.artifacts import save_artifact
+    from assistant.methods.selfracg import SelfRacgRetriever, corpus_fragments, generic_dir
+
+    corpus = tmp_path / "corpus"
+    (corpus / "pkg").mkdir(parents=True)
+    (corpus / "pkg" / "a.py").write_text("".join(f"x{i} = {i}\n" for i in range(45)))
+    (corpus / ".hidden").mkdir()
+    (corpus / ".hidden" / "b.py").write_text("y = 1\n")
+    fragments = corpus_fragments(corpus)
+    assert [(f.path, f.start_line) for f in fragments] == [("pkg/a.py", 1), ("pkg/a.py", 21), ("pkg/a.py", 41)]
+    index = Index(examples=fragments, vectors=np.zeros((3, 1), "float32"), meta={"source": {"kind": "memory"}})
+    loaded: list[tuple] = []
+
+    def fake_load(model, precision="auto", config=None):  # records which model the adapters asked for
+        loaded.append((model, precision))
+        raise RuntimeError("stop here")
+
+    import assistant.methods.selfracg as selfracg
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(selfracg, "load_ine", fake_load)
+        with pytest.raises(UsageError, match="or generic ones on any folder of Python"):
+            SelfRacgRetriever.for_index(index, trained=True)
+        manifest = {"config": SelfRacgConfig(rank=4).to_json(), "model": "qwen-x", "precision": "bf16"}
+        save_artifact(
+            generic_dir(), "selfracg", lambda folder: (folder / "adapter.safetensors").write_bytes(b""), manifest
+        )
+        with pytest.raises(RuntimeError, match="stop here"):
+            SelfRacgRetriever.for_index(index, trained=True)
+    assert loaded == [("qwen-x", "bf16")]

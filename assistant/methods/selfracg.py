@@ -51,6 +51,7 @@ from assistant.methods.artifacts import (
     describe_pool,
     fingerprint,
     load_manifest,
+    read_manifest,
     save_artifact,
 )
 from assistant.paths import cache_dir
@@ -370,15 +371,38 @@ def _local(model: str | None, precision: str) -> Any:
     return LocalBackend.load(model, precision=precision)
 
 
+def generic_dir() -> Path:
+    """Where the generic adapters live (trained on a corpus of any Python code, e.g. the standard library, with
+    `--corpus`): used for any pool that has none of its own, the role of the paper's stage 1 on GitHub code."""
+    return cache_dir() / "retrievers" / f"{METHOD}-generic"
+
+
+def corpus_fragments(folder: Path) -> list[Example]:
+    """The 20-line fragments of every .py file under `folder` (sorted; unreadable files skipped)."""
+    from assistant.indexing.fragments import split_fragments
+
+    fragments: list[Example] = []
+    for path in sorted(folder.rglob("*.py")):
+        if any(part.startswith(".") or part in ("site-packages", "__pycache__") for part in path.parts):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        fragments += split_fragments(text, path.relative_to(folder).as_posix(), "")
+    return fragments
+
+
 def train_selfracg(
     index: Index,
     config: SelfRacgConfig,
     model: str | None = None,
     precision: str = "auto",
     progress: Progress | None = None,
+    directory: Path | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Stage 1 on the pool's (fragment, next fragment) pairs (the index's examples are fragments, or functions
-    in file order), saved with its provenance in the pool's artifact folder."""
+    in file order), saved with its provenance in `directory` (default: the pool's artifact folder)."""
     pairs = fragment_pairs(index.examples, config.pairs, config.seed)
     if len(pairs) < config.batch:
         raise UsageError(
@@ -394,13 +418,16 @@ def train_selfracg(
         "stage2": False,
         "stats": stats,
     }
-    directory = artifact_dir(index, METHOD)
+    directory = directory or artifact_dir(index, METHOD)
     save_artifact(directory, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), manifest)
     return directory, stats
 
 
 def _manifest(index: Index, directory: Path) -> dict[str, Any]:
-    how = f"train them for the {describe_pool(index)}: `assist train retriever --method selfracg`"
+    how = (
+        f"train them for the {describe_pool(index)} (`assist train retriever --method selfracg`) or generic ones "
+        "on any folder of Python (`--corpus DIR`)"
+    )
     return load_manifest(directory, METHOD, "SelfRACG adapters", how)
 
 
@@ -431,7 +458,10 @@ class SelfRacgRetriever:
     def for_index(cls, index: Index, trained: bool, model: str | None = None) -> SelfRacgRetriever:
         """The retriever for an index's pool: its trained adapters (on the model and precision they were trained
         on), or with `trained` False the untrained branch over `model` (default: the default generator)."""
-        directory = artifact_dir(index, METHOD) if trained else None
+        directory = None
+        if trained:
+            own = artifact_dir(index, METHOD)
+            directory = generic_dir() if read_manifest(own) is None and read_manifest(generic_dir()) else own
         config, precision = SelfRacgConfig(), "auto"
         if directory is not None:
             manifest = _manifest(index, directory)

@@ -254,7 +254,8 @@ def repo(
         str,
         typer.Option(
             help="Comma-separated: zero, bm25, dense, hybrid (what generate uses), selfracg-init (SelfRACG's "
-            "branch untrained: the generator's own attention; loads the transformers model too)."
+            "branch untrained: the generator's own attention; loads the transformers model too), selfracg (the "
+            "generic adapters of `assist train retriever --method selfracg --corpus DIR`)."
         ),
     ] = "zero,bm25,hybrid",
     n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from assistant.errors import UsageError
 from assistant.ui.console import ProgressUI, friendly_errors, out, show_progress
 from assistant.ui.options import check_range, check_seed
+
+if TYPE_CHECKING:
+    from assistant.methods.selfracg import SelfRacgConfig
 
 train_app = typer.Typer(
     help="Train what assist learns from your code: retrievers that pick the demonstrations this model finds useful, "
@@ -119,6 +122,13 @@ def retriever(
     ] = None,
     lr: Annotated[float, typer.Option(help="selfracg: AdamW learning rate (unstated in the paper).")] = 1e-3,
     batch: Annotated[int, typer.Option(help="selfracg: pairs per step (batch - 1 in-batch negatives).")] = 16,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            help="selfracg: train generic adapters on every .py file under this folder (e.g. the standard "
+            "library) instead of the repo; any pool without adapters of its own then uses them."
+        ),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the training summary as JSON.")] = False,
 ) -> None:
     """Train a retriever for a pool of examples; `assist generate` then uses it by default.
@@ -138,7 +148,6 @@ def retriever(
 
     Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks.
     """
-    from assistant.methods.selfracg import SelfRacgConfig
     from assistant.pipeline.pipeline import load_encoder
 
     # Every numeric option, whichever method uses it, before anything loads.
@@ -161,10 +170,12 @@ def retriever(
         check_range("--batch", batch, 2)
         if bank is not None:
             raise UsageError("selfracg trains on a repo's fragments (consecutive 20-line windows), not on a bank")
+        from assistant.methods.selfracg import SelfRacgConfig
+
         config = SelfRacgConfig(
             rank=rank, alpha=2.0 * rank, layers=layers, pairs=pairs, epochs=epochs or 1, batch=batch, lr=lr, seed=seed
         )
-        _train_selfracg(path, config, model, precision, json_output)
+        _train_selfracg(path, config, model, precision, json_output, corpus)
         return
     if method == "lail":
         _train_lail(
@@ -208,20 +219,35 @@ def retriever(
     )
 
 
-def _train_selfracg(path: Path, config, model: str | None, precision: str, json_output: bool) -> None:
+def _train_selfracg(
+    path: Path, config: SelfRacgConfig, model: str | None, precision: str, json_output: bool, corpus: Path | None
+) -> None:
+    import numpy as np
+
     from assistant.backends.local import resolve_precision
-    from assistant.indexing.index import index_repo, load_fragments, repo_index_dir, repo_root
-    from assistant.methods.selfracg import train_selfracg
+    from assistant.indexing.index import Index, index_repo, load_fragments, repo_index_dir, repo_root
+    from assistant.methods.selfracg import corpus_fragments, generic_dir, train_selfracg
     from assistant.pipeline.pipeline import load_encoder
 
     precision = resolve_precision(precision)
+    if corpus is not None and not corpus.is_dir():
+        raise UsageError(f"--corpus {corpus} is not a folder")
     with ProgressUI(show_progress(json_output), plain=True) as ui:
-        root = repo_root(path)
-        index_repo(root, load_encoder(), ui)  # brings the fragments up to date
-        fragments = load_fragments(repo_index_dir(root))
+        target = None
+        if corpus is not None:
+            examples = corpus_fragments(corpus)
+            source = {"kind": "corpus", "path": str(corpus.resolve())}
+            fragments = Index(
+                examples=examples, vectors=np.zeros((len(examples), 1), "float32"), meta={"source": source}
+            )
+            target = generic_dir()
+        else:
+            root = repo_root(path)
+            index_repo(root, load_encoder(), ui)  # brings the fragments up to date
+            fragments = load_fragments(repo_index_dir(root))
         if fragments is None or not len(fragments):
-            raise UsageError(f"{root} has no Python fragments to train on")
-        directory, stats = train_selfracg(fragments, config, model, precision, ui)
+            raise UsageError(f"{corpus or path} has no Python fragments to train on")
+        directory, stats = train_selfracg(fragments, config, model, precision, ui, directory=target)
     summary = {"method": "selfracg", "fragments": len(fragments), "saved": str(directory), **stats}
     if json_output:
         out.print_json(json.dumps(summary))

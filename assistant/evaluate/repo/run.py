@@ -44,9 +44,9 @@ from assistant.progress import Progress
 from assistant.sandbox.project import ProjectLimits
 
 # hybrid is what `assist generate` uses in an untrained repo; selfracg-init is the generator's own last-token
-# attention (SelfRACG's branch before training). Trained SelfRACG needs adapters trained away from the projects'
-# own fragments (a line task's answer is one of them), which this benchmark does not train yet.
-STRATEGIES = ("zero", "bm25", "dense", "hybrid", "selfracg-init")
+# attention (SelfRACG's branch before training); selfracg uses the generic adapters (`assist train retriever
+# --method selfracg --corpus DIR`), trained away from the projects: a line task's answer is one of their fragments.
+STRATEGIES = ("zero", "bm25", "dense", "hybrid", "selfracg-init", "selfracg")
 LINE_CONTEXT_TOKENS = 1024  # the file's code before the hidden lines, at most this much
 LINE_QUERY_LINES = 20  # the retrieval query of a line task: the last lines before the hidden ones
 LINE_MAX_TOKENS = 96
