@@ -20,6 +20,7 @@ STAGE_LABELS = {
     "retrieve": "Retrieving demonstrations",
     "generate": "Generating candidates",
     "rank": "Ranking candidates",
+    "rank tests": "Writing tests to rank by (agree)",
     "label": "Labeling pairs with the LLM",
     "train": "Training",
 }

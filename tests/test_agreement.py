@@ -3,6 +3,8 @@ run on each in the real sandbox, candidates clustered by the tests they pass (Co
 
 from __future__ import annotations
 
+import pytest
+
 from assistant.backends.prompts import Prompt
 from assistant.core.agreement import AgreementRanker, entry_point, example_tests, signature
 from assistant.core.candidates import Candidate
@@ -17,7 +19,7 @@ REQUIREMENT = """Return the largest of three numbers.
 5
 """
 
-WRITTEN = """assert biggest(1, 2, 3) == 3
+WRITTEN = """1, 2, 3) == 3
 assert biggest(3, 2, 1) == 3
 assert biggest(-1, -2, -3) == -1
 assert max(1, 2) == 2
@@ -47,7 +49,7 @@ def test_the_requirements_examples_and_the_function_are_read_from_the_text() -> 
 
 
 def test_candidates_that_agree_on_more_tests_rank_first() -> None:
-    backend = ScriptedBackend([WRITTEN], prefills_answer=True)  # as the local model continues "```python"
+    backend = ScriptedBackend([WRITTEN], prefills_answer=True)  # as the local model continues "assert biggest("
     ranker = make_rankers("agree", backend)[0]
     assert isinstance(ranker, AgreementRanker)
     # Sampling order puts the wrong ones first; the two right ones agree on every test.
@@ -78,3 +80,23 @@ def test_no_usable_test_leaves_every_candidate_at_zero() -> None:
     scores = ranker.score(plain, [Candidate(RIGHT_A, 0), Candidate(WRONG_FIRST, 1)])
     assert [s.value for s in scores] == [0.0, 0.0] and scores[0].why == "the model wrote no usable test"
     assert ranker.score(plain, [Candidate("x = 1\n", 0)])[0].why == "no function to test"
+
+
+def test_a_cancel_stops_the_test_writing_call_at_its_next_token() -> None:
+    from assistant.backends import SamplingParams
+    from assistant.core.generation import generate
+    from assistant.errors import Cancelled
+
+    backend = ScriptedBackend([RIGHT_A, WRONG_FIRST, WRITTEN], steps=10)
+    heard: list[tuple[str, int]] = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        heard.append((stage, done))
+        if stage == "rank tests" and done == 3:  # the user pressed Escape while the model wrote tests
+            raise Cancelled("generate cancelled")
+
+    with pytest.raises(Cancelled):
+        generate(
+            REQUIREMENT, backend, k=0, params=SamplingParams(n=2), rankers=[AgreementRanker(backend)], progress=progress
+        )
+    assert [d for s, d in heard if s == "rank tests"] == [0, 1, 2, 3]  # stopped there, not after the call

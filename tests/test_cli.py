@@ -151,13 +151,16 @@ def test_generate_through_an_openai_compatible_server(scratch_repo):
         data = json.loads(result.stdout)
         assert data["backend"] == "openai" and data["model"] == "tiny-coder"
         assert sorted(c["code"] for c in data["candidates"]) == [f"def f():\n    return {i}" for i in (4, 5, 6)]
-        assert data["rankers"] == ["logprob"]
-        assert data["usage"]["requests"] == 3 and data["usage"]["completion_tokens"] == 36
+        # auto without tests: agree (the server's replies hold no asserts, so it ties) and then logprob decide.
+        assert data["rankers"] == ["agree", "logprob"]
+        assert data["candidates"][0]["scores"]["agree"]["why"] == "the model wrote no usable test"
+        # Usage counts the 3 samples and agree's 2 test-writing samples (12 tokens each).
+        assert data["usage"]["requests"] == 5 and data["usage"]["completion_tokens"] == 60
         # The same server without log-probabilities: ranked in sampling order, not by a guess.
         script.logprobs = False
         result = assist_here(*request, "--base-url", url, cwd=scratch_repo)
         assert result.returncode == 0, result.stderr
-        assert json.loads(result.stdout)["rankers"] == ["first"]
+        assert json.loads(result.stdout)["rankers"] == ["agree", "first"]
     # Unknown models and unreachable servers: one-line errors, tested on the backend (test_openai_backend.py).
     assert git(scratch_repo, "status", "--porcelain") == ""
 

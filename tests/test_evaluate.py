@@ -22,7 +22,7 @@ from assistant.evaluate import (
     summarize_codegen,
     write_report,
 )
-from assistant.evaluate.codegen import picks, user_rankers
+from assistant.evaluate.codegen import picks, ranker_gains, user_rankers
 from assistant.evaluate.likelihood import summarize_likelihood
 from assistant.evaluate.metrics import paired_difference
 from assistant.evaluate.report import codegen_table
@@ -61,6 +61,10 @@ def test_a_results_folder_accepts_more_strategies_tasks_and_ks_but_not_other_sam
     assert (saved["ks"], saved["limit"], saved["strategies"]) == ([1, 3, 5], 100, ["zero", "bm25"])
     with pytest.raises(UsageError, match=r"other settings \(n\)"):
         _prepare(tmp_path, {**config, "n": 10})
+    # A setting added later: a folder written before it holds its old value (`legacy`), and only that resumes it.
+    with pytest.raises(UsageError, match=r"other settings \(line_fragments\)"):
+        _prepare(tmp_path, {**config, "line_fragments": "other-files"}, legacy={"line_fragments": "any"})
+    _prepare(tmp_path, {**config, "line_fragments": "any"}, legacy={"line_fragments": "any"})
 
 
 def test_subsets_are_fixed_nested_and_in_dataset_order():
@@ -488,3 +492,47 @@ def test_retrievers_table_says_how_each_retriever_was_trained() -> None:
     assert "| loss infonce, candidates 8, labeler m |" in rows[1]  # trained before bf16: fp32, not named
     assert "| epochs 60, embeddings openai:e5 |" in rows[2]
     assert "| epochs 60 |" in rows[3]  # the default embeddings go unnamed, as in the reports made before
+
+
+def test_an_added_ranker_picks_from_the_cached_samples_and_its_tests_are_cached(tmp_path):
+    from assistant.core.agreement import AgreementRanker
+
+    from .conftest import ScriptedBackend
+
+    # Sample 0 returns 1 (wrong), 1 and 2 return 2, 4 returns 3; the model's own tests say f() == 2.
+    bodies = ["return 1", "return 2", "return 2", "return (", "return 3"]
+    script = {
+        "Write 8 different test cases": ["assert f() == 2\nassert f() != 3\n"],
+        "from f": [f"def f():\n    {b}\n" for b in bodies],
+    }
+    tasks = [
+        Task(f"t{i}", f"return 2 from f, case {i}", "def f():\n    return 2", ("assert f() == 2",)) for i in range(2)
+    ]
+    backend = ScriptedBackend(script)
+    params = SamplingParams(n=5)
+    first = run_codegen(tasks, None, ["zero"], backend, tmp_path, params=params, rankers=RANKERS)
+    drawn = backend.calls
+    assert all("agree" not in r["picks"] for r in first)
+    # `--rankers agree` on the finished folder: no sample is drawn again, only the tests, once per task.
+    agree = AgreementRanker(backend, cache=JsonlCache(tmp_path / "agree-tests.jsonl"))
+    again = run_codegen(tasks, None, ["zero"], backend, tmp_path, params=params, rankers=[*RANKERS, agree])
+    assert backend.calls == drawn + 2 * len(tasks)  # TEST_SAMPLES completions per task
+    # The two candidates that pass both written tests agree: the first of them wins, over the first sample.
+    assert [r["picks"]["agree"] for r in again] == [1, 1] and [r["picks"]["first"] for r in again] == [0, 0]
+    assert all(
+        {k: v for k, v in a["picks"].items() if k != "agree"} == f["picks"] for a, f in zip(again, first, strict=True)
+    )
+    rows = summarize_codegen(again, [1])
+    assert rows[0]["agree"][0] == 1.0 and rows[0]["first"][0] == 0.0
+    assert "top-1 by agree" in codegen_table(rows, [1])
+    # Resumed once more, the written tests come from the folder's cache: the model is not asked again.
+    fresh = AgreementRanker(backend, cache=JsonlCache(tmp_path / "agree-tests.jsonl"))
+    store = JsonlCache(tmp_path / "records.jsonl")
+    for key in list(store.entries):
+        record = store.get(key)
+        store.put(key, {**record, "picks": {k: v for k, v in record["picks"].items() if k != "agree"}})
+    calls = backend.calls
+    assert run_codegen(tasks, None, ["zero"], backend, tmp_path, params=params, rankers=[*RANKERS, fresh]) == again
+    assert backend.calls == calls
+    gains = {row["ranker"]: row for row in ranker_gains(again)}
+    assert gains["agree"]["gap_closed"] == 1.0 and gains["agree"]["vs_first"][0] == 1.0

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from assistant.config import DEFAULT_TOP_P, load_settings
+from assistant.core.agreement import entry_point
 from assistant.core.candidates import Candidate
 from assistant.errors import UsageError
 from assistant.indexing.index import index_bank
@@ -140,6 +141,14 @@ def test_ranker_registry_parses_builds_and_chooses() -> None:
     assert auto_ranker(backend, unscored, has_tests=False) == "first"  # and this backend cannot compute them
     assert auto_ranker(backend, unscored, has_tests=True) == "exec+first"
     assert available_rankers("first", backend, scored, has_tests=True) == ["first", "exec", "logprob"]
+    # Without tests, candidates that define a function are told apart by the tests the model writes, unless
+    # they are a stub's bodies (they need their module to run); one candidate has nothing to agree with.
+    functions = [Candidate(f"def f():\n    return {i}\n", i, 1, logprobs=(-0.5,)) for i in range(2)]
+    assert auto_ranker(backend, functions, has_tests=False) == "agree+logprob"
+    assert auto_ranker(backend, functions, has_tests=False, standalone=False) == "logprob"
+    assert auto_ranker(backend, functions[:1], has_tests=False) == "logprob"
+    assert auto_ranker(backend, functions, has_tests=True) == "exec+logprob"
+    assert "agree" not in available_rankers("first", backend, functions, has_tests=False)  # costs a model call
 
 
 def test_pipeline_reuses_ranker_objects(tmp_path: Path) -> None:
@@ -166,7 +175,9 @@ def test_zero_shot_never_loads_the_encoder(tmp_path: Path, bank: Path) -> None:
     )
     result = pipeline.generate(Request("add two numbers"), status=statuses.append)
     assert result.retriever == "none" and result.demonstrations == []
-    assert result.rankers == ["logprob"]  # auto: the samples carried log-probabilities
+    # auto: the samples carried log-probabilities; agree first when two candidates define a function.
+    functions = len(result.candidates) > 1 and entry_point([r.candidate for r in result.candidates]) is not None
+    assert result.rankers == (["agree", "logprob"] if functions else ["logprob"])
     assert not pipeline.encoder_loaded and pipeline.loaded_retriever is None
     assert pipeline.source().description.startswith("bank ")  # opened by the encoder's name alone
     assert not any(line.startswith("Retrieving") for line in statuses)

@@ -168,10 +168,17 @@ def test_line_tasks_score_the_hidden_lines_and_the_positive_fragment(tiny: Proje
     assert zero[0]["es"] == 1.0 and zero[0]["rank"] is None
     bm25 = [r for r in records if r["strategy"] == "bm25"]
     assert all(r["rank"] is None or 1 <= r["rank"] <= 10 for r in bm25)
-    # The prompt never holds a fragment that overlaps the hidden lines (fragments start at lines 1, 21, ...).
+    # By default the prompt's fragments come from the other files: the prompt holds the target file already.
     by_id = {task.task_id: task for task in tasks}
     assert any(r["fragments"] for r in bm25)
-    for r in bm25:
+    assert all(not source.startswith(by_id[r["task_id"]].path) for r in bm25 for source in r["fragments"])
+    # From any file, they may come from the target file, but never overlap the hidden lines (fragments start at
+    # lines 1, 21, ...); the ranks do not change.
+    anywhere = run_line_tasks(tasks, {"tiny": index_project(tiny, encoder)}, ["bm25"], backend, tmp_path / "any",
+                              other_files=False)  # fmt: skip
+    assert [r["rank"] for r in anywhere] == [r["rank"] for r in bm25]
+    assert any(source.startswith("pkg/mod.py") for r in anywhere for source in r["fragments"])
+    for r in anywhere:
         task = by_id[r["task_id"]]
         for source in r["fragments"]:
             start = int(source.rsplit(":", 1)[1])

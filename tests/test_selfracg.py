@@ -196,7 +196,7 @@ def test_a_pool_without_adapters_uses_the_generic_ones(tmp_path: Path) -> None:
     from assistant.methods.artifacts import save_artifact
     from assistant.methods.selfracg import SelfRacgRetriever, corpus_fragments, generic_dir
 
-    corpus = tmp_path / "corpus"
+    corpus = tmp_path / ".pyenv" / "corpus"  # as the standard library under ~/.pyenv: not itself skipped
     (corpus / "pkg").mkdir(parents=True)
     (corpus / "pkg" / "a.py").write_text("".join(f"x{i} = {i}\n" for i in range(45)))
     (corpus / ".hidden").mkdir()

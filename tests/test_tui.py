@@ -40,7 +40,8 @@ def indexed_repo(scratch_repo: Path, encoder) -> Path:
 
 
 def make_session(root: Path, encoder, backend=None, **options) -> Session:
-    options = {"n": 3, "k": 2, **options}
+    # logprob, not auto: auto would add `agree`, whose test-writing call would draw from the scripted programs.
+    options = {"n": 3, "k": 2, "ranker": "logprob", **options}
     return Session(root, options=Options(**options), backend=backend or programs_backend(), encoder=encoder)
 
 

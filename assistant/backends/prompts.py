@@ -132,7 +132,11 @@ def build_line_prompt(file_path: str, before: str, fragments: Sequence[Example] 
 
 def build_tests_prompt(requirement: str, signature: str, name: str, count: int = 8) -> Prompt:
     """The prompt that asks the model for `count` assert statements testing `name` (`tests_request.jinja`), for
-    rankers that judge candidates by tests the model writes itself (`agree`)."""
+    rankers that judge candidates by tests the model writes itself (`agree`).
+
+    The answer starts with a comment and `assert name(` (CodeT's prompt ends the same way): without it a small
+    model, seeing a signature, writes the function instead of its tests. A backend that prefills answers
+    continues from there; the caller puts the prefix back before reading the asserts."""
     messages = (
         {"role": "system", "content": system_message()},
         {
@@ -142,4 +146,4 @@ def build_tests_prompt(requirement: str, signature: str, name: str, count: int =
             ),
         },
     )
-    return Prompt(messages=messages)
+    return Prompt(messages=messages, answer_prefix=f"{ANSWER_PREFIX}# Tests of {name}\nassert {name}(")

@@ -17,8 +17,9 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from assistant.backends import Backend, SamplingParams
+from assistant.backends import Backend, SamplingParams, Step
 from assistant.backends.prompts import build_tests_prompt
+from assistant.cache import JsonlCache, cache_key
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem, Score
@@ -90,14 +91,35 @@ def example_tests(requirement: str, name: str) -> list[str]:
     return list(dict.fromkeys(tests))
 
 
-def written_tests(problem: Problem, name: str, sig: str, backend: Backend, samples: int = TEST_SAMPLES) -> list[str]:
-    """Assert lines the backend writes for the requirement (seeded, so a problem gets the same tests each time)."""
+def written_tests(
+    problem: Problem,
+    name: str,
+    sig: str,
+    backend: Backend,
+    samples: int = TEST_SAMPLES,
+    cache: JsonlCache | None = None,
+    step: Step | None = None,
+) -> list[str]:
+    """Assert lines the backend writes for the requirement (seeded, so a problem gets the same tests each time).
+
+    With a `cache` (the evaluation's), the completions are kept by prompt, model and parameters: a resumed run,
+    or another strategy's candidates with the same signature, reuse them instead of asking the model again.
+    `step` is told how far the model has got (a callback that raises stops it, as the TUI's Escape does)."""
     prompt = build_tests_prompt(problem.requirement, sig, name, TESTS_WANTED)
     params = SamplingParams(n=samples, temperature=0.8, top_p=0.95, max_new_tokens=TEST_TOKENS, seed=0)
+    key = cache_key(kind="tests", model=backend.model, prompt=prompt.to_json(), params=params.__dict__)
+    if cache is not None and key in cache:
+        texts = cache.get(key)
+    else:
+        # A backend that continues the prefilled answer returns only what follows `assert name(`.
+        lead = prompt.answer_prefix if backend.prefills_answer else ""
+        texts = [lead + completion.text for completion in backend.sample(prompt, params, step)]
+        if cache is not None:
+            cache.put(key, texts)
     tests: list[str] = []
-    for completion in backend.sample(prompt, params):
-        start, end = code_span(completion.text)
-        tests += _assert_lines(completion.text[start:end], name)
+    for text in texts:
+        start, end = code_span(text)
+        tests += _assert_lines(text[start:end], name)
     return list(dict.fromkeys(tests))
 
 
@@ -109,10 +131,20 @@ class AgreementRanker:
 
     name = "agree"
 
-    def __init__(self, backend: Backend, wanted: int = TESTS_WANTED, samples: int = TEST_SAMPLES) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        wanted: int = TESTS_WANTED,
+        samples: int = TEST_SAMPLES,
+        cache: JsonlCache | None = None,
+    ) -> None:
         self.backend = backend
         self.wanted = wanted
         self.samples = samples
+        self.cache = cache  # where the written tests are kept (an evaluation sets it; `generate` asks each time)
+        # Told of each token of the test-writing call; `rank_step` points it at the request's progress, so a
+        # cancel (the TUI's Escape) stops the call at the next token instead of after it.
+        self.step: Step | None = None
 
     def tests(self, problem: Problem, candidates: Sequence[Candidate]) -> tuple[str | None, list[str], int]:
         """The function's name, the tests (the requirement's examples first) and how many are examples."""
@@ -120,7 +152,9 @@ class AgreementRanker:
         if name is None:
             return None, [], 0
         examples = example_tests(problem.requirement, name)
-        written = written_tests(problem, name, signature(candidates, name), self.backend, self.samples)
+        written = written_tests(
+            problem, name, signature(candidates, name), self.backend, self.samples, self.cache, self.step
+        )
         seen = {_SPACE.sub("", t) for t in examples}
         tests = examples + [t for t in written if _SPACE.sub("", t) not in seen]
         return name, tests[: self.wanted], min(len(examples), self.wanted)

@@ -30,6 +30,9 @@ from assistant.progress import Progress
 # The report's columns: the users' rankers, then the oracle (the first sample that passes: an upper bound).
 RANKERS = ("first", "random", "logprob", "oracle")
 USER_RANKERS = "first+random+logprob"  # a `--ranker` spec, built by the registry `assist generate` uses
+# Rankers measured only when asked (`--rankers agree`): each costs model calls or sandbox runs per task. Their
+# column appears when every record of a strategy has their pick.
+EXTRA_RANKERS = ("agree",)
 PICKS_BY = "rankers"  # marks a record whose picks the users' ranker objects made
 
 
@@ -51,19 +54,22 @@ def user_rankers(backend: Backend) -> list[Ranker]:
     return make_rankers(USER_RANKERS, backend)
 
 
-def picks(samples: list[dict], problem: Problem, rankers: Sequence[Ranker]) -> dict[str, int | None]:
+def picks(samples: list[dict], problem: Problem, rankers: Sequence[Ranker], prefix: str = "") -> dict[str, int | None]:
     """Which sample each ranker chooses among those that parse (None when none parse), and the oracle's.
 
     Each ranker ranks the parsable samples as candidates, in sampling order, with `rank` (ties keep that order).
     A sample's recorded mean log-probability stands for its token log-probabilities (the logprob ranker takes
-    their mean); without any (a server that does not return them) the logprob ranker has no pick.
+    their mean); without any (a server that does not return them) the logprob ranker has no pick. `prefix`
+    (the task's imports) goes before each candidate, as when its tests run: a ranker that runs candidates
+    (`agree`) needs it.
     """
+    names = [ranker.name for ranker in rankers]
     parsed = [i for i, s in enumerate(samples) if s["parsed"]]
     if not parsed:
-        return dict.fromkeys(RANKERS)
+        return dict.fromkeys([*names, "oracle"])
     candidates = [
         Candidate(
-            code=samples[i]["code"],
+            code=(prefix + "\n" + samples[i]["code"]) if prefix else samples[i]["code"],
             sample=i,
             tokens=samples[i].get("tokens", 0),
             logprobs=(samples[i]["logprob"],) if samples[i]["logprob"] is not None else None,
@@ -77,7 +83,14 @@ def picks(samples: list[dict], problem: Problem, rankers: Sequence[Ranker]) -> d
         chosen[ranker.name] = rank(problem, mine, [ranker])[0].candidate.sample if mine else None
     correct = [i for i in parsed if samples[i]["passed"]]
     chosen["oracle"] = correct[0] if correct else parsed[0]
-    return {name: chosen.get(name) for name in RANKERS}
+    return chosen
+
+
+def _missing(record: dict, rankers: Sequence[Ranker]) -> list[Ranker]:
+    """The rankers a cached record has no pick from (all of them for records picked before `picks_by`)."""
+    if record.get("picks_by") != PICKS_BY:
+        return list(rankers)
+    return [ranker for ranker in rankers if ranker.name not in record["picks"]]
 
 
 def _sample_group(backend: Backend, prompts: list, params: list[SamplingParams]) -> list[list]:
@@ -144,19 +157,28 @@ def run_codegen(
     # Progress is per strategy, and a resumed strategy reports its cached tasks at once: the rate and ETA then
     # count only the tasks this run samples.
     per_strategy = {s: sum(1 for job in jobs if job[0] == s) for s in strategies}
-    counted = {s: sum(1 for job in jobs if job[0] == s and job[6] in records) for s in strategies}
+    # A cached record that lacks a ranker's pick (`--rankers agree` added later) counts once it is picked.
+    counted = {
+        s: sum(1 for job in jobs if job[0] == s and job[6] in records and not _missing(records.get(job[6]), rankers))
+        for s in strategies
+    }
     reported: set[str] = set()
     results = []
     for position, (strategy, task, chosen, prompt, sample_params, key, record_key) in enumerate(jobs, start=1):
         if strategy not in reported:
             reported.add(strategy)
             report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
-        problem = Problem(requirement=task.requirement, prompt=prompt)
+        # The requirement without the tests: a ranker must not see the hidden tests (MBPP shows them in the prompt).
+        problem = Problem(requirement=task.requirement, prompt=prompt, setup=task.setup)
         if record_key in records:
             record = records.get(record_key)
-            if record.get("picks_by") != PICKS_BY:  # picked before eval used the users' rankers: pick again
-                record = {**record, "picks": picks(record["samples"], problem, rankers), "picks_by": PICKS_BY}
+            missing = _missing(record, rankers)
+            if missing:  # no sampling and no tests: only the missing rankers pick, from the recorded samples
+                new = picks(record["samples"], problem, missing, task.prefix)
+                record = {**record, "picks": {**record.get("picks", {}), **new}, "picks_by": PICKS_BY}
                 records.put(record_key, record)
+                counted[strategy] += 1
+                report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
             results.append(record)
             continue
         usage = None
@@ -215,7 +237,7 @@ def run_codegen(
             "n": len(samples),
             "correct": sum(s["passed"] for s in samples),
             "samples": samples,
-            "picks": picks(samples, problem, rankers),
+            "picks": picks(samples, problem, rankers, task.prefix),
             "picks_by": PICKS_BY,
             "usage": usage,  # None when the samples came from the cache
         }
@@ -224,6 +246,52 @@ def run_codegen(
         counted[strategy] += 1
         report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
     return results
+
+
+def ranker_columns(records: Sequence[dict]) -> list[str]:
+    """The rankers to report for these records: the users', the extra ones every record has a pick from, the oracle."""
+    extra = [name for name in EXTRA_RANKERS if records and all(name in r["picks"] for r in records)]
+    return [*RANKERS[:-1], *extra, RANKERS[-1]]
+
+
+def ranker_gains(records: Sequence[dict]) -> list[dict]:
+    """Per strategy and ranker: the paired pass@1 difference of its pick against the first sample's (95% CI),
+    and the share of the first-to-oracle gap it closes (the gain divided by oracle − first; None without a gap),
+    both over the tasks the ranker was measured on (`--rankers agree` may have run on a subset). A task counts
+    only if both picks exist (a logprob ranker without log-probabilities has none)."""
+    rows = []
+    for strategy in in_strategy_order(r["strategy"] for r in records):
+        mine = [r for r in records if r["strategy"] == strategy]
+        measured = [*RANKERS[:-1], *(n for n in EXTRA_RANKERS if any(n in r["picks"] for r in mine)), RANKERS[-1]]
+        for ranker in measured:
+            if ranker == "first":
+                continue
+            subset = [r for r in mine if ranker in r["picks"]]
+            picked, first, oracle = (_correct(subset, name) for name in (ranker, "first", "oracle"))
+            difference = paired_difference(picked, first)
+            if difference is None:
+                continue
+            shared = [t for t in picked if t in first]
+            gap = sum(oracle[t] - first[t] for t in first if t in oracle)
+            rows.append(
+                {
+                    "strategy": strategy,
+                    "ranker": ranker,
+                    "tasks": len(shared),
+                    "vs_first": difference,
+                    "gap_closed": sum(picked[t] - first[t] for t in shared) / gap if gap else None,
+                }
+            )
+    return rows
+
+
+def _correct(records: Sequence[dict], ranker: str) -> dict[str, float]:
+    """task → whether `ranker`'s pick passed, for the records where it picked a sample."""
+    return {
+        r["task_id"]: float(r["samples"][r["picks"][ranker]]["passed"])
+        for r in records
+        if r["picks"].get(ranker) is not None
+    }
 
 
 def per_task_pass_at_k(records: Sequence[dict], k: int) -> dict[str, dict[str, float]]:
@@ -248,7 +316,7 @@ def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
         for k in ks:
             values = [pass_at_k(r["n"], r["correct"], k) for r in mine if r["n"] >= k]
             row[f"pass@{k}"] = bootstrap_ci(values)
-        for ranker in RANKERS:
+        for ranker in ranker_columns(mine):
             if ranker == "logprob" and not any(s["logprob"] is not None for r in mine for s in r["samples"]):
                 row[ranker] = None  # no log-probabilities were returned: the ranker was unavailable
                 continue

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from assistant.cache import JsonlCache
 from assistant.errors import UsageError
-from assistant.evaluate.codegen import RANKERS, per_task_pass_at_k, summarize_codegen
+from assistant.evaluate.codegen import EXTRA_RANKERS, RANKERS, per_task_pass_at_k, ranker_gains, summarize_codegen
 from assistant.evaluate.likelihood import per_task_logprob, summarize_likelihood
 from assistant.evaluate.metrics import paired_difference
 from assistant.evaluate.strategies import in_strategy_order
@@ -33,23 +33,42 @@ def results_dir() -> Path:
     return Path(platformdirs.user_data_dir("assist")) / "results"
 
 
-def _cell(value: tuple[float, float, float], scale: float = 100.0, digits: int = 1) -> str:
-    mean, low, high = value
-    return f"{mean * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
+def _cell(value: tuple[float, float, float], scale: float = 100.0, digits: int = 1, signed: bool = False) -> str:
+    mean, low, high = (v * scale for v in value)
+    sign = "+" if signed else ""
+    return f"{mean:{sign}.{digits}f} [{low:{sign}.{digits}f}, {high:{sign}.{digits}f}]"
+
+
+def _ranker_columns(rows: Sequence[dict]) -> list[str]:
+    """The users' rankers, the extra ones some row measured (`--rankers agree`), then the oracle."""
+    extra = [name for name in EXTRA_RANKERS if any(name in row for row in rows)]
+    return [*RANKERS[:-1], *extra, RANKERS[-1]]
 
 
 def codegen_table(rows: Sequence[dict], ks: Sequence[int]) -> str:
     """Pass@k per strategy, its paired pass@1 difference from zero-shot, then pass@1 after each ranker on the
     same samples (percent, 95% CI)."""
+    columns = _ranker_columns(rows)
     header = ["strategy", "tasks", *[f"pass@{k}" for k in ks], "pass@1 vs zero"]
-    header += [f"top-1 by {r}" for r in RANKERS]
+    header += [f"top-1 by {r}" for r in columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [row["strategy"], str(row["tasks"])]
         cells += [_cell(row[f"pass@{k}"]) if f"pass@{k}" in row else "" for k in ks]
         cells.append(_cell(row["vs_zero"]) if "vs_zero" in row else "")
-        cells += [_cell(row[r]) if row.get(r) is not None else "n/a" for r in RANKERS]
+        cells += [_cell(row[r]) if row.get(r) is not None else "n/a" for r in columns]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ranker_gains_table(rows: Sequence[dict]) -> str:
+    """Each ranker's pick against the first sample, paired by task (points, 95% CI), and the share of the
+    first-to-oracle gap it closes."""
+    lines = ["| strategy | ranker | tasks | pass@1 − first | gap to oracle closed |", "|---|---|---|---|---|"]
+    for row in rows:
+        share = f"{100 * row['gap_closed']:.0f}%" if row["gap_closed"] is not None else "no gap"
+        gain = _cell(row["vs_first"], signed=True)
+        lines.append(f"| {row['strategy']} | {row['ranker']} | {row['tasks']} | {gain} | {share} |")
     return "\n".join(lines)
 
 
@@ -275,6 +294,12 @@ def write_report(out: Path, versus: str | None = None) -> str:
         records = codegen_records
         rows = summarize_codegen(records, ks)
         sections += ["## Code generation (percent, 95% bootstrap interval over tasks)", "", codegen_table(rows, ks), ""]
+        sections += [
+            "## Rankers against the first sample, paired by task (points, 95% bootstrap interval)",
+            "",
+            ranker_gains_table(ranker_gains(records)),
+            "",
+        ]
         for k in ks:
             labels = [r["strategy"] for r in rows if f"pass@{k}" in r]
             if labels and bar_chart(
@@ -285,7 +310,7 @@ def write_report(out: Path, versus: str | None = None) -> str:
                 "fraction of tasks",
             ):
                 charts.append(f"pass_at_{k}.png")
-        for ranker in RANKERS:
+        for ranker in _ranker_columns(rows):
             available = [r for r in rows if r.get(ranker) is not None]
             if available and bar_chart(
                 out / f"top1_{ranker}.png",

@@ -383,7 +383,10 @@ def corpus_fragments(folder: Path) -> list[Example]:
 
     fragments: list[Example] = []
     for path in sorted(folder.rglob("*.py")):
-        if any(part.startswith(".") or part in ("site-packages", "__pycache__") for part in path.parts):
+        # Hidden folders are skipped below `folder` only: the folder itself may sit under one (~/.pyenv/...).
+        if any(
+            part.startswith(".") or part in ("site-packages", "__pycache__") for part in path.relative_to(folder).parts
+        ):
             continue
         try:
             text = path.read_text(encoding="utf-8")

@@ -264,17 +264,22 @@ class Pipeline:
             return self._backend
 
     def rankers(
-        self, spec: str | None, candidates: Sequence[Candidate] = (), has_tests: bool = False, every: bool = False
+        self,
+        spec: str | None,
+        candidates: Sequence[Candidate] = (),
+        has_tests: bool = False,
+        every: bool = False,
+        standalone: bool = True,
     ) -> list[Ranker]:
-        """The ranker objects `spec` names (None: the options'; `auto`: exec with tests, then condor once trained,
-        else logprob where these candidates' log-probabilities are known, else first). With `every`, every other
-        ranker that can score them follows (the TUI shows all scores). Built once and reused."""
+        """The ranker objects `spec` names (None: the options'; `auto`: see :func:`auto_ranker`; `standalone`:
+        the candidates are whole programs, not a stub's body). With `every`, every other ranker that can score
+        them follows (the TUI shows all scores). Built once and reused."""
         spec = self.options.ranker if spec is None else spec
         backend = self.backend()
         if every:
-            names = available_rankers(spec, backend, candidates, has_tests)
+            names = available_rankers(spec, backend, candidates, has_tests, standalone)
         else:
-            names = parse_rankers(resolve_rankers(spec, backend, candidates, has_tests))
+            names = parse_rankers(resolve_rankers(spec, backend, candidates, has_tests, standalone))
         return [self._ranker(name, backend) for name in names]
 
     def _ranker(self, name: str, backend: Backend) -> Ranker:
@@ -363,7 +368,9 @@ class Pipeline:
             progress(stage, done, total)
 
         def choose(problem: Problem, candidates: Sequence[Candidate]) -> list[Ranker]:
-            return self.rankers(options.ranker, candidates, bool(problem.tests), every=every_ranker)
+            # A stub's body calls the rest of its module: it cannot run alone on the model's tests (agree).
+            standalone = request.function is None
+            return self.rankers(options.ranker, candidates, bool(problem.tests), every_ranker, standalone)
 
         shared: dict[str, Any] = {
             "retriever": retriever,
@@ -402,7 +409,7 @@ class Pipeline:
         sorted by them (edits move with their candidates)."""
         candidates = list(result.candidates)
         plain = [item.candidate for item in candidates]
-        rankers = self.rankers(spec, plain, bool(tests), every=every_ranker)
+        rankers = self.rankers(spec, plain, bool(tests), every_ranker, standalone=result.function is None)
         names = [ranker.name for ranker in rankers]
         missing = [ranker for ranker in rankers if any(ranker.name not in item.scores for item in candidates)]
         if missing and candidates:

@@ -116,7 +116,7 @@ RANKERS: dict[str, RankerFactory] = {
     "random": lambda backend: RandomRanker(),
     "logprob": lambda backend: LogprobRanker(_needs_backend(backend)),
     "exec": lambda backend: ExecRanker(),
-    "agree": _agree,  # not in `auto` until it is measured
+    "agree": _agree,  # in `auto` without tests: see auto_ranker
     "condor": _condor,
 }
 RANKER_CHOICES = ("auto", *RANKERS)
@@ -150,21 +150,38 @@ def scorable(backend: Backend, candidates: Sequence[Candidate]) -> bool:
     return backend.can_score or all(c.logprobs for c in candidates)
 
 
-def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> str:
-    """Tests first when there are any; then the trained discriminator once there is one, else
-    log-probability where it is known, else sampling order."""
+def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool, standalone: bool = True) -> str:
+    """Tests first when there are any. Without tests, agreement on tests the model writes (`agree`) when there
+    are candidates to tell apart that define a function and run alone (`standalone`: not a stub's body, which
+    calls the rest of its module); then the trained discriminator once there is one, else log-probability where
+    it is known, else sampling order."""
     order = "condor" if condor_available() else "logprob" if scorable(backend, candidates) else "first"
-    return f"exec+{order}" if has_tests else order
+    if has_tests:
+        return f"exec+{order}"
+    if standalone and len(candidates) > 1 and _defines_function(candidates):
+        return f"agree+{order}"
+    return order
 
 
-def resolve_rankers(spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> str:
+def _defines_function(candidates: Sequence[Candidate]) -> bool:
+    from assistant.core.agreement import entry_point
+
+    return entry_point(candidates) is not None
+
+
+def resolve_rankers(
+    spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool, standalone: bool = True
+) -> str:
     """The ranker spec `spec` means for these candidates (`auto`: :func:`auto_ranker`)."""
-    return spec if spec != "auto" else auto_ranker(backend, candidates, has_tests)
+    return spec if spec != "auto" else auto_ranker(backend, candidates, has_tests, standalone)
 
 
-def available_rankers(spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> list[str]:
-    """The active ranker(s) first, then every other ranker that can score these candidates (what the TUI shows)."""
-    active = resolve_rankers(spec, backend, candidates, has_tests)
+def available_rankers(
+    spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool, standalone: bool = True
+) -> list[str]:
+    """The active ranker(s) first, then every other ranker that can score these candidates without a model call
+    (what the TUI shows)."""
+    active = resolve_rankers(spec, backend, candidates, has_tests, standalone)
     logprob = ["logprob"] if scorable(backend, candidates) else []
     condor = ["condor"] if condor_available() else []
     available = [*(["exec"] if has_tests else []), *condor, *logprob, "first"]

@@ -177,10 +177,10 @@ def generate(
         str | None,
         typer.Option(
             help="first, random, logprob, exec, agree (agreement on tests the model writes, CodeT), condor (the "
-            "trained discriminator); combine with +, e.g. "
-            "exec+condor. Default: exec+ with tests, then condor once trained (`assist train discriminator`), "
-            "else logprob, else first when the backend returns no log-probabilities. Default: generate.ranker in "
-            "the config, else auto.",
+            "trained discriminator); combine with +, e.g. exec+condor. auto: exec+ with tests, else agree+ when "
+            "two or more candidates define a function (not for --function, whose body needs its module; one "
+            "more model call), then condor once trained (`assist train discriminator`), else logprob, else "
+            "first. Default: generate.ranker in the config, else auto.",
             show_default=False,
         ),
     ] = None,
@@ -707,7 +707,8 @@ def tui(
     ranker: Annotated[
         str | None,
         typer.Option(
-            help="auto, logprob, exec, condor, first, random; combine with + (default: generate.ranker, else auto)."
+            help="auto, logprob, exec, agree, condor, first, random; combine with + (default: generate.ranker, "
+            "else auto)."
         ),
     ] = None,
     bank: BankOpt = None,

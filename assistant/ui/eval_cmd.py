@@ -96,11 +96,12 @@ def _load_models(pool: str, settings: Settings, ui: ProgressUI) -> tuple:
     return pipeline, load_pool(pool, pipeline.encoder()), generator
 
 
-def _prepare(out: Path, config: dict) -> None:
-    """Create the results folder, refusing one that holds a run with other settings."""
+def _prepare(out: Path, config: dict, legacy: dict | None = None) -> None:
+    """Create the results folder, refusing one that holds a run with other settings. `legacy`: the values
+    of settings added later, as folders written before them were run."""
     path = out / "config.json"
     if path.exists():
-        previous = json.loads(path.read_text(encoding="utf-8"))
+        previous = {**(legacy or {}), **json.loads(path.read_text(encoding="utf-8"))}
         # Strategies and --limit may grow: subsets are nested and every (task, strategy) is cached on its own.
         # -k too: pass@k is computed from each task's (n, correct), so it changes the report, not the samples.
         # `eval repo --task` too: its function and line records are kept in their own files.
@@ -158,13 +159,24 @@ def codegen(
     batch: Annotated[
         int, typer.Option(help="Tasks sampled together in one batched call (local backend; ~3x faster on a CPU).")
     ] = 4,
+    rankers: Annotated[
+        str,
+        typer.Option(
+            "--rankers",
+            help="Rankers to measure beside first, random and logprob, comma-separated: agree (the model writes "
+            "tests for each task and the candidates run on them; a model call and ~40 sandbox runs per task). "
+            "Added to a finished folder, they pick from its cached samples: nothing is sampled again.",
+        ),
+    ] = "",
     out_dir: OutDir = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Pass@k per demonstration strategy, and pass@1 after each ranker (first, random, logprob, oracle)."""
     from assistant.backends import SamplingParams
+    from assistant.cache import JsonlCache
+    from assistant.core.agreement import AgreementRanker
     from assistant.evaluate import run_codegen, summarize_codegen, write_report
-    from assistant.evaluate.codegen import USER_RANKERS
+    from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS
     from assistant.evaluate.report import codegen_table, retriever_identities
 
     check_range("--limit", limit, 1)
@@ -179,6 +191,10 @@ def codegen(
     ks = _parse_ks(k)
     if ks[-1] > n:
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
+    extra = [name.strip() for name in rankers.split(",") if name.strip()]
+    for name in extra:
+        if name not in EXTRA_RANKERS:
+            raise UsageError(f"--rankers: unknown ranker {name!r}; choose from {', '.join(EXTRA_RANKERS)}")
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     settings = backend_settings(backend, model, base_url, api, timeout, engine=engine)
     name = parse_dataset(dataset).name
@@ -205,6 +221,10 @@ def codegen(
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         pipeline, demo_pool, generator = _load_models(pool, settings, ui)
         trained = retriever_identities(demo_pool.index, names)
+        measured = pipeline.rankers("+".join([USER_RANKERS, *extra]))  # the objects `assist generate` ranks with
+        for ranker in measured:
+            if isinstance(ranker, AgreementRanker):  # its tests are kept, so a resumed run asks the model once
+                ranker.cache = JsonlCache(folder / "agree-tests.jsonl")
         records = run_codegen(
             tasks,
             demo_pool,
@@ -215,7 +235,7 @@ def codegen(
             demos=demos,
             seed=seed,
             batch=batch,
-            rankers=pipeline.rankers(USER_RANKERS),  # the objects `assist generate --ranker ...` ranks with
+            rankers=measured,
             progress=ui,
         )
         _record_retrievers(folder, demo_pool.index, names, trained, tasks)
@@ -268,6 +288,16 @@ def repo(
     timeout: TimeoutOpt = None,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = DEFAULT_TEMPERATURE,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = DEFAULT_TOP_P,
+    line_fragments: Annotated[
+        str,
+        typer.Option(
+            "--line-fragments",
+            help="Line tasks: where the prompt's fragments may come from. other-files (default): the target "
+            "file is left out, as `generate` leaves it out, since the prompt holds its code before the cut; "
+            "any: every fragment but those overlapping the hidden lines (how results/repo-n5-seed0 ran). "
+            "R@k and MRR@10 always rank every fragment.",
+        ),
+    ] = "other-files",
     out_dir: OutDir = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
@@ -305,6 +335,8 @@ def repo(
     check_range("--top-p", top_p, 0, 1, low_open=True)
     if task not in ("function", "line", "both", "retrieval"):
         raise UsageError(f"--task is function, line, both or retrieval, not {task!r}")
+    if line_fragments not in ("other-files", "any"):
+        raise UsageError(f"--line-fragments is other-files or any, not {line_fragments!r}")
     names = [s.strip() for s in strategies.split(",") if s.strip()]
     unknown = [s for s in names if s not in STRATEGIES]
     if not names or unknown:
@@ -324,9 +356,10 @@ def repo(
         "model": settings.model,
         "temperature": temperature,
         "top_p": top_p,
+        "line_fragments": line_fragments,
         "strategies": names,
     }
-    _prepare(folder, config)
+    _prepare(folder, config, legacy={"line_fragments": "any"})
 
     def subset(items: list) -> list:
         # Walked in the seeded order, not by name: a run stopped early holds a sample of every project.
@@ -363,7 +396,16 @@ def repo(
             )
             function_rows = summarize_functions(records, [k for k in (1, 5) if k <= n])
         if lines:
-            line_records = run_line_tasks(lines, indexes, names, generator, folder, demos=demos, progress=ui)
+            line_records = run_line_tasks(
+                lines,
+                indexes,
+                names,
+                generator,
+                folder,
+                demos=demos,
+                other_files=line_fragments == "other-files",
+                progress=ui,
+            )
             line_rows = summarize_lines(line_records)
     elapsed = time.perf_counter() - started
     header = (

@@ -8,7 +8,9 @@ continue a file from a cut point with retrieved 20-line fragments of the project
 
 Leak control: the index is built from the pristine tree, but the target file's own functions (the hidden body
 among them) and every test file that holds a covering test are excluded from a function task's
-demonstrations; fragments overlapping a line task's hidden lines are excluded from its prompt.
+demonstrations; a line task's prompt takes fragments from the project's other files (as `generate`, whose
+prompt holds the target file already), or with `other_files=False` from any file but never fragments
+overlapping the hidden lines.
 Samples and records are cached (JSONL, keyed by prompt and parameters), so a run resumes where it stopped.
 """
 
@@ -390,9 +392,14 @@ def run_line_tasks(
     *,
     demos: int = 4,
     batch: int = LINE_BATCH,
+    other_files: bool = True,
     progress: Progress | None = None,
 ) -> list[dict]:
     """Run (or resume) the line-level tasks, greedy (as RepoEval); one record per (task, strategy).
+
+    The prompt's fragments come from the project's other files (`other_files`: the prompt holds the target
+    file's code before the cut already, and `generate` leaves the target file out too), else from any file
+    except fragments that overlap the hidden lines. Retrieval metrics rank every fragment either way.
 
     `batch` tasks at a time have all their strategies' prompts decoded together when the backend batches
     prompts (greedy decoding: a prompt's continuation does not depend on its neighbours, up to the rounding of
@@ -425,13 +432,14 @@ def run_line_tasks(
                 hits: list[Hit] = []
                 if retriever is not None:
                     # Retrieval is measured over every fragment (the positive holds the hidden line, as in
-                    # RepoEval); the prompt gets only fragments that do not overlap the hidden lines.
+                    # RepoEval); the prompt never gets fragments that overlap the hidden lines.
                     rank = retrieval_ranks(retriever.search(query, 10), positive)
 
-                    def overlaps(e: Example, path: str = task.path, first: int = task.line, last: int = last) -> bool:
-                        return e.path == path and e.start_line <= last and e.end_line >= first
+                    def excluded(e: Example, path: str = task.path, first: int = task.line, last: int = last) -> bool:
+                        same = e.path == path
+                        return same if other_files else same and e.start_line <= last and e.end_line >= first
 
-                    hits = retriever.search(query, demos, overlaps) if demos > 0 else []
+                    hits = retriever.search(query, demos, excluded) if demos > 0 else []
                 prompt = build_line_prompt(
                     task.path,
                     _before(lines, task.line, LINE_CONTEXT_TOKENS, count),
