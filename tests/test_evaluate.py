@@ -225,6 +225,12 @@ def test_rankers_pick_among_parsable_samples():
     unscored = [{**s, "logprob": None} for s in samples]
     assert picks(unscored, _problem(), RANKERS) == {"first": 1, "random": chosen["random"], "logprob": None,
                                                     "oracle": 2}  # fmt: skip
+    # Each ranker's score of each sample is kept (None: unparsable, or nothing to score it with).
+    scores: dict = {}
+    picks(samples, _problem(), RANKERS, scores=scores)
+    assert scores["first"] == [None, -1.0, -2.0] and scores["logprob"] == [None, -0.9, -0.2]
+    picks(unscored, _problem(), RANKERS, scores=scores)
+    assert scores["logprob"] == [None, None, None]
 
 
 def test_the_evaluation_ranks_with_the_rankers_users_get():
@@ -519,6 +525,8 @@ def test_an_added_ranker_picks_from_the_cached_samples_and_its_tests_are_cached(
     assert backend.calls == drawn + 2 * len(tasks)  # TEST_SAMPLES completions per task
     # The two candidates that pass both written tests agree: the first of them wins, over the first sample.
     assert [r["picks"]["agree"] for r in again] == [1, 1] and [r["picks"]["first"] for r in again] == [0, 0]
+    # Its score of every sample is kept beside the picks: cluster size × tests passed / (4 candidates × 2 tests).
+    assert again[0]["scores"]["agree"] == [1 * 1 / 8, 2 * 2 / 8, 2 * 2 / 8, None, 0.0]
     assert all(
         {k: v for k, v in a["picks"].items() if k != "agree"} == f["picks"] for a, f in zip(again, first, strict=True)
     )

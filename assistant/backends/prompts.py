@@ -147,3 +147,13 @@ def build_tests_prompt(requirement: str, signature: str, name: str, count: int =
         },
     )
     return Prompt(messages=messages, answer_prefix=f"{ANSWER_PREFIX}# Tests of {name}\nassert {name}(")
+
+
+def build_review_prompt(code: str) -> Prompt:
+    """The prompt under which the `reviewer` ranker scores the requirement given a candidate's `code`
+    (`review_request.jinja`): the answer is the requirement, in plain words, so it has no code fence."""
+    messages = (
+        {"role": "system", "content": system_message()},
+        {"role": "user", "content": render("review_request.jinja", code=code)},
+    )
+    return Prompt(messages=messages, answer_prefix="", stop=())

@@ -159,7 +159,8 @@ def render(text: str, indent: str, width: int = DEFAULT_LINE_LENGTH) -> list[str
     return [*lines, f'{indent}"""']
 
 
-def _strip_docstrings(tree: ast.AST) -> str:
+def drop_docstrings(tree: ast.AST) -> ast.AST:
+    """`tree` with the docstrings of its module, classes and functions removed (in place; returned for chaining)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module) and (
             node.body
@@ -168,7 +169,19 @@ def _strip_docstrings(tree: ast.AST) -> str:
             and isinstance(node.body[0].value.value, str)
         ):
             node.body = node.body[1:] or [ast.Pass()]
-    return ast.dump(tree, include_attributes=False)
+    return tree
+
+
+def bare_code(code: str) -> str:
+    """`code` without docstrings or comments (normalized by `ast.unparse`); unparsable code as it is."""
+    try:
+        return ast.unparse(drop_docstrings(ast.parse(code)))
+    except (SyntaxError, ValueError, RecursionError):
+        return code
+
+
+def _strip_docstrings(tree: ast.AST) -> str:
+    return ast.dump(drop_docstrings(tree), include_attributes=False)
 
 
 def insert_docstrings(source: str, docstrings: Mapping[str, str], width: int = DEFAULT_LINE_LENGTH) -> str:

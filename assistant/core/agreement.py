@@ -6,13 +6,15 @@ examples, doctest `>>>` lines and asserts, come first), every candidate runs on 
 run per (candidate, test), and candidates that pass the same set of tests form a cluster. A candidate's score
 is its cluster's size times the number of tests the cluster passes, scaled to 0-1 by (candidates × tests): many
 candidates that agree on many tests are likelier right than one that passes a test alone, since the model's own
-tests are often wrong. Candidates that cannot run alone (a stub's body that calls the rest of its module) fail
-every test, so they all score 0 and the next ranker decides.
+tests are often wrong. When no candidate can run alone (each reads names it does not define, as code written
+for `--file F` calls the rest of its file), no tests are asked for: every candidate scores 0 and the next
+ranker decides.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -55,6 +57,34 @@ def signature(candidates: Sequence[Candidate], name: str) -> str:
                 lines = candidate.code.splitlines()
                 return "\n".join(lines[node.lineno - 1 : node.body[0].lineno - 1]).rstrip() or f"def {name}(...):"
     return f"def {name}(...):"
+
+
+def free_names(code: str) -> set[str]:
+    """Names `code` reads that it never binds and Python does not provide: what it needs from elsewhere (the
+    rest of its file). Scopes are not told apart, so a name bound anywhere counts as bound; unparsable code
+    has none."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    read: set[str] = set()
+    bound: set[str] = set(dir(builtins)) | {"__name__", "__file__"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+    return read - bound
 
 
 def _mentions(source: str, name: str) -> bool:
@@ -142,29 +172,36 @@ class AgreementRanker:
         self.wanted = wanted
         self.samples = samples
         self.cache = cache  # where the written tests are kept (an evaluation sets it; `generate` asks each time)
-        # Told of each token of the test-writing call; `rank_step` points it at the request's progress, so a
-        # cancel (the TUI's Escape) stops the call at the next token instead of after it.
-        self.step: Step | None = None
 
-    def tests(self, problem: Problem, candidates: Sequence[Candidate]) -> tuple[str | None, list[str], int]:
-        """The function's name, the tests (the requirement's examples first) and how many are examples."""
+    def tests(
+        self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None
+    ) -> tuple[str | None, list[str], int]:
+        """The function's name, the tests (the requirement's examples first) and how many are examples. `step` is
+        told of each token of the test-writing call, so a cancel stops it at the next token."""
         name = entry_point(candidates)
         if name is None:
             return None, [], 0
         examples = example_tests(problem.requirement, name)
         written = written_tests(
-            problem, name, signature(candidates, name), self.backend, self.samples, self.cache, self.step
+            problem, name, signature(candidates, name), self.backend, self.samples, self.cache, step
         )
         seen = {_SPACE.sub("", t) for t in examples}
         tests = examples + [t for t in written if _SPACE.sub("", t) not in seen]
         return name, tests[: self.wanted], min(len(examples), self.wanted)
 
-    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+    def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]:
         from assistant import sandbox
 
-        name, tests, examples = self.tests(problem, candidates)
         if not candidates:
             return []
+        needed = [free_names(c.code) for c in candidates]
+        if all(needed):
+            # None can run alone (each calls code of its file, e.g. `generate --file F`): the model call that
+            # writes tests would be wasted; every candidate scores 0 and the next ranker decides.
+            missing = sorted(set.intersection(*needed)) or sorted(needed[0])
+            why = f"cannot run alone: needs {', '.join(missing[:3])} from elsewhere"
+            return [Score(0.0, why) for _ in candidates]
+        name, tests, examples = self.tests(problem, candidates, step)
         if name is None or not tests:
             why = "no function to test" if name is None else "the model wrote no usable test"
             return [Score(0.0, why) for _ in candidates]

@@ -201,14 +201,10 @@ def rank_step(
     started = time.perf_counter()
     chosen = choose(rankers, problem, candidates)
     report("rank", 0, len(candidates))
-    calling = [ranker for ranker in chosen if hasattr(ranker, "step")]  # rankers that call the model (agree)
-    for ranker in calling:  # their tokens are reported, so a cancel stops them at the next one
-        ranker.step = lambda done, total: report("rank tests", done, total)
-    try:
-        ranked = rank(problem, candidates, chosen) if candidates else []
-    finally:
-        for ranker in calling:  # the objects are reused: no later call may report to this request
-            ranker.step = None
+    # A ranker that calls the model (agree) reports its tokens, so a cancel stops it at the next one.
+    ranked = (
+        rank(problem, candidates, chosen, lambda done, total: report("rank tests", done, total)) if candidates else []
+    )
     report("rank", len(candidates), len(candidates))
     timings["rank"] = time.perf_counter() - started
     return ranked, chosen

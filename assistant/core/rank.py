@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from assistant.backends import Backend
+from assistant.backends import Backend, Step
 from assistant.backends.prompts import Prompt
 from assistant.core.candidates import Candidate
 from assistant.errors import UsageError
@@ -39,9 +39,12 @@ class Score:
 
 
 class Ranker(Protocol):
+    """Scores candidates; `step`, when given, is told how far a ranker that calls the model has got (a callback
+    that raises stops the call there, as the TUI's Escape does)."""
+
     name: str
 
-    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]: ...
+    def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]: ...
 
 
 # The rankers for a problem's candidates: given as objects, or chosen once the candidates are known (whether
@@ -63,7 +66,7 @@ class FirstRanker:
 
     name = "first"
 
-    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+    def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]:
         return [Score(-float(c.sample), f"sample #{c.sample + 1}") for c in candidates]
 
 
@@ -75,7 +78,7 @@ class RandomRanker:
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
 
-    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+    def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]:
         rng = random.Random(f"{self.seed}:{problem.requirement}")
         return [Score(rng.random(), "random draw") for _ in candidates]
 
@@ -92,7 +95,7 @@ class LogprobRanker:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+    def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]:
         values: dict[int, list[float]] = {i: list(c.logprobs) for i, c in enumerate(candidates) if c.logprobs}
         missing = [i for i in range(len(candidates)) if i not in values]
         if missing and not self.backend.can_score:
@@ -122,7 +125,7 @@ class ExecRanker:
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
 
-    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+    def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]:
         from assistant import sandbox
 
         if not problem.tests:
@@ -157,9 +160,11 @@ class Ranked:
         return (float(bool(self.candidate.dropped)), *(-self.scores[n].value for n in names), self.candidate.sample)
 
 
-def rank(problem: Problem, candidates: Sequence[Candidate], rankers: Sequence[Ranker]) -> list[Ranked]:
-    """Score candidates with each ranker and sort best first (ties keep sampling order)."""
-    per_ranker = {r.name: r.score(problem, candidates) for r in rankers}
+def rank(
+    problem: Problem, candidates: Sequence[Candidate], rankers: Sequence[Ranker], step: Step | None = None
+) -> list[Ranked]:
+    """Score candidates with each ranker and sort best first (ties keep sampling order); `step` goes to each."""
+    per_ranker = {r.name: r.score(problem, candidates, step) for r in rankers}
     ranked = [Ranked(c, {name: scores[i] for name, scores in per_ranker.items()}) for i, c in enumerate(candidates)]
     names = [r.name for r in rankers]
     return sorted(ranked, key=lambda item: item.key(names))

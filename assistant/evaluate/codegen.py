@@ -12,7 +12,7 @@ that resumes such a folder ranks those records again with the users' rankers (no
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from assistant import sandbox
@@ -32,7 +32,7 @@ RANKERS = ("first", "random", "logprob", "oracle")
 USER_RANKERS = "first+random+logprob"  # a `--ranker` spec, built by the registry `assist generate` uses
 # Rankers measured only when asked (`--rankers agree`): each costs model calls or sandbox runs per task. Their
 # column appears when every record of a strategy has their pick.
-EXTRA_RANKERS = ("agree",)
+EXTRA_RANKERS = ("agree", "reviewer", "coder-reviewer")
 PICKS_BY = "rankers"  # marks a record whose picks the users' ranker objects made
 
 
@@ -54,17 +54,26 @@ def user_rankers(backend: Backend) -> list[Ranker]:
     return make_rankers(USER_RANKERS, backend)
 
 
-def picks(samples: list[dict], problem: Problem, rankers: Sequence[Ranker], prefix: str = "") -> dict[str, int | None]:
+def picks(
+    samples: list[dict],
+    problem: Problem,
+    rankers: Sequence[Ranker],
+    prefix: str = "",
+    scores: dict[str, list[float | None]] | None = None,
+) -> dict[str, int | None]:
     """Which sample each ranker chooses among those that parse (None when none parse), and the oracle's.
 
     Each ranker ranks the parsable samples as candidates, in sampling order, with `rank` (ties keep that order).
     A sample's recorded mean log-probability stands for its token log-probabilities (the logprob ranker takes
     their mean); without any (a server that does not return them) the logprob ranker has no pick. `prefix`
     (the task's imports) goes before each candidate, as when its tests run: a ranker that runs candidates
-    (`agree`) needs it.
+    (`agree`) needs it. `scores`, when given, receives each ranker's score of every sample (None where it did
+    not score one), so rankers can be compared and combined per sample later.
     """
     names = [ranker.name for ranker in rankers]
     parsed = [i for i, s in enumerate(samples) if s["parsed"]]
+    if scores is not None:
+        scores.update({name: [None] * len(samples) for name in names})
     if not parsed:
         return dict.fromkeys([*names, "oracle"])
     candidates = [
@@ -80,17 +89,23 @@ def picks(samples: list[dict], problem: Problem, rankers: Sequence[Ranker], pref
     for ranker in rankers:
         # The logprob ranker would score a candidate without log-probabilities with the model: not here.
         mine = [c for c in candidates if c.logprobs] if ranker.name == "logprob" else candidates
-        chosen[ranker.name] = rank(problem, mine, [ranker])[0].candidate.sample if mine else None
+        ranked = rank(problem, mine, [ranker]) if mine else []
+        chosen[ranker.name] = ranked[0].candidate.sample if ranked else None
+        if scores is not None:
+            for item in ranked:
+                scores[ranker.name][item.candidate.sample] = item.scores[ranker.name].value
     correct = [i for i in parsed if samples[i]["passed"]]
     chosen["oracle"] = correct[0] if correct else parsed[0]
     return chosen
 
 
 def _missing(record: dict, rankers: Sequence[Ranker]) -> list[Ranker]:
-    """The rankers a cached record has no pick from (all of them for records picked before `picks_by`)."""
+    """The rankers a cached record has no pick or no per-sample scores from (all of them for records picked
+    before `picks_by`)."""
     if record.get("picks_by") != PICKS_BY:
         return list(rankers)
-    return [ranker for ranker in rankers if ranker.name not in record["picks"]]
+    have = record.get("scores", {})
+    return [ranker for ranker in rankers if ranker.name not in record["picks"] or ranker.name not in have]
 
 
 def _sample_group(backend: Backend, prompts: list, params: list[SamplingParams]) -> list[list]:
@@ -174,8 +189,14 @@ def run_codegen(
             record = records.get(record_key)
             missing = _missing(record, rankers)
             if missing:  # no sampling and no tests: only the missing rankers pick, from the recorded samples
-                new = picks(record["samples"], problem, missing, task.prefix)
-                record = {**record, "picks": {**record.get("picks", {}), **new}, "picks_by": PICKS_BY}
+                rescored: dict[str, list[float | None]] = {}
+                new = picks(record["samples"], problem, missing, task.prefix, rescored)
+                record = {
+                    **record,
+                    "picks": {**record.get("picks", {}), **new},
+                    "scores": {**record.get("scores", {}), **rescored},
+                    "picks_by": PICKS_BY,
+                }
                 records.put(record_key, record)
                 counted[strategy] += 1
                 report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
@@ -229,6 +250,8 @@ def run_codegen(
         for sample, run in zip(samples, runs, strict=True):
             sample["passed"] = run.ok and sample["parsed"]
             sample["status"] = run.status
+        scores: dict[str, list[float | None]] = {}
+        chosen_by = picks(samples, problem, rankers, task.prefix, scores)
         record = {
             "task_id": task.task_id,
             "strategy": strategy,
@@ -237,7 +260,8 @@ def run_codegen(
             "n": len(samples),
             "correct": sum(s["passed"] for s in samples),
             "samples": samples,
-            "picks": picks(samples, problem, rankers, task.prefix),
+            "picks": chosen_by,
+            "scores": scores,  # each ranker's score of each sample (None: unparsable, or no log-probabilities)
             "picks_by": PICKS_BY,
             "usage": usage,  # None when the samples came from the cache
         }
@@ -248,9 +272,11 @@ def run_codegen(
     return results
 
 
-def ranker_columns(records: Sequence[dict]) -> list[str]:
-    """The rankers to report for these records: the users', the extra ones every record has a pick from, the oracle."""
-    extra = [name for name in EXTRA_RANKERS if records and all(name in r["picks"] for r in records)]
+def ranker_columns(picked: Sequence[Collection[str]], every: bool = True) -> list[str]:
+    """The rankers to report: the users', the extra ones `picked` names (each item names the rankers a record
+    picked with, or a summary row measured; with `every`, all of them must name it), then the oracle."""
+    found = all if every else any
+    extra = [name for name in EXTRA_RANKERS if picked and found(name in item for item in picked)]
     return [*RANKERS[:-1], *extra, RANKERS[-1]]
 
 
@@ -262,8 +288,7 @@ def ranker_gains(records: Sequence[dict]) -> list[dict]:
     rows = []
     for strategy in in_strategy_order(r["strategy"] for r in records):
         mine = [r for r in records if r["strategy"] == strategy]
-        measured = [*RANKERS[:-1], *(n for n in EXTRA_RANKERS if any(n in r["picks"] for r in mine)), RANKERS[-1]]
-        for ranker in measured:
+        for ranker in ranker_columns([r["picks"] for r in mine], every=False):
             if ranker == "first":
                 continue
             subset = [r for r in mine if ranker in r["picks"]]
@@ -316,7 +341,7 @@ def summarize_codegen(records: Sequence[dict], ks: Sequence[int]) -> list[dict]:
         for k in ks:
             values = [pass_at_k(r["n"], r["correct"], k) for r in mine if r["n"] >= k]
             row[f"pass@{k}"] = bootstrap_ci(values)
-        for ranker in ranker_columns(mine):
+        for ranker in ranker_columns([r["picks"] for r in mine]):
             if ranker == "logprob" and not any(s["logprob"] is not None for r in mine for s in r["samples"]):
                 row[ranker] = None  # no log-probabilities were returned: the ranker was unavailable
                 continue

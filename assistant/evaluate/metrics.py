@@ -40,3 +40,14 @@ def paired_difference(values: Mapping[str, float], baseline: Mapping[str, float]
     order in which a run wrote its records (a resumed run and `assist eval report` print the same figures)."""
     shared = sorted(task for task in values if task in baseline)
     return bootstrap_ci([values[task] - baseline[task] for task in shared]) if shared else None
+
+
+def interval_cell(
+    value: tuple[float, float, float] | None, scale: float = 100.0, digits: int = 1, signed: bool = False
+) -> str:
+    """A table cell for a (mean, low, high) estimate: `46.1 [40.2, 52.0]` (percent by default); empty for None."""
+    if value is None:
+        return ""
+    mean, low, high = (v * scale for v in value)
+    sign = "+" if signed else ""
+    return f"{mean:{sign}.{digits}f} [{low:{sign}.{digits}f}, {high:{sign}.{digits}f}]"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from assistant.cache import JsonlCache
 from assistant.errors import UsageError
-from assistant.evaluate.codegen import EXTRA_RANKERS, RANKERS, per_task_pass_at_k, ranker_gains, summarize_codegen
+from assistant.evaluate.codegen import per_task_pass_at_k, ranker_columns, ranker_gains, summarize_codegen
 from assistant.evaluate.likelihood import per_task_logprob, summarize_likelihood
-from assistant.evaluate.metrics import paired_difference
+from assistant.evaluate.metrics import interval_cell, paired_difference
 from assistant.evaluate.strategies import in_strategy_order
 from assistant.indexing.index import Index
 from assistant.methods.artifacts import METHODS, artifact_identity
@@ -33,30 +33,18 @@ def results_dir() -> Path:
     return Path(platformdirs.user_data_dir("assist")) / "results"
 
 
-def _cell(value: tuple[float, float, float], scale: float = 100.0, digits: int = 1, signed: bool = False) -> str:
-    mean, low, high = (v * scale for v in value)
-    sign = "+" if signed else ""
-    return f"{mean:{sign}.{digits}f} [{low:{sign}.{digits}f}, {high:{sign}.{digits}f}]"
-
-
-def _ranker_columns(rows: Sequence[dict]) -> list[str]:
-    """The users' rankers, the extra ones some row measured (`--rankers agree`), then the oracle."""
-    extra = [name for name in EXTRA_RANKERS if any(name in row for row in rows)]
-    return [*RANKERS[:-1], *extra, RANKERS[-1]]
-
-
 def codegen_table(rows: Sequence[dict], ks: Sequence[int]) -> str:
     """Pass@k per strategy, its paired pass@1 difference from zero-shot, then pass@1 after each ranker on the
     same samples (percent, 95% CI)."""
-    columns = _ranker_columns(rows)
+    columns = ranker_columns(rows, every=False)
     header = ["strategy", "tasks", *[f"pass@{k}" for k in ks], "pass@1 vs zero"]
     header += [f"top-1 by {r}" for r in columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [row["strategy"], str(row["tasks"])]
-        cells += [_cell(row[f"pass@{k}"]) if f"pass@{k}" in row else "" for k in ks]
-        cells.append(_cell(row["vs_zero"]) if "vs_zero" in row else "")
-        cells += [_cell(row[r]) if row.get(r) is not None else "n/a" for r in columns]
+        cells += [interval_cell(row[f"pass@{k}"]) if f"pass@{k}" in row else "" for k in ks]
+        cells.append(interval_cell(row["vs_zero"]) if "vs_zero" in row else "")
+        cells += [interval_cell(row[r]) if row.get(r) is not None else "n/a" for r in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -67,7 +55,7 @@ def ranker_gains_table(rows: Sequence[dict]) -> str:
     lines = ["| strategy | ranker | tasks | pass@1 − first | gap to oracle closed |", "|---|---|---|---|---|"]
     for row in rows:
         share = f"{100 * row['gap_closed']:.0f}%" if row["gap_closed"] is not None else "no gap"
-        gain = _cell(row["vs_first"], signed=True)
+        gain = interval_cell(row["vs_first"], signed=True)
         lines.append(f"| {row['strategy']} | {row['ranker']} | {row['tasks']} | {gain} | {share} |")
     return "\n".join(lines)
 
@@ -91,8 +79,8 @@ def likelihood_table(rows: Sequence[dict]) -> str:
     """Mean log-probability of the reference per strategy, and the paired gain over zero-shot (95% CI)."""
     lines = ["| strategy | tasks | mean log-prob of reference | gain vs zero-shot |", "|---|---|---|---|"]
     for row in rows:
-        gain = _cell(row["gain_vs_zero"], 1, 4) if "gain_vs_zero" in row else ""
-        lines.append(f"| {row['strategy']} | {row['tasks']} | {_cell(row['logprob'], 1, 4)} | {gain} |")
+        gain = interval_cell(row["gain_vs_zero"], 1, 4) if "gain_vs_zero" in row else ""
+        lines.append(f"| {row['strategy']} | {row['tasks']} | {interval_cell(row['logprob'], 1, 4)} | {gain} |")
     return "\n".join(lines)
 
 
@@ -117,7 +105,7 @@ def versus_table(per_task: dict[str, dict[str, dict[str, float]]], versus: str, 
         cells = []
         for metric in metrics:
             difference = paired_difference(per_task[metric].get(strategy, {}), per_task[metric][versus])
-            cells.append(_cell(difference, scale, digits) if difference is not None else "")
+            cells.append(interval_cell(difference, scale, digits) if difference is not None else "")
         lines.append(f"| {strategy} | {shared} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -310,7 +298,7 @@ def write_report(out: Path, versus: str | None = None) -> str:
                 "fraction of tasks",
             ):
                 charts.append(f"pass_at_{k}.png")
-        for ranker in _ranker_columns(rows):
+        for ranker in ranker_columns(rows, every=False):
             available = [r for r in rows if r.get(ranker) is not None]
             if available and bar_chart(
                 out / f"top1_{ranker}.png",

@@ -415,8 +415,13 @@ class Pipeline:
         if missing and candidates:
             progress("rank", 0, len(missing))
             problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests))
+
+            def step(done: int, total: int) -> None:
+                # The model calls of a ranker (agree) report their tokens: a cancel stops them at the next one.
+                progress("rank tests", done, total)
+
             for done, ranker in enumerate(missing, start=1):
-                scores = ranker.score(problem, [item.candidate for item in candidates])
+                scores = ranker.score(problem, [item.candidate for item in candidates], step)
                 candidates = [
                     Ranked(item.candidate, {**item.scores, ranker.name: score})
                     for item, score in zip(candidates, scores, strict=True)

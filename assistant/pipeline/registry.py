@@ -1,5 +1,6 @@
 """The registries: build any retriever (`bm25`, `dense`, `hybrid`, the trained `tstr`, `lail`, `selfracg`) or ranker
-(`first`, `random`, `logprob`, `exec`, `agree`, the trained `condor`) by name, and choose them when asked for `auto`.
+(`first`, `random`, `logprob`, `exec`, `agree`, `reviewer`, `coder-reviewer`, the trained `condor`) by name, and
+choose them when asked for `auto`.
 
 They sit above both the plain retrievers and rankers (:mod:`assistant.core`) and the trained methods that build on
 them (:mod:`assistant.methods`), so no module below imports them and there is no cycle.
@@ -89,11 +90,12 @@ def make_retriever(name: str, index: Index, encoder: TextEncoder) -> Retriever:
 RankerFactory = Callable[[Backend | None], Ranker]
 
 
-def _needs_backend(backend: Backend | None) -> Backend:
-    """The backend the logprob ranker scores with. Whether it can score text itself (`backend.can_score`) is
-    asked only when a candidate carries no log-probabilities from sampling (see `LogprobRanker.score`)."""
+def _needs_backend(backend: Backend | None, ranker: str = "logprob") -> Backend:
+    """The backend a likelihood ranker scores with. For `logprob`, whether it can score text itself
+    (`backend.can_score`) is asked only when a candidate carries no log-probabilities from sampling (see
+    `LogprobRanker.score`); the reviewer always scores (see `ReviewerRanker`)."""
     if backend is None:
-        raise UsageError("the logprob ranker needs a backend that returns log-probabilities")
+        raise UsageError(f"the {ranker} ranker needs a backend that returns log-probabilities")
     return backend
 
 
@@ -103,6 +105,15 @@ def _agree(backend: Backend | None) -> Ranker:
     if backend is None:
         raise UsageError("the agree ranker needs a backend to write tests with")
     return AgreementRanker(backend)
+
+
+def _reviewer(coder: bool) -> RankerFactory:
+    def build(backend: Backend | None) -> Ranker:
+        from assistant.core.review import ReviewerRanker
+
+        return ReviewerRanker(_needs_backend(backend, "coder-reviewer" if coder else "reviewer"), coder=coder)
+
+    return build
 
 
 def _condor(backend: Backend | None) -> Ranker:
@@ -117,6 +128,8 @@ RANKERS: dict[str, RankerFactory] = {
     "logprob": lambda backend: LogprobRanker(_needs_backend(backend)),
     "exec": lambda backend: ExecRanker(),
     "agree": _agree,  # in `auto` without tests: see auto_ranker
+    "reviewer": _reviewer(coder=False),  # log p(requirement | code): Coder-Reviewer
+    "coder-reviewer": _reviewer(coder=True),  # its sum with the logprob ranker's score
     "condor": _condor,
 }
 RANKER_CHOICES = ("auto", *RANKERS)

@@ -176,7 +176,8 @@ def generate(
     ranker: Annotated[
         str | None,
         typer.Option(
-            help="first, random, logprob, exec, agree (agreement on tests the model writes, CodeT), condor (the "
+            help="first, random, logprob, exec, agree (agreement on tests the model writes, CodeT), reviewer "
+            "(how likely the requirement is given each candidate), coder-reviewer (reviewer + logprob), condor (the "
             "trained discriminator); combine with +, e.g. exec+condor. auto: exec+ with tests, else agree+ when "
             "two or more candidates define a function (not for --function, whose body needs its module; one "
             "more model call), then condor once trained (`assist train discriminator`), else logprob, else "
@@ -707,8 +708,8 @@ def tui(
     ranker: Annotated[
         str | None,
         typer.Option(
-            help="auto, logprob, exec, agree, condor, first, random; combine with + (default: generate.ranker, "
-            "else auto)."
+            help="auto, logprob, exec, agree, reviewer, coder-reviewer, condor, first, random; combine with + "
+            "(default: generate.ranker, else auto)."
         ),
     ] = None,
     bank: BankOpt = None,

@@ -164,7 +164,9 @@ def codegen(
         typer.Option(
             "--rankers",
             help="Rankers to measure beside first, random and logprob, comma-separated: agree (the model writes "
-            "tests for each task and the candidates run on them; a model call and ~40 sandbox runs per task). "
+            "tests for each task and the candidates run on them; a model call and ~40 sandbox runs per task), "
+            "reviewer (log p(requirement | code) under the same model; one scoring call per task), "
+            "coder-reviewer (reviewer plus logprob). "
             "Added to a finished folder, they pick from its cached samples: nothing is sampled again.",
         ),
     ] = "",

@@ -37,6 +37,7 @@ from assistant.core.target import Target
 from assistant.core.tokens import token_counter
 from assistant.evaluate.codegen import picks, task_seed
 from assistant.evaluate.metrics import bootstrap_ci, paired_difference, pass_at_k
+from assistant.evaluate.metrics import interval_cell as _cell
 from assistant.evaluate.repo.projects import Project
 from assistant.evaluate.repo.tasks import FunctionTask, LineTask
 from assistant.indexing.fragments import fragment_holding, split_fragments
@@ -549,14 +550,6 @@ def summarize_lines(records: Sequence[dict]) -> list[dict]:
                 row[f"vs_{versus}"] = paired_difference(es.get(strategy, {}), es[versus])
         rows.append(row)
     return rows
-
-
-def _cell(value: tuple[float, float, float] | None, scale: float = 100.0, digits: int = 1, signed: bool = False) -> str:
-    if value is None:
-        return ""
-    mean, low, high = (v * scale for v in value)
-    sign = "+" if signed else ""
-    return f"{mean:{sign}.{digits}f} [{low:{sign}.{digits}f}, {high:{sign}.{digits}f}]"
 
 
 def function_table(rows: Sequence[dict]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from assistant.backends import Step
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem, Score
 
@@ -19,7 +20,7 @@ class CondorRanker:
 
         self.model = Condor.locate(start)
 
-    def score(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+    def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]:
         probabilities = self.model.probabilities(problem.requirement, [c.code for c in candidates])
         return [Score(p, f"p(correct) {p:.2f} by Condor", {"p": round(p, 4)}) for p in probabilities]
 
