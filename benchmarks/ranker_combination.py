@@ -46,7 +46,10 @@ def _records(folder: Path) -> list[dict]:
 def _task_features(record: dict) -> tuple[list[int], np.ndarray, np.ndarray]:
     """(parsed sample indices, features, passed) for one task: agreement as it is, the likelihoods centred."""
     parsed = [i for i, s in enumerate(record["samples"]) if s["parsed"]]
-    logprob = np.array([record["samples"][i]["logprob"] or 0.0 for i in parsed])
+    # A sample without a log-probability (a server that returned none) counts as the task's least likely.
+    known = [record["samples"][i]["logprob"] for i in parsed if record["samples"][i]["logprob"] is not None]
+    floor = min(known) if known else 0.0
+    logprob = np.array([_value(record["samples"][i]["logprob"], floor) for i in parsed])
     reviewer = np.array([record["scores"]["reviewer"][i] for i in parsed], dtype=float)
     agree = np.array([record["scores"]["agree"][i] for i in parsed], dtype=float)
     columns = [agree, logprob - logprob.mean(), reviewer - reviewer.mean()]
@@ -71,9 +74,15 @@ def fit(records: list[dict], l2: float = 1.0, steps: int = 50) -> tuple[np.ndarr
     return weights, mean, scale
 
 
-def _pick(values: list[tuple[float, ...]], indices: list[int]) -> int:
-    """The sample with the best score tuple (lexicographic), ties in sampling order (as `rank` sorts)."""
-    return min(zip(values, indices, strict=True), key=lambda item: (*(-v for v in item[0]), item[1]))[1]
+def _value(value: float | None, missing: float) -> float:
+    return missing if value is None else value
+
+
+def _pick(values: list[tuple[float | None, ...]], indices: list[int]) -> int:
+    """The sample with the best score tuple (lexicographic; a missing score is the worst), ties in sampling
+    order (as `rank` sorts)."""
+    pairs = zip(values, indices, strict=True)
+    return min(pairs, key=lambda item: (*(-_value(v, -np.inf) for v in item[0]), item[1]))[1]
 
 
 def picks(record: dict, model: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, int]:
@@ -87,9 +96,7 @@ def picks(record: dict, model: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dic
         if name in scores:
             chosen[name] = _pick([(scores[name][i],) for i in parsed], parsed)
     samples = record["samples"]
-    order = [
-        (scores["agree"][i], samples[i]["logprob"] if samples[i]["logprob"] is not None else -np.inf) for i in parsed
-    ]
+    order = [(scores["agree"][i], samples[i]["logprob"]) for i in parsed]
     chosen["agree+logprob"] = _pick(order, parsed)
     chosen["combination"] = _pick([(v,) for v in combined], parsed)
     correct = [i for i, ok in zip(parsed, passed, strict=True) if ok]

@@ -30,6 +30,7 @@ from assistant.cache import JsonlCache
 from assistant.config import DEFAULT_ENGINE, LOCAL_ENGINES
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem
+from assistant.core.review import forget_reviews
 from assistant.evaluate import load_dataset
 from assistant.pipeline.registry import make_rankers
 
@@ -88,9 +89,7 @@ def main() -> None:
             ranker.score(problem, candidates)
             if position:  # the first task warms up
                 seconds.append(time.perf_counter() - began)
-        from assistant.core.review import _MEMO
-
-        _MEMO.pop(backend, None)  # the next ranker pays for its own scoring calls
+        forget_reviews(backend)  # the next ranker pays for its own scoring calls
         rows.append(
             {
                 "ranker": name,

@@ -10,7 +10,7 @@ from assistant.backends.prompts import Prompt
 from assistant.core.agreement import AgreementRanker, free_names
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem, rank
-from assistant.core.review import ReviewerRanker
+from assistant.core.review import ReviewerRanker, forget_reviews
 from assistant.errors import UsageError
 from assistant.pipeline.registry import make_rankers
 
@@ -65,6 +65,9 @@ def test_coder_reviewer_adds_the_code_likelihood_and_reuses_the_reviewers_scores
     reviewer.score(problem(), candidates)
     scores = both.score(problem(), candidates)
     assert len(scorer.shown) == 2  # the second ranker asked the model nothing new
+    forget_reviews(scorer)  # as a benchmark timing each ranker alone does: the next one pays again
+    reviewer.score(problem(), candidates)
+    assert len(scorer.shown) == 4
     assert [s.value for s in scores] == [pytest.approx(-1.7), pytest.approx(-1.1)]
     assert scores[1].details == {"coder": pytest.approx(-0.6), "reviewer": pytest.approx(-0.5)}
 

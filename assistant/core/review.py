@@ -44,6 +44,11 @@ def review_scores(backend: Backend, requirement: str, codes: Sequence[str]) -> l
     return [memo[key] for key in keys]
 
 
+def forget_reviews(backend: Backend) -> None:
+    """Drop the scores kept for `backend` (a benchmark timing each ranker alone needs every call made)."""
+    _MEMO.pop(backend, None)
+
+
 class ReviewerRanker:
     """log p(requirement | code) per token; with `coder`, plus log p(code | prompt) per token."""
 
