@@ -73,7 +73,7 @@ def test_failed_save_keeps_previous_index(scratch_repo, encoder, monkeypatch):
     def boom(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("assistant.indexing.index.faiss.write_index", boom)
+    monkeypatch.setattr("faiss.write_index", boom)
     with pytest.raises(OSError, match="disk full"):
         index_repo(scratch_repo, encoder)
     assert (scratch_repo / ".assist" / "index" / "examples.jsonl").read_text() == before

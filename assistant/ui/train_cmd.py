@@ -122,6 +122,21 @@ def retriever(
     ] = None,
     lr: Annotated[float, typer.Option(help="selfracg: AdamW learning rate (unstated in the paper).")] = 1e-3,
     batch: Annotated[int, typer.Option(help="selfracg: pairs per step (batch - 1 in-batch negatives).")] = 16,
+    synthetic: Annotated[
+        int,
+        typer.Option(
+            help="selfracg: stage 2's examples, fragments the model continues (its next lines are the positive, "
+            "its later ones hard negatives); 0 trains stage 1 only."
+        ),
+    ] = 96,
+    stage2_epochs: Annotated[int, typer.Option(help="selfracg: passes over stage 2's examples.")] = 2,
+    device: Annotated[
+        str,
+        typer.Option(
+            help="selfracg: where to train: auto (a CUDA GPU if torch sees one, else the CPU), cpu or cuda. On a "
+            "GPU, stage 2's continuations are written by the same transformers model there (bf16)."
+        ),
+    ] = "auto",
     corpus: Annotated[
         Path | None,
         typer.Option(
@@ -143,8 +158,9 @@ def retriever(
     interrupted run resumes.
 
     selfracg: low-rank adapters on a parallel retrieval branch of the generator's attention learn, by InfoNCE,
-    to find the fragment that follows a fragment (the paper's stage 1; its stage 2 is not built yet). Then
-    `--retriever selfracg`; `selfracg-init` is the same branch untrained.
+    to find the fragment that follows a fragment (stage 1), then what the model itself writes after a fragment
+    (stage 2: it continues `--synthetic` fragments first, cached). Then `--retriever selfracg`; `selfracg-init`
+    is the same branch untrained.
 
     Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks.
     """
@@ -168,14 +184,25 @@ def retriever(
         check_range("--layers", layers, 1)
         check_range("--lr", lr, 0, low_open=True)
         check_range("--batch", batch, 2)
+        check_range("--synthetic", synthetic, 0)
+        check_range("--stage2-epochs", stage2_epochs, 1)
         if bank is not None:
             raise UsageError("selfracg trains on a repo's fragments (consecutive 20-line windows), not on a bank")
         from assistant.methods.selfracg import SelfRacgConfig
 
         config = SelfRacgConfig(
-            rank=rank, alpha=2.0 * rank, layers=layers, pairs=pairs, epochs=epochs or 1, batch=batch, lr=lr, seed=seed
+            rank=rank,
+            alpha=2.0 * rank,
+            layers=layers,
+            pairs=pairs,
+            epochs=epochs or 1,
+            batch=batch,
+            lr=lr,
+            seed=seed,
+            synthetic=synthetic,
+            stage2_epochs=stage2_epochs,
         )
-        _train_selfracg(path, config, model, precision, json_output, corpus)
+        _train_selfracg(path, config, model, precision, json_output, corpus, device)
         return
     if method == "lail":
         _train_lail(
@@ -220,16 +247,30 @@ def retriever(
 
 
 def _train_selfracg(
-    path: Path, config: SelfRacgConfig, model: str | None, precision: str, json_output: bool, corpus: Path | None
+    path: Path,
+    config: SelfRacgConfig,
+    model: str | None,
+    precision: str,
+    json_output: bool,
+    corpus: Path | None,
+    device: str = "auto",
 ) -> None:
     import numpy as np
 
-    from assistant.backends.local import resolve_precision
+    from assistant.backends.local import resolve_device, resolve_precision
     from assistant.indexing.index import Index, index_repo, load_fragments, repo_index_dir, repo_root
-    from assistant.methods.selfracg import corpus_fragments, generic_dir, train_selfracg
-    from assistant.pipeline.pipeline import load_encoder
+    from assistant.methods.selfracg import (
+        STAGE1_SUFFIX,
+        corpus_fragments,
+        generic_dir,
+        local_transformers,
+        train_selfracg,
+    )
+    from assistant.pipeline.pipeline import load_encoder, load_generator
 
-    precision = resolve_precision(precision)
+    device = resolve_device(device)
+    # "auto" reads the CPU's bf16 support; a GPU does bf16 natively.
+    precision = resolve_precision("bf16" if device != "cpu" and precision == "auto" else precision)
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus} is not a folder")
     with ProgressUI(show_progress(json_output), plain=True) as ui:
@@ -247,17 +288,47 @@ def _train_selfracg(
             fragments = load_fragments(repo_index_dir(root))
         if fragments is None or not len(fragments):
             raise UsageError(f"{corpus or path} has no Python fragments to train on")
-        directory, stats = train_selfracg(fragments, config, model, precision, ui, directory=target)
+        # Stage 2's continuations come from the engine that samples (the branch needs transformers' internals);
+        # on a GPU, from the transformers model already there (the OpenVINO engine runs on CPUs).
+        generator = None
+        if config.synthetic:
+            generator = (
+                local_transformers(model, precision, device)
+                if device != "cpu"
+                else load_generator("local", model, progress=ui)
+            )
+        directory, stats = train_selfracg(
+            fragments, config, model, precision, ui, directory=target, generator=generator, device=device
+        )
     summary = {"method": "selfracg", "fragments": len(fragments), "saved": str(directory), **stats}
+    if stats["stage2"] is not None:
+        summary["stage1_saved"] = str(directory.with_name(directory.name + STAGE1_SUFFIX))
     if json_output:
         out.print_json(json.dumps(summary))
         return
-    losses = stats["losses"]
-    out.print(
-        f"Trained SelfRACG (stage 1) on {stats['pairs']} pairs of consecutive fragments of {len(fragments)} in "
-        f"{stats['seconds']:.0f} s: loss {losses[0]:.3f} → {sum(losses[-5:]) / len(losses[-5:]):.3f} (last 5 "
-        f"steps)\nSaved to {directory}"
-    )
+    lines = [
+        f"Trained SelfRACG stage 1 on {stats['pairs']} pairs of consecutive fragments of {len(fragments)} in "
+        f"{stats['seconds']:.0f} s: loss {_losses(stats['losses'])}"
+    ]
+    second = stats["stage2"]
+    if second is not None:
+        lines.append(
+            f"stage 2 on the model's continuations of {second['examples']} of {second['starts']} fragments "
+            f"({second['hard_negatives']} hard negatives) in {second['seconds']:.0f} s: loss "
+            f"{_losses(second['losses'])}"
+        )
+    lines.append(f"Saved to {directory}")
+    if second is not None:
+        lines.append(f"Stage 1's adapters alone (the ablation without stage 2) are in {summary['stage1_saved']}")
+    out.print("\n".join(lines))
+
+
+def _losses(losses: list[float]) -> str:
+    """First step's loss → the mean of the last five."""
+    if not losses:
+        return "no step"
+    tail = losses[-5:]
+    return f"{losses[0]:.3f} → {sum(tail) / len(tail):.3f} (last {len(tail)} steps)"
 
 
 def _train_lail(

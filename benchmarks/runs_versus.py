@@ -1,0 +1,104 @@
+"""One strategy of one `assist eval` run against one of another run, paired by task.
+
+Two runs are needed when what differs cannot share a run: two models (`eval codegen --model 1.5b` against the
+default), or SelfRACG's adapters before and after stage 2 (both named `selfracg`, the second trained after the
+first run was made). Reads each folder's records, keeps the tasks both hold, and prints each metric of each run
+(95% bootstrap intervals) and the paired difference, first minus second:
+
+- `eval codegen` folders (records.jsonl): pass@1 (each task's share of correct samples) and, for every ranker
+  both runs recorded, top-1 after ranking;
+- `eval repo --task retrieval` folders (line-retrieval.jsonl): R@1, R@10 and MRR@10 of the positive fragment.
+
+It asserts nothing. From the repo root:
+
+    .venv/bin/python benchmarks/runs_versus.py \\
+        results/codegen-humaneval-all-n5-ov-1.5b-seed0:zero results/codegen-humaneval-all-n5-ov-seed0:zero [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from assistant.cache import JsonlCache
+from assistant.evaluate.metrics import bootstrap_ci, interval_cell, paired_difference
+
+RETRIEVAL: dict[str, Callable[[dict], float]] = {
+    "R@1": lambda r: float(r["rank"] == 1),
+    "R@10": lambda r: float(r["rank"] is not None and r["rank"] <= 10),
+    "MRR@10": lambda r: 1.0 / r["rank"] if r["rank"] else 0.0,
+}
+
+
+def _pick_passed(ranker: str) -> Callable[[dict], float]:
+    def value(r: dict) -> float:
+        pick = r.get("picks", {}).get(ranker)
+        return float(pick is not None and bool(r["samples"][pick]["passed"]))
+
+    return value
+
+
+def records(spec: str) -> tuple[str, dict[str, dict]]:
+    """`FOLDER:STRATEGY` → the run's kind ("codegen" or "retrieval") and its records of that strategy, by task."""
+    folder, _, strategy = spec.rpartition(":")
+    if not folder or not strategy:
+        raise SystemExit(f"expected FOLDER:STRATEGY, got {spec!r}")
+    for kind, name in (("retrieval", "line-retrieval.jsonl"), ("codegen", "records.jsonl")):
+        path = Path(folder) / name
+        if path.exists() or path.with_name(name + ".gz").exists():
+            found = {r["task_id"]: r for r in JsonlCache(path).entries.values() if r.get("strategy") == strategy}
+            if not found:
+                raise SystemExit(f"{folder} has no records of {strategy!r}")
+            return kind, found
+    raise SystemExit(f"{folder} holds no `assist eval codegen` or `eval repo --task retrieval` records")
+
+
+def metrics(kind: str, first: dict[str, dict], second: dict[str, dict]) -> dict[str, Callable[[dict], float]]:
+    """What to compare: retrieval's ranks, or pass@1 and the top-1 of every ranker both codegen runs recorded."""
+    if kind == "retrieval":
+        return RETRIEVAL
+    chosen: dict[str, Callable[[dict], float]] = {"pass@1": lambda r: r["correct"] / r["n"] if r["n"] else 0.0}
+    rankers = [set().union(*(r.get("picks", {}) for r in run.values())) for run in (first, second)]
+    for ranker in sorted(rankers[0] & rankers[1]):
+        chosen[f"top-1 by {ranker}"] = _pick_passed(ranker)
+    return chosen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("first", help="FOLDER:STRATEGY")
+    parser.add_argument("second", help="FOLDER:STRATEGY (the baseline)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    (kind, a), (other, b) = records(args.first), records(args.second)
+    if kind != other:
+        raise SystemExit(f"{args.first} is a {kind} run and {args.second} a {other} run")
+    shared = sorted(set(a) & set(b))
+    scale = 1.0 if kind == "retrieval" else 100.0
+    result: dict = {"tasks": len(shared), "first": args.first, "second": args.second, "metrics": {}}
+    for name, value in metrics(kind, a, b).items():
+        mine = {t: value(a[t]) for t in shared}
+        theirs = {t: value(b[t]) for t in shared}
+        result["metrics"][name] = {
+            "first": bootstrap_ci(list(mine.values())),
+            "second": bootstrap_ci(list(theirs.values())),
+            "difference": paired_difference(mine, theirs),
+        }
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"{len(shared)} tasks both runs hold; first = {args.first}, second = {args.second}\n")
+    print("| metric | first | second | first − second (paired) |\n|---|---|---|---|")
+    digits = 3 if kind == "retrieval" else 1
+    for name, row in result["metrics"].items():
+        cells = [
+            interval_cell(row[key], scale, digits, signed=key == "difference")
+            for key in ("first", "second", "difference")
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
