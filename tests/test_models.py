@@ -76,16 +76,26 @@ def test_an_assembled_gguf_of_the_verified_size_is_used_as_it_is(tmp_path, monke
 
 def test_pull_converts_a_verified_gguf_in_the_cache_without_its_packages(tmp_path, monkeypatch):
     """A machine that cannot reach the package index (a GPU box the checkpoint was copied to) still converts:
-    `pull` takes the verified GGUF in the cache and assembles nothing; `--force` assembles it again."""
+    `pull` checks the sha256 of the GGUF in the cache and assembles nothing; a file whose sha256 is wrong is
+    deleted, never converted, and then the packages are needed; `--force` keeps a file that checks."""
     from assistant.backends import models
 
     monkeypatch.setenv("ASSIST_MODELS_DIR", str(tmp_path))
     spec = REGISTRY["qwen2.5-coder-0.5b"]
     target = spec.cache_dir / "model.gguf"
     target.parent.mkdir(parents=True)
-    with open(target, "wb") as handle:  # sparse: no disk is used
-        handle.truncate(Q05_GGUF_BYTES)
+
+    def place() -> None:
+        with open(target, "wb") as handle:  # sparse: no disk is used
+            handle.truncate(Q05_GGUF_BYTES)
+
     converted: list[Path] = []
+    hashed: list[Path] = []
+    digest = {"value": spec.sha256}
+
+    def sha256(path):
+        hashed.append(path)
+        return digest["value"]
 
     def convert(spec, gguf, out, progress):
         converted.append(gguf)
@@ -99,11 +109,17 @@ def test_pull_converts_a_verified_gguf_in_the_cache_without_its_packages(tmp_pat
     monkeypatch.setattr(models, "install_packages", refuse)
     monkeypatch.setattr(models, "assemble_gguf", refuse)
     monkeypatch.setattr(models, "_convert", convert)
+    monkeypatch.setattr(models, "file_sha256", sha256)
+    place()
     assert models.pull(spec.name, install=False) == spec.cache_dir / "hf"
-    assert converted == [target] and (spec.cache_dir / "hf" / "config.json").exists()
+    assert converted == [target] == hashed and (spec.cache_dir / "hf" / "config.json").exists()
     assert models.status(spec) == "ready"
-    with pytest.raises(ModelError):  # --force assembles again, from the packages
+    assert models.pull(spec.name, install=False, force=True) == spec.cache_dir / "hf"  # checks, keeps, converts
+    assert converted == [target, target] and target.exists()
+    digest["value"] = "0" * 64  # a damaged copy
+    with pytest.raises(ModelError, match="needs its weight packages"):
         models.pull(spec.name, install=False, force=True)
+    assert not target.exists() and len(converted) == 2
 
 
 def test_recorded_sizes_are_the_sizes_of_the_installed_parts():

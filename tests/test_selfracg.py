@@ -327,6 +327,7 @@ def test_both_stages_train_on_a_repo_with_the_real_model(tmp_path: Path) -> None
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "init")
     args = ("train", "retriever", "--method", "selfracg", "--pairs", "4", "--batch", "2", "--synthetic", "2")
+    args += ("--device", "cpu")  # the CPU path (OpenVINO writes the continuations) wherever the test runs
     result = assist_here(*args, "--stage2-epochs", "1", "--json", cwd=repo)
     assert result.returncode == 0, result.stderr
     stats = json.loads(result.stdout)
@@ -347,6 +348,7 @@ def test_two_stages_save_the_stage1_adapters_beside_the_final_ones(
     before stage 2 starts so a failed stage 2 leaves them), recorded as stage 1 only; the final folder records
     the generator that wrote the continuations."""
     import json
+    from dataclasses import replace
 
     import numpy as np
 
@@ -369,8 +371,17 @@ def test_two_stages_save_the_stage1_adapters_beside_the_final_ones(
     first = json.loads((tmp_path / "selfracg-stage1" / "manifest.json").read_text())
     final = json.loads((folder / "manifest.json").read_text())
     assert first["stage2"] is None and first["stats"]["stage2"] is None and first["device"] == "cpu"
+    assert first["config"]["synthetic"] == 0 and final["config"]["synthetic"] == 4
     assert final["stage2"]["backend"] == "scripted" and final["stats"]["stage2"]["steps"] == 2
     assert (tmp_path / "selfracg-stage1" / ADAPTER_FILE).read_bytes() != (folder / ADAPTER_FILE).read_bytes()
+    # Stage 1 alone again: the earlier run's stage-1 folder is not this run's, so it goes.
+    train_selfracg(index, replace(config, synthetic=0), directory=folder)
+    assert not (tmp_path / "selfracg-stage1").exists()
+    assert json.loads((folder / "manifest.json").read_text())["stage2"] is None
+    # Too few continuations long enough to learn from for one batch: one line, not a stage 2 of no steps.
+    scripted_backend.script(lambda prompt, number: "x = 1\n```")
+    with pytest.raises(UsageError, match="into 0 long enough to learn from; a batch of 2 needs as many"):
+        train_selfracg(index, replace(config, seed=1), directory=tmp_path / "other", generator=scripted_backend)
 
 
 def test_the_device_is_chosen_or_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

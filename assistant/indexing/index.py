@@ -39,7 +39,7 @@ from assistant.code.tokenize import tokenize
 from assistant.errors import UsageError
 from assistant.indexing.fragments import split_fragments
 
-if TYPE_CHECKING:  # faiss loads when vectors are searched, saved or read: training on a GPU box needs none of it
+if TYPE_CHECKING:  # faiss loads when vectors are searched, saved or read (`train ... --corpus` needs none of it)
     import faiss
 from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir
 from assistant.progress import Progress

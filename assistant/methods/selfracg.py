@@ -39,9 +39,10 @@ import hashlib
 import itertools
 import math
 import random
+import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from assistant.backends import Backend, SamplingParams
+from assistant.backends.local import cpu_has_native_bf16
 from assistant.backends.prompts import build_line_prompt
 from assistant.cache import JsonlCache, cache_key
 from assistant.code.examples import Example
@@ -91,7 +93,7 @@ class SelfRacgConfig:
     batch: int = 16  # 15 in-batch negatives
     lr: float = 1e-3  # unstated in the paper
     seed: int = 0
-    synthetic: int = 96  # stage 2's continuations (0: stage 1 only)
+    synthetic: int = 0  # stage 2's continuations (0: stage 1 only; stage 2 measured no gain here, README)
     negatives: int = 4  # stage 2's hard negatives per continuation, at most (the paper's 4)
     stage2_epochs: int = 2
     continuation_tokens: int = 384  # about 30 lines: a positive and a negative or two
@@ -436,8 +438,8 @@ def continuations(
 ) -> list[Continuation]:
     """Stage 2's examples: the generator continues each start fragment greedily, with the prompt `generate` uses
     to complete a line (`build_line_prompt`), for at most `config.continuation_tokens` tokens. Continuations are
-    kept in `cache` (keyed by the generator, prompt and parameters), so an interrupted run resumes; starts whose
-    continuation is too short to cut a positive from are left out."""
+    kept in `cache` (keyed by the generator, prompt and parameters), so a rerun generates none of them again;
+    starts whose continuation is too short to cut a positive from are left out."""
     report = progress or (lambda stage, done, total: None)
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=config.continuation_tokens, seed=0)
     prompts = [build_line_prompt(start.path, start.code) for start in starts]
@@ -584,23 +586,27 @@ def train_selfracg(
         "stage2": None,
         "stats": dict(stats),
     }
+    only_first = directory.with_name(directory.name + STAGE1_SUFFIX)
     if config.synthetic and generator is not None:
         # Kept before stage 2 starts: the "without stage 2" ablation, and what is left if stage 2 fails.
-        only_first = directory.with_name(directory.name + STAGE1_SUFFIX)
-        save_artifact(only_first, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), manifest)
+        alone = {**manifest, "config": replace(config, synthetic=0).to_json()}
+        save_artifact(only_first, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), alone)
         starts = continuation_starts(index.examples, config.synthetic, config.seed)
         directory.mkdir(parents=True, exist_ok=True)
         # A GPU decodes hundreds of rows a step for little more than one; 8 suits a 2-core CPU.
         rows = 8 if ine.device.type == "cpu" else 256
         cache = JsonlCache(directory / CONTINUATIONS_FILE)
         examples = continuations(generator, starts, config, cache, progress, batch=rows)
-        if len(examples) < 2:
+        if len(examples) < config.batch:
             raise UsageError(
-                f"the model continued {len(starts)} fragments of the {describe_pool(index)} with too little code "
-                "to train stage 2 on; train stage 1 only (--synthetic 0)"
+                f"the model continued {len(starts)} fragments of the {describe_pool(index)} into {len(examples)} "
+                f"long enough to learn from; a batch of {config.batch} needs as many (raise --synthetic, lower "
+                "--batch, or train stage 1 only: --synthetic 0)"
             )
         stats["stage2"] = {"starts": len(starts), **train_stage2(ine, examples, progress)}
         manifest = {**manifest, "stage2": generator.identity.manifest(), "stats": stats}
+    else:
+        shutil.rmtree(only_first, ignore_errors=True)  # an earlier two-stage run's: not these adapters' stage 1
     save_artifact(directory, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), manifest)
     return directory, stats
 
@@ -649,6 +655,8 @@ class SelfRacgRetriever:
             manifest = _manifest(index, directory)
             config = SelfRacgConfig(**manifest["config"])
             model, precision = manifest.get("model", model), manifest.get("precision", precision)
+            if precision == "bf16" and not cpu_has_native_bf16():
+                precision = "fp32"  # adapters trained in bf16 (on a GPU, say): emulated bf16 is slow on this CPU
         return cls(index, load_ine(model, precision, config)[0], directory)
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
