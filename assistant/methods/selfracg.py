@@ -21,8 +21,9 @@ and stops after the last layer used.
   lines it writes are the positive and its later 20-line pieces the hard negatives (the paper's "subsequent
   fragments" g2..g5, read as later pieces of the same continuation), beside in-batch ones. The query thus
   learns to point at what the model itself would write next. The continuations come from the engine that
-  samples (OpenVINO int8 by default, the same checkpoint as the branch's transformers copy) and are cached, so
-  a re-run generates nothing it has.
+  samples (OpenVINO int8 by default, the same checkpoint as the branch's transformers copy; on a GPU, that
+  transformers copy itself) and are cached, so a re-run generates nothing it has. Off by default
+  (`synthetic` 0): it measured no gain on the repository benchmark (README).
 
 Implementation: forward pre-hooks on each layer's ``self_attn`` capture its input (the normed hidden states) and
 the rotary cos/sin, for the duration of one encoding call only, so the hooked model still generates as before.
@@ -308,14 +309,18 @@ class SideEncoder:
 # -- stage 1 -------------------------------------------------------------------------------------------------------
 
 
-def fragment_pairs(fragments: Sequence[Example], count: int, seed: int = 0) -> list[tuple[str, str]]:
-    """Up to `count` (fragment, the fragment that follows it in its file) pairs, a seeded sample."""
+def _files_in_order(fragments: Sequence[Example]) -> list[list[Example]]:
+    """The pool's fragments grouped by file (files sorted by path), each file's in line order."""
     by_file: dict[str, list[Example]] = {}
     for fragment in fragments:
         by_file.setdefault(fragment.path, []).append(fragment)
+    return [sorted(by_file[path], key=lambda e: e.start_line) for path in sorted(by_file)]
+
+
+def fragment_pairs(fragments: Sequence[Example], count: int, seed: int = 0) -> list[tuple[str, str]]:
+    """Up to `count` (fragment, the fragment that follows it in its file) pairs, a seeded sample."""
     pairs = []
-    for path in sorted(by_file):
-        ordered = sorted(by_file[path], key=lambda e: e.start_line)
+    for ordered in _files_in_order(fragments):
         for first, second in itertools.pairwise(ordered):
             if first.code.strip() and second.code.strip():
                 pairs.append((first.code, second.code))
@@ -395,13 +400,9 @@ def continuation_starts(fragments: Sequence[Example], count: int, seed: int = 0)
     """Up to `count` fragments for the model to continue, each one its file goes on after: files' first
     fragments first (the paper starts from files' first lines), then later ones where a pool has fewer files
     than `count`; a seeded sample, in a stable order."""
-    by_file: dict[str, list[Example]] = {}
-    for fragment in fragments:
-        by_file.setdefault(fragment.path, []).append(fragment)
     firsts: list[Example] = []
     later: list[Example] = []
-    for path in sorted(by_file):
-        ordered = sorted(by_file[path], key=lambda e: e.start_line)
+    for ordered in _files_in_order(fragments):
         for position, fragment in enumerate(ordered[:-1]):
             if fragment.code.strip():
                 (firsts if position == 0 else later).append(fragment)
