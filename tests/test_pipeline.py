@@ -142,10 +142,10 @@ def test_ranker_registry_parses_builds_and_chooses() -> None:
     assert auto_ranker(backend, unscored, has_tests=True) == "exec+first"
     assert available_rankers("first", backend, scored, has_tests=True) == ["first", "exec", "logprob"]
     # Without tests, candidates that define a function are told apart by the tests the model writes, unless
-    # they are a stub's bodies (they need their module to run); one candidate has nothing to agree with.
+    # they cannot run (a stub's bodies outside their module, a method's); one candidate has nothing to agree with.
     functions = [Candidate(f"def f():\n    return {i}\n", i, 1, logprobs=(-0.5,)) for i in range(2)]
     assert auto_ranker(backend, functions, has_tests=False) == "agree+logprob"
-    assert auto_ranker(backend, functions, has_tests=False, standalone=False) == "logprob"
+    assert auto_ranker(backend, functions, has_tests=False, runnable=False) == "logprob"
     assert auto_ranker(backend, functions[:1], has_tests=False) == "logprob"
     assert auto_ranker(backend, functions, has_tests=True) == "exec+logprob"
     assert "agree" not in available_rankers("first", backend, functions, has_tests=False)  # costs a model call

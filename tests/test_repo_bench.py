@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 
 from assistant.backends import SamplingParams
+from assistant.core.agreement import AgreementRanker
+from assistant.core.rank import FirstRanker
 from assistant.errors import UsageError
 from assistant.evaluate.repo.projects import PROJECTS, Project, ProjectSpec, parse_projects
 from assistant.evaluate.repo.run import (
+    auto_pick,
+    function_table,
     index_project,
     retrieval_table,
     run_function_tasks,
@@ -145,6 +149,25 @@ def test_function_tasks_run_candidates_against_the_covering_tests(tiny: Project,
         tasks, indexes, ["zero", "bm25"], backend, tmp_path / "out", params=SamplingParams(n=3), demos=2
     )
     assert [r["correct"] for r in again] == [1, 1] and backend.calls == 3
+    # agree added to the finished folder: the model writes tests for `double` from its docstring, each cached
+    # sample runs on them in its module's copy, and the right one is picked; still nothing is sampled again.
+    writer = ScriptedBackend(["2) == 4\nassert double(0) == 0\n```"], prefills_answer=True)
+    ranked = run_function_tasks(
+        tasks,
+        indexes,
+        ["zero"],
+        backend,
+        tmp_path / "out",
+        params=SamplingParams(n=3),
+        demos=2,
+        rankers=[FirstRanker(), AgreementRanker(writer)],
+    )
+    assert backend.calls == 3 and writer.calls == 2  # the test-writing prompt's two samples
+    assert ranked[0]["picks"]["agree"] == 0 and auto_pick(ranked[0]) == 0
+    agree = ranked[0]["scores"]["agree"]
+    assert agree[0] > agree[1] > agree[2] == 0.0  # "return x" passes double(0) == 0 alone; the loop passes none
+    table = function_table(summarize_functions(ranked, [1]))
+    assert "| zero | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] |" in table
 
 
 def test_line_tasks_score_the_hidden_lines_and_the_positive_fragment(tiny: Project, encoder, tmp_path: Path) -> None:

@@ -6,9 +6,14 @@ examples, doctest `>>>` lines and asserts, come first), every candidate runs on 
 run per (candidate, test), and candidates that pass the same set of tests form a cluster. A candidate's score
 is its cluster's size times the number of tests the cluster passes, scaled to 0-1 by (candidates × tests): many
 candidates that agree on many tests are likelier right than one that passes a test alone, since the model's own
-tests are often wrong. When no candidate can run alone (each reads names it does not define, as code written
-for `--file F` calls the rest of its file), no tests are asked for: every candidate scores 0 and the next
-ranker decides.
+tests are often wrong.
+
+A stub's candidates (`generate --file F --function NAME`) call the rest of their module, so they run in it: each
+candidate's whole file goes into a sandboxed copy of the project (the problem's `home`), and the tests run there
+under pytest, each as its own test function with a time limit, with every global of the module in scope. A
+method's candidates are not run (the tests call a function by name; a method needs an instance), nor are code
+candidates that cannot run alone (each reads names it does not define, as code written for `--file F` calls the
+rest of its file): no tests are asked for, every candidate scores 0 and the next ranker decides.
 """
 
 from __future__ import annotations
@@ -24,11 +29,14 @@ from assistant.backends.prompts import build_tests_prompt
 from assistant.cache import JsonlCache, cache_key
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate
+from assistant.core.home import ModuleHome
 from assistant.core.rank import Problem, Score
 
 TESTS_WANTED = 8  # tests the candidates run at most (the requirement's examples first)
 TEST_SAMPLES = 2  # samples of the test-writing prompt
 TEST_TOKENS = 320
+TEST_SECONDS = 5  # each test's limit (its own in a module run, which runs them all in one process)
+MODULE_TEST_FILE = "test_assist_agree.py"  # the tests' file in the project's copy
 
 
 def entry_point(candidates: Sequence[Candidate]) -> str | None:
@@ -190,12 +198,13 @@ class AgreementRanker:
         return name, tests[: self.wanted], min(len(examples), self.wanted)
 
     def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]:
-        from assistant import sandbox
-
         if not candidates:
             return []
+        home = problem.home
+        if home is not None and home.is_method:
+            return [Score(0.0, "a method: its tests would need an instance") for _ in candidates]
         needed = [free_names(c.code) for c in candidates]
-        if all(needed):
+        if home is None and all(needed):
             # None can run alone (each calls code of its file, e.g. `generate --file F`): the model call that
             # writes tests would be wasted; every candidate scores 0 and the next ranker decides.
             missing = sorted(set.intersection(*needed)) or sorted(needed[0])
@@ -205,27 +214,113 @@ class AgreementRanker:
         if name is None or not tests:
             why = "no function to test" if name is None else "the model wrote no usable test"
             return [Score(0.0, why) for _ in candidates]
-        jobs = [(c.code, [test], problem.setup) for c in candidates for test in tests]
-        results = sandbox.run_many(jobs, limits=sandbox.Limits(timeout_s=5.0, cpu_s=5, memory_mb=1024))
-        width = len(tests)
-        passed = [
-            frozenset(j for j in range(width) if results[i * width + j].status == "passed")
-            for i in range(len(candidates))
+        if home is None:
+            passed = _passed_alone(candidates, tests, problem.setup)
+        else:
+            passed = passed_in_module(home, [c.sample for c in candidates], tests)
+        return cluster_scores(candidates, tests, passed, examples)
+
+
+def _passed_alone(candidates: Sequence[Candidate], tests: Sequence[str], setup: str) -> list[frozenset[int]]:
+    """The tests (by position) each candidate passes, one sandbox run per (candidate, test)."""
+    from assistant import sandbox
+
+    jobs = [(c.code, [test], setup) for c in candidates for test in tests]
+    limits = sandbox.Limits(timeout_s=float(TEST_SECONDS), cpu_s=TEST_SECONDS, memory_mb=1024)
+    results = sandbox.run_many(jobs, limits=limits)
+    width = len(tests)
+    return [
+        frozenset(j for j in range(width) if results[i * width + j].status == "passed") for i in range(len(candidates))
+    ]
+
+
+def module_test_file(module: str, tests: Sequence[str]) -> str:
+    """A pytest file that runs each test as its own test function, with `module`'s globals in scope (as the
+    function's own code sees them) and a time limit per test."""
+    lines = [
+        "import importlib as _assist_importlib",
+        "import signal as _assist_signal",
+        "",
+        f"_assist_module = _assist_importlib.import_module({module!r})",
+        "# The module's names, as its functions see them (not ones pytest would collect as tests here).",
+        "globals().update(",
+        "    {",
+        "        k: v",
+        "        for k, v in vars(_assist_module).items()",
+        "        if not k.startswith('__') and not k.lower().startswith('test')",
+        "    }",
+        ")",
+        "",
+        "",
+        "def _assist_expire(signum, frame):",
+        f"    raise TimeoutError('the test ran over {TEST_SECONDS} s')",
+        "",
+    ]
+    for number, test in enumerate(tests):
+        lines += [
+            "",
+            f"def test_{number}():",
+            "    _assist_signal.signal(_assist_signal.SIGALRM, _assist_expire)",
+            f"    _assist_signal.alarm({TEST_SECONDS})",
+            "    try:",
+            f"        {test}",
+            "    finally:",
+            "        _assist_signal.alarm(0)",
         ]
-        clusters: dict[frozenset[int], list[int]] = {}
-        for i, tests_passed in enumerate(passed):
-            clusters.setdefault(tests_passed, []).append(i)
-        scale = len(candidates) * width
-        scores = []
-        for tests_passed in passed:
-            members = clusters[tests_passed]
-            value = len(members) * len(tests_passed) / scale
-            why = (
-                f"passes {len(tests_passed)}/{width} model-written tests ({examples} from the requirement), "
-                f"with {len(members) - 1} other candidate{'s' if len(members) != 2 else ''} passing the same"
+    return "\n".join(lines) + "\n"
+
+
+def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[str]) -> list[frozenset[int]]:
+    """The tests (by position) each sample's file passes, run in a sandboxed copy of its project (one pytest run
+    per distinct file; a sample with no file in `home` passes none)."""
+    from assistant.sandbox.project import ProjectLimits, run_pytest
+
+    test_file = module_test_file(home.module, tests)
+    limits = ProjectLimits(timeout_s=30.0 + TEST_SECONDS * len(tests), cpu_s=30 + TEST_SECONDS * len(tests))
+    seen: dict[str, frozenset[int]] = {}
+    passed = []
+    for sample in samples:
+        text = home.texts.get(sample)
+        if text is None:
+            passed.append(frozenset())
+            continue
+        if text not in seen:
+            run = run_pytest(
+                home.root,
+                home.python,
+                [MODULE_TEST_FILE],
+                files={home.path: text, MODULE_TEST_FILE: test_file},
+                pythonpath=home.pythonpath,
+                limits=limits,
+                include=home.include,
             )
-            # The cluster by sample number (1 = first sampled), as `--explain` shows it.
-            cluster = [candidates[c].sample + 1 for c in members]
-            details = {"tests": tests, "passed": sorted(tests_passed), "cluster": cluster}
-            scores.append(Score(value, why, details))
-        return scores
+            seen[text] = frozenset(
+                j for j in range(len(tests)) if run.outcomes.get(f"{MODULE_TEST_FILE}::test_{j}") == "passed"
+            )
+        passed.append(seen[text])
+    return passed
+
+
+def cluster_scores(
+    candidates: Sequence[Candidate], tests: Sequence[str], passed: Sequence[frozenset[int]], examples: int
+) -> list[Score]:
+    """CodeT's score: candidates that pass the same tests form a cluster; each scores its cluster's size times
+    the tests it passes, over (candidates × tests)."""
+    width = len(tests)
+    clusters: dict[frozenset[int], list[int]] = {}
+    for i, tests_passed in enumerate(passed):
+        clusters.setdefault(tests_passed, []).append(i)
+    scale = len(candidates) * width
+    scores = []
+    for tests_passed in passed:
+        members = clusters[tests_passed]
+        value = len(members) * len(tests_passed) / scale
+        why = (
+            f"passes {len(tests_passed)}/{width} model-written tests ({examples} from the requirement), "
+            f"with {len(members) - 1} other candidate{'s' if len(members) != 2 else ''} passing the same"
+        )
+        # The cluster by sample number (1 = first sampled), as `--explain` shows it.
+        cluster = [candidates[c].sample + 1 for c in members]
+        details = {"tests": list(tests), "passed": sorted(tests_passed), "cluster": cluster}
+        scores.append(Score(value, why, details))
+    return scores

@@ -16,6 +16,7 @@ from assistant.code.extract import first_paragraph
 from assistant.code.tokenize import tokenize
 from assistant.config import DEFAULT_TEMPERATURE
 from assistant.core.candidates import Candidate, CutOff, collect, normal_form
+from assistant.core.home import ModuleHome
 from assistant.core.rank import Problem, Ranked, Ranker, Rankers, choose, rank
 from assistant.core.retrieve import Hit, Retriever
 from assistant.core.target import Target
@@ -49,6 +50,7 @@ class GenerateResult:
     function: dict | None = None  # filling a stub: its name, line, form and docstring
     cut_off: list[CutOff] = field(default_factory=list)  # samples that reached the token limit unfinished
     max_new_tokens: int | None = None  # the token limit the samples had (after any retry)
+    home: ModuleHome | None = None  # filling a stub: where its candidates run (a re-rank runs them there again)
 
     @property
     def best(self) -> Ranked | None:

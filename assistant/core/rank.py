@@ -16,17 +16,20 @@ from typing import Protocol
 from assistant.backends import Backend, Step
 from assistant.backends.prompts import Prompt
 from assistant.core.candidates import Candidate
+from assistant.core.home import ModuleHome
 from assistant.errors import UsageError
 
 
 @dataclass(frozen=True)
 class Problem:
-    """What the candidates were generated for."""
+    """What the candidates were generated for. `home`, for a stub's candidates, is their file in its project:
+    where a ranker that runs them (`agree`) runs them, since a stub's body calls the rest of its module."""
 
     requirement: str
     prompt: Prompt
     tests: tuple[str, ...] = ()
     setup: str = ""
+    home: ModuleHome | None = None
 
 
 @dataclass(frozen=True)

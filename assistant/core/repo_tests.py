@@ -14,13 +14,12 @@ from __future__ import annotations
 import ast
 import os
 import shlex
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from assistant.core.generation import GenerateResult
+from assistant.core.home import git_files, package_root, project_python
 from assistant.core.rank import Ranked, Score
 from assistant.errors import UsageError
 from assistant.progress import Progress
@@ -144,57 +143,6 @@ def parse_test_cmd(command: str) -> tuple[str, ...]:
     if operators:
         raise UsageError(f"--test-cmd is one pytest command; {operators[0]!r} is shell, which is not run")
     return tuple(args)
-
-
-def project_python(root: Path, python: str | Path | None = None) -> Path:
-    """The interpreter that has the project's dependencies (see the module docstring).
-
-    A repo's own `.venv/bin/python` is taken only when it resolves outside the repo (a venv's python is a link
-    to an installed interpreter): a file the repo itself ships is not run unasked."""
-    if python is not None:
-        chosen = Path(python)
-        if not chosen.exists():
-            raise UsageError(f"--python {python} does not exist")
-        return chosen
-    top = os.path.realpath(root)
-    for venv in (".venv", "venv"):
-        candidate = root / venv / "bin" / "python"
-        real = os.path.realpath(candidate)
-        if candidate.exists() and os.path.commonpath([real, top]) != top:
-            return candidate
-    active = os.environ.get("VIRTUAL_ENV")
-    if active and (Path(active) / "bin" / "python").exists():
-        return Path(active) / "bin" / "python"
-    return Path(sys.executable)
-
-
-def git_files(root: Path) -> tuple[str, ...] | None:
-    """The files git shows in the work tree at `root` (tracked, and untracked but not ignored), None outside git:
-    what a test run's copy holds, so ignored files (.env, keys, build output) stay out of it."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=root,
-            capture_output=True,
-            check=True,
-            timeout=60,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return tuple(sorted({name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name}))
-
-
-def package_root(root: Path, path: str | Path) -> str | None:
-    """The folder (relative to `root`) that the file's top package sits in: what must be on sys.path so that the
-    edited copy, not an installed one, is imported (e.g. `packages/foo/src` in a monorepo)."""
-    folder = (root / path).parent
-    while (folder / "__init__.py").exists() and folder != root:
-        folder = folder.parent
-    try:
-        relative = folder.relative_to(root).as_posix()
-    except ValueError:
-        return None
-    return relative or "."
 
 
 def repo_tests(

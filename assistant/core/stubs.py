@@ -774,9 +774,12 @@ def fill_stub(
     progress: Progress | None = None,
     demonstrations: Sequence[Hit] | None = None,
     context_tokens: int = STUB_CONTEXT_TOKENS,
+    python: str | Path | None = None,
 ) -> GenerateResult:
     """Ranked candidates for the body of the stub `function` in `file`; each candidate's edit replaces only
     that body. `file` names the file, or `target` is the file already read (one of them is needed).
+    In a git work tree, the rankers see where the candidates can run (`Problem.home`: the file in a copy of the
+    repo, with `python`, default the repo's venv); `agree` runs the model's tests on them there.
 
     The requirement is the stub's docstring unless `requirement` is given; it is also the retrieval query.
     `max_new_tokens` None sizes the limit to the docstring (:func:`default_max_tokens`) and, when every sample
@@ -787,6 +790,7 @@ def fill_stub(
     """
     from assistant.backends.prompts import ANSWER_PREFIX
     from assistant.core.generation import GenerateResult, rank_step, retriever_label
+    from assistant.core.home import module_home
     from assistant.core.rank import Problem
 
     params = params or SamplingParams()
@@ -820,14 +824,23 @@ def fill_stub(
     timings["generate"] = time.perf_counter() - started
 
     candidates = [candidate for candidate, _ in kept]
+    planned = {candidate.sample: plan_fill(target, request.stub, taken, root) for candidate, taken in kept}
+    # Where the candidates can run (their file, filled, in a copy of the repo): what `agree` runs them in.
+    home = (
+        module_home(target.path, request.stub.qualname, {s: e.new for s, e in planned.items()}, python)
+        if target.exists and planned
+        else None
+    )
     # Scored as whole functions after the plain fence, so a candidate is judged the same way whether its
     # log-probabilities were recorded while sampling or computed now.
     problem = Problem(
-        requirement=request.query, prompt=replace(request.prompt, answer_prefix=ANSWER_PREFIX), tests=tuple(tests)
+        requirement=request.query,
+        prompt=replace(request.prompt, answer_prefix=ANSWER_PREFIX),
+        tests=tuple(tests),
+        home=home,
     )
     ranked, chosen = rank_step(problem, candidates, rankers, report, timings)
-    taken_by_sample = {candidate.sample: taken for candidate, taken in kept}
-    edits = [plan_fill(target, request.stub, taken_by_sample[item.candidate.sample], root) for item in ranked]
+    edits = [planned[item.candidate.sample] for item in ranked]
 
     return GenerateResult(
         requirement=request.query,
@@ -847,4 +860,5 @@ def fill_stub(
         function=request.stub.to_json(),
         cut_off=cut,
         max_new_tokens=limit,
+        home=home,
     )

@@ -25,6 +25,7 @@ from assistant.core.candidates import Candidate
 from assistant.core.generation import GenerateResult
 from assistant.core.generation import generate as generate_code
 from assistant.core.generation import resample as resample_one
+from assistant.core.home import ModuleHome
 from assistant.core.rank import Problem, Ranked, Ranker
 from assistant.core.retrieve import Hit, Retriever
 from assistant.core.target import Target
@@ -134,7 +135,8 @@ class Request:
     `requirement` says what the code should do (with `function`, filling that stub of `file`, it may be empty:
     the docstring is the requirement). `tests` are assert statements the `exec` ranker runs. `demonstrations`
     replaces retrieval with these hits. `root` is what display paths are relative to (default: the source's
-    repo). `target` is `file` already read (a door that checks it before loading models passes it on)."""
+    repo). `target` is `file` already read (a door that checks it before loading models passes it on). `python`
+    runs a stub's candidates in their module (`agree`)."""
 
     requirement: str = ""
     file: str | Path | None = None
@@ -143,12 +145,21 @@ class Request:
     demonstrations: Sequence[Hit] | None = None
     root: Path | None = None
     target: Target | None = None
+    python: Path | None = None  # the interpreter with the project's dependencies (default: the repo's venv)
 
     def read_target(self) -> Target | None:
         """The target file, read and parsed once (None without one)."""
         if self.target is not None:
             return self.target
         return Target.read(self.file) if self.file is not None else None
+
+
+def candidates_runnable(home: ModuleHome | None, whole_programs: bool) -> bool:
+    """Whether candidates can run on tests the model writes (`agree`): whole programs can, a stub's bodies only
+    in their module's copy (`home`), and a method's not at all (its tests would need an instance)."""
+    if home is not None:
+        return not home.is_method
+    return whole_programs
 
 
 class Pipeline:
@@ -269,17 +280,17 @@ class Pipeline:
         candidates: Sequence[Candidate] = (),
         has_tests: bool = False,
         every: bool = False,
-        standalone: bool = True,
+        runnable: bool = True,
     ) -> list[Ranker]:
-        """The ranker objects `spec` names (None: the options'; `auto`: see :func:`auto_ranker`; `standalone`:
-        the candidates are whole programs, not a stub's body). With `every`, every other ranker that can score
-        them follows (the TUI shows all scores). Built once and reused."""
+        """The ranker objects `spec` names (None: the options'; `auto`: see :func:`auto_ranker`; `runnable`:
+        the candidates can run, as whole programs or in their module's copy). With `every`, every other ranker that
+        can score them follows (the TUI shows all scores). Built once and reused."""
         spec = self.options.ranker if spec is None else spec
         backend = self.backend()
         if every:
-            names = available_rankers(spec, backend, candidates, has_tests, standalone)
+            names = available_rankers(spec, backend, candidates, has_tests, runnable)
         else:
-            names = parse_rankers(resolve_rankers(spec, backend, candidates, has_tests, standalone))
+            names = parse_rankers(resolve_rankers(spec, backend, candidates, has_tests, runnable))
         return [self._ranker(name, backend) for name in names]
 
     def _ranker(self, name: str, backend: Backend) -> Ranker:
@@ -368,9 +379,9 @@ class Pipeline:
             progress(stage, done, total)
 
         def choose(problem: Problem, candidates: Sequence[Candidate]) -> list[Ranker]:
-            # A stub's body calls the rest of its module: it cannot run alone on the model's tests (agree).
-            standalone = request.function is None
-            return self.rankers(options.ranker, candidates, bool(problem.tests), every_ranker, standalone)
+            # A stub's body calls the rest of its module: it runs on the model's tests (agree) only in its module.
+            can_run = candidates_runnable(problem.home, whole_programs=request.function is None)
+            return self.rankers(options.ranker, candidates, bool(problem.tests), every_ranker, can_run)
 
         shared: dict[str, Any] = {
             "retriever": retriever,
@@ -392,6 +403,7 @@ class Pipeline:
                 requirement=request.requirement,
                 params=options.params(),
                 max_new_tokens=options.max_new_tokens,
+                python=request.python,
                 **shared,
             )
         return generate_code(request.requirement, backend, target=target, params=options.params(), **shared)
@@ -409,12 +421,13 @@ class Pipeline:
         sorted by them (edits move with their candidates)."""
         candidates = list(result.candidates)
         plain = [item.candidate for item in candidates]
-        rankers = self.rankers(spec, plain, bool(tests), every_ranker, standalone=result.function is None)
+        problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests), home=result.home)
+        can_run = candidates_runnable(result.home, whole_programs=result.function is None)
+        rankers = self.rankers(spec, plain, bool(tests), every_ranker, can_run)
         names = [ranker.name for ranker in rankers]
         missing = [ranker for ranker in rankers if any(ranker.name not in item.scores for item in candidates)]
         if missing and candidates:
             progress("rank", 0, len(missing))
-            problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests))
 
             def step(done: int, total: int) -> None:
                 # The model calls of a ranker (agree) report their tokens: a cancel stops them at the next one.

@@ -163,15 +163,15 @@ def scorable(backend: Backend, candidates: Sequence[Candidate]) -> bool:
     return backend.can_score or all(c.logprobs for c in candidates)
 
 
-def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool, standalone: bool = True) -> str:
+def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool, runnable: bool = True) -> str:
     """Tests first when there are any. Without tests, agreement on tests the model writes (`agree`) when there
-    are candidates to tell apart that define a function and run alone (`standalone`: not a stub's body, which
-    calls the rest of its module); then the trained discriminator once there is one, else log-probability where
-    it is known, else sampling order."""
+    are candidates to tell apart that define a function and can run (`runnable`: whole programs, or a stub's
+    bodies in their module's copy; not a method's, nor a stub's outside a git work tree); then the trained
+    discriminator once there is one, else log-probability where it is known, else sampling order."""
     order = "condor" if condor_available() else "logprob" if scorable(backend, candidates) else "first"
     if has_tests:
         return f"exec+{order}"
-    if standalone and len(candidates) > 1 and _defines_function(candidates):
+    if runnable and len(candidates) > 1 and _defines_function(candidates):
         return f"agree+{order}"
     return order
 
@@ -183,18 +183,18 @@ def _defines_function(candidates: Sequence[Candidate]) -> bool:
 
 
 def resolve_rankers(
-    spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool, standalone: bool = True
+    spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool, runnable: bool = True
 ) -> str:
     """The ranker spec `spec` means for these candidates (`auto`: :func:`auto_ranker`)."""
-    return spec if spec != "auto" else auto_ranker(backend, candidates, has_tests, standalone)
+    return spec if spec != "auto" else auto_ranker(backend, candidates, has_tests, runnable)
 
 
 def available_rankers(
-    spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool, standalone: bool = True
+    spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool, runnable: bool = True
 ) -> list[str]:
     """The active ranker(s) first, then every other ranker that can score these candidates without a model call
     (what the TUI shows)."""
-    active = resolve_rankers(spec, backend, candidates, has_tests, standalone)
+    active = resolve_rankers(spec, backend, candidates, has_tests, runnable)
     logprob = ["logprob"] if scorable(backend, candidates) else []
     condor = ["condor"] if condor_available() else []
     available = [*(["exec"] if has_tests else []), *condor, *logprob, "first"]

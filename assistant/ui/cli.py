@@ -323,7 +323,7 @@ def generate(
     options = GenerationOptions.from_settings(settings, retriever=retriever, ranker=ranker, seed=seed, **flags)
     options.check()
     pipeline = Pipeline(options, settings, start=start if start.exists() else Path("."), bank=bank)
-    request = Request(requirement or "", file=file, function=function, tests=tests, target=target)
+    request = Request(requirement or "", file=file, function=function, tests=tests, target=target, python=python)
 
     with ProgressUI(show_progress(json_output)) as ui:
         result = pipeline.generate(request, progress=ui, status=ui.status)

@@ -300,6 +300,16 @@ def repo(
             "R@k and MRR@10 always rank every fragment.",
         ),
     ] = "other-files",
+    rankers: Annotated[
+        str,
+        typer.Option(
+            "--rankers",
+            help="Function tasks: rankers to measure beside first, random and logprob, comma-separated: agree "
+            "(the model writes tests from the docstring and each candidate runs on them in a sandboxed copy of "
+            "its project; methods are left to logprob), reviewer, coder-reviewer. The report adds auto (agree, "
+            "then logprob: what generate does). Added to a finished folder, they pick from its cached samples.",
+        ),
+    ] = "",
     out_dir: OutDir = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
@@ -313,7 +323,9 @@ def repo(
     import random
 
     from assistant.backends import SamplingParams
-    from assistant.evaluate.codegen import USER_RANKERS
+    from assistant.cache import JsonlCache
+    from assistant.core.agreement import AgreementRanker
+    from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS
     from assistant.evaluate.repo.projects import parse_projects, prepare
     from assistant.evaluate.repo.run import (
         STRATEGIES,
@@ -343,6 +355,10 @@ def repo(
     unknown = [s for s in names if s not in STRATEGIES]
     if not names or unknown:
         raise UsageError(f"unknown strategy {(unknown or [''])[0]!r}; choose from {', '.join(STRATEGIES)}")
+    extra = [name.strip() for name in rankers.split(",") if name.strip()]
+    for name in extra:
+        if name not in EXTRA_RANKERS:
+            raise UsageError(f"--rankers: unknown ranker {name!r}; choose from {', '.join(EXTRA_RANKERS)}")
     specs = parse_projects(project)
     settings = backend_settings(backend, model, base_url, api, timeout, engine=engine)
     folder = out_dir or _default_folder(f"repo-n{n}-seed{seed}")
@@ -384,6 +400,10 @@ def repo(
         function_rows = line_rows = None
         if functions:
             params = SamplingParams(n=n, temperature=temperature, top_p=top_p)
+            measured = pipeline.rankers("+".join([USER_RANKERS, *extra]))  # the objects `assist generate` ranks with
+            for ranker in measured:
+                if isinstance(ranker, AgreementRanker):  # its tests are kept, so a resumed run asks the model once
+                    ranker.cache = JsonlCache(folder / "agree-tests.jsonl")
             records = run_function_tasks(
                 functions,
                 indexes,
@@ -393,7 +413,7 @@ def repo(
                 params=params,
                 demos=demos,
                 seed=seed,
-                rankers=pipeline.rankers(USER_RANKERS),
+                rankers=measured,
                 progress=ui,
             )
             function_rows = summarize_functions(records, [k for k in (1, 5) if k <= n])

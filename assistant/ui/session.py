@@ -30,7 +30,7 @@ from assistant.indexing.index import TextEncoder, repo_index_dir, repo_root
 from assistant.indexing.sources import Source
 from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir
 from assistant.pipeline.options import GenerationOptions
-from assistant.pipeline.pipeline import Pipeline, Request
+from assistant.pipeline.pipeline import Pipeline, Request, candidates_runnable
 from assistant.pipeline.registry import RETRIEVER_CHOICES
 from assistant.progress import Progress
 from assistant.sandbox import SandboxResult
@@ -285,7 +285,8 @@ class Session:
         """The active ranker(s) first, then every other ranker that can score the current candidates."""
         result = self._result()
         candidates = [item.candidate for item in result.candidates]
-        rankers = self.pipeline.rankers(None, candidates, bool(self.state.tests), every=True)
+        can_run = candidates_runnable(result.home, whole_programs=result.function is None)
+        rankers = self.pipeline.rankers(None, candidates, bool(self.state.tests), every=True, runnable=can_run)
         return [ranker.name for ranker in rankers]
 
     def rerank(self, progress: Progress = _quiet) -> GenerateResult:

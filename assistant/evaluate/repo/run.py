@@ -30,6 +30,7 @@ from assistant.backends.prompts import ANSWER_PREFIX, build_line_prompt
 from assistant.cache import JsonlCache, cache_key, supersede
 from assistant.code.examples import Example
 from assistant.code.extract import EXTRACTORS, git_blob_hash
+from assistant.core.home import ModuleHome, import_name
 from assistant.core.rank import Problem, Ranker
 from assistant.core.retrieve import Exclude, Hit, Retriever
 from assistant.core.stubs import StubRequest, collect_stub, plan_fill, prepare_stub, sample_stubs
@@ -225,47 +226,30 @@ def run_function_tasks(
         for strategy, request, key, record_key, prepare_s in prepared:
             started = time.perf_counter()
             if record_key in records:
-                results.append(records.get(record_key))
+                record = records.get(record_key)
+                missing = [r for r in rankers if r.name not in record.get("picks", {})]
+                if missing:  # a ranker added to a finished folder picks from the cached samples: nothing is resampled
+                    completions = _completions(_cached(samples_cache, key, request)[0])
+                    _, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
+                    scores: dict[str, list[float | None]] = {}
+                    problem = _problem(request, task, project, texts)
+                    record = {
+                        **record,
+                        "picks": {**record["picks"], **picks(record["samples"], problem, missing, scores=scores)},
+                        "scores": {**record.get("scores", {}), **scores},
+                    }
+                    records.put(record_key, record)
+                results.append(record)
                 done += 1
                 continue
-            cached = samples_cache.get(key)
-            if isinstance(cached, list):  # written before the limit was kept beside the samples
-                cached = {"completions": cached, "limit": request.limit}
-            completions, limit = _completions(cached["completions"]), cached["limit"]
+            data, limit = _cached(samples_cache, key, request)
+            completions = _completions(data)
             # The batch's time and usage are shared evenly by its prompts, a prompt's share by the strategies
             # that built it (bm25 and hybrid often retrieve the same demonstrations).
             share = 1 / len(todo) / users[key] if key in todo else 0.0
             sampled_s = prepare_s + batch_s * share
-            samples = []
-            for completion in completions:
-                kept, dropped, cut = collect_stub([completion], request.stub, request.prefix, request.existing)
-                sample: dict = {"tokens": completion.tokens, "cut_off": bool(cut)}
-                lp = completion.logprobs
-                sample["logprob"] = sum(lp) / len(lp) if lp else None
-                if not kept:
-                    reason = next(iter(dropped), "unreadable")
-                    sample.update(code="", parsed=False, passed=False, status=reason, em=False, es=0.0)
-                    samples.append(sample)
-                    continue
-                candidate, taken = kept[0]
-                new_text = plan_fill(target, request.stub, taken, project.root).new
-                body = taken.body
-                test_key = cache_key(kind="repo-test", task=task.task_id, text=new_text)
-                if test_key not in tests_cache:
-                    run = project.run_tests(task.tests, task.path, new_text, limits)
-                    tests_cache.put(test_key, {"status": run.status, "seconds": round(run.duration_s, 2)})
-                verdict = tests_cache.get(test_key)
-                sample.update(
-                    code=candidate.code,
-                    parsed=True,
-                    passed=verdict["status"] == "passed",
-                    status=verdict["status"],
-                    other_functions=list(candidate.dropped),
-                    em=_normalized(body) == _normalized(task.body),
-                    es=edit_similarity(_normalized(body), _normalized(task.body)),
-                )
-                samples.append(sample)
-            problem = Problem(requirement=request.query, prompt=replace(request.prompt, answer_prefix=ANSWER_PREFIX))
+            samples, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
+            scores = {}
             record = {
                 "task_id": task.task_id,
                 "project": task.project,
@@ -276,7 +260,8 @@ def run_function_tasks(
                 "n": len(samples),
                 "correct": sum(s["passed"] for s in samples),
                 "samples": samples,
-                "picks": picks(samples, problem, rankers),
+                "picks": picks(samples, _problem(request, task, project, texts), rankers, scores=scores),
+                "scores": scores,  # each ranker's score of each sample (None: unparsable)
                 "usage": {name: value * share for name, value in usage.items()} if share else {},
                 "seconds": round(sampled_s + time.perf_counter() - started, 2),
                 "sampling_seconds": round(sampled_s, 2),
@@ -287,6 +272,72 @@ def run_function_tasks(
     supersede(records, current)
     report("function tasks", total, total)
     return results
+
+
+def _cached(samples_cache: JsonlCache, key: str, request: StubRequest) -> tuple[list[dict], int]:
+    """A prompt's cached completions (as JSON) and the token limit they ended with."""
+    cached = samples_cache.get(key)
+    if isinstance(cached, list):  # written before the limit was kept beside the samples
+        return cached, request.limit
+    return cached["completions"], cached["limit"]
+
+
+def _read_samples(
+    task: FunctionTask,
+    request: StubRequest,
+    completions: Sequence[Completion],
+    target: Target,
+    project: Project,
+    tests_cache: JsonlCache,
+    limits: ProjectLimits,
+) -> tuple[list[dict], dict[int, str]]:
+    """Each sample's record (its body put into the file and the covering tests run on it, each distinct file
+    once, cached by its text), and the whole file of each sample that gave a body, by sample number."""
+    samples = []
+    texts: dict[int, str] = {}
+    for number, completion in enumerate(completions):
+        kept, dropped, cut = collect_stub([completion], request.stub, request.prefix, request.existing)
+        sample: dict = {"tokens": completion.tokens, "cut_off": bool(cut)}
+        lp = completion.logprobs
+        sample["logprob"] = sum(lp) / len(lp) if lp else None
+        if not kept:
+            reason = next(iter(dropped), "unreadable")
+            sample.update(code="", parsed=False, passed=False, status=reason, em=False, es=0.0)
+            samples.append(sample)
+            continue
+        candidate, taken = kept[0]
+        new_text = plan_fill(target, request.stub, taken, project.root).new
+        texts[number] = new_text
+        body = taken.body
+        test_key = cache_key(kind="repo-test", task=task.task_id, text=new_text)
+        if test_key not in tests_cache:
+            run = project.run_tests(task.tests, task.path, new_text, limits)
+            tests_cache.put(test_key, {"status": run.status, "seconds": round(run.duration_s, 2)})
+        verdict = tests_cache.get(test_key)
+        sample.update(
+            code=candidate.code,
+            parsed=True,
+            passed=verdict["status"] == "passed",
+            status=verdict["status"],
+            other_functions=list(candidate.dropped),
+            em=_normalized(body) == _normalized(task.body),
+            es=edit_similarity(_normalized(body), _normalized(task.body)),
+        )
+        samples.append(sample)
+    return samples, texts
+
+
+def _problem(request: StubRequest, task: FunctionTask, project: Project, texts: dict[int, str]) -> Problem:
+    """What the rankers see: the requirement and prompt as `generate` gives them, and the candidates' files in the
+    project (where `agree` runs them, with only the tests the model writes: never the task's own)."""
+    module = import_name(task.path, project.spec.pythonpath)
+    home = None
+    if module is not None:
+        home = ModuleHome(
+            project.root, task.path, module, task.qualname, project.python, project.spec.pythonpath, None, texts
+        )
+    prompt = replace(request.prompt, answer_prefix=ANSWER_PREFIX)
+    return Problem(requirement=request.query, prompt=prompt, home=home)
 
 
 def _before(lines: list[str], line: int, budget: int, count: Callable[[str], int]) -> str:
@@ -504,6 +555,26 @@ def _per_task(records: Sequence[dict], value: Callable[[dict], float]) -> dict[s
     return table
 
 
+def auto_pick(record: dict) -> int | None:
+    """What `auto` picks without tests (agree, ties broken by mean log-probability, then sampling order), from a
+    record's recorded agree scores; None when no sample parsed."""
+    agree = record.get("scores", {}).get("agree") or [None] * len(record["samples"])
+    parsed = [i for i, s in enumerate(record["samples"]) if s["parsed"]]
+    if not parsed:
+        return None
+
+    def key(i: int) -> tuple[float, float, int]:
+        logprob = record["samples"][i]["logprob"]
+        return (-(agree[i] or 0.0), -(logprob if logprob is not None else float("-inf")), i)
+
+    return min(parsed, key=key)
+
+
+def _picked_passes(record: dict, ranker: str) -> bool:
+    pick = auto_pick(record) if ranker == "auto" else record["picks"].get(ranker)
+    return pick is not None and bool(record["samples"][pick]["passed"])
+
+
 def summarize_functions(records: Sequence[dict], ks: Sequence[int] = (1, 5)) -> list[dict]:
     """Per strategy: pass@k, the first and logprob picks, oracle, EM and ES (over samples), seconds per task;
     with pass@1's paired difference against zero-shot and bm25 on the tasks both ran."""
@@ -514,10 +585,14 @@ def summarize_functions(records: Sequence[dict], ks: Sequence[int] = (1, 5)) -> 
         row: dict = {"strategy": strategy, "tasks": len(mine)}
         for k in ks:
             row[f"pass@{k}"] = bootstrap_ci([pass_at_k(r["n"], r["correct"], k) for r in mine if r["n"] >= k])
-        for ranker in ("first", "logprob", "oracle"):
-            row[ranker] = bootstrap_ci(
-                [float(r["picks"].get(ranker) is not None and r["samples"][r["picks"][ranker]]["passed"]) for r in mine]
-            )
+        measured = ["first", "logprob", *(["agree", "auto"] if all("agree" in r["picks"] for r in mine) else [])]
+        for ranker in [*measured, "oracle"]:
+            row[ranker] = bootstrap_ci([float(_picked_passes(r, ranker)) for r in mine])
+        if "agree" in measured:  # each ranker against the first sample, paired by task
+            first = {r["task_id"]: float(_picked_passes(r, "first")) for r in mine}
+            for ranker in ("logprob", "agree", "auto"):
+                mine_picks = {r["task_id"]: float(_picked_passes(r, ranker)) for r in mine}
+                row[f"{ranker}_vs_first"] = paired_difference(mine_picks, first)
         row["em"] = bootstrap_ci([sum(s["em"] for s in r["samples"]) / max(1, r["n"]) for r in mine])
         row["es"] = bootstrap_ci([sum(s["es"] for s in r["samples"]) / max(1, r["n"]) for r in mine])
         row["cut_off"] = sum(s.get("cut_off", False) for r in mine for s in r["samples"])
@@ -553,7 +628,8 @@ def summarize_lines(records: Sequence[dict]) -> list[dict]:
 
 
 def function_table(rows: Sequence[dict]) -> str:
-    """The function-level table (percent, 95% bootstrap intervals; differences paired by task)."""
+    """The function-level table (percent, 95% bootstrap intervals; differences paired by task), and where agree
+    was measured, each ranker's pick against the first sample's."""
     head = (
         "| strategy | tasks | pass@1 | pass@5 | first pick | logprob pick | oracle | EM | ES | "
         "pass@1 vs zero | pass@1 vs bm25 | cut off | s/task |"
@@ -566,6 +642,24 @@ def function_table(rows: Sequence[dict]) -> str:
             f"{_cell(r['es'])} | {_cell(r.get('vs_zero'), signed=True)} | {_cell(r.get('vs_bm25'), signed=True)} | "
             f"{r['cut_off']} | {r['seconds_per_task']:.1f} |"
         )
+    ranked = [r for r in rows if "agree" in r]
+    if ranked:
+        lines += [
+            "",
+            "Picking one candidate without the hidden tests (auto = agree, then logprob, as `generate` ranks a "
+            "function's stub; agree runs the model's tests on each candidate in its module, and leaves methods to "
+            "logprob):",
+            "",
+            "| strategy | first | logprob | agree | auto | oracle | logprob vs first | agree vs first | auto vs "
+            "first |",
+            "|" + "---|" * 9,
+        ]
+        for r in ranked:
+            lines.append(
+                f"| {r['strategy']} | {_cell(r['first'])} | {_cell(r['logprob'])} | {_cell(r['agree'])} | "
+                f"{_cell(r['auto'])} | {_cell(r['oracle'])} | {_cell(r['logprob_vs_first'], signed=True)} | "
+                f"{_cell(r['agree_vs_first'], signed=True)} | {_cell(r['auto_vs_first'], signed=True)} |"
+            )
     return "\n".join(lines)
 
 

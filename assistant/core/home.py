@@ -1,0 +1,137 @@
+"""Where a stub's candidates can run: their own file, filled in, inside a sandboxed copy of its project.
+
+A body written by `assist generate --file F --function NAME` calls the rest of its module (helpers, constants,
+imports), so it cannot run alone. Merged into its file, in a throwaway copy of the repo run with the repo's own
+interpreter (:func:`assistant.sandbox.project.run_pytest`: Landlock, no network, rlimits, a scrubbed
+environment), it can: that is how the `agree` ranker runs the model's tests on a stub's candidates. The
+repo's tests for a stub (:mod:`assistant.core.repo_tests`) run in the same copy, found by the same helpers: the
+interpreter with the project's dependencies, the files git shows, and the folder its top package sits in.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from assistant.code.edit import enclosing_root
+from assistant.errors import UsageError
+
+
+@dataclass(frozen=True)
+class ModuleHome:
+    """A stub's file in its project, with each candidate's version of the whole file (by sample number)."""
+
+    root: Path  # the project's work tree (never written: every run uses a copy)
+    path: str  # the file, relative to `root` (posix)
+    module: str  # its import name, e.g. "boltons.strutils"
+    qualname: str  # the function filled: "name" or "Class.method"
+    python: Path  # the interpreter with the project's dependencies
+    pythonpath: tuple[str, ...]  # folders of the copy put first on sys.path
+    include: tuple[str, ...] | None  # the files copied (what git tracks); None: the tree less caches and venvs
+    texts: Mapping[int, str]  # sample number -> the file with that candidate's body
+
+    @property
+    def is_method(self) -> bool:
+        """A method needs an instance: tests that call it by name alone cannot run it."""
+        return "." in self.qualname
+
+
+def project_python(root: Path, python: str | Path | None = None) -> Path:
+    """The interpreter that has the project's dependencies (see the module docstring).
+
+    A repo's own `.venv/bin/python` is taken only when it resolves outside the repo (a venv's python is a link
+    to an installed interpreter): a file the repo itself ships is not run unasked."""
+    if python is not None:
+        chosen = Path(python)
+        if not chosen.exists():
+            raise UsageError(f"--python {python} does not exist")
+        return chosen
+    top = os.path.realpath(root)
+    for venv in (".venv", "venv"):
+        candidate = root / venv / "bin" / "python"
+        real = os.path.realpath(candidate)
+        if candidate.exists() and os.path.commonpath([real, top]) != top:
+            return candidate
+    active = os.environ.get("VIRTUAL_ENV")
+    if active and (Path(active) / "bin" / "python").exists():
+        return Path(active) / "bin" / "python"
+    return Path(sys.executable)
+
+
+def git_files(root: Path) -> tuple[str, ...] | None:
+    """The files git shows in the work tree at `root` (tracked, and untracked but not ignored), None outside git:
+    what a test run's copy holds, so ignored files (.env, keys, build output) stay out of it."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return tuple(sorted({name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name}))
+
+
+def package_root(root: Path, path: str | Path) -> str | None:
+    """The folder (relative to `root`) that the file's top package sits in: what must be on sys.path so that the
+    edited copy, not an installed one, is imported (e.g. `packages/foo/src` in a monorepo)."""
+    folder = (root / path).parent
+    while (folder / "__init__.py").exists() and folder != root:
+        folder = folder.parent
+    try:
+        relative = folder.relative_to(root).as_posix()
+    except ValueError:
+        return None
+    return relative or "."
+
+
+def import_name(path: str, pythonpath: Sequence[str]) -> str | None:
+    """The module name `path` (relative to the project) is imported as, with `pythonpath`'s folders first on
+    sys.path: `src/click/core.py` with ("src",) is `click.core`; None when no folder holds it, or it is not a .py
+    file whose parts are identifiers."""
+    pure = PurePosixPath(path)
+    if pure.suffix != ".py":
+        return None
+    for folder in pythonpath:
+        base = PurePosixPath(folder)
+        if str(base) != "." and not pure.is_relative_to(base):
+            continue
+        parts = list((pure if str(base) == "." else pure.relative_to(base)).with_suffix("").parts)
+        if parts and parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and all(part.isidentifier() for part in parts):
+            return ".".join(parts)
+    return None
+
+
+def module_home(
+    file: Path, qualname: str, texts: Mapping[int, str], python: str | Path | None = None
+) -> ModuleHome | None:
+    """The home of `file`'s stub `qualname`: the git work tree around it, its interpreter (`python`, else the
+    repo's .venv or venv, else the active virtualenv, else assist's) and its import name. None where candidates
+    cannot run in it: outside a git work tree, or one that is the home folder or / (the copy would be all of
+    it), or a file that cannot be imported by name."""
+    file = Path(os.path.realpath(file))
+    root = Path(os.path.realpath(enclosing_root(file)))
+    if str(root) in (os.path.realpath(Path.home()), os.path.realpath("/")) or not file.is_relative_to(root):
+        return None
+    include = git_files(root)
+    if include is None:
+        return None
+    relative = file.relative_to(root).as_posix()
+    first = package_root(root, relative)
+    pythonpath = tuple(dict.fromkeys(p for p in (first, "src", ".") if p is not None and (root / p).is_dir()))
+    module = import_name(relative, pythonpath)
+    if module is None:
+        return None
+    try:
+        interpreter = project_python(root, python)
+    except UsageError:
+        return None
+    return ModuleHome(root, relative, module, qualname, interpreter, pythonpath, include, dict(texts))
