@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from assistant.backends.prompts import build_prompt
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem, rank
+from assistant.errors import UsageError
 from assistant.methods.condor.data import (
     Dataset,
     ProblemData,
@@ -247,6 +248,30 @@ def test_condor_ranker_scores_and_explains(trained: Path, tmp_path: Path, monkey
     assert CondorRanker().model is ranker.model  # loaded once, reused by later rankings
 
 
+@pytest.mark.model
+def test_condor_on_the_generators_backbone_trains_only_a_head(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    directory = tmp_path / "discriminator"
+    config = CondorConfig(backbone="generator", contrastive=False, epochs=30, batch=8, seed=0)
+    manifest = train_and_save(problems(), config, directory, holdout=0.34, mutants=6, sources={"bank": "test"})
+    assert manifest["config"]["backbone"] == "generator" and not manifest["stats"]["contrastive_losses"]
+    assert (directory / "head.safetensors").exists() and not (directory / "encoder").exists()  # the generator's own
+    losses = manifest["stats"]["classifier_losses"]
+    assert losses[-1] < losses[0]
+    model = Condor(directory)  # loaded back: the frozen generator and the saved head
+    data = build_dataset(problems(), mutants_per_program=6, seed=0)
+    train_ids = set(data.split(0.34, 0)[0].problems)
+    right, wrong = [], []
+    for program in data.programs:
+        if program.problem in train_ids:
+            (right if program.correct else wrong).append(
+                model.probabilities(data.problems[program.problem], [program.code])[0]
+            )
+    assert sum(right) / len(right) > sum(wrong) / len(wrong)
+    with pytest.raises(UsageError, match="no contrastive stage: add --no-contrastive"):
+        CondorConfig(backbone="generator")
+
+
 def test_ranker_without_a_trained_discriminator_says_how_to_train(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(Exception, match="assist train discriminator"):
@@ -320,7 +345,10 @@ def test_discriminator_eval_trains_each_variant_once_and_resumes(tmp_path: Path)
     assert again["variants"]["condor"]["held_out"] == first["variants"]["condor"]["held_out"]
     table = discriminator_tables(again)
     assert "| condor |" in table and "| plain |" in table and "oracle" in table
-    assert again["baselines"]["toy"]["first"][0] == 0.0 and again["baselines"]["toy"]["oracle"][0] == 1.0
+    baselines = again["baselines"]["toy"]
+    assert baselines["first"]["pass@1"][0] == 0.0 and baselines["oracle"]["pass@1"][0] == 1.0
+    assert baselines["first"]["passed"] == {"t1": 0.0} and "agree" not in baselines  # the run had no agree picks
+    assert "| oracle (any correct) | 100.0 [100.0, 100.0] | +100.0 [+100.0, +100.0] | +100% |" in table
 
 
 def test_dataset_describe_counts_sources() -> None:

@@ -15,16 +15,16 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from assistant.datasets import read_run
 from assistant.errors import UsageError
-from assistant.evaluate.metrics import bootstrap_ci
+from assistant.evaluate.metrics import bootstrap_ci, interval_cell, paired_difference
 from assistant.methods.artifacts import read_manifest
 from assistant.methods.condor.data import PROBLEM_CHARS, Dataset
 from assistant.methods.condor.model import (
     Condor,
     CondorConfig,
-    _Discriminator,
     _predict,
     evaluate_discriminator,
     make_manifest,
@@ -39,6 +39,9 @@ VARIANTS = {
     "no-contrastive": {"contrastive": False, "partial_fixes": True},
     "no-partial-fixes": {"contrastive": True, "partial_fixes": False},
     "plain": {"contrastive": False, "partial_fixes": False},  # CodeRanker-style: a fine-tuned classifier
+    # The local generator, frozen, and a head over its hidden states: each program is encoded once, so the head
+    # gets more epochs than a fine-tuned encoder at next to no cost; no contrastive stage (it moves the backbone).
+    "generator": {"backbone": "generator", "contrastive": False, "partial_fixes": True, "epochs": 20},
 }
 
 
@@ -156,8 +159,9 @@ def _identity(train: Dataset, held: Dataset, config: CondorConfig) -> str:
     return digest.hexdigest()[:16]
 
 
-def _rank_candidates(model: _Discriminator, records: list[dict], texts: dict[str, str], config: CondorConfig) -> dict:
-    """Pass@1 of the variant's top pick among each task's parsed candidates (ties: sampling order)."""
+def _rank_candidates(model: Any, records: list[dict], texts: dict[str, str], config: CondorConfig) -> dict:
+    """Pass@1 of the variant's top pick among each task's parsed candidates (ties: sampling order), and whether
+    it passed, by task (for paired differences)."""
     records = _in_task_order(records)
     jobs = []
     for r, record in enumerate(records):
@@ -170,27 +174,55 @@ def _rank_candidates(model: _Discriminator, records: list[dict], texts: dict[str
         if r not in best or p > best[r][0]:
             best[r] = (float(p), s)
     values = [float(r in best and records[r]["samples"][best[r][1]]["passed"]) for r in range(len(records))]
-    return {"pass@1": bootstrap_ci(values), "tasks": len(records)}
+    passed = {record["task_id"]: value for record, value in zip(records, values, strict=True)}
+    return {"pass@1": bootstrap_ci(values), "tasks": len(records), "passed": passed}
+
+
+# The rankers an `eval codegen` run may have scored its samples with (`--rankers`), in the table's order;
+# agree+logprob is what `auto` does without tests, ordered from the recorded scores as `rank` orders them.
+BASELINES = ("first", "random", "logprob", "reviewer", "coder-reviewer", "agree", "agree+logprob", "oracle")
+
+
+def _auto_pick(record: dict) -> int | None:
+    """agree, ties broken by mean log-probability, then sampling order: `auto`'s pick from recorded scores."""
+    parsed = [i for i, sample in enumerate(record["samples"]) if sample["parsed"]]
+    agree = record.get("scores", {}).get("agree")
+    if not parsed or agree is None:
+        return None
+
+    def key(i: int) -> tuple[float, float, int]:
+        logprob = record["samples"][i]["logprob"]
+        return (-(agree[i] or 0.0), -(logprob if logprob is not None else float("-inf")), i)
+
+    return min(parsed, key=key)
 
 
 def _baseline_picks(records: list[dict]) -> dict:
-    """Pass@1 of the rankers the codegen run already scored on the same samples."""
+    """Pass@1 of the rankers the codegen run already scored on the same samples (those it has), with whether
+    each pick passed, by task."""
     records = _in_task_order(records)
     rows: dict = {}
-    for ranker in ("first", "random", "logprob", "oracle"):
+    for ranker in BASELINES:
         if ranker == "logprob" and not any(s.get("logprob") is not None for r in records for s in r["samples"]):
-            rows[ranker] = None  # the server returned no log-probabilities: no such ranker on these samples
+            continue  # the server returned no log-probabilities: no such ranker on these samples
+        if ranker == "agree+logprob":
+            if not all("agree" in r.get("scores", {}) for r in records):
+                continue
+            chosen = [_auto_pick(r) for r in records]
+        elif all(ranker in r["picks"] for r in records):
+            chosen = [r["picks"][ranker] for r in records]
+        else:
             continue
-        values = [
-            float(r["picks"].get(ranker) is not None and r["samples"][r["picks"][ranker]]["passed"]) for r in records
-        ]
-        rows[ranker] = bootstrap_ci(values)
+        values = [float(c is not None and r["samples"][c]["passed"]) for r, c in zip(records, chosen, strict=True)]
+        passed = {r["task_id"]: v for r, v in zip(records, values, strict=True)}
+        rows[ranker] = {"pass@1": bootstrap_ci(values), "passed": passed}
     rows["tasks"] = len(records)
     return rows
 
 
 def discriminator_tables(results: dict) -> str:
-    """Markdown: classification on held-out problems, then pass@1 after ranking per candidate run."""
+    """Markdown: classification on held-out problems, then pass@1 after ranking per candidate run, each ranker
+    paired with the first sample, and the share of the first-to-oracle gap it closes."""
     lines = [
         "| variant | held-out P | R | F1 | pairs P | R | F1 | train s |",
         "|---|---|---|---|---|---|---|---|",
@@ -203,12 +235,20 @@ def discriminator_tables(results: dict) -> str:
         )
     for run, base in results.get("baselines", {}).items():
         lines += ["", f"Pass@1 after ranking the same candidates: {run} ({base['tasks']} tasks)", ""]
-        lines += ["| ranker | pass@1 (95% CI) | share of the first→oracle gap closed |", "|---|---|---|"]
-        rows = [(r, base[r]) for r in ("first", "random", "logprob") if base[r] is not None]
-        rows += [(name, entry["ranking"][run]["pass@1"]) for name, entry in results["variants"].items()]
-        rows.append(("oracle (any correct)", base["oracle"]))
-        first, oracle = base["first"][0], base["oracle"][0]
-        for name, (mean, low, high) in rows:
-            gap = f"{100 * (mean - first) / (oracle - first):+.0f}%" if oracle > first else "n/a"
-            lines.append(f"| {name} | {100 * mean:.1f} [{100 * low:.1f}, {100 * high:.1f}] | {gap} |")
+        lines += ["| ranker | pass@1 (95% CI) | vs first (paired) | share of the first→oracle gap closed |"]
+        lines += ["|---|---|---|---|"]
+        # Folders written before the per-task picks were kept hold a bare interval per ranker.
+        entries = {r: v if isinstance(v, dict) else {"pass@1": v} for r, v in base.items() if r != "tasks" and v}
+        rows = [(r, entries[r]) for r in BASELINES if r in entries and r != "oracle"]
+        rows += [(f"condor: {name}", entry["ranking"][run]) for name, entry in results["variants"].items()]
+        rows.append(("oracle (any correct)", entries["oracle"]))
+        first, oracle = entries["first"], entries["oracle"]
+        gap = oracle["pass@1"][0] - first["pass@1"][0]
+        for name, row in rows:
+            closed = f"{100 * (row['pass@1'][0] - first['pass@1'][0]) / gap:+.0f}%" if gap > 0 else "n/a"
+            versus = (
+                paired_difference(row["passed"], first["passed"]) if "passed" in row and "passed" in first else None
+            )
+            cells = f"{interval_cell(row['pass@1'])} | {interval_cell(versus, signed=True)}"
+            lines.append(f"| {name} | {cells} | {closed} |")
     return "\n".join(lines)

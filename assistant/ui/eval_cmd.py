@@ -726,7 +726,11 @@ def discriminator_eval(
         ),
     ] = None,
     variants: Annotated[
-        str, typer.Option(help="Comma-separated: condor, no-contrastive, no-partial-fixes, plain (CodeRanker-style).")
+        str,
+        typer.Option(
+            help="Comma-separated: condor, no-contrastive, no-partial-fixes, plain (CodeRanker-style): MiniLM "
+            "fine-tuned; generator: the local generator frozen, a head over its hidden states."
+        ),
     ] = "condor,no-contrastive,no-partial-fixes,plain",
     mutants: Annotated[int, typer.Option(help="Mutants per known-correct program.")] = 4,
     epochs: Annotated[int, typer.Option(help="Classifier epochs.")] = 2,

@@ -432,7 +432,12 @@ def discriminator(
         bool, typer.Option("--partial-fixes/--no-partial-fixes", help="Add partial fixes as negatives (ablation).")
     ] = True,
     backbone: Annotated[
-        str, typer.Option(help="Encoder to fine-tune: a registered one, or a folder with a transformers model.")
+        str,
+        typer.Option(
+            help="Encoder to fine-tune: a registered one, or a folder with a transformers model; or generator "
+            "(generator:MODEL): the local generator, frozen, with a head over its hidden states (use "
+            "--no-contrastive and more --epochs: only the head trains)."
+        ),
     ] = "all-minilm-l6-v2",
     holdout: Annotated[float, typer.Option(help="Share of problems held out and scored (0 trains on all).")] = 0.2,
     seed: Annotated[int, typer.Option(help="Random seed (mutants, split, training).")] = 0,

@@ -22,12 +22,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from assistant.errors import ModelError, UsageError
 from assistant.methods.artifacts import load_manifest, read_manifest, save_artifact, save_encoder
 from assistant.methods.condor.data import Dataset, Program
+from assistant.methods.condor.generator import GENERATOR, GeneratorDiscriminator
 from assistant.paths import REPO_DIR_NAME, cache_dir
 from assistant.progress import Progress
 
@@ -51,6 +53,21 @@ class CondorConfig:
     max_pairs: int = 2000  # contrastive pairs per epoch (a seeded random sample when there are more)
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if self.contrastive and self.backbone.partition(":")[0] == GENERATOR:
+            raise UsageError("the generator backbone is frozen, so it has no contrastive stage: add --no-contrastive")
+
+
+def make_model(config: CondorConfig, directory: Path | None = None) -> Any:
+    """The discriminator a config names: the generator's frozen backbone (`generator`, or `generator:MODEL`) and a
+    head (:mod:`assistant.methods.condor.generator`), else an encoder fine-tuned whole. `directory`: a saved
+    one's folder (its head, and for an encoder its weights)."""
+    head = directory / "head.safetensors" if directory is not None else None
+    if config.backbone.partition(":")[0] == GENERATOR:
+        model = config.backbone.partition(":")[2] or None
+        return GeneratorDiscriminator(model, head)
+    return _Discriminator(directory / "encoder" if directory is not None else backbone_dir(config.backbone), head)
+
 
 def backbone_dir(name: str) -> Path:
     """A registered encoder's weights, or a local folder holding a transformers encoder."""
@@ -66,6 +83,8 @@ def backbone_dir(name: str) -> Path:
 
 class _Discriminator:
     """The encoder with mean pooling (not normalised: the contrastive margin needs real distances) and a head."""
+
+    frozen = False  # the encoder is fine-tuned with the head
 
     def __init__(self, directory: Path, head_path: Path | None = None) -> None:
         import torch
@@ -126,7 +145,7 @@ def _length_batches(lengths: Sequence[int], size: int, rng: random.Random) -> li
     return batches
 
 
-def _predict(model: _Discriminator, texts: Sequence[tuple[str, str]], max_length: int, batch: int = 64) -> np.ndarray:
+def _predict(model: Any, texts: Sequence[tuple[str, str]], max_length: int, batch: int = 64) -> np.ndarray:
     import torch
 
     out = np.zeros(len(texts), dtype=np.float64)
@@ -238,12 +257,10 @@ def classifier_stage(model: _Discriminator, data: Dataset, config: CondorConfig,
         encoded = model.batch([data.problems[p.problem] for p in chosen], [p.code for p in chosen], config.max_length)
         return loss_fn(model.logits(encoded), torch.tensor([float(p.correct) for p in chosen]))
 
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": model.encoder.parameters(), "lr": config.lr},
-            {"params": model.head.parameters(), "lr": config.head_lr},
-        ]
-    )
+    groups = [{"params": model.head.parameters(), "lr": config.head_lr}]
+    if not model.frozen:
+        groups.insert(0, {"params": model.encoder.parameters(), "lr": config.lr})
+    optimizer = torch.optim.AdamW(groups)
     lengths = [len(p.code) for p in programs]
     return _fit(model, optimizer, lengths, config.epochs, batch_loss, config, rng, progress, "classifier")
 
@@ -261,7 +278,7 @@ def train_discriminator(
     report = progress or (lambda stage, done, total: None)
     started = time.perf_counter()
     torch.manual_seed(config.seed)  # the head's initial weights: the same for every variant
-    model = _Discriminator(backbone_dir(config.backbone))
+    model = make_model(config)
     stats: dict = {"contrastive_losses": [], "classifier_losses": [], "contrastive_seconds": 0.0}
     if config.contrastive and start_from is not None:
         model.encoder.load_state_dict(start_from["encoder"])
@@ -331,7 +348,8 @@ def save_discriminator(model: _Discriminator, directory: Path, manifest: dict) -
     from safetensors.torch import save_file
 
     def write(folder: Path) -> None:
-        save_encoder(model.encoder, model.tokenizer, folder)
+        if not model.frozen:  # a frozen backbone is the local generator: only the head is the discriminator's
+            save_encoder(model.encoder, model.tokenizer, folder)
         save_file({k: v.contiguous() for k, v in model.head.state_dict().items()}, str(folder / "head.safetensors"))
 
     save_artifact(directory, "condor", write, manifest)
@@ -362,7 +380,7 @@ class Condor:
         self.manifest = manifest
         config = {k: v for k, v in manifest.get("config", {}).items() if k in CondorConfig.__dataclass_fields__}
         self.config = CondorConfig(**config)
-        self.model = _Discriminator(directory / "encoder", directory / "head.safetensors")
+        self.model = make_model(self.config, directory)
         self.model.train(False)
 
     @classmethod

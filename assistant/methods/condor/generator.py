@@ -1,0 +1,100 @@
+"""Condor on the generator's own backbone: the local model reads the problem and a candidate as it would have
+written it, frozen, and a linear head over its hidden states says p(correct).
+
+The paper's discriminators are 110M-1.3B encoders fine-tuned on a GPU; our MiniLM (22M) one, trained on two CPU
+cores, could not tell near-identical samples apart. The generator (Qwen2.5-Coder-0.5B by default) already knows
+the code it wrote: its final hidden state at the end of the candidate, and their mean over the candidate's
+tokens, are the features; only the head (2 x 896 + 1 numbers) is trained. The backbone is frozen, so each
+(problem, code) is encoded once and kept: the classifier's epochs then cost next to nothing, and there is no
+contrastive stage (it would move the backbone). The text is the generation prompt (the problem, no
+demonstrations) and the code in the answer's fence, as the model saw its own samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+GENERATOR = "generator"  # the `backbone` of a CondorConfig that means the local generator, frozen
+BATCH_TOKENS = 4096  # padded tokens per forward pass
+
+
+class GeneratorDiscriminator:
+    """The frozen generator and a linear head: the same interface as the encoder-based discriminator."""
+
+    frozen = True  # only the head trains: no contrastive stage, no encoder learning rate
+
+    def __init__(self, model: str | None = None, head_path: Path | None = None) -> None:
+        import torch
+
+        from assistant.methods.selfracg import local_transformers
+
+        backend = local_transformers(model, "auto")  # one frozen copy per process, shared with SelfRACG
+        self.backend = backend
+        self.model_name = backend.model
+        self.tokenizer = backend.tokenizer
+        hidden = int(backend.lm.config.hidden_size)
+        self.head = torch.nn.Linear(2 * hidden, 1)
+        if head_path is not None:
+            from safetensors.torch import load_file
+
+            self.head.load_state_dict(load_file(str(head_path)))
+        self._features: dict[tuple[str, str], Any] = {}
+
+    def batch(self, problems: Sequence[str], codes: Sequence[str], max_length: int) -> list[tuple[str, str]]:
+        """The pairs themselves: their features are computed (or recalled) by `embed`."""
+        return list(zip(problems, codes, strict=True))
+
+    def embed(self, batch: Sequence[tuple[str, str]]) -> Any:
+        """[last hidden state at the code's end ; mean hidden state over the code's tokens] for each pair (fp32)."""
+        import torch
+
+        missing = [pair for pair in dict.fromkeys(batch) if pair not in self._features]
+        if missing:
+            self._encode(missing)
+        return torch.stack([self._features[pair] for pair in batch])
+
+    def logits(self, batch: Sequence[tuple[str, str]]) -> Any:
+        return self.head(self.embed(batch)).squeeze(-1)
+
+    def train(self, mode: bool = True) -> None:
+        self.head.train(mode)
+
+    def parameters(self) -> list:
+        return list(self.head.parameters())
+
+    def _encode(self, pairs: Sequence[tuple[str, str]]) -> None:
+        import torch
+
+        from assistant.backends.local import _length_batches
+        from assistant.backends.prompts import build_prompt
+
+        encoded = []
+        for problem, code in pairs:
+            head = self.tokenizer(self.backend.render(build_prompt(problem)), add_special_tokens=False)["input_ids"]
+            tail = self.tokenizer(code.rstrip() + "\n```", add_special_tokens=False)["input_ids"]
+            encoded.append((head, tail))
+        base = self.backend.lm.model  # the transformer without its vocabulary projection
+        pad = self.tokenizer.pad_token_id
+        for group in _length_batches(encoded, BATCH_TOKENS):
+            width = max(len(encoded[i][0]) + len(encoded[i][1]) for i in group)
+            ids = torch.full((len(group), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(group), width), dtype=torch.long)
+            for row, i in enumerate(group):  # left-padded: every row ends at the last position
+                sequence = encoded[i][0] + encoded[i][1]
+                ids[row, width - len(sequence) :] = torch.tensor(sequence)
+                mask[row, width - len(sequence) :] = 1
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            device = self.backend.device
+            with torch.no_grad():  # not inference_mode: the features then train the head
+                states = (
+                    base(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device))
+                    .last_hidden_state.float()
+                    .cpu()
+                )
+            for row, i in enumerate(group):
+                code_len = len(encoded[i][1])
+                last = states[row, -1]
+                mean = states[row, width - code_len :].mean(0)
+                self._features[pairs[i]] = torch.cat([last, mean]).clone()
