@@ -115,6 +115,9 @@ def test_auto_ranks_a_function_stub_by_agreement_and_a_method_or_loose_file_with
     pipeline = Pipeline(GenerationOptions(k=0, n=3), load_settings(start=repo), start=repo, backend=scripted)
     result = pipeline.generate(Request(file=repo / "pkg" / "geo.py", function="quadruple"))
     assert result.rankers == ["agree", "logprob"] and result.candidates[0].candidate.sample in (1, 2)
+    # When the repo's own tests will rank them (the CLI found some), the candidates are not run on the model's.
+    tested = pipeline.generate(Request(file=repo / "pkg" / "geo.py", function="quadruple", run_in_module=False))
+    assert tested.home is None and tested.rankers == ["logprob"]
     areas = ScriptedBackend([f"def area(self):\n    return {i}\n```\n" for i in (1, 2)])
     method = Pipeline(GenerationOptions(k=0, n=2), load_settings(start=repo), start=repo, backend=areas).generate(
         Request(file=repo / "pkg" / "geo.py", function="Box.area")

@@ -775,11 +775,13 @@ def fill_stub(
     demonstrations: Sequence[Hit] | None = None,
     context_tokens: int = STUB_CONTEXT_TOKENS,
     python: str | Path | None = None,
+    run_in_module: bool = True,
 ) -> GenerateResult:
     """Ranked candidates for the body of the stub `function` in `file`; each candidate's edit replaces only
     that body. `file` names the file, or `target` is the file already read (one of them is needed).
     In a git work tree, the rankers see where the candidates can run (`Problem.home`: the file in a copy of the
-    repo, with `python`, default the repo's venv); `agree` runs the model's tests on them there.
+    repo, with `python`, default the repo's venv); `agree` runs the model's tests on them there. `run_in_module`
+    False leaves that out (the repo's own tests will rank the candidates: agree would only cost time).
 
     The requirement is the stub's docstring unless `requirement` is given; it is also the retrieval query.
     `max_new_tokens` None sizes the limit to the docstring (:func:`default_max_tokens`) and, when every sample
@@ -828,7 +830,7 @@ def fill_stub(
     # Where the candidates can run (their file, filled, in a copy of the repo): what `agree` runs them in.
     home = (
         module_home(target.path, request.stub.qualname, {s: e.new for s, e in planned.items()}, python)
-        if target.exists and planned
+        if run_in_module and target.exists and planned
         else None
     )
     # Scored as whole functions after the plain fence, so a candidate is judged the same way whether its

@@ -146,6 +146,7 @@ class Request:
     root: Path | None = None
     target: Target | None = None
     python: Path | None = None  # the interpreter with the project's dependencies (default: the repo's venv)
+    run_in_module: bool = True  # False: the repo's own tests will rank a stub's candidates (no agree needed)
 
     def read_target(self) -> Target | None:
         """The target file, read and parsed once (None without one)."""
@@ -404,6 +405,7 @@ class Pipeline:
                 params=options.params(),
                 max_new_tokens=options.max_new_tokens,
                 python=request.python,
+                run_in_module=request.run_in_module,
                 **shared,
             )
         return generate_code(request.requirement, backend, target=target, params=options.params(), **shared)

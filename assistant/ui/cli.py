@@ -323,7 +323,15 @@ def generate(
     options = GenerationOptions.from_settings(settings, retriever=retriever, ranker=ranker, seed=seed, **flags)
     options.check()
     pipeline = Pipeline(options, settings, start=start if start.exists() else Path("."), bank=bank)
-    request = Request(requirement or "", file=file, function=function, tests=tests, target=target, python=python)
+    request = Request(
+        requirement or "",
+        file=file,
+        function=function,
+        tests=tests,
+        target=target,
+        python=python,
+        run_in_module=plan is None,  # the repo's own tests rank the candidates when there are some
+    )
 
     with ProgressUI(show_progress(json_output)) as ui:
         result = pipeline.generate(request, progress=ui, status=ui.status)
