@@ -110,6 +110,30 @@ def test_a_test_that_hangs_fails_alone_and_the_module_sees_its_own_names(repo: P
     assert "def test_2():" in module_test_file("pkg.geo", tests)
 
 
+def test_a_test_that_does_not_compile_fails_alone_and_a_broken_project_is_said_plainly(repo: Path) -> None:
+    right = MODULE.replace('    """\n    ...\n', '    """\n    return _double(x) * SCALE\n', 1)
+    home = module_home(repo / "pkg" / "geo.py", "quadruple", {0: right})
+    assert home is not None
+    # `await` outside an async function parses as a line but does not compile in a function: it fails alone.
+    tests = ["assert await quadruple(1) == 4", "assert quadruple(2) == 8", "setup_module = 1; assert True"]
+    assert passed_in_module(home, [0], tests) == [frozenset({1, 2})]
+    # A project whose pytest cannot even collect (here a conftest that raises) tells every candidate apart from
+    # none: the reason is given instead of "passes 0/N".
+    (repo / "conftest.py").write_text("raise ImportError('broken conftest')\n", encoding="utf-8")
+    git(repo, "add", "conftest.py")
+    broken = module_home(repo / "pkg" / "geo.py", "quadruple", {0: right})
+    assert broken is not None
+    why = passed_in_module(broken, [0], tests)
+    assert isinstance(why, str) and why.startswith("the project's pytest ran none of the tests")
+
+
+def test_a_git_ignored_file_has_no_home(repo: Path) -> None:
+    (repo / ".gitignore").write_text("scratch/\n", encoding="utf-8")
+    (repo / "scratch").mkdir()
+    (repo / "scratch" / "geo.py").write_text(MODULE, encoding="utf-8")
+    assert module_home(repo / "scratch" / "geo.py", "quadruple", {0: MODULE}) is None
+
+
 def test_auto_ranks_a_function_stub_by_agreement_and_a_method_or_loose_file_without(repo: Path, tmp_path: Path) -> None:
     scripted = backend()
     pipeline = Pipeline(GenerationOptions(k=0, n=3), load_settings(start=repo), start=repo, backend=scripted)

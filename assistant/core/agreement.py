@@ -218,6 +218,8 @@ class AgreementRanker:
             passed = _passed_alone(candidates, tests, problem.setup)
         else:
             passed = passed_in_module(home, [c.sample for c in candidates], tests)
+            if isinstance(passed, str):  # nothing ran: no candidate is told apart from another
+                return [Score(0.0, passed) for _ in candidates]
         return cluster_scores(candidates, tests, passed, examples)
 
 
@@ -235,69 +237,74 @@ def _passed_alone(candidates: Sequence[Candidate], tests: Sequence[str], setup: 
 
 
 def module_test_file(module: str, tests: Sequence[str]) -> str:
-    """A pytest file that runs each test as its own test function, with `module`'s globals in scope (as the
-    function's own code sees them) and a time limit per test."""
+    """A pytest file that runs each test as its own test function, in a copy of `module`'s globals (as the
+    function's own code sees them), with a time limit per test. Each test is compiled when it runs, so one that
+    does not compile (`await` outside an async function, a `from m import *`) fails alone; the module's names
+    never become the file's own, so none of them is taken by pytest for a test or a setup hook."""
     lines = [
         "import importlib as _assist_importlib",
         "import signal as _assist_signal",
         "",
         f"_assist_module = _assist_importlib.import_module({module!r})",
-        "# The module's names, as its functions see them (not ones pytest would collect as tests here).",
-        "globals().update(",
-        "    {",
-        "        k: v",
-        "        for k, v in vars(_assist_module).items()",
-        "        if not k.startswith('__') and not k.lower().startswith('test')",
-        "    }",
-        ")",
         "",
         "",
         "def _assist_expire(signum, frame):",
         f"    raise TimeoutError('the test ran over {TEST_SECONDS} s')",
         "",
+        "",
+        "def _assist_run(test):",
+        "    scope = dict(vars(_assist_module))",
+        "    _assist_signal.signal(_assist_signal.SIGALRM, _assist_expire)",
+        f"    _assist_signal.alarm({TEST_SECONDS})",
+        "    try:",
+        "        exec(compile(test, '<model-written test>', 'exec'), scope)",
+        "    finally:",
+        "        _assist_signal.alarm(0)",
     ]
     for number, test in enumerate(tests):
-        lines += [
-            "",
-            f"def test_{number}():",
-            "    _assist_signal.signal(_assist_signal.SIGALRM, _assist_expire)",
-            f"    _assist_signal.alarm({TEST_SECONDS})",
-            "    try:",
-            f"        {test}",
-            "    finally:",
-            "        _assist_signal.alarm(0)",
-        ]
+        lines += ["", "", f"def test_{number}():", f"    _assist_run({test!r})"]
     return "\n".join(lines) + "\n"
 
 
-def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[str]) -> list[frozenset[int]]:
+def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[str]) -> list[frozenset[int]] | str:
     """The tests (by position) each sample's file passes, run in a sandboxed copy of its project (one pytest run
-    per distinct file; a sample with no file in `home` passes none)."""
+    per distinct file; a sample with no file in `home` passes none). When no run reports any of the tests (the
+    project's pytest setup gets in the way, or the copy cannot be made), the reason instead, in one line."""
+    from assistant.errors import AssistError
     from assistant.sandbox.project import ProjectLimits, run_pytest
 
     test_file = module_test_file(home.module, tests)
     limits = ProjectLimits(timeout_s=30.0 + TEST_SECONDS * len(tests), cpu_s=30 + TEST_SECONDS * len(tests))
+    nodes = [f"{MODULE_TEST_FILE}::test_{j}" for j in range(len(tests))]
     seen: dict[str, frozenset[int]] = {}
     passed = []
+    reported = False
+    trouble = ""
     for sample in samples:
         text = home.texts.get(sample)
         if text is None:
             passed.append(frozenset())
             continue
         if text not in seen:
-            run = run_pytest(
-                home.root,
-                home.python,
-                [MODULE_TEST_FILE],
-                files={home.path: text, MODULE_TEST_FILE: test_file},
-                pythonpath=home.pythonpath,
-                limits=limits,
-                include=home.include,
-            )
-            seen[text] = frozenset(
-                j for j in range(len(tests)) if run.outcomes.get(f"{MODULE_TEST_FILE}::test_{j}") == "passed"
-            )
+            try:
+                run = run_pytest(
+                    home.root,
+                    home.python,
+                    [MODULE_TEST_FILE],
+                    files={home.path: text, MODULE_TEST_FILE: test_file},
+                    pythonpath=home.pythonpath,
+                    limits=limits,
+                    include=home.include,
+                    extra_args=["-o", "python_functions=test_*"],  # a project's own naming rule does not apply
+                )
+            except AssistError as exc:
+                return f"cannot run in its module: {exc}"
+            reported = reported or any(node in run.outcomes for node in nodes)
+            trouble = trouble or next((line for line in run.output.splitlines() if "Error" in line), run.status)
+            seen[text] = frozenset(j for j, node in enumerate(nodes) if run.outcomes.get(node) == "passed")
         passed.append(seen[text])
+    if seen and not reported:
+        return f"the project's pytest ran none of the tests ({trouble.strip()[:160]})"
     return passed
 
 

@@ -116,7 +116,7 @@ def module_home(
     """The home of `file`'s stub `qualname`: the git work tree around it, its interpreter (`python`, else the
     repo's .venv or venv, else the active virtualenv, else assist's) and its import name. None where candidates
     cannot run in it: outside a git work tree, or one that is the home folder or / (the copy would be all of
-    it), or a file that cannot be imported by name."""
+    it), a file git ignores (the copy holds what git shows), or a file that cannot be imported by name."""
     file = Path(os.path.realpath(file))
     root = Path(os.path.realpath(enclosing_root(file)))
     if str(root) in (os.path.realpath(Path.home()), os.path.realpath("/")) or not file.is_relative_to(root):
@@ -125,6 +125,8 @@ def module_home(
     if include is None:
         return None
     relative = file.relative_to(root).as_posix()
+    if relative not in include:  # git ignores it: the copy would not hold the folder it sits in
+        return None
     first = package_root(root, relative)
     pythonpath = tuple(dict.fromkeys(p for p in (first, "src", ".") if p is not None and (root / p).is_dir()))
     module = import_name(relative, pythonpath)

@@ -272,6 +272,21 @@ def run_codegen(
     return results
 
 
+def auto_pick(record: dict) -> int | None:
+    """What `auto` picks without tests (agree, ties broken by mean log-probability, then sampling order), from a
+    record's recorded agree scores; None when no sample parsed or agree did not score the record."""
+    agree = record.get("scores", {}).get("agree")
+    parsed = [i for i, s in enumerate(record["samples"]) if s["parsed"]]
+    if not parsed or agree is None:
+        return None
+
+    def key(i: int) -> tuple[float, float, int]:
+        logprob = record["samples"][i]["logprob"]
+        return (-(agree[i] or 0.0), -(logprob if logprob is not None else float("-inf")), i)
+
+    return min(parsed, key=key)
+
+
 def ranker_columns(picked: Sequence[Collection[str]], every: bool = True) -> list[str]:
     """The rankers to report: the users', the extra ones `picked` names (each item names the rankers a record
     picked with, or a summary row measured; with `every`, all of them must name it), then the oracle."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from assistant.datasets import read_run
 from assistant.errors import UsageError
+from assistant.evaluate.codegen import auto_pick
 from assistant.evaluate.metrics import bootstrap_ci, interval_cell, paired_difference
 from assistant.methods.artifacts import read_manifest
 from assistant.methods.condor.data import PROBLEM_CHARS, Dataset
@@ -183,20 +184,6 @@ def _rank_candidates(model: Any, records: list[dict], texts: dict[str, str], con
 BASELINES = ("first", "random", "logprob", "reviewer", "coder-reviewer", "agree", "agree+logprob", "oracle")
 
 
-def _auto_pick(record: dict) -> int | None:
-    """agree, ties broken by mean log-probability, then sampling order: `auto`'s pick from recorded scores."""
-    parsed = [i for i, sample in enumerate(record["samples"]) if sample["parsed"]]
-    agree = record.get("scores", {}).get("agree")
-    if not parsed or agree is None:
-        return None
-
-    def key(i: int) -> tuple[float, float, int]:
-        logprob = record["samples"][i]["logprob"]
-        return (-(agree[i] or 0.0), -(logprob if logprob is not None else float("-inf")), i)
-
-    return min(parsed, key=key)
-
-
 def _baseline_picks(records: list[dict]) -> dict:
     """Pass@1 of the rankers the codegen run already scored on the same samples (those it has), with whether
     each pick passed, by task."""
@@ -208,7 +195,7 @@ def _baseline_picks(records: list[dict]) -> dict:
         if ranker == "agree+logprob":
             if not all("agree" in r.get("scores", {}) for r in records):
                 continue
-            chosen = [_auto_pick(r) for r in records]
+            chosen = [auto_pick(r) for r in records]
         elif all(ranker in r["picks"] for r in records):
             chosen = [r["picks"][ranker] for r in records]
         else:

@@ -330,7 +330,8 @@ def generate(
         tests=tests,
         target=target,
         python=python,
-        run_in_module=plan is None,  # the repo's own tests rank the candidates when there are some
+        # The repo's own tests rank the candidates when there are some (agree then only costs time), unless asked.
+        run_in_module=plan is None or "agree" in (ranker or ""),
     )
 
     with ProgressUI(show_progress(json_output)) as ui:

@@ -36,7 +36,7 @@ from assistant.core.retrieve import Exclude, Hit, Retriever
 from assistant.core.stubs import StubRequest, collect_stub, plan_fill, prepare_stub, sample_stubs
 from assistant.core.target import Target
 from assistant.core.tokens import token_counter
-from assistant.evaluate.codegen import picks, task_seed
+from assistant.evaluate.codegen import auto_pick, picks, task_seed
 from assistant.evaluate.metrics import bootstrap_ci, paired_difference, pass_at_k
 from assistant.evaluate.metrics import interval_cell as _cell
 from assistant.evaluate.repo.projects import Project
@@ -228,7 +228,9 @@ def run_function_tasks(
             if record_key in records:
                 record = records.get(record_key)
                 missing = [r for r in rankers if r.name not in record.get("picks", {})]
-                if missing:  # a ranker added to a finished folder picks from the cached samples: nothing is resampled
+                # A ranker added to a finished folder picks from the cached samples: nothing is resampled (a
+                # record kept without its samples is reported as it is).
+                if missing and key in samples_cache:
                     completions = _completions(_cached(samples_cache, key, request)[0])
                     _, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
                     scores: dict[str, list[float | None]] = {}
@@ -553,21 +555,6 @@ def _per_task(records: Sequence[dict], value: Callable[[dict], float]) -> dict[s
     for r in records:
         table.setdefault(r["strategy"], {})[r["task_id"]] = value(r)
     return table
-
-
-def auto_pick(record: dict) -> int | None:
-    """What `auto` picks without tests (agree, ties broken by mean log-probability, then sampling order), from a
-    record's recorded agree scores; None when no sample parsed."""
-    agree = record.get("scores", {}).get("agree") or [None] * len(record["samples"])
-    parsed = [i for i, s in enumerate(record["samples"]) if s["parsed"]]
-    if not parsed:
-        return None
-
-    def key(i: int) -> tuple[float, float, int]:
-        logprob = record["samples"][i]["logprob"]
-        return (-(agree[i] or 0.0), -(logprob if logprob is not None else float("-inf")), i)
-
-    return min(parsed, key=key)
 
 
 def _picked_passes(record: dict, ranker: str) -> bool:

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from assistant.errors import ModelError
+
 GENERATOR = "generator"  # the `backbone` of a CondorConfig that means the local generator, frozen
 BATCH_TOKENS = 4096  # padded tokens per forward pass
 
@@ -39,7 +41,12 @@ class GeneratorDiscriminator:
         if head_path is not None:
             from safetensors.torch import load_file
 
-            self.head.load_state_dict(load_file(str(head_path)))
+            try:
+                self.head.load_state_dict(load_file(str(head_path)))
+            except RuntimeError:  # a head trained over a model of another width
+                raise ModelError(
+                    f"the discriminator head at {head_path} was not trained over {self.model_name}; retrain it"
+                ) from None
         self._features: dict[tuple[str, str], Any] = {}
 
     def batch(self, problems: Sequence[str], codes: Sequence[str], max_length: int) -> list[tuple[str, str]]:

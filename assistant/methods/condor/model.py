@@ -20,7 +20,7 @@ import datetime as dt
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -287,6 +287,8 @@ def train_discriminator(
     elif config.contrastive:
         stats["contrastive_losses"] = contrastive_stage(model, data, config, report)
         stats["contrastive_seconds"] = round(time.perf_counter() - started, 1)
+    if model.frozen:  # the generator the head was trained over: a later load uses this one, whatever the default
+        stats["backbone_model"] = model.model_name
     stats["classifier_losses"] = classifier_stage(model, data, config, report)
     stats["train_programs"] = len(data.programs) + (len(data.partials) if config.partial_fixes else 0)
     stats["train_pairs"] = min(len(data.pairs), config.max_pairs) if config.contrastive else 0
@@ -380,6 +382,9 @@ class Condor:
         self.manifest = manifest
         config = {k: v for k, v in manifest.get("config", {}).items() if k in CondorConfig.__dataclass_fields__}
         self.config = CondorConfig(**config)
+        trained_over = manifest.get("stats", {}).get("backbone_model")
+        if self.config.backbone == GENERATOR and trained_over:
+            self.config = replace(self.config, backbone=f"{GENERATOR}:{trained_over}")
         self.model = make_model(self.config, directory)
         self.model.train(False)
 
