@@ -14,14 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from assistant.core.repo_tests import (
-    find_tests,
-    git_files,
-    package_root,
-    parse_test_cmd,
-    project_python,
-    repo_tests,
-)
+from assistant.core.home import git_files, package_root, project_python
+from assistant.core.repo_tests import find_tests, parse_test_cmd, repo_tests
 from assistant.errors import UsageError
 from assistant.ui.cli import app
 

@@ -5,6 +5,7 @@ engine renders, counts and cuts alike: `ConvertedBackend` and `read_prompt_files
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -350,24 +351,11 @@ class LocalBackend(Backend):
         """
         import torch
 
-        encoded = []
-        for prompt, continuation in pairs:
-            check_text(continuation, "the scored text")
-            head = self.tokenizer(self.render(prompt), add_special_tokens=False)["input_ids"]
-            tail = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
-            encoded.append((head, tail))
+        encoded = self._encode_pairs(pairs)
         results: list[TokenLogprobs] = [TokenLogprobs() for _ in encoded]
         for batch in _length_batches(encoded, batch_tokens):
-            width = max(len(encoded[i][0]) + len(encoded[i][1]) for i in batch)
             keep = max(len(encoded[i][1]) for i in batch) + 1
-            ids = torch.full((len(batch), width), self.tokenizer.pad_token_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, i in enumerate(batch):
-                sequence = encoded[i][0] + encoded[i][1]
-                ids[row, width - len(sequence) :] = torch.tensor(sequence)
-                mask[row, width - len(sequence) :] = 1
-            ids, mask = ids.to(self.device), mask.to(self.device)
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            ids, mask, positions = self._left_padded(encoded, batch)
             with torch.inference_mode():
                 logits = self.lm(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
                 logp = torch.log_softmax(logits.float(), dim=-1)
@@ -378,6 +366,49 @@ class LocalBackend(Backend):
                 values = logp[row, at, torch.tensor(tail)].tolist()
                 results[i] = TokenLogprobs(tokens=self.tokenizer.convert_ids_to_tokens(tail), logprobs=values)
         return results
+
+    def continuation_states(self, pairs: Sequence[tuple[Prompt, str]], batch_tokens: int = 4096) -> list[Any]:
+        """For each (prompt, continuation): the model's final hidden state at the continuation's last token and
+        the mean of its final hidden states over the continuation's tokens, concatenated (fp32, on the CPU). The
+        transformer runs without its vocabulary projection; no gradient is kept."""
+        import torch
+
+        encoded = self._encode_pairs(pairs)
+        states: list[Any] = [None] * len(encoded)
+        for batch in _length_batches(encoded, batch_tokens):
+            ids, mask, positions = self._left_padded(encoded, batch)
+            with torch.no_grad():  # not inference_mode: callers may train on these (a discriminator's head)
+                hidden = self.lm.model(input_ids=ids, attention_mask=mask, position_ids=positions)
+            last = hidden.last_hidden_state.float().cpu()
+            for row, i in enumerate(batch):
+                tail = last[row, last.shape[1] - len(encoded[i][1]) :]
+                states[i] = torch.cat([tail[-1], tail.mean(0)])
+        return states
+
+    def _encode_pairs(self, pairs: Sequence[tuple[Prompt, str]]) -> list[tuple[list[int], list[int]]]:
+        """(rendered prompt, continuation) token ids of each pair."""
+        encoded = []
+        for prompt, continuation in pairs:
+            check_text(continuation, "the scored text")
+            head = self.tokenizer(self.render(prompt), add_special_tokens=False)["input_ids"]
+            tail = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
+            encoded.append((head, tail))
+        return encoded
+
+    def _left_padded(self, encoded: Sequence[tuple[list[int], list[int]]], batch: Sequence[int]) -> tuple[Any, ...]:
+        """ids, attention mask and positions of a batch of pairs, left-padded so every row ends at the last
+        position (the continuation's tokens are then the last of each row), on the model's device."""
+        import torch
+
+        width = max(len(encoded[i][0]) + len(encoded[i][1]) for i in batch)
+        ids = torch.full((len(batch), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, i in enumerate(batch):
+            sequence = encoded[i][0] + encoded[i][1]
+            ids[row, width - len(sequence) :] = torch.tensor(sequence)
+            mask[row, width - len(sequence) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        return ids.to(self.device), mask.to(self.device), positions.to(self.device)
 
     def logprob_shared(self, pairs: Sequence[tuple[Prompt, str]], shared_messages: int) -> list[TokenLogprobs]:
         """Like :meth:`logprob`, for prompts whose first `shared_messages` messages are the same: that part
@@ -503,6 +534,14 @@ def read_prompt_files(backend: Any, spec: ModelSpec, directory: Path, context: i
     configured = configured if isinstance(configured, list) else [configured]
     ends = {backend.tokenizer.pad_token_id, backend.tokenizer.eos_token_id, *configured}
     backend.end_ids = sorted(t for t in ends if t is not None)
+
+
+@functools.cache
+def local_transformers(model: str | None, precision: str, device: str = "cpu") -> LocalBackend:
+    """One frozen transformers copy of the model per process and device, shared by whatever reads its hidden
+    states (SelfRACG's branch, Condor on the generator's backbone); on a GPU it also writes SelfRACG's stage-2
+    continuations."""
+    return LocalBackend.load(model, precision=precision, device=device)
 
 
 def _length_batches(encoded: Sequence[tuple[list[int], list[int]]], batch_tokens: int) -> list[list[int]]:

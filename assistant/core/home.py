@@ -91,6 +91,19 @@ def package_root(root: Path, path: str | Path) -> str | None:
     return relative or "."
 
 
+def too_wide(root: Path) -> bool:
+    """Whether a work tree is the home folder or /: a copy of it would hold whatever else lives there, so no
+    candidate or test runs in it."""
+    return os.path.realpath(root) in (os.path.realpath(Path.home()), os.path.realpath("/"))
+
+
+def search_path(root: Path, path: str | Path) -> tuple[str, ...]:
+    """The folders of the copy put first on sys.path for a file (relative to `root`): the one its top package
+    sits in, then `src` and the root where they exist, so the edited copy, not an installed one, is imported."""
+    first = package_root(root, path)
+    return tuple(dict.fromkeys(p for p in (first, "src", ".") if p is not None and (root / p).is_dir()))
+
+
 def import_name(path: str, pythonpath: Sequence[str]) -> str | None:
     """The module name `path` (relative to the project) is imported as, with `pythonpath`'s folders first on
     sys.path: `src/click/core.py` with ("src",) is `click.core`; None when no folder holds it, or it is not a .py
@@ -119,7 +132,7 @@ def module_home(
     it), a file git ignores (the copy holds what git shows), or a file that cannot be imported by name."""
     file = Path(os.path.realpath(file))
     root = Path(os.path.realpath(enclosing_root(file)))
-    if str(root) in (os.path.realpath(Path.home()), os.path.realpath("/")) or not file.is_relative_to(root):
+    if too_wide(root) or not file.is_relative_to(root):
         return None
     include = git_files(root)
     if include is None:
@@ -127,8 +140,7 @@ def module_home(
     relative = file.relative_to(root).as_posix()
     if relative not in include:  # git ignores it: the copy would not hold the folder it sits in
         return None
-    first = package_root(root, relative)
-    pythonpath = tuple(dict.fromkeys(p for p in (first, "src", ".") if p is not None and (root / p).is_dir()))
+    pythonpath = search_path(root, relative)
     module = import_name(relative, pythonpath)
     if module is None:
         return None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from assistant.core.generation import GenerateResult
-from assistant.core.home import git_files, package_root, project_python
+from assistant.core.home import git_files, project_python, search_path, too_wide
 from assistant.core.rank import Ranked, Score
 from assistant.errors import UsageError
 from assistant.progress import Progress
@@ -157,8 +157,7 @@ def repo_tests(
     the tests found (None when none mention it). Outside a git work tree, or when the work tree is the home
     folder or `/`, nothing runs: the copy would be the whole folder, with whatever else it holds."""
     root = Path(root)
-    top = os.path.realpath(root)
-    if top in (os.path.realpath(Path.home()), os.path.realpath("/")):
+    if too_wide(root):
         raise UsageError(f"{root} is your home folder or /; the repo's tests run only in a project's git work tree")
     include = git_files(root)
     if include is None:
@@ -169,9 +168,7 @@ def repo_tests(
         args, found = tuple(find_tests(root, path, function)), True
         if not args:
             return None
-    first = package_root(root, path)
-    pythonpath = tuple(dict.fromkeys(p for p in (first, "src", ".") if p is not None and (root / p).is_dir()))
-    return RepoTests(root, project_python(root, python), args, pythonpath, found, include=include)
+    return RepoTests(root, project_python(root, python), args, search_path(root, path), found, include=include)
 
 
 def run_on(tests: RepoTests, path: str | Path, text: str) -> ProjectRun:

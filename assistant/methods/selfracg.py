@@ -35,7 +35,6 @@ output up to rounding (exactly in fp32; bf16 rounds its own way). peft's LoRA ad
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import math
@@ -52,7 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from assistant.backends import Backend, SamplingParams
-from assistant.backends.local import cpu_has_native_bf16
+from assistant.backends.local import cpu_has_native_bf16, local_transformers
 from assistant.backends.prompts import build_line_prompt
 from assistant.cache import JsonlCache, cache_key
 from assistant.code.examples import Example
@@ -509,15 +508,6 @@ def load_ine(
     backend = local_transformers(model, precision, device)
     source = {"model": backend.model, "precision": backend.precision}
     return InformationNeed(backend.lm, backend.tokenizer, config or SelfRacgConfig()), source
-
-
-@functools.cache
-def local_transformers(model: str | None, precision: str, device: str = "cpu") -> Any:
-    """One frozen transformers copy of the model per process and device, whatever number of INEs (pools,
-    adapters) use it; on a GPU it also writes stage 2's continuations."""
-    from assistant.backends.local import LocalBackend
-
-    return LocalBackend.load(model, precision=precision, device=device)
 
 
 def generic_dir() -> Path:

@@ -331,7 +331,7 @@ def generate(
         target=target,
         python=python,
         # The repo's own tests rank the candidates when there are some (agree then only costs time), unless asked.
-        run_in_module=plan is None or "agree" in (ranker or ""),
+        run_in_module=plan is None or "agree" in options.ranker,
     )
 
     with ProgressUI(show_progress(json_output)) as ui:

@@ -30,12 +30,11 @@ class GeneratorDiscriminator:
     def __init__(self, model: str | None = None, head_path: Path | None = None) -> None:
         import torch
 
-        from assistant.methods.selfracg import local_transformers
+        from assistant.backends.local import local_transformers
 
         backend = local_transformers(model, "auto")  # one frozen copy per process, shared with SelfRACG
         self.backend = backend
         self.model_name = backend.model
-        self.tokenizer = backend.tokenizer
         hidden = int(backend.lm.config.hidden_size)
         self.head = torch.nn.Linear(2 * hidden, 1)
         if head_path is not None:
@@ -47,6 +46,8 @@ class GeneratorDiscriminator:
                 raise ModelError(
                     f"the discriminator head at {head_path} was not trained over {self.model_name}; retrain it"
                 ) from None
+        # Features by (problem, code), kept while training (each epoch sees the same programs); a ranking
+        # computes its candidates' once and keeps nothing, so a long session does not grow.
         self._features: dict[tuple[str, str], Any] = {}
 
     def batch(self, problems: Sequence[str], codes: Sequence[str], max_length: int) -> list[tuple[str, str]]:
@@ -54,54 +55,28 @@ class GeneratorDiscriminator:
         return list(zip(problems, codes, strict=True))
 
     def embed(self, batch: Sequence[tuple[str, str]]) -> Any:
-        """[last hidden state at the code's end ; mean hidden state over the code's tokens] for each pair (fp32)."""
+        """[final hidden state at the code's end ; its mean over the code's tokens] for each pair (fp32): the
+        generation prompt for the problem (no demonstrations), then the code in the answer's fence."""
         import torch
 
-        missing = [pair for pair in dict.fromkeys(batch) if pair not in self._features]
+        from assistant.backends.prompts import build_prompt
+
+        known = self._features if self.head.training else {}
+        missing = [pair for pair in dict.fromkeys(batch) if pair not in known]
         if missing:
-            self._encode(missing)
-        return torch.stack([self._features[pair] for pair in batch])
+            states = self.backend.continuation_states(
+                [(build_prompt(problem), code.rstrip() + "\n```") for problem, code in missing], BATCH_TOKENS
+            )
+            known.update(zip(missing, states, strict=True))
+        return torch.stack([known[pair] for pair in batch])
 
     def logits(self, batch: Sequence[tuple[str, str]]) -> Any:
         return self.head(self.embed(batch)).squeeze(-1)
 
     def train(self, mode: bool = True) -> None:
         self.head.train(mode)
+        if not mode:
+            self._features = {}  # training is over: what it encoded is not needed again
 
     def parameters(self) -> list:
         return list(self.head.parameters())
-
-    def _encode(self, pairs: Sequence[tuple[str, str]]) -> None:
-        import torch
-
-        from assistant.backends.local import _length_batches
-        from assistant.backends.prompts import build_prompt
-
-        encoded = []
-        for problem, code in pairs:
-            head = self.tokenizer(self.backend.render(build_prompt(problem)), add_special_tokens=False)["input_ids"]
-            tail = self.tokenizer(code.rstrip() + "\n```", add_special_tokens=False)["input_ids"]
-            encoded.append((head, tail))
-        base = self.backend.lm.model  # the transformer without its vocabulary projection
-        pad = self.tokenizer.pad_token_id
-        for group in _length_batches(encoded, BATCH_TOKENS):
-            width = max(len(encoded[i][0]) + len(encoded[i][1]) for i in group)
-            ids = torch.full((len(group), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(group), width), dtype=torch.long)
-            for row, i in enumerate(group):  # left-padded: every row ends at the last position
-                sequence = encoded[i][0] + encoded[i][1]
-                ids[row, width - len(sequence) :] = torch.tensor(sequence)
-                mask[row, width - len(sequence) :] = 1
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            device = self.backend.device
-            with torch.no_grad():  # not inference_mode: the features then train the head
-                states = (
-                    base(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device))
-                    .last_hidden_state.float()
-                    .cpu()
-                )
-            for row, i in enumerate(group):
-                code_len = len(encoded[i][1])
-                last = states[row, -1]
-                mean = states[row, width - code_len :].mean(0)
-                self._features[pairs[i]] = torch.cat([last, mean]).clone()
