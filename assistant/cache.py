@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +165,29 @@ def supersede(store: JsonlCache, current: Mapping[tuple[str, str], str]) -> int:
         key for key, record in store.entries.items() if current.get((record["task_id"], record["strategy"]), key) != key
     ]
     return store.discard(stale)
+
+
+class LayeredCache:
+    """A cache that also reads earlier runs' caches: lookups try `own`, then each of `bases` in turn; new
+    entries go to `own` only, so an earlier run's folder is never written to.
+
+    This is how a run extends another (`eval codegen --extend`): its samples and the tests agree wrote are
+    reused, and the new folder keeps only what it added. A base may be a plain mapping (values recovered from
+    an earlier run's records).
+    """
+
+    def __init__(self, own: JsonlCache, bases: Sequence[JsonlCache | Mapping[str, Any]] = ()) -> None:
+        self.own = own
+        self.bases = list(bases)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.own or any(key in base for base in self.bases)
+
+    def get(self, key: str) -> Any:
+        for cache in (self.own, *self.bases):
+            if key in cache:
+                return cache.get(key)
+        return None
+
+    def put(self, key: str, value: Any) -> None:
+        self.own.put(key, value)

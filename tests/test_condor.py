@@ -336,6 +336,21 @@ def test_discriminator_eval_trains_each_variant_once_and_resumes(tmp_path: Path)
     stamps = {n: (tmp_path / "models" / n / "manifest.json").stat().st_mtime_ns for n in names}
     again = run_discriminator_eval(data, names, config, runs, tmp_path, holdout=0.34)
     assert {n: (tmp_path / "models" / n / "manifest.json").stat().st_mtime_ns for n in names} == stamps
+    # Each candidate's probability was kept beside its model and read back, not computed again.
+    from assistant.cache import JsonlCache, cache_key
+    from assistant.methods.artifacts import read_manifest
+    from assistant.methods.condor.data import PROBLEM_CHARS
+
+    kept = JsonlCache(tmp_path / "models" / "condor" / "scores.jsonl")
+    assert len(kept.entries) == 2 and again["variants"]["condor"]["ranking"] == first["variants"]["condor"]["ranking"]
+    identity = read_manifest(tmp_path / "models" / "condor")["identity"]
+    for wrong_first, passed in ((1.0, 0.0), (0.0, 1.0)):
+        for sample, value in zip(records[0]["samples"], (wrong_first, 1.0 - wrong_first), strict=True):
+            kept.put(
+                cache_key(kind="condor", model=identity, problem=BANK[0][0][:PROBLEM_CHARS], code=sample["code"]), value
+            )
+        kept_run = run_discriminator_eval(data, ["condor"], config, runs, tmp_path, holdout=0.34)
+        assert kept_run["variants"]["condor"]["ranking"]["toy"]["passed"] == {"t1": passed}
     # A variant trained in a later run reuses the stage 1 kept on disk.
     import shutil
 

@@ -6,7 +6,7 @@ import pytest
 
 from assistant.backends import Backend, SamplingParams, TokenLogprobs, Usage
 from assistant.backends.prompts import Prompt
-from assistant.cache import JsonlCache, supersede
+from assistant.cache import JsonlCache, LayeredCache, supersede
 from assistant.core.rank import FirstRanker, LogprobRanker, Problem, RandomRanker
 from assistant.datasets import Task
 from assistant.errors import UsageError
@@ -422,6 +422,102 @@ def test_codegen_records_the_users_rankers_picks_and_repicks_older_records_on_re
     again = run_codegen(tasks, None, ["zero"], backend, tmp_path, params=SamplingParams(n=5))
     assert backend.calls == 3 and again == first  # nothing sampled; the old record picked again
     assert JsonlCache(tmp_path / "records.jsonl").get(key) == first[0]
+
+
+class Seeded(Scripted):
+    """n samples per prompt that depend on the call's seed, as a real sampler's do; records the n asked for."""
+
+    def __init__(self):
+        super().__init__()
+        self.asked = []
+
+    def sample(self, prompt, params, step=None):
+        from assistant.backends import Completion
+
+        self.calls += 1
+        self.asked.append(params.n)
+        return [
+            Completion(f"def f():\n    return {params.seed % 97 + i}\n", 3, "stop", (-0.1,)) for i in range(params.n)
+        ]
+
+
+def test_a_larger_n_extends_an_earlier_run_drawing_only_the_missing_blocks(tmp_path):
+    tasks = [Task(f"t{i}", f"return {i} from f", "def f():\n    return 2", ("assert f() == 2",)) for i in range(3)]
+    backend = Seeded()
+    small = run_codegen(tasks, None, ["zero"], backend, tmp_path / "n5", params=SamplingParams(n=5))
+    assert backend.asked == [5, 5, 5]
+    before = (tmp_path / "n5" / "samples.jsonl").read_bytes()
+
+    def extended(n):
+        cache = LayeredCache(
+            JsonlCache(tmp_path / "n12" / "samples.jsonl"), [JsonlCache(tmp_path / "n5" / "samples.jsonl")]
+        )
+        return run_codegen(tasks, None, ["zero"], backend, tmp_path / "n12", params=SamplingParams(n=n), cache=cache)
+
+    large = extended(12)
+    # Blocks of 5: the earlier run's block is reused, two more are drawn per task (5, then the last 2).
+    assert backend.asked == [5, 5, 5, 5, 2, 5, 2, 5, 2] and [r["n"] for r in large] == [12, 12, 12]
+    for old, new in zip(small, large, strict=True):
+        assert new["samples"][:5] == old["samples"]
+        assert {s["code"] for s in new["samples"][5:10]}.isdisjoint(s["code"] for s in old["samples"])  # own seed
+    assert (tmp_path / "n5" / "samples.jsonl").read_bytes() == before  # the earlier folder is only read
+    assert extended(12) == large and len(backend.asked) == 9  # resumed: nothing drawn again
+
+
+class SeededScoring(Seeded):
+    """Seeded, and a scorer: each reviewer score is a function of the code shown; counts the pairs scored."""
+
+    can_score = True
+
+    def __init__(self):
+        super().__init__()
+        self.scored = 0
+
+    def logprob(self, pairs):
+        self.scored += len(pairs)
+        return [
+            TokenLogprobs(tokens=["x"], logprobs=[-len(prompt.messages[-1]["content"]) / 1000]) for prompt, _ in pairs
+        ]
+
+
+def test_an_extended_run_scores_with_the_reviewer_only_the_new_samples(tmp_path):
+    from assistant.core.review import ReviewerRanker, forget_reviews
+    from assistant.evaluate.codegen import recorded_reviews
+
+    tasks = [Task(f"t{i}", f"return {i} from f", "def f():\n    return 2", ("assert f() == 2",)) for i in range(3)]
+    backend = SeededScoring()
+    small = run_codegen(
+        tasks,
+        None,
+        ["zero"],
+        backend,
+        tmp_path / "n5",
+        params=SamplingParams(n=5),
+        rankers=[*RANKERS, ReviewerRanker(backend)],
+    )
+    assert backend.scored == 15
+    forget_reviews(backend)  # a new process: only what the folders hold is known
+    reviewer = ReviewerRanker(backend)
+    reviewer.cache = LayeredCache(
+        JsonlCache(tmp_path / "n10" / "review-scores.jsonl"), [recorded_reviews([tmp_path / "n5"], tasks, backend)]
+    )
+    cache = LayeredCache(
+        JsonlCache(tmp_path / "n10" / "samples.jsonl"), [JsonlCache(tmp_path / "n5" / "samples.jsonl")]
+    )
+    large = run_codegen(
+        tasks,
+        None,
+        ["zero"],
+        backend,
+        tmp_path / "n10",
+        params=SamplingParams(n=10),
+        cache=cache,
+        rankers=[*RANKERS, reviewer],
+    )
+    assert backend.scored == 30  # the five new samples of each task, not the five recorded ones
+    for old, new in zip(small, large, strict=True):
+        assert new["scores"]["reviewer"][:5] == old["scores"]["reviewer"] and None not in new["scores"]["reviewer"]
+    assert len(JsonlCache(tmp_path / "n10" / "review-scores.jsonl").entries) == 15
 
 
 @needs_mbpp

@@ -402,3 +402,30 @@ def test_eval_subset_refuses_a_limit_below_one() -> None:
 
     with pytest.raises(UsageError, match="--limit must be at least 1"):
         subset([], -1, 0)
+
+
+def test_eval_codegen_extend_refuses_a_folder_it_cannot_extend_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from assistant.ui.cli import app
+
+    earlier = tmp_path / "n5"
+    earlier.mkdir()
+    settings = {"command": "codegen", "dataset": "humaneval", "split": "test", "seed": 0, "n": 5, "demos": 4}
+    settings |= {"backend": "openai", "model": None, "temperature": 0.8, "top_p": 0.95, "max_new_tokens": 384}
+    settings |= {"pool": "mbpp"}
+    base = ["eval", "codegen", "--strategies", "zero", "--limit", "1", *UNREACHABLE]
+    cases = [
+        (None, ["-n", "10"], "not an `assist eval codegen` results folder (no config.json)"),
+        ({**settings, "temperature": 0.2}, ["-n", "10"], "that run used other settings ("),
+        (settings, ["-n", "5"], "that run already has n=5; ask for a larger -n"),
+    ]
+    for config, extra, message in cases:
+        if config is not None:
+            (earlier / "config.json").write_text(json.dumps(config))
+        args = [*base, *extra, "--extend", str(earlier)]
+        result = CliRunner().invoke(app, [str(tmp_path / "out") if arg == "OUT" else arg for arg in args])
+        assert result.exit_code == 2, result.output
+        lines = result.output.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], result.output
+        assert not (tmp_path / "out").exists()

@@ -208,3 +208,19 @@ def test_include_copies_only_the_listed_files(project: Path) -> None:
     assert run.status == "passed", run.output
     whole = run_pytest(project, PYTHON, ["tests/test_probe.py"], pythonpath=["."])
     assert whole.status == "failed"  # without the list the copy holds it
+
+
+def test_a_configuration_above_the_copy_is_not_read(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The copy is made in the temporary folder; one of its parents holds a hostile pytest.ini and conftest.py
+    # (another user's /tmp/pytest.ini) that would deselect the failing test and so forge a pass.
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    (outer / "pytest.ini").write_text("[pytest]\naddopts = -k test_ok\n")
+    (outer / "conftest.py").write_text("def pytest_collection_modifyitems(items):\n    items[:] = items[:1]\n")
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(outer))
+    run = run_pytest(project, PYTHON)
+    assert run.outcomes == {OK: "passed", BAD: "failed"}, run.output

@@ -395,3 +395,36 @@ def test_the_device_is_chosen_or_refused_in_one_line(monkeypatch: pytest.MonkeyP
         resolve_device("tpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_device("auto") == resolve_device("cuda") == "cuda"
+
+
+def test_a_repos_vectors_stay_with_it_and_only_changed_fragments_are_encoded_again(lm: Any, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    import numpy as np
+
+    from assistant.indexing.index import Index
+    from assistant.methods.artifacts import artifact_dir
+    from assistant.methods.selfracg import SelfRacgRetriever
+
+    examples = [
+        Example(requirement="", code=code, path=f"m{i}.py", start_line=1, end_line=2, kind="fragment")
+        for i, code in enumerate(["import os\n", "def total(items):\n    return sum(items)\n", "x = [1, 2, 3]\n"])
+    ]
+    meta = {"source": {"kind": "repo", "path": str(tmp_path)}}
+    ine = InformationNeed(lm, ByteTokenizer())
+    encoded: list[str] = []
+    encode = ine.encode
+
+    def counting(texts, candidate, progress=None):  # the candidates the branch actually reads
+        encoded.extend(texts if candidate else [])
+        return encode(texts, candidate, progress)
+
+    ine.encode = counting  # type: ignore[method-assign]
+    first = SelfRacgRetriever(Index(examples=examples, vectors=np.zeros((3, 4), "float32"), meta=meta), ine)
+    assert encoded == [e.code for e in examples]
+    assert list(artifact_dir(first.index, "selfracg-vectors").glob("*.npz"))  # kept in the repo's .assist
+    encoded.clear()
+    edited = [examples[0], replace(examples[1], code="def total(items):\n    return sum(items) + 1\n"), examples[2]]
+    second = SelfRacgRetriever(Index(examples=edited, vectors=np.zeros((3, 4), "float32"), meta=meta), ine)
+    assert encoded == [edited[1].code]  # one file changed: one fragment read again
+    assert np.array_equal(second.pool[[0, 2]], first.pool[[0, 2]])

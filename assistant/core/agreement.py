@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import ast
 import builtins
+import os
 import re
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from assistant.backends import Backend, SamplingParams, Step
 from assistant.backends.prompts import build_tests_prompt
-from assistant.cache import JsonlCache, cache_key
+from assistant.cache import JsonlCache, LayeredCache, cache_key
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate
 from assistant.core.home import ModuleHome
@@ -37,6 +40,7 @@ TEST_SAMPLES = 2  # samples of the test-writing prompt
 TEST_TOKENS = 320
 TEST_SECONDS = 5  # each test's limit (its own in a module run, which runs them all in one process)
 MODULE_TEST_FILE = "test_assist_agree.py"  # the tests' file in the project's copy
+MODULE_WORKERS = 4  # at most this many module runs at once (never more than the cores)
 
 
 def entry_point(candidates: Sequence[Candidate]) -> str | None:
@@ -135,7 +139,7 @@ def written_tests(
     sig: str,
     backend: Backend,
     samples: int = TEST_SAMPLES,
-    cache: JsonlCache | None = None,
+    cache: JsonlCache | LayeredCache | None = None,
     step: Step | None = None,
 ) -> list[str]:
     """Assert lines the backend writes for the requirement (seeded, so a problem gets the same tests each time).
@@ -174,7 +178,7 @@ class AgreementRanker:
         backend: Backend,
         wanted: int = TESTS_WANTED,
         samples: int = TEST_SAMPLES,
-        cache: JsonlCache | None = None,
+        cache: JsonlCache | LayeredCache | None = None,
     ) -> None:
         self.backend = backend
         self.wanted = wanted
@@ -268,41 +272,44 @@ def module_test_file(module: str, tests: Sequence[str]) -> str:
 
 def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[str]) -> list[frozenset[int]] | str:
     """The tests (by position) each sample's file passes, run in a sandboxed copy of its project (one pytest run
-    per distinct file; a sample with no file in `home` passes none). When no run reports any of the tests (the
-    project's pytest setup gets in the way, or the copy cannot be made), the reason instead, in one line."""
+    per distinct file, as many at once as there are cores; a sample with no file in `home` passes none). When
+    no run reports any of the tests (the project's pytest setup gets in the way, or the copy cannot be made),
+    the reason instead, in one line."""
     from assistant.errors import AssistError
     from assistant.sandbox.project import ProjectLimits, run_pytest
 
     test_file = module_test_file(home.module, tests)
     limits = ProjectLimits(timeout_s=30.0 + TEST_SECONDS * len(tests), cpu_s=30 + TEST_SECONDS * len(tests))
     nodes = [f"{MODULE_TEST_FILE}::test_{j}" for j in range(len(tests))]
+    texts = list(dict.fromkeys(t for t in (home.texts.get(sample) for sample in samples) if t is not None))
+
+    def run(text: str) -> Any:
+        return run_pytest(
+            home.root,
+            home.python,
+            [MODULE_TEST_FILE],
+            files={home.path: text, MODULE_TEST_FILE: test_file},
+            pythonpath=home.pythonpath,
+            limits=limits,
+            include=home.include,
+            extra_args=["-o", "python_functions=test_*"],  # a project's own naming rule does not apply
+        )
+
+    # The runs are separate sandboxed processes, mostly interpreter start-up and collection: one per core.
+    with ThreadPoolExecutor(max_workers=max(1, min(len(texts), os.cpu_count() or 1, MODULE_WORKERS))) as pool:
+        futures = [(text, pool.submit(run, text)) for text in texts]
     seen: dict[str, frozenset[int]] = {}
-    passed = []
     reported = False
     trouble = ""
-    for sample in samples:
-        text = home.texts.get(sample)
-        if text is None:
-            passed.append(frozenset())
-            continue
-        if text not in seen:
-            try:
-                run = run_pytest(
-                    home.root,
-                    home.python,
-                    [MODULE_TEST_FILE],
-                    files={home.path: text, MODULE_TEST_FILE: test_file},
-                    pythonpath=home.pythonpath,
-                    limits=limits,
-                    include=home.include,
-                    extra_args=["-o", "python_functions=test_*"],  # a project's own naming rule does not apply
-                )
-            except AssistError as exc:
-                return f"cannot run in its module: {exc}"
-            reported = reported or any(node in run.outcomes for node in nodes)
-            trouble = trouble or next((line for line in run.output.splitlines() if "Error" in line), run.status)
-            seen[text] = frozenset(j for j, node in enumerate(nodes) if run.outcomes.get(node) == "passed")
-        passed.append(seen[text])
+    for text, future in futures:
+        try:
+            result = future.result()
+        except AssistError as exc:
+            return f"cannot run in its module: {exc}"
+        reported = reported or any(node in result.outcomes for node in nodes)
+        trouble = trouble or next((line for line in result.output.splitlines() if "Error" in line), result.status)
+        seen[text] = frozenset(j for j, node in enumerate(nodes) if result.outcomes.get(node) == "passed")
+    passed = [seen.get(home.texts[sample], frozenset()) if sample in home.texts else frozenset() for sample in samples]
     if seen and not reported:
         return f"the project's pytest ran none of the tests ({trouble.strip()[:160]})"
     return passed

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from assistant.backends import Backend, Step
 from assistant.backends.prompts import build_review_prompt
+from assistant.cache import JsonlCache, LayeredCache, cache_key
 from assistant.code.docstrings import bare_code
 from assistant.core.candidates import Candidate
 from assistant.core.rank import LogprobRanker, Problem, Score
@@ -28,15 +29,33 @@ _MEMO: weakref.WeakKeyDictionary[Backend, OrderedDict[tuple[str, str], float]] =
 _MEMO_SIZE = 4096
 
 
-def review_scores(backend: Backend, requirement: str, codes: Sequence[str]) -> list[float]:
-    """Mean log p(requirement | code) for each code, one batched call for those not scored recently."""
+def review_key(backend: Backend, requirement: str, code: str) -> str:
+    """Where a reviewer score is kept in a persistent cache: the model, the scoring prompt (the candidate as
+    the reviewer sees it) and the requirement."""
+    prompt = build_review_prompt(bare_code(code))
+    return cache_key(kind="review", model=backend.model, prompt=prompt.to_json(), requirement=requirement)
+
+
+def review_scores(
+    backend: Backend, requirement: str, codes: Sequence[str], cache: JsonlCache | LayeredCache | None = None
+) -> list[float]:
+    """Mean log p(requirement | code) for each code, one batched call for those not scored recently (nor kept in
+    `cache`, an evaluation's: a resumed or extended run scores each candidate once)."""
     memo = _MEMO.setdefault(backend, OrderedDict())
     keys = [(bare_code(code), requirement) for code in codes]
     todo = list(dict.fromkeys(key for key in keys if key not in memo))
+    if cache is not None:
+        for key in list(todo):
+            stored = review_key(backend, key[1], key[0])
+            if stored in cache:
+                memo[key] = cache.get(stored)
+                todo.remove(key)
     if todo:
         results = backend.logprob([(build_review_prompt(code), text) for code, text in todo])
         for key, result in zip(todo, results, strict=True):
             memo[key] = result.mean
+            if cache is not None:
+                cache.put(review_key(backend, key[1], key[0]), result.mean)
     for key in keys:
         memo.move_to_end(key)
     while len(memo) > _MEMO_SIZE:
@@ -61,11 +80,12 @@ class ReviewerRanker:
         self.backend = backend
         self.coder = LogprobRanker(backend) if coder else None
         self.name = "coder-reviewer" if coder else "reviewer"
+        self.cache: JsonlCache | LayeredCache | None = None  # an evaluation's; `generate` scores each time
 
     def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]:
         if not candidates:
             return []
-        reviews = review_scores(self.backend, problem.requirement.strip(), [c.code for c in candidates])
+        reviews = review_scores(self.backend, problem.requirement.strip(), [c.code for c in candidates], self.cache)
         if self.coder is None:
             return [
                 Score(value, f"requirement given the code: mean log-prob {value:.3f}", {"reviewer": value})

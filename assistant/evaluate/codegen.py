@@ -17,7 +17,7 @@ from pathlib import Path
 
 from assistant import sandbox
 from assistant.backends import Backend, SamplingParams
-from assistant.cache import JsonlCache, cache_key, supersede
+from assistant.cache import JsonlCache, LayeredCache, cache_key, supersede
 from assistant.code.fences import extract_code
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem, Ranker, rank
@@ -39,6 +39,31 @@ PICKS_BY = "rankers"  # marks a record whose picks the users' ranker objects mad
 def task_seed(seed: int, task_id: str) -> int:
     """One sampling seed per task, shared by all strategies (common random numbers lower the variance)."""
     return int(cache_key(seed=seed, task=task_id)[:8], 16)
+
+
+# Samples are drawn, and cached, in blocks of this many: a run at -n 10 reuses the -n 5 run's samples as its
+# first block and draws only the second (`eval codegen --extend`), so a ranker's pass@1 at n = 5 and 10 is
+# measured on nested samples.
+SAMPLE_BLOCK = 5
+
+
+def sample_blocks(params: SamplingParams, seed: int, task_id: str) -> list[SamplingParams]:
+    """The sampling calls for one task: `params.n` samples in blocks of SAMPLE_BLOCK (the last may be smaller),
+    the first block seeded as a run of n <= SAMPLE_BLOCK always was (so its cache keys are unchanged), each
+    later block with a seed of its own."""
+    blocks = []
+    for start in range(0, params.n, SAMPLE_BLOCK):
+        block = start // SAMPLE_BLOCK
+        blocks.append(
+            SamplingParams(
+                n=min(SAMPLE_BLOCK, params.n - start),
+                temperature=params.temperature,
+                top_p=params.top_p,
+                max_new_tokens=params.max_new_tokens,
+                seed=task_seed(seed, task_id if block == 0 else f"{task_id}#block{block}"),
+            )
+        )
+    return blocks
 
 
 def _parses(code: str) -> bool:
@@ -127,7 +152,7 @@ def run_codegen(
     demos: int = 4,
     seed: int = 0,
     batch: int = 1,
-    cache: JsonlCache | None = None,
+    cache: JsonlCache | LayeredCache | None = None,
     limits: sandbox.Limits | None = None,
     rankers: Sequence[Ranker] | None = None,
     progress: Progress | None = None,
@@ -137,6 +162,8 @@ def run_codegen(
     `batch` tasks are sampled in one call when the backend can batch prompts (the local one can: on a CPU
     that is about 3x faster than one task at a time); the cache is written after every call. `rankers` are the
     first, random and logprob ranker objects to pick with (default: the registry's, as `assist generate` builds them).
+    Samples are drawn and cached in blocks of SAMPLE_BLOCK (`sample_blocks`), so a `cache` that reads through to
+    an earlier run at a smaller n (a LayeredCache) makes that run's samples the first of these.
     """
     report = progress or (lambda stage, done, total: None)
     out.mkdir(parents=True, exist_ok=True)
@@ -148,38 +175,39 @@ def run_codegen(
     for strategy in strategies:
         select = make_strategy(strategy, pool, seed)
         for task in tasks:
-            sample_params = SamplingParams(
-                n=params.n,
-                temperature=params.temperature,
-                top_p=params.top_p,
-                max_new_tokens=params.max_new_tokens,
-                seed=task_seed(seed, task.task_id),
-            )
             chosen = select(task, demos)
             prompt = task.prompt(chosen)
-            key = cache_key(
-                kind="sample",
-                backend=backend.identity.kind,  # `local`, `openai-chat`...: the strings committed caches hold
-                model=backend.model,
-                prompt=prompt.to_json(),
-                params=sample_params.__dict__,
-            )
-            record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy)
-            jobs.append((strategy, task, chosen, prompt, sample_params, key, record_key))
+            units = [
+                (
+                    block,
+                    cache_key(
+                        kind="sample",
+                        backend=backend.identity.kind,  # `local`, `openai-chat`...: the strings committed caches hold
+                        model=backend.model,
+                        prompt=prompt.to_json(),
+                        params=block.__dict__,
+                    ),
+                )
+                for block in sample_blocks(params, seed, task.task_id)
+            ]
+            # One block keeps the key records had before samples came in blocks.
+            samples_key = units[0][1] if len(units) == 1 else [key for _, key in units]
+            record_key = cache_key(kind="record", sample=samples_key, task=task.task_id, strategy=strategy)
+            jobs.append((strategy, task, chosen, prompt, units, record_key))
     # A strategy whose prompts changed since an earlier run into this folder (a retrained retriever) gets new
     # record keys: its old records must go, or the report would count each task twice.
-    supersede(records, {(job[1].task_id, job[0]): job[6] for job in jobs})
+    supersede(records, {(job[1].task_id, job[0]): job[5] for job in jobs})
     # Progress is per strategy, and a resumed strategy reports its cached tasks at once: the rate and ETA then
     # count only the tasks this run samples.
     per_strategy = {s: sum(1 for job in jobs if job[0] == s) for s in strategies}
     # A cached record that lacks a ranker's pick (`--rankers agree` added later) counts once it is picked.
     counted = {
-        s: sum(1 for job in jobs if job[0] == s and job[6] in records and not _missing(records.get(job[6]), rankers))
+        s: sum(1 for job in jobs if job[0] == s and job[5] in records and not _missing(records.get(job[5]), rankers))
         for s in strategies
     }
     reported: set[str] = set()
     results = []
-    for position, (strategy, task, chosen, prompt, sample_params, key, record_key) in enumerate(jobs, start=1):
+    for position, (strategy, task, chosen, prompt, units, record_key) in enumerate(jobs, start=1):
         if strategy not in reported:
             reported.add(strategy)
             report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
@@ -202,22 +230,28 @@ def run_codegen(
                 report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
             results.append(record)
             continue
-        usage = None
-        if key not in cache:
-            # Sample this task together with the next uncached ones (distinct prompts only).
-            group = [(prompt, sample_params, key)]
-            # Only a backend that batches prompts gains from grouping; for the others, one task at a time keeps
-            # every finished task cached the moment it is done (a server that dies loses nothing).
+        usage: dict[str, float] | None = None
+        while missing := [(prompt, block, key) for block, key in units if key not in cache]:
+            # Sample this task's missing blocks together with the next uncached ones (distinct keys, and the
+            # same number of samples: one batched call draws n for every prompt).
+            group = missing[:1]
+            # Only a backend that batches prompts gains from grouping; for the others, one block at a time keeps
+            # every finished block cached the moment it is done (a server that dies loses nothing).
             size = batch if backend.batches_prompts else 1
-            for job in jobs[position:]:
+            later = [(job[3], block, key) for job in jobs[position:] if job[5] not in records for block, key in job[4]]
+            for unit in [*missing[1:], *later]:
                 if len(group) >= max(1, size):
                     break
-                if job[5] not in cache and job[6] not in records and all(job[5] != g[2] for g in group):
-                    group.append((job[3], job[4], job[5]))
+                if unit[1].n == group[0][1].n and unit[2] not in cache and all(unit[2] != g[2] for g in group):
+                    group.append(unit)
             before = backend.usage.to_json()
             sampled = _sample_group(backend, [g[0] for g in group], [g[1] for g in group])
             spent = backend.usage.since(before)
-            usage = {name: round(value / len(group), 3) for name, value in spent.items()}  # this task's share
+            mine = sum(1 for g in group if any(g[2] == key for _, key in units))
+            usage = {
+                name: round((usage or {}).get(name, 0.0) + value * mine / len(group), 3)  # this task's share
+                for name, value in spent.items()
+            }
             for (_, _, group_key), completions in zip(group, sampled, strict=True):
                 cache.put(
                     group_key,
@@ -232,7 +266,7 @@ def run_codegen(
                     ],
                 )
         samples = []
-        for completion in cache.get(key):
+        for completion in [c for _, key in units for c in cache.get(key)]:
             code = extract_code(completion["text"])
             lp = completion["logprobs"]
             samples.append(
@@ -270,6 +304,27 @@ def run_codegen(
         counted[strategy] += 1
         report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
     return results
+
+
+def recorded_reviews(folders: Sequence[Path], tasks: Sequence[Task], backend: Backend) -> dict[str, float]:
+    """The reviewer scores that the records of `folders` hold, under the keys the reviewer's cache uses
+    (`review_key`): an extended or resumed run then scores only candidates no earlier run scored."""
+    from assistant.core.review import review_key
+
+    by_id = {task.task_id: task for task in tasks}
+    found: dict[str, float] = {}
+    for folder in folders:
+        path = folder / "records.jsonl"
+        if not (path.exists() or path.with_name(path.name + ".gz").exists()):
+            continue
+        for record in JsonlCache(path).entries.values():
+            task = by_id.get(record.get("task_id")) if isinstance(record, dict) else None
+            reviews = record.get("scores", {}).get("reviewer") if task else None
+            for sample, value in zip(record["samples"], reviews or [], strict=False):
+                if value is not None:
+                    code = (task.prefix + "\n" + sample["code"]) if task.prefix else sample["code"]
+                    found[review_key(backend, task.requirement.strip(), code)] = value
+    return found
 
 
 def auto_pick(record: dict) -> int | None:

@@ -17,6 +17,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from assistant.cache import JsonlCache, cache_key
 from assistant.datasets import read_run
 from assistant.errors import UsageError
 from assistant.evaluate.codegen import auto_pick
@@ -123,8 +124,11 @@ def run_discriminator_eval(
                 {**make_manifest(config, train, stats, scores, {"holdout": holdout}), "identity": identity},
             )
         entry = {"config": VARIANTS[name], "stats": stats, "held_out": scores}
+        # Each candidate's probability is kept beside the model: a run over more samples scores only the new ones.
+        cache = JsonlCache(directory / "scores.jsonl")
         entry["ranking"] = {
-            run: _rank_candidates(model, records, texts, config) for run, records, texts in candidate_runs
+            run: _rank_candidates(model, records, texts, config, cache, identity)
+            for run, records, texts in candidate_runs
         }
         results["variants"][name] = entry
         (out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
@@ -160,16 +164,31 @@ def _identity(train: Dataset, held: Dataset, config: CondorConfig) -> str:
     return digest.hexdigest()[:16]
 
 
-def _rank_candidates(model: Any, records: list[dict], texts: dict[str, str], config: CondorConfig) -> dict:
+def _rank_candidates(
+    model: Any,
+    records: list[dict],
+    texts: dict[str, str],
+    config: CondorConfig,
+    cache: JsonlCache | None = None,
+    identity: str = "",
+) -> dict:
     """Pass@1 of the variant's top pick among each task's parsed candidates (ties: sampling order), and whether
-    it passed, by task (for paired differences)."""
+    it passed, by task (for paired differences). `cache` keeps each (problem, code)'s probability under the
+    trained model's `identity`, so only candidates it has not scored are run through the model."""
     records = _in_task_order(records)
     jobs = []
     for r, record in enumerate(records):
         for s, sample in enumerate(record["samples"]):
             if sample["parsed"]:
                 jobs.append((r, s, texts[record["task_id"]][:PROBLEM_CHARS], sample["code"]))
-    probabilities = _predict(model, [(text, code) for _, _, text, code in jobs], config.max_length)
+    keys = [cache_key(kind="condor", model=identity, problem=text, code=code) for _, _, text, code in jobs]
+    todo = [i for i, key in enumerate(keys) if cache is None or key not in cache]
+    fresh = _predict(model, [jobs[i][2:] for i in todo], config.max_length) if todo else []
+    found = dict(zip(todo, (float(p) for p in fresh), strict=True))
+    if cache is not None:
+        for i, value in found.items():
+            cache.put(keys[i], value)
+    probabilities = [found[i] if i in found else cache.get(keys[i]) for i in range(len(jobs))]
     best: dict[int, tuple[float, int]] = {}
     for (r, s, _, _), p in zip(jobs, probabilities, strict=True):
         if r not in best or p > best[r][0]:

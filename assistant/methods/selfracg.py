@@ -610,11 +610,23 @@ def _manifest(index: Index, directory: Path) -> dict[str, Any]:
     return load_manifest(directory, METHOD, "SelfRACG adapters", how)
 
 
+POOL_FILE = "pool_vectors.npz"
+
+
+def vector_store(index: Index, candidates: SideEncoder) -> Path:
+    """Where a pool's candidate vectors are kept: with the pool (a repo's `.assist/retrievers`, else the user
+    cache's folder for that pool), one file per branch (model, adapters, settings). A repository keeps its file
+    as its code changes, and `cached_vectors` encodes only the fragments it has not seen (the INE reads about two
+    fragments a second on a CPU); generic adapters used in two repositories keep a file in each."""
+    name = hashlib.sha256(candidates.name.encode()).hexdigest()[:16]
+    return artifact_dir(index, f"{METHOD}-vectors") / f"{name}.npz"
+
+
 class SelfRacgRetriever:
     """Maximum inner product between the query's INE vector and the pool's (prefixed) candidate vectors.
 
-    `directory` holds trained adapters; None is `selfracg-init` (B = 0: the model's own attention). The pool is
-    encoded once and its vectors cached beside the adapters (or in the user cache for selfracg-init)."""
+    `directory` holds trained adapters; None is `selfracg-init` (B = 0: the model's own attention). The pool's
+    vectors are kept with the pool (`vector_store`) and refreshed fragment by fragment as its code changes."""
 
     def __init__(self, index: Index, ine: InformationNeed, directory: Path | None = None) -> None:
         self.name = METHOD if directory is not None else INIT
@@ -628,9 +640,11 @@ class SelfRacgRetriever:
         self.ine = ine
         self.queries = SideEncoder(ine, candidate=False, label=self.name)
         candidates = SideEncoder(ine, candidate=True, label=self.name)
-        store = (
-            directory or cache_dir() / "retrievers" / f"{INIT}-{fingerprint(index.examples)[:16]}"
-        ) / "pool_vectors.npz"
+        store = vector_store(index, candidates)
+        legacy = (directory or cache_dir() / "retrievers" / f"{INIT}-{fingerprint(index.examples)[:16]}") / POOL_FILE
+        if not store.exists() and legacy.exists():  # where earlier versions kept them: start from those
+            store.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(legacy, store)
         self.pool = cached_vectors(store, [e.code for e in index.examples], candidates)
 
     @classmethod

@@ -256,6 +256,10 @@ def _run_in(
     """Start the launcher in the copy, collect output and results, and build the run's account."""
     for name in ("home", "tmp", "plugin"):
         (run_dir / name).mkdir()
+    # pytest looks for its configuration upwards from the tests: a project without one of its own would pick up
+    # whatever pytest.ini lies above the temporary copy (another user's /tmp/pytest.ini could deselect or
+    # rewrite the tests and forge the verdict). An empty one beside the copy ends the search here.
+    (run_dir / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     plugin_dir = run_dir / "plugin"
     shutil.copyfile(PLUGIN_PATH, plugin_dir / f"{PLUGIN_MODULE}.py")
     results_path = run_dir / "results.json"
@@ -269,7 +273,8 @@ def _run_in(
             "ASSIST_PYTEST_HOOK": "0" if "hook" in disabled else "1",
         }
     )
-    argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN_MODULE]
+    # --rootdir: the copy, as it would be in the project, even when the empty configuration above is the one found.
+    argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN_MODULE, f"--rootdir={copy}"]
     if stop_first:
         argv.append("-x")
     argv += [*node_ids, *extra_args]

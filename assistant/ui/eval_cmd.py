@@ -125,6 +125,38 @@ def _prepare(out: Path, config: dict, legacy: dict | None = None) -> None:
     atomic_write_text(path, json.dumps(config, indent=1))
 
 
+def _extended(folder: Path, extend: Path | None, config: dict) -> list[Path]:
+    """The folders whose caches a codegen run reads beside its own: `--extend`'s (checked: a finished run with
+    the same settings but a smaller -n), else those the folder's earlier run named."""
+    if extend is None:
+        path = folder / "config.json"
+        previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        return [Path(p) for p in previous.get("extends", [])]
+    path = extend / "config.json"
+    if not path.exists():
+        raise UsageError(f"--extend {extend}: not an `assist eval codegen` results folder (no config.json)")
+    earlier = json.loads(path.read_text(encoding="utf-8"))
+    if earlier.get("command") != "codegen":
+        raise UsageError(f"--extend {extend}: not an `assist eval codegen` results folder")
+    if extend.resolve() == folder.resolve():
+        raise UsageError("--extend names the output folder itself; a larger -n needs its own --out")
+    changed = sorted(
+        k for k in config if k not in ("n", "strategies", "limit", "ks", "extends") and earlier.get(k) != config[k]
+    )
+    if changed:
+        raise UsageError(f"--extend {extend}: that run used other settings ({', '.join(changed)})")
+    if earlier.get("n", 0) >= config["n"]:
+        raise UsageError(f"--extend {extend}: that run already has n={earlier.get('n')}; ask for a larger -n")
+    return [extend, *[Path(p) for p in earlier.get("extends", [])]]
+
+
+def _layered(folder: Path, bases: list[Path], name: str):
+    """The folder's cache `name`, reading through to the same cache of each extended folder."""
+    from assistant.cache import JsonlCache, LayeredCache
+
+    return LayeredCache(JsonlCache(folder / name), [JsonlCache(base / name) for base in bases])
+
+
 def _record_retrievers(folder: Path, index, names: list[str], before: dict, tasks: list) -> None:
     """Name in the folder the trained artifacts this completed run used, unless one was retrained meanwhile."""
     from assistant.evaluate.report import record_retrievers, retriever_identities
@@ -170,15 +202,25 @@ def codegen(
             "Added to a finished folder, they pick from its cached samples: nothing is sampled again.",
         ),
     ] = "",
+    extend: Annotated[
+        Path | None,
+        typer.Option(
+            "--extend",
+            help="A finished run of this command at a smaller -n (the same settings otherwise): its samples, "
+            "agree's written tests and the reviewer's scores are read from there (never written to), so only the "
+            "missing samples are drawn and scored. "
+            "Samples come in blocks of 5, so -n 10 adds one block to an -n 5 run.",
+        ),
+    ] = None,
     out_dir: OutDir = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Pass@k per demonstration strategy, and pass@1 after each ranker (first, random, logprob, oracle)."""
     from assistant.backends import SamplingParams
-    from assistant.cache import JsonlCache
     from assistant.core.agreement import AgreementRanker
+    from assistant.core.review import ReviewerRanker
     from assistant.evaluate import run_codegen, summarize_codegen, write_report
-    from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS
+    from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS, recorded_reviews
     from assistant.evaluate.report import codegen_table, retriever_identities
 
     check_range("--limit", limit, 1)
@@ -218,15 +260,24 @@ def codegen(
         "pool": parse_dataset(pool).name,
         "strategies": names,
     }
+    bases = _extended(folder, extend, config)
+    if bases:
+        config["extends"] = [str(base) for base in bases]
     _prepare(folder, config)
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         pipeline, demo_pool, generator = _load_models(pool, settings, ui)
         trained = retriever_identities(demo_pool.index, names)
         measured = pipeline.rankers("+".join([USER_RANKERS, *extra]))  # the objects `assist generate` ranks with
+        reviews = None
         for ranker in measured:
             if isinstance(ranker, AgreementRanker):  # its tests are kept, so a resumed run asks the model once
-                ranker.cache = JsonlCache(folder / "agree-tests.jsonl")
+                ranker.cache = _layered(folder, bases, "agree-tests.jsonl")
+            if isinstance(ranker, ReviewerRanker):  # its scores too, and those the records already hold
+                if reviews is None:
+                    reviews = _layered(folder, bases, "review-scores.jsonl")
+                    reviews.bases.append(recorded_reviews([folder, *bases], tasks, generator))
+                ranker.cache = reviews
         records = run_codegen(
             tasks,
             demo_pool,
@@ -237,6 +288,7 @@ def codegen(
             demos=demos,
             seed=seed,
             batch=batch,
+            cache=_layered(folder, bases, "samples.jsonl"),
             rankers=measured,
             progress=ui,
         )

@@ -51,7 +51,10 @@ class GeneratorDiscriminator:
         self._features: dict[tuple[str, str], Any] = {}
 
     def batch(self, problems: Sequence[str], codes: Sequence[str], max_length: int) -> list[tuple[str, str]]:
-        """The pairs themselves: their features are computed (or recalled) by `embed`."""
+        """The pairs themselves: their features are computed (or recalled) by `embed`. `max_length` is the
+        encoder backbones' truncation and is not applied: the generator reads the whole problem (cut to
+        PROBLEM_CHARS by the data) and the whole candidate, whose length the sampler's token limit already bounds,
+        so a head sees at ranking time exactly the features it was trained on."""
         return list(zip(problems, codes, strict=True))
 
     def embed(self, batch: Sequence[tuple[str, str]]) -> Any:

@@ -1,0 +1,116 @@
+"""Pass@1 after ranking as the number of samples grows: every ranker at n = 5, 10, ... on the same tasks.
+
+Reads what the measurements already hold (it ranks nothing): the `assist eval discriminator` results, which carry,
+for each `eval codegen` run it was given (`--candidates`), every recorded ranker's and each Condor variant's pick
+per task, and optionally the learned combination's rows (`benchmarks/ranker_combination.py --json`). Runs of one
+dataset at different n (an -n 10 run extending an -n 5 one, `eval codegen --extend`) become the columns. Prints
+one markdown table per dataset (pass@1 with its 95% interval, the paired difference against the first sample,
+and the share of the first-to-oracle gap closed) and, with --chart, draws pass@1 against n. It asserts nothing.
+From the repo root:
+
+    .venv/bin/python benchmarks/ranker_combination.py --train results/codegen-mbpp-train-n5-ov-seed0 \\
+        --test results/codegen-*-n5-ov-seed0 results/codegen-*-n10-ov-seed0 --json > /tmp/combination.json
+    .venv/bin/python benchmarks/rankers_by_n.py results/discriminator-mbpp-ov-seed0 \\
+        --combination /tmp/combination.json --chart docs/rankers-by-n.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from assistant.evaluate.discriminator import BASELINES
+from assistant.evaluate.metrics import interval_cell, paired_difference
+
+
+def _runs(folder: Path, combination: dict | None) -> dict[str, dict[int, dict[str, dict]]]:
+    """dataset → n → ranker → {"pass@1": interval, "passed": task → 0/1 (where known), "gap": share}."""
+    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    found: dict[str, dict[int, dict[str, dict]]] = {}
+    for run, base in results.get("baselines", {}).items():
+        config = json.loads((folder.parent / run / "config.json").read_text(encoding="utf-8"))
+        rows = {name: row for name, row in base.items() if name != "tasks" and isinstance(row, dict)}
+        for variant, entry in results["variants"].items():
+            if run in entry["ranking"]:
+                rows[f"condor: {variant}"] = entry["ranking"][run]
+        for path, combined in (combination or {}).get("test", {}).items():
+            for row in combined if Path(path).name == run else []:
+                if row["ranker"] == "combination":
+                    rows["learned combination"] = {"pass@1": row["pass@1"], "gap": row["gap_closed"]}
+        found.setdefault(config["dataset"], {})[int(config["n"])] = rows
+    return found
+
+
+def _order(names: set[str]) -> list[str]:
+    known = [b for b in BASELINES if b != "oracle" and b in names]
+    others = sorted(n for n in names if n not in BASELINES)
+    return [*known, *others, *(["oracle"] if "oracle" in names else [])]
+
+
+def table(dataset: str, by_n: dict[int, dict[str, dict]]) -> str:
+    """One markdown table: a row per ranker, a column group per n."""
+    sizes = sorted(by_n)
+    names = _order(set().union(*(set(rows) for rows in by_n.values())))
+    head = "| ranker | " + " | ".join(f"n={n} pass@1 | vs first | gap closed" for n in sizes) + " |"
+    lines = [f"{dataset}", "", head, "|---|" + "---|---|---|" * len(sizes)]
+    for name in names:
+        cells = [name]
+        for n in sizes:
+            rows = by_n[n]
+            row, first, oracle = rows.get(name), rows["first"], rows["oracle"]
+            if row is None:
+                cells += ["", "", ""]
+                continue
+            versus = None
+            if name != "first" and "passed" in row and "passed" in first:
+                versus = paired_difference(row["passed"], first["passed"])
+            gap_points = oracle["pass@1"][0] - first["pass@1"][0]
+            gap = row.get("gap", (row["pass@1"][0] - first["pass@1"][0]) / gap_points if gap_points > 0 else None)
+            cells += [
+                interval_cell(row["pass@1"]),
+                interval_cell(versus, signed=True) if versus else "",
+                f"{gap:.0%}" if gap is not None and name != "first" else "",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def chart(found: dict[str, dict[int, dict[str, dict]]], path: Path) -> None:
+    """pass@1 against n, one panel per dataset, one line per ranker."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(found), figsize=(6 * len(found), 4.5), squeeze=False)
+    for axis, (dataset, by_n) in zip(axes[0], sorted(found.items()), strict=True):
+        sizes = sorted(by_n)
+        for name in _order(set().union(*(set(rows) for rows in by_n.values()))):
+            values = [100 * by_n[n][name]["pass@1"][0] if name in by_n[n] else None for n in sizes]
+            style = "--" if name in ("first", "oracle") else "-"
+            axis.plot(sizes, values, style, marker="o", label=name)
+        axis.set(title=dataset, xlabel="samples per task (n)", ylabel="pass@1 after ranking (%)", xticks=sizes)
+        axis.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("discriminator", type=Path, help="an `assist eval discriminator` results folder")
+    parser.add_argument("--combination", type=Path, help="`benchmarks/ranker_combination.py --json` output")
+    parser.add_argument("--chart", type=Path, help="write pass@1 against n here (PNG)")
+    args = parser.parse_args()
+    combination = json.loads(args.combination.read_text(encoding="utf-8")) if args.combination else None
+    found = _runs(args.discriminator, combination)
+    print("\n\n".join(table(dataset, by_n) for dataset, by_n in sorted(found.items())))
+    if args.chart:
+        chart(found, args.chart)
+        print(f"\nchart: {args.chart}")
+
+
+if __name__ == "__main__":
+    main()
