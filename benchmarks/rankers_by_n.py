@@ -25,11 +25,27 @@ from assistant.evaluate.metrics import interval_cell, paired_difference
 
 
 def _runs(folder: Path, combination: dict | None) -> dict[str, dict[int, dict[str, dict]]]:
-    """dataset → n → ranker → {"pass@1": interval, "passed": task → 0/1 (where known), "gap": share}."""
+    """run (dataset, split, model, strategy) → n → ranker → {"pass@1": interval, "passed": task → 0/1 (where
+    known), "gap": share}."""
     results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
     found: dict[str, dict[int, dict[str, dict]]] = {}
     for run, base in results.get("baselines", {}).items():
-        config = json.loads((folder.parent / run / "config.json").read_text(encoding="utf-8"))
+        # A run is named after its folder, "folder (strategy)" when it held several; the codegen folders sit
+        # beside the discriminator's, as `assist eval` writes them.
+        name, _, strategy = run.partition(" (")
+        config = json.loads((folder.parent / name / "config.json").read_text(encoding="utf-8"))
+        label = " ".join(
+            part
+            for part in (
+                config["dataset"],
+                config.get("split") if config["dataset"] == "mbpp" else "",
+                config.get("model") or "",
+                strategy.rstrip(")"),
+            )
+            if part
+        )
+        if int(config["n"]) in found.get(label, {}):
+            raise SystemExit(f"two runs of {label} at n={config['n']}: give the discriminator one of them")
         rows = {name: row for name, row in base.items() if name != "tasks" and isinstance(row, dict)}
         for variant, entry in results["variants"].items():
             if run in entry["ranking"]:
@@ -38,7 +54,7 @@ def _runs(folder: Path, combination: dict | None) -> dict[str, dict[int, dict[st
             for row in combined if Path(path).name == run else []:
                 if row["ranker"] == "combination":
                     rows["learned combination"] = {"pass@1": row["pass@1"], "gap": row["gap_closed"]}
-        found.setdefault(config["dataset"], {})[int(config["n"])] = rows
+        found.setdefault(label, {})[int(config["n"])] = rows
     return found
 
 

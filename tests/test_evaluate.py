@@ -6,7 +6,7 @@ import pytest
 
 from assistant.backends import Backend, SamplingParams, TokenLogprobs, Usage
 from assistant.backends.prompts import Prompt
-from assistant.cache import JsonlCache, LayeredCache, supersede
+from assistant.cache import JsonlCache, LayeredCache, cache_key, supersede
 from assistant.core.rank import FirstRanker, LogprobRanker, Problem, RandomRanker
 from assistant.datasets import Task
 from assistant.errors import UsageError
@@ -462,6 +462,41 @@ def test_a_larger_n_extends_an_earlier_run_drawing_only_the_missing_blocks(tmp_p
         assert {s["code"] for s in new["samples"][5:10]}.isdisjoint(s["code"] for s in old["samples"])  # own seed
     assert (tmp_path / "n5" / "samples.jsonl").read_bytes() == before  # the earlier folder is only read
     assert extended(12) == large and len(backend.asked) == 9  # resumed: nothing drawn again
+
+
+def test_the_first_block_keeps_the_cache_key_of_a_run_before_blocks() -> None:
+    from assistant.evaluate.codegen import sample_blocks, task_seed
+
+    params = SamplingParams(n=5, temperature=0.8, top_p=0.95, max_new_tokens=384)
+    before = SamplingParams(n=5, temperature=0.8, top_p=0.95, max_new_tokens=384, seed=task_seed(0, "HumanEval/0"))
+    blocks = sample_blocks(params, 0, "HumanEval/0")
+    assert len(blocks) == 1 and blocks[0].__dict__ == before.__dict__  # committed n = 5 caches stay valid
+    assert task_seed(0, "HumanEval/0") == int(cache_key(seed=0, task="HumanEval/0")[:8], 16)
+    assert [b.n for b in sample_blocks(SamplingParams(n=12), 0, "t")] == [5, 5, 2]
+    assert len({b.seed for b in sample_blocks(SamplingParams(n=15), 0, "t")}) == 3
+
+
+class BatchedSeeded(Seeded):
+    """Seeded, drawing several prompts in one call, and counting each call's usage as a real backend does."""
+
+    batches_prompts = True
+
+    def sample_batch(self, prompts, params, step=None, seeds=None):
+        from dataclasses import replace
+
+        self.usage.add(prompt_tokens=10 * len(prompts), completion_tokens=params.n * len(prompts), seconds=1.0)
+        return [self.sample(prompt, replace(params, seed=seed)) for prompt, seed in zip(prompts, seeds, strict=True)]
+
+
+def test_every_task_is_charged_its_share_of_the_batched_calls_that_drew_its_samples(tmp_path):
+    tasks = [Task(f"t{i}", f"return {i} from f", "def f():\n    return 2", ("assert f() == 2",)) for i in range(5)]
+    backend = BatchedSeeded()
+    records = run_codegen(tasks, None, ["zero"], backend, tmp_path, params=SamplingParams(n=10), batch=4)
+    charged = [r["usage"] for r in records]
+    assert all(u is not None for u in charged)  # not only the task whose turn started each call
+    total = backend.usage.to_json()
+    for name in ("requests", "prompt_tokens", "completion_tokens", "seconds"):
+        assert sum(u[name] for u in charged) == pytest.approx(total[name])
 
 
 class SeededScoring(Seeded):

@@ -29,10 +29,10 @@ _MEMO: weakref.WeakKeyDictionary[Backend, OrderedDict[tuple[str, str], float]] =
 _MEMO_SIZE = 4096
 
 
-def review_key(backend: Backend, requirement: str, code: str) -> str:
-    """Where a reviewer score is kept in a persistent cache: the model, the scoring prompt (the candidate as
-    the reviewer sees it) and the requirement."""
-    prompt = build_review_prompt(bare_code(code))
+def review_key(backend: Backend, requirement: str, bare: str) -> str:
+    """Where a reviewer score is kept in a persistent cache: the model, the scoring prompt and the requirement.
+    `bare` is the candidate as the reviewer sees it (`bare_code` of its code, applied once)."""
+    prompt = build_review_prompt(bare)
     return cache_key(kind="review", model=backend.model, prompt=prompt.to_json(), requirement=requirement)
 
 

@@ -207,6 +207,7 @@ def run_codegen(
     }
     reported: set[str] = set()
     results = []
+    shares: dict[str, dict[str, float]] = {}  # block → its share of the batched call that drew it
     for position, (strategy, task, chosen, prompt, units, record_key) in enumerate(jobs, start=1):
         if strategy not in reported:
             reported.add(strategy)
@@ -230,7 +231,6 @@ def run_codegen(
                 report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
             results.append(record)
             continue
-        usage: dict[str, float] | None = None
         while missing := [(prompt, block, key) for block, key in units if key not in cache]:
             # Sample this task's missing blocks together with the next uncached ones (distinct keys, and the
             # same number of samples: one batched call draws n for every prompt).
@@ -247,11 +247,8 @@ def run_codegen(
             before = backend.usage.to_json()
             sampled = _sample_group(backend, [g[0] for g in group], [g[1] for g in group])
             spent = backend.usage.since(before)
-            mine = sum(1 for g in group if any(g[2] == key for _, key in units))
-            usage = {
-                name: round((usage or {}).get(name, 0.0) + value * mine / len(group), 3)  # this task's share
-                for name, value in spent.items()
-            }
+            for _, _, group_key in group:  # each block's share, counted by the task it belongs to
+                shares[group_key] = {name: value / len(group) for name, value in spent.items()}
             for (_, _, group_key), completions in zip(group, sampled, strict=True):
                 cache.put(
                     group_key,
@@ -265,6 +262,8 @@ def run_codegen(
                         for c in completions
                     ],
                 )
+        spent_here = [shares.pop(key) for _, key in units if key in shares]
+        usage = {name: round(sum(s[name] for s in spent_here), 3) for name in spent_here[0]} if spent_here else None
         samples = []
         for completion in [c for _, key in units for c in cache.get(key)]:
             code = extract_code(completion["text"])
@@ -297,7 +296,7 @@ def run_codegen(
             "picks": chosen_by,
             "scores": scores,  # each ranker's score of each sample (None: unparsable, or no log-probabilities)
             "picks_by": PICKS_BY,
-            "usage": usage,  # None when the samples came from the cache
+            "usage": usage,  # the calls that drew its samples (its share of each batch); None when all were cached
         }
         records.put(record_key, record)
         results.append(record)
@@ -309,6 +308,7 @@ def run_codegen(
 def recorded_reviews(folders: Sequence[Path], tasks: Sequence[Task], backend: Backend) -> dict[str, float]:
     """The reviewer scores that the records of `folders` hold, under the keys the reviewer's cache uses
     (`review_key`): an extended or resumed run then scores only candidates no earlier run scored."""
+    from assistant.code.docstrings import bare_code
     from assistant.core.review import review_key
 
     by_id = {task.task_id: task for task in tasks}
@@ -323,7 +323,7 @@ def recorded_reviews(folders: Sequence[Path], tasks: Sequence[Task], backend: Ba
             for sample, value in zip(record["samples"], reviews or [], strict=False):
                 if value is not None:
                     code = (task.prefix + "\n" + sample["code"]) if task.prefix else sample["code"]
-                    found[review_key(backend, task.requirement.strip(), code)] = value
+                    found[review_key(backend, task.requirement.strip(), bare_code(code))] = value
     return found
 
 

@@ -118,6 +118,7 @@ def run_discriminator_eval(
                 start_from=stage1 if config.contrastive else None,
             )
             scores = evaluate_discriminator(model, held, config)
+            (directory / "scores.jsonl").unlink(missing_ok=True)  # an earlier model's probabilities
             save_discriminator(
                 model,
                 directory,

@@ -68,7 +68,7 @@ from assistant.methods.artifacts import (
     read_manifest,
     save_artifact,
 )
-from assistant.paths import cache_dir
+from assistant.paths import atomic_write_bytes, cache_dir
 from assistant.progress import Progress
 
 METHOD = "selfracg"
@@ -644,7 +644,7 @@ class SelfRacgRetriever:
         legacy = (directory or cache_dir() / "retrievers" / f"{INIT}-{fingerprint(index.examples)[:16]}") / POOL_FILE
         if not store.exists() and legacy.exists():  # where earlier versions kept them: start from those
             store.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(legacy, store)
+            atomic_write_bytes(store, legacy.read_bytes())  # an interrupted copy must not leave a torn file
         self.pool = cached_vectors(store, [e.code for e in index.examples], candidates)
 
     @classmethod

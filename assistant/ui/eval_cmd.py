@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -126,12 +127,19 @@ def _prepare(out: Path, config: dict, legacy: dict | None = None) -> None:
 
 
 def _extended(folder: Path, extend: Path | None, config: dict) -> list[Path]:
-    """The folders whose caches a codegen run reads beside its own: `--extend`'s (checked: a finished run with
-    the same settings but a smaller -n), else those the folder's earlier run named."""
+    """The folders whose caches a codegen run reads beside its own: `--extend`'s (checked: a codegen run with
+    the same settings and a smaller n, a whole number of sample blocks), else those the folder's earlier run
+    named. The config stores them relative to the folder, so the pair can be moved or resumed from anywhere."""
+    from assistant.evaluate.codegen import SAMPLE_BLOCK
+
     if extend is None:
         path = folder / "config.json"
         previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        return [Path(p) for p in previous.get("extends", [])]
+        bases = [folder / p for p in previous.get("extends", [])]
+        for base in bases:
+            if not (base / "config.json").exists():
+                raise UsageError(f"{folder} extends {os.path.normpath(base)}, which is gone; restore it to resume")
+        return bases
     path = extend / "config.json"
     if not path.exists():
         raise UsageError(f"--extend {extend}: not an `assist eval codegen` results folder (no config.json)")
@@ -145,9 +153,15 @@ def _extended(folder: Path, extend: Path | None, config: dict) -> list[Path]:
     )
     if changed:
         raise UsageError(f"--extend {extend}: that run used other settings ({', '.join(changed)})")
-    if earlier.get("n", 0) >= config["n"]:
-        raise UsageError(f"--extend {extend}: that run already has n={earlier.get('n')}; ask for a larger -n")
-    return [extend, *[Path(p) for p in earlier.get("extends", [])]]
+    n = earlier.get("n", 0)
+    if n >= config["n"]:
+        raise UsageError(f"--extend {extend}: that run already has n={n}; ask for a larger -n")
+    if n % SAMPLE_BLOCK:
+        raise UsageError(
+            f"--extend {extend}: its n={n} is not a multiple of {SAMPLE_BLOCK} (samples come in blocks of "
+            f"{SAMPLE_BLOCK}), so its samples cannot be the first of these"
+        )
+    return [extend, *[extend / p for p in earlier.get("extends", [])]]
 
 
 def _layered(folder: Path, bases: list[Path], name: str):
@@ -262,7 +276,7 @@ def codegen(
     }
     bases = _extended(folder, extend, config)
     if bases:
-        config["extends"] = [str(base) for base in bases]
+        config["extends"] = [os.path.relpath(base, folder) for base in bases]
     _prepare(folder, config)
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
