@@ -53,7 +53,11 @@ def _runs(folder: Path, combination: dict | None) -> dict[str, dict[int, dict[st
         for path, combined in (combination or {}).get("test", {}).items():
             for row in combined if Path(path).name == run else []:
                 if row["ranker"] == "combination":
-                    rows["learned combination"] = {"pass@1": row["pass@1"], "gap": row["gap_closed"]}
+                    rows["learned combination"] = {
+                        "pass@1": row["pass@1"],
+                        "gap": row["gap_closed"],
+                        "versus": row["vs_first"],
+                    }
         found.setdefault(label, {})[int(config["n"])] = rows
     return found
 
@@ -78,7 +82,7 @@ def table(dataset: str, by_n: dict[int, dict[str, dict]]) -> str:
             if row is None:
                 cells += ["", "", ""]
                 continue
-            versus = None
+            versus = row.get("versus")
             if name != "first" and "passed" in row and "passed" in first:
                 versus = paired_difference(row["passed"], first["passed"])
             gap_points = oracle["pass@1"][0] - first["pass@1"][0]
@@ -104,8 +108,9 @@ def chart(found: dict[str, dict[int, dict[str, dict]]], path: Path) -> None:
         sizes = sorted(by_n)
         for name in _order(set().union(*(set(rows) for rows in by_n.values()))):
             values = [100 * by_n[n][name]["pass@1"][0] if name in by_n[n] else None for n in sizes]
-            style = "--" if name in ("first", "oracle") else "-"
-            axis.plot(sizes, values, style, marker="o", label=name)
+            # The two bounds, first sample and oracle, as dashed grey and black; the rankers in colour between.
+            bound = {"first": "0.55", "oracle": "black"}.get(name)
+            axis.plot(sizes, values, "--" if bound else "-", color=bound, marker="o", label=name)
         axis.set(title=dataset, xlabel="samples per task (n)", ylabel="pass@1 after ranking (%)", xticks=sizes)
         axis.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
