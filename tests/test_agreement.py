@@ -48,6 +48,21 @@ def test_the_requirements_examples_and_the_function_are_read_from_the_text() -> 
     assert example_tests(">>> other(1)\n2\n", "biggest") == []
 
 
+def test_examples_written_in_the_prose_become_tests_and_sentences_do_not() -> None:
+    text = (
+        "Return the second largest distinct number, e.g. second_largest([3, 1, 4, 4]) == 3, and "
+        "second_largest([5, 5, 2]) -> 2. Also second_largest(xs) returns the answer; second_largest([1]) gives None."
+    )
+    assert example_tests(text, "second_largest") == [
+        "assert second_largest([3, 1, 4, 4]) == 3",
+        "assert second_largest([5, 5, 2]) == 2",
+        "assert second_largest([1]) == None",
+    ]
+    # Not literals, not the function, or no value: nothing.
+    assert example_tests("my_second_largest([1, 2]) == 1; second_largest([1, 2]) is small", "second_largest") == []
+    assert example_tests("f('a, b') returns 'b'.", "f") == ["assert f('a, b') == 'b'"]
+
+
 def test_candidates_that_agree_on_more_tests_rank_first() -> None:
     backend = ScriptedBackend([WRITTEN], prefills_answer=True)  # as the local model continues "assert biggest("
     ranker = make_rankers("agree", backend)[0]

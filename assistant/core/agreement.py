@@ -117,10 +117,69 @@ def _assert_lines(text: str, name: str) -> list[str]:
     return found
 
 
+# What joins a call to its value in prose: "f([1, 2]) == 3", "f(2) -> 4", "f('a') returns 'b'".
+_ARROW = re.compile(r"\s*(?:==|->|=>|→|returns|should return|gives|evaluates to)\s*")
+
+
+def _literal(node: ast.AST) -> bool:
+    try:
+        ast.literal_eval(node)
+        return True
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+
+
+def _longest(text: str, accept: Any) -> str | None:
+    """The longest prefix of `text` that parses as an expression `accept` takes, not one ending in a comma or a
+    full stop (prose's, which would turn "3, so" into a tuple and "2." into a float)."""
+    for end in range(len(text), 0, -1):
+        piece = text[:end].rstrip()
+        if not piece or piece.endswith((",", ".")):
+            continue
+        try:
+            node = ast.parse(piece, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        if accept(node):
+            return piece
+    return None
+
+
+def _inline_examples(text: str, name: str) -> list[str]:
+    """Examples written in the prose ("e.g. f([3, 1]) == 3", "f(2) -> 4"), as asserts. The arguments and the
+    value must be literals, so that a sentence never becomes a test."""
+
+    def is_call(node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == name
+            and all(_literal(arg) for arg in node.args)
+            and all(keyword.arg and _literal(keyword.value) for keyword in node.keywords)
+        )
+
+    found = []
+    for line in text.splitlines():
+        if line.strip().startswith((">>>", "assert ")):
+            continue  # doctest and assert lines are read as such
+        for match in re.finditer(rf"(?<![\w.]){re.escape(name)}\(", line):
+            call = _longest(line[match.start() :], is_call)
+            if call is None:
+                continue
+            arrow = _ARROW.match(line[match.start() + len(call) :])
+            if arrow is None:
+                continue
+            value = _longest(line[match.start() + len(call) + arrow.end() :], _literal)
+            if value is not None:
+                found.append(f"assert {call} == {value}")
+    return found
+
+
 def example_tests(requirement: str, name: str) -> list[str]:
-    """The requirement's own examples as asserts: its `assert` lines, and `>>> call` lines with the expected
-    value on the next line (doctest style), when they call `name`."""
+    """The requirement's own examples as asserts: its `assert` lines, `>>> call` lines with the expected value
+    on the next line (doctest style), and examples in its prose ("e.g. f([3, 1]) == 3"), when they call `name`."""
     tests = _assert_lines(requirement, name)
+    tests += _inline_examples(requirement, name)
     lines = requirement.splitlines()
     for number, line in enumerate(lines[:-1]):
         stripped = line.strip()
