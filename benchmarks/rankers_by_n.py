@@ -9,7 +9,7 @@ and the share of the first-to-oracle gap closed) and, with --chart, draws pass@1
 From the repo root:
 
     .venv/bin/python benchmarks/ranker_combination.py --train results/codegen-mbpp-train-n5-ov-seed0 \\
-        --test results/codegen-*-n5-ov-seed0 results/codegen-*-n10-ov-seed0 --json > /tmp/combination.json
+        --test results/codegen-{mbpp-test,humaneval}-all-n{5,10}-ov-seed0 --json > /tmp/combination.json
     .venv/bin/python benchmarks/rankers_by_n.py results/discriminator-mbpp-ov-seed0 \\
         --combination /tmp/combination.json --chart docs/rankers-by-n.png
 """
