@@ -34,7 +34,6 @@ from assistant.backends import (
     Step,
     TokenLogprobs,
     Usage,
-    check_text,
 )
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
 from assistant.backends.models import ModelSpec, ct2_path, quiet_transformers, resolve
@@ -184,12 +183,7 @@ class CT2Backend(ConvertedBackend):
         are bounded by padded tokens (`batch_tokens`, ~0.6 GB of log-probabilities at 1,024); a longer pair is
         scored alone. Pairs with an empty continuation get an empty result, as with the transformers backend.
         """
-        encoded = []
-        for prompt, continuation in pairs:
-            check_text(continuation, "the scored text")
-            head = self.tokenizer(self.render(prompt), add_special_tokens=False)["input_ids"]
-            tail = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
-            encoded.append((head, tail))
+        encoded = self._encode_pairs(pairs)
         results = [TokenLogprobs() for _ in encoded]
         started = time.perf_counter()
         for batch in _length_batches(encoded, batch_tokens):

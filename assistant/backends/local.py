@@ -509,6 +509,7 @@ class ConvertedBackend(Backend):
     prefills_answer = True
 
     render = LocalBackend.render
+    _encode_pairs = LocalBackend._encode_pairs  # (prompt, continuation) token ids, as scoring needs
     count_tokens = LocalBackend.count_tokens
     check_fits = LocalBackend.check_fits
     _limit_source = LocalBackend._limit_source

@@ -34,7 +34,6 @@ from assistant.backends import (
     Step,
     TokenLogprobs,
     Usage,
-    check_text,
 )
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
 from assistant.backends.models import ModelSpec, ov_path, quiet_transformers, resolve, tokenizer_dir
@@ -275,12 +274,7 @@ class OpenVINOBackend(ConvertedBackend):
         """Token log-probabilities of each continuation given its prompt (teacher-forced: a one-token request that
         echoes the log-probability of every prompt token). All pairs go to the pipeline at once; it computes
         `STEP_TOKENS` positions a step. Pairs with an empty continuation get an empty result."""
-        encoded = []
-        for prompt, continuation in pairs:
-            check_text(continuation, "the scored text")
-            head = self.tokenizer(self.render(prompt), add_special_tokens=False)["input_ids"]
-            tail = self.tokenizer(continuation, add_special_tokens=False)["input_ids"]
-            encoded.append((head, tail))
+        encoded = self._encode_pairs(pairs)
         results = [TokenLogprobs() for _ in encoded]
         started = time.perf_counter()
         # Handed over in groups of about SCORE_GROUP_TOKENS (the shared length grouping; empty continuations are
