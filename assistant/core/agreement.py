@@ -329,11 +329,6 @@ def module_test_file(module: str, tests: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cores() -> int:
-    """The cores this process may run on (its affinity, where the platform tells it)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[str]) -> list[frozenset[int]] | str:
     """The tests (by position) each sample's file passes, run in a sandboxed copy of its project (one pytest run
     per distinct file, as many at once as there are cores; a sample with no file in `home` passes none). When
@@ -360,7 +355,7 @@ def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[s
         )
 
     # The runs are separate sandboxed processes, mostly interpreter start-up and collection: one per core.
-    with ThreadPoolExecutor(max_workers=max(1, min(len(texts), _cores(), MODULE_WORKERS))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(len(texts), os.cpu_count() or 1, MODULE_WORKERS))) as pool:
         futures = [(text, pool.submit(run, text)) for text in texts]
     seen: dict[str, frozenset[int]] = {}
     reported = False
@@ -373,7 +368,7 @@ def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[s
         reported = reported or any(node in result.outcomes for node in nodes)
         trouble = trouble or next((line for line in result.output.splitlines() if "Error" in line), result.status)
         seen[text] = frozenset(j for j, node in enumerate(nodes) if result.outcomes.get(node) == "passed")
-    passed = [seen.get(home.texts[sample], frozenset()) if sample in home.texts else frozenset() for sample in samples]
+    passed = [seen.get(home.texts.get(sample), frozenset()) for sample in samples]  # no file: none
     if seen and not reported:
         return f"the project's pytest ran none of the tests ({trouble.strip()[:160]})"
     return passed
