@@ -44,18 +44,17 @@ def review_scores(
     memo = _MEMO.setdefault(backend, OrderedDict())
     keys = [(bare_code(code), requirement) for code in codes]
     todo = list(dict.fromkeys(key for key in keys if key not in memo))
-    if cache is not None:
-        for key in list(todo):
-            stored = review_key(backend, key[1], key[0])
-            if stored in cache:
-                memo[key] = cache.get(stored)
-                todo.remove(key)
+    stored = {key: review_key(backend, key[1], key[0]) for key in todo} if cache is not None else {}
+    for key, where in stored.items():
+        if where in cache:
+            memo[key] = cache.get(where)
+            todo.remove(key)
     if todo:
         results = backend.logprob([(build_review_prompt(code), text) for code, text in todo])
         for key, result in zip(todo, results, strict=True):
             memo[key] = result.mean
             if cache is not None:
-                cache.put(review_key(backend, key[1], key[0]), result.mean)
+                cache.put(stored[key], result.mean)
     for key in keys:
         memo.move_to_end(key)
     while len(memo) > _MEMO_SIZE:

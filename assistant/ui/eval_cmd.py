@@ -97,6 +97,12 @@ def _load_models(pool: str, settings: Settings, ui: ProgressUI) -> tuple:
     return pipeline, load_pool(pool, pipeline.encoder()), generator
 
 
+def _changed(previous: dict, config: dict, free: tuple[str, ...]) -> list[str]:
+    """The settings of `config`, other than the `free` ones, that an earlier run's `previous` config holds
+    differently."""
+    return sorted(k for k in config if k not in free and previous.get(k) != config[k])
+
+
 def _prepare(out: Path, config: dict, legacy: dict | None = None) -> None:
     """Create the results folder, refusing one that holds a run with other settings. `legacy`: the values
     of settings added later, as folders written before them were run."""
@@ -106,8 +112,7 @@ def _prepare(out: Path, config: dict, legacy: dict | None = None) -> None:
         # Strategies and --limit may grow: subsets are nested and every (task, strategy) is cached on its own.
         # -k too: pass@k is computed from each task's (n, correct), so it changes the report, not the samples.
         # `eval repo --task` too: its function and line records are kept in their own files.
-        merged = ("strategies", "limit", "ks", "task")
-        changed = sorted(k for k in config if k not in merged and previous.get(k) != config[k])
+        changed = _changed(previous, config, ("strategies", "limit", "ks", "task"))
         if changed:
             raise UsageError(f"{out} holds a run with other settings ({', '.join(changed)}); choose another --out")
         limits = [previous.get("limit"), config["limit"]]
@@ -148,9 +153,7 @@ def _extended(folder: Path, extend: Path | None, config: dict) -> list[Path]:
         raise UsageError(f"--extend {extend}: not an `assist eval codegen` results folder")
     if extend.resolve() == folder.resolve():
         raise UsageError("--extend names the output folder itself; a larger -n needs its own --out")
-    changed = sorted(
-        k for k in config if k not in ("n", "strategies", "limit", "ks", "extends") and earlier.get(k) != config[k]
-    )
+    changed = _changed(earlier, config, ("n", "strategies", "limit", "ks", "extends"))
     if changed:
         raise UsageError(f"--extend {extend}: that run used other settings ({', '.join(changed)})")
     n = earlier.get("n", 0)
