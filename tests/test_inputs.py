@@ -368,6 +368,7 @@ UNREACHABLE = ["--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--
             ["eval", "discriminator", "--mutants", "-1", "--from-bank", "mbpp:/x", "--out", "OUT"],
             "--mutants must be at least 0",
         ),
+        (["eval", "repo", "--strategies", "zero,tstr", *UNREACHABLE], "tstr learns from docstrings"),
         (["train", "retriever", "--epochs", "0", "--bank", "/missing.jsonl"], "--epochs must be at least 1"),
         (["train", "retriever", "--seed", "-5", "--bank", "/missing.jsonl"], "--seed must be at least 0"),
         (["train", "retriever", "--hard-negatives", "-1", "--bank", "/missing.jsonl"], "--hard-negatives must be"),

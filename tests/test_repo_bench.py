@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from assistant.backends import SamplingParams
+from assistant.code.examples import Example
 from assistant.core.agreement import AgreementRanker
 from assistant.core.rank import FirstRanker
 from assistant.errors import UsageError
@@ -17,6 +18,7 @@ from assistant.evaluate.repo.projects import PROJECTS, Project, ProjectSpec, par
 from assistant.evaluate.repo.run import (
     auto_pick,
     function_table,
+    heldout_tstr,
     index_project,
     retrieval_table,
     run_function_tasks,
@@ -26,8 +28,9 @@ from assistant.evaluate.repo.run import (
     summarize_lines,
     summarize_retrieval,
 )
-from assistant.evaluate.repo.tasks import function_tasks, line_tasks
+from assistant.evaluate.repo.tasks import FunctionTask, function_tasks, line_tasks
 from assistant.indexing.fragments import fragment_holding, split_fragments
+from assistant.indexing.index import build_index
 from assistant.sandbox.project import ProjectLimits, run_pytest
 from tests.conftest import ScriptedBackend
 
@@ -168,6 +171,25 @@ def test_function_tasks_run_candidates_against_the_covering_tests(tiny: Project,
     assert agree[0] > agree[1] > agree[2] == 0.0  # "return x" passes double(0) == 0 alone; the loop passes none
     table = function_table(summarize_functions(ranked, [1]))
     assert "| zero | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] |" in table
+
+
+def test_tstr_learns_from_the_projects_functions_less_every_task(encoder) -> None:
+    # In a user's repo the function to fill is a stub: no hidden body may be among what TST^R learns from.
+    words = ["parse", "render", "merge", "split", "count", "sort", "load", "save", "find", "clean", "join", "check"]
+    examples = [
+        Example(f"{w.title()} the items.", f"def {w}(items):\n    return [{w}_one(i) for i in items]\n", w,
+                f"pkg/m{i % 3}.py", 10 * i + 1, 10 * i + 3)
+        for i, w in enumerate(words)
+    ]  # fmt: skip
+    index = build_index(examples, encoder, source={"kind": "repo-bench", "name": "toy"})
+    task = FunctionTask("toy:pkg/m1.py::render", "toy", "pkg/m1.py", "render", 11, 11, 13, "Render the items.",
+                        "return []", ("tests/test_m.py::test_render",))  # fmt: skip
+    retriever = heldout_tstr(index, encoder, [task])
+    assert retriever.model.manifest["examples"] == len(examples) - 1  # "render" (lines 11-13 of m1) left out
+    hits = retriever.search("Render the items.", 3)
+    assert hits[0].example.name == "render"  # it still retrieves from the whole pool (the leak control is Excluding)
+    again = heldout_tstr(index, encoder, [task]).search("Render the items.", 3)
+    assert [h.score for h in again] == pytest.approx([h.score for h in hits])  # seeded: a resumed run matches
 
 
 def test_line_tasks_score_the_hidden_lines_and_the_positive_fragment(tiny: Project, encoder, tmp_path: Path) -> None:

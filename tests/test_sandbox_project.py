@@ -5,6 +5,8 @@ from __future__ import annotations
 import socket
 import sys
 import textwrap
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 from assistant.errors import UsageError
 from assistant.sandbox import LAYERS, runner
 from assistant.sandbox import project_launcher as launcher
-from assistant.sandbox.project import ProjectLimits, run_pytest
+from assistant.sandbox.project import ProjectLimits, RunCancelled, run_pytest
 from tests.conftest import landlock_abi
 
 PYTHON = Path(sys.executable)
@@ -160,6 +162,30 @@ def test_an_infinite_loop_times_out(project: Path) -> None:
     )
     assert (run.status, run.returncode, run.outcomes) == ("timeout", None, {})
     assert run.duration_s < 3.0
+
+
+def test_a_cancelled_run_ends_at_once(project: Path) -> None:
+    # What Ctrl-C during agree's module runs relies on: the worker threads' runs stop, they are not waited out.
+    code = "import time\n\n\ndef test_sleep():\n    time.sleep(60)\n"
+    cancel = threading.Event()
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(
+                run_pytest(project, PYTHON, ["tests/test_sleep.py"], files={"tests/test_sleep.py": code}, cancel=cancel)
+            )
+        except RunCancelled as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run)
+    started = time.monotonic()
+    worker.start()
+    time.sleep(1.5)  # pytest is up and inside the sleeping test
+    cancel.set()
+    worker.join(timeout=20)
+    assert not worker.is_alive() and isinstance(outcome[0], RunCancelled), outcome
+    assert time.monotonic() - started < 10
 
 
 def test_cpu_limit_and_collection_error(project: Path) -> None:

@@ -22,9 +22,10 @@ import ast
 import builtins
 import os
 import re
+import threading
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from assistant.backends import Backend, SamplingParams, Step
@@ -342,6 +343,8 @@ def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[s
     nodes = [f"{MODULE_TEST_FILE}::test_{j}" for j in range(len(tests))]
     texts = list(dict.fromkeys(t for t in (home.texts.get(sample) for sample in samples) if t is not None))
 
+    cancel = threading.Event()
+
     def run(text: str) -> Any:
         return run_pytest(
             home.root,
@@ -352,11 +355,19 @@ def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[s
             limits=limits,
             include=home.include,
             extra_args=["-o", "python_functions=test_*"],  # a project's own naming rule does not apply
+            cancel=cancel,
         )
 
     # The runs are separate sandboxed processes, mostly interpreter start-up and collection: one per core.
-    with ThreadPoolExecutor(max_workers=max(1, min(len(texts), os.cpu_count() or 1, MODULE_WORKERS))) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, min(len(texts), os.cpu_count() or 1, MODULE_WORKERS)))
+    try:
         futures = [(text, pool.submit(run, text)) for text in texts]
+        wait([future for _, future in futures])
+    except BaseException:  # Ctrl-C: end the runs in flight now rather than wait out their time limits
+        cancel.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     seen: dict[str, frozenset[int]] = {}
     reported = False
     trouble = ""

@@ -51,6 +51,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,8 +88,13 @@ def _ignored(folder: str, names: list[str]) -> set[str]:
 
 _READ_CHUNK = 65_536
 _REPORT_LIMIT = 64_000  # bytes accepted from the launcher's layer report
+_CANCEL_POLL_S = 0.1  # how often a cancellable run looks at its event
 _DRAIN_AFTER_EXIT_S = 1.0  # how long to read output left in the pipe by stray children after pytest exits
 _LIMIT_SIGNALS = (int(signal.SIGXCPU), int(signal.SIGXFSZ))
+
+
+class RunCancelled(Exception):
+    """A run stopped because its caller set the ``cancel`` event (its process group is killed first)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,7 @@ def run_pytest(
     stop_first: bool = False,
     extra_args: Sequence[str] = (),
     include: Sequence[str] | None = None,
+    cancel: threading.Event | None = None,
 ) -> ProjectRun:
     """Run the project's pytest (``node_ids``, or its whole suite) on a sandboxed copy with ``files`` written over it.
 
@@ -154,7 +161,9 @@ def run_pytest(
     virtual environments. ``files`` maps paths relative to the project to new text; each must stay
     inside the copy and name an existing file or a new file in an existing directory (else UsageError).
     ``pythonpath`` lists dirs of the copy to put first on PYTHONPATH (e.g. "src"). ``trace`` records, per
-    test, the project's functions it ran (:attr:`ProjectRun.calls`). ``stop_first`` passes ``-x``.
+    test, the project's functions it ran (:attr:`ProjectRun.calls`). ``stop_first`` passes ``-x``. Setting
+    ``cancel`` (from another thread) ends the run at once: its process group is killed and RunCancelled raised,
+    so a caller's Ctrl-C need not wait out runs that started in its worker threads.
 
     The status is "passed" when pytest exited 0, no test failed or errored, at least one passed and every
     asked node id has a result; "failed" when pytest ran the tests and some failed (or none passed);
@@ -180,7 +189,11 @@ def run_pytest(
         else:
             _copy_listed(project, copy, include)
         _write_files(copy, files)
-        return _run_in(run_dir, copy, python, node_ids, pythonpath, limits, trace, stop_first, extra_args, disabled)
+        if cancel is not None and cancel.is_set():
+            raise RunCancelled("the run was cancelled")
+        return _run_in(
+            run_dir, copy, python, node_ids, pythonpath, limits, trace, stop_first, extra_args, disabled, cancel
+        )
     finally:
         _remove_tree(str(run_dir))
 
@@ -252,6 +265,7 @@ def _run_in(
     stop_first: bool,
     extra_args: Sequence[str],
     disabled: frozenset[str],
+    cancel: threading.Event | None,
 ) -> ProjectRun:
     """Start the launcher in the copy, collect output and results, and build the run's account."""
     for name in ("home", "tmp", "plugin"):
@@ -313,7 +327,7 @@ def _run_in(
     os.close(report_w)  # only the launcher holds the write end now
     deadline = started + limits.timeout_s
     try:
-        output, report, timed_out = _collect(proc, report_r, deadline, limits.output_limit)
+        output, report, timed_out = _collect(proc, report_r, deadline, limits.output_limit, cancel)
     finally:
         # Not reaped yet, so the pid (= the process group id) cannot have been reused: killing the group
         # is safe, and takes stray children with it.
@@ -347,9 +361,14 @@ def _run_in(
 
 
 def _collect(
-    proc: subprocess.Popen[bytes], report_r: int, deadline: float, output_limit: int
+    proc: subprocess.Popen[bytes],
+    report_r: int,
+    deadline: float,
+    output_limit: int,
+    cancel: threading.Event | None = None,
 ) -> tuple[bytes, bytes, bool]:
     """Read the output and the launcher's report until pytest exits and the pipes close, or the deadline.
+    Raises RunCancelled within a tenth of a second of ``cancel`` being set (the caller kills the group).
 
     Reads in chunks and drops what is past each cap, so the run never blocks on a full pipe. Once pytest
     has exited, output left by stray children is read for at most a second. Returns (output, report,
@@ -381,10 +400,14 @@ def _collect(
                         os.killpg(proc.pid, signal.SIGKILL)
                 if exited_at is not None and (not pipes_open or time.monotonic() - exited_at > _DRAIN_AFTER_EXIT_S):
                     return bytes(buffers[out_fd]), bytes(buffers[report_r]), False
+                if cancel is not None and cancel.is_set():
+                    raise RunCancelled("the run was cancelled")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return bytes(buffers[out_fd]), bytes(buffers[report_r]), True
                 wait = remaining if pidfd is not None and exited_at is None else min(remaining, 0.05)
+                if cancel is not None:
+                    wait = min(wait, _CANCEL_POLL_S)
                 if not pipes_open and exited_at is None and pidfd is None:
                     time.sleep(wait)
                     continue

@@ -344,9 +344,10 @@ def repo(
     strategies: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: zero, bm25, dense, hybrid (what generate uses), selfracg-init (SelfRACG's "
-            "branch untrained: the generator's own attention; loads the transformers model too), selfracg (the "
-            "generic adapters of `assist train retriever --method selfracg --corpus DIR`)."
+            help="Comma-separated: zero, bm25, dense, hybrid (what generate uses), tstr (function tasks only: "
+            "TST^R trained in seconds on the project's functions less the benchmark's tasks), selfracg-init "
+            "(SelfRACG's branch untrained: the generator's own attention; loads the transformers model too), "
+            "selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`)."
         ),
     ] = "zero,bm25,hybrid",
     n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,
@@ -397,6 +398,7 @@ def repo(
     from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS
     from assistant.evaluate.repo.projects import parse_projects, prepare
     from assistant.evaluate.repo.run import (
+        FUNCTION_ONLY,
         STRATEGIES,
         function_table,
         index_project,
@@ -424,6 +426,11 @@ def repo(
     unknown = [s for s in names if s not in STRATEGIES]
     if not names or unknown:
         raise UsageError(f"unknown strategy {(unknown or [''])[0]!r}; choose from {', '.join(STRATEGIES)}")
+    function_only = [s for s in names if s in FUNCTION_ONLY]
+    if function_only and task != "function":
+        raise UsageError(
+            f"{function_only[0]} learns from docstrings, so it runs on function tasks only: add --task function"
+        )
     extra = [name.strip() for name in rankers.split(",") if name.strip()]
     for name in extra:
         if name not in EXTRA_RANKERS:
@@ -460,7 +467,8 @@ def repo(
         return
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         projects = [prepare(spec, progress=ui) for spec in specs]
-        functions = subset([t for p in projects for t in function_tasks(p, progress=ui)]) if task != "line" else []
+        every_function = [t for p in projects for t in function_tasks(p, progress=ui)] if task != "line" else []
+        functions = subset(every_function)
         lines = subset([t for p in projects for t in line_tasks(p)]) if task != "function" else []
         pipeline = Pipeline(settings=settings)
         encoder = pipeline.encoder()
@@ -483,6 +491,7 @@ def repo(
                 demos=demos,
                 seed=seed,
                 rankers=measured,
+                held_out=every_function,
                 progress=ui,
             )
             function_rows = summarize_functions(records, [k for k in (1, 5) if k <= n])

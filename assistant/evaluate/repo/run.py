@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 from rapidfuzz.distance import Levenshtein
 
 from assistant.backends import Backend, Completion, Prompt, SamplingParams
@@ -36,6 +37,7 @@ from assistant.core.retrieve import Exclude, Hit, Retriever
 from assistant.core.stubs import StubRequest, collect_stub, plan_fill, prepare_stub, sample_stubs
 from assistant.core.target import Target
 from assistant.core.tokens import token_counter
+from assistant.errors import UsageError
 from assistant.evaluate.codegen import auto_pick, picks, task_seed
 from assistant.evaluate.metrics import bootstrap_ci, paired_difference, pass_at_k
 from assistant.evaluate.metrics import interval_cell as _cell
@@ -47,10 +49,12 @@ from assistant.pipeline.registry import make_retriever
 from assistant.progress import Progress
 from assistant.sandbox.project import ProjectLimits
 
-# hybrid is what `assist generate` uses in an untrained repo; selfracg-init is the generator's own last-token
-# attention (SelfRACG's branch before training); selfracg uses the generic adapters (`assist train retriever
-# --method selfracg --corpus DIR`), trained away from the projects: a line task's answer is one of their fragments.
-STRATEGIES = ("zero", "bm25", "dense", "hybrid", "selfracg-init", "selfracg")
+# hybrid is what `assist generate` uses in an untrained repo; tstr is TST^R trained on the project's own functions
+# (function tasks only: it learns from docstrings); selfracg-init is the generator's own last-token attention
+# (SelfRACG's branch before training); selfracg uses the generic adapters (`assist train retriever --method
+# selfracg --corpus DIR`), trained away from the projects: a line task's answer is one of their fragments.
+STRATEGIES = ("zero", "bm25", "dense", "hybrid", "tstr", "selfracg-init", "selfracg")
+FUNCTION_ONLY = ("tstr",)
 LINE_CONTEXT_TOKENS = 1024  # the file's code before the hidden lines, at most this much
 LINE_QUERY_LINES = 20  # the retrieval query of a line task: the last lines before the hidden ones
 LINE_MAX_TOKENS = 96
@@ -111,7 +115,36 @@ class Excluding:
 
 
 def _retriever(strategy: str, index: Index, encoder: TextEncoder) -> Retriever | None:
+    if strategy in FUNCTION_ONLY:
+        raise UsageError(f"{strategy} learns from docstrings: it retrieves for function tasks only (--task function)")
     return None if strategy == "zero" else make_retriever(strategy, index, encoder)
+
+
+def heldout_tstr(index: Index, encoder: TextEncoder, held_out: Sequence[FunctionTask]) -> Retriever:
+    """TST^R trained, in memory, on a project's functions less every function task's span.
+
+    In a user's repo the function to fill is a stub, so its body is never among what `assist train retriever`
+    learns from; leaving out all the project's tasks (not only the one asked) keeps one model per project. It
+    trains in seconds on the index's own vectors (deterministic: seeded) and retrieves from the whole pool,
+    where the task's file and tests are then excluded like every strategy's."""
+    from assistant.methods.tstr import TstrRetriever, train_tstr
+
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for task in held_out:
+        spans.setdefault(task.path, []).append((task.start, task.end))
+    keep = [
+        row
+        for row, e in enumerate(index.examples)
+        if not any(e.start_line <= end and start <= e.end_line for start, end in spans.get(e.path, ()))
+    ]
+    vectors = np.asarray(index.vectors, dtype=np.float32)
+    model, _ = train_tstr(
+        [index.examples[row] for row in keep],
+        vectors[keep],
+        embedder=encoder.name,
+        pool=f"{index.meta.get('source', {}).get('name', 'a project')}: its functions less the benchmark's tasks",
+    )
+    return TstrRetriever(index, encoder, model, vectors)
 
 
 def edit_similarity(a: str, b: str) -> float:
@@ -165,18 +198,24 @@ def run_function_tasks(
     seed: int = 0,
     rankers: Sequence[Ranker] = (),
     limits: ProjectLimits = TEST_LIMITS,
+    held_out: Sequence[FunctionTask] | None = None,
     progress: Progress | None = None,
 ) -> list[dict]:
     """Run (or resume) the function-level tasks; one record per (task, strategy), also in out/function.jsonl.
 
-    Each distinct completed file is tested once (cached by its text), under `limits`."""
+    Each distinct completed file is tested once (cached by its text), under `limits`. `held_out`: the functions
+    a trained strategy (tstr) never learns from, every function task of the projects (default: `tasks`), so that
+    a subset of them trains the same model."""
     report = progress or (lambda stage, done, total: None)
     out.mkdir(parents=True, exist_ok=True)
     samples_cache = JsonlCache(out / "function-samples.jsonl")
     records = JsonlCache(out / "function.jsonl")
     tests_cache = JsonlCache(out / "function-tests.jsonl")
+    held = tasks if held_out is None else held_out
     retrievers = {
-        (name, strategy): _retriever(strategy, ix.functions, ix.encoder)
+        (name, strategy): heldout_tstr(ix.functions, ix.encoder, [t for t in held if t.project == name])
+        if strategy == "tstr"
+        else _retriever(strategy, ix.functions, ix.encoder)
         for name, ix in indexes.items()
         for strategy in strategies
     }
