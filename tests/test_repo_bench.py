@@ -249,6 +249,25 @@ def test_line_tasks_score_the_hidden_lines_and_the_positive_fragment(tiny: Proje
     assert "| bm25 | 3 |" in retrieval_table([row])
 
 
+def test_tables_pair_every_strategy_with_dense_where_it_ran() -> None:
+    def record(strategy: str, task: int, correct: int) -> dict:
+        samples = [{"passed": i < correct, "em": 0.0, "es": 0.5, "cut_off": False} for i in range(2)]
+        return {"task_id": f"t{task}", "project": "p", "strategy": strategy, "n": 2, "correct": correct,
+                "samples": samples, "picks": {"first": 0, "logprob": 0}, "seconds": 1.0}  # fmt: skip
+
+    solved = {"zero": [0, 0, 1, 0], "bm25": [0, 1, 1, 0], "dense": [1, 1, 1, 0], "tstr": [2, 2, 1, 0]}
+    records = [record(strategy, task, c) for strategy, row in solved.items() for task, c in enumerate(row)]
+    rows = {r["strategy"]: r for r in summarize_functions(records, [1])}
+    assert rows["tstr"]["vs_dense"][0] == pytest.approx((1.0 + 1.0 + 0.5 + 0) / 4 - (0.5 + 0.5 + 0.5 + 0) / 4)
+    assert "vs_dense" not in rows["dense"]
+    table = function_table(list(rows.values()))
+    assert "| pass@1 vs zero | pass@1 vs bm25 | pass@1 vs dense | cut off |" in table.splitlines()[0]
+    assert all(line.count("|") == table.splitlines()[0].count("|") for line in table.splitlines())
+    # Without dense, the tables keep the columns they always had.
+    plain = function_table(summarize_functions([r for r in records if r["strategy"] != "dense"], [1]))
+    assert "vs dense" not in plain and "pass@1 vs bm25 | cut off" in plain
+
+
 def test_project_indexes_are_kept_and_read_back(tiny: Project, encoder) -> None:
     first = index_project(tiny, encoder)
     counted: list[int] = []

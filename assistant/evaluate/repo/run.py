@@ -55,6 +55,7 @@ from assistant.sandbox.project import ProjectLimits
 # selfracg --corpus DIR`), trained away from the projects: a line task's answer is one of their fragments.
 STRATEGIES = ("zero", "bm25", "dense", "hybrid", "tstr", "selfracg-init", "selfracg")
 FUNCTION_ONLY = ("tstr",)
+VERSUS = ("zero", "bm25", "dense")  # the baselines every strategy is paired with (dense's column only where it ran)
 LINE_CONTEXT_TOKENS = 1024  # the file's code before the hidden lines, at most this much
 LINE_QUERY_LINES = 20  # the retrieval query of a line task: the last lines before the hidden ones
 LINE_MAX_TOKENS = 96
@@ -446,8 +447,8 @@ def run_line_retrieval(
 
 
 def summarize_retrieval(records: Sequence[dict]) -> list[dict]:
-    """Per retriever: R@1, R@10, MRR@10 of the positive fragment, MRR@10's paired difference against bm25, and
-    the median seconds per query."""
+    """Per retriever: R@1, R@10, MRR@10 of the positive fragment, MRR@10's paired difference against bm25 and
+    dense, and the median seconds per query."""
     mrr = _per_task(records, lambda r: 1.0 / r["rank"] if r["rank"] else 0.0)
     rows = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
@@ -457,8 +458,9 @@ def summarize_retrieval(records: Sequence[dict]) -> list[dict]:
         row["r@1"] = bootstrap_ci([float(rank == 1) for rank in ranks])
         row["r@10"] = bootstrap_ci([float(rank is not None and rank <= 10) for rank in ranks])
         row["mrr@10"] = bootstrap_ci([1.0 / rank if rank else 0.0 for rank in ranks])
-        if strategy != "bm25" and "bm25" in mrr:
-            row["vs_bm25"] = paired_difference(mrr[strategy], mrr["bm25"])
+        for versus in ("bm25", "dense"):
+            if strategy != versus and versus in mrr:
+                row[f"vs_{versus}"] = paired_difference(mrr[strategy], mrr[versus])
         seconds = sorted(r["seconds"] for r in mine)
         row["query_ms"] = 1000 * seconds[len(seconds) // 2] if seconds else 0.0
         rows.append(row)
@@ -466,12 +468,19 @@ def summarize_retrieval(records: Sequence[dict]) -> list[dict]:
 
 
 def retrieval_table(rows: Sequence[dict]) -> str:
-    """R@1, R@10 and MRR@10 (0-1, 95% intervals) and MRR@10's paired difference against bm25."""
-    lines = ["| retriever | tasks | R@1 | R@10 | MRR@10 | MRR@10 vs bm25 | ms/query |", "|" + "---|" * 7]
+    """R@1, R@10 and MRR@10 (0-1, 95% intervals) and MRR@10's paired difference against bm25 (and dense, where
+    it ran)."""
+    versus = [v for v in ("bm25", "dense") if v == "bm25" or any(f"vs_{v}" in r for r in rows)]
+    lines = [
+        "| retriever | tasks | R@1 | R@10 | MRR@10 | " + "".join(f"MRR@10 vs {v} | " for v in versus) + "ms/query |",
+        "|" + "---|" * (6 + len(versus)),
+    ]
     for r in rows:
         lines.append(
             f"| {r['strategy']} | {r['tasks']} | {_cell(r['r@1'], 1, 3)} | {_cell(r['r@10'], 1, 3)} | "
-            f"{_cell(r['mrr@10'], 1, 3)} | {_cell(r.get('vs_bm25'), 1, 3, signed=True)} | {r['query_ms']:.1f} |"
+            f"{_cell(r['mrr@10'], 1, 3)} | "
+            + "".join(f"{_cell(r.get(f'vs_{v}'), 1, 3, signed=True)} | " for v in versus)
+            + f"{r['query_ms']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -603,7 +612,7 @@ def _picked_passes(record: dict, ranker: str) -> bool:
 
 def summarize_functions(records: Sequence[dict], ks: Sequence[int] = (1, 5)) -> list[dict]:
     """Per strategy: pass@k, the first and logprob picks, oracle, EM and ES (over samples), seconds per task;
-    with pass@1's paired difference against zero-shot and bm25 on the tasks both ran."""
+    with pass@1's paired difference against zero-shot, bm25 and dense (where run) on the tasks both ran."""
     pass1 = _per_task(records, lambda r: pass_at_k(r["n"], r["correct"], 1))
     rows = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
@@ -623,7 +632,7 @@ def summarize_functions(records: Sequence[dict], ks: Sequence[int] = (1, 5)) -> 
         row["es"] = bootstrap_ci([sum(s["es"] for s in r["samples"]) / max(1, r["n"]) for r in mine])
         row["cut_off"] = sum(s.get("cut_off", False) for r in mine for s in r["samples"])
         row["seconds_per_task"] = sum(r["seconds"] for r in mine) / max(1, len(mine))
-        for versus in ("zero", "bm25"):
+        for versus in VERSUS:
             if strategy != versus and versus in pass1:
                 row[f"vs_{versus}"] = paired_difference(pass1.get(strategy, {}), pass1[versus])
         rows.append(row)
@@ -632,7 +641,7 @@ def summarize_functions(records: Sequence[dict], ks: Sequence[int] = (1, 5)) -> 
 
 def summarize_lines(records: Sequence[dict]) -> list[dict]:
     """Per strategy: EM, ES, Recall@1/10 and MRR@10 of the positive fragment; ES's paired difference against
-    zero-shot and bm25."""
+    zero-shot, bm25 and dense (where run)."""
     es = _per_task(records, lambda r: r["es"])
     rows = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
@@ -646,27 +655,35 @@ def summarize_lines(records: Sequence[dict]) -> list[dict]:
             row["r@10"] = bootstrap_ci([float(rank is not None and rank <= 10) for rank in ranks])
             row["mrr@10"] = bootstrap_ci([1.0 / rank if rank else 0.0 for rank in ranks])
         row["seconds_per_task"] = sum(r["seconds"] for r in mine) / max(1, len(mine))
-        for versus in ("zero", "bm25"):
+        for versus in VERSUS:
             if strategy != versus and versus in es:
                 row[f"vs_{versus}"] = paired_difference(es.get(strategy, {}), es[versus])
         rows.append(row)
     return rows
 
 
+def _versus(rows: Sequence[dict]) -> list[str]:
+    """The baselines a table pairs with: zero-shot and bm25 always, dense where some row was paired with it."""
+    return [v for v in VERSUS if v in ("zero", "bm25") or any(f"vs_{v}" in r for r in rows)]
+
+
 def function_table(rows: Sequence[dict]) -> str:
     """The function-level table (percent, 95% bootstrap intervals; differences paired by task), and where agree
     was measured, each ranker's pick against the first sample's."""
+    versus = _versus(rows)
     head = (
         "| strategy | tasks | pass@1 | pass@5 | first pick | logprob pick | oracle | EM | ES | "
-        "pass@1 vs zero | pass@1 vs bm25 | cut off | s/task |"
+        + "".join(f"pass@1 vs {v} | " for v in versus)
+        + "cut off | s/task |"
     )
-    lines = [head, "|" + "---|" * 13]
+    lines = [head, "|" + "---|" * (11 + len(versus))]
     for r in rows:
         lines.append(
             f"| {r['strategy']} | {r['tasks']} | {_cell(r.get('pass@1'))} | {_cell(r.get('pass@5'))} | "
             f"{_cell(r['first'])} | {_cell(r['logprob'])} | {_cell(r['oracle'])} | {_cell(r['em'])} | "
-            f"{_cell(r['es'])} | {_cell(r.get('vs_zero'), signed=True)} | {_cell(r.get('vs_bm25'), signed=True)} | "
-            f"{r['cut_off']} | {r['seconds_per_task']:.1f} |"
+            f"{_cell(r['es'])} | "
+            + "".join(f"{_cell(r.get(f'vs_{v}'), signed=True)} | " for v in versus)
+            + f"{r['cut_off']} | {r['seconds_per_task']:.1f} |"
         )
     ranked = [r for r in rows if "agree" in r]
     if ranked:
@@ -691,15 +708,16 @@ def function_table(rows: Sequence[dict]) -> str:
 
 def line_table(rows: Sequence[dict]) -> str:
     """The line-level table: EM and ES (percent), the positive fragment's R@1, R@10 and MRR@10 (0-1)."""
+    versus = _versus(rows)
     lines = [
-        "| strategy | tasks | EM | ES | ES vs zero | ES vs bm25 | R@1 | R@10 | MRR@10 | s/task |",
-        "|" + "---|" * 10,
+        "| strategy | tasks | EM | ES | " + "".join(f"ES vs {v} | " for v in versus) + "R@1 | R@10 | MRR@10 | s/task |",
+        "|" + "---|" * (8 + len(versus)),
     ]
     for r in rows:
         lines.append(
             f"| {r['strategy']} | {r['tasks']} | {_cell(r['em'])} | {_cell(r['es'])} | "
-            f"{_cell(r.get('vs_zero'), signed=True)} | {_cell(r.get('vs_bm25'), signed=True)} | "
-            f"{_cell(r.get('r@1'), 1, 3)} | {_cell(r.get('r@10'), 1, 3)} | {_cell(r.get('mrr@10'), 1, 3)} | "
+            + "".join(f"{_cell(r.get(f'vs_{v}'), signed=True)} | " for v in versus)
+            + f"{_cell(r.get('r@1'), 1, 3)} | {_cell(r.get('r@10'), 1, 3)} | {_cell(r.get('mrr@10'), 1, 3)} | "
             f"{r['seconds_per_task']:.1f} |"
         )
     return "\n".join(lines)
