@@ -90,3 +90,11 @@ def test_the_sandbox_benchmark_runs_in_its_cheap_mode():
     )
     assert result.returncode == 0, result.stderr
     assert '"p50_added_ms"' in result.stdout
+
+
+def test_repo_callees_reads_the_calls_of_a_body(monkeypatch):
+    module = _load(Path(__file__).resolve().parent.parent / "benchmarks" / "repo_callees.py", monkeypatch)
+    body = "x = helper(a)\nif not x:\n    return d.get(k)\nreturn len(self.render(x))\n"
+    assert module._called(body) == {"helper", "render"}  # get and len could be anyone's
+    assert module._called("def broken(:\n") == set()
+    assert module._is_test("tests/test_mod.py") and module._is_test("pkg/test_x.py") and not module._is_test("pkg/m.py")
