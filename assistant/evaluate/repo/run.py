@@ -115,9 +115,15 @@ class Excluding:
         return self.retriever.search(query, k, both)
 
 
-def _retriever(strategy: str, index: Index, encoder: TextEncoder) -> Retriever | None:
+def _retriever(
+    strategy: str, index: Index, encoder: TextEncoder, held_out: Sequence[FunctionTask] | None = None
+) -> Retriever | None:
+    """A strategy's retriever over `index` (None for zero-shot). The trained strategies (tstr) learn from the
+    project's functions less `held_out`, so they exist for function tasks only."""
     if strategy in FUNCTION_ONLY:
-        raise UsageError(f"{strategy} learns from docstrings: it retrieves for function tasks only (--task function)")
+        if held_out is None:
+            raise UsageError(f"{strategy} learns from docstrings: it retrieves for function tasks only")
+        return heldout_tstr(index, encoder, held_out)
     return None if strategy == "zero" else make_retriever(strategy, index, encoder)
 
 
@@ -214,9 +220,7 @@ def run_function_tasks(
     tests_cache = JsonlCache(out / "function-tests.jsonl")
     held = tasks if held_out is None else held_out
     retrievers = {
-        (name, strategy): heldout_tstr(ix.functions, ix.encoder, [t for t in held if t.project == name])
-        if strategy == "tstr"
-        else _retriever(strategy, ix.functions, ix.encoder)
+        (name, strategy): _retriever(strategy, ix.functions, ix.encoder, [t for t in held if t.project == name])
         for name, ix in indexes.items()
         for strategy in strategies
     }
