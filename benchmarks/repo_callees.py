@@ -17,6 +17,7 @@ reads the records and the projects' cached task lists and indexes (from the firs
 asserts nothing. From the repo root:
 
     .venv/bin/python benchmarks/repo_callees.py results/repo-n5-seed0 [--json]
+    .venv/bin/python benchmarks/repo_callees.py results/repo-n5-seed0 --list-unseen > unseen.txt
 """
 
 from __future__ import annotations
@@ -93,6 +94,14 @@ def classify(folder: Path) -> tuple[dict[str, int], dict[str, set[str]]]:
     return kinds, elsewhere
 
 
+def unseen(folder: Path) -> list[str]:
+    """The function tasks of the folder's projects that call a helper from another file and that the folder
+    never ran: a fresh set on which to confirm what the folder's figures suggest for that kind."""
+    kinds, _ = classify(folder)
+    ran = {record["task_id"] for record in JsonlCache(folder / "function.jsonl").entries.values()}
+    return sorted(task for task, kind in kinds.items() if kind == 2 and task not in ran)
+
+
 def summarize(folder: Path) -> dict:
     """Per kind of task: how many, and per strategy pass@1, its difference from zero-shot, and how often the
     demonstrations held a called helper from another file."""
@@ -141,7 +150,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="an `assist eval repo` results folder with function tasks")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--list-unseen",
+        action="store_true",
+        help="print instead the ids of the tasks that call a helper from another file and that the folder never "
+        "ran, one per line (for `assist eval repo --tasks FILE`)",
+    )
     args = parser.parse_args(argv)
+    if args.list_unseen:
+        print("\n".join(unseen(args.folder)))
+        return
     summary = summarize(args.folder)
     print(json.dumps(summary, indent=1) if args.json else render(summary))
 

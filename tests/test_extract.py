@@ -1,5 +1,6 @@
 import subprocess
 
+from assistant.code.examples import Example
 from assistant.code.extract import extract_python, first_paragraph, git_blob_hash, humanize_identifier
 from assistant.code.tokenize import tokenize
 
@@ -78,3 +79,12 @@ def test_read_tests_chunks_follow_ast_lines(tmp_path):
     path = tmp_path / "t.py"
     path.write_text('S = "x\u2028y"\nassert len(S) == 3\n\x0c\nassert 1 + 1 == 2\n', encoding="utf-8")
     assert read_tests(path) == ['S = "x\u2028y"\nassert len(S) == 3', "assert 1 + 1 == 2"]
+
+
+def test_written_requirement_tells_a_docstring_from_a_made_up_requirement() -> None:
+    from assistant.code.extract import written_requirement
+
+    source = '@cache\ndef documented(x):\n    """Say what it does."""\n    return x\n\n\ndef bare(x):\n    return x\n'
+    documented, bare = extract_python(source, "pkg/m.py")
+    assert written_requirement(documented) and not written_requirement(bare)
+    assert written_requirement(Example("Double a number.", "def f(x):\n    return 2 * x"))  # a bank's prompt

@@ -369,6 +369,9 @@ UNREACHABLE = ["--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--
             "--mutants must be at least 0",
         ),
         (["eval", "repo", "--strategies", "zero,tstr", *UNREACHABLE], "tstr learns from docstrings"),
+        (["eval", "repo", "--strategies", "zero,lail", *UNREACHABLE], "lail learns from docstrings"),
+        (["eval", "repo", "--tasks", "/missing/tasks.txt", *UNREACHABLE], "--tasks: cannot read /missing/tasks.txt"),
+        (["train", "retriever", "--queries", "-1", "--bank", "/missing.jsonl"], "--queries must be at least 0"),
         (["train", "retriever", "--epochs", "0", "--bank", "/missing.jsonl"], "--epochs must be at least 1"),
         (["train", "retriever", "--seed", "-5", "--bank", "/missing.jsonl"], "--seed must be at least 0"),
         (["train", "retriever", "--hard-negatives", "-1", "--bank", "/missing.jsonl"], "--hard-negatives must be"),
@@ -430,3 +433,14 @@ def test_eval_codegen_extend_refuses_a_folder_it_cannot_extend_in_one_line(tmp_p
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], result.output
         assert not (tmp_path / "out").exists()
+
+
+def test_a_tasks_file_lists_ids_and_an_empty_one_is_refused(tmp_path: Path) -> None:
+    from assistant.ui.eval_cmd import _task_ids
+
+    listed = tmp_path / "tasks.txt"
+    listed.write_text("# unseen tasks\nclick:src/click/a.py::f\n\n  tabulate:tabulate/__init__.py::g  # two\n")
+    assert _task_ids(listed) == {"click:src/click/a.py::f", "tabulate:tabulate/__init__.py::g"}
+    listed.write_text("# nothing but a comment\n\n")
+    with pytest.raises(UsageError, match="lists no task ids"):
+        _task_ids(listed)

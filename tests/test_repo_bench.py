@@ -18,6 +18,7 @@ from assistant.evaluate.repo.projects import PROJECTS, Project, ProjectSpec, par
 from assistant.evaluate.repo.run import (
     auto_pick,
     function_table,
+    heldout_lail,
     heldout_tstr,
     index_project,
     retrieval_table,
@@ -190,6 +191,39 @@ def test_tstr_learns_from_the_projects_functions_less_every_task(encoder) -> Non
     assert hits[0].example.name == "render"  # it still retrieves from the whole pool (the leak control is Excluding)
     again = heldout_tstr(index, encoder, [task]).search("Render the items.", 3)
     assert [h.score for h in again] == pytest.approx([h.score for h in hits])  # seeded: a resumed run matches
+
+
+def test_lail_labels_and_learns_from_the_projects_documented_functions_less_every_task(encoder) -> None:
+    from assistant.methods.lail import LailConfig
+
+    words = ["parse", "render", "merge", "split", "count", "sort", "load", "save", "find", "clean", "join", "check"]
+    examples = [
+        Example(f"{w.title()} the items.", f'def {w}(items):\n    """{w.title()} the items."""\n    return items\n',
+                w, f"pkg/m{i % 3}.py", 10 * i + 1, 10 * i + 3)
+        for i, w in enumerate(words)
+    ]  # fmt: skip
+    # Undocumented code: a candidate, never a query (its requirement is made up from its name).
+    examples += [Example("Helper: (x)", "def helper(x):\n    return x\n", "helper", "pkg/h.py", 1, 2)]
+    index = build_index(examples, encoder, source={"kind": "repo-bench", "name": "toy"})
+    task = FunctionTask("toy:pkg/m1.py::render", "toy", "pkg/m1.py", "render", 11, 11, 13, "Render the items.",
+                        "return []", ("tests/test_m.py::test_render",))  # fmt: skip
+    labeler = ScriptedBackend(model="labeler")
+    config = LailConfig(candidates=4, positives=1, soft_negatives=1, hard_negatives=2, epochs=1, batch=4, queries=6)
+    retriever = heldout_lail(index, encoder, [task], config=config, labeler=labeler)
+
+    manifest = retriever.manifest
+    assert manifest["examples"] == len(examples) - 1  # "render" (lines 11-13 of m1) neither labels nor is labeled
+    assert manifest["stats"]["queries"] == 6 and manifest["stats"]["pairs_labeled"] == 6 * 4
+    prompts = ["\n".join(m["content"] for m in prompt.messages) for prompt, _ in labeler.scored]
+    assert len(labeler.scored) == 24 and not any("Render the items." in text for text in prompts)
+    assert not any("render" in code for _, code in labeler.scored)
+    assert not any("helper" in code for _, code in labeler.scored)  # an undocumented function is never a query
+    hits = retriever.search("Render the items.", 3)
+    assert hits and hits[0].example.name == "render"  # it retrieves from the whole pool, like tstr
+    # The same pool, config and labeler: the artifact is reused, nothing is labeled again.
+    again = heldout_lail(index, encoder, [task], config=config, labeler=labeler)
+    assert len(labeler.scored) == 24
+    assert [h.score for h in again.search("Render the items.", 3)] == pytest.approx([h.score for h in hits])
 
 
 def test_line_tasks_score_the_hidden_lines_and_the_positive_fragment(tiny: Project, encoder, tmp_path: Path) -> None:

@@ -96,6 +96,20 @@ def extract_python(source: str, path: str = "", blob: str = "") -> list[Example]
 EXTRACTORS: dict[str, Extractor] = {".py": extract_python}
 
 
+def written_requirement(example: Example) -> bool:
+    """Whether a person wrote the example's requirement (a bank's prompt, a function's docstring), rather than
+    :func:`extract_python` making it up from the name and signature."""
+    if not example.path or example.kind != "function":
+        return True
+    try:
+        tree = ast.parse(example.code)
+    except (SyntaxError, ValueError):
+        return False
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    docstring = ast.get_docstring(node) if node is not None else None
+    return bool(docstring and first_paragraph(docstring))
+
+
 def read_repo_file(root: Path, rel: str) -> bytes | None:
     """The bytes of the repo file `rel`, or None unless it is a regular file that lies inside `root`.
 

@@ -33,6 +33,7 @@ from assistant.backends.encoder import MAX_TOKENS, dot_scores, embed_texts
 from assistant.backends.prompts import build_prompt
 from assistant.cache import JsonlCache, cache_key
 from assistant.code.examples import Example
+from assistant.code.extract import written_requirement
 from assistant.core.retrieve import BM25Retriever, Exclude, Hit, top_rows
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder, embedding_text
@@ -65,11 +66,16 @@ class LailConfig:
     # target being softmax(label / label_temperature) over S_i, so the whole ranking teaches, not its two ends.
     loss: str = "infonce"
     label_temperature: float = 0.1
+    # Examples labeled as queries: at most this many, a seeded sample of those whose requirement a person wrote
+    # (a repo's documented functions); 0: every example (the paper). Every example stays a candidate.
+    queries: int = 0
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.loss not in LOSSES:
             raise UsageError(f"unknown loss {self.loss!r}; choose {' or '.join(LOSSES)}")
+        if self.queries < 0:
+            raise UsageError(f"--queries must be 0 (every example) or more, not {self.queries}")
 
 
 def text_hash(example: Example) -> str:
@@ -88,11 +94,26 @@ def labeler_name(backend: Backend) -> str:
     return backend.model if _precision(backend) == "fp32" else f"{backend.model}@{_precision(backend)}"
 
 
-def candidate_sets(index: Index, count: int) -> list[list[int]]:
-    """S_i for every example: the `count` best BM25 matches of its requirement, never itself or a duplicate."""
+def query_rows(examples: Sequence[Example], limit: int, seed: int) -> list[int]:
+    """The rows labeled as queries: every example when `limit` is 0, else at most `limit` of those whose
+    requirement a person wrote, drawn with `seed` (a made-up `name: signature` requirement says little of what
+    the code does, so it is a poor query to learn from; such examples still serve as candidates)."""
+    if not limit:
+        return list(range(len(examples)))
+    written = [row for row, example in enumerate(examples) if written_requirement(example)]
+    return sorted(random.Random(seed).sample(written, min(limit, len(written))))
+
+
+def candidate_sets(index: Index, count: int, queries: Sequence[int] | None = None) -> list[list[int]]:
+    """S_i for every example in `queries` (default: all): the `count` best BM25 matches of its requirement,
+    never itself or a duplicate; the other examples get an empty set."""
     bm25 = BM25Retriever(index)
-    sets = []
-    for example in index.examples:
+    wanted = set(range(len(index)) if queries is None else queries)
+    sets: list[list[int]] = []
+    for row, example in enumerate(index.examples):
+        if row not in wanted:
+            sets.append([])
+            continue
 
         def same(other: Example, example: Example = example) -> bool:
             return other is example or other.requirement == example.requirement or other.code == example.code
@@ -114,7 +135,7 @@ def label_pool(
     """
     report = progress or (lambda stage, done, total: None)
     examples = index.examples
-    sets = candidate_sets(index, config.candidates)
+    sets = candidate_sets(index, config.candidates, query_rows(examples, config.queries, config.seed))
     hashes = [text_hash(e) for e in examples]
 
     labeler = labeler_name(backend)
@@ -279,6 +300,7 @@ def train_lail(
     model, tokenizer, losses = train_encoder(index.examples, labels, encoder_dir, config, progress, max_tokens)
     (directory / "pool_vectors.npz").unlink(missing_ok=True)  # embedded with the old encoder
     stats = {
+        "queries": sum(1 for s in labels if s),
         "pairs_labeled": sum(len(s) for s in labels),
         "label_seconds": round(labeled_s, 1),
         "train_seconds": round(time.perf_counter() - started - labeled_s, 1),

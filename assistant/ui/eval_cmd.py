@@ -323,6 +323,18 @@ def codegen(
     err.print(f"results: {folder} (report.md, charts)")
 
 
+def _task_ids(path: Path) -> set[str]:
+    """The task ids a `--tasks` file lists: one per line; blank lines and `#` comments are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--tasks: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    ids = {line.split("#", 1)[0].strip() for line in text.splitlines()} - {""}
+    if not ids:
+        raise UsageError(f"--tasks: {path} lists no task ids")
+    return ids
+
+
 @eval_app.command("repo")
 @friendly_errors
 def repo(
@@ -340,12 +352,22 @@ def repo(
     limit: Annotated[
         int | None, typer.Option(help="At most this many tasks of each kind (a seeded subset; nested as it grows).")
     ] = None,
+    tasks_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--tasks",
+            help="A file of task ids, one per line, as the records name them (`#` starts a comment): only those "
+            "run, e.g. the list `benchmarks/repo_callees.py FOLDER --list-unseen` prints. --limit applies after.",
+        ),
+    ] = None,
     seed: Seed = 0,
     strategies: Annotated[
         str,
         typer.Option(
             help="Comma-separated: zero, bm25, dense, hybrid (what generate uses), tstr (function tasks only: "
-            "TST^R trained in seconds on the project's functions less the benchmark's tasks), selfracg-init "
+            "TST^R trained in seconds on the project's functions less the benchmark's tasks), lail (function "
+            "tasks only: LAIL trained on the same functions, 128 documented ones labeled by the model, about 10 "
+            "minutes a project on 2 cores the first time, then cached), selfracg-init "
             "(SelfRACG's branch untrained: the generator's own attention; loads the transformers model too), "
             "selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`)."
         ),
@@ -436,6 +458,7 @@ def repo(
         if name not in EXTRA_RANKERS:
             raise UsageError(f"--rankers: unknown ranker {name!r}; choose from {', '.join(EXTRA_RANKERS)}")
     specs = parse_projects(project)
+    wanted = _task_ids(tasks_file) if tasks_file is not None else None
     settings = backend_settings(backend, model, base_url, api, timeout, engine=engine)
     folder = out_dir or _default_folder(f"repo-n{n}-seed{seed}")
     config = {
@@ -452,10 +475,13 @@ def repo(
         "top_p": top_p,
         "line_fragments": line_fragments,
         "strategies": names,
+        "tasks": sorted(wanted) if wanted is not None else None,
     }
     _prepare(folder, config, legacy={"line_fragments": "any"})
 
     def subset(items: list) -> list:
+        if wanted is not None:
+            items = [t for t in items if t.task_id in wanted]
         # Walked in the seeded order, not by name: a run stopped early holds a sample of every project.
         order = sorted(items, key=lambda t: t.task_id)
         random.Random(seed).shuffle(order)
@@ -468,8 +494,17 @@ def repo(
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         projects = [prepare(spec, progress=ui) for spec in specs]
         every_function = [t for p in projects for t in function_tasks(p, progress=ui)] if task != "line" else []
+        every_line = [t for p in projects for t in line_tasks(p)] if task != "function" else []
+        if wanted is not None:
+            missing = sorted(wanted - {t.task_id for t in every_function + every_line})
+            if missing:
+                kind = {"function": "function", "line": "line"}.get(task, "function or line")
+                more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+                raise UsageError(
+                    f"--tasks: {missing[0]!r} is not a {kind} task of {', '.join(config['projects'])}{more}"
+                )
         functions = subset(every_function)
-        lines = subset([t for p in projects for t in line_tasks(p)]) if task != "function" else []
+        lines = subset(every_line)
         pipeline = Pipeline(settings=settings)
         encoder = pipeline.encoder()
         indexes = {p.name: index_project(p, encoder, progress=ui) for p in projects}

@@ -94,6 +94,13 @@ def retriever(
             show_default=False,
         ),
     ] = None,
+    queries: Annotated[
+        int,
+        typer.Option(
+            help="lail: label at most this many examples as queries, a seeded sample of the documented ones (every "
+            "example stays a candidate); labeling time grows with it. 0: every example (the paper)."
+        ),
+    ] = 0,
     positives: Annotated[int, typer.Option(help="lail: top-scored kept as positives, z (paper 5).")] = 2,
     soft_negatives: Annotated[int, typer.Option(help="lail: bottom-scored soft negatives, v (paper 5).")] = 2,
     hard_negatives: Annotated[int, typer.Option(help="lail: hard negatives from outside S_i, h (paper 63).")] = 32,
@@ -172,6 +179,7 @@ def retriever(
     check_range("--epochs", epochs, 1)
     check_seed(seed)
     check_range("--candidates", candidates, 1)
+    check_range("--queries", queries, 0)
     check_range("--positives", positives, 1)
     check_range("--soft-negatives", soft_negatives, 1)
     check_range("--hard-negatives", hard_negatives, 0)
@@ -217,6 +225,7 @@ def retriever(
             base_url,
             precision,
             candidates,
+            queries,
             positives,
             soft_negatives,
             hard_negatives,
@@ -343,6 +352,7 @@ def _train_lail(
     base_url: str | None,
     precision: str,
     candidates: int | None,
+    queries: int,
     positives: int,
     soft_negatives: int,
     hard_negatives: int,
@@ -366,6 +376,7 @@ def _train_lail(
     check_range("--candidates", candidates, 1)
     config = LailConfig(
         candidates=candidates,
+        queries=queries,
         positives=positives,
         soft_negatives=soft_negatives,
         hard_negatives=hard_negatives,

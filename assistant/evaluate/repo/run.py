@@ -20,7 +20,7 @@ import ast
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,16 +45,21 @@ from assistant.evaluate.repo.projects import Project
 from assistant.evaluate.repo.tasks import FunctionTask, LineTask
 from assistant.indexing.fragments import fragment_holding, split_fragments
 from assistant.indexing.index import Index, TextEncoder, build_index
+from assistant.methods.lail import LailConfig
 from assistant.pipeline.registry import make_retriever
 from assistant.progress import Progress
 from assistant.sandbox.project import ProjectLimits
 
-# hybrid is what `assist generate` uses in an untrained repo; tstr is TST^R trained on the project's own functions
-# (function tasks only: it learns from docstrings); selfracg-init is the generator's own last-token attention
-# (SelfRACG's branch before training); selfracg uses the generic adapters (`assist train retriever --method
-# selfracg --corpus DIR`), trained away from the projects: a line task's answer is one of their fragments.
-STRATEGIES = ("zero", "bm25", "dense", "hybrid", "tstr", "selfracg-init", "selfracg")
-FUNCTION_ONLY = ("tstr",)
+# hybrid is what `assist generate` uses in an untrained repo; tstr and lail are TST^R and LAIL trained on the
+# project's own functions (function tasks only: they learn from docstrings); selfracg-init is the generator's own
+# last-token attention (SelfRACG's branch before training); selfracg uses the generic adapters (`assist train
+# retriever --method selfracg --corpus DIR`), trained away from the projects: a line task's answer is one of
+# their fragments.
+STRATEGIES = ("zero", "bm25", "dense", "hybrid", "tstr", "lail", "selfracg-init", "selfracg")
+FUNCTION_ONLY = ("tstr", "lail")
+# LAIL per project, sized for 2 CPU cores: 128 documented functions labeled against 8 BM25 candidates each
+# (1,024 pairs, about 10 minutes a project with the bf16 labeler); the rest of the paper's recipe as LailConfig's.
+REPO_LAIL = LailConfig(candidates=8, queries=128)
 VERSUS = ("zero", "bm25", "dense")  # the baselines every strategy is paired with (dense's column only where it ran)
 LINE_CONTEXT_TOKENS = 1024  # the file's code before the hidden lines, at most this much
 LINE_QUERY_LINES = 20  # the retrieval query of a line task: the last lines before the hidden ones
@@ -116,15 +121,72 @@ class Excluding:
 
 
 def _retriever(
-    strategy: str, index: Index, encoder: TextEncoder, held_out: Sequence[FunctionTask] | None = None
+    strategy: str,
+    index: Index,
+    encoder: TextEncoder,
+    held_out: Sequence[FunctionTask] | None = None,
+    progress: Progress | None = None,
 ) -> Retriever | None:
-    """A strategy's retriever over `index` (None for zero-shot). The trained strategies (tstr) learn from the
-    project's functions less `held_out`, so they exist for function tasks only."""
+    """A strategy's retriever over `index` (None for zero-shot). The trained strategies (tstr, lail) learn from
+    the project's functions less `held_out`, so they exist for function tasks only."""
     if strategy in FUNCTION_ONLY:
         if held_out is None:
             raise UsageError(f"{strategy} learns from docstrings: it retrieves for function tasks only")
+        if strategy == "lail":
+            return heldout_lail(index, encoder, held_out, progress=progress)
         return heldout_tstr(index, encoder, held_out)
     return None if strategy == "zero" else make_retriever(strategy, index, encoder)
+
+
+def _less(index: Index, held_out: Sequence[FunctionTask]) -> list[int]:
+    """The rows of a project's function index that overlap no held-out task's span (what a method may learn from)."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for task in held_out:
+        spans.setdefault(task.path, []).append((task.start, task.end))
+    return [
+        row
+        for row, e in enumerate(index.examples)
+        if not any(e.start_line <= end and start <= e.end_line for start, end in spans.get(e.path, ()))
+    ]
+
+
+def heldout_lail(
+    index: Index,
+    encoder: TextEncoder,
+    held_out: Sequence[FunctionTask],
+    config: LailConfig = REPO_LAIL,
+    labeler: Backend | None = None,
+    progress: Progress | None = None,
+) -> Retriever:
+    """LAIL trained on a project's functions less every function task's span, as `assist train retriever
+    --method lail` would train it in the user's repo (where the function to fill is a stub), then retrieving
+    from the whole pool like tstr.
+
+    The artifact lives in the user cache under the held-out pool's fingerprint and is reused while its config and
+    labeler are the same; labels are cached pair by pair, so an interrupted training resumes. The labeler
+    (default: the default model on the transformers engine, for shared-prefix scoring, in bf16 where the CPU does
+    it natively) is loaded only when there is something to train."""
+    from assistant.backends.local import local_transformers, resolve_precision
+    from assistant.backends.models import encoder_dir, resolve
+    from assistant.methods.artifacts import artifact_dir, read_manifest
+    from assistant.methods.lail import LailRetriever, train_lail
+
+    keep = _less(index, held_out)
+    vectors = np.asarray(index.vectors, dtype=np.float32)
+    pool = Index([index.examples[row] for row in keep], vectors[keep], meta=dict(index.meta))
+    directory = artifact_dir(pool, "lail")
+    if labeler is None:
+        precision = resolve_precision("auto")
+        expected = {"backend": "local", "model": resolve(None).name, "precision": precision}
+    else:
+        expected = {"backend": labeler.name, "model": labeler.model}
+        if labeler.name == "local":
+            expected["precision"] = getattr(labeler, "precision", "fp32")
+    manifest = read_manifest(directory) or {}
+    if manifest.get("config") != asdict(config) or manifest.get("labeler") != expected:
+        labeler = labeler or local_transformers(None, precision)
+        train_lail(pool, encoder, encoder_dir(resolve(None, "encoder")), labeler, config, progress)
+    return LailRetriever(index, directory)
 
 
 def heldout_tstr(index: Index, encoder: TextEncoder, held_out: Sequence[FunctionTask]) -> Retriever:
@@ -136,14 +198,7 @@ def heldout_tstr(index: Index, encoder: TextEncoder, held_out: Sequence[Function
     where the task's file and tests are then excluded like every strategy's."""
     from assistant.methods.tstr import TstrRetriever, train_tstr
 
-    spans: dict[str, list[tuple[int, int]]] = {}
-    for task in held_out:
-        spans.setdefault(task.path, []).append((task.start, task.end))
-    keep = [
-        row
-        for row, e in enumerate(index.examples)
-        if not any(e.start_line <= end and start <= e.end_line for start, end in spans.get(e.path, ()))
-    ]
+    keep = _less(index, held_out)
     vectors = np.asarray(index.vectors, dtype=np.float32)
     model, _ = train_tstr(
         [index.examples[row] for row in keep],
@@ -220,7 +275,9 @@ def run_function_tasks(
     tests_cache = JsonlCache(out / "function-tests.jsonl")
     held = tasks if held_out is None else held_out
     retrievers = {
-        (name, strategy): _retriever(strategy, ix.functions, ix.encoder, [t for t in held if t.project == name])
+        (name, strategy): _retriever(
+            strategy, ix.functions, ix.encoder, [t for t in held if t.project == name], progress=progress
+        )
         for name, ix in indexes.items()
         for strategy in strategies
     }
