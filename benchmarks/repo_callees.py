@@ -133,6 +133,8 @@ def render(summary: dict) -> str:
     """The tables, one per kind of task."""
     lines = [f"{summary['tasks']} function tasks that every strategy ran", ""]
     for kind, part in summary["kinds"].items():
+        if not part["tasks"]:  # e.g. a folder that ran one kind only (`--list-unseen`'s tasks)
+            continue
         lines += [f"## {kind}: {part['tasks']} tasks", ""]
         fetched = kind == KINDS[2]
         lines += ["| strategy | pass@1 | vs zero |" + (" demonstrations held a called helper |" if fetched else ""),
