@@ -94,6 +94,12 @@ def labeler_name(backend: Backend) -> str:
     return backend.model if _precision(backend) == "fp32" else f"{backend.model}@{_precision(backend)}"
 
 
+def labeler_record(backend: str, model: str, precision: str) -> dict[str, str]:
+    """Who labeled, as an artifact's manifest records it (and a caller compares it before reusing one). A
+    server's precision is its own business: only the local labeler's is known and recorded."""
+    return {"backend": backend, "model": model} | ({"precision": precision} if backend == "local" else {})
+
+
 def query_rows(examples: Sequence[Example], limit: int, seed: int) -> list[int]:
     """The rows labeled as queries: every example when `limit` is 0, else at most `limit` of those whose
     requirement a person wrote, drawn with `seed` (a made-up `name: signature` requirement says little of what
@@ -314,9 +320,7 @@ def train_lail(
             "config": asdict(config),
             "base_encoder": encoder.name,
             "max_tokens": max_tokens,
-            # A server's precision is its own business: only the local labeler's is known and recorded.
-            "labeler": {"backend": backend.name, "model": backend.model}
-            | ({"precision": _precision(backend)} if backend.name == "local" else {}),
+            "labeler": labeler_record(backend.name, backend.model, _precision(backend)),
             "pool": describe_pool(index),
             "examples": len(index),
             "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -366,7 +366,7 @@ def repo(
         typer.Option(
             help="Comma-separated: zero, bm25, dense, hybrid (what generate uses), tstr (function tasks only: "
             "TST^R trained in seconds on the project's functions less the benchmark's tasks), lail (function "
-            "tasks only: LAIL trained on the same functions, 128 documented ones labeled by the model, about 10 "
+            "tasks only: LAIL trained on the same functions, 128 documented ones labeled by the model, 10-20 "
             "minutes a project on 2 cores the first time, then cached), selfracg-init "
             "(SelfRACG's branch untrained: the generator's own attention; loads the transformers model too), "
             "selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`)."

@@ -58,7 +58,7 @@ from assistant.sandbox.project import ProjectLimits
 STRATEGIES = ("zero", "bm25", "dense", "hybrid", "tstr", "lail", "selfracg-init", "selfracg")
 FUNCTION_ONLY = ("tstr", "lail")
 # LAIL per project, sized for 2 CPU cores: 128 documented functions labeled against 8 BM25 candidates each
-# (1,024 pairs, about 10 minutes a project with the bf16 labeler); the rest of the paper's recipe as LailConfig's.
+# (1,024 pairs, 10-20 minutes a project with the bf16 labeler); the rest of the paper's recipe as LailConfig's.
 REPO_LAIL = LailConfig(candidates=8, queries=128)
 VERSUS = ("zero", "bm25", "dense")  # the baselines every strategy is paired with (dense's column only where it ran)
 LINE_CONTEXT_TOKENS = 1024  # the file's code before the hidden lines, at most this much
@@ -138,16 +138,19 @@ def _retriever(
     return None if strategy == "zero" else make_retriever(strategy, index, encoder)
 
 
-def _less(index: Index, held_out: Sequence[FunctionTask]) -> list[int]:
-    """The rows of a project's function index that overlap no held-out task's span (what a method may learn from)."""
+def _learnable(index: Index, held_out: Sequence[FunctionTask]) -> Index:
+    """A project's functions that overlap no held-out task's span, with their vectors: what a trained strategy
+    may learn from."""
     spans: dict[str, list[tuple[int, int]]] = {}
     for task in held_out:
         spans.setdefault(task.path, []).append((task.start, task.end))
-    return [
+    keep = [
         row
         for row, e in enumerate(index.examples)
         if not any(e.start_line <= end and start <= e.end_line for start, end in spans.get(e.path, ()))
     ]
+    vectors = np.asarray(index.vectors, dtype=np.float32)[keep]
+    return Index([index.examples[row] for row in keep], vectors, meta=dict(index.meta))
 
 
 def heldout_lail(
@@ -169,22 +172,19 @@ def heldout_lail(
     from assistant.backends.local import local_transformers, resolve_precision
     from assistant.backends.models import encoder_dir, resolve
     from assistant.methods.artifacts import artifact_dir, read_manifest
-    from assistant.methods.lail import LailRetriever, train_lail
+    from assistant.methods.lail import LailRetriever, labeler_record, train_lail
 
-    keep = _less(index, held_out)
-    vectors = np.asarray(index.vectors, dtype=np.float32)
-    pool = Index([index.examples[row] for row in keep], vectors[keep], meta=dict(index.meta))
+    pool = _learnable(index, held_out)
     directory = artifact_dir(pool, "lail")
     if labeler is None:
         precision = resolve_precision("auto")
-        expected = {"backend": "local", "model": resolve(None).name, "precision": precision}
+        expected = labeler_record("local", resolve(None).name, precision)
     else:
-        expected = {"backend": labeler.name, "model": labeler.model}
-        if labeler.name == "local":
-            expected["precision"] = getattr(labeler, "precision", "fp32")
+        expected = labeler_record(labeler.name, labeler.model, getattr(labeler, "precision", "fp32"))
     manifest = read_manifest(directory) or {}
     if manifest.get("config") != asdict(config) or manifest.get("labeler") != expected:
-        labeler = labeler or local_transformers(None, precision)
+        if labeler is None:
+            labeler = local_transformers(None, precision)
         train_lail(pool, encoder, encoder_dir(resolve(None, "encoder")), labeler, config, progress)
     return LailRetriever(index, directory)
 
@@ -198,15 +198,14 @@ def heldout_tstr(index: Index, encoder: TextEncoder, held_out: Sequence[Function
     where the task's file and tests are then excluded like every strategy's."""
     from assistant.methods.tstr import TstrRetriever, train_tstr
 
-    keep = _less(index, held_out)
-    vectors = np.asarray(index.vectors, dtype=np.float32)
+    pool = _learnable(index, held_out)
     model, _ = train_tstr(
-        [index.examples[row] for row in keep],
-        vectors[keep],
+        pool.examples,
+        pool.vectors,
         embedder=encoder.name,
         pool=f"{index.meta.get('source', {}).get('name', 'a project')}: its functions less the benchmark's tasks",
     )
-    return TstrRetriever(index, encoder, model, vectors)
+    return TstrRetriever(index, encoder, model, np.asarray(index.vectors, dtype=np.float32))
 
 
 def edit_similarity(a: str, b: str) -> float:
