@@ -368,8 +368,6 @@ UNREACHABLE = ["--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--
             ["eval", "discriminator", "--mutants", "-1", "--from-bank", "mbpp:/x", "--out", "OUT"],
             "--mutants must be at least 0",
         ),
-        (["eval", "repo", "--strategies", "zero,tstr", *UNREACHABLE], "tstr learns from docstrings"),
-        (["eval", "repo", "--strategies", "zero,lail", *UNREACHABLE], "lail learns from docstrings"),
         (["eval", "repo", "--tasks", "/missing/tasks.txt", *UNREACHABLE], "--tasks: cannot read /missing/tasks.txt"),
         (["train", "retriever", "--queries", "-1", "--bank", "/missing.jsonl"], "--queries must be at least 0"),
         (["train", "retriever", "--epochs", "0", "--bank", "/missing.jsonl"], "--epochs must be at least 1"),

@@ -191,6 +191,12 @@ def test_tstr_learns_from_the_projects_functions_less_every_task(encoder) -> Non
     assert hits[0].example.name == "render"  # it still retrieves from the whole pool (the leak control is Excluding)
     again = heldout_tstr(index, encoder, [task]).search("Render the items.", 3)
     assert [h.score for h in again] == pytest.approx([h.score for h in hits])  # seeded: a resumed run matches
+    # For line tasks the same model searches the fragments, over their own vectors.
+    text = "\n\n".join(e.code for e in examples)
+    fragments = build_index(split_fragments(text, "pkg/all.py", "b", lines=3), encoder,
+                            source={"kind": "repo-bench", "name": "toy"})  # fmt: skip
+    found = heldout_tstr(index, encoder, [task], search=fragments).search("Merge the items.", 2)
+    assert found[0].example.kind == "fragment" and "def merge" in found[0].example.code
 
 
 def test_lail_labels_and_learns_from_the_projects_documented_functions_less_every_task(encoder) -> None:
@@ -224,6 +230,17 @@ def test_lail_labels_and_learns_from_the_projects_documented_functions_less_ever
     again = heldout_lail(index, encoder, [task], config=config, labeler=labeler)
     assert len(labeler.scored) == 24
     assert [h.score for h in again.search("Render the items.", 3)] == pytest.approx([h.score for h in hits])
+    # For line tasks its trained encoder searches the project's fragments: no labeling, its own vectors file.
+    text = "\n\n".join(e.code for e in examples)
+    fragments = build_index(split_fragments(text, "pkg/all.py", "b", lines=4), encoder,
+                            source={"kind": "repo-bench", "name": "toy"})  # fmt: skip
+    on_fragments = heldout_lail(index, encoder, [task], config=config, labeler=labeler, search=fragments)
+    assert len(labeler.scored) == 24 and on_fragments.manifest == manifest
+    found = on_fragments.search("Merge the items.", 2)
+    assert found[0].example.kind == "fragment" and "def merge" in found[0].example.code
+    # The function pool's vectors are untouched: it searches as before.
+    assert [h.score for h in heldout_lail(index, encoder, [task], config=config, labeler=labeler).search(
+        "Render the items.", 3)] == pytest.approx([h.score for h in hits])  # fmt: skip
 
 
 def test_line_tasks_score_the_hidden_lines_and_the_positive_fragment(tiny: Project, encoder, tmp_path: Path) -> None:
@@ -281,6 +298,9 @@ def test_line_tasks_score_the_hidden_lines_and_the_positive_fragment(tiny: Proje
     (row,) = summarize_retrieval(ranks)
     assert row["strategy"] == "bm25" and row["tasks"] == 3 and "vs_bm25" not in row
     assert "| bm25 | 3 |" in retrieval_table([row])
+    # A trained strategy learns from the project's functions less its function tasks: it needs their list.
+    with pytest.raises(UsageError, match="tstr is trained on the project's functions less its function tasks"):
+        run_line_retrieval(tasks, {"tiny": index_project(tiny, encoder)}, ["tstr"])
 
 
 def test_tables_pair_every_strategy_with_dense_where_it_ran() -> None:

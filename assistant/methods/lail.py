@@ -335,7 +335,9 @@ class LailRetriever:
 
     name = "lail"
 
-    def __init__(self, index: Index, directory: Path) -> None:
+    def __init__(self, index: Index, directory: Path, vectors: Path | None = None) -> None:
+        """`vectors`: where the pool's vectors are kept (default: beside the artifact, for the pool it was trained
+        for; give another file to search some other pool, such as a project's fragments, with it)."""
         from assistant.backends.encoder import Encoder
 
         manifest = load_manifest(
@@ -351,7 +353,7 @@ class LailRetriever:
         self.encoder = Encoder(directory / "encoder", name=f"lail:{directory.name}", max_length=max_tokens)
         # The pool embedded with the trained encoder once, then only what changed.
         self.pool = cached_vectors(
-            directory / "pool_vectors.npz", [embedding_text(e) for e in index.examples], self.encoder
+            vectors or directory / "pool_vectors.npz", [embedding_text(e) for e in index.examples], self.encoder
         )
 
     @classmethod

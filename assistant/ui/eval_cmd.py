@@ -364,10 +364,11 @@ def repo(
     strategies: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: zero, bm25, dense, hybrid (what generate uses), tstr (function tasks only: "
-            "TST^R trained in seconds on the project's functions less the benchmark's tasks), lail (function "
-            "tasks only: LAIL trained on the same functions, 128 documented ones labeled by the model, 10-20 "
-            "minutes a project on 2 cores the first time, then cached), selfracg-init "
+            help="Comma-separated: zero, bm25, dense, hybrid (what generate uses), tstr (TST^R trained in "
+            "seconds on the project's functions less the benchmark's function tasks), lail (LAIL trained on the "
+            "same functions, 128 documented ones labeled by the model, 10-20 minutes a project on 2 cores the "
+            "first time, then cached; on line tasks both search the fragments with what they learned), "
+            "selfracg-init "
             "(SelfRACG's branch untrained: the generator's own attention; loads the transformers model too), "
             "selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`)."
         ),
@@ -420,8 +421,8 @@ def repo(
     from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS
     from assistant.evaluate.repo.projects import parse_projects, prepare
     from assistant.evaluate.repo.run import (
-        FUNCTION_ONLY,
         STRATEGIES,
+        TRAINED,
         function_table,
         index_project,
         line_table,
@@ -448,11 +449,6 @@ def repo(
     unknown = [s for s in names if s not in STRATEGIES]
     if not names or unknown:
         raise UsageError(f"unknown strategy {(unknown or [''])[0]!r}; choose from {', '.join(STRATEGIES)}")
-    function_only = [s for s in names if s in FUNCTION_ONLY]
-    if function_only and task != "function":
-        raise UsageError(
-            f"{function_only[0]} learns from docstrings, so it runs on function tasks only: add --task function"
-        )
     extra = [name.strip() for name in rankers.split(",") if name.strip()]
     for name in extra:
         if name not in EXTRA_RANKERS:
@@ -493,17 +489,22 @@ def repo(
         return
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         projects = [prepare(spec, progress=ui) for spec in specs]
-        every_function = [t for p in projects for t in function_tasks(p, progress=ui)] if task != "line" else []
+        # The trained strategies never learn from a function task, whichever tasks run, so they need the list.
+        trained = any(s in TRAINED for s in names)
+        every_function = (
+            [t for p in projects for t in function_tasks(p, progress=ui)] if task != "line" or trained else []
+        )
         every_line = [t for p in projects for t in line_tasks(p)] if task != "function" else []
+        runnable = (every_function if task != "line" else []) + every_line
         if wanted is not None:
-            missing = sorted(wanted - {t.task_id for t in every_function + every_line})
+            missing = sorted(wanted - {t.task_id for t in runnable})
             if missing:
                 kind = {"function": "function", "line": "line"}.get(task, "function or line")
                 more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
                 raise UsageError(
                     f"--tasks: {missing[0]!r} is not a {kind} task of {', '.join(config['projects'])}{more}"
                 )
-        functions = subset(every_function)
+        functions = subset(every_function) if task != "line" else []
         lines = subset(every_line)
         pipeline = Pipeline(settings=settings)
         encoder = pipeline.encoder()
@@ -539,6 +540,7 @@ def repo(
                 folder,
                 demos=demos,
                 other_files=line_fragments == "other-files",
+                held_out=every_function,
                 progress=ui,
             )
             line_rows = summarize_lines(line_records)
@@ -568,8 +570,14 @@ def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list
     """`eval repo --task retrieval`: each retriever's rank of the positive fragment for the line tasks."""
     from assistant.cache import JsonlCache, cache_key
     from assistant.evaluate.repo.projects import prepare
-    from assistant.evaluate.repo.run import index_project, retrieval_table, run_line_retrieval, summarize_retrieval
-    from assistant.evaluate.repo.tasks import line_tasks
+    from assistant.evaluate.repo.run import (
+        TRAINED,
+        index_project,
+        retrieval_table,
+        run_line_retrieval,
+        summarize_retrieval,
+    )
+    from assistant.evaluate.repo.tasks import function_tasks, line_tasks
     from assistant.pipeline.pipeline import load_encoder
 
     if names == ["zero"]:
@@ -577,9 +585,11 @@ def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list
     with ProgressUI(show_progress(as_json), plain=True) as ui:
         projects = [prepare(spec, progress=ui) for spec in specs]
         lines = subset([t for p in projects for t in line_tasks(p)])
+        # What the trained strategies never learn from: every function task of the projects.
+        held_out = [t for p in projects for t in function_tasks(p, progress=ui)] if set(names) & set(TRAINED) else []
         encoder = load_encoder()
         indexes = {p.name: index_project(p, encoder, progress=ui) for p in projects}
-        records = run_line_retrieval(lines, indexes, names, progress=ui)
+        records = run_line_retrieval(lines, indexes, names, progress=ui, held_out=held_out)
     store = JsonlCache(folder / "line-retrieval.jsonl")
     for record in records:
         store.put(cache_key(kind="retrieval", task=record["task_id"], strategy=record["strategy"]), record)

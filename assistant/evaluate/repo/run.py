@@ -51,12 +51,12 @@ from assistant.progress import Progress
 from assistant.sandbox.project import ProjectLimits
 
 # hybrid is what `assist generate` uses in an untrained repo; tstr and lail are TST^R and LAIL trained on the
-# project's own functions (function tasks only: they learn from docstrings); selfracg-init is the generator's own
-# last-token attention (SelfRACG's branch before training); selfracg uses the generic adapters (`assist train
-# retriever --method selfracg --corpus DIR`), trained away from the projects: a line task's answer is one of
-# their fragments.
+# project's own functions less every function task (they learn from docstrings; on line tasks their trained
+# encoder searches the fragments); selfracg-init is the generator's own last-token attention (SelfRACG's branch
+# before training); selfracg uses the generic adapters (`assist train retriever --method selfracg --corpus
+# DIR`), trained away from the projects: a line task's answer is one of their fragments.
 STRATEGIES = ("zero", "bm25", "dense", "hybrid", "tstr", "lail", "selfracg-init", "selfracg")
-FUNCTION_ONLY = ("tstr", "lail")
+TRAINED = ("tstr", "lail")  # trained per project on its functions: they need the function tasks to hold out
 # LAIL per project, sized for 2 CPU cores: 128 documented functions labeled against 8 BM25 candidates each
 # (1,024 pairs, 10-20 minutes a project with the bf16 labeler); the rest of the paper's recipe as LailConfig's.
 REPO_LAIL = LailConfig(candidates=8, queries=128)
@@ -126,15 +126,18 @@ def _retriever(
     encoder: TextEncoder,
     held_out: Sequence[FunctionTask] | None = None,
     progress: Progress | None = None,
+    functions: Index | None = None,
 ) -> Retriever | None:
     """A strategy's retriever over `index` (None for zero-shot). The trained strategies (tstr, lail) learn from
-    the project's functions less `held_out`, so they exist for function tasks only."""
-    if strategy in FUNCTION_ONLY:
+    the project's functions (`functions`, default `index`) less `held_out`, the project's function tasks, and
+    search `index` (its functions, or its fragments for line tasks) with what they learned."""
+    if strategy in TRAINED:
         if held_out is None:
-            raise UsageError(f"{strategy} learns from docstrings: it retrieves for function tasks only")
+            raise UsageError(f"{strategy} is trained on the project's functions less its function tasks: list them")
+        pool = index if functions is None else functions
         if strategy == "lail":
-            return heldout_lail(index, encoder, held_out, progress=progress)
-        return heldout_tstr(index, encoder, held_out)
+            return heldout_lail(pool, encoder, held_out, progress=progress, search=index)
+        return heldout_tstr(pool, encoder, held_out, search=index)
     return None if strategy == "zero" else make_retriever(strategy, index, encoder)
 
 
@@ -160,10 +163,12 @@ def heldout_lail(
     config: LailConfig = REPO_LAIL,
     labeler: Backend | None = None,
     progress: Progress | None = None,
+    search: Index | None = None,
 ) -> Retriever:
     """LAIL trained on a project's functions less every function task's span, as `assist train retriever
     --method lail` would train it in the user's repo (where the function to fill is a stub), then retrieving
-    from the whole pool like tstr.
+    from the whole pool like tstr, or from `search` (the project's fragments, for line tasks: embedded with the
+    trained encoder once, kept beside the artifact).
 
     The artifact lives in the user cache under the held-out pool's fingerprint and is reused while its config and
     labeler are the same; labels are cached pair by pair, so an interrupted training resumes. The labeler
@@ -186,16 +191,21 @@ def heldout_lail(
         if labeler is None:
             labeler = local_transformers(None, precision)
         train_lail(pool, encoder, encoder_dir(resolve(None, "encoder")), labeler, config, progress)
-    return LailRetriever(index, directory)
+    if search is None or search is index:
+        return LailRetriever(index, directory)
+    return LailRetriever(search, directory, vectors=directory / "search_vectors.npz")
 
 
-def heldout_tstr(index: Index, encoder: TextEncoder, held_out: Sequence[FunctionTask]) -> Retriever:
+def heldout_tstr(
+    index: Index, encoder: TextEncoder, held_out: Sequence[FunctionTask], search: Index | None = None
+) -> Retriever:
     """TST^R trained, in memory, on a project's functions less every function task's span.
 
     In a user's repo the function to fill is a stub, so its body is never among what `assist train retriever`
     learns from; leaving out all the project's tasks (not only the one asked) keeps one model per project. It
-    trains in seconds on the index's own vectors (deterministic: seeded) and retrieves from the whole pool,
-    where the task's file and tests are then excluded like every strategy's."""
+    trains in seconds on the index's own vectors (deterministic: seeded) and retrieves from the whole pool (or
+    from `search`, embedded by the same encoder: the fragments, for line tasks), where the task's file and
+    tests are then excluded like every strategy's."""
     from assistant.methods.tstr import TstrRetriever, train_tstr
 
     pool = _learnable(index, held_out)
@@ -205,7 +215,8 @@ def heldout_tstr(index: Index, encoder: TextEncoder, held_out: Sequence[Function
         embedder=encoder.name,
         pool=f"{index.meta.get('source', {}).get('name', 'a project')}: its functions less the benchmark's tasks",
     )
-    return TstrRetriever(index, encoder, model, np.asarray(index.vectors, dtype=np.float32))
+    found = index if search is None else search
+    return TstrRetriever(found, encoder, model, np.asarray(found.vectors, dtype=np.float32))
 
 
 def edit_similarity(a: str, b: str) -> float:
@@ -479,17 +490,29 @@ def _line_query(task: LineTask, ix: ProjectIndexes) -> tuple[list[str], str, Exa
     return lines, query, fragment_holding(ix.fragments.examples, task.path, task.line)
 
 
+def _fragment_retriever(
+    strategy: str, ix: ProjectIndexes, held_out: Sequence[FunctionTask] | None, progress: Progress | None
+) -> Retriever | None:
+    """A strategy's retriever over a project's fragments (a trained one learns from its functions)."""
+    mine = None if held_out is None else [t for t in held_out if t.project == ix.project.name]
+    return _retriever(strategy, ix.fragments, ix.encoder, mine, progress, functions=ix.functions)
+
+
 def run_line_retrieval(
     tasks: Sequence[LineTask],
     indexes: dict[str, ProjectIndexes],
     strategies: Sequence[str],
     progress: Progress | None = None,
+    held_out: Sequence[FunctionTask] | None = None,
 ) -> list[dict]:
     """Retrieval alone on the line tasks (no generation, so cheap enough for every task and retriever): the rank
-    of the positive fragment in each retriever's top 10, one record per (task, retriever)."""
+    of the positive fragment in each retriever's top 10, one record per (task, retriever). `held_out`: every
+    function task of the projects, what the trained strategies never learn from (needed only for them)."""
     report = progress or (lambda stage, done, total: None)
     named = [s for s in strategies if s != "zero"]
-    retrievers = {(name, s): _retriever(s, ix.fragments, ix.encoder) for name, ix in indexes.items() for s in named}
+    retrievers = {
+        (name, s): _fragment_retriever(s, ix, held_out, progress) for name, ix in indexes.items() for s in named
+    }
     records = []
     for done, task in enumerate(tasks):
         report("retrieval", done, len(tasks))
@@ -555,6 +578,7 @@ def run_line_tasks(
     demos: int = 4,
     batch: int = LINE_BATCH,
     other_files: bool = True,
+    held_out: Sequence[FunctionTask] | None = None,
     progress: Progress | None = None,
 ) -> list[dict]:
     """Run (or resume) the line-level tasks, greedy (as RepoEval); one record per (task, strategy).
@@ -565,14 +589,16 @@ def run_line_tasks(
 
     `batch` tasks at a time have all their strategies' prompts decoded together when the backend batches
     prompts (greedy decoding: a prompt's continuation does not depend on its neighbours, up to the rounding of
-    batched arithmetic)."""
+    batched arithmetic). `held_out`: every function task of the projects, which the trained strategies (tstr,
+    lail) never learn from; they are trained on the functions and search the fragments with what they learned.
+    """
     report = progress or (lambda stage, done, total: None)
     out.mkdir(parents=True, exist_ok=True)
     samples_cache = JsonlCache(out / "line-samples.jsonl")
     records = JsonlCache(out / "line.jsonl")
     count = token_counter(backend)
     retrievers = {
-        (name, strategy): _retriever(strategy, ix.fragments, ix.encoder)
+        (name, strategy): _fragment_retriever(strategy, ix, held_out, progress)
         for name, ix in indexes.items()
         for strategy in strategies
     }
