@@ -98,3 +98,42 @@ def test_repo_callees_reads_the_calls_of_a_body(monkeypatch):
     assert module._called(body) == {"helper", "render"}  # get and len could be anyone's
     assert module._called("def broken(:\n") == set()
     assert module._is_test("tests/test_mod.py") and module._is_test("pkg/test_x.py") and not module._is_test("pkg/m.py")
+
+
+def test_repo_pool_pools_disjoint_runs_of_the_same_settings(monkeypatch, tmp_path: Path):
+    import json
+
+    from assistant.cache import JsonlCache
+
+    module = _load(Path(__file__).resolve().parent.parent / "benchmarks" / "repo_pool.py", monkeypatch)
+    settings = {"projects": ["p==1"], "seed": 0, "n": 2, "demos": 4, "backend": "local", "model": None,
+                "temperature": 0.8, "top_p": 0.95}  # fmt: skip
+
+    def folder(name: str, solved: dict[str, list[int]], **changed) -> Path:
+        out = tmp_path / name
+        out.mkdir()
+        (out / "config.json").write_text(json.dumps({**settings, **changed, "strategies": list(solved)}))
+        records = JsonlCache(out / "function.jsonl")
+        for strategy, row in solved.items():
+            for task, correct in enumerate(row):
+                samples = [{"passed": i < correct, "parsed": True, "logprob": -i, "em": 0, "es": 0} for i in range(2)]
+                record = {"task_id": f"{name}{task}", "project": "p", "strategy": strategy, "n": 2,
+                          "correct": correct, "samples": samples, "picks": {"first": 0, "logprob": 0}}  # fmt: skip
+                records.put(f"{name}{task}{strategy}", record)
+        return out
+
+    a = folder("a", {"zero": [0, 0], "bm25": [1, 0], "hybrid": [2, 0]})
+    b = folder("b", {"zero": [0], "bm25": [0], "hybrid": [2], "dense": [2]})
+    records, counts = module.pooled_records([a, b], None)
+    assert counts == {str(a): 2, str(b): 1} and {r["strategy"] for r in records} == {"zero", "bm25", "hybrid"}
+    rows = {row["strategy"]: row for row in module.summarize(records)["rows"]}
+    assert rows["hybrid"]["tasks"] == 3
+    assert rows["hybrid"]["pass@1 vs zero"][0] == pytest.approx((1 + 0 + 1) / 3)
+    assert rows["hybrid"]["first pick vs bm25"][0] == pytest.approx((0 + 0 + 1) / 3)
+    assert "| hybrid | 3 |" in module.render(module.summarize(records), counts)
+    with pytest.raises(SystemExit, match="other settings"):
+        module.pooled_records([a, folder("c", {"zero": [0]}, n=5)], None)
+    with pytest.raises(SystemExit, match="more than one folder"):
+        module.pooled_records([a, a], None)
+    with pytest.raises(SystemExit, match="no records of dense"):
+        module.pooled_records([a, b], ["zero", "dense"])
