@@ -149,6 +149,20 @@ def test_refuses_a_missing_function_a_real_body_and_a_stub_with_nothing_to_go_on
         find_stub(twice, "f", requirement_given=True)
 
 
+def test_a_propertys_getter_stub_is_found_before_its_setter() -> None:
+    # Both are URL.path; the later definition wins at run time, but the getter is the stub to fill.
+    source = (
+        'class URL:\n    @property\n    def path(self):\n        """The path."""\n        ...\n\n'
+        "    @path.setter\n    def path(self, value):\n        self._path = value\n        self._dirty = True\n"
+    )
+    stub = find_stub(source, "URL.path")
+    assert stub.line == 3 and stub.is_stub
+    setter_stub = source.replace("        self._path = value\n        self._dirty = True\n", "        ...\n")
+    assert find_stub(setter_stub, "URL.path", requirement_given=True).line == 8  # both stubs: the last wins
+    with pytest.raises(UsageError, match="is not a stub"):
+        find_stub(source.replace('"""The path."""\n        ...', '"""The path."""\n        return 1'), "URL.path")
+
+
 def test_context_holds_the_stub_and_its_class_first_then_what_the_budget_allows() -> None:
     stub = find_stub(SOURCE, "Box.count")
     tight = stub_context(SOURCE, stub, budget=10)

@@ -243,7 +243,9 @@ def find_stub(
         raise UsageError(f"there is no function {function!r} in {name}{hint}")
     if len({m.qualname for m in matches}) > 1:
         raise UsageError(f"{function!r} is ambiguous in {name}: {', '.join(m.qualname for m in matches)}; name one")
-    stub = matches[-1]  # a redefinition wins, as at run time
+    # A redefinition wins, as at run time, unless only an earlier one is a stub (a property's getter, written
+    # before its setter, is the one to fill).
+    stub = ([m for m in matches if m.is_stub] or matches)[-1]
     if not stub.is_stub:
         raise UsageError(
             f"{stub.qualname} ({name}:{stub.line}) is not a stub: its body has {stub.body_lines} line(s) of code; "
