@@ -66,6 +66,7 @@ DEFAULT_K = 4
 DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
 DEFAULT_MAX_NEW_TOKENS = 256  # free generation; filling a stub sizes the limit to its docstring instead
+DEFAULT_APIS = False  # filling a stub: show the project's functions from other files that the file uses
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
 # The local model's engines, by the backend each one is: openvino is several times faster on a CPU than
 # transformers fp32, which stays for what needs the model's internals (training, hidden states, bf16 labeling).
@@ -226,6 +227,13 @@ FIELDS: tuple[Field, ...] = (
         f"longest candidate in tokens (unset: {DEFAULT_MAX_NEW_TOKENS}; filling a stub: sized to its docstring)",
     ),
     Field("generate.seed", _seed, None, "ASSIST_GENERATE_SEED", "random seed for repeatable samples (unset: fresh)"),
+    Field(
+        "generate.apis",
+        _bool,
+        DEFAULT_APIS,
+        "ASSIST_GENERATE_APIS",
+        "filling a stub: also show the repo's functions from other files that its file uses (needs `assist index`)",
+    ),
 )
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
 ROUTING_KEYS = tuple(f.key for f in FIELDS if f.routes)

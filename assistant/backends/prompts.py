@@ -94,9 +94,11 @@ def build_stub_prompt(
     tests: Sequence[str] = (),
     file_path: str = "",
     prefill: bool = True,
+    apis: str = "",
 ) -> Prompt:
     """The prompt that fills a stub: demonstrations as usual, then the code around the stub (`context`) and the
-    request to write its body (`stub_request.jinja`).
+    request to write its body (`stub_request.jinja`). `apis`: the project's definitions from other files that the
+    stub's file uses, as outlines (:func:`assistant.core.usages.used_definitions`), shown before the file.
 
     With `prefill`, the answer starts with the stub's own `head` (decorators, signature, docstring), so the
     model writes only the body and spends no tokens re-typing the docstring; without it (chat endpoints cannot
@@ -112,6 +114,7 @@ def build_stub_prompt(
         tests=list(tests),
         file_path=file_path,
         whole=not prefill,
+        apis=apis,
     )
     messages = (*base.messages[:-1], {"role": "user", "content": request})
     prefix = ANSWER_PREFIX + head.rstrip("\n") + "\n" if prefill else ANSWER_PREFIX

@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING
 
 from assistant.backends import Backend, Completion, Prompt, SamplingParams
 from assistant.code.edit import Edit, make_edit, merge, read_target_source, source_lines
-from assistant.code.extract import first_paragraph
+from assistant.code.examples import Example
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate, CutOff
 from assistant.core.rank import Rankers
 from assistant.core.retrieve import Hit, Retriever
 from assistant.core.target import Target
 from assistant.core.tokens import Count, approximate_tokens, token_counter
+from assistant.core.usages import outline, used_definitions
 from assistant.errors import UsageError
 from assistant.progress import Progress
 
@@ -261,23 +262,6 @@ def find_stub(
 # -- context -------------------------------------------------------------------------------------------
 
 
-def _outline(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
-    """A definition's decorators and signature, its docstring summary and `...`, at its own indentation."""
-    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-    first_body = node.body[0].lineno
-    signature_end = first_body - 1 if first_body > node.lineno else node.lineno
-    shown = list(lines[start - 1 : signature_end])
-    if first_body == node.lineno:  # `def f(): ...` on one line: keep the line, it is short
-        return shown
-    indent = _leading_ws(lines[first_body - 1])
-    docstring = ast.get_docstring(node)
-    if docstring:
-        shown.append(f'{indent}"""{first_paragraph(docstring)}"""')
-    if not isinstance(node, ast.ClassDef):
-        shown.append(indent + "...")
-    return shown
-
-
 def stub_context(
     text: str,
     stub: Stub,
@@ -318,7 +302,7 @@ def stub_context(
     add(stub.start, [*head, stub.body_indent + "...  # <- write this body"], must=True)
     for cls in classes:
         cls_start = min([cls.lineno] + [d.lineno for d in cls.decorator_list])
-        add(cls_start, _outline(lines, cls), must=True)
+        add(cls_start, outline(lines, cls), must=True)
     for statement in tree.body:
         if isinstance(statement, ast.Import | ast.ImportFrom):
             add(statement.lineno, list(lines[statement.lineno - 1 : statement.end_lineno]))
@@ -345,7 +329,7 @@ def stub_context(
             whole = list(lines[start - 1 : end])
             if end - start + 1 <= SHORT_DEFINITION_LINES and add(start, whole):
                 continue
-            add(start, _outline(lines, definition))
+            add(start, outline(lines, definition))
         if classes:
             outer = classes[0]
             anchor = outer.lineno
@@ -660,8 +644,13 @@ def prepare_stub(
     demonstrations: Sequence[Hit] | None = None,
     context_tokens: int = STUB_CONTEXT_TOKENS,
     timings: dict[str, float] | None = None,
+    definitions: Sequence[Example] = (),
 ) -> StubRequest:
-    """Find the stub, retrieve demonstrations for it and build its prompt (see :func:`fill_stub`)."""
+    """Find the stub, retrieve demonstrations for it and build its prompt (see :func:`fill_stub`).
+
+    `definitions`: the project's functions; those from other files that the stub's file uses are shown before
+    the file, as signatures and docstring summaries (:func:`assistant.core.usages.used_definitions`). Empty (the
+    default): none are."""
     from assistant.backends import check_text
     from assistant.backends.prompts import build_stub_prompt
     from assistant.core.generation import retrieve_step
@@ -682,7 +671,9 @@ def prepare_stub(
     hits = retrieve_step(query, retriever, k, demonstrations, display, report, timings if timings is not None else {})
     prefill = bool(getattr(backend, "prefills_answer", False))
     head = stub.dedented_head()
-    context = stub_context(text, stub, context_tokens, token_counter(backend), target.tree)
+    count = token_counter(backend)
+    context = stub_context(text, stub, context_tokens, count, target.tree)
+    apis = used_definitions(target.tree, display, stub.line, definitions, skip=(stub.start, stub.end), count=count)
     prompt = build_stub_prompt(
         stub.qualname,
         head,
@@ -692,6 +683,7 @@ def prepare_stub(
         tests=tests,
         file_path=display,
         prefill=prefill,
+        apis=apis,
     )
     return StubRequest(
         stub=stub,
@@ -778,6 +770,7 @@ def fill_stub(
     context_tokens: int = STUB_CONTEXT_TOKENS,
     python: str | Path | None = None,
     run_in_module: bool = True,
+    definitions: Sequence[Example] = (),
 ) -> GenerateResult:
     """Ranked candidates for the body of the stub `function` in `file`; each candidate's edit replaces only
     that body. `file` names the file, or `target` is the file already read (one of them is needed).
@@ -790,7 +783,8 @@ def fill_stub(
     was cut off by it, samples once more at twice the limit; a given limit is kept as it is. Samples cut off
     are reported in `cut_off`. Other definitions a sample wrote are dropped from its edit, named in its
     `dropped`, and rank it below every candidate that wrote only the function. `rankers` are ranker objects or
-    a function that chooses them for the candidates (None: sampling order).
+    a function that chooses them for the candidates (None: sampling order). `definitions`: the project's
+    functions, whose ones the file uses are shown in the prompt (see :func:`prepare_stub`).
     """
     from assistant.backends.prompts import ANSWER_PREFIX
     from assistant.core.generation import GenerateResult, rank_step, retriever_label
@@ -820,6 +814,7 @@ def fill_stub(
         demonstrations=demonstrations,
         context_tokens=context_tokens,
         timings=timings,
+        definitions=definitions,
     )
     started = time.perf_counter()
     usage_before = backend.usage.to_json()

@@ -12,6 +12,7 @@ from typing import Any
 
 from assistant.backends import SamplingParams
 from assistant.config import (
+    DEFAULT_APIS,
     DEFAULT_K,
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_N,
@@ -38,6 +39,7 @@ class GenerationOptions:
     top_p: float = DEFAULT_TOP_P
     max_new_tokens: int | None = None
     seed: int | None = None
+    apis: bool = DEFAULT_APIS  # filling a stub: show the repo's functions from other files that its file uses
 
     @classmethod
     def from_settings(cls, settings: Settings | None, **overrides: Any) -> GenerationOptions:

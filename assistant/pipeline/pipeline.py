@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from assistant.backends import Backend, load_backend
+from assistant.code.examples import Example
 from assistant.config import DEFAULT_ENGINE, LOCAL_ENGINES, Settings, backend_settings
 from assistant.core.candidates import Candidate
 from assistant.core.generation import GenerateResult
@@ -369,6 +370,8 @@ class Pipeline:
         if retrieving:
             retriever = self.retriever(progress)
         root = request.root if request.root is not None else self._source_root(progress, options.k)
+        # Before the model loads: `apis` without a repo index is a one-line error, not a wait then an error.
+        definitions = self._definitions(options, progress) if request.function is not None else []
         if self._backend is None:
             say("Loading the model")
         backend = self.backend(progress)
@@ -401,6 +404,7 @@ class Pipeline:
                 request.function,
                 backend,
                 target=target,
+                definitions=definitions,
                 requirement=request.requirement,
                 params=options.params(),
                 max_new_tokens=options.max_new_tokens,
@@ -485,6 +489,15 @@ class Pipeline:
         return stats
 
     # -- helpers ---------------------------------------------------------------------------------------------------
+
+    def _definitions(self, options: GenerationOptions, progress: Progress) -> list[Example]:
+        """The functions whose outlines `apis` may show beside a stub: the repo index's (none when it is off)."""
+        if not options.apis:
+            return []
+        source = self.source(progress)
+        if source.kind != "repo":
+            raise UsageError("--apis shows functions from the repository's index: run `assist index` in the repo first")
+        return list(source.index.examples)
 
     def _source_root(self, progress: Progress, k: int) -> Path | None:
         """The repo that display paths are relative to: the source's root, as `open_source` finds it. With k = 0 the

@@ -156,6 +156,16 @@ def generate(
             "NotImplementedError`): the docstring is the requirement, and only the body is replaced.",
         ),
     ] = None,
+    apis: Annotated[
+        bool | None,
+        typer.Option(
+            "--apis/--no-apis",
+            help="With --function: also show the model the repo's functions from other files that the file calls "
+            "or imports (signatures and docstring summaries, nearest use first; needs `assist index`). Default: "
+            "generate.apis in the config, else off.",
+            show_default=False,
+        ),
+    ] = None,
     n: CandidatesOpt = None,
     k: DemosOpt = None,
     backend: BackendOpt = None,
@@ -320,7 +330,11 @@ def generate(
         backend, model, base_url, api, timeout, start=start if start.exists() else None, engine=engine
     )
     flags = {"n": n, "k": k, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
-    options = GenerationOptions.from_settings(settings, retriever=retriever, ranker=ranker, seed=seed, **flags)
+    if apis and function is None:
+        raise UsageError("--apis is for filling a stub: give --function too")
+    options = GenerationOptions.from_settings(
+        settings, retriever=retriever, ranker=ranker, seed=seed, apis=apis, **flags
+    )
     options.check()
     pipeline = Pipeline(options, settings, start=start if start.exists() else Path("."), bank=bank)
     request = Request(

@@ -370,7 +370,9 @@ def repo(
             "first time, then cached; on line tasks both search the fragments with what they learned), "
             "selfracg-init "
             "(SelfRACG's branch untrained: the generator's own attention; loads the transformers model too), "
-            "selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`)."
+            "selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`). "
+            "On function tasks any of them + apis (e.g. hybrid+apis, zero+apis) also shows the project's functions "
+            "from other files that the target file calls or imports, as `generate --apis` does."
         ),
     ] = "zero,bm25,hybrid",
     n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,
@@ -421,11 +423,12 @@ def repo(
     from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS
     from assistant.evaluate.repo.projects import parse_projects, prepare
     from assistant.evaluate.repo.run import (
-        STRATEGIES,
         TRAINED,
+        check_strategies,
         function_table,
         index_project,
         line_table,
+        retrieval_of,
         run_function_tasks,
         run_line_tasks,
         summarize_functions,
@@ -446,9 +449,7 @@ def repo(
     if line_fragments not in ("other-files", "any"):
         raise UsageError(f"--line-fragments is other-files or any, not {line_fragments!r}")
     names = [s.strip() for s in strategies.split(",") if s.strip()]
-    unknown = [s for s in names if s not in STRATEGIES]
-    if not names or unknown:
-        raise UsageError(f"unknown strategy {(unknown or [''])[0]!r}; choose from {', '.join(STRATEGIES)}")
+    check_strategies(names, task)
     extra = [name.strip() for name in rankers.split(",") if name.strip()]
     for name in extra:
         if name not in EXTRA_RANKERS:
@@ -490,7 +491,7 @@ def repo(
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         projects = [prepare(spec, progress=ui) for spec in specs]
         # The trained strategies never learn from a function task, whichever tasks run, so they need the list.
-        trained = any(s in TRAINED for s in names)
+        trained = any(retrieval_of(s) in TRAINED for s in names)
         every_function = (
             [t for p in projects for t in function_tasks(p, progress=ui)] if task != "line" or trained else []
         )

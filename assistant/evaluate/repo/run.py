@@ -56,6 +56,9 @@ from assistant.sandbox.project import ProjectLimits
 # before training); selfracg uses the generic adapters (`assist train retriever --method selfracg --corpus
 # DIR`), trained away from the projects: a line task's answer is one of their fragments.
 STRATEGIES = ("zero", "bm25", "dense", "hybrid", "tstr", "lail", "selfracg-init", "selfracg")
+# A function-task strategy with this suffix (`hybrid+apis`, `zero+apis`) also shows the model the project's functions
+# from other files that the target file calls or imports (`generate --apis`).
+APIS = "+apis"
 TRAINED = ("tstr", "lail")  # trained per project on its functions: they need the function tasks to hold out
 # LAIL per project, sized for 2 CPU cores: 128 documented functions labeled against 8 BM25 candidates each
 # (1,024 pairs, 10-20 minutes a project with the bf16 labeler); the rest of the paper's recipe as LailConfig's.
@@ -139,6 +142,21 @@ def _retriever(
             return heldout_lail(pool, encoder, held_out, progress=progress, search=index)
         return heldout_tstr(pool, encoder, held_out, search=index)
     return None if strategy == "zero" else make_retriever(strategy, index, encoder)
+
+
+def retrieval_of(strategy: str) -> str:
+    """The retriever a strategy names: `hybrid+apis` retrieves as `hybrid`."""
+    return strategy.removesuffix(APIS)
+
+
+def check_strategies(names: Sequence[str], task: str) -> None:
+    """Refuse an unknown strategy, or `+apis` where no stub is filled (line and retrieval tasks), in one line."""
+    unknown = [s for s in names if retrieval_of(s) not in STRATEGIES]
+    if not names or unknown:
+        choices = ", ".join(STRATEGIES)
+        raise UsageError(f"unknown strategy {(unknown or [''])[0]!r}; choose from {choices} (+apis on function tasks)")
+    if task != "function" and any(s.endswith(APIS) for s in names):
+        raise UsageError("+apis shows the functions a stub's file uses: it is for --task function only")
 
 
 def _learnable(index: Index, held_out: Sequence[FunctionTask]) -> Index:
@@ -286,7 +304,7 @@ def run_function_tasks(
     held = tasks if held_out is None else held_out
     retrievers = {
         (name, strategy): _retriever(
-            strategy, ix.functions, ix.encoder, [t for t in held if t.project == name], progress=progress
+            retrieval_of(strategy), ix.functions, ix.encoder, [t for t in held if t.project == name], progress=progress
         )
         for name, ix in indexes.items()
         for strategy in strategies
@@ -309,7 +327,14 @@ def run_function_tasks(
             base = retrievers[(task.project, strategy)]
             retriever = Excluding(base, lambda e, files=test_files: e.path in files) if base is not None else None
             started = time.perf_counter()
-            request = prepare_stub(task.qualname, backend, target, retriever=retriever, k=demos, root=project.root)
+            # +apis: the project's functions from other files that the target file uses are shown too; the
+            # covering tests' files stay out (leak control), the target file's own functions are in its context.
+            definitions = (
+                [e for e in ix.functions.examples if e.path not in test_files] if strategy.endswith(APIS) else ()
+            )
+            request = prepare_stub(
+                task.qualname, backend, target, retriever=retriever, k=demos, root=project.root, definitions=definitions
+            )
             key = cache_key(
                 kind="repo-function",
                 backend=backend.identity.kind,

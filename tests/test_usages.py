@@ -1,0 +1,125 @@
+"""The project's functions a stub's file uses, shown in its prompt (`generate --function --apis`)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from assistant.code.examples import Example
+from assistant.core.usages import used_definitions, used_names
+from assistant.evaluate.repo.run import check_strategies, retrieval_of
+from assistant.errors import UsageError
+
+from .conftest import assist_here, git
+from .openai_server import Script, openai_server
+
+MODULE = '''\
+import os
+from pkg.text import slugify, shout
+from pkg import far
+
+
+def title(text):
+    """Title-case the words of text."""
+    return shout(text).title()
+
+
+def make_id(text):
+    """An id for text: its slug, lower case."""
+    ...
+
+
+def helper(value):
+    return far.distant(value) + get(value)
+'''
+
+
+def _example(path: str, name: str, code: str, kind: str = "function") -> Example:
+    return Example(requirement="", code=code, name=name, path=path, start_line=1, kind=kind)
+
+
+POOL = [
+    _example("pkg/text.py", "slugify", 'def slugify(text, sep="-"):\n    """Lower-case text, words joined by sep."""\n'
+             "    return sep.join(text.lower().split())\n"),  # fmt: skip
+    _example("pkg/text.py", "shout", "def shout(text):\n    return text.upper()\n"),
+    _example("pkg/far.py", "distant", 'def distant(x):\n    """Far away."""\n    return x\n'),
+    _example("pkg/core.py", "title", "def title(text):\n    return text\n"),  # the file itself: its outline shows it
+    _example("tests/test_text.py", "slugify", "def slugify(text):\n    return text\n"),  # a test helper: not an API
+    *(_example(f"pkg/m{i}.py", "get", "def get(x):\n    return x\n") for i in range(3)),  # too common to resolve
+    _example("pkg/text.py", "Slug.__init__", "    def __init__(self, text):\n        self.text = text\n"),
+    _example("pkg/text.py", "fragment", "slugify(x)", kind="fragment"),
+]
+
+
+def test_shows_what_the_file_calls_and_imports_from_other_files_nearest_use_first() -> None:
+    tree = ast.parse(MODULE)
+    stub_line = MODULE.splitlines().index("def make_id(text):") + 1
+    shown = used_definitions(tree, "pkg/core.py", stub_line, POOL, skip=(stub_line, stub_line + 2))
+    blocks = shown.split("\n\n")
+    # shout is used 4 lines above the stub, distant 6 below, slugify only in the imports (10 above).
+    assert [b.splitlines()[0] for b in blocks] == ["# pkg/text.py", "# pkg/far.py", "# pkg/text.py"]
+    assert blocks[0] == "# pkg/text.py\ndef shout(text):\n    ..."  # signatures and docstrings, never bodies
+    assert blocks[1] == '# pkg/far.py\ndef distant(x):\n    """Far away."""\n    ...'
+    assert blocks[2].startswith('# pkg/text.py\ndef slugify(text, sep="-"):\n    """Lower-case text')
+    assert "title" not in shown and "tests/" not in shown and "def get" not in shown  # own file, tests, ambiguous
+
+
+def test_a_class_call_shows_its_init_under_the_class_and_the_budget_is_kept() -> None:
+    tree = ast.parse("from pkg.text import Slug\n\n\ndef f():\n    ...\n\n\nSlug('a')\n")
+    shown = used_definitions(tree, "pkg/core.py", 4, POOL)
+    assert shown == "# pkg/text.py\nclass Slug:\n    def __init__(self, text):\n        ..."
+    assert used_definitions(tree, "pkg/core.py", 4, POOL, budget=5) == ""  # too long for the budget: left out
+    assert used_definitions(tree, "pkg/core.py", 4, []) == ""
+
+
+def test_used_names_skip_the_stub_builtins_and_the_files_own_definitions() -> None:
+    tree = ast.parse("def a():\n    len(b())\n\n\ndef b():\n    return zed() + x.method()\n")
+    assert used_names(tree, around=5) == {"zed": 1, "method": 1}
+    assert used_names(tree, around=5, skip=(5, 6)) == {}
+
+
+def test_eval_strategies_take_apis_on_function_tasks_only() -> None:
+    check_strategies(["zero", "hybrid+apis", "zero+apis"], "function")
+    assert retrieval_of("hybrid+apis") == "hybrid" and retrieval_of("bm25") == "bm25"
+    with pytest.raises(UsageError, match="unknown strategy 'nope\\+apis'"):
+        check_strategies(["nope+apis"], "function")
+    with pytest.raises(UsageError, match="for --task function only"):
+        check_strategies(["hybrid+apis"], "line")
+
+
+def test_generate_apis_puts_the_used_functions_in_the_prompt(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "text.py").write_text(
+        'def slugify(text, sep="-"):\n    """Lower-case text, its words joined by sep."""\n'
+        "    return sep.join(text.lower().split())\n"
+    )
+    (root / "pkg" / "core.py").write_text(MODULE.replace("from pkg import far\n", "").replace("far.distant", "abs"))
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "init")
+    assert assist_here("index", "--json", cwd=root).returncode == 0
+    args = ["generate", "--file", "pkg/core.py", "--function", "make_id", "-n", "1", "-k", "0", "--ranker", "first"]
+    answer = ("    return slugify(text)\n```\n", "stop")
+    with openai_server(Script(answers=[answer, answer])) as (url, script):
+        common = ["--base-url", url, "--api", "completions", "--json"]
+        with_apis = assist_here(*args, "--apis", *common, cwd=root, env={"OPENAI_API_KEY": "sk-test"})
+        assert with_apis.returncode == 0, with_apis.stderr
+        without = assist_here(*args, *common, cwd=root, env={"OPENAI_API_KEY": "sk-test"})
+        assert without.returncode == 0, without.stderr
+        sent = [request["prompt"] for request in script.requests]
+    heading = "These definitions from the project's other files are used in `pkg/core.py`"
+    assert heading in sent[0] and '# pkg/text.py\ndef slugify(text, sep="-"):' in sent[0]
+    assert heading not in sent[1] and "def slugify" not in sent[1]
+    assert json.loads(with_apis.stdout)["candidates"][0]["code"].endswith("return slugify(text)\n")
+
+    bank = root / "bank.jsonl"
+    bank.write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    refused = assist_here(*args, "--apis", "--bank", bank, "--base-url", "http://127.0.0.1:9", cwd=root)
+    assert refused.returncode == 2 and "run `assist index` in the repo first" in refused.stderr
+    alone = assist_here("generate", "add two numbers", "--apis", cwd=root)
+    assert alone.returncode == 2 and "--apis is for filling a stub" in alone.stderr
