@@ -343,3 +343,53 @@ def test_projects_are_pinned_and_named_by_a_clear_error() -> None:
     assert all(len(p.sha256) == 64 for p in PROJECTS.values())
     with pytest.raises(UsageError, match="unknown project 'numpy'"):
         parse_projects("boltons,numpy")
+
+
+def test_eval_report_pools_disjoint_runs_of_the_same_settings(tmp_path: Path) -> None:
+    from assistant.cache import JsonlCache
+    from assistant.evaluate.repo.pool import pooled_records
+
+    from .conftest import assist_here
+
+    settings = {"projects": ["p==1"], "seed": 0, "n": 2, "demos": 4, "backend": "local", "model": None,
+                "temperature": 0.8, "top_p": 0.95}  # fmt: skip
+
+    def folder(name: str, solved: dict[str, list[int]], **changed) -> Path:
+        out = tmp_path / name
+        out.mkdir()
+        (out / "config.json").write_text(json.dumps({**settings, **changed, "strategies": list(solved)}))
+        records = JsonlCache(out / "function.jsonl")
+        for strategy, row in solved.items():
+            for task, correct in enumerate(row):
+                samples = [{"passed": i < correct, "parsed": True, "logprob": -i, "em": 0, "es": 0} for i in range(2)]
+                record = {"task_id": f"{name}{task}", "project": "p", "strategy": strategy, "n": 2, "seconds": 1.0,
+                          "correct": correct, "samples": samples, "picks": {"first": 0, "logprob": 0, "agree": 1},
+                          "scores": {"agree": [0.0, 1.0]}}  # fmt: skip
+                records.put(f"{name}{task}{strategy}", record)
+        return out
+
+    a = folder("a", {"zero": [0, 0], "bm25": [1, 0], "hybrid": [2, 0]})
+    b = folder("b", {"zero": [0], "bm25": [0], "hybrid": [2], "dense": [2]})
+    records, counts = pooled_records([a, b])
+    assert counts == {str(a): 2, str(b): 1} and {r["strategy"] for r in records} == {"zero", "bm25", "hybrid"}
+    rows = {row["strategy"]: row for row in summarize_functions(records, [1])}
+    assert rows["hybrid"]["tasks"] == 3
+    assert rows["hybrid"]["vs_zero"][0] == pytest.approx((1 + 0 + 1) / 3)
+    # The auto pick (agree's, here the second sample) against zero-shot's and bm25's, paired by task.
+    assert rows["hybrid"]["auto_vs_zero"][0] == pytest.approx((1 + 0 + 1) / 3)
+    assert rows["hybrid"]["auto_vs_bm25"][0] == pytest.approx((1 + 0 + 1) / 3)
+    printed = assist_here("eval", "report", a, b, "--strategies", "zero,hybrid", cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.startswith(f"3 function tasks ({a} 2, {b} 1)") and "| hybrid | 3 |" in printed.stdout
+    assert "| auto vs zero |" in printed.stdout and "| bm25 |" not in printed.stdout
+    as_json = json.loads(assist_here("eval", "report", a, b, "--json", cwd=tmp_path).stdout)
+    assert [row["strategy"] for row in as_json["rows"]] == ["zero", "bm25", "hybrid"]
+    for folders, wanted, message in [
+        ([a, folder("c", {"zero": [0]}, n=5)], None, "other settings"),
+        ([a, a], None, "more than one folder"),
+        ([a, b], ["zero", "dense"], "no records of dense"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            pooled_records(folders, wanted)
+    refused = assist_here("eval", "report", a, "--strategies", "zero", cwd=tmp_path)
+    assert refused.returncode == 2 and "for pooling several eval repo folders" in refused.stderr

@@ -194,7 +194,7 @@ def retrievers_table(known: dict, held: dict[str, set[str]]) -> str:
     return "\n".join(lines)
 
 
-def _read_records(path: Path) -> list[dict] | None:
+def read_records(path: Path) -> list[dict] | None:
     """A results store's records (None when the folder has no such store)."""
     if not path.exists():
         return None
@@ -225,7 +225,7 @@ def _repo_sections(out: Path, n: int) -> list[str]:
     )
 
     sections = []
-    functions = _read_records(out / "function.jsonl")
+    functions = read_records(out / "function.jsonl")
     if functions:
         kept = complete_tasks(functions)
         tasks = len({r["task_id"] for r in kept})
@@ -233,13 +233,13 @@ def _repo_sections(out: Path, n: int) -> list[str]:
         sections += [f"## Function level: {tasks} tasks (percent, 95% bootstrap intervals; differences paired by "
                      "task)", "", function_table(rows), "", "pass@1 by project:", "", project_table(kept, "pass@1"),
                      ""]  # fmt: skip
-    ranks = _read_records(out / "line-retrieval.jsonl")
+    ranks = read_records(out / "line-retrieval.jsonl")
     if ranks:
         kept = complete_tasks(ranks)
         tasks = len({r["task_id"] for r in kept})
         sections += [f"## Retrieval on the line tasks: {tasks} tasks (the fragment holding the hidden line; 0-1, 95% "
                      "bootstrap intervals)", "", retrieval_table(summarize_retrieval(kept)), ""]  # fmt: skip
-    lines = _read_records(out / "line.jsonl")
+    lines = read_records(out / "line.jsonl")
     if lines:
         kept = complete_tasks(lines)
         tasks = len({r["task_id"] for r in kept})
@@ -259,8 +259,8 @@ def write_report(out: Path, versus: str | None = None) -> str:
     if not config_path.exists():
         raise UsageError(f"{out} is not an assist results folder (no config.json)")
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    codegen_records = _read_records(out / "records.jsonl")
-    likelihood_records = _read_records(out / "likelihood.jsonl")
+    codegen_records = read_records(out / "records.jsonl")
+    likelihood_records = read_records(out / "likelihood.jsonl")
     held: dict[str, set[str]] = {}  # strategy → the task ids the folder holds records for
     for record in (codegen_records or []) + (likelihood_records or []):
         held.setdefault(record["strategy"], set()).add(record["task_id"])

@@ -670,7 +670,13 @@ def likelihood(
 @eval_app.command("report")
 @friendly_errors
 def report(
-    results: Annotated[Path, typer.Argument(help="A results folder written by assist eval.")],
+    results: Annotated[
+        list[Path],
+        typer.Argument(
+            help="A results folder written by assist eval; or several `eval repo` folders of disjoint function "
+            "tasks, run with the same settings, to pool into one table (printed, no folder is written)."
+        ),
+    ],
     versus: Annotated[
         str | None,
         typer.Option(
@@ -678,13 +684,44 @@ def report(
             "Remembered in the folder's config.json, so later runs keep these tables; `none` forgets it."
         ),
     ] = None,
+    strategies: Annotated[
+        str | None,
+        typer.Option(help="Pooling: the strategies to compare, comma-separated (default: those every folder ran)."),
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Pooling: print the rows as JSON.")] = False,
 ) -> None:
-    """Rebuild report.md (tables) and PNG charts from a results folder; no model is loaded."""
+    """Rebuild report.md (tables) and PNG charts from a results folder, or pool `eval repo` runs of disjoint
+    function tasks into one function-level table (paired by task against zero-shot and bm25); no model is loaded."""
     from assistant.evaluate import write_report
 
-    if not results.is_dir():
-        raise UsageError(f"{results} is not a folder")
-    out.print(write_report(results, versus=versus))
+    for folder in results:
+        if not folder.is_dir():
+            raise UsageError(f"{folder} is not a folder")
+    if len(results) == 1:
+        if strategies is not None or json_output:
+            raise UsageError("--strategies and --json are for pooling several eval repo folders")
+        out.print(write_report(results[0], versus=versus))
+        return
+    if versus is not None:
+        raise UsageError("--versus rewrites one folder's report; pooled tables pair with zero and bm25")
+    from assistant.evaluate.repo.pool import pooled_records
+    from assistant.evaluate.repo.run import function_table, summarize_functions
+
+    names = [s.strip() for s in strategies.split(",") if s.strip()] if strategies else None
+    records, counts = pooled_records(results, names)
+    n = min(r["n"] for r in records)
+    rows = summarize_functions(records, [k for k in (1, 5) if k <= n])
+    if json_output:
+        out.print_json(json.dumps({"tasks": counts, "rows": rows}))
+        return
+    parts = ", ".join(f"{folder} {tasks}" for folder, tasks in counts.items())
+    out.print(
+        f"{sum(counts.values())} function tasks ({parts}); percent, 95% bootstrap intervals, differences paired "
+        "by task",
+        markup=False,
+        highlight=False,
+    )
+    out.print(function_table(rows), markup=False, highlight=False)
 
 
 @eval_app.command("retrieval")

@@ -723,15 +723,19 @@ def _picked_passes(record: dict, ranker: str) -> bool:
 
 def summarize_functions(records: Sequence[dict], ks: Sequence[int] = (1, 5)) -> list[dict]:
     """Per strategy: pass@k, the first and logprob picks, oracle, EM and ES (over samples), seconds per task;
-    with pass@1's paired difference against zero-shot, bm25 and dense (where run) on the tasks both ran."""
+    with pass@1's paired difference against zero-shot, bm25 and dense (where run) on the tasks both ran. Where
+    every record holds agree's scores: the agree and auto picks, each pick against the first sample, and the auto
+    pick (what `generate` shows first) against zero-shot's and bm25's."""
     pass1 = _per_task(records, lambda r: pass_at_k(r["n"], r["correct"], 1))
+    with_agree = all("agree" in r["picks"] for r in records)
+    auto = _per_task(records, lambda r: float(_picked_passes(r, "auto"))) if with_agree else {}
     rows = []
     for strategy in dict.fromkeys(r["strategy"] for r in records):
         mine = sorted((r for r in records if r["strategy"] == strategy), key=lambda r: r["task_id"])
         row: dict = {"strategy": strategy, "tasks": len(mine)}
         for k in ks:
             row[f"pass@{k}"] = bootstrap_ci([pass_at_k(r["n"], r["correct"], k) for r in mine if r["n"] >= k])
-        measured = ["first", "logprob", *(["agree", "auto"] if all("agree" in r["picks"] for r in mine) else [])]
+        measured = ["first", "logprob", *(["agree", "auto"] if with_agree else [])]
         for ranker in [*measured, "oracle"]:
             row[ranker] = bootstrap_ci([float(_picked_passes(r, ranker)) for r in mine])
         if "agree" in measured:  # each ranker against the first sample, paired by task
@@ -746,6 +750,8 @@ def summarize_functions(records: Sequence[dict], ks: Sequence[int] = (1, 5)) -> 
         for versus in VERSUS:
             if strategy != versus and versus in pass1:
                 row[f"vs_{versus}"] = paired_difference(pass1.get(strategy, {}), pass1[versus])
+            if strategy != versus and versus in auto and versus != "dense":
+                row[f"auto_vs_{versus}"] = paired_difference(auto[strategy], auto[versus])
         rows.append(row)
     return rows
 
@@ -798,6 +804,7 @@ def function_table(rows: Sequence[dict]) -> str:
         )
     ranked = [r for r in rows if "agree" in r]
     if ranked:
+        against = [v for v in ("zero", "bm25") if any(f"auto_vs_{v}" in r for r in ranked)]
         lines += [
             "",
             "Picking one candidate without the hidden tests (auto = agree, then logprob, as `generate` ranks a "
@@ -805,14 +812,15 @@ def function_table(rows: Sequence[dict]) -> str:
             "logprob):",
             "",
             "| strategy | first | logprob | agree | auto | oracle | logprob vs first | agree vs first | auto vs "
-            "first |",
-            "|" + "---|" * 9,
+            "first |" + "".join(f" auto vs {v} |" for v in against),
+            "|" + "---|" * (9 + len(against)),
         ]
         for r in ranked:
             lines.append(
                 f"| {r['strategy']} | {_cell(r['first'])} | {_cell(r['logprob'])} | {_cell(r['agree'])} | "
                 f"{_cell(r['auto'])} | {_cell(r['oracle'])} | {_cell(r['logprob_vs_first'], signed=True)} | "
                 f"{_cell(r['agree_vs_first'], signed=True)} | {_cell(r['auto_vs_first'], signed=True)} |"
+                + "".join(f" {_cell(r.get(f'auto_vs_{v}'), signed=True)} |" for v in against)
             )
     return "\n".join(lines)
 
