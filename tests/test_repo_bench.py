@@ -382,6 +382,11 @@ def test_eval_report_pools_disjoint_runs_of_the_same_settings(tmp_path: Path) ->
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout.startswith(f"3 function tasks ({a} 2, {b} 1)") and "| hybrid | 3 |" in printed.stdout
     assert "| auto vs zero |" in printed.stdout and "| bm25 |" not in printed.stdout
+    against = assist_here("eval", "report", a, b, "--versus", "bm25", cwd=tmp_path).stdout
+    assert "| pass@1 vs zero | pass@1 vs bm25 | cut off |" in against  # bm25 is always a column
+    against = assist_here("eval", "report", a, b, "--versus", "hybrid", cwd=tmp_path).stdout
+    assert "| pass@1 vs zero | pass@1 vs bm25 | pass@1 vs hybrid | cut off |" in against
+    assert assist_here("eval", "report", a, b, "--versus", "dense", cwd=tmp_path).returncode == 2
     as_json = json.loads(assist_here("eval", "report", a, b, "--json", cwd=tmp_path).stdout)
     assert [row["strategy"] for row in as_json["rows"]] == ["zero", "bm25", "hybrid"]
     for folders, wanted, message in [

@@ -306,7 +306,7 @@ async def test_tui_errors_are_notifications_and_escape_cancels(indexed_repo: Pat
 
 
 async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, encoder) -> None:
-    from textual.widgets import Input, Select, TextArea
+    from textual.widgets import Input, Select, Switch, TextArea
 
     from assistant.backends import BACKENDS
     from assistant.ui.tui import AssistApp
@@ -346,9 +346,11 @@ async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, en
         assert [value for _, value in backends._options if value is not Select.BLANK] == list(BACKENDS)
         app.screen.query_one("#ranker", Select).value = "first"
         app.screen.query_one("#n", Input).value = "2"
+        assert app.screen.query_one("#apis", Switch).value is False
+        app.screen.query_one("#apis", Switch).value = True
         await pilot.press("ctrl+s")
         await settle(app, pilot)
-        assert app.session.options.ranker == "first" and app.session.options.n == 2
+        assert app.session.options.ranker == "first" and app.session.options.n == 2 and app.session.options.apis
         assert app.session.state.result.rankers[0] == "first"
 
         await pilot.press("ctrl+l")

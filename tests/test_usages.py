@@ -10,8 +10,8 @@ import pytest
 
 from assistant.code.examples import Example
 from assistant.core.usages import used_definitions, used_names
-from assistant.evaluate.repo.run import check_strategies, retrieval_of
 from assistant.errors import UsageError
+from assistant.evaluate.repo.run import check_strategies, retrieval_of
 
 from .conftest import assist_here, git
 from .openai_server import Script, openai_server
@@ -42,8 +42,12 @@ def _example(path: str, name: str, code: str, kind: str = "function") -> Example
 
 
 POOL = [
-    _example("pkg/text.py", "slugify", 'def slugify(text, sep="-"):\n    """Lower-case text, words joined by sep."""\n'
-             "    return sep.join(text.lower().split())\n"),  # fmt: skip
+    _example(
+        "pkg/text.py",
+        "slugify",
+        'def slugify(text, sep="-"):\n    """Lower-case text, words joined by sep."""\n'
+        "    return sep.join(text.lower().split())\n",
+    ),
     _example("pkg/text.py", "shout", "def shout(text):\n    return text.upper()\n"),
     _example("pkg/far.py", "distant", 'def distant(x):\n    """Far away."""\n    return x\n'),
     _example("pkg/core.py", "title", "def title(text):\n    return text\n"),  # the file itself: its outline shows it

@@ -681,7 +681,8 @@ def report(
         str | None,
         typer.Option(
             help="Add each strategy's difference from this one (e.g. dense), paired by task, with 95% CIs. "
-            "Remembered in the folder's config.json, so later runs keep these tables; `none` forgets it."
+            "Remembered in the folder's config.json, so later runs keep these tables; `none` forgets it. Pooling: "
+            "a column of pass@1 against it."
         ),
     ] = None,
     strategies: Annotated[
@@ -702,15 +703,16 @@ def report(
             raise UsageError("--strategies and --json are for pooling several eval repo folders")
         out.print(write_report(results[0], versus=versus))
         return
-    if versus is not None:
-        raise UsageError("--versus rewrites one folder's report; pooled tables pair with zero and bm25")
     from assistant.evaluate.repo.pool import pooled_records
-    from assistant.evaluate.repo.run import function_table, summarize_functions
+    from assistant.evaluate.repo.run import VERSUS, function_table, summarize_functions
 
     names = [s.strip() for s in strategies.split(",") if s.strip()] if strategies else None
     records, counts = pooled_records(results, names)
+    if versus is not None and versus not in {r["strategy"] for r in records}:
+        raise UsageError(f"--versus {versus}: the pooled folders hold no records of it")
     n = min(r["n"] for r in records)
-    rows = summarize_functions(records, [k for k in (1, 5) if k <= n])
+    baselines = [*VERSUS, *([versus] if versus and versus not in VERSUS else [])]
+    rows = summarize_functions(records, [k for k in (1, 5) if k <= n], versus=baselines)
     if json_output:
         out.print_json(json.dumps({"tasks": counts, "rows": rows}))
         return

@@ -721,9 +721,12 @@ def _picked_passes(record: dict, ranker: str) -> bool:
     return pick is not None and bool(record["samples"][pick]["passed"])
 
 
-def summarize_functions(records: Sequence[dict], ks: Sequence[int] = (1, 5)) -> list[dict]:
+def summarize_functions(
+    records: Sequence[dict], ks: Sequence[int] = (1, 5), versus: Sequence[str] = VERSUS
+) -> list[dict]:
     """Per strategy: pass@k, the first and logprob picks, oracle, EM and ES (over samples), seconds per task;
-    with pass@1's paired difference against zero-shot, bm25 and dense (where run) on the tasks both ran. Where
+    with pass@1's paired difference against `versus` (zero-shot, bm25 and dense, where run) on the tasks both
+    ran. Where
     every record holds agree's scores: the agree and auto picks, each pick against the first sample, and the auto
     pick (what `generate` shows first) against zero-shot's and bm25's."""
     pass1 = _per_task(records, lambda r: pass_at_k(r["n"], r["correct"], 1))
@@ -747,11 +750,11 @@ def summarize_functions(records: Sequence[dict], ks: Sequence[int] = (1, 5)) -> 
         row["es"] = bootstrap_ci([sum(s["es"] for s in r["samples"]) / max(1, r["n"]) for r in mine])
         row["cut_off"] = sum(s.get("cut_off", False) for r in mine for s in r["samples"])
         row["seconds_per_task"] = sum(r["seconds"] for r in mine) / max(1, len(mine))
-        for versus in VERSUS:
-            if strategy != versus and versus in pass1:
-                row[f"vs_{versus}"] = paired_difference(pass1.get(strategy, {}), pass1[versus])
-            if strategy != versus and versus in auto and versus != "dense":
-                row[f"auto_vs_{versus}"] = paired_difference(auto[strategy], auto[versus])
+        for base in versus:
+            if strategy != base and base in pass1:
+                row[f"vs_{base}"] = paired_difference(pass1.get(strategy, {}), pass1[base])
+            if strategy != base and base in auto and base in ("zero", "bm25"):
+                row[f"auto_vs_{base}"] = paired_difference(auto[strategy], auto[base])
         rows.append(row)
     return rows
 
@@ -780,8 +783,9 @@ def summarize_lines(records: Sequence[dict]) -> list[dict]:
 
 
 def _versus(rows: Sequence[dict]) -> list[str]:
-    """The baselines a table pairs with: zero-shot and bm25 always, dense where some row was paired with it."""
-    return [v for v in VERSUS if v in ("zero", "bm25") or any(f"vs_{v}" in r for r in rows)]
+    """The baselines a table pairs with: zero-shot and bm25 always, any other where some row was paired with it."""
+    paired = [key[3:] for r in rows for key in r if key.startswith("vs_")]
+    return [v for v in dict.fromkeys(["zero", "bm25", *VERSUS, *paired]) if v in ("zero", "bm25") or v in paired]
 
 
 def function_table(rows: Sequence[dict]) -> str:

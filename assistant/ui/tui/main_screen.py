@@ -447,6 +447,7 @@ class MainScreen(Screen[None]):
                 temperature=values["temperature"],
                 max_new_tokens=values["max_new_tokens"],
                 seed=old.seed,
+                apis=values["apis"],
             )
             try:
                 self.session.configure(options, values["backend"], values["model"], values["base_url"])

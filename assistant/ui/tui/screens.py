@@ -10,7 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical
 from textual.fuzzy import Matcher
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, OptionList, Select, Static, TextArea
+from textual.widgets import Button, Input, Label, OptionList, Select, Static, Switch, TextArea
 from textual.widgets.option_list import Option
 
 from assistant.backends import describe_backends
@@ -212,6 +212,13 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 yield Label("Max new tokens")
                 tokens = "" if o.max_new_tokens is None else str(o.max_new_tokens)
                 yield Input(tokens, placeholder="auto", type="integer", id="max_new_tokens")
+                yield Label("Stubs: used APIs")  # generate --apis: the repo's functions the stub's file uses
+                yield Switch(
+                    o.apis,
+                    id="apis",
+                    tooltip="When filling a stub, also show the model the repo's functions from other files that "
+                    "the file calls or imports",
+                )
             yield Static("", id="settings-error")
             with Horizontal(classes="buttons"):
                 yield Button("Save (ctrl+s)", id="save", variant="primary")
@@ -233,6 +240,7 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 "k": int(text("k")),
                 "temperature": float(text("temperature")),
                 "max_new_tokens": int(text("max_new_tokens")) if text("max_new_tokens") else None,
+                "apis": self.query_one("#apis", Switch).value,
             }
         except ValueError:
             self.query_one("#settings-error", Static).update("n, k, temperature and max new tokens must be numbers")
