@@ -61,7 +61,8 @@ POOL = [
 def test_shows_what_the_file_calls_and_imports_from_other_files_nearest_use_first() -> None:
     tree = ast.parse(MODULE)
     stub_line = MODULE.splitlines().index("def make_id(text):") + 1
-    shown = used_definitions(tree, "pkg/core.py", stub_line, POOL, skip=(stub_line, stub_line + 2))
+    shown, examples = used_definitions(tree, "pkg/core.py", stub_line, POOL, skip=(stub_line, stub_line + 2))
+    assert [e.name for e in examples] == ["shout", "distant", "slugify"]
     blocks = shown.split("\n\n")
     # shout is used 4 lines above the stub, distant 6 below, slugify only in the imports (10 above).
     assert [b.splitlines()[0] for b in blocks] == ["# pkg/text.py", "# pkg/far.py", "# pkg/text.py"]
@@ -73,10 +74,10 @@ def test_shows_what_the_file_calls_and_imports_from_other_files_nearest_use_firs
 
 def test_a_class_call_shows_its_init_under_the_class_and_the_budget_is_kept() -> None:
     tree = ast.parse("from pkg.text import Slug\n\n\ndef f():\n    ...\n\n\nSlug('a')\n")
-    shown = used_definitions(tree, "pkg/core.py", 4, POOL)
+    shown, _ = used_definitions(tree, "pkg/core.py", 4, POOL)
     assert shown == "# pkg/text.py\nclass Slug:\n    def __init__(self, text):\n        ..."
-    assert used_definitions(tree, "pkg/core.py", 4, POOL, budget=5) == ""  # too long for the budget: left out
-    assert used_definitions(tree, "pkg/core.py", 4, []) == ""
+    assert used_definitions(tree, "pkg/core.py", 4, POOL, budget=5) == ("", [])  # too long for the budget
+    assert used_definitions(tree, "pkg/core.py", 4, []) == ("", [])
 
 
 def test_used_names_skip_the_stub_builtins_and_the_files_own_definitions() -> None:
@@ -109,17 +110,22 @@ def test_generate_apis_puts_the_used_functions_in_the_prompt(tmp_path: Path) -> 
     assert assist_here("index", "--json", cwd=root).returncode == 0
     args = ["generate", "--file", "pkg/core.py", "--function", "make_id", "-n", "1", "-k", "0", "--ranker", "first"]
     answer = ("    return slugify(text)\n```\n", "stop")
-    with openai_server(Script(answers=[answer, answer])) as (url, script):
+    with openai_server(Script(answers=[answer, answer, answer])) as (url, script):
         common = ["--base-url", url, "--api", "completions", "--json"]
         with_apis = assist_here(*args, "--apis", *common, cwd=root, env={"OPENAI_API_KEY": "sk-test"})
         assert with_apis.returncode == 0, with_apis.stderr
         without = assist_here(*args, *common, cwd=root, env={"OPENAI_API_KEY": "sk-test"})
         assert without.returncode == 0, without.stderr
+        human = assist_here(*args, "--apis", *common[:-1], cwd=root, env={"OPENAI_API_KEY": "sk-test"})
+        assert "Used APIs shown: slugify (pkg/text.py:1)" in human.stdout, human.stderr
         sent = [request["prompt"] for request in script.requests]
     heading = "These definitions from the project's other files are used in `pkg/core.py`"
     assert heading in sent[0] and '# pkg/text.py\ndef slugify(text, sep="-"):' in sent[0]
     assert heading not in sent[1] and "def slugify" not in sent[1]
-    assert json.loads(with_apis.stdout)["candidates"][0]["code"].endswith("return slugify(text)\n")
+    data = json.loads(with_apis.stdout)
+    assert data["candidates"][0]["code"].endswith("return slugify(text)\n")
+    assert data["function"]["apis"] == [{"name": "slugify", "source": "pkg/text.py:1"}]
+    assert "apis" not in json.loads(without.stdout)["function"]  # not asked for: not reported
 
     bank = root / "bank.jsonl"
     bank.write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")

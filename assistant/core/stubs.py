@@ -608,6 +608,14 @@ def _relative(stub: Stub) -> Stub:
 # -- generation ----------------------------------------------------------------------------------------
 
 
+def _described(request: StubRequest) -> dict:
+    """The stub as a result shows it; with `apis` asked for, the used functions its prompt showed (`path:line`)."""
+    described = request.stub.to_json()
+    if request.apis is not None:
+        described["apis"] = [{"name": e.name, "source": e.source} for e in request.apis]
+    return described
+
+
 def _defined_names(tree: ast.Module) -> list[str]:
     return [n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
 
@@ -627,6 +635,7 @@ class StubRequest:
     prefix: str  # the code the answer is prefilled with ("" when the model writes the whole function)
     existing: list[str]  # the file's other definitions (a sample that rewrites one is flagged)
     display: str
+    apis: list[Example] | None = None  # the used functions shown in the prompt (None: not asked for)
 
 
 def prepare_stub(
@@ -673,7 +682,9 @@ def prepare_stub(
     head = stub.dedented_head()
     count = token_counter(backend)
     context = stub_context(text, stub, context_tokens, count, target.tree)
-    apis = used_definitions(target.tree, display, stub.line, definitions, skip=(stub.start, stub.end), count=count)
+    apis, shown = used_definitions(
+        target.tree, display, stub.line, definitions, skip=(stub.start, stub.end), count=count
+    )
     prompt = build_stub_prompt(
         stub.qualname,
         head,
@@ -697,6 +708,7 @@ def prepare_stub(
         prefix=head + "\n" if prefill else "",
         existing=[name for name in _defined_names(target.tree) if name != stub.name],
         display=display,
+        apis=shown if definitions else None,
     )
 
 
@@ -856,7 +868,7 @@ def fill_stub(
         dropped=dict(dropped),
         timings=timings,
         usage=backend.usage.since(usage_before),
-        function=request.stub.to_json(),
+        function=_described(request),
         cut_off=cut,
         max_new_tokens=limit,
         home=home,

@@ -118,9 +118,10 @@ def used_definitions(
     skip: tuple[int, int] = (0, 0),
     budget: int = USED_DEFINITIONS_TOKENS,
     count: Count = approximate_tokens,
-) -> str:
+) -> tuple[str, list[Example]]:
     """The definitions from the project's other files (`pool`, less `path` and test files) that the module
-    `tree` uses, nearest use to line `around` first, as outlines within `budget` tokens; "" when none."""
+    `tree` uses, nearest use to line `around` first, as outlines within `budget` tokens ("" when none), and the
+    examples shown."""
     by_name: dict[str, list[Example]] = {}
     for example in pool:
         if example.kind != "function" or example.path == path or _is_test(example.path) or not example.name:
@@ -130,6 +131,7 @@ def used_definitions(
         if name == "__init__" and owner:  # `Class(...)` runs its __init__
             by_name.setdefault(owner, []).append(example)
     shown: list[str] = []
+    chosen: list[Example] = []
     seen: set[int] = set()
     used = 0
     for name, _ in sorted(used_names(tree, around, skip).items(), key=lambda item: (item[1], item[0])):
@@ -145,5 +147,6 @@ def used_definitions(
             if not lines or used + cost > budget:
                 continue
             shown += [*lines, ""]
+            chosen.append(example)
             used += cost
-    return "\n".join(shown).strip("\n")
+    return "\n".join(shown).strip("\n"), chosen

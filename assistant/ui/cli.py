@@ -429,6 +429,9 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
             f"from {requirement}; up to {result.max_new_tokens} new tokens per sample",
             markup=True,
         )
+        if "apis" in stub:  # --apis: what the model was shown of the functions the file uses
+            shown = ", ".join(f"{api['name']} ({api['source']})" for api in stub["apis"]) or "none found"
+            out.print(f"[bold]Used APIs shown[/]: {escape(shown)}", markup=True)
     if source is None:
         out.print("[bold]Demonstrations[/]: none (-k 0, zero-shot)", markup=True)
     else:
