@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from assistant.code.examples import Example
-from assistant.core.usages import used_definitions, used_names
+from assistant.core.usages import _is_test, used_definitions, used_names
 from assistant.errors import UsageError
 from assistant.evaluate.repo.run import check_strategies, retrieval_of
 
@@ -78,6 +78,13 @@ def test_a_class_call_shows_its_init_under_the_class_and_the_budget_is_kept() ->
     assert shown == "# pkg/text.py\nclass Slug:\n    def __init__(self, text):\n        ..."
     assert used_definitions(tree, "pkg/core.py", 4, POOL, budget=5) == ("", [])  # too long for the budget
     assert used_definitions(tree, "pkg/core.py", 4, []) == ("", [])
+
+
+def test_test_code_is_not_an_api() -> None:
+    for path in ("tests/test_a.py", "pkg/a_test.py", "src/pkg/tests/helpers.py", "test/util.py", "conftest.py"):
+        assert _is_test(path), path
+    for path in ("pkg/testing.py", "src/click/testing.py", "pkg/contest.py"):
+        assert not _is_test(path), path
 
 
 def test_used_names_skip_the_stub_builtins_and_the_files_own_definitions() -> None:

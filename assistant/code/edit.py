@@ -41,6 +41,12 @@ def source_lines(text: str, keepends: bool = False) -> list[str]:
     return lines if keepends else [line.rstrip("\r\n") for line in lines]
 
 
+def leading_whitespace(line: str) -> str:
+    """A line's indentation (spaces and tabs; a form feed resets the column, as in Python's tokenizer)."""
+    whitespace = re.match(r"[ \t\f]*", line).group()  # type: ignore[union-attr]
+    return whitespace.rsplit("\f", 1)[-1]
+
+
 def check_compiles(data: bytes, name: str, what: str = "the new text") -> None:
     """Refuse, with one line, Python source that would not compile (bytes, so a BOM and a coding cookie
     count as they will when Python reads the file)."""

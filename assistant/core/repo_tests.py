@@ -16,7 +16,7 @@ import os
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from assistant.core.generation import GenerateResult
 from assistant.core.home import git_files, project_python, search_path, too_wide
@@ -66,7 +66,8 @@ class RepoTests:
         return f"{origin}: pytest {shown} with {self.python}"
 
 
-def _is_test_file(path: Path) -> bool:
+def is_test_file(path: PurePath) -> bool:
+    """A file pytest collects by default: `test_*.py` or `*_test.py`."""
     return path.suffix == ".py" and (path.name.startswith("test_") or path.stem.endswith("_test"))
 
 
@@ -77,7 +78,7 @@ def test_files(root: Path) -> list[Path]:
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
         for name in sorted(files):
             path = Path(folder, name)
-            if _is_test_file(path):
+            if is_test_file(path):
                 found.append(path.relative_to(root))
     return found
 

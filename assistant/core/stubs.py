@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import io
 import math
-import re
 import time
 import tokenize
 from collections import Counter
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assistant.backends import Backend, Completion, Prompt, SamplingParams
-from assistant.code.edit import Edit, make_edit, merge, read_target_source, source_lines
+from assistant.code.edit import Edit, leading_whitespace, make_edit, merge, read_target_source, source_lines
 from assistant.code.examples import Example
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate, CutOff
@@ -80,12 +79,6 @@ def _strip_prefix(line: str, prefix: str) -> str:
     return line[len(prefix) :] if line.startswith(prefix) else line
 
 
-def _leading_ws(line: str) -> str:
-    """A line's indentation (spaces and tabs; a form feed resets the column, as in Python's tokenizer)."""
-    whitespace = re.match(r"[ \t\f]*", line).group()  # type: ignore[union-attr]
-    return whitespace.rsplit("\f", 1)[-1]
-
-
 def _form(body: Sequence[ast.stmt], has_docstring: bool) -> str:
     rest = list(body[1:] if has_docstring else body)
     if not rest:
@@ -139,7 +132,7 @@ def _describe(text: str, lines: list[str], offsets: list[int], qualname: str, no
     form = _form(node.body, has_docstring)
     start = min([node.lineno] + [d.lineno for d in node.decorator_list])
     def_line = lines[node.lineno - 1]
-    indent = _leading_ws(def_line)
+    indent = leading_whitespace(def_line)
     unit = _indent_unit(lines)
     last = node.body[0] if form == "docstring only" else node.body[1 if has_docstring else 0]
 
@@ -157,7 +150,7 @@ def _describe(text: str, lines: list[str], offsets: list[int], qualname: str, no
         body_end = head_end
         docline = lines[anchor.lineno - 1]
         own_line = not docline[: _char_col(docline, anchor.col_offset)].strip(" \t\f")
-        body_indent = _leading_ws(docline) if own_line else indent + unit
+        body_indent = leading_whitespace(docline) if own_line else indent + unit
         body_lines = 0
     else:
         first = last
@@ -171,7 +164,7 @@ def _describe(text: str, lines: list[str], offsets: list[int], qualname: str, no
             body_indent = indent + unit
         else:
             head_end = line_end(first.lineno - 1) if first.lineno > node.lineno else offsets[first.lineno - 1]
-            body_indent = _leading_ws(first_line)
+            body_indent = leading_whitespace(first_line)
         body_end = line_end(node.end_lineno or node.lineno)
         body_lines = (node.end_lineno or node.lineno) - first.lineno + 1
     return Stub(
@@ -439,7 +432,7 @@ def take_body(code: str, name: str, existing: Sequence[str], finished: bool) -> 
         indent = ""
     else:
         body_lines = list(lines[first.lineno - 1 : target.end_lineno])
-        indent = _leading_ws(first_line)
+        indent = leading_whitespace(first_line)
     interior = _string_interior(code)
     dedented = []
     for number, line in enumerate(body_lines, start=first.lineno):

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-import re
 import textwrap
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 
+from assistant.code.edit import leading_whitespace
 from assistant.code.examples import Example
 from assistant.code.extract import first_paragraph
+from assistant.core.repo_tests import is_test_file
 from assistant.core.tokens import Count, approximate_tokens
 
 # How many tokens of the project's definitions the stub prompt may hold.
@@ -44,8 +46,7 @@ def outline(lines: Sequence[str], node: FunctionNode | ast.ClassDef) -> list[str
     shown = list(lines[start - 1 : signature_end])
     if first_body == node.lineno:  # `def f(): ...` on one line: keep the line, it is short
         return shown
-    # The body's indentation (a form feed resets the column, as in Python's tokenizer).
-    indent = re.match(r"[ \t\f]*", lines[first_body - 1]).group().rsplit("\f", 1)[-1]  # type: ignore[union-attr]
+    indent = leading_whitespace(lines[first_body - 1])
     docstring = ast.get_docstring(node)
     if docstring:
         shown.append(f'{indent}"""{first_paragraph(docstring)}"""')
@@ -55,8 +56,9 @@ def outline(lines: Sequence[str], node: FunctionNode | ast.ClassDef) -> list[str
 
 
 def _is_test(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return path.startswith(("tests/", "test/")) or "/tests/" in path or name.startswith(("test_", "conftest"))
+    """Test code, not an API: pytest's test files, conftest.py, and whatever sits in a tests/ or test/ folder."""
+    where = PurePosixPath(path)
+    return is_test_file(where) or where.name == "conftest.py" or bool({"tests", "test"} & set(where.parts[:-1]))
 
 
 def used_names(tree: ast.Module, around: int, skip: tuple[int, int] = (0, 0)) -> dict[str, int]:

@@ -726,9 +726,8 @@ def summarize_functions(
 ) -> list[dict]:
     """Per strategy: pass@k, the first and logprob picks, oracle, EM and ES (over samples), seconds per task;
     with pass@1's paired difference against `versus` (zero-shot, bm25 and dense, where run) on the tasks both
-    ran. Where
-    every record holds agree's scores: the agree and auto picks, each pick against the first sample, and the auto
-    pick (what `generate` shows first) against zero-shot's and bm25's."""
+    ran. Where every record holds agree's scores: the agree and auto picks, each pick against the first sample,
+    and the auto pick (what `generate` shows first) against zero-shot's and bm25's."""
     pass1 = _per_task(records, lambda r: pass_at_k(r["n"], r["correct"], 1))
     with_agree = all("agree" in r["picks"] for r in records)
     auto = _per_task(records, lambda r: float(_picked_passes(r, "auto"))) if with_agree else {}
