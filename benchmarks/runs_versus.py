@@ -5,11 +5,12 @@ default), or SelfRACG's adapters before and after stage 2 (both named `selfracg`
 first run was made). Reads each folder's records, keeps the tasks both hold, and prints each metric of each run
 (95% bootstrap intervals) and the paired difference, first minus second:
 
-- `eval codegen` folders (records.jsonl): pass@1 (each task's share of correct samples) and, for every ranker
-  both runs recorded, top-1 after ranking;
+- `eval codegen` folders (records.jsonl) and `eval repo` function-level folders (function.jsonl): pass@1 (each
+  task's share of correct samples) and, for every ranker both runs recorded, top-1 after ranking;
 - `eval repo --task retrieval` folders (line-retrieval.jsonl): R@1, R@10 and MRR@10 of the positive fragment.
 
-It asserts nothing. From the repo root:
+A side may pool runs of disjoint tasks, their folders joined by "+" (`A+B+C:hybrid`). It asserts nothing.
+From the repo root:
 
     .venv/bin/python benchmarks/runs_versus.py \\
         results/codegen-humaneval-all-n5-ov-1.5b-seed0:zero results/codegen-humaneval-all-n5-ov-seed0:zero [--json]
@@ -40,19 +41,38 @@ def _pick_passed(ranker: str) -> Callable[[dict], float]:
     return value
 
 
-def records(spec: str) -> tuple[str, dict[str, dict]]:
-    """`FOLDER:STRATEGY` → the run's kind ("codegen" or "retrieval") and its records of that strategy, by task."""
-    folder, _, strategy = spec.rpartition(":")
-    if not folder or not strategy:
+# The first file a folder holds decides; an `eval repo` folder holding both reads its line retrieval by --retrieval.
+KINDS = (("codegen", "records.jsonl"), ("codegen", "function.jsonl"), ("retrieval", "line-retrieval.jsonl"))
+
+
+def records(spec: str, retrieval: bool = False) -> tuple[str, dict[str, dict]]:
+    """`FOLDER[+FOLDER...]:STRATEGY` → the runs' kind ("codegen" or "retrieval") and their records of that
+    strategy, by task."""
+    folders, _, strategy = spec.rpartition(":")
+    if not folders or not strategy:
         raise SystemExit(f"expected FOLDER:STRATEGY, got {spec!r}")
-    for kind, name in (("retrieval", "line-retrieval.jsonl"), ("codegen", "records.jsonl")):
+    kinds: set[str] = set()
+    found: dict[str, dict] = {}
+    for folder in folders.split("+"):
+        kind, held = _folder_records(folder, strategy, retrieval)
+        if set(held) & set(found):
+            raise SystemExit(f"{folder} repeats tasks of the folders before it; pool only runs of disjoint tasks")
+        kinds.add(kind)
+        found.update(held)
+    if len(kinds) > 1:
+        raise SystemExit(f"{folders} mixes kinds of runs: {', '.join(sorted(kinds))}")
+    return kinds.pop(), found
+
+
+def _folder_records(folder: str, strategy: str, retrieval: bool) -> tuple[str, dict[str, dict]]:
+    for kind, name in KINDS[2:] if retrieval else KINDS:
         path = Path(folder) / name
         if path.exists() or path.with_name(name + ".gz").exists():
             found = {r["task_id"]: r for r in JsonlCache(path).entries.values() if r.get("strategy") == strategy}
             if not found:
                 raise SystemExit(f"{folder} has no records of {strategy!r}")
             return kind, found
-    raise SystemExit(f"{folder} holds no `assist eval codegen` or `eval repo --task retrieval` records")
+    raise SystemExit(f"{folder} holds no `assist eval codegen`, `eval repo` or `eval repo --task retrieval` records")
 
 
 def metrics(kind: str, first: dict[str, dict], second: dict[str, dict]) -> dict[str, Callable[[dict], float]]:
@@ -71,8 +91,9 @@ def main() -> None:
     parser.add_argument("first", help="FOLDER:STRATEGY")
     parser.add_argument("second", help="FOLDER:STRATEGY (the baseline)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--retrieval", action="store_true", help="read `eval repo` folders' line retrieval")
     args = parser.parse_args()
-    (kind, a), (other, b) = records(args.first), records(args.second)
+    (kind, a), (other, b) = records(args.first, args.retrieval), records(args.second, args.retrieval)
     if kind != other:
         raise SystemExit(f"{args.first} is a {kind} run and {args.second} a {other} run")
     shared = sorted(set(a) & set(b))

@@ -379,6 +379,27 @@ def test_every_sample_cut_off_retries_once_with_twice_the_limit(repo: Path) -> N
     assert len(data["candidates"]) == 1
 
 
+def test_samples_that_wrote_nothing_are_drawn_once_more_in_their_place(repo: Path) -> None:
+    echo = "    ...  # <- write this body\n```\n"  # the small model's habit: it copies the marker it was shown
+    alt = "    return radius * radius * math.pi\n```\n"
+    # Three samples: an echo, a body, one that ends after the docstring; the two empty ones are drawn again,
+    # and the one that echoes again stays dropped.
+    script = Script(answers=[(echo, "stop"), (GOOD, "stop"), ("```\n", "stop"), (alt, "stop"), (echo, "stop")])
+    with openai_server(script) as (url, _):
+        args = ["generate", "--file", "shapes.py", "--function", "area", "-n", "3", "--api", "completions"]
+        result = run([*args, "--json"], url)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [r.get("n", 1) for r in script.requests] == [3, 1, 1]  # each redraw on its own seed
+    assert data["redrawn"] == 2 and data["samples"] == 3 and data["dropped"] == {"still a stub": 1}
+    assert sorted(c["sample"] for c in data["candidates"]) == [0, 1]
+
+    with openai_server(Script(answers=[(echo, "stop"), (alt, "stop")])) as (url, _):
+        shown = run(["generate", "--file", "shapes.py", "--function", "area", "-n", "1", "--api", "completions"], url)
+    assert shown.exit_code == 0, shown.output
+    assert "(1 of 1 samples; 1 redrawn after writing nothing)" in shown.stdout
+
+
 def test_function_errors_are_one_line_before_any_request(repo: Path) -> None:
     script = Script()
     with openai_server(script) as (url, _):

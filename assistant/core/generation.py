@@ -50,6 +50,7 @@ class GenerateResult:
     function: dict | None = None  # filling a stub: its name, line, form and docstring
     cut_off: list[CutOff] = field(default_factory=list)  # samples that reached the token limit unfinished
     max_new_tokens: int | None = None  # the token limit the samples had (after any retry)
+    redrawn: int = 0  # filling a stub: samples that wrote nothing and were drawn once more
     home: ModuleHome | None = None  # filling a stub: where its candidates run (a re-rank runs them there again)
 
     @property
@@ -69,6 +70,7 @@ class GenerateResult:
             "function": self.function,
             "max_new_tokens": self.max_new_tokens,
             "cut_off": [cut.to_json() for cut in self.cut_off],
+            "redrawn": self.redrawn,
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "usage": self.usage,
             "demonstrations": [hit.to_json() for hit in self.demonstrations],

@@ -756,6 +756,57 @@ def sample_stubs(
     return results
 
 
+#: Why a sample that wrote nothing was dropped: it re-typed the stub (`...`, `pass`, `raise NotImplementedError`,
+#: often copying the prompt's "# <- write this body" line) or ended right after the docstring.
+WROTE_NOTHING = frozenset({"still a stub", "no body"})
+
+
+def wrote_nothing(completion: Completion, request: StubRequest) -> bool:
+    """Whether a sample left the stub as it was (see :data:`WROTE_NOTHING`)."""
+    kept, dropped, _ = collect_stub([completion], request.stub, request.prefix, request.existing)
+    return not kept and not WROTE_NOTHING.isdisjoint(dropped)
+
+
+def redraw_empty(
+    requests: Sequence[StubRequest],
+    completions: Sequence[Sequence[Completion]],
+    backend: Backend,
+    params: Sequence[SamplingParams],
+    progress: Progress | None = None,
+) -> list[tuple[list[Completion], list[int]]]:
+    """Each request's `completions` with every sample that wrote nothing drawn once more in its place, and the
+    places redrawn (one `params` each, with the token limit its first samples ended with).
+
+    A small model re-types the stub it was shown in about one sample in ten; such a sample is no candidate, so
+    the user would get fewer than the `-n` asked for. Each new sample is drawn on its own (n=1) with the seed
+    moved by 2 plus its number (the cut-off retry takes +1), so it depends only on its request and place; all of
+    them go to the backend in one `sample_batch` call per sampling setting. One that again writes nothing stays.
+    """
+    if not len(requests) == len(completions) == len(params):
+        raise ValueError("one list of completions and one SamplingParams per request")
+    report = progress or (lambda stage, done, total: None)
+    redrawn = [list(samples) for samples in completions]
+    places: list[list[int]] = [[] for _ in requests]
+    wanted: dict[tuple, list[tuple[int, int]]] = {}  # sampling setting -> (request, sample number)
+    for position, (request, samples, p) in enumerate(zip(requests, completions, params, strict=True)):
+        for number, completion in enumerate(samples):
+            if wrote_nothing(completion, request):
+                wanted.setdefault((p.temperature, p.top_p, p.max_new_tokens), []).append((position, number))
+    for members in wanted.values():
+        first = params[members[0][0]]
+        drawn = backend.sample_batch(
+            [requests[position].prompt for position, _ in members],
+            replace(first, n=1),
+            step=lambda done, total: report("generate", done, total),
+            seeds=[None if params[i].seed is None else params[i].seed + 2 + number for i, number in members],
+        )
+        for (position, number), samples in zip(members, drawn, strict=True):
+            if samples:
+                redrawn[position][number] = samples[0]
+                places[position].append(number)
+    return [(samples, sorted(at)) for samples, at in zip(redrawn, places, strict=True)]
+
+
 def fill_stub(
     function: str,
     backend: Backend,
@@ -786,10 +837,11 @@ def fill_stub(
     The requirement is the stub's docstring unless `requirement` is given; it is also the retrieval query.
     `max_new_tokens` None sizes the limit to the docstring (:func:`default_max_tokens`) and, when every sample
     was cut off by it, samples once more at twice the limit; a given limit is kept as it is. Samples cut off
-    are reported in `cut_off`. Other definitions a sample wrote are dropped from its edit, named in its
-    `dropped`, and rank it below every candidate that wrote only the function. `rankers` are ranker objects or
-    a function that chooses them for the candidates (None: sampling order). `definitions`: the project's
-    functions, whose ones the file uses are shown in the prompt (see :func:`prepare_stub`).
+    are reported in `cut_off`. A sample that wrote nothing (re-typed the stub) is drawn once more in its place
+    (:func:`redraw_empty`; how many in `redrawn`). Other definitions a sample wrote are dropped from its edit,
+    named in its `dropped`, and rank it below every candidate that wrote only the function. `rankers` are
+    ranker objects or a function that chooses them for the candidates (None: sampling order). `definitions`:
+    the project's functions, whose ones the file uses are shown in the prompt (see :func:`prepare_stub`).
     """
     from assistant.backends.prompts import ANSWER_PREFIX
     from assistant.core.generation import GenerateResult, rank_step, retriever_label
@@ -824,6 +876,9 @@ def fill_stub(
     started = time.perf_counter()
     usage_before = backend.usage.to_json()
     completions, limit = sample_stub(request, backend, params, report)
+    [(completions, redrawn)] = redraw_empty(
+        [request], [completions], backend, [replace(params, max_new_tokens=limit)], report
+    )
     kept, dropped, cut = collect_stub(completions, request.stub, request.prefix, request.existing)
     timings["generate"] = time.perf_counter() - started
 
@@ -863,6 +918,7 @@ def fill_stub(
         usage=backend.usage.since(usage_before),
         function=_described(request),
         cut_off=cut,
+        redrawn=len(redrawn),
         max_new_tokens=limit,
         home=home,
     )

@@ -443,9 +443,10 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
         if explain:
             out.print(f"     [dim]{escape(hit.why)}[/]", markup=True)
     dropped = ", ".join(f"{count} {why}" for why, count in result.dropped.items())
+    redrawn = f"; {result.redrawn} redrawn after writing nothing" if result.redrawn else ""
     out.print(
         f"\n[bold]Candidates[/] ({len(result.candidates)} of {result.samples} samples"
-        f"{'; dropped ' + dropped if dropped else ''}), ranked by {'+'.join(result.rankers)}, "
+        f"{'; dropped ' + dropped if dropped else ''}{redrawn}), ranked by {'+'.join(result.rankers)}, "
         f"model {result.model}, prompt {result.prompt_tokens} tokens{_usage_note(result.usage)}:",
         markup=True,
     )

@@ -34,7 +34,7 @@ from assistant.code.extract import EXTRACTORS, git_blob_hash
 from assistant.core.home import ModuleHome, import_name
 from assistant.core.rank import Problem, Ranker
 from assistant.core.retrieve import Exclude, Hit, Retriever
-from assistant.core.stubs import StubRequest, collect_stub, plan_fill, prepare_stub, sample_stubs
+from assistant.core.stubs import StubRequest, collect_stub, plan_fill, prepare_stub, redraw_empty, sample_stubs
 from assistant.core.target import Target
 from assistant.core.tokens import token_counter
 from assistant.errors import UsageError
@@ -342,23 +342,43 @@ def run_function_tasks(
                 prompt=request.prompt.to_json(),
                 params={**sample_params.__dict__, "max_new_tokens": request.limit},
             )
-            record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy)
+            # redraw: the samples that wrote nothing are drawn once more, as `generate` does (records made
+            # before that keep their key and are superseded).
+            record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, redraw=1)
             current[(task.task_id, strategy)] = record_key
             prepared.append((strategy, request, key, record_key, time.perf_counter() - started))
         todo: dict[str, StubRequest] = {}  # by sample key: strategies that built the same prompt share samples
         users: dict[str, int] = {}
         for _, request, key, record_key, _ in prepared:
-            if record_key not in records and key not in samples_cache:
-                todo[key] = request
+            if record_key not in records:
                 users[key] = users.get(key, 0) + 1
+                if key not in samples_cache:
+                    todo[key] = request
         report("function tasks", done, total)
         started = time.perf_counter()
         usage_before = backend.usage.to_json()
         sampled = sample_stubs(list(todo.values()), backend, [sample_params] * len(todo)) if todo else []
-        batch_s = time.perf_counter() - started
-        usage = backend.usage.since(usage_before)
         for key, (completions, limit) in zip(todo, sampled, strict=True):
             samples_cache.put(key, {"completions": _completions_json(completions), "limit": limit})
+        # The samples that wrote nothing, drawn once more as `generate` does; cached apart from the first samples,
+        # so first samples cached before redrawing existed are kept as they are.
+        redraw = dict(_redraws_due(prepared, records, samples_cache))
+        fresh = set(todo)
+        if redraw:
+            firsts = [_cached(samples_cache, key, request) for key, request in redraw.items()]
+            drawn = redraw_empty(
+                list(redraw.values()),
+                [_completions(data) for data, _ in firsts],
+                backend,
+                [replace(sample_params, max_new_tokens=limit) for _, limit in firsts],
+            )
+            for key, (completions, at) in zip(redraw, drawn, strict=True):
+                samples_cache.put(
+                    _redraw_key(key), {"at": at, "completions": _completions_json([completions[n] for n in at])}
+                )
+                fresh.update([key] if at else [])
+        batch_s = time.perf_counter() - started
+        usage = backend.usage.since(usage_before)
         for strategy, request, key, record_key, prepare_s in prepared:
             started = time.perf_counter()
             if record_key in records:
@@ -367,7 +387,7 @@ def run_function_tasks(
                 # A ranker added to a finished folder picks from the cached samples: nothing is resampled (a
                 # record kept without its samples is reported as it is).
                 if missing and key in samples_cache:
-                    completions = _completions(_cached(samples_cache, key, request)[0])
+                    completions, _ = _redrawn(samples_cache, key, _completions(_cached(samples_cache, key, request)[0]))
                     _, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
                     scores: dict[str, list[float | None]] = {}
                     problem = _problem(request, task, project, texts)
@@ -381,10 +401,11 @@ def run_function_tasks(
                 done += 1
                 continue
             data, limit = _cached(samples_cache, key, request)
-            completions = _completions(data)
-            # The batch's time and usage are shared evenly by its prompts, a prompt's share by the strategies
-            # that built it (bm25 and hybrid often retrieve the same demonstrations).
-            share = 1 / len(todo) / users[key] if key in todo else 0.0
+            completions, redrawn = _redrawn(samples_cache, key, _completions(data))
+            # The task's sampling time and usage (first samples and redraws) are shared evenly by the prompts
+            # sampled, a prompt's share by the strategies that built it (bm25 and hybrid often retrieve the same
+            # demonstrations).
+            share = 1 / len(fresh) / users[key] if key in fresh else 0.0
             sampled_s = prepare_s + batch_s * share
             samples, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
             scores = {}
@@ -396,6 +417,7 @@ def run_function_tasks(
                 "prompt_tokens": request.prompt_tokens,
                 "max_new_tokens": limit,
                 "n": len(samples),
+                "redrawn": redrawn,  # the samples (by number) that wrote nothing and were drawn once more
                 "correct": sum(s["passed"] for s in samples),
                 "samples": samples,
                 "picks": picks(samples, _problem(request, task, project, texts), rankers, scores=scores),
@@ -410,6 +432,31 @@ def run_function_tasks(
     supersede(records, current)
     report("function tasks", total, total)
     return results
+
+
+def _redraw_key(key: str) -> str:
+    return cache_key(kind="repo-function-redraw", sample=key)
+
+
+def _redraws_due(
+    prepared: Sequence[tuple[str, StubRequest, str, str, float]], records: JsonlCache, samples_cache: JsonlCache
+) -> list[tuple[str, StubRequest]]:
+    """The sample keys (with a request that built them) whose redraws a record still to be made needs."""
+    due: dict[str, StubRequest] = {}
+    for _, request, key, record_key, _ in prepared:
+        if record_key not in records and _redraw_key(key) not in samples_cache:
+            due.setdefault(key, request)
+    return list(due.items())
+
+
+def _redrawn(samples_cache: JsonlCache, key: str, completions: list[Completion]) -> tuple[list[Completion], list[int]]:
+    """The first samples with the cached redraws (:func:`assistant.core.stubs.redraw_empty`) in their places,
+    and those places."""
+    cached = samples_cache.get(_redraw_key(key)) if _redraw_key(key) in samples_cache else {"at": [], "completions": []}
+    redrawn = list(completions)
+    for number, completion in zip(cached["at"], _completions(cached["completions"]), strict=True):
+        redrawn[number] = completion
+    return redrawn, list(cached["at"])
 
 
 def _cached(samples_cache: JsonlCache, key: str, request: StubRequest) -> tuple[list[dict], int]:

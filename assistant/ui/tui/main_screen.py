@@ -267,6 +267,7 @@ class MainScreen(Screen[None]):
         self.show_info()
         seconds = sum(result.timings.values())
         cut = f"; {len(result.cut_off)} cut off at {result.max_new_tokens} tokens" if result.cut_off else ""
+        cut += f"; {result.redrawn} redrawn after writing nothing" if result.redrawn else ""
         self.set_message(
             f"{len(result.candidates)} candidates from {result.samples} samples in {seconds:.1f} s "
             f"({result.model}){cut}; ↑↓ in the table to compare, ctrl+s applies"
