@@ -418,6 +418,7 @@ def run_function_tasks(
                 "max_new_tokens": limit,
                 "n": len(samples),
                 "redrawn": redrawn,  # the samples (by number) that wrote nothing and were drawn once more
+                "sample_key": key,  # its samples in function-samples.jsonl (the redraws under _redraw_key(key))
                 "correct": sum(s["passed"] for s in samples),
                 "samples": samples,
                 "picks": picks(samples, _problem(request, task, project, texts), rankers, scores=scores),
