@@ -224,9 +224,12 @@ def test_a_pool_without_adapters_uses_the_generic_ones(tmp_path: Path) -> None:
         save_artifact(
             generic_dir(), "selfracg", lambda folder: (folder / "adapter.safetensors").write_bytes(b""), manifest
         )
-        with pytest.raises(RuntimeError, match="stop here"):
-            SelfRacgRetriever.for_index(index, trained=True)
-    assert loaded == [("qwen-x", "bf16")]
+        # Adapters trained in bf16 run in bf16 where the CPU has it natively, else in fp32 (emulated bf16 is slow).
+        for native in (True, False):
+            patch.setattr(selfracg, "cpu_has_native_bf16", lambda native=native: native)
+            with pytest.raises(RuntimeError, match="stop here"):
+                SelfRacgRetriever.for_index(index, trained=True)
+    assert loaded == [("qwen-x", "bf16"), ("qwen-x", "fp32")]
 
 
 def _fragments(files: dict[str, int]) -> list[Example]:
