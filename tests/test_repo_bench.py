@@ -186,6 +186,7 @@ def test_samples_that_wrote_nothing_are_redrawn_and_the_redraws_cached_apart(
     # Sample 0 re-typed the stub: it was drawn again in its place (the third reply), and that one passes.
     assert backend.calls == 3 and [(r["n"], r["redrawn"], r["correct"]) for r in records] == [(2, [0], 1)]
     assert [s["status"] for s in records[0]["samples"]] == ["passed", "failed"]
+    assert "| 0 | 0 (0.0%) (1) |" in function_table(summarize_functions(records, [1]))  # cut off, empty (redrawn)
     # The first samples stay cached as they were drawn, the redraws apart: with the records gone, nothing is
     # sampled again and the same records come back.
     (out / "function.jsonl").unlink()

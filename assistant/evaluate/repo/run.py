@@ -34,7 +34,15 @@ from assistant.code.extract import EXTRACTORS, git_blob_hash
 from assistant.core.home import ModuleHome, import_name
 from assistant.core.rank import Problem, Ranker
 from assistant.core.retrieve import Exclude, Hit, Retriever
-from assistant.core.stubs import StubRequest, collect_stub, plan_fill, prepare_stub, redraw_empty, sample_stubs
+from assistant.core.stubs import (
+    WROTE_NOTHING,
+    StubRequest,
+    collect_stub,
+    plan_fill,
+    prepare_stub,
+    redraw_empty,
+    sample_stubs,
+)
 from assistant.core.target import Target
 from assistant.core.tokens import token_counter
 from assistant.errors import UsageError
@@ -796,6 +804,9 @@ def summarize_functions(
         row["em"] = bootstrap_ci([sum(s["em"] for s in r["samples"]) / max(1, r["n"]) for r in mine])
         row["es"] = bootstrap_ci([sum(s["es"] for s in r["samples"]) / max(1, r["n"]) for r in mine])
         row["cut_off"] = sum(s.get("cut_off", False) for r in mine for s in r["samples"])
+        row["samples"] = sum(len(r["samples"]) for r in mine)
+        row["wrote_nothing"] = sum(s.get("status") in WROTE_NOTHING for r in mine for s in r["samples"])
+        row["redrawn"] = sum(len(r.get("redrawn", ())) for r in mine)
         row["seconds_per_task"] = sum(r["seconds"] for r in mine) / max(1, len(mine))
         for base in versus:
             if strategy != base and base in pass1:
@@ -842,16 +853,17 @@ def function_table(rows: Sequence[dict]) -> str:
     head = (
         "| strategy | tasks | pass@1 | pass@5 | first pick | logprob pick | oracle | EM | ES | "
         + "".join(f"pass@1 vs {v} | " for v in versus)
-        + "cut off | s/task |"
+        + "cut off | wrote nothing (redrawn) | s/task |"
     )
-    lines = [head, "|" + "---|" * (11 + len(versus))]
+    lines = [head, "|" + "---|" * (12 + len(versus))]
     for r in rows:
         lines.append(
             f"| {r['strategy']} | {r['tasks']} | {_cell(r.get('pass@1'))} | {_cell(r.get('pass@5'))} | "
             f"{_cell(r['first'])} | {_cell(r['logprob'])} | {_cell(r['oracle'])} | {_cell(r['em'])} | "
             f"{_cell(r['es'])} | "
             + "".join(f"{_cell(r.get(f'vs_{v}'), signed=True)} | " for v in versus)
-            + f"{r['cut_off']} | {r['seconds_per_task']:.1f} |"
+            + f"{r['cut_off']} | {_share(r['wrote_nothing'], r['samples'])} ({r['redrawn']}) | "
+            f"{r['seconds_per_task']:.1f} |"
         )
     ranked = [r for r in rows if "agree" in r]
     if ranked:
@@ -874,6 +886,11 @@ def function_table(rows: Sequence[dict]) -> str:
                 + "".join(f" {_cell(r.get(f'auto_vs_{v}'), signed=True)} |" for v in against)
             )
     return "\n".join(lines)
+
+
+def _share(count: int, total: int) -> str:
+    """`count` of `total`, and the percentage."""
+    return f"{count} ({100 * count / total:.1f}%)" if total else str(count)
 
 
 def line_table(rows: Sequence[dict]) -> str:
