@@ -107,6 +107,11 @@ def main() -> None:
             "second": bootstrap_ci(list(theirs.values())),
             "difference": paired_difference(mine, theirs),
         }
+    if kind == "codegen":  # what each run spent drawing samples, on the shared tasks (a cache hit costs ~0)
+        result["sampling_seconds"] = {
+            side: sum(run[t].get("sampling_seconds", 0.0) for t in shared)
+            for side, run in (("first", a), ("second", b))
+        }
     if args.json:
         print(json.dumps(result))
         return
@@ -119,6 +124,12 @@ def main() -> None:
             for key in ("first", "second", "difference")
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    if "sampling_seconds" in result:
+        spent = result["sampling_seconds"]
+        print(
+            f"\nsampling seconds per task: first {spent['first'] / max(1, len(shared)):.1f}, "
+            f"second {spent['second'] / max(1, len(shared)):.1f}"
+        )
 
 
 if __name__ == "__main__":

@@ -98,3 +98,29 @@ def test_repo_callees_reads_the_calls_of_a_body(monkeypatch):
     assert module._called(body) == {"helper", "render"}  # get and len could be anyone's
     assert module._called("def broken(:\n") == set()
     assert module._is_test("tests/test_mod.py") and module._is_test("pkg/test_x.py") and not module._is_test("pkg/m.py")
+
+
+def test_runs_versus_pools_disjoint_repo_folders_and_pairs_by_task(tmp_path, monkeypatch, capsys):
+    from assistant.cache import JsonlCache
+
+    module = _load(Path(__file__).resolve().parent.parent / "benchmarks" / "runs_versus.py", monkeypatch)
+
+    def folder(name: str, correct: dict[str, int]) -> Path:
+        records = JsonlCache(tmp_path / name / "function.jsonl")
+        for task, c in correct.items():
+            record = {"task_id": task, "strategy": "zero", "n": 5, "correct": c, "samples": [], "picks": {}}
+            records.put(f"{name}-{task}", {**record, "sampling_seconds": 2.0})
+        (tmp_path / name / "line-retrieval.jsonl").write_text("")  # an eval repo folder holds both kinds
+        return tmp_path / name
+
+    a, b = folder("a", {"t1": 5, "t2": 0}), folder("b", {"t3": 5})
+    old = folder("old", {"t1": 0, "t2": 0, "t3": 0, "t4": 5})
+    monkeypatch.setattr(sys, "argv", ["runs_versus", f"{a}+{b}:zero", f"{old}:zero", "--json"])
+    module.main()
+    result = __import__("json").loads(capsys.readouterr().out)
+    assert result["tasks"] == 3  # t4 is only in the second run
+    mean, _, _ = result["metrics"]["pass@1"]["difference"]
+    assert mean == pytest.approx(2 / 3) and result["sampling_seconds"] == {"first": 6.0, "second": 6.0}
+    monkeypatch.setattr(sys, "argv", ["runs_versus", f"{a}+{a}:zero", f"{old}:zero"])
+    with pytest.raises(SystemExit, match="disjoint"):
+        module.main()
