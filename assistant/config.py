@@ -66,6 +66,7 @@ DEFAULT_K = 4
 DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
 DEFAULT_MAX_NEW_TOKENS = 256  # free generation; filling a stub sizes the limit to its docstring instead
+DEFAULT_REDRAW = False  # filling a stub: draw again the samples that wrote nothing (costs time; off by measurement)
 DEFAULT_APIS = False  # filling a stub: show the project's functions from other files that the file uses
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
 # The local model's engines, by the backend each one is: openvino is several times faster on a CPU than
@@ -233,6 +234,13 @@ FIELDS: tuple[Field, ...] = (
         DEFAULT_APIS,
         "ASSIST_GENERATE_APIS",
         "filling a stub: also show the repo's functions from other files that its file uses (needs `assist index`)",
+    ),
+    Field(
+        "generate.redraw",
+        _bool,
+        DEFAULT_REDRAW,
+        "ASSIST_GENERATE_REDRAW",
+        "filling a stub: draw once more each sample that wrote nothing (re-typed the stub); costs time",
     ),
 )
 FIELD_BY_KEY = {f.key: f for f in FIELDS}

@@ -182,7 +182,9 @@ def test_samples_that_wrote_nothing_are_redrawn_and_the_redraws_cached_apart(
     echo = "    ...  # <- write this body\n```"
     backend = ScriptedBackend([echo, "    return x\n```", "    y = x + x\n    return y\n```"], prefills_answer=True)
     out = tmp_path / "out"
-    records = run_function_tasks(tasks, indexes, ["zero"], backend, out, params=SamplingParams(n=2), limits=QUICK)
+    records = run_function_tasks(
+        tasks, indexes, ["zero"], backend, out, params=SamplingParams(n=2), limits=QUICK, redraw=True
+    )
     # Sample 0 re-typed the stub: it was drawn again in its place (the third reply), and that one passes.
     assert backend.calls == 3 and [(r["n"], r["redrawn"], r["correct"]) for r in records] == [(2, [0], 1)]
     assert [s["status"] for s in records[0]["samples"]] == ["passed", "failed"]
@@ -190,7 +192,9 @@ def test_samples_that_wrote_nothing_are_redrawn_and_the_redraws_cached_apart(
     # The first samples stay cached as they were drawn, the redraws apart: with the records gone, nothing is
     # sampled again and the same records come back.
     (out / "function.jsonl").unlink()
-    again = run_function_tasks(tasks, indexes, ["zero"], backend, out, params=SamplingParams(n=2), limits=QUICK)
+    again = run_function_tasks(
+        tasks, indexes, ["zero"], backend, out, params=SamplingParams(n=2), limits=QUICK, redraw=True
+    )
     assert backend.calls == 3 and again[0]["samples"] == records[0]["samples"]
     cached = [json.loads(line)["value"] for line in (out / "function-samples.jsonl").read_text().splitlines()]
     assert [len(v["completions"]) for v in cached] == [2, 1] and cached[1]["at"] == [0]

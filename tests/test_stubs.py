@@ -385,9 +385,14 @@ def test_samples_that_wrote_nothing_are_drawn_once_more_in_their_place(repo: Pat
     # Three samples: an echo, a body, one that ends after the docstring; the two empty ones are drawn again,
     # and the one that echoes again stays dropped.
     script = Script(answers=[(echo, "stop"), (GOOD, "stop"), ("```\n", "stop"), (alt, "stop"), (echo, "stop")])
+    args = ["generate", "--file", "shapes.py", "--function", "area", "-n", "3", "--api", "completions"]
+    first = Script(answers=[(echo, "stop"), (GOOD, "stop"), ("```\n", "stop")])
+    with openai_server(first) as (url, _):
+        plain = run([*args, "--json"], url)  # off by default: the empty samples are only dropped
+    assert plain.exit_code == 0, plain.output
+    assert json.loads(plain.stdout)["redrawn"] == 0 and len(first.requests) == 1
     with openai_server(script) as (url, _):
-        args = ["generate", "--file", "shapes.py", "--function", "area", "-n", "3", "--api", "completions"]
-        result = run([*args, "--json"], url)
+        result = run([*args, "--redraw", "--json"], url)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [r.get("n", 1) for r in script.requests] == [3, 1, 1]  # each redraw on its own seed
@@ -395,7 +400,10 @@ def test_samples_that_wrote_nothing_are_drawn_once_more_in_their_place(repo: Pat
     assert sorted(c["sample"] for c in data["candidates"]) == [0, 1]
 
     with openai_server(Script(answers=[(echo, "stop"), (alt, "stop")])) as (url, _):
-        shown = run(["generate", "--file", "shapes.py", "--function", "area", "-n", "1", "--api", "completions"], url)
+        shown = run(
+            ["generate", "--file", "shapes.py", "--function", "area", "-n", "1", "--api", "completions", "--redraw"],
+            url,
+        )
     assert shown.exit_code == 0, shown.output
     assert "(1 of 1 samples; 1 redrawn after writing nothing)" in shown.stdout
 

@@ -827,6 +827,7 @@ def fill_stub(
     python: str | Path | None = None,
     run_in_module: bool = True,
     definitions: Sequence[Example] = (),
+    redraw: bool = False,
 ) -> GenerateResult:
     """Ranked candidates for the body of the stub `function` in `file`; each candidate's edit replaces only
     that body. `file` names the file, or `target` is the file already read (one of them is needed).
@@ -837,9 +838,9 @@ def fill_stub(
     The requirement is the stub's docstring unless `requirement` is given; it is also the retrieval query.
     `max_new_tokens` None sizes the limit to the docstring (:func:`default_max_tokens`) and, when every sample
     was cut off by it, samples once more at twice the limit; a given limit is kept as it is. Samples cut off
-    are reported in `cut_off`. A sample that wrote nothing (re-typed the stub) is drawn once more in its place
-    (:func:`redraw_empty`; how many in `redrawn`). Other definitions a sample wrote are dropped from its edit,
-    named in its `dropped`, and rank it below every candidate that wrote only the function. `rankers` are
+    are reported in `cut_off`. With `redraw`, a sample that wrote nothing (re-typed the stub) is drawn once more
+    in its place (:func:`redraw_empty`; how many in `redrawn`). Other definitions a sample wrote are dropped
+    from its edit, named in its `dropped`, and rank it below every candidate that wrote only the function. `rankers` are
     ranker objects or a function that chooses them for the candidates (None: sampling order). `definitions`:
     the project's functions, whose ones the file uses are shown in the prompt (see :func:`prepare_stub`).
     """
@@ -876,9 +877,11 @@ def fill_stub(
     started = time.perf_counter()
     usage_before = backend.usage.to_json()
     completions, limit = sample_stub(request, backend, params, report)
-    [(completions, redrawn)] = redraw_empty(
-        [request], [completions], backend, [replace(params, max_new_tokens=limit)], report
-    )
+    redrawn: list[int] = []
+    if redraw:
+        [(completions, redrawn)] = redraw_empty(
+            [request], [completions], backend, [replace(params, max_new_tokens=limit)], report
+        )
     kept, dropped, cut = collect_stub(completions, request.stub, request.prefix, request.existing)
     timings["generate"] = time.perf_counter() - started
 

@@ -17,6 +17,7 @@ from assistant.config import (
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_N,
     DEFAULT_RANKER,
+    DEFAULT_REDRAW,
     DEFAULT_RETRIEVER,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
@@ -40,6 +41,7 @@ class GenerationOptions:
     max_new_tokens: int | None = None
     seed: int | None = None
     apis: bool = DEFAULT_APIS  # filling a stub: show the repo's functions from other files that its file uses
+    redraw: bool = DEFAULT_REDRAW  # filling a stub: draw once more each sample that wrote nothing
 
     @classmethod
     def from_settings(cls, settings: Settings | None, **overrides: Any) -> GenerationOptions:

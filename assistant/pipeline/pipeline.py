@@ -405,6 +405,7 @@ class Pipeline:
                 backend,
                 target=target,
                 definitions=definitions,
+                redraw=options.redraw,
                 requirement=request.requirement,
                 params=options.params(),
                 max_new_tokens=options.max_new_tokens,

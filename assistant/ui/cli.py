@@ -166,6 +166,16 @@ def generate(
             show_default=False,
         ),
     ] = None,
+    redraw: Annotated[
+        bool | None,
+        typer.Option(
+            "--redraw/--no-redraw",
+            help="With --function: draw once more each sample that wrote nothing (the small model re-types the "
+            "stub in about one sample in ten); more usable candidates, at the cost of reading the prompt again. "
+            "Default: generate.redraw in the config, else off.",
+            show_default=False,
+        ),
+    ] = None,
     n: CandidatesOpt = None,
     k: DemosOpt = None,
     backend: BackendOpt = None,
@@ -330,10 +340,11 @@ def generate(
         backend, model, base_url, api, timeout, start=start if start.exists() else None, engine=engine
     )
     flags = {"n": n, "k": k, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
-    if apis and function is None:
-        raise UsageError("--apis is for filling a stub: give --function too")
+    for given, flag in ((apis, "--apis"), (redraw, "--redraw")):
+        if given and function is None:
+            raise UsageError(f"{flag} is for filling a stub: give --function too")
     options = GenerationOptions.from_settings(
-        settings, retriever=retriever, ranker=ranker, seed=seed, apis=apis, **flags
+        settings, retriever=retriever, ranker=ranker, seed=seed, apis=apis, redraw=redraw, **flags
     )
     options.check()
     pipeline = Pipeline(options, settings, start=start if start.exists() else Path("."), bank=bank)

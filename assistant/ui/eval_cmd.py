@@ -395,6 +395,14 @@ def repo(
             "R@k and MRR@10 always rank every fragment.",
         ),
     ] = "other-files",
+    redraw: Annotated[
+        bool,
+        typer.Option(
+            "--redraw",
+            help="Function tasks: draw once more each sample that wrote nothing, as `generate --redraw` does "
+            "(results/repo-redraw-n5-seed0 ran with it).",
+        ),
+    ] = False,
     rankers: Annotated[
         str,
         typer.Option(
@@ -471,10 +479,11 @@ def repo(
         "temperature": temperature,
         "top_p": top_p,
         "line_fragments": line_fragments,
+        "redraw": redraw,
         "strategies": names,
         "tasks": sorted(wanted) if wanted is not None else None,
     }
-    _prepare(folder, config, legacy={"line_fragments": "any"})
+    _prepare(folder, config, legacy={"line_fragments": "any", "redraw": False})
 
     def subset(items: list) -> list:
         if wanted is not None:
@@ -530,6 +539,7 @@ def repo(
                 rankers=measured,
                 held_out=every_function,
                 progress=ui,
+                redraw=redraw,
             )
             function_rows = summarize_functions(records, [k for k in (1, 5) if k <= n])
         if lines:

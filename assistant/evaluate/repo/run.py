@@ -298,8 +298,10 @@ def run_function_tasks(
     limits: ProjectLimits = TEST_LIMITS,
     held_out: Sequence[FunctionTask] | None = None,
     progress: Progress | None = None,
+    redraw: bool = False,
 ) -> list[dict]:
     """Run (or resume) the function-level tasks; one record per (task, strategy), also in out/function.jsonl.
+    With `redraw`, samples that wrote nothing are drawn once more, as `generate --redraw` does.
 
     Each distinct completed file is tested once (cached by its text), under `limits`. `held_out`: the functions
     a trained strategy (tstr) never learns from, every function task of the projects (default: `tasks`), so that
@@ -350,9 +352,9 @@ def run_function_tasks(
                 prompt=request.prompt.to_json(),
                 params={**sample_params.__dict__, "max_new_tokens": request.limit},
             )
-            # redraw: the samples that wrote nothing are drawn once more, as `generate` does (records made
-            # before that keep their key and are superseded).
-            record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, redraw=1)
+            # With redraw the records differ from those without (the first samples are the same).
+            extra = {"redraw": 1} if redraw else {}
+            record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, **extra)
             current[(task.task_id, strategy)] = record_key
             prepared.append((strategy, request, key, record_key, time.perf_counter() - started))
         todo: dict[str, StubRequest] = {}  # by sample key: strategies that built the same prompt share samples
@@ -370,17 +372,17 @@ def run_function_tasks(
             samples_cache.put(key, {"completions": _completions_json(completions), "limit": limit})
         # The samples that wrote nothing, drawn once more as `generate` does; cached apart from the first samples,
         # so first samples cached before redrawing existed are kept as they are.
-        redraw = dict(_redraws_due(prepared, records, samples_cache))
+        due = dict(_redraws_due(prepared, records, samples_cache)) if redraw else {}
         fresh = set(todo)
-        if redraw:
-            firsts = [_cached(samples_cache, key, request) for key, request in redraw.items()]
+        if due:
+            firsts = [_cached(samples_cache, key, request) for key, request in due.items()]
             drawn = redraw_empty(
-                list(redraw.values()),
+                list(due.values()),
                 [_completions(data) for data, _ in firsts],
                 backend,
                 [replace(sample_params, max_new_tokens=limit) for _, limit in firsts],
             )
-            for key, (completions, at) in zip(redraw, drawn, strict=True):
+            for key, (completions, at) in zip(due, drawn, strict=True):
                 samples_cache.put(
                     _redraw_key(key), {"at": at, "completions": _completions_json([completions[n] for n in at])}
                 )
@@ -395,7 +397,8 @@ def run_function_tasks(
                 # A ranker added to a finished folder picks from the cached samples: nothing is resampled (a
                 # record kept without its samples is reported as it is).
                 if missing and key in samples_cache:
-                    completions, _ = _redrawn(samples_cache, key, _completions(_cached(samples_cache, key, request)[0]))
+                    completions = _completions(_cached(samples_cache, key, request)[0])
+                    completions, _ = _redrawn(samples_cache, key, completions) if redraw else (completions, [])
                     _, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
                     scores: dict[str, list[float | None]] = {}
                     problem = _problem(request, task, project, texts)
@@ -409,7 +412,9 @@ def run_function_tasks(
                 done += 1
                 continue
             data, limit = _cached(samples_cache, key, request)
-            completions, redrawn = _redrawn(samples_cache, key, _completions(data))
+            completions, redrawn = (
+                _redrawn(samples_cache, key, _completions(data)) if redraw else (_completions(data), [])
+            )
             # The task's sampling time and usage (first samples and redraws) are shared evenly by the prompts
             # sampled, a prompt's share by the strategies that built it (bm25 and hybrid often retrieve the same
             # demonstrations).
