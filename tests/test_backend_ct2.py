@@ -84,7 +84,8 @@ def test_teacher_forced_scores_match_transformers_fp32(ct2, fp32) -> None:
     fast, slow = ct2.logprob(pairs), fp32.logprob(pairs)
     for a, b in zip(fast[:-1], slow[:-1], strict=True):
         assert a.tokens == b.tokens
-        assert abs(a.mean - b.mean) < 0.05  # measured: 0.003 and 0.031
+        # measured: 0.003 and 0.031 on one CPU, up to 0.067 on one without native bf16 (int8 kernels differ by CPU)
+        assert abs(a.mean - b.mean) < 0.1
     # Unlikely text moves more: tokens at log-probability -8 to -20 differ by up to 0.8 in int8 (an answer to the
     # other prompt: `similar` after "add two numbers"), so a short unlikely continuation's mean moves by ~0.1.
     far = [(build_prompt(REQUIREMENTS[1 - i]), code) for i, code in enumerate(answers)] + [

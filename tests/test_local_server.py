@@ -71,7 +71,9 @@ def test_the_openai_backend_gets_the_local_engines_samples_and_scores(served) ->
     assert all(c.logprobs for c in remote)
     pairs = [(prompt, "def add(a, b):\n    return a + b\n"), (prompt, "x = 1\n")]
     for far, near in zip(client.logprob(pairs), backend.logprob(pairs), strict=True):
-        assert far.logprobs == pytest.approx(near.logprobs, abs=1e-4)
+        # Same engine, but the server scores its own batch: OpenVINO's batched arithmetic is not batch-invariant on
+        # every CPU (up to 0.02 a token measured on one without native bf16); a wrong prompt or text moves far more.
+        assert far.logprobs == pytest.approx(near.logprobs, abs=0.05)
 
 
 @pytest.mark.model
