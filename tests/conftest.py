@@ -4,6 +4,7 @@ a scripted backend (registered as `scripted`) for tests that exercise everything
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import subprocess
 import sys
@@ -26,6 +27,44 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault(
     "ASSIST_MODELS_DIR", str(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "assist" / "models")
 )
+
+
+# A model-backed test that runs this long is stuck, not slow (the slowest takes a few minutes on 2 cores): every
+# thread's stack is printed and the run exits, so a hang inside an engine costs minutes and says where, rather
+# than holding CI until its own limit. The timer is faulthandler's, which fires even while a C call holds the GIL.
+MODEL_TEST_LIMIT_S = float(os.environ.get("ASSIST_MODEL_TEST_LIMIT_S", "1200"))
+_STDERR_FD: int | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _STDERR_FD
+    _STDERR_FD = os.dup(2)  # the terminal's stderr, taken before a test's output capture replaces fd 2
+
+
+@pytest.fixture(autouse=True)
+def stuck_model_test_exits(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Arm the hang watchdog for the length of a `model` test (see MODEL_TEST_LIMIT_S)."""
+    if request.node.get_closest_marker("model") is None or _STDERR_FD is None:
+        yield
+        return
+    os.write(_STDERR_FD, b"")  # fails here, not at the timeout, if the descriptor is unusable
+    faulthandler.dump_traceback_later(MODEL_TEST_LIMIT_S, exit=True, file=_STDERR_FD)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def assist(*args: object, cwd: Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`assist ARGS` run as a user runs it, in its own Python process, in `cwd`, with `env` added."""
+    return subprocess.run(
+        [sys.executable, "-m", "assistant", *(str(a) for a in args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=900,
+    )
 
 
 @pytest.fixture(autouse=True)

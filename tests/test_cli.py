@@ -11,18 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import assist_here, git
-
-
-def assist(*args, cwd, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "assistant", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=900,
-    )
+from .conftest import assist, assist_here, git
 
 
 def one_line_error(result, code, fragment):

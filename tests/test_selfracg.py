@@ -315,7 +315,7 @@ def test_stage2_caches_the_models_continuations_and_learns_from_them(
 def test_both_stages_train_on_a_repo_with_the_real_model(tmp_path: Path) -> None:
     import json
 
-    from tests.conftest import assist_here, git
+    from tests.conftest import assist, git
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -331,7 +331,8 @@ def test_both_stages_train_on_a_repo_with_the_real_model(tmp_path: Path) -> None
     git(repo, "commit", "-qm", "init")
     args = ("train", "retriever", "--method", "selfracg", "--pairs", "4", "--batch", "2", "--synthetic", "2")
     args += ("--device", "cpu")  # the CPU path (OpenVINO writes the continuations) wherever the test runs
-    result = assist_here(*args, "--stage2-epochs", "1", "--json", cwd=repo)
+    # In its own process, as a user runs it: both engines (torch trains, OpenVINO writes) start fresh there.
+    result = assist(*args, "--stage2-epochs", "1", "--json", cwd=repo)
     assert result.returncode == 0, result.stderr
     stats = json.loads(result.stdout)
     assert stats["steps"] == 2 and stats["stage2"]["starts"] == 2

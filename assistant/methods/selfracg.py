@@ -555,6 +555,10 @@ def train_selfracg(
     stages the stage-1 adapters are saved too, beside it (`<directory>-stage1`), so the value of stage 2 can be
     measured without training again. `device`: where the model runs while training (cpu, or cuda).
 
+    The continuations are written before any training: they are the slow part and the one that can come up
+    short, so a pool the model cannot continue is refused before minutes of stage 1 (and they are cached, so a
+    rerun writes none of them again).
+
     Returns the folder and the statistics: stage 1's at the top level, stage 2's under "stage2" (None when
     skipped)."""
     pairs = fragment_pairs(index.examples, config.pairs, config.seed)
@@ -566,6 +570,20 @@ def train_selfracg(
     if config.synthetic and generator is None:
         raise ValueError("stage 2 needs the generator that writes the continuations")
     directory = directory or artifact_dir(index, METHOD)
+    examples: list[Continuation] = []
+    starts: list[Example] = []
+    if config.synthetic and generator is not None:
+        starts = continuation_starts(index.examples, config.synthetic, config.seed)
+        directory.mkdir(parents=True, exist_ok=True)
+        # A GPU decodes hundreds of rows a step for little more than one; 8 suits a 2-core CPU.
+        rows = 8 if device == "cpu" else 256
+        examples = continuations(generator, starts, config, JsonlCache(directory / CONTINUATIONS_FILE), progress, rows)
+        if len(examples) < config.batch:
+            raise UsageError(
+                f"the model continued {len(starts)} fragments of the {describe_pool(index)} into {len(examples)} "
+                f"long enough to learn from; a batch of {config.batch} needs as many (raise --synthetic, lower "
+                "--batch, or train stage 1 only: --synthetic 0)"
+            )
     ine, source = load_ine(model, precision, config, device)
     stats: dict[str, Any] = train_stage1(ine, pairs, progress)
     stats["stage2"] = None
@@ -582,18 +600,6 @@ def train_selfracg(
         # Kept before stage 2 starts: the "without stage 2" ablation, and what is left if stage 2 fails.
         alone = {**manifest, "config": replace(config, synthetic=0).to_json()}
         save_artifact(only_first, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), alone)
-        starts = continuation_starts(index.examples, config.synthetic, config.seed)
-        directory.mkdir(parents=True, exist_ok=True)
-        # A GPU decodes hundreds of rows a step for little more than one; 8 suits a 2-core CPU.
-        rows = 8 if ine.device.type == "cpu" else 256
-        cache = JsonlCache(directory / CONTINUATIONS_FILE)
-        examples = continuations(generator, starts, config, cache, progress, batch=rows)
-        if len(examples) < config.batch:
-            raise UsageError(
-                f"the model continued {len(starts)} fragments of the {describe_pool(index)} into {len(examples)} "
-                f"long enough to learn from; a batch of {config.batch} needs as many (raise --synthetic, lower "
-                "--batch, or train stage 1 only: --synthetic 0)"
-            )
         stats["stage2"] = {"starts": len(starts), **train_stage2(ine, examples, progress)}
         manifest = {**manifest, "stage2": generator.identity.manifest(), "stats": stats}
     else:
