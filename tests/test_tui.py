@@ -311,7 +311,7 @@ async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, en
     from assistant.backends import BACKENDS
     from assistant.ui.tui import AssistApp
 
-    session = make_session(indexed_repo, encoder)
+    session = make_session(indexed_repo, encoder, top_p=0.8)  # not in the dialog: saving must keep it
     session.record("generate", requirement="an older requirement")
     app = AssistApp(session)
     async with app.run_test(size=(100, 32)) as pilot:
@@ -348,9 +348,13 @@ async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, en
         app.screen.query_one("#n", Input).value = "2"
         assert app.screen.query_one("#apis", Switch).value is False
         app.screen.query_one("#apis", Switch).value = True
+        assert app.screen.query_one("#redraw", Switch).value is False
+        app.screen.query_one("#redraw", Switch).value = True
         await pilot.press("ctrl+s")
         await settle(app, pilot)
-        assert app.session.options.ranker == "first" and app.session.options.n == 2 and app.session.options.apis
+        options = app.session.options
+        assert options.ranker == "first" and options.n == 2 and options.apis and options.redraw
+        assert options.top_p == 0.8
         assert app.session.state.result.rankers[0] == "first"
 
         await pilot.press("ctrl+l")

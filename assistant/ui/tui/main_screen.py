@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
 
@@ -26,7 +27,7 @@ from assistant.core.generation import GenerateResult
 from assistant.core.retrieve import Hit
 from assistant.errors import AssistError, Cancelled
 from assistant.progress import Progress
-from assistant.ui.session import Options, Session
+from assistant.ui.session import Session
 from assistant.ui.tui.screens import ConfirmScreen, FilePicker, HistoryScreen, SettingsScreen, TestsEditor
 from assistant.ui.tui.widgets import (
     CandidateTable,
@@ -439,16 +440,17 @@ class MainScreen(Screen[None]):
         def saved(values: dict[str, Any] | None) -> None:
             if values is None:
                 return
-            old = self.session.options
-            options = Options(
+            # What the dialog does not show (top-p, seed) stays as the session had it.
+            options = replace(
+                self.session.options,
                 retriever=values["retriever"],
                 ranker=values["ranker"],
                 n=values["n"],
                 k=values["k"],
                 temperature=values["temperature"],
                 max_new_tokens=values["max_new_tokens"],
-                seed=old.seed,
                 apis=values["apis"],
+                redraw=values["redraw"],
             )
             try:
                 self.session.configure(options, values["backend"], values["model"], values["base_url"])

@@ -219,6 +219,13 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                     tooltip="When filling a stub, also show the model the repo's functions from other files that "
                     "the file calls or imports",
                 )
+                yield Label("Stubs: redraw empty")  # generate --redraw
+                yield Switch(
+                    o.redraw,
+                    id="redraw",
+                    tooltip="When filling a stub, draw once more each sample that wrote no body (about one in ten "
+                    "does; costs about as much time again as the first samples)",
+                )
             yield Static("", id="settings-error")
             with Horizontal(classes="buttons"):
                 yield Button("Save (ctrl+s)", id="save", variant="primary")
@@ -241,6 +248,7 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 "temperature": float(text("temperature")),
                 "max_new_tokens": int(text("max_new_tokens")) if text("max_new_tokens") else None,
                 "apis": self.query_one("#apis", Switch).value,
+                "redraw": self.query_one("#redraw", Switch).value,
             }
         except ValueError:
             self.query_one("#settings-error", Static).update("n, k, temperature and max new tokens must be numbers")
