@@ -29,7 +29,7 @@ os.environ.setdefault(
 )
 
 
-# A model-backed test that runs this long is stuck, not slow (the slowest takes a few minutes on 2 cores): every
+# A model-backed test that runs this long is stuck, not slow (all of them take 14-15 minutes on 2 cores): every
 # thread's stack is printed and the run exits, so a hang inside an engine costs minutes and says where, rather
 # than holding CI until its own limit. The timer is faulthandler's, which fires even while a C call holds the GIL.
 MODEL_TEST_LIMIT_S = float(os.environ.get("ASSIST_MODEL_TEST_LIMIT_S", "1200"))

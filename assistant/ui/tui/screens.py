@@ -224,7 +224,7 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                     o.redraw,
                     id="redraw",
                     tooltip="When filling a stub, draw once more each sample that wrote no body (about one in ten "
-                    "does; costs about as much time again as the first samples)",
+                    "does; each redraw reads its prompt again: about half the first samples' prompt tokens)",
                 )
             yield Static("", id="settings-error")
             with Horizontal(classes="buttons"):
