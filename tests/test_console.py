@@ -31,3 +31,21 @@ def test_hidden_progress_is_silent_by_default(capsys):
     with ProgressUI(enabled=False) as ui:
         ui("encode", 5, 10)
     assert capsys.readouterr().err == ""
+
+
+def test_hidden_progress_logs_at_least_once_a_minute_while_work_moves(capsys, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr("assistant.ui.console.time.monotonic", lambda: now[0])
+    with ProgressUI(enabled=False, plain=True) as ui:
+        # the first line; 30 s later: too soon; 61 s after the first: a line; 29 s later: too soon; a minute
+        # after the last line, with work done since: a line; a minute later, nothing moved: none; then it moved
+        for clock, done in [(0, 0), (30, 1), (61, 2), (90, 3), (200, 3), (300, 3), (301, 4)]:
+            now[0] = float(clock)
+            ui("label", done, 1000)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        "Labeling pairs with the LLM: 0/1000",
+        "Labeling pairs with the LLM: 2/1000",
+        "Labeling pairs with the LLM: 3/1000",
+        "Labeling pairs with the LLM: 4/1000",
+    ]

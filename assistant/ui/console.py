@@ -63,6 +63,9 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
+PLAIN_LOG_EVERY_S = 60.0
+
+
 class ProgressUI:
     """Renders the library's progress callbacks as rich progress bars on stderr (hidden when not a tty)."""
 
@@ -79,9 +82,10 @@ class ProgressUI:
             disable=not enabled,
         )
         self.tasks: dict[str, Any] = {}
-        # Without bars (not a terminal), long runs may still log a line at every tenth of a stage.
+        # Without bars (not a terminal), long runs may still log a line at every tenth of a stage, and at least
+        # once a minute while work moves (a tenth of a 1,000-item benchmark can be half an hour).
         self.plain = plain and not enabled
-        self.logged: dict[str, int] = {}
+        self.logged: dict[str, tuple[int, int, float]] = {}  # stage -> (tenth, done, clock) of the last line
         self.started: dict[str, tuple[float, int]] = {}  # stage -> (clock, done) when first reported
 
     def __enter__(self) -> ProgressUI:
@@ -96,8 +100,9 @@ class ProgressUI:
         since, first = self.started.setdefault(stage, (now, done))
         if self.plain and total:
             tenth = done * 10 // total
-            if tenth > self.logged.get(stage, -1):
-                self.logged[stage] = tenth
+            last_tenth, last_done, last_clock = self.logged.get(stage, (-1, -1, now))
+            if tenth > last_tenth or (done > last_done and now - last_clock >= PLAIN_LOG_EVERY_S):
+                self.logged[stage] = (tenth, done, now)
                 line = f"{STAGE_LABELS.get(stage, stage)}: {done}/{total}"
                 if done > first and now > since:
                     # The rate counts only this run's work (a resumed run starts with work already done).
