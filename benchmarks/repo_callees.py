@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import argparse
 import ast
-import builtins
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from assistant.cache import JsonlCache
+from assistant.core.usages import COMMON, is_test_path
 from assistant.evaluate.metrics import bootstrap_ci, interval_cell, paired_difference, pass_at_k
 from assistant.evaluate.repo.projects import bench_dir, parse_projects
 from assistant.evaluate.report import complete_tasks
 
 KINDS = ("no project helper", "helpers in its own file only", "a helper in another file")
-# Names too common to tell a project's function from a builtin's or a builtin type's method.
-COMMON = set(dir(builtins)) | {name for kind in (dict, list, str, set, bytes, tuple, int, float) for name in dir(kind)}
 
 
 def _called(body: str) -> set[str]:
@@ -55,18 +53,13 @@ def _called(body: str) -> set[str]:
     return names - COMMON
 
 
-def _is_test(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return path.startswith(("tests/", "test/")) or "/tests/" in path or name.startswith("test_")
-
-
 def _definitions(index_file: Path) -> dict[str, list[tuple[str, int]]]:
     """The project's functions and methods outside its tests, by their last name: [(path, first line)]."""
     found: dict[str, list[tuple[str, int]]] = {}
     with index_file.open(encoding="utf-8") as handle:
         for line in handle:
             example = json.loads(line)
-            if example.get("kind", "function") == "function" and not _is_test(example["path"]):
+            if example.get("kind", "function") == "function" and not is_test_path(example["path"]):
                 found.setdefault(example["name"].rsplit(".", 1)[-1], []).append(
                     (example["path"], int(example["start_line"]))
                 )

@@ -97,7 +97,6 @@ def test_repo_callees_reads_the_calls_of_a_body(monkeypatch):
     body = "x = helper(a)\nif not x:\n    return d.get(k)\nreturn len(self.render(x))\n"
     assert module._called(body) == {"helper", "render"}  # get and len could be anyone's
     assert module._called("def broken(:\n") == set()
-    assert module._is_test("tests/test_mod.py") and module._is_test("pkg/test_x.py") and not module._is_test("pkg/m.py")
 
 
 def test_runs_versus_pools_disjoint_repo_folders_and_pairs_by_task(tmp_path, monkeypatch, capsys):

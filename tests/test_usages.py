@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from assistant.code.examples import Example
-from assistant.core.usages import _is_test, used_definitions, used_names
+from assistant.core.usages import is_test_path, used_definitions, used_names
 from assistant.errors import UsageError
 from assistant.evaluate.repo.run import check_strategies, retrieval_of
 
@@ -82,9 +82,9 @@ def test_a_class_call_shows_its_init_under_the_class_and_the_budget_is_kept() ->
 
 def test_test_code_is_not_an_api() -> None:
     for path in ("tests/test_a.py", "pkg/a_test.py", "src/pkg/tests/helpers.py", "test/util.py", "conftest.py"):
-        assert _is_test(path), path
+        assert is_test_path(path), path
     for path in ("pkg/testing.py", "src/click/testing.py", "pkg/contest.py"):
-        assert not _is_test(path), path
+        assert not is_test_path(path), path
 
 
 def test_used_names_skip_the_stub_builtins_and_the_files_own_definitions() -> None:

@@ -55,7 +55,7 @@ def outline(lines: Sequence[str], node: FunctionNode | ast.ClassDef) -> list[str
     return shown
 
 
-def _is_test(path: str) -> bool:
+def is_test_path(path: str) -> bool:
     """Test code, not an API: pytest's test files, conftest.py, and whatever sits in a tests/ or test/ folder."""
     where = PurePosixPath(path)
     return is_test_file(where) or where.name == "conftest.py" or bool({"tests", "test"} & set(where.parts[:-1]))
@@ -126,7 +126,7 @@ def used_definitions(
     examples shown."""
     by_name: dict[str, list[Example]] = {}
     for example in pool:
-        if example.kind != "function" or example.path == path or _is_test(example.path) or not example.name:
+        if example.kind != "function" or example.path == path or is_test_path(example.path) or not example.name:
             continue
         owner, name = _owner(example)
         by_name.setdefault(name, []).append(example)
