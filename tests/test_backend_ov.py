@@ -153,3 +153,18 @@ def test_the_reviewer_finds_each_requirement_likeliest_after_the_code_that_does_
         scores = ranker.score(Problem(requirement, build_prompt(requirement)), candidates)
         # Measured: the matching code makes its requirement's tokens 1.4 and 0.8 nats likelier on average.
         assert scores[right].value > scores[1 - right].value + 0.2, [s.value for s in scores]
+
+
+def test_a_cut_off_greedy_sample_carried_on_equals_a_greedy_draw_at_the_larger_limit(ov) -> None:
+    # What generate's retry of a cut-off greedy sample rests on: carrying the 40-token text on for 40 more tokens
+    # (it joins the answer's prefill) gives the 80-token greedy draw, without decoding the first 40 again.
+    from assistant.core.stubs import carry_on
+
+    prompt = build_prompt(REQUIREMENTS[1])
+    (short,) = ov.sample(prompt, SamplingParams(n=1, temperature=0, max_new_tokens=40))
+    (whole,) = ov.sample(prompt, SamplingParams(n=1, temperature=0, max_new_tokens=80))
+    (carried,) = carry_on(ov, prompt, [short], SamplingParams(n=1, temperature=0, max_new_tokens=40), lambda *_: None)
+    assert short.finish_reason == "length" and short.tokens == 40 and carried.tokens == 80
+    assert carried.text == whole.text and len(carried.text) > len(short.text)
+    # Measured: the summed log-probabilities differ by 0.03 nats (the re-read prefix is computed in one pass).
+    assert sum(carried.logprobs) == pytest.approx(sum(whole.logprobs), abs=0.2)

@@ -379,6 +379,22 @@ def test_every_sample_cut_off_retries_once_with_twice_the_limit(repo: Path) -> N
     assert len(data["candidates"]) == 1
 
 
+def test_a_cut_off_greedy_sample_is_carried_on_not_decoded_again(repo: Path) -> None:
+    # Greedy: a draw at twice the limit would repeat the cut-off tokens, so the retry prefills them and asks
+    # only for the rest (a sampled retry, above, draws afresh).
+    script = Script(answers=[(CUT, "length"), (" 0)\n```\n", "stop")])
+    with openai_server(script) as (url, _):
+        args = ["generate", "--file", "shapes.py", "--function", "area", "--temperature", "0", "--api", "completions"]
+        result = run([*args, "--json"], url)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    first, retry = script.requests
+    assert first["max_tokens"] == retry["max_tokens"] == 160 and retry["temperature"] == 0
+    assert retry["prompt"] == first["prompt"] + CUT
+    assert data["max_new_tokens"] == 320 and [c["sample"] for c in data["cut_off"]] == [0] and data["samples"] == 2
+    assert "+    return math.pi * (r2 + 0)\r" in data["candidates"][0]["edit"]["diff"]
+
+
 def test_samples_that_wrote_nothing_are_drawn_once_more_in_their_place(repo: Path) -> None:
     echo = "    ...  # <- write this body\n```\n"  # the small model's habit: it copies the marker it was shown
     alt = "    return radius * radius * math.pi\n```\n"

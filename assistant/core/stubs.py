@@ -748,12 +748,37 @@ def sample_stubs(
         if not kept and cut and request.sized:
             # Every sample ran out of room: the limit was too small for this function. Once, with twice as much.
             limit = min(2 * limit, 2048)
-            retry = replace(p, n=len(cut), max_new_tokens=limit, seed=None if p.seed is None else p.seed + 1)
-            retried = backend.sample(request.prompt, retry, step=lambda done, total: report("generate", done, total))
+            if p.temperature <= 0 and backend.prefills_answer:
+                more = replace(p, n=1, max_new_tokens=limit - p.max_new_tokens)
+                retried = carry_on(backend, request.prompt, [completions[c.sample] for c in cut], more, report)
+            else:
+                retry = replace(p, n=len(cut), max_new_tokens=limit, seed=None if p.seed is None else p.seed + 1)
+                retried = backend.sample(
+                    request.prompt, retry, step=lambda done, total: report("generate", done, total)
+                )
             completions = [*completions, *retried]
         results.append((completions, limit))
     report("generate", 1, 1)
     return results
+
+
+def carry_on(
+    backend: Backend, prompt: Prompt, cut: Sequence[Completion], more: SamplingParams, report: Progress
+) -> list[Completion]:
+    """Greedy samples cut off by their limit, each carried on from where it stopped for `more.max_new_tokens`.
+
+    A greedy draw at twice the limit would begin with the very tokens already drawn, so decoding them again
+    (most of a CPU's time for a long body) buys nothing: the cut-off text joins the answer's prefill and only
+    the rest is decoded. Sampled retries are drawn afresh instead (a fresh draw may take a shorter path, where
+    carrying on commits to the long one)."""
+    prompts = [replace(prompt, answer_prefix=prompt.answer_prefix + completion.text) for completion in cut]
+    rests = backend.sample_batch(prompts, more, step=lambda done, total: report("generate", done, total))
+    carried = []
+    for completion, (rest, *_) in zip(cut, rests, strict=True):
+        both = None if completion.logprobs is None or rest.logprobs is None else completion.logprobs + rest.logprobs
+        text, tokens = completion.text + rest.text, completion.tokens + rest.tokens
+        carried.append(Completion(text, tokens, rest.finish_reason, both))
+    return carried
 
 
 #: Why a sample that wrote nothing was dropped: it re-typed the stub (`...`, `pass`, `raise NotImplementedError`,
