@@ -163,7 +163,7 @@ def test_a_cut_off_greedy_sample_carried_on_equals_a_greedy_draw_at_the_larger_l
     prompt = build_prompt(REQUIREMENTS[1])
     (short,) = ov.sample(prompt, SamplingParams(n=1, temperature=0, max_new_tokens=40))
     (whole,) = ov.sample(prompt, SamplingParams(n=1, temperature=0, max_new_tokens=80))
-    (carried,) = carry_on(ov, prompt, [short], SamplingParams(n=1, temperature=0, max_new_tokens=40), lambda *_: None)
+    (carried,) = carry_on(ov, prompt, [short], SamplingParams(n=1, temperature=0, max_new_tokens=40))
     assert short.finish_reason == "length" and short.tokens == 40 and carried.tokens == 80
     assert carried.text == whole.text and len(carried.text) > len(short.text)
     # Measured: the summed log-probabilities differ by 0.03 nats (the re-read prefix is computed in one pass).

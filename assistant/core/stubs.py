@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from assistant.backends import Backend, Completion, Prompt, SamplingParams
+from assistant.backends import Backend, Completion, Prompt, SamplingParams, Step
 from assistant.code.edit import Edit, leading_whitespace, make_edit, merge, read_target_source, source_lines
 from assistant.code.examples import Example
 from assistant.code.fences import code_span
@@ -726,6 +726,10 @@ def sample_stubs(
     if len(params) != len(requests):
         raise ValueError("one SamplingParams per request")
     report = progress or (lambda stage, done, total: None)
+
+    def step(done: int, total: int) -> None:
+        report("generate", done, total)
+
     owned = [replace(p, max_new_tokens=r.limit) for r, p in zip(requests, params, strict=True)]
     groups: dict[tuple, list[int]] = {}
     for position, p in enumerate(owned):
@@ -736,7 +740,7 @@ def sample_stubs(
         sampled = backend.sample_batch(
             [requests[i].prompt for i in members],
             owned[members[0]],
-            step=lambda done, total: report("generate", done, total),
+            step=step,
             seeds=[owned[i].seed for i in members],
         )
         for position, completions in zip(members, sampled, strict=True):
@@ -750,12 +754,10 @@ def sample_stubs(
             limit = min(2 * limit, 2048)
             if p.temperature <= 0 and backend.prefills_answer:
                 more = replace(p, n=1, max_new_tokens=limit - p.max_new_tokens)
-                retried = carry_on(backend, request.prompt, [completions[c.sample] for c in cut], more, report)
+                retried = carry_on(backend, request.prompt, [completions[c.sample] for c in cut], more, step)
             else:
                 retry = replace(p, n=len(cut), max_new_tokens=limit, seed=None if p.seed is None else p.seed + 1)
-                retried = backend.sample(
-                    request.prompt, retry, step=lambda done, total: report("generate", done, total)
-                )
+                retried = backend.sample(request.prompt, retry, step=step)
             completions = [*completions, *retried]
         results.append((completions, limit))
     report("generate", 1, 1)
@@ -763,7 +765,7 @@ def sample_stubs(
 
 
 def carry_on(
-    backend: Backend, prompt: Prompt, cut: Sequence[Completion], more: SamplingParams, report: Progress
+    backend: Backend, prompt: Prompt, cut: Sequence[Completion], more: SamplingParams, step: Step | None = None
 ) -> list[Completion]:
     """Greedy samples cut off by their limit, each carried on from where it stopped for `more.max_new_tokens`.
 
@@ -772,7 +774,7 @@ def carry_on(
     the rest is decoded. Sampled retries are drawn afresh instead (a fresh draw may take a shorter path, where
     carrying on commits to the long one)."""
     prompts = [replace(prompt, answer_prefix=prompt.answer_prefix + completion.text) for completion in cut]
-    rests = backend.sample_batch(prompts, more, step=lambda done, total: report("generate", done, total))
+    rests = backend.sample_batch(prompts, more, step=step)
     carried = []
     for completion, (rest, *_) in zip(cut, rests, strict=True):
         both = None if completion.logprobs is None or rest.logprobs is None else completion.logprobs + rest.logprobs
