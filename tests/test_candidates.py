@@ -1,6 +1,6 @@
 from assistant.backends import Completion
 from assistant.code.fences import extract_code
-from assistant.core.candidates import collect
+from assistant.core.candidates import collect, repeats_itself
 
 
 def test_extract_code_from_fences_or_plain_text():
@@ -21,3 +21,16 @@ def test_collect_drops_unparsable_empty_and_duplicates_keeping_sample_order():
     assert [c.sample for c in kept] == [0, 4]
     assert dict(dropped) == {"duplicate": 1, "syntax": 1, "empty": 1}
     assert kept[0].logprobs == (-0.5,)
+
+
+def test_repeats_itself_tells_a_loop_from_a_body_with_a_few_repeated_lines():
+    loop = "    x = f(x)\n    if x:\n        return x\n" + "    x = f(x)\n    if x:\n        return x\n" * 4
+    assert repeats_itself(loop)
+    body = (
+        "    if not items:\n        return None\n    total = 0\n    for item in items:\n"
+        "        if item is None:\n            continue\n        total += item\n    if total < 0:\n"
+        "        return None\n    return total\n"
+    )
+    assert not repeats_itself(body)  # `return None` twice is a body, not a loop
+    assert not repeats_itself("    a\n    a\n    a\n")  # too short to tell
+    assert not repeats_itself("\n\n\n    a = 1\n\n\n\n    return a\n")  # blank lines do not count

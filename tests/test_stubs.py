@@ -395,6 +395,22 @@ def test_a_cut_off_greedy_sample_is_carried_on_not_decoded_again(repo: Path) -> 
     assert "+    return math.pi * (r2 + 0)\r" in data["candidates"][0]["edit"]["diff"]
 
 
+def test_a_cut_off_greedy_sample_going_round_in_a_loop_is_not_retried(repo: Path) -> None:
+    # More room would only lengthen a greedy loop: no second request, and the warning says why.
+    loop = "    r2 = radius * radius\n" + "    if r2:\n        r2 = r2 * r2\n" * 5 + "    if r2:\n        r2 ="
+    script = Script(answers=[(loop, "length")])
+    with openai_server(script) as (url, _):
+        args = ["generate", "--file", "shapes.py", "--function", "area", "--temperature", "0", "--api", "completions"]
+        result = run([*args, "--json"], url)
+        shown = run(args, url)
+    assert result.exit_code == shown.exit_code == 1, result.output  # no candidate
+    data = json.loads(result.stdout)
+    assert len(script.requests) == 2  # one each run: neither retried
+    assert data["max_new_tokens"] == 160 and data["samples"] == 1 and data["candidates"] == []
+    assert data["cut_off"][0]["repeating"] is True
+    assert "was left out; it went round in a loop" in " ".join(shown.stderr.split())
+
+
 def test_samples_that_wrote_nothing_are_drawn_once_more_in_their_place(repo: Path) -> None:
     echo = "    ...  # <- write this body\n```\n"  # the small model's habit: it copies the marker it was shown
     alt = "    return radius * radius * math.pi\n```\n"

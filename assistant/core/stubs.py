@@ -23,7 +23,7 @@ from assistant.backends import Backend, Completion, Prompt, SamplingParams, Step
 from assistant.code.edit import Edit, leading_whitespace, make_edit, merge, read_target_source, source_lines
 from assistant.code.examples import Example
 from assistant.code.fences import code_span
-from assistant.core.candidates import Candidate, CutOff
+from assistant.core.candidates import Candidate, CutOff, repeats_itself
 from assistant.core.rank import Rankers
 from assistant.core.retrieve import Hit, Retriever
 from assistant.core.target import Target
@@ -561,7 +561,7 @@ def collect_stub(
         taken = take_body(code, stub.name, existing, finished)
         if isinstance(taken, str):
             if taken == "cut off":
-                cut.append(CutOff(number, completion.tokens, completion.text))
+                cut.append(CutOff(number, completion.tokens, completion.text, repeats_itself(completion.text)))
             dropped[taken] += 1
             continue
         function = head + "\n" + "\n".join(indent_body(taken.body, _relative(stub))) + "\n"
@@ -709,7 +709,8 @@ def sample_stub(
     request: StubRequest, backend: Backend, params: SamplingParams, progress: Progress | None = None
 ) -> tuple[list[Completion], int]:
     """The request's samples, and the token limit they ended with: when the limit was sized to the docstring
-    and every sample was cut off by it, the cut-off ones are sampled once more at twice the limit."""
+    and every sample was cut off by it, the cut-off ones are sampled once more at twice the limit (a greedy one
+    that repeats its lines is not: more room would only lengthen its loop)."""
     return sample_stubs([request], backend, [params], progress)[0]
 
 
@@ -749,10 +750,14 @@ def sample_stubs(
     for request, p, completions in zip(requests, owned, first, strict=True):
         limit = p.max_new_tokens
         kept, _, cut = collect_stub(completions, request.stub, request.prefix, request.existing)
+        greedy = p.temperature <= 0
+        if greedy:
+            # A greedy sample going round in a loop would only go on looping with more room: not retried.
+            cut = [c for c in cut if not c.repeating]
         if not kept and cut and request.sized:
             # Every sample ran out of room: the limit was too small for this function. Once, with twice as much.
             limit = min(2 * limit, 2048)
-            if p.temperature <= 0 and backend.prefills_answer:
+            if greedy and backend.prefills_answer:
                 more = replace(p, n=1, max_new_tokens=limit - p.max_new_tokens)
                 retried = carry_on(backend, request.prompt, [completions[c.sample] for c in cut], more, step)
             else:

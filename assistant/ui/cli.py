@@ -410,9 +410,16 @@ def _warn_cut_off(result: Any) -> None:
     cut = len(result.cut_off) or result.dropped.get("cut off", 0)
     if cut:
         limit = f"the {result.max_new_tokens}-token limit" if result.max_new_tokens else "the token limit"
+        looping = sum(c.repeating for c in result.cut_off)
+        advice = (
+            f"{'it' if cut == 1 else f'{looping} of them'} went round in a loop, which more room would not end: "
+            "sample several instead (--temperature 0.8 -n 5)"
+            if looping
+            else "raise --max-new-tokens to give them room"
+        )
         err.print(
             f"warning: {cut} of {result.samples} sample{'s' if result.samples != 1 else ''} ran into {limit} "
-            "before the code ended and were left out; raise --max-new-tokens to give them room",
+            f"before the code ended and {'was' if cut == 1 else 'were'} left out; {advice}",
             markup=False,
             highlight=False,
         )
@@ -503,7 +510,8 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
         out.print(f"\n[bold]Cut off[/] at {result.max_new_tokens} tokens (left out):", markup=True)
         for cut in result.cut_off:
             tail = cut.text.rstrip()[-200:]
-            out.print(f"  sample #{cut.sample + 1}, {cut.tokens} tokens, ending: {tail!r}", markup=False)
+            loop = " (repeating its lines)" if cut.repeating else ""
+            out.print(f"  sample #{cut.sample + 1}, {cut.tokens} tokens{loop}, ending: {tail!r}", markup=False)
     if applied:
         out.print(f"\nApplied candidate #1 to {result.edits[0].display_path}.")
 

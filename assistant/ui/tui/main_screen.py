@@ -274,9 +274,16 @@ class MainScreen(Screen[None]):
             f"({result.model}){cut}; ↑↓ in the table to compare, ctrl+s applies"
         )
         if result.cut_off:
+            looping = sum(c.repeating for c in result.cut_off)
+            advice = (
+                f"{looping} went round in a loop, which more room would not end: raise the temperature and "
+                "the candidates in settings (ctrl+o)"
+                if looping
+                else "raise max tokens in settings (ctrl+o)"
+            )
             self.app.notify(
                 f"{len(result.cut_off)} sample(s) ran into the {result.max_new_tokens}-token limit and were left out; "
-                "raise max tokens in settings (ctrl+o)",
+                + advice,
                 severity="warning",
             )
         if result.candidates:
