@@ -556,3 +556,28 @@ def test_session_stub_fill_honours_a_max_new_tokens_set_for_the_session(stub_rep
     automatic = programs_backend(STUB_PROGRAMS)
     make_session(stub_repo, encoder, backend=automatic, k=1).generate("", target="mathutils.py", function="count_even")
     assert automatic.params[-1].max_new_tokens < 512
+
+
+async def test_tui_says_when_a_cut_off_sample_went_round_in_a_loop(stub_repo: Path, encoder) -> None:
+    from assistant.ui.tui import AssistApp
+
+    loop = "def count_even(values):\n" + "    total += 1\n" * 60  # cut at 64 tokens (256 characters)
+    session = make_session(
+        stub_repo, encoder, backend=ScriptedBackend([loop], scores=False), k=1, n=1, temperature=0, max_new_tokens=64
+    )
+    app = AssistApp(session)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await start(app, pilot)
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        await pilot.press(*"mathu", "enter")
+        await pilot.pause()
+        await pilot.press("f3")
+        await pilot.pause()
+        await pilot.press(*"count", "enter")
+        await pilot.pause()
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        assert app.session.state.result.cut_off[0].repeating
+        notice = " ".join(last_notice(app).split())
+    assert "1 of 1 sample ran into the 64-token limit" in notice and "it went round in a loop" in notice

@@ -50,6 +50,22 @@ def repeats_itself(text: str, times: int = 3, least: int = 6) -> bool:
     return 2 * sum(1 for line in lines if counts[line] >= times) > len(lines)
 
 
+def cut_off_note(cut: int, samples: int, limit: int | None, loops: int, more_room: str, sample_instead: str) -> str:
+    """The one-line warning every door gives when `cut` of `samples` ran into the token limit (`loops` of them
+    going round in a loop); `more_room` and `sample_instead` say how to ask for more room or for sampling there."""
+    at = f"the {limit}-token limit" if limit else "the token limit"
+    advice = (
+        f"{'it' if cut == 1 else f'{loops} of them'} went round in a loop, which more room would not end: "
+        + sample_instead
+        if loops
+        else more_room
+    )
+    return (
+        f"{cut} of {samples} sample{'s' if samples != 1 else ''} ran into {at} before the code ended and "
+        f"{'was' if cut == 1 else 'were'} left out; {advice}"
+    )
+
+
 def normal_form(code: str) -> str:
     """The code's syntax tree as text: equal for programs that differ only in formatting and comments."""
     # ast.dump ignores formatting and comments, so two samples that differ only there count once.

@@ -409,20 +409,18 @@ def _warn_cut_off(result: Any) -> None:
     """Say on stderr how many samples the token limit cut off: they are never dropped in silence."""
     cut = len(result.cut_off) or result.dropped.get("cut off", 0)
     if cut:
-        limit = f"the {result.max_new_tokens}-token limit" if result.max_new_tokens else "the token limit"
-        looping = sum(c.repeating for c in result.cut_off)
-        advice = (
-            f"{'it' if cut == 1 else f'{looping} of them'} went round in a loop, which more room would not end: "
-            "sample several instead (--temperature 0.8 -n 5)"
-            if looping
-            else "raise --max-new-tokens to give them room"
+        from assistant.core.candidates import cut_off_note
+
+        loops = sum(c.repeating for c in result.cut_off)
+        note = cut_off_note(
+            cut,
+            result.samples,
+            result.max_new_tokens,
+            loops,
+            more_room="raise --max-new-tokens to give them room",
+            sample_instead="sample several instead (--temperature 0.8 -n 5)",
         )
-        err.print(
-            f"warning: {cut} of {result.samples} sample{'s' if result.samples != 1 else ''} ran into {limit} "
-            f"before the code ended and {'was' if cut == 1 else 'were'} left out; {advice}",
-            markup=False,
-            highlight=False,
-        )
+        err.print(f"warning: {note}", markup=False, highlight=False)
 
 
 def _usage_note(usage: dict[str, float]) -> str:

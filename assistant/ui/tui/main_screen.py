@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import get_current_worker
 
+from assistant.core.candidates import cut_off_note
 from assistant.core.generation import GenerateResult
 from assistant.core.retrieve import Hit
 from assistant.errors import AssistError, Cancelled
@@ -274,18 +275,15 @@ class MainScreen(Screen[None]):
             f"({result.model}){cut}; ↑↓ in the table to compare, ctrl+s applies"
         )
         if result.cut_off:
-            looping = sum(c.repeating for c in result.cut_off)
-            advice = (
-                f"{looping} went round in a loop, which more room would not end: raise the temperature and "
-                "the candidates in settings (ctrl+o)"
-                if looping
-                else "raise max tokens in settings (ctrl+o)"
+            note = cut_off_note(
+                len(result.cut_off),
+                result.samples,
+                result.max_new_tokens,
+                sum(c.repeating for c in result.cut_off),
+                more_room="raise max tokens in settings (ctrl+o)",
+                sample_instead="raise the temperature and the candidates in settings (ctrl+o)",
             )
-            self.app.notify(
-                f"{len(result.cut_off)} sample(s) ran into the {result.max_new_tokens}-token limit and were left out; "
-                + advice,
-                severity="warning",
-            )
+            self.app.notify(note, severity="warning")
         if result.candidates:
             self.candidates.focus()
 
