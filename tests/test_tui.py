@@ -493,6 +493,13 @@ def stub_repo(indexed_repo: Path) -> Path:
     return indexed_repo
 
 
+async def pick_stub(pilot) -> None:
+    """Pick mathutils.py with ctrl+f, then its stub count_even with f3."""
+    for keys in (["ctrl+f"], [*"mathu", "enter"], ["f3"], [*"count", "enter"]):
+        await pilot.press(*keys)
+        await pilot.pause()
+
+
 def test_session_fills_a_stub_demotes_a_neighbour_rewrite_applies_only_the_body_and_undoes(
     stub_repo: Path, encoder
 ) -> None:
@@ -530,14 +537,7 @@ async def test_tui_picks_a_stub_with_f3_and_fills_it(stub_repo: Path, encoder) -
         await pilot.press("f3")
         await pilot.pause()
         assert "Pick the target file first" in last_notice(app)
-        await pilot.press("ctrl+f")
-        await pilot.pause()
-        await pilot.press(*"mathu", "enter")
-        await pilot.pause()
-        await pilot.press("f3")
-        await pilot.pause()
-        await pilot.press(*"count", "enter")
-        await pilot.pause()
+        await pick_stub(pilot)
         assert app.screen.function == "count_even"
         await pilot.press("ctrl+g")
         await settle(app, pilot)
@@ -568,14 +568,7 @@ async def test_tui_says_when_a_cut_off_sample_went_round_in_a_loop(stub_repo: Pa
     app = AssistApp(session)
     async with app.run_test(size=(100, 32)) as pilot:
         await start(app, pilot)
-        await pilot.press("ctrl+f")
-        await pilot.pause()
-        await pilot.press(*"mathu", "enter")
-        await pilot.pause()
-        await pilot.press("f3")
-        await pilot.pause()
-        await pilot.press(*"count", "enter")
-        await pilot.pause()
+        await pick_stub(pilot)
         await pilot.press("ctrl+g")
         await settle(app, pilot)
         assert app.session.state.result.cut_off[0].repeating
