@@ -17,6 +17,7 @@ from assistant.errors import UsageError
 from assistant.evaluate.repo.projects import PROJECTS, Project, ProjectSpec, parse_projects
 from assistant.evaluate.repo.run import (
     auto_pick,
+    check_strategies,
     function_table,
     heldout_lail,
     heldout_tstr,
@@ -172,6 +173,29 @@ def test_function_tasks_run_candidates_against_the_covering_tests(tiny: Project,
     assert agree[0] > agree[1] > agree[2] == 0.0  # "return x" passes double(0) == 0 alone; the loop passes none
     table = function_table(summarize_functions(ranked, [1]))
     assert "| zero | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] |" in table
+
+
+def test_fragments_strategy_shows_other_files_code_instead_of_demonstrations(
+    tiny: Project, encoder, tmp_path: Path
+) -> None:
+    (tiny.root / "pkg" / "util.py").write_text('def twice(v):\n    """Two of v."""\n    return v + v\n')
+    tasks = function_tasks(tiny)
+    indexes = {"tiny": index_project(tiny, encoder)}
+    backend = ScriptedBackend(["    return x + x\n```"], prefills_answer=True)
+    records = run_function_tasks(
+        tasks, indexes, ["zero", "bm25@fragments"], backend, tmp_path / "out", params=SamplingParams(n=1), demos=4
+    )
+    zero, shown = records
+    assert "fragments" not in zero and shown["demonstrations"] == []
+    # Leak control: neither the target file (it holds the hidden body) nor a covering test's file.
+    assert shown["fragments"] == ["pkg/util.py:1"]
+    asked = backend.prompts[-1].messages[-1]["content"]
+    assert asked.startswith("Code from other places of this repository that may help:") and "# pkg/util.py:1" in asked
+    assert [r["correct"] for r in records] == [1, 1]
+    with pytest.raises(UsageError, match="for --task function only"):
+        check_strategies(["hybrid@fragments"], "line")
+    with pytest.raises(UsageError, match="unknown strategy 'zero@fragments'"):
+        check_strategies(["zero@fragments"], "function")
 
 
 def test_samples_that_wrote_nothing_are_redrawn_and_the_redraws_cached_apart(

@@ -479,3 +479,56 @@ def test_fills_a_real_stub_with_the_local_model(tmp_path: Path, backend: Any) ->
     new = edit.new
     assert new.startswith(text.split("    ...\n")[0]) and new.endswith(text.split("    ...\n")[1])
     ast.parse(new)
+
+
+class _Fragments:
+    """A fragment retriever isolated from any index: the given fragments in order, less those excluded."""
+
+    def __init__(self, fragments: list) -> None:
+        self.fragments = fragments
+        self.queries: list[str] = []
+
+    def search(self, query: str, k: int, exclude=None) -> list:
+        from assistant.core.retrieve import Hit
+
+        self.queries.append(query)
+        kept = [f for f in self.fragments if exclude is None or not exclude(f)]
+        return [Hit(f, 1.0 / (i + 1), "test", "") for i, f in enumerate(kept[:k])]
+
+
+def test_fragments_of_other_files_come_first_in_the_prompt_queried_by_the_code_before_the_body(repo: Path) -> None:
+    from assistant.core.stubs import fragment_query, prepare_stub
+    from assistant.core.target import Target
+    from assistant.indexing.fragments import split_fragments
+
+    from .conftest import ScriptedBackend
+
+    other = "def circle_area(r):\n    return math.pi * r * r\n"
+    pool = [
+        *split_fragments(SOURCE, "shapes.py"),  # the target file's own: its code is in the prompt already
+        *split_fragments(other, "geometry.py"),
+        *split_fragments("UNIT = 2\n", "units.py"),
+    ]
+    fragments = _Fragments(pool)
+    target = Target.read(repo / "shapes.py")
+    request = prepare_stub("area", ScriptedBackend(prefills_answer=True), target, k=2, root=repo, fragments=fragments)
+    text = target.text
+    stub = request.stub
+    assert fragments.queries == [fragment_query(text, stub)]
+    query_lines = fragments.queries[0].splitlines()
+    docstring = '    """Return the area of a circle of this radius."""'
+    assert query_lines[-2:] == ["def area(radius: float) -> float:", docstring]
+    assert len(query_lines) == 15  # the whole file above the body: it is shorter than the 20-line window
+    assert request.hits == [] and [h.example.path for h in request.fragments] == ["geometry.py", "units.py"]
+    asked = request.prompt.messages[-1]["content"]
+    assert asked.startswith("Code from other places of this repository that may help:")
+    # The likeliest fragment last, nearest the file; no demonstration turns.
+    assert asked.index("# units.py:1") < asked.index("# geometry.py:1") < asked.index("This is `shapes.py`")
+    assert "# shapes.py:" not in asked and len(request.prompt.messages) == 2
+    assert request.stub.qualname == "area" and _described_fragments(request) == ["geometry.py:1", "units.py:1"]
+
+
+def _described_fragments(request) -> list[str]:
+    from assistant.core.stubs import _described
+
+    return _described(request)["fragments"]

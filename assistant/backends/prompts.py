@@ -29,8 +29,10 @@ class Prompt:
 
 @cache
 def _environment() -> jinja2.Environment:
+    # No auto_reload: a long run keeps the templates it started with, whatever is edited meanwhile.
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_path("prompts"))),
+        auto_reload=False,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=False,
         autoescape=False,
@@ -95,10 +97,13 @@ def build_stub_prompt(
     file_path: str = "",
     prefill: bool = True,
     apis: str = "",
+    fragments: Sequence[Example] = (),
 ) -> Prompt:
     """The prompt that fills a stub: demonstrations as usual, then the code around the stub (`context`) and the
     request to write its body (`stub_request.jinja`). `apis`: the project's definitions from other files that the
     stub's file uses, as outlines (:func:`assistant.core.usages.used_definitions`), shown before the file.
+    `fragments`: retrieved 20-line fragments of the repository's other files, shown first, in the order given
+    (as RepoCoder and RepoEval put retrieved code before the unfinished file).
 
     With `prefill`, the answer starts with the stub's own `head` (decorators, signature, docstring), so the
     model writes only the body and spends no tokens re-typing the docstring; without it (chat endpoints cannot
@@ -115,6 +120,7 @@ def build_stub_prompt(
         file_path=file_path,
         whole=not prefill,
         apis=apis,
+        fragments=list(fragments),
     )
     messages = (*base.messages[:-1], {"role": "user", "content": request})
     prefix = ANSWER_PREFIX + head.rstrip("\n") + "\n" if prefill else ANSWER_PREFIX

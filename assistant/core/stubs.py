@@ -15,7 +15,7 @@ import time
 import tokenize
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 STUB_CONTEXT_TOKENS = 768
 # A neighbour this short is shown whole; a longer one as its signature and docstring summary.
 SHORT_DEFINITION_LINES = 12
+# The query for the repository's fragments: the file's last lines up to the body (RepoCoder's window before the hole).
+FRAGMENT_QUERY_LINES = 20
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
@@ -347,6 +349,13 @@ def default_max_tokens(stub: Stub, prefilled: bool) -> int:
     return min(1024, 32 * math.ceil(limit / 32))
 
 
+def fragment_query(text: str, stub: Stub, lines: int = FRAGMENT_QUERY_LINES) -> str:
+    """What the repository's 20-line fragments are searched with: the file's last `lines` lines up to where the
+    body starts (the signature and docstring, and the code just above them), as RepoCoder and RepoEval query
+    with the window before the hole."""
+    return "\n".join(source_lines(text[: stub.head_end])[-lines:])
+
+
 # -- candidates ----------------------------------------------------------------------------------------
 
 
@@ -606,6 +615,8 @@ def _described(request: StubRequest) -> dict:
     described = request.stub.to_json()
     if request.apis is not None:
         described["apis"] = [{"name": e.name, "source": e.source} for e in request.apis]
+    if request.fragments:
+        described["fragments"] = [hit.example.source for hit in request.fragments]
     return described
 
 
@@ -629,6 +640,7 @@ class StubRequest:
     existing: list[str]  # the file's other definitions (a sample that rewrites one is flagged)
     display: str
     apis: list[Example] | None = None  # the used functions shown in the prompt (None: not asked for)
+    fragments: list[Hit] = field(default_factory=list)  # the repository's fragments shown in the prompt
 
 
 def prepare_stub(
@@ -647,12 +659,15 @@ def prepare_stub(
     context_tokens: int = STUB_CONTEXT_TOKENS,
     timings: dict[str, float] | None = None,
     definitions: Sequence[Example] = (),
+    fragments: Retriever | None = None,
 ) -> StubRequest:
     """Find the stub, retrieve demonstrations for it and build its prompt (see :func:`fill_stub`).
 
     `definitions`: the project's functions; those from other files that the stub's file uses are shown before
     the file, as signatures and docstring summaries (:func:`assistant.core.usages.used_definitions`). Empty (the
-    default): none are."""
+    default): none are. `fragments`: a retriever over the repository's 20-line fragments; with it, the `k` it
+    finds for :func:`fragment_query` in the repository's other files are shown first (the code the papers'
+    function-level benchmarks retrieve; `retriever` None leaves the demonstrations out)."""
     from assistant.backends import check_text
     from assistant.backends.prompts import build_stub_prompt
     from assistant.core.generation import retrieve_step
@@ -670,7 +685,14 @@ def prepare_stub(
     stub = find_stub(text, function, display, requirement_given=bool(requirement), tree=target.tree)
     query = requirement or stub.docstring or stub.name
     check_text(query, "the docstring")
-    hits = retrieve_step(query, retriever, k, demonstrations, display, report, timings if timings is not None else {})
+    timings = timings if timings is not None else {}
+    hits = retrieve_step(query, retriever, k, demonstrations, display, report, timings)
+    found: list[Hit] = []
+    if fragments is not None and k > 0:
+        started = time.perf_counter()
+        # The file's own code is in the prompt already (and in a benchmark, its fragments hold the hidden body).
+        found = fragments.search(fragment_query(text, stub), k, lambda e, path=display: e.path == path)
+        timings["fragments"] = time.perf_counter() - started
     prefill = bool(getattr(backend, "prefills_answer", False))
     head = stub.dedented_head()
     count = token_counter(backend)
@@ -688,6 +710,7 @@ def prepare_stub(
         file_path=display,
         prefill=prefill,
         apis=apis,
+        fragments=[hit.example for hit in reversed(found)],  # most similar last, nearest the file
     )
     return StubRequest(
         stub=stub,
@@ -702,6 +725,7 @@ def prepare_stub(
         existing=[name for name in _defined_names(target.tree) if name != stub.name],
         display=display,
         apis=shown if definitions else None,
+        fragments=found,
     )
 
 
@@ -860,6 +884,7 @@ def fill_stub(
     run_in_module: bool = True,
     definitions: Sequence[Example] = (),
     redraw: bool = False,
+    fragments: Retriever | None = None,
 ) -> GenerateResult:
     """Ranked candidates for the body of the stub `function` in `file`; each candidate's edit replaces only
     that body. `file` names the file, or `target` is the file already read (one of them is needed).
@@ -905,6 +930,7 @@ def fill_stub(
         context_tokens=context_tokens,
         timings=timings,
         definitions=definitions,
+        fragments=fragments,
     )
     started = time.perf_counter()
     usage_before = backend.usage.to_json()

@@ -372,7 +372,9 @@ def repo(
             "(SelfRACG's branch untrained: the generator's own attention; loads the transformers model too), "
             "selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`). "
             "On function tasks any of them + apis (e.g. hybrid+apis, zero+apis) also shows the project's functions "
-            "from other files that the target file calls or imports, as `generate --apis` does."
+            "from other files that the target file calls or imports, as `generate --apis` does; any retriever "
+            "@fragments (e.g. hybrid@fragments) shows its 20-line fragments of the project's other files, found "
+            "with the code before the body, instead of demonstrations (RepoEval's context)."
         ),
     ] = "zero,bm25,hybrid",
     n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,

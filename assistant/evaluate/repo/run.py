@@ -67,6 +67,9 @@ STRATEGIES = ("zero", "bm25", "dense", "hybrid", "tstr", "lail", "selfracg-init"
 # A function-task strategy with this suffix (`hybrid+apis`, `zero+apis`) also shows the model the project's functions
 # from other files that the target file calls or imports (`generate --apis`).
 APIS = "+apis"
+# A function-task strategy with this suffix (`hybrid@fragments`) shows the project's 20-line fragments from other
+# files instead of demonstrations, retrieved with the code before the body (RepoEval's and SelfRACG's protocol).
+FRAGMENTS = "@fragments"
 TRAINED = ("tstr", "lail")  # trained per project on its functions: they need the function tasks to hold out
 # LAIL per project, sized for 2 CPU cores: 128 documented functions labeled against 8 BM25 candidates each
 # (1,024 pairs, 10-20 minutes a project with the bf16 labeler); the rest of the paper's recipe as LailConfig's.
@@ -153,18 +156,22 @@ def _retriever(
 
 
 def retrieval_of(strategy: str) -> str:
-    """The retriever a strategy names: `hybrid+apis` retrieves as `hybrid`."""
-    return strategy.removesuffix(APIS)
+    """The retriever a strategy names: `hybrid+apis` and `hybrid@fragments` retrieve as `hybrid`."""
+    return strategy.removesuffix(APIS).removesuffix(FRAGMENTS)
 
 
 def check_strategies(names: Sequence[str], task: str) -> None:
-    """Refuse an unknown strategy, or `+apis` where no stub is filled (line and retrieval tasks), in one line."""
-    unknown = [s for s in names if retrieval_of(s) not in STRATEGIES]
+    """Refuse an unknown strategy, or `+apis` or `@fragments` where no stub is filled (line and retrieval tasks),
+    in one line."""
+    unknown = [s for s in names if retrieval_of(s) not in STRATEGIES or s.startswith("zero@")]
     if not names or unknown:
         choices = ", ".join(STRATEGIES)
-        raise UsageError(f"unknown strategy {(unknown or [''])[0]!r}; choose from {choices} (+apis on function tasks)")
-    if task != "function" and any(s.endswith(APIS) for s in names):
-        raise UsageError("+apis shows the functions a stub's file uses: it is for --task function only")
+        raise UsageError(
+            f"unknown strategy {(unknown or [''])[0]!r}; choose from {choices} (+apis or @fragments on function tasks)"
+        )
+    for suffix, what in ((APIS, "shows the functions a stub's file uses"), (FRAGMENTS, "fills a stub")):
+        if task != "function" and any(s.endswith(suffix) for s in names):
+            raise UsageError(f"{suffix} {what}: it is for --task function only")
 
 
 def _learnable(index: Index, held_out: Sequence[FunctionTask]) -> Index:
@@ -314,7 +321,12 @@ def run_function_tasks(
     held = tasks if held_out is None else held_out
     retrievers = {
         (name, strategy): _retriever(
-            retrieval_of(strategy), ix.functions, ix.encoder, [t for t in held if t.project == name], progress=progress
+            retrieval_of(strategy),
+            ix.fragments if strategy.endswith(FRAGMENTS) else ix.functions,
+            ix.encoder,
+            [t for t in held if t.project == name],
+            progress=progress,
+            functions=ix.functions,
         )
         for name, ix in indexes.items()
         for strategy in strategies
@@ -342,8 +354,18 @@ def run_function_tasks(
             definitions = (
                 [e for e in ix.functions.examples if e.path not in test_files] if strategy.endswith(APIS) else ()
             )
+            # @fragments: the project's fragments of other files than the target's (prepare_stub leaves those out)
+            # and the covering tests' (leak control) instead of demonstrations.
+            fragments = strategy.endswith(FRAGMENTS)
             request = prepare_stub(
-                task.qualname, backend, target, retriever=retriever, k=demos, root=project.root, definitions=definitions
+                task.qualname,
+                backend,
+                target,
+                retriever=None if fragments else retriever,
+                k=demos,
+                root=project.root,
+                definitions=definitions,
+                fragments=retriever if fragments else None,
             )
             key = cache_key(
                 kind="repo-function",
@@ -427,6 +449,7 @@ def run_function_tasks(
                 "project": task.project,
                 "strategy": strategy,
                 "demonstrations": [hit.example.source for hit in request.hits],
+                **({"fragments": [hit.example.source for hit in request.fragments]} if request.fragments else {}),
                 "prompt_tokens": request.prompt_tokens,
                 "max_new_tokens": limit,
                 "n": len(samples),
