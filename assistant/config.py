@@ -68,6 +68,7 @@ DEFAULT_TOP_P = 0.95
 DEFAULT_MAX_NEW_TOKENS = 256  # free generation; filling a stub sizes the limit to its docstring instead
 DEFAULT_REDRAW = False  # filling a stub: draw again the samples that wrote nothing (costs time; off by measurement)
 DEFAULT_APIS = False  # filling a stub: show the project's functions from other files that the file uses
+DEFAULT_FRAGMENTS = False  # filling a stub: show the repo's code fragments instead of demonstrations
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
 # The local model's engines, by the backend each one is: openvino is several times faster on a CPU than
 # transformers fp32, which stays for what needs the model's internals (training, hidden states, bf16 labeling).
@@ -234,6 +235,14 @@ FIELDS: tuple[Field, ...] = (
         DEFAULT_APIS,
         "ASSIST_GENERATE_APIS",
         "filling a stub: also show the repo's functions from other files that its file uses (needs `assist index`)",
+    ),
+    Field(
+        "generate.fragments",
+        _bool,
+        DEFAULT_FRAGMENTS,
+        "ASSIST_GENERATE_FRAGMENTS",
+        "filling a stub: show 20-line fragments of the repo's other files, found with the code before the body, "
+        "instead of demonstrations (needs `assist index`)",
     ),
     Field(
         "generate.redraw",

@@ -140,3 +140,38 @@ def test_generate_apis_puts_the_used_functions_in_the_prompt(tmp_path: Path) -> 
     assert refused.returncode == 2 and "run `assist index` in the repo first" in refused.stderr
     alone = assist_here("generate", "add two numbers", "--apis", cwd=root)
     assert alone.returncode == 2 and "--apis is for filling a stub" in alone.stderr
+
+
+def test_generate_fragments_shows_the_repos_code_instead_of_demonstrations(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "text.py").write_text(
+        'def slugify(text, sep="-"):\n    """Lower-case text, its words joined by sep."""\n'
+        "    return sep.join(text.lower().split())\n"
+    )
+    (root / "pkg" / "core.py").write_text(MODULE.replace("from pkg import far\n", "").replace("far.distant", "abs"))
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "init")
+    args = ["generate", "--file", "pkg/core.py", "--function", "make_id", "-n", "1", "-k", "2", "--ranker", "first"]
+    env = {"OPENAI_API_KEY": "sk-test"}
+    answer = ("    return slugify(text)\n```\n", "stop")
+    with openai_server(Script(answers=[answer])) as (url, script):
+        common = ["--base-url", url, "--api", "completions"]
+        unindexed = assist_here(*args, "--fragments", *common, cwd=root, env=env)
+        assert unindexed.returncode == 2 and "run `assist index` in the repo first" in unindexed.stderr
+        assert assist_here("index", "--json", cwd=root).returncode == 0
+        shown = assist_here(*args, "--fragments", *common, "--json", cwd=root, env=env)
+        assert shown.returncode == 0, shown.stderr
+        human = assist_here(*args, "--fragments", *common, cwd=root, env=env)
+        sent = script.requests[0]["prompt"]
+    data = json.loads(shown.stdout)
+    # Only the other file's code: the target file is in the prompt already; no demonstration turns.
+    assert data["function"]["fragments"] == ["pkg/text.py:1"] and data["demonstrations"] == []
+    assert "Code from other places of this repository that may help:" in sent and "# pkg/text.py:1\n" in sent
+    assert "# pkg/core.py" not in sent
+    assert "Code fragments shown (instead of demonstrations): pkg/text.py:1" in human.stdout, human.stderr
+    assert "Demonstrations" not in human.stdout
+    alone = assist_here("generate", "add two numbers", "--fragments", cwd=root)
+    assert alone.returncode == 2 and "--fragments is for filling a stub" in alone.stderr

@@ -15,7 +15,7 @@ import time
 import tokenize
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -615,7 +615,7 @@ def _described(request: StubRequest) -> dict:
     described = request.stub.to_json()
     if request.apis is not None:
         described["apis"] = [{"name": e.name, "source": e.source} for e in request.apis]
-    if request.fragments:
+    if request.fragments is not None:
         described["fragments"] = [hit.example.source for hit in request.fragments]
     return described
 
@@ -640,7 +640,7 @@ class StubRequest:
     existing: list[str]  # the file's other definitions (a sample that rewrites one is flagged)
     display: str
     apis: list[Example] | None = None  # the used functions shown in the prompt (None: not asked for)
-    fragments: list[Hit] = field(default_factory=list)  # the repository's fragments shown in the prompt
+    fragments: list[Hit] | None = None  # the repository's fragments shown in the prompt (None: not asked for)
 
 
 def prepare_stub(
@@ -687,7 +687,7 @@ def prepare_stub(
     check_text(query, "the docstring")
     timings = timings if timings is not None else {}
     hits = retrieve_step(query, retriever, k, demonstrations, display, report, timings)
-    found: list[Hit] = []
+    found: list[Hit] | None = None if fragments is None else []
     if fragments is not None and k > 0:
         started = time.perf_counter()
         # The file's own code is in the prompt already (and in a benchmark, its fragments hold the hidden body).
@@ -710,7 +710,7 @@ def prepare_stub(
         file_path=display,
         prefill=prefill,
         apis=apis,
-        fragments=[hit.example for hit in reversed(found)],  # most similar last, nearest the file
+        fragments=[hit.example for hit in reversed(found or [])],  # most similar last, nearest the file
     )
     return StubRequest(
         stub=stub,

@@ -13,6 +13,7 @@ from typing import Any
 from assistant.backends import SamplingParams
 from assistant.config import (
     DEFAULT_APIS,
+    DEFAULT_FRAGMENTS,
     DEFAULT_K,
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_N,
@@ -42,6 +43,9 @@ class GenerationOptions:
     seed: int | None = None
     apis: bool = DEFAULT_APIS  # filling a stub: show the repo's functions from other files that its file uses
     redraw: bool = DEFAULT_REDRAW  # filling a stub: draw once more each sample that wrote nothing
+    # filling a stub: the repo's 20-line fragments of other files, found with the code before the body, instead of
+    # demonstrations (RepoEval's context)
+    fragments: bool = DEFAULT_FRAGMENTS
 
     @classmethod
     def from_settings(cls, settings: Settings | None, **overrides: Any) -> GenerationOptions:

@@ -190,6 +190,7 @@ class Pipeline:
         self._backend = backend
         self._source: Source | None = None
         self._retriever: Retriever | None = None
+        self._fragment_retriever: Retriever | None = None
         self._rankers: dict[tuple[str, int], Ranker] = {}
         self._lock = threading.RLock()  # loading happens in worker threads; one loads, the others wait
         if encoder is not None:
@@ -223,6 +224,7 @@ class Pipeline:
                 options.check()
                 if self._options is None or options.retriever != self._options.retriever:
                     self._retriever = None
+                    self._fragment_retriever = None
                 self._options = options
             if settings is not None:
                 old = self._settings
@@ -265,6 +267,23 @@ class Pipeline:
                 source = self.source(progress)
                 self._retriever = make_retriever(self.options.retriever, source.index, self._encoder)
             return self._retriever
+
+    def fragment_retriever(self, progress: Progress = silent) -> Retriever:
+        """The retriever the options name over the repo index's 20-line fragments (`auto`, or a retriever trained
+        on docstrings, searches them as hybrid); a one-line error where there is no repo index."""
+        from assistant.indexing.index import load_fragments, repo_index_dir
+
+        with self._lock:
+            if self._fragment_retriever is None:
+                source = self.source(progress)
+                index = load_fragments(repo_index_dir(source.root)) if source.kind == "repo" and source.root else None
+                if index is None:
+                    raise UsageError(
+                        "--fragments retrieves the repository's code fragments: run `assist index` in the repo first"
+                    )
+                name = self.options.retriever if self.options.retriever in ("bm25", "dense", "hybrid") else "hybrid"
+                self._fragment_retriever = make_retriever(name, index, self._encoder)
+            return self._fragment_retriever
 
     def backend(self, progress: Progress = silent) -> Backend:
         """The generation backend the settings name."""
@@ -365,10 +384,13 @@ class Pipeline:
         if request.function is not None and request.file is None and request.target is None:
             raise UsageError("--function needs --file, the file that holds the stub")
         target = request.read_target()
-        retrieving = request.demonstrations is None and options.k > 0
+        # Filling a stub with --fragments: the repo's code fragments take the demonstrations' place.
+        fragments = options.fragments and request.function is not None and request.demonstrations is None
+        retrieving = request.demonstrations is None and options.k > 0 and not fragments
         retriever = None
         if retrieving:
             retriever = self.retriever(progress)
+        fragment_retriever = self.fragment_retriever(progress) if fragments and options.k > 0 else None
         root = request.root if request.root is not None else self._source_root(progress, options.k)
         # Before the model loads: `apis` without a repo index is a one-line error, not a wait then an error.
         definitions = self._definitions(options, progress) if request.function is not None else []
@@ -405,6 +427,7 @@ class Pipeline:
                 backend,
                 target=target,
                 definitions=definitions,
+                fragments=fragment_retriever,
                 redraw=options.redraw,
                 requirement=request.requirement,
                 params=options.params(),
@@ -487,6 +510,7 @@ class Pipeline:
             _, stats = index_repo(root or repo_root(self.start), self._encoder, progress)
             self._source = None
             self._retriever = None
+            self._fragment_retriever = None
         return stats
 
     # -- helpers ---------------------------------------------------------------------------------------------------

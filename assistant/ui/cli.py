@@ -166,6 +166,16 @@ def generate(
             show_default=False,
         ),
     ] = None,
+    fragments: Annotated[
+        bool | None,
+        typer.Option(
+            "--fragments/--no-fragments",
+            help="With --function: show the model -k 20-line fragments of the repo's other files, found with the "
+            "code just before the body, instead of demonstrations (the context RepoEval and RepoCoder use; needs "
+            "`assist index`). Default: generate.fragments in the config, else off.",
+            show_default=False,
+        ),
+    ] = None,
     redraw: Annotated[
         bool | None,
         typer.Option(
@@ -340,11 +350,13 @@ def generate(
         backend, model, base_url, api, timeout, start=start if start.exists() else None, engine=engine
     )
     flags = {"n": n, "k": k, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
-    for given, flag in ((apis, "--apis"), (redraw, "--redraw")):
+    for given, flag in ((apis, "--apis"), (redraw, "--redraw"), (fragments, "--fragments")):
         if given and function is None:
             raise UsageError(f"{flag} is for filling a stub: give --function too")
+    if fragments and bank is not None:
+        raise UsageError("--fragments retrieves the repository's code, not a bank's: drop --bank")
     options = GenerationOptions.from_settings(
-        settings, retriever=retriever, ranker=ranker, seed=seed, apis=apis, redraw=redraw, **flags
+        settings, retriever=retriever, ranker=ranker, seed=seed, apis=apis, redraw=redraw, fragments=fragments, **flags
     )
     options.check()
     pipeline = Pipeline(options, settings, start=start if start.exists() else Path("."), bank=bank)
@@ -448,11 +460,15 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
         if "apis" in stub:  # --apis: what the model was shown of the functions the file uses
             shown = ", ".join(f"{api['name']} ({api['source']})" for api in stub["apis"]) or "none found"
             out.print(f"[bold]Used APIs shown[/]: {escape(shown)}", markup=True)
+        if "fragments" in stub:  # --fragments: the repo's code shown instead of demonstrations
+            shown = ", ".join(stub["fragments"]) or "none found"
+            out.print(f"[bold]Code fragments shown[/] (instead of demonstrations): {escape(shown)}", markup=True)
+    fragments = bool(result.function and "fragments" in result.function)  # they took the demonstrations' place
     if source is None:
         out.print("[bold]Demonstrations[/]: none (-k 0, zero-shot)", markup=True)
-    else:
+    elif not fragments:
         out.print(f"[bold]Demonstrations[/] ({result.retriever}, from the {escape(source)}):", markup=True)
-    if not result.demonstrations and source is not None:
+    if not result.demonstrations and source is not None and not fragments:
         out.print("  none (zero-shot)")
     for number, hit in enumerate(result.demonstrations, start=1):
         out.print(f"  {number}. {hit.example.source}  {hit.example.name or ''}  — {hit.example.requirement[:90]}")

@@ -449,7 +449,7 @@ def run_function_tasks(
                 "project": task.project,
                 "strategy": strategy,
                 "demonstrations": [hit.example.source for hit in request.hits],
-                **({"fragments": [hit.example.source for hit in request.fragments]} if request.fragments else {}),
+                **({} if request.fragments is None else {"fragments": [h.example.source for h in request.fragments]}),
                 "prompt_tokens": request.prompt_tokens,
                 "max_new_tokens": limit,
                 "n": len(samples),

@@ -456,6 +456,7 @@ class MainScreen(Screen[None]):
                 max_new_tokens=values["max_new_tokens"],
                 apis=values["apis"],
                 redraw=values["redraw"],
+                fragments=values["fragments"],
             )
             try:
                 self.session.configure(options, values["backend"], values["model"], values["base_url"])

@@ -219,6 +219,13 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                     tooltip="When filling a stub, also show the model the repo's functions from other files that "
                     "the file calls or imports",
                 )
+                yield Label("Stubs: code fragments")  # generate --fragments
+                yield Switch(
+                    o.fragments,
+                    id="fragments",
+                    tooltip="When filling a stub, show the model k 20-line fragments of the repo's other files, "
+                    "found with the code before the body, instead of demonstrations (needs `assist index`)",
+                )
                 yield Label("Stubs: redraw empty")  # generate --redraw
                 yield Switch(
                     o.redraw,
@@ -249,6 +256,7 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 "max_new_tokens": int(text("max_new_tokens")) if text("max_new_tokens") else None,
                 "apis": self.query_one("#apis", Switch).value,
                 "redraw": self.query_one("#redraw", Switch).value,
+                "fragments": self.query_one("#fragments", Switch).value,
             }
         except ValueError:
             self.query_one("#settings-error", Static).update("n, k, temperature and max new tokens must be numbers")
