@@ -1,6 +1,6 @@
 from assistant.backends import Completion
 from assistant.code.fences import extract_code
-from assistant.core.candidates import collect, repeats_itself
+from assistant.core.candidates import collect, cut_off_note, repeats_itself
 
 
 def test_extract_code_from_fences_or_plain_text():
@@ -34,3 +34,19 @@ def test_repeats_itself_tells_a_loop_from_a_body_with_a_few_repeated_lines():
     assert not repeats_itself(body)  # `return None` twice is a body, not a loop
     assert not repeats_itself("    a\n    a\n    a\n")  # too short to tell
     assert not repeats_itself("\n\n\n    a = 1\n\n\n\n    return a\n")  # blank lines do not count
+
+
+def test_the_cut_off_note_says_what_would_help():
+    assert cut_off_note(2, 5, 160, 0, "MORE", "SAMPLE") == (
+        "2 of 5 samples ran into the 160-token limit before the code ended and were left out; MORE"
+    )
+    assert cut_off_note(1, 1, None, 1, "MORE", "SAMPLE").endswith(
+        "the token limit before the code ended and was left out; it went round in a loop, which more room would "
+        "not end: SAMPLE"
+    )
+    assert cut_off_note(3, 5, 160, 3, "MORE", "SAMPLE").endswith(
+        "; all went round in a loop, which more room would not end: SAMPLE"
+    )
+    assert cut_off_note(3, 5, 160, 1, "MORE", "SAMPLE").endswith(
+        "; 1 of them went round in a loop, which more room would not end; for the others, MORE"
+    )

@@ -54,12 +54,12 @@ def cut_off_note(cut: int, samples: int, limit: int | None, loops: int, more_roo
     """The one-line warning every door gives when `cut` of `samples` ran into the token limit (`loops` of them
     going round in a loop); `more_room` and `sample_instead` say how to ask for more room or for sampling there."""
     at = f"the {limit}-token limit" if limit else "the token limit"
-    advice = (
-        f"{'it' if cut == 1 else f'{loops} of them'} went round in a loop, which more room would not end: "
-        + sample_instead
-        if loops
-        else more_room
-    )
+    if not loops:
+        advice = more_room
+    elif loops >= cut:
+        advice = f"{'it' if cut == 1 else 'all'} went round in a loop, which more room would not end: {sample_instead}"
+    else:
+        advice = f"{loops} of them went round in a loop, which more room would not end; for the others, {more_room}"
     return (
         f"{cut} of {samples} sample{'s' if samples != 1 else ''} ran into {at} before the code ended and "
         f"{'was' if cut == 1 else 'were'} left out; {advice}"
