@@ -102,7 +102,8 @@ def test_eval_strategies_take_apis_on_function_tasks_only() -> None:
         check_strategies(["hybrid+apis"], "line")
 
 
-def test_generate_apis_puts_the_used_functions_in_the_prompt(tmp_path: Path) -> None:
+def two_file_repo(tmp_path: Path) -> Path:
+    """A committed repo whose pkg/core.py has the stub make_id and imports slugify from pkg/text.py."""
     root = tmp_path / "repo"
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "__init__.py").write_text("")
@@ -114,6 +115,11 @@ def test_generate_apis_puts_the_used_functions_in_the_prompt(tmp_path: Path) -> 
     git(root, "init", "-q")
     git(root, "add", ".")
     git(root, "commit", "-qm", "init")
+    return root
+
+
+def test_generate_apis_puts_the_used_functions_in_the_prompt(tmp_path: Path) -> None:
+    root = two_file_repo(tmp_path)
     assert assist_here("index", "--json", cwd=root).returncode == 0
     args = ["generate", "--file", "pkg/core.py", "--function", "make_id", "-n", "1", "-k", "0", "--ranker", "first"]
     answer = ("    return slugify(text)\n```\n", "stop")
@@ -143,17 +149,7 @@ def test_generate_apis_puts_the_used_functions_in_the_prompt(tmp_path: Path) -> 
 
 
 def test_generate_fragments_shows_the_repos_code_instead_of_demonstrations(tmp_path: Path) -> None:
-    root = tmp_path / "repo"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "text.py").write_text(
-        'def slugify(text, sep="-"):\n    """Lower-case text, its words joined by sep."""\n'
-        "    return sep.join(text.lower().split())\n"
-    )
-    (root / "pkg" / "core.py").write_text(MODULE.replace("from pkg import far\n", "").replace("far.distant", "abs"))
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "init")
+    root = two_file_repo(tmp_path)
     args = ["generate", "--file", "pkg/core.py", "--function", "make_id", "-n", "1", "-k", "2", "--ranker", "first"]
     env = {"OPENAI_API_KEY": "sk-test"}
     answer = ("    return slugify(text)\n```\n", "stop")
