@@ -66,7 +66,7 @@ DEFAULT_K = 4
 DEFAULT_TEMPERATURE = 0.8
 DEFAULT_TOP_P = 0.95
 DEFAULT_MAX_NEW_TOKENS = 256  # free generation; filling a stub sizes the limit to its docstring instead
-DEFAULT_REDRAW = False  # filling a stub: draw again the samples that wrote nothing (costs time; off by measurement)
+DEFAULT_REDRAW = True  # filling a stub: draw again the samples that wrote nothing (cheap with prefix caching)
 DEFAULT_APIS = False  # filling a stub: show the project's functions from other files that the file uses
 DEFAULT_FRAGMENTS = False  # filling a stub: show the repo's code fragments instead of demonstrations
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
@@ -249,7 +249,7 @@ FIELDS: tuple[Field, ...] = (
         _bool,
         DEFAULT_REDRAW,
         "ASSIST_GENERATE_REDRAW",
-        "filling a stub: draw once more each sample that wrote nothing (re-typed the stub); costs time",
+        "filling a stub: draw once more each sample that wrote nothing (re-typed the stub)",
     ),
 )
 FIELD_BY_KEY = {f.key: f for f in FIELDS}

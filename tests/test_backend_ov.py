@@ -168,3 +168,18 @@ def test_a_cut_off_greedy_sample_carried_on_equals_a_greedy_draw_at_the_larger_l
     assert carried.text == whole.text and len(carried.text) > len(short.text)
     # Measured: the summed log-probabilities differ by 0.03 nats (the re-read prefix is computed in one pass).
     assert sum(carried.logprobs) == pytest.approx(sum(whole.logprobs), abs=0.2)
+
+
+def test_scores_stay_whole_when_the_prompt_was_read_before(ov) -> None:
+    # Sampling reuses a prompt's attention cache (prefix caching); teacher-forced scoring must not, or the positions
+    # it reused would come back without their log-probabilities. Score, sample the same prompt, score again.
+    prompt = build_prompt(REQUIREMENTS[0])
+    pairs = [(prompt, "def add(a, b):\n    return a + b\n")]
+    (first,) = ov.logprob(pairs)
+    ov.sample(prompt, SamplingParams(n=2, temperature=0.8, max_new_tokens=8, seed=3))
+    (again,) = ov.logprob(pairs)
+    assert again.tokens == first.tokens and len(again.logprobs) == len(first.logprobs) > 5
+    assert again.logprobs == pytest.approx(first.logprobs, abs=1e-4)
+    text = ov.render(prompt)  # the text sampling just read: echo gives every token's value, each time
+    echoed = ov.echo(text)
+    assert all(value is not None for _, _, value in echoed[1:]) and ov.echo(text) == echoed

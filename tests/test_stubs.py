@@ -420,11 +420,11 @@ def test_samples_that_wrote_nothing_are_drawn_once_more_in_their_place(repo: Pat
     args = ["generate", "--file", "shapes.py", "--function", "area", "-n", "3", "--api", "completions"]
     first = Script(answers=[(echo, "stop"), (GOOD, "stop"), ("```\n", "stop")])
     with openai_server(first) as (url, _):
-        plain = run([*args, "--json"], url)  # off by default: the empty samples are only dropped
+        plain = run([*args, "--no-redraw", "--json"], url)  # asked not to: the empty samples are only dropped
     assert plain.exit_code == 0, plain.output
     assert json.loads(plain.stdout)["redrawn"] == 0 and len(first.requests) == 1
     with openai_server(script) as (url, _):
-        result = run([*args, "--redraw", "--json"], url)
+        result = run([*args, "--json"], url)  # on by default
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [r.get("n", 1) for r in script.requests] == [3, 1, 1]  # each redraw on its own seed

@@ -348,14 +348,15 @@ async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, en
         app.screen.query_one("#n", Input).value = "2"
         assert app.screen.query_one("#apis", Switch).value is False
         app.screen.query_one("#apis", Switch).value = True
-        assert app.screen.query_one("#redraw", Switch).value is False
-        app.screen.query_one("#redraw", Switch).value = True
+        assert app.screen.query_one("#redraw", Switch).value is True  # on by default
+        app.screen.query_one("#redraw", Switch).value = False
         assert app.screen.query_one("#fragments", Switch).value is False
         app.screen.query_one("#fragments", Switch).value = True
         await pilot.press("ctrl+s")
         await settle(app, pilot)
         options = app.session.options
-        assert options.ranker == "first" and options.n == 2 and options.apis and options.redraw and options.fragments
+        assert options.ranker == "first" and options.n == 2 and options.apis and options.fragments
+        assert options.redraw is False
         assert options.top_p == 0.8
         assert app.session.state.result.rankers[0] == "first"
 

@@ -13,6 +13,8 @@ never mix its samples or scores with the fp32 ones:
   differ from the transformers backend's for the same seed.
 - Teacher-forced scoring is a one-token request with `echo`: the pipeline returns the log-probability of every
   prompt token, and the continuation's are read off its tail.
+- Sampling caches prompt prefixes: a prompt read before (a redraw, a retry, the same function asked for again)
+  costs only its new tokens. Scoring runs on a second pipeline without that cache, made on first use.
 """
 
 from __future__ import annotations
@@ -63,9 +65,8 @@ class OpenVINOBackend(ConvertedBackend):
         tokenizer_directory: Path,
         threads: int | None = None,
         context: int | None = None,
+        prefix_caching: bool = True,
     ) -> None:
-        import openvino_genai
-
         quiet_transformers()
         self.spec = spec
         self.model = spec.name
@@ -74,24 +75,51 @@ class OpenVINOBackend(ConvertedBackend):
         self.usage = Usage()
         self._lock = threading.Lock()  # one call drives the pipeline at a time
         self._next_id = 0
+        self._scorer: Any = None  # the pipeline that scores, made on first use (see `_scoring_pipeline`)
         try:
             read_prompt_files(self, spec, tokenizer_directory, context)
-            scheduler = openvino_genai.SchedulerConfig()
-            scheduler.cache_size = CACHE_GB
-            scheduler.max_num_batched_tokens = STEP_TOKENS
-            scheduler.enable_prefix_caching = False  # scoring needs every prompt position computed
-            self.pipeline = openvino_genai.ContinuousBatchingPipeline(
-                str(directory),
-                scheduler_config=scheduler,
-                device="CPU",
-                properties={"INFERENCE_NUM_THREADS": self.threads},
-            )
+            self.pipeline = self._make_pipeline(prefix_caching=prefix_caching)
         except Exception as exc:  # a bad folder, tokenizer or converted model
-            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise ModelError(
-                f"model {spec.name} could not be loaded with OpenVINO ({first_line}); "
-                f"run `assist models pull {spec.name} --force`"
-            ) from None
+            raise self._load_error(exc) from None
+
+    def _make_pipeline(self, prefix_caching: bool) -> Any:
+        """A continuous-batching pipeline over the converted model.
+
+        With `prefix_caching`, the attention cache keeps what a prompt computed, and a later request that starts
+        with the same tokens reads only the rest: redrawing an empty sample, carrying on a cut-off one, or asking
+        again for the same function in the TUI or through `assist serve` skips most of the prompt. What it reuses
+        is computed in other steps than a fresh read would, so a reused prompt's samples may part from a fresh
+        one's by float noise (as on another CPU); they are draws from the same model. Scoring cannot use it: a
+        cached position's log-probability is never computed again, and echo needs every one."""
+        import openvino_genai
+
+        scheduler = openvino_genai.SchedulerConfig()
+        scheduler.cache_size = CACHE_GB
+        scheduler.max_num_batched_tokens = STEP_TOKENS
+        scheduler.enable_prefix_caching = prefix_caching
+        return openvino_genai.ContinuousBatchingPipeline(
+            str(self.directory),
+            scheduler_config=scheduler,
+            device="CPU",
+            properties={"INFERENCE_NUM_THREADS": self.threads},
+        )
+
+    def _load_error(self, exc: Exception) -> ModelError:
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return ModelError(
+            f"model {self.spec.name} could not be loaded with OpenVINO ({first_line}); "
+            f"run `assist models pull {self.spec.name} --force`"
+        )
+
+    def _scoring_pipeline(self) -> Any:
+        """The pipeline without prefix caching that teacher-forced scoring (`echo`, `logprob`) runs on: made on
+        first use, so a process that only samples holds one copy of the model."""
+        if self._scorer is None:
+            try:
+                self._scorer = self._make_pipeline(prefix_caching=False)
+            except Exception as exc:
+                raise self._load_error(exc) from None
+        return self._scorer
 
     @classmethod
     def load(
@@ -100,12 +128,21 @@ class OpenVINOBackend(ConvertedBackend):
         progress: Progress | None = None,
         context: int | None = None,
         threads: int | None = None,
+        prefix_caching: bool = True,
     ) -> OpenVINOBackend:
         """Load a registered generator, converting it to OpenVINO first if this is its first use (~30 s once, and
-        a few seconds for its tokenizer if the model was never pulled)."""
+        a few seconds for its tokenizer if the model was never pulled). `prefix_caching=False` reads every prompt
+        afresh (what `benchmarks/redraw_cost.py` compares against)."""
         spec = resolve(model, "generator")
         directory = ov_path(spec, progress=progress)
-        return cls(spec, directory, tokenizer_dir(spec, progress), threads=threads, context=context)
+        return cls(
+            spec,
+            directory,
+            tokenizer_dir(spec, progress),
+            threads=threads,
+            context=context,
+            prefix_caching=prefix_caching,
+        )
 
     @property
     def identity(self) -> BackendIdentity:
@@ -122,9 +159,12 @@ class OpenVINOBackend(ConvertedBackend):
         self._next_id += 1
         return self._next_id
 
-    def _run(self, requests: list[tuple[list[int], Any]], report: Step | None, total: int) -> list[list[list[Any]]]:
+    def _run(
+        self, requests: list[tuple[list[int], Any]], report: Step | None, total: int, scoring: bool = False
+    ) -> list[list[list[Any]]]:
         """Add every request, step the pipeline until all are done, and return each one's rows in sampling order,
         each as [token ids, their log-probabilities] (a row ends at its limit, an end token or a stop string).
+        `scoring` requests (echo) run on the pipeline that computes every prompt position.
 
         `report` hears the progress after every step: a running request gains one token a step (all its rows
         decode together), a finished one counts as complete. The pipeline streams no tokens for several rows, so
@@ -140,12 +180,13 @@ class OpenVINOBackend(ConvertedBackend):
         each = total // max(1, len(requests))
         steps = [0] * len(requests)
         with self._lock:
+            pipeline = self._scoring_pipeline() if scoring else self.pipeline
             try:
                 for ids, config in requests:
                     tensor = ov.Tensor(np.asarray([ids], dtype=np.int64))
-                    handles.append(self.pipeline.add_request(self._request_id(), tensor, config))
-                while self.pipeline.has_non_finished_requests():
-                    self.pipeline.step()
+                    handles.append(pipeline.add_request(self._request_id(), tensor, config))
+                while pipeline.has_non_finished_requests():
+                    pipeline.step()
                     for handle, own in zip(handles, rows, strict=True):
                         _collect(handle, own)
                     if report is None:
@@ -162,8 +203,8 @@ class OpenVINOBackend(ConvertedBackend):
                 for handle in handles:
                     handle.cancel()
                 with contextlib.suppress(Exception):  # the first error is the one to report
-                    while self.pipeline.has_non_finished_requests():  # release the cancelled requests
-                        self.pipeline.step()
+                    while pipeline.has_non_finished_requests():  # release the cancelled requests
+                        pipeline.step()
                 raise
             for handle, own in zip(handles, rows, strict=True):
                 _collect(handle, own)
@@ -266,7 +307,7 @@ class OpenVINOBackend(ConvertedBackend):
         ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
         if not ids:
             return []
-        ((row,),) = self._run([(ids, self._echo_config())], None, 0)
+        ((row,),) = self._run([(ids, self._echo_config())], None, 0, scoring=True)
         values = [None, *(float(v) for v in row[1][1 : len(ids)])]
         return [(start, text[start:end], value) for (start, end), value in zip(offsets, values, strict=True)]
 
@@ -281,7 +322,7 @@ class OpenVINOBackend(ConvertedBackend):
         # left out), so the attention cache holds a whole group.
         for group in _length_batches(encoded, SCORE_GROUP_TOKENS):
             requests = [(encoded[i][0] + encoded[i][1], self._echo_config()) for i in group]
-            for i, (row,) in zip(group, self._run(requests, None, 0), strict=True):
+            for i, (row,) in zip(group, self._run(requests, None, 0, scoring=True), strict=True):
                 head, tail = encoded[i]
                 # row[1][j] is the log-probability of token j given the tokens before it (j = 0 has no context).
                 results[i] = TokenLogprobs(

@@ -181,8 +181,8 @@ def generate(
         typer.Option(
             "--redraw/--no-redraw",
             help="With --function: draw once more each sample that wrote nothing (the small model re-types the "
-            "stub in about one sample in ten); more usable candidates, at the cost of reading the prompt again. "
-            "Default: generate.redraw in the config, else off.",
+            "stub in about one sample in ten); more usable candidates for a few percent more time with the default "
+            "engine, which reuses the prompt it read. Default: generate.redraw in the config, else on.",
             show_default=False,
         ),
     ] = None,

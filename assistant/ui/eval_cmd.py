@@ -401,8 +401,8 @@ def repo(
         bool,
         typer.Option(
             "--redraw",
-            help="Function tasks: draw once more each sample that wrote nothing, as `generate --redraw` does "
-            "(results/repo-redraw-n5-seed0 ran with it).",
+            help="Function tasks: draw once more each sample that wrote nothing, as `generate` does by default "
+            "(off here, so the earlier results folders resume as they ran; results/repo-redraw-n5-seed0 ran with it).",
         ),
     ] = False,
     rankers: Annotated[

@@ -231,7 +231,7 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                     o.redraw,
                     id="redraw",
                     tooltip="When filling a stub, draw once more each sample that wrote no body (about one in ten "
-                    "does; each redraw reads its prompt again: about half the first samples' prompt tokens)",
+                    "does; the default engine reuses the prompt it read, so a redraw costs only its own tokens)",
                 )
             yield Static("", id="settings-error")
             with Horizontal(classes="buttons"):
