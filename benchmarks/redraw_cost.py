@@ -30,10 +30,10 @@ from dataclasses import replace
 
 from assistant.backends import SamplingParams
 from assistant.backends.ov import OpenVINOBackend
-from assistant.core.stubs import prepare_stub, redraw_empty, sample_stubs, wrote_nothing
+from assistant.core.stubs import redraw_empty, sample_stubs, wrote_nothing
 from assistant.evaluate.codegen import task_seed
 from assistant.evaluate.repo.projects import parse_projects, prepare
-from assistant.evaluate.repo.run import Excluding, _retriever, _target, index_project
+from assistant.evaluate.repo.run import _retriever, index_project, task_request, task_target
 from assistant.evaluate.repo.tasks import function_tasks
 from assistant.pipeline import Pipeline
 
@@ -70,13 +70,11 @@ def main() -> None:
     }
     for number, task in enumerate(tasks, 1):
         ix = indexes[task.project]
-        pristine = (ix.project.root / task.path).read_text(encoding="utf-8")
-        target = _target(ix.project, task.path, task.stubbed(pristine))
-        test_files = {node.split("::", 1)[0] for node in task.tests}
-        retriever = Excluding(retrievers[task.project], lambda e, files=test_files: e.path in files)
+        target = task_target(task, ix.project)
+        # One prompt for both engines (they share the tokenizer), built as `eval repo` builds it.
+        request = task_request(task, ix, target, "hybrid", retrievers[task.project], engines["prefix caching"], 4)
         params = SamplingParams(n=5, temperature=0.8, top_p=0.95, seed=task_seed(0, task.task_id))
         for name, backend in engines.items():
-            request = prepare_stub(task.qualname, backend, target, retriever=retriever, k=4, root=ix.project.root)
             started = time.perf_counter()
             ((completions, limit),) = sample_stubs([request], backend, [params])
             first_s = time.perf_counter() - started

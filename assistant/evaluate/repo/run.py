@@ -291,6 +291,43 @@ def _completions(data: list[dict]) -> list[Completion]:
     ]
 
 
+def task_target(task: FunctionTask, project: Project) -> Target:
+    """The task's file as the model sees it: its pristine text with the function's body removed."""
+    pristine = (project.root / task.path).read_text(encoding="utf-8")
+    return _target(project, task.path, task.stubbed(pristine))
+
+
+def task_request(
+    task: FunctionTask,
+    ix: ProjectIndexes,
+    target: Target,
+    strategy: str,
+    retriever: Retriever | None,
+    backend: Backend,
+    demos: int,
+) -> StubRequest:
+    """A function task's prompt under `strategy` (its `retriever` from `_retriever`), with the leak control: the
+    covering tests' files are never retrieved nor shown."""
+    test_files = {node.split("::", 1)[0] for node in task.tests}
+    excluding = Excluding(retriever, lambda e: e.path in test_files) if retriever is not None else None
+    # +apis: the project's functions from other files that the target file uses are shown too; the covering
+    # tests' files stay out (leak control), the target file's own functions are in its context.
+    definitions = [e for e in ix.functions.examples if e.path not in test_files] if strategy.endswith(APIS) else ()
+    # @fragments: the project's fragments of other files than the target's (prepare_stub leaves those out) and the
+    # covering tests' (leak control) instead of demonstrations.
+    fragments = strategy.endswith(FRAGMENTS)
+    return prepare_stub(
+        task.qualname,
+        backend,
+        target,
+        retriever=None if fragments else excluding,
+        k=demos,
+        root=ix.project.root,
+        definitions=definitions,
+        fragments=excluding if fragments else None,
+    )
+
+
 def run_function_tasks(
     tasks: Sequence[FunctionTask],
     indexes: dict[str, ProjectIndexes],
@@ -340,33 +377,12 @@ def run_function_tasks(
     for task in tasks:
         ix = indexes[task.project]
         project = ix.project
-        pristine = (project.root / task.path).read_text(encoding="utf-8")
-        target = _target(project, task.path, task.stubbed(pristine))
-        test_files = {node.split("::", 1)[0] for node in task.tests}
+        target = task_target(task, project)
         sample_params = replace(params, seed=task_seed(seed, task.task_id))
         prepared = []
         for strategy in strategies:
-            base = retrievers[(task.project, strategy)]
-            retriever = Excluding(base, lambda e, files=test_files: e.path in files) if base is not None else None
             started = time.perf_counter()
-            # +apis: the project's functions from other files that the target file uses are shown too; the
-            # covering tests' files stay out (leak control), the target file's own functions are in its context.
-            definitions = (
-                [e for e in ix.functions.examples if e.path not in test_files] if strategy.endswith(APIS) else ()
-            )
-            # @fragments: the project's fragments of other files than the target's (prepare_stub leaves those out)
-            # and the covering tests' (leak control) instead of demonstrations.
-            fragments = strategy.endswith(FRAGMENTS)
-            request = prepare_stub(
-                task.qualname,
-                backend,
-                target,
-                retriever=None if fragments else retriever,
-                k=demos,
-                root=project.root,
-                definitions=definitions,
-                fragments=retriever if fragments else None,
-            )
+            request = task_request(task, ix, target, strategy, retrievers[(task.project, strategy)], backend, demos)
             key = cache_key(
                 kind="repo-function",
                 backend=backend.identity.kind,
