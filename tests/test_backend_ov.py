@@ -183,3 +183,14 @@ def test_scores_stay_whole_when_the_prompt_was_read_before(ov) -> None:
     text = ov.render(prompt)  # the text sampling just read: echo gives every token's value, each time
     echoed = ov.echo(text)
     assert all(value is not None for _, _, value in echoed[1:]) and ov.echo(text) == echoed
+
+
+def test_an_engine_that_reads_every_prompt_afresh_scores_on_its_one_pipeline(ov) -> None:
+    from assistant.backends.ov import OpenVINOBackend
+
+    afresh = OpenVINOBackend.load(prefix_caching=False)
+    pairs = [(build_prompt(REQUIREMENTS[0]), "def add(a, b):\n    return a + b\n")]
+    (scored,) = afresh.logprob(pairs)
+    assert afresh._scoring_pipeline() is afresh.pipeline  # no second copy of the model
+    assert ov._scoring_pipeline() is not ov.pipeline  # the default caches prefixes, so it cannot score on it
+    assert scored.logprobs == pytest.approx(ov.logprob(pairs)[0].logprobs, abs=1e-4)

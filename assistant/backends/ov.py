@@ -79,6 +79,8 @@ class OpenVINOBackend(ConvertedBackend):
         try:
             read_prompt_files(self, spec, tokenizer_directory, context)
             self.pipeline = self._make_pipeline(prefix_caching=prefix_caching)
+            if not prefix_caching:
+                self._scorer = self.pipeline  # it computes every position: it can score, no second copy needed
         except Exception as exc:  # a bad folder, tokenizer or converted model
             raise self._load_error(exc) from None
 
@@ -112,8 +114,9 @@ class OpenVINOBackend(ConvertedBackend):
         )
 
     def _scoring_pipeline(self) -> Any:
-        """The pipeline without prefix caching that teacher-forced scoring (`echo`, `logprob`) runs on: made on
-        first use, so a process that only samples holds one copy of the model."""
+        """The pipeline without prefix caching that teacher-forced scoring (`echo`, `logprob`) runs on: the
+        sampling one when it does not cache, else one made on first use, so a process that only samples holds one
+        copy of the model."""
         if self._scorer is None:
             try:
                 self._scorer = self._make_pipeline(prefix_caching=False)
