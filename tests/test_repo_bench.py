@@ -389,7 +389,12 @@ def test_project_indexes_are_kept_and_read_back(tiny: Project, encoder) -> None:
 
 
 def test_projects_are_pinned_and_named_by_a_clear_error() -> None:
-    assert [p.name for p in parse_projects("all")] == ["boltons", "click", "tabulate", "cachetools"]
+    four = ["boltons", "click", "tabulate", "cachetools"]
+    assert [p.name for p in parse_projects("all")] == [p.name for p in parse_projects(None)] == four
+    # The held-out projects join only when named, so the default runs (and their results folders) stay as they were.
+    assert [p.name for p in parse_projects("held-out")] == ["jinja2", "marshmallow"]
+    assert [p.name for p in parse_projects("click, held-out,click")] == ["click", "jinja2", "marshmallow"]
+    assert [p.name for p in parse_projects(" ")] == four
     assert all(len(p.sha256) == 64 for p in PROJECTS.values())
     with pytest.raises(UsageError, match="unknown project 'numpy'"):
         parse_projects("boltons,numpy")
