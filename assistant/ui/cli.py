@@ -28,6 +28,8 @@ from assistant.ui.options import (
     EngineOpt,
     MaxTokensOpt,
     ModelOpt,
+    RankerOpt,
+    RetrieverOpt,
     SeedOpt,
     TimeoutOpt,
     backend_settings,
@@ -194,27 +196,8 @@ def generate(
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
     timeout: TimeoutOpt = None,
-    retriever: Annotated[
-        str | None,
-        typer.Option(
-            help="auto, bm25, dense, hybrid, tstr, lail, selfracg or selfracg-init (auto: a retriever trained for "
-            "this pool if there is one "
-            "— lail, then tstr — else hybrid). Default: generate.retriever in the config, else auto.",
-            show_default=False,
-        ),
-    ] = None,
-    ranker: Annotated[
-        str | None,
-        typer.Option(
-            help="first, random, logprob, exec, agree (agreement on tests the model writes, CodeT), reviewer "
-            "(how likely the requirement is given each candidate), coder-reviewer (reviewer + logprob), condor (the "
-            "trained discriminator); combine with +, e.g. exec+condor. auto: exec+ with tests, else agree+ when "
-            "two or more candidates define a function (not for --function, whose body needs its module; one "
-            "more model call), then condor once trained (`assist train discriminator`), else logprob, else "
-            "first. Default: generate.ranker in the config, else auto.",
-            show_default=False,
-        ),
-    ] = None,
+    retriever: RetrieverOpt = None,
+    ranker: RankerOpt = None,
     test: Annotated[
         list[str] | None, typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).')
     ] = None,
@@ -758,20 +741,8 @@ def tui(
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
     timeout: TimeoutOpt = None,
-    retriever: Annotated[
-        str | None,
-        typer.Option(
-            help="auto, hybrid, bm25, dense, tstr, lail, selfracg or selfracg-init (default: generate.retriever, "
-            "else auto)."
-        ),
-    ] = None,
-    ranker: Annotated[
-        str | None,
-        typer.Option(
-            help="auto, logprob, exec, agree, reviewer, coder-reviewer, condor, first, random; combine with + "
-            "(default: generate.ranker, else auto)."
-        ),
-    ] = None,
+    retriever: RetrieverOpt = None,
+    ranker: RankerOpt = None,
     bank: BankOpt = None,
     max_new_tokens: MaxTokensOpt = None,
     seed: SeedOpt = None,

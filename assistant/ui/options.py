@@ -21,6 +21,8 @@ __all__ = [
     "EngineOpt",
     "MaxTokensOpt",
     "ModelOpt",
+    "RankerOpt",
+    "RetrieverOpt",
     "SeedOpt",
     "TimeoutOpt",
     "backend_settings",
@@ -77,6 +79,27 @@ MaxTokensOpt = Annotated[
 ]
 SeedOpt = Annotated[
     int | None, typer.Option(help="Random seed, for repeatable samples (default: generate.seed, else fresh).")
+]
+RetrieverOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="auto, bm25, dense, hybrid, tstr, lail, selfracg or selfracg-init (auto: a retriever trained for "
+        "this pool if there is one — lail, then tstr — else hybrid). Default: generate.retriever in the config, "
+        "else auto.",
+        show_default=False,
+    ),
+]
+RankerOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="first, random, logprob, exec, agree (agreement on tests the model writes, CodeT), reviewer "
+        "(how likely the requirement is given each candidate), coder-reviewer (reviewer + logprob), condor (the "
+        "trained discriminator); combine with +, e.g. exec+condor. auto: exec+ with tests, else agree+ when "
+        "two or more candidates define a function (not for --function, whose body needs its module; one "
+        "more model call), then condor once trained (`assist train discriminator`), else logprob, else "
+        "first. Default: generate.ranker in the config, else auto.",
+        show_default=False,
+    ),
 ]
 
 
