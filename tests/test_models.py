@@ -156,3 +156,36 @@ def test_an_openvino_folder_counts_only_when_complete_and_made_by_this_checkpoin
     for stale in ({"openvino_genai": "2025.1.0"}, {"gguf_sha256": "0" * 64}):
         (spec.cache_dir / "ov-int8.json").write_text(json.dumps(manifest | stale))
         assert not ov_ready(spec)  # converted again on next use
+
+
+def test_a_gguf_is_loaded_from_a_folder_of_its_own(tmp_path):
+    """transformers reads any `tokenizer.json` beside a GGUF it is asked for, and the model cache keeps the
+    tokenizer folder's manifest by that name there: the converters load through a link in a folder of its own."""
+    from assistant.backends.ov_convert import gguf_alone
+
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    (tmp_path / "tokenizer.json").write_text('{"name": "a manifest, not a tokenizer"}')
+    with gguf_alone(gguf) as alone:
+        assert [p.name for p in alone.parent.iterdir()] == ["model.gguf"]
+        assert alone.resolve() == gguf.resolve() and alone.read_bytes() == b"GGUF"
+    assert not alone.parent.exists() and gguf.exists()
+
+
+@pytest.mark.model
+def test_the_tokenizer_converts_beside_the_caches_manifest(tmp_path):
+    """The real GGUF, with the cache's `tokenizer.json` manifest beside it (what the default engine's first use
+    leaves), converts to a working tokenizer: before, this raised KeyError('added_tokens') and `--engine
+    transformers` after a first `generate` failed."""
+    from transformers import AutoTokenizer
+
+    from assistant.backends import models
+    from assistant.backends.ov_convert import save_tokenizer
+
+    spec = resolve(None)
+    source = models.gguf_path(spec)
+    (tmp_path / "model.gguf").symlink_to(source)
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"name": spec.name, "files": {}}))
+    save_tokenizer(tmp_path / "model.gguf", tmp_path / "out")
+    tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "out"))
+    assert tokenizer.decode(tokenizer.encode("def add(a, b):\n    return a + b")) == "def add(a, b):\n    return a + b"

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from assistant.backends.ov_convert import gguf_alone
 from assistant.errors import ModelError, UsageError
 from assistant.paths import atomic_write_text, file_sha256, models_dir
 from assistant.progress import Progress
@@ -245,7 +246,11 @@ def pull(
     try:
         # Assembled once into the cache, where the OpenVINO conversion reads it too.
         gguf = gguf_path(spec, progress)
-        _convert(spec, gguf, work / "hf", progress)
+        try:
+            _convert(spec, gguf, work / "hf", progress)
+        except (OSError, ValueError, KeyError, RuntimeError) as error:  # transformers' reader, in this process
+            failure = f"{type(error).__name__}: {error}"
+            raise ModelError(f"converting {spec.name} with transformers failed: {failure}") from error
         final = spec.cache_dir / "hf"
         shutil.rmtree(final, ignore_errors=True)
         (work / "hf").replace(final)
@@ -278,8 +283,9 @@ def _convert(spec: ModelSpec, gguf: Path, out: Path, progress: Progress | None) 
     original = gguf_utils.tqdm
     gguf_utils.tqdm = functools.partial(original, disable=True)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        with gguf_alone(gguf) as alone:
+            tokenizer = AutoTokenizer.from_pretrained(str(alone.parent), gguf_file=alone.name)
+            model = AutoModelForCausalLM.from_pretrained(str(alone.parent), gguf_file=alone.name, dtype=torch.float32)
     finally:
         gguf_utils.tqdm = original
     # save_pretrained refuses a GGUF-loaded model while it still looks quantized; the weights are plain now.

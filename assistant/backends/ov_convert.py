@@ -15,7 +15,21 @@ Usage: python -m assistant.backends.ov_convert SOURCE.gguf OUT_DIR
 from __future__ import annotations
 
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+
+@contextmanager
+def gguf_alone(gguf_file: Path) -> Iterator[Path]:
+    """A link to `gguf_file` in a folder of its own, to load it from with transformers. `from_pretrained(folder,
+    gguf_file=name)` also reads whatever `tokenizer.json` or `config.json` the folder holds, and the model cache
+    keeps the tokenizer folder's manifest, `tokenizer.json`, beside the GGUF."""
+    with tempfile.TemporaryDirectory(prefix="assist-gguf-") as folder:
+        link = Path(folder) / gguf_file.name
+        link.symlink_to(gguf_file.resolve())
+        yield link
 
 
 def requantize_q8(source: Path, target: Path) -> None:
@@ -62,8 +76,9 @@ def save_tokenizer(gguf_file: Path, out: Path) -> None:
     file, without its weights: what an engine with weights of its own needs to build prompts (seconds)."""
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
-    config = AutoConfig.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+    with gguf_alone(gguf_file) as alone:
+        tokenizer = AutoTokenizer.from_pretrained(str(alone.parent), gguf_file=alone.name)
+        config = AutoConfig.from_pretrained(str(alone.parent), gguf_file=alone.name)
     tokenizer.save_pretrained(str(out))
     config.save_pretrained(str(out))
     GenerationConfig.from_model_config(config).save_pretrained(str(out))
