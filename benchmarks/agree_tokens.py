@@ -1,0 +1,235 @@
+"""How many tokens `agree`'s test-writing call needs: its ranking at smaller limits, replayed from a run's cache.
+
+`agree` asks the model for asserts (2 samples of up to `TEST_TOKENS` new tokens; 320 until 2026-11-28) and
+decodes until the longer sample ends, so the limit bounds the call's time: in `assist generate` that call is
+most of the ranking and often more than the sampling itself. A sample's first T tokens do not depend on its
+limit (the seed fixes every draw), so the completions an `eval codegen --rankers agree` folder cached at 320
+tokens, cut to their first T tokens (re-tokenized with the model's tokenizer), are what a call at limit T
+writes. For each T this takes those tests, runs every candidate on them in the sandbox (a (code, test) pair
+runs once for all T) and ranks as `auto` does without tests (agree, then log-probability); it reports top-1
+pass rate with a paired interval against 320, the tests found, and the decode steps the call takes (the
+longer sample's tokens, at most T), the cost. No model runs. From the repo root:
+
+    .venv/bin/python benchmarks/agree_tokens.py [--results DIR] [--tokens 128,192,256,320] [--limit N] [--json]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import argparse
+import json
+import random
+import statistics
+from pathlib import Path
+from typing import Any
+
+from assistant import sandbox
+from assistant.backends.models import resolve, tokenizer_dir
+from assistant.backends.prompts import build_tests_prompt
+from assistant.cache import JsonlCache, cache_key
+from assistant.core import agreement
+from assistant.core.candidates import Candidate
+from assistant.core.rank import Problem
+from assistant.evaluate import load_dataset
+
+DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results" / "codegen-humaneval-all-n5-ov-seed0"
+RECORDED = 320  # the limit the committed folders' agree tests were written at (TEST_TOKENS until 2026-11-28)
+
+
+class CachedOnly:
+    """Stands in for the backend that wrote the cached tests: `written_tests` reads its name and whether it
+    prefills answers, and must never sample (every completion comes from the cache)."""
+
+    prefills_answer = True
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def sample(self, *args: Any, **kwargs: Any) -> list:
+        raise AssertionError("a completion missing from the cache: this folder did not run agree on the task")
+
+
+def _tasks(folder: Path, limit: int | None) -> list[dict[str, Any]]:
+    """The folder's zero-shot records that agree scored, with each task's problem and parsable candidates."""
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    tasks = {t.task_id: t for t in load_dataset(config["dataset"], config["split"])}
+    entries = JsonlCache(folder / "records.jsonl").entries.values()
+    records = sorted(
+        (r for r in entries if isinstance(r, dict) and r.get("strategy") == "zero" and "agree" in r.get("scores", {})),
+        key=lambda r: r["task_id"],
+    )
+    chosen = []
+    for record in records[:limit]:
+        task = tasks[record["task_id"]]
+        samples = record["samples"]
+        candidates = [
+            Candidate(
+                code=(task.prefix + "\n" + s["code"]) if task.prefix else s["code"],
+                sample=i,
+                tokens=s.get("tokens", 0),
+                logprobs=(s["logprob"],) if s["logprob"] is not None else None,
+            )
+            for i, s in enumerate(samples)
+            if s["parsed"]
+        ]
+        problem = Problem(requirement=task.requirement, prompt=task.prompt([]), setup=task.setup)
+        chosen.append({"record": record, "problem": problem, "candidates": candidates})
+    return chosen
+
+
+def _key(problem: Problem, name: str, signature: str, model: str, tokens: int) -> str:
+    """The cache key `written_tests` files a test-writing call under at a limit of `tokens`."""
+    prompt = build_tests_prompt(problem.requirement, signature, name, agreement.TESTS_WANTED)
+    params = agreement.SamplingParams(
+        n=agreement.TEST_SAMPLES, temperature=0.8, top_p=0.95, max_new_tokens=tokens, seed=0
+    )
+    return cache_key(kind="tests", model=model, prompt=prompt.to_json(), params=params.__dict__)
+
+
+def _lead(name: str) -> str:
+    return build_tests_prompt("", "", name).answer_prefix
+
+
+class Runs:
+    """Which tests each candidate passes, one sandbox run per (code, test, setup), remembered across limits."""
+
+    def __init__(self) -> None:
+        self.passed: dict[tuple[str, str, str], bool] = {}
+        self.runs = 0
+
+    def __call__(self, candidates: list[Candidate], tests: list[str], setup: str) -> list[frozenset[int]]:
+        wanted = [(c.code, t, setup) for c in candidates for t in tests]
+        missing = list(dict.fromkeys(job for job in wanted if job not in self.passed))
+        if missing:
+            limits = sandbox.Limits(
+                timeout_s=float(agreement.TEST_SECONDS), cpu_s=agreement.TEST_SECONDS, memory_mb=1024
+            )
+            results = sandbox.run_many([(code, [test], s) for code, test, s in missing], limits=limits)
+            self.passed.update((job, r.status == "passed") for job, r in zip(missing, results, strict=True))
+            self.runs += len(missing)
+        return [frozenset(j for j, t in enumerate(tests) if self.passed[(c.code, t, setup)]) for c in candidates]
+
+
+def _pick(record: dict, scores: dict[int, float]) -> int | None:
+    """`auto` without tests: agree, then mean log-probability, then sampling order (as `codegen.auto_pick`)."""
+    if not scores:
+        return None
+
+    def order(i: int) -> tuple[float, float, int]:
+        logprob = record["samples"][i]["logprob"]
+        return (-scores[i], -(logprob if logprob is not None else float("-inf")), i)
+
+    return min(scores, key=order)
+
+
+def _paired(first: list[int], second: list[int], draws: int = 2000) -> tuple[float, float, float]:
+    """Mean of first − second in points, with a 95% bootstrap interval over tasks (seeded)."""
+    gaps = [a - b for a, b in zip(first, second, strict=True)]
+    rng = random.Random(0)
+    means = sorted(statistics.fmean(rng.choices(gaps, k=len(gaps))) for _ in range(draws))
+    return 100 * statistics.fmean(gaps), 100 * means[int(0.025 * draws)], 100 * means[int(0.975 * draws) - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--results", type=Path, default=DEFAULT_RESULTS, help="an `eval codegen --rankers agree` folder"
+    )
+    parser.add_argument("--tokens", default="96,128,192,256,320", help="limits to replay (the largest ≤ 320)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N tasks (by id)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    limits = sorted({int(t) for t in args.tokens.split(",")})
+    if limits[-1] > RECORDED:
+        parser.error(f"the cache holds {RECORDED}-token completions: no limit above that can be replayed")
+
+    from transformers import AutoTokenizer
+
+    spec = resolve(None)
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir(spec)))
+    cached = JsonlCache(args.results / "agree-tests.jsonl")
+    tasks = _tasks(args.results, args.limit)
+    runs = Runs()
+    kept = agreement.TEST_TOKENS  # set back once the replay is done
+    passed: dict[int, list[int]] = {t: [] for t in limits}
+    steps: dict[int, list[int]] = {t: [] for t in limits}
+    found: dict[int, list[int]] = {t: [] for t in limits}
+    recorded_agrees = 0
+    for item in tasks:
+        problem, candidates, record = item["problem"], item["candidates"], item["record"]
+        name = agreement.entry_point(candidates)
+        if name is None:
+            continue
+        signature = agreement.signature(candidates, name)
+        texts = cached.get(_key(problem, name, signature, spec.name, RECORDED))
+        if texts is None:
+            raise SystemExit(f"{record['task_id']}: no cached tests under the key agree uses; is this the folder?")
+        lead = _lead(name)
+        completions = [tokenizer.encode(text[len(lead) :], add_special_tokens=False) for text in texts]
+        for limit in limits:
+            cut = [lead + tokenizer.decode(ids[:limit]) for ids in completions]
+            store = {_key(problem, name, signature, spec.name, limit): cut}
+            agreement.TEST_TOKENS = limit
+            ranker = agreement.AgreementRanker(CachedOnly(spec.name), cache=store)  # type: ignore[arg-type]
+            _, tests, examples = ranker.tests(problem, candidates)
+            found[limit].append(len(tests))
+            steps[limit].append(max(min(len(ids), limit) for ids in completions))
+            scores: dict[int, float] = {}
+            if tests:
+                passes = runs(candidates, tests, problem.setup)
+                for candidate, score in zip(
+                    candidates, agreement.cluster_scores(candidates, tests, passes, examples), strict=True
+                ):
+                    scores[candidate.sample] = score.value
+            pick = _pick(record, scores)
+            passed[limit].append(int(pick is not None and bool(record["samples"][pick]["passed"])))
+            if limit == RECORDED:
+                recorded = record["scores"]["agree"]
+                recorded_agrees += all(
+                    recorded[i] is not None and abs(recorded[i] - v) < 1e-9 for i, v in scores.items()
+                )
+    agreement.TEST_TOKENS = kept
+    count = len(passed[limits[0]])
+    top = limits[-1]
+    rows = []
+    for limit in limits:
+        gap = _paired(passed[limit], passed[top])
+        rows.append(
+            {
+                "tokens": limit,
+                "top1": round(100 * statistics.fmean(passed[limit]), 1),
+                f"vs_{top}": [round(x, 1) for x in gap],
+                "tests": round(statistics.fmean(found[limit]), 2),
+                "decode_steps": round(statistics.fmean(steps[limit]), 1),
+                f"steps_vs_{top}": round(statistics.fmean(steps[limit]) / statistics.fmean(steps[top]), 3),
+            }
+        )
+    result = {
+        "results": str(args.results),
+        "tasks": count,
+        "sandbox_runs": runs.runs,
+        "reproduced_recorded_scores": f"{recorded_agrees} of {count}" if top == RECORDED else None,
+        "rows": rows,
+    }
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"{args.results}: {count} tasks, {runs.runs} sandbox runs")
+    if result["reproduced_recorded_scores"]:
+        same = result["reproduced_recorded_scores"]
+        print(f"agree scores at {RECORDED} tokens equal the recorded ones on {same} tasks")
+    print(f"\n| limit | agree+logprob top-1 | vs {top} (paired) | tests | decode steps | steps vs {top} |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        low, high = row[f"vs_{top}"][1:]
+        print(
+            f"| {row['tokens']} | {row['top1']} | {row[f'vs_{top}'][0]:+.1f} [{low:+.1f}, {high:+.1f}] | "
+            f"{row['tests']} | {row['decode_steps']} | {row[f'steps_vs_{top}']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
