@@ -21,7 +21,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse
 import json
-import random
 import statistics
 from pathlib import Path
 from typing import Any
@@ -29,11 +28,13 @@ from typing import Any
 from assistant import sandbox
 from assistant.backends.models import resolve, tokenizer_dir
 from assistant.backends.prompts import build_tests_prompt
-from assistant.cache import JsonlCache, cache_key
+from assistant.cache import JsonlCache
 from assistant.core import agreement
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem
 from assistant.evaluate import load_dataset
+from assistant.evaluate.codegen import auto_pick, sample_candidates
+from assistant.evaluate.metrics import paired_difference
 
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results" / "codegen-humaneval-all-n5-ov-seed0"
 RECORDED = 320  # the limit the committed folders' agree tests were written at (TEST_TOKENS until 2026-11-28)
@@ -64,29 +65,10 @@ def _tasks(folder: Path, limit: int | None) -> list[dict[str, Any]]:
     chosen = []
     for record in records[:limit]:
         task = tasks[record["task_id"]]
-        samples = record["samples"]
-        candidates = [
-            Candidate(
-                code=(task.prefix + "\n" + s["code"]) if task.prefix else s["code"],
-                sample=i,
-                tokens=s.get("tokens", 0),
-                logprobs=(s["logprob"],) if s["logprob"] is not None else None,
-            )
-            for i, s in enumerate(samples)
-            if s["parsed"]
-        ]
+        candidates = sample_candidates(record["samples"], task.prefix)
         problem = Problem(requirement=task.requirement, prompt=task.prompt([]), setup=task.setup)
         chosen.append({"record": record, "problem": problem, "candidates": candidates})
     return chosen
-
-
-def _key(problem: Problem, name: str, signature: str, model: str, tokens: int) -> str:
-    """The cache key `written_tests` files a test-writing call under at a limit of `tokens`."""
-    prompt = build_tests_prompt(problem.requirement, signature, name, agreement.TESTS_WANTED)
-    params = agreement.SamplingParams(
-        n=agreement.TEST_SAMPLES, temperature=0.8, top_p=0.95, max_new_tokens=tokens, seed=0
-    )
-    return cache_key(kind="tests", model=model, prompt=prompt.to_json(), params=params.__dict__)
 
 
 def _lead(name: str) -> str:
@@ -113,26 +95,6 @@ class Runs:
         return [frozenset(j for j, t in enumerate(tests) if self.passed[(c.code, t, setup)]) for c in candidates]
 
 
-def _pick(record: dict, scores: dict[int, float]) -> int | None:
-    """`auto` without tests: agree, then mean log-probability, then sampling order (as `codegen.auto_pick`)."""
-    if not scores:
-        return None
-
-    def order(i: int) -> tuple[float, float, int]:
-        logprob = record["samples"][i]["logprob"]
-        return (-scores[i], -(logprob if logprob is not None else float("-inf")), i)
-
-    return min(scores, key=order)
-
-
-def _paired(first: list[int], second: list[int], draws: int = 2000) -> tuple[float, float, float]:
-    """Mean of first − second in points, with a 95% bootstrap interval over tasks (seeded)."""
-    gaps = [a - b for a, b in zip(first, second, strict=True)]
-    rng = random.Random(0)
-    means = sorted(statistics.fmean(rng.choices(gaps, k=len(gaps))) for _ in range(draws))
-    return 100 * statistics.fmean(gaps), 100 * means[int(0.025 * draws)], 100 * means[int(0.975 * draws) - 1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -153,8 +115,7 @@ def main() -> None:
     cached = JsonlCache(args.results / "agree-tests.jsonl")
     tasks = _tasks(args.results, args.limit)
     runs = Runs()
-    kept = agreement.TEST_TOKENS  # set back once the replay is done
-    passed: dict[int, list[int]] = {t: [] for t in limits}
+    passed: dict[int, dict[str, float]] = {t: {} for t in limits}
     steps: dict[int, list[int]] = {t: [] for t in limits}
     found: dict[int, list[int]] = {t: [] for t in limits}
     recorded_agrees = 0
@@ -164,44 +125,43 @@ def main() -> None:
         if name is None:
             continue
         signature = agreement.signature(candidates, name)
-        texts = cached.get(_key(problem, name, signature, spec.name, RECORDED))
+        *_, key = agreement.tests_request(problem.requirement, name, signature, spec.name, tokens=RECORDED)
+        texts = cached.get(key)
         if texts is None:
             raise SystemExit(f"{record['task_id']}: no cached tests under the key agree uses; is this the folder?")
         lead = _lead(name)
         completions = [tokenizer.encode(text[len(lead) :], add_special_tokens=False) for text in texts]
         for limit in limits:
             cut = [lead + tokenizer.decode(ids[:limit]) for ids in completions]
-            store = {_key(problem, name, signature, spec.name, limit): cut}
-            agreement.TEST_TOKENS = limit
-            ranker = agreement.AgreementRanker(CachedOnly(spec.name), cache=store)  # type: ignore[arg-type]
+            *_, key = agreement.tests_request(problem.requirement, name, signature, spec.name, tokens=limit)
+            ranker = agreement.AgreementRanker(CachedOnly(spec.name), cache={key: cut}, tokens=limit)  # type: ignore[arg-type]
             _, tests, examples = ranker.tests(problem, candidates)
             found[limit].append(len(tests))
             steps[limit].append(max(min(len(ids), limit) for ids in completions))
-            scores: dict[int, float] = {}
+            scores = [None] * len(record["samples"])
             if tests:
                 passes = runs(candidates, tests, problem.setup)
                 for candidate, score in zip(
                     candidates, agreement.cluster_scores(candidates, tests, passes, examples), strict=True
                 ):
                     scores[candidate.sample] = score.value
-            pick = _pick(record, scores)
-            passed[limit].append(int(pick is not None and bool(record["samples"][pick]["passed"])))
+            pick = auto_pick({**record, "scores": {"agree": scores}})
+            passed[limit][record["task_id"]] = float(pick is not None and bool(record["samples"][pick]["passed"]))
             if limit == RECORDED:
                 recorded = record["scores"]["agree"]
                 recorded_agrees += all(
-                    recorded[i] is not None and abs(recorded[i] - v) < 1e-9 for i, v in scores.items()
+                    r is not None and abs(r - v) < 1e-9 for r, v in zip(recorded, scores, strict=True) if v is not None
                 )
-    agreement.TEST_TOKENS = kept
     count = len(passed[limits[0]])
     top = limits[-1]
     rows = []
     for limit in limits:
-        gap = _paired(passed[limit], passed[top])
+        gap = paired_difference(passed[limit], passed[top]) or (0.0, 0.0, 0.0)
         rows.append(
             {
                 "tokens": limit,
-                "top1": round(100 * statistics.fmean(passed[limit]), 1),
-                f"vs_{top}": [round(x, 1) for x in gap],
+                "top1": round(100 * statistics.fmean(passed[limit].values()), 1),
+                f"vs_{top}": [round(100 * x, 1) for x in gap],
                 "tests": round(statistics.fmean(found[limit]), 2),
                 "decode_steps": round(statistics.fmean(steps[limit]), 1),
                 f"steps_vs_{top}": round(statistics.fmean(steps[limit]) / statistics.fmean(steps[top]), 3),

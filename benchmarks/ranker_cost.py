@@ -32,6 +32,7 @@ from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem
 from assistant.core.review import forget_reviews
 from assistant.evaluate import load_dataset
+from assistant.evaluate.codegen import sample_candidates
 from assistant.pipeline.registry import make_rankers
 
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results" / "codegen-humaneval-all-n5-ov-seed0"
@@ -49,16 +50,7 @@ def _problems(folder: Path, count: int) -> list[tuple[Problem, list[Candidate]]]
     chosen = []
     for record in records:
         task = tasks[record["task_id"]]
-        candidates = [
-            Candidate(
-                code=(task.prefix + "\n" + s["code"]) if task.prefix else s["code"],
-                sample=i,
-                tokens=s.get("tokens", 0),
-                logprobs=(s["logprob"],) if s["logprob"] is not None else None,
-            )
-            for i, s in enumerate(record["samples"])
-            if s["parsed"]
-        ]
+        candidates = sample_candidates(record["samples"], task.prefix)
         if len(candidates) >= 2:
             problem = Problem(requirement=task.requirement, prompt=task.prompt([]), setup=task.setup)
             chosen.append((problem, candidates))

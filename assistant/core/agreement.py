@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from assistant.backends import Backend, SamplingParams, Step
-from assistant.backends.prompts import build_tests_prompt
+from assistant.backends.prompts import Prompt, build_tests_prompt
 from assistant.cache import JsonlCache, LayeredCache, cache_key
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate
@@ -197,6 +197,17 @@ def example_tests(requirement: str, name: str) -> list[str]:
     return list(dict.fromkeys(tests))
 
 
+def tests_request(
+    requirement: str, name: str, sig: str, model: str, samples: int = TEST_SAMPLES, tokens: int = TEST_TOKENS
+) -> tuple[Prompt, SamplingParams, str]:
+    """The test-writing call for `name`: its prompt, its sampling parameters and the key its completions are
+    cached under (by prompt, model and parameters)."""
+    prompt = build_tests_prompt(requirement, sig, name, TESTS_WANTED)
+    params = SamplingParams(n=samples, temperature=0.8, top_p=0.95, max_new_tokens=tokens, seed=0)
+    key = cache_key(kind="tests", model=model, prompt=prompt.to_json(), params=params.__dict__)
+    return prompt, params, key
+
+
 def written_tests(
     problem: Problem,
     name: str,
@@ -205,15 +216,14 @@ def written_tests(
     samples: int = TEST_SAMPLES,
     cache: JsonlCache | LayeredCache | None = None,
     step: Step | None = None,
+    tokens: int = TEST_TOKENS,
 ) -> list[str]:
     """Assert lines the backend writes for the requirement (seeded, so a problem gets the same tests each time).
 
     With a `cache` (the evaluation's), the completions are kept by prompt, model and parameters: a resumed run,
     or another strategy's candidates with the same signature, reuse them instead of asking the model again.
     `step` is told how far the model has got (a callback that raises stops it, as the TUI's Escape does)."""
-    prompt = build_tests_prompt(problem.requirement, sig, name, TESTS_WANTED)
-    params = SamplingParams(n=samples, temperature=0.8, top_p=0.95, max_new_tokens=TEST_TOKENS, seed=0)
-    key = cache_key(kind="tests", model=backend.model, prompt=prompt.to_json(), params=params.__dict__)
+    prompt, params, key = tests_request(problem.requirement, name, sig, backend.model, samples, tokens)
     if cache is not None and key in cache:
         texts = cache.get(key)
     else:
@@ -243,10 +253,12 @@ class AgreementRanker:
         wanted: int = TESTS_WANTED,
         samples: int = TEST_SAMPLES,
         cache: JsonlCache | LayeredCache | None = None,
+        tokens: int = TEST_TOKENS,
     ) -> None:
         self.backend = backend
         self.wanted = wanted
         self.samples = samples
+        self.tokens = tokens  # new tokens a test-writing sample may take
         self.cache = cache  # where the written tests are kept (an evaluation sets it; `generate` asks each time)
 
     def tests(
@@ -259,7 +271,7 @@ class AgreementRanker:
             return None, [], 0
         examples = example_tests(problem.requirement, name)
         written = written_tests(
-            problem, name, signature(candidates, name), self.backend, self.samples, self.cache, step
+            problem, name, signature(candidates, name), self.backend, self.samples, self.cache, step, self.tokens
         )
         seen = {_SPACE.sub("", t) for t in examples}
         tests = examples + [t for t in written if _SPACE.sub("", t) not in seen]

@@ -79,6 +79,21 @@ def user_rankers(backend: Backend) -> list[Ranker]:
     return make_rankers(USER_RANKERS, backend)
 
 
+def sample_candidates(samples: Sequence[dict], prefix: str = "") -> list[Candidate]:
+    """A record's parsable samples as candidates, in sampling order, each with `prefix` (the task's imports) before
+    it; a sample's recorded mean log-probability stands for its token log-probabilities."""
+    return [
+        Candidate(
+            code=(prefix + "\n" + sample["code"]) if prefix else sample["code"],
+            sample=i,
+            tokens=sample.get("tokens", 0),
+            logprobs=(sample["logprob"],) if sample["logprob"] is not None else None,
+        )
+        for i, sample in enumerate(samples)
+        if sample["parsed"]
+    ]
+
+
 def picks(
     samples: list[dict],
     problem: Problem,
@@ -101,15 +116,7 @@ def picks(
         scores.update({name: [None] * len(samples) for name in names})
     if not parsed:
         return dict.fromkeys([*names, "oracle"])
-    candidates = [
-        Candidate(
-            code=(prefix + "\n" + samples[i]["code"]) if prefix else samples[i]["code"],
-            sample=i,
-            tokens=samples[i].get("tokens", 0),
-            logprobs=(samples[i]["logprob"],) if samples[i]["logprob"] is not None else None,
-        )
-        for i in parsed
-    ]
+    candidates = sample_candidates(samples, prefix)
     chosen: dict[str, int | None] = {}
     for ranker in rankers:
         # The logprob ranker would score a candidate without log-probabilities with the model: not here.
