@@ -18,8 +18,8 @@ use the same keys::
     api_key = "..."               # user config only; never in a repo's .assist.toml
 
     [generate]                    # what `assist generate`, the TUI and the library's Pipeline generate with
-    retriever = "auto"            # bm25, dense, hybrid, lail, tstr
-    ranker = "auto"               # first, random, logprob, exec, condor; combine with +
+    retriever = "auto"            # bm25, dense, hybrid, lail, tstr, selfracg
+    ranker = "auto"               # first, random, logprob, exec, agree, condor; combine with +
     n = 5                         # candidates to sample
     k = 4                         # demonstrations to retrieve (0: zero-shot)
     temperature = 0.8
@@ -202,14 +202,16 @@ FIELDS: tuple[Field, ...] = (
         _str,
         DEFAULT_RETRIEVER,
         "ASSIST_GENERATE_RETRIEVER",
-        "auto, bm25, dense, hybrid, lail or tstr (auto: a retriever trained for the pool, else hybrid)",
+        "auto, bm25, dense, hybrid, lail, tstr, selfracg or selfracg-init (auto: a retriever trained for "
+        "the pool, else hybrid)",
     ),
     Field(
         "generate.ranker",
         _str,
         DEFAULT_RANKER,
         "ASSIST_GENERATE_RANKER",
-        "auto, first, random, logprob, exec or condor; combine with + (e.g. exec+logprob)",
+        "auto, first, random, logprob, exec, agree, reviewer, coder-reviewer or condor; combine with + "
+        "(e.g. exec+logprob)",
     ),
     Field("generate.n", _count(1), DEFAULT_N, "ASSIST_GENERATE_N", "candidates to sample"),
     Field("generate.k", _count(0), DEFAULT_K, "ASSIST_GENERATE_K", "demonstrations to retrieve (0: zero-shot)"),

@@ -95,9 +95,9 @@ RankerOpt = Annotated[
         help="first, random, logprob, exec, agree (agreement on tests the model writes, CodeT), reviewer "
         "(how likely the requirement is given each candidate), coder-reviewer (reviewer + logprob), condor (the "
         "trained discriminator); combine with +, e.g. exec+condor. auto: exec+ with tests, else agree+ when "
-        "two or more candidates define a function (not for --function, whose body needs its module; one "
-        "more model call), then condor once trained (`assist train discriminator`), else logprob, else "
-        "first. Default: generate.ranker in the config, else auto.",
+        "two or more candidates define a function (one more model call; a --function stub's too, run in "
+        "its module's copy in a git work tree, not a method's), then condor once trained (`assist train "
+        "discriminator`), else logprob, else first. Default: generate.ranker in the config, else auto.",
         show_default=False,
     ),
 ]
