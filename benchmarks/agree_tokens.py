@@ -153,10 +153,13 @@ def main() -> None:
                     r is not None and abs(r - v) < 1e-9 for r, v in zip(recorded, scores, strict=True) if v is not None
                 )
     count = len(passed[limits[0]])
+    if not count:
+        raise SystemExit(f"{args.results}: no task has candidates that define a function; nothing to replay")
     top = limits[-1]
     rows = []
     for limit in limits:
-        gap = paired_difference(passed[limit], passed[top]) or (0.0, 0.0, 0.0)
+        gap = paired_difference(passed[limit], passed[top])
+        assert gap is not None  # every limit scored the same `count` tasks
         rows.append(
             {
                 "tokens": limit,
