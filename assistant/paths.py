@@ -13,6 +13,7 @@ import hashlib
 import os
 import secrets
 import stat
+import subprocess
 from pathlib import Path
 
 import platformdirs
@@ -20,6 +21,41 @@ import platformdirs
 from assistant.errors import UsageError
 
 REPO_DIR_NAME = ".assist"
+_IGNORE_ALL = "# written by assist: this folder holds local indexes and models' data\n*\n"
+
+
+def repo_dir(root: Path, *, create: bool = False) -> Path:
+    """The repo's `.assist/` folder (created, git-ignored by its own `.gitignore`, only when `create`).
+
+    A clone can bring a `.assist/` of its own, and whatever assist writes there (indexes, trained models,
+    history) would follow a symlink the repo planted out of it; so a `.assist` that is a symlink, or holds
+    symlinks git tracks, is refused with a one-line error rather than written through.
+    """
+    folder = Path(root) / REPO_DIR_NAME
+    if folder.is_symlink():
+        raise UsageError(f"{folder} is a symlink; assist keeps its data there and writes through no link (remove it)")
+    try:
+        listed = subprocess.run(
+            ["git", "--literal-pathspecs", "ls-files", "-s", "-z", "--", REPO_DIR_NAME],
+            cwd=root,
+            capture_output=True,
+            timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        listed = b""
+    for entry in listed.decode("utf-8", "surrogateescape").split("\0"):
+        if entry.startswith("120000 "):  # git's mode for a symlink
+            name = entry.split("\t", 1)[-1]
+            raise UsageError(
+                f"{Path(root) / name} is a symlink the repo ships in {REPO_DIR_NAME}/; assist writes through no "
+                "link there (remove it)"
+            )
+    if create:
+        folder.mkdir(exist_ok=True)
+        ignore = folder / ".gitignore"
+        if not ignore.exists():
+            atomic_write_text(ignore, _IGNORE_ALL)
+    return folder
 
 
 def file_sha256(path: Path) -> str:

@@ -18,6 +18,7 @@ asserts nothing. From the repo root:
 
     .venv/bin/python benchmarks/repo_callees.py results/repo-n5-seed0 [--json]
     .venv/bin/python benchmarks/repo_callees.py results/repo-n5-seed0 --list-unseen > unseen.txt
+    .venv/bin/python benchmarks/repo_callees.py results/repo-redraw-n5-seed0 --skip copies.txt  # repo_copies.py
 """
 
 from __future__ import annotations
@@ -95,10 +96,11 @@ def unseen(folder: Path) -> list[str]:
     return sorted(task for task, kind in kinds.items() if kind == 2 and task not in ran)
 
 
-def summarize(folder: Path) -> dict:
+def summarize(folder: Path, skip: frozenset[str] = frozenset()) -> dict:
     """Per kind of task: how many, and per strategy pass@1, its difference from zero-shot, and how often the
-    demonstrations held a called helper from another file."""
-    records = complete_tasks(list(JsonlCache(folder / "function.jsonl").entries.values()))
+    demonstrations held a called helper from another file; the tasks in `skip` left out."""
+    entries = JsonlCache(folder / "function.jsonl").entries.values()
+    records = complete_tasks([r for r in entries if r["task_id"] not in skip])
     kinds, elsewhere = classify(folder)
     strategies = list(dict.fromkeys(r["strategy"] for r in records))
     pass1 = {s: {r["task_id"]: pass_at_k(r["n"], r["correct"], 1) for r in records if r["strategy"] == s}
@@ -151,11 +153,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="print instead the ids of the tasks that call a helper from another file and that the folder never "
         "ran, one per line (for `assist eval repo --tasks FILE`)",
     )
+    parser.add_argument("--skip", type=Path, help="a file of task ids to leave out, one a line")
     args = parser.parse_args(argv)
     if args.list_unseen:
         print("\n".join(unseen(args.folder)))
         return
-    summary = summarize(args.folder)
+    try:
+        skip = frozenset(args.skip.read_text(encoding="utf-8").split()) if args.skip else frozenset()
+    except OSError as exc:
+        raise SystemExit(f"--skip {args.skip}: {exc.strerror}") from None
+    summary = summarize(args.folder, skip)
     print(json.dumps(summary, indent=1) if args.json else render(summary))
 
 

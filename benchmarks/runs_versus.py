@@ -9,7 +9,8 @@ first run was made). Reads each folder's records, keeps the tasks both hold, and
   task's share of correct samples) and, for every ranker both runs recorded, top-1 after ranking;
 - `eval repo --task retrieval` folders (line-retrieval.jsonl): R@1, R@10 and MRR@10 of the positive fragment.
 
-A side may pool runs of disjoint tasks, their folders joined by "+" (`A+B+C:hybrid`). It asserts nothing.
+A side may pool runs of disjoint tasks, their folders joined by "+" (`A+B+C:hybrid`). `--skip FILE` leaves out
+the task ids it lists, one a line (e.g. `benchmarks/repo_copies.py --list`'s). It asserts nothing.
 From the repo root:
 
     .venv/bin/python benchmarks/runs_versus.py \\
@@ -92,13 +93,19 @@ def main() -> None:
     parser.add_argument("second", help="FOLDER:STRATEGY (the baseline)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--retrieval", action="store_true", help="read `eval repo` folders' line retrieval")
+    parser.add_argument("--skip", type=Path, help="a file of task ids to leave out, one a line")
     args = parser.parse_args()
     (kind, a), (other, b) = records(args.first, args.retrieval), records(args.second, args.retrieval)
     if kind != other:
         raise SystemExit(f"{args.first} is a {kind} run and {args.second} a {other} run")
-    shared = sorted(set(a) & set(b))
+    try:
+        skip = set(args.skip.read_text(encoding="utf-8").split()) if args.skip else set()
+    except OSError as exc:
+        raise SystemExit(f"--skip {args.skip}: {exc.strerror}") from None
+    shared = sorted((set(a) & set(b)) - skip)
     scale = 1.0 if kind == "retrieval" else 100.0
-    result: dict = {"tasks": len(shared), "first": args.first, "second": args.second, "metrics": {}}
+    result: dict = {"tasks": len(shared), "skipped": len((set(a) & set(b)) & skip), "first": args.first}
+    result.update({"second": args.second, "metrics": {}})
     for name, value in metrics(kind, a, b).items():
         mine = {t: value(a[t]) for t in shared}
         theirs = {t: value(b[t]) for t in shared}
@@ -115,7 +122,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    print(f"{len(shared)} tasks both runs hold; first = {args.first}, second = {args.second}\n")
+    left_out = f" ({result['skipped']} more left out by --skip)" if args.skip else ""
+    print(f"{len(shared)} tasks both runs hold{left_out}; first = {args.first}, second = {args.second}\n")
     print("| metric | first | second | first − second (paired) |\n|---|---|---|---|")
     digits = 3 if kind == "retrieval" else 1
     for name, row in result["metrics"].items():

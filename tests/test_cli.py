@@ -285,3 +285,6 @@ def test_requirement_and_tests_with_invalid_utf8_are_refused_before_any_model(tm
     one_line_error(result, 2, "the requirement is not valid UTF-8 (bytes ff fe at character 5)")
     result = assist("generate", "add", "--test", "assert f() == '\udcff'", cwd=tmp_path, env=env)
     one_line_error(result, 2, "test 1 is not valid UTF-8 (bytes ff at character 16)")
+    (tmp_path / "latin1_tests.py").write_bytes(b"assert f() == 'caf\xe9'\n")
+    result = assist("generate", "add", "--tests", "latin1_tests.py", cwd=tmp_path, env=env)
+    one_line_error(result, 2, "tests file latin1_tests.py is not UTF-8 text")

@@ -219,3 +219,23 @@ def test_apply_edit_will_not_follow_a_symlink_out_of_the_repo_unless_forced(scra
     assert secret.read_text() == "def f():\n    return 1\n"
     apply_edit(edit, force=True)
     assert "def g()" in secret.read_text() and (scratch_repo / "x.py").is_symlink()
+
+
+def test_a_file_name_is_not_a_pattern_when_apply_asks_git_about_it(scratch_repo) -> None:
+    _commit(scratch_repo, "t1.py", b"def f():\n    return 1\n")
+    untracked = scratch_repo / "t[1].py"  # `t[1].py` as a pattern matches the tracked t1.py
+    untracked.write_text("def f():\n    return 1\n# work git cannot give back\n")
+    edit = plan_edit(untracked, "def f():\n    return 2\n", root=scratch_repo)
+    with pytest.raises(UsageError, match=r"t\[1\]\.py: it is not tracked by git"):
+        apply_edit(edit)
+    assert "# work git cannot give back" in untracked.read_text()
+
+
+def test_a_refused_apply_makes_no_folder(scratch_repo, tmp_path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (scratch_repo / "out").symlink_to(elsewhere)
+    edit = plan_edit(scratch_repo / "out" / "new" / "x.py", "def g():\n    return 2\n", root=scratch_repo)
+    with pytest.raises(UsageError, match="outside the repo; not written"):
+        apply_edit(edit)
+    assert list(elsewhere.iterdir()) == []

@@ -33,3 +33,34 @@ def test_the_writing_hook_blocks_a_commit_of_a_partially_staged_file_and_says_wh
     assert "part.py: skipped, 1 definition(s) left without a docstring: it also has unstaged changes" in output
     assert git(scratch_repo, "rev-parse", "HEAD") == head  # nothing was committed
     assert path.read_text() == "def f():\n    return 1\n\n# not staged yet\n"
+
+
+def test_the_hook_runs_assists_own_code_not_a_package_of_the_same_name_in_the_repo(scratch_repo: Path) -> None:
+    # Git runs hooks from the top of the work tree, and `python -m` would put that folder first on sys.path.
+    assert _run(["hook", "install"], scratch_repo).exit_code == 0
+    (scratch_repo / "assistant").mkdir()
+    (scratch_repo / "assistant" / "__init__.py").write_text(
+        "import pathlib\npathlib.Path(__file__).parent.parent.joinpath('ran').write_text('repo code ran')\n"
+    )
+    (scratch_repo / "done.py").write_text('def f():\n    """One."""\n    return 1\n')
+    git(scratch_repo, "add", "done.py")
+    commit = _commit(scratch_repo)
+    assert commit.returncode == 0, commit.stdout + commit.stderr
+    assert not (scratch_repo / "ran").exists()
+
+
+def test_the_doctor_says_when_a_hook_an_older_assist_wrote_should_be_rewritten(scratch_repo: Path) -> None:
+    from assistant.code.git import hook_path
+    from assistant.ui import doctor
+
+    assert doctor.hook_checks(scratch_repo) == []  # no hook: nothing to say
+    assert _run(["hook", "install", "--check-only"], scratch_repo).exit_code == 0
+    (check,) = doctor.hook_checks(scratch_repo / "text")
+    assert check.ok is True
+    path = hook_path(scratch_repo)
+    path.write_text(path.read_text().replace(" -P -m assistant ", " -m assistant "))  # what an older assist wrote
+    (check,) = doctor.hook_checks(scratch_repo)
+    assert check.ok is None and "older assist" in check.detail
+    assert check.fix == "assist hook install --check-only (rewrites it)"
+    assert _run(["hook", "install", "--check-only"], scratch_repo).exit_code == 0
+    assert doctor.hook_checks(scratch_repo)[0].ok is True

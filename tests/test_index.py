@@ -156,3 +156,37 @@ def test_dense_search_of_one_query_matches_faiss_and_keeps_its_thread_setting(tm
     assert found.tolist() == expected_rows.tolist() and found[0][0] == 1
     np.testing.assert_allclose(scores, expected_scores, rtol=1e-6)
     assert faiss.omp_get_max_threads() == before
+
+
+def test_a_clones_own_assist_folder_is_never_written_through(scratch_repo, encoder, tmp_path):
+    from assistant.indexing.index import load_repo_index
+    from assistant.methods.artifacts import artifact_dir
+    from assistant.ui.session import Session
+
+    assert load_repo_index(scratch_repo) is None  # looking for an index writes nothing
+    assert not (scratch_repo / ".assist").exists()
+    # The index's source is the repo itself, whatever a meta.json (a file a repo can ship) says.
+    index_repo(scratch_repo, encoder)
+    meta_path = scratch_repo / ".assist" / "index" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "source": {"kind": "repo", "path": str(tmp_path / "elsewhere")}}))
+    assert artifact_dir(load_repo_index(scratch_repo), "lail") == scratch_repo / ".assist" / "retrievers" / "lail"
+    # A history file that is a link (the user's or not) is neither appended to nor read back.
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    history = scratch_repo / ".assist" / "history.jsonl"
+    history.symlink_to(outside)
+    session = Session(scratch_repo, encoder=encoder)
+    session.record("generate")
+    assert outside.read_text() == "mine\n" and session.history() == []
+    # One the repo ships (tracked by git), or a `.assist` that is itself a link: a one-line refusal.
+    git(scratch_repo, "add", "-f", ".assist/history.jsonl")
+    with pytest.raises(UsageError, match=r"history.jsonl is a symlink the repo ships in .assist/"):
+        index_repo(scratch_repo, encoder)
+    git(scratch_repo, "rm", "-q", "--cached", ".assist/history.jsonl")
+    history.unlink()
+    (scratch_repo / ".assist").rename(tmp_path / "moved")
+    (scratch_repo / ".assist").symlink_to(tmp_path / "moved")
+    with pytest.raises(UsageError, match=r"\.assist is a symlink"):
+        open_source(encoder, start=scratch_repo)
+    assert outside.read_text() == "mine\n"

@@ -448,8 +448,49 @@ def test_eval_report_pools_disjoint_runs_of_the_same_settings(tmp_path: Path) ->
         ([a, folder("c", {"zero": [0]}, n=5)], None, "other settings"),
         ([a, a], None, "more than one folder"),
         ([a, b], ["zero", "dense"], "no records of dense"),
+        ([a, folder("d", {"zero": [0]}, redraw=True)], None, r"other settings .*\(redraw\)"),
+        ([folder("e", {"zero": [0]}, engine="openvino"), folder("f", {"zero": [0]}, engine="ct2")], None, "engine"),
     ]:
         with pytest.raises(UsageError, match=message):
             pooled_records(folders, wanted)
     refused = assist_here("eval", "report", a, "--strategies", "zero", cwd=tmp_path)
     assert refused.returncode == 2 and "for pooling several eval repo folders" in refused.stderr
+
+
+def test_a_copy_of_the_hidden_body_in_another_file_is_never_shown_nor_learned(
+    tiny: Project, encoder, tmp_path: Path
+) -> None:
+    from assistant.evaluate.repo.run import _learnable, copied_tasks
+
+    # The same body, one level deeper and with a comment, in a vendored class; and a function that only resembles it.
+    (tiny.root / "pkg" / "vendored.py").write_text(
+        'class Copy:\n    def double(self, x):\n        """Twice x."""\n        # vendored\n        y = x * 2\n'
+        "        return y\n"
+    )
+    (tiny.root / "pkg" / "util.py").write_text('def twice(v):\n    """Return twice v."""\n    return v + v\n')
+    tasks = function_tasks(tiny)
+    indexes = {"tiny": index_project(tiny, encoder)}
+    assert copied_tasks(tasks, indexes["tiny"].functions.examples) == {"tiny:pkg/mod.py::double"}
+    backend = ScriptedBackend(["    return x + x\n```"], prefills_answer=True)
+    (record,) = run_function_tasks(
+        tasks, indexes, ["bm25"], backend, tmp_path / "out", params=SamplingParams(n=1), demos=4
+    )
+    assert record["demonstrations"] == ["pkg/util.py:1"]  # not pkg/vendored.py's Copy.double
+    learnable = _learnable(indexes["tiny"].functions, tasks)
+    assert "pkg/vendored.py" not in {e.path for e in learnable.examples}
+    assert "pkg/util.py" in {e.path for e in learnable.examples}
+
+
+def test_a_retry_at_twice_the_limit_takes_the_place_of_the_sample_it_redraws(
+    tiny: Project, encoder, tmp_path: Path
+) -> None:
+    long = "    y = [\n" + "        0,\n" * 400 + "    ]\n    return x * 2\n"  # cut anywhere, it cannot parse
+    backend = ScriptedBackend([long, long, "    return x + x\n```", "    return x + x\n```"], prefills_answer=True)
+    tasks = [t for t in function_tasks(tiny) if t.qualname == "double"]
+    indexes = {"tiny": index_project(tiny, encoder)}
+    (record,) = run_function_tasks(
+        tasks, indexes, ["zero"], backend, tmp_path / "out", params=SamplingParams(n=2), limits=QUICK
+    )
+    assert [s["cut_off"] for s in record["samples"]] == [True, True, False, False]
+    assert record["superseded"] == [0, 1] and (record["n"], record["correct"]) == (2, 2)
+    assert summarize_functions([record], [1])[0]["pass@1"][0] == pytest.approx(1.0)

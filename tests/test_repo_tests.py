@@ -113,6 +113,15 @@ def test_the_interpreter_is_the_repos_venv_when_it_links_out_of_the_repo(project
     (project / "venv" / "bin" / "python").write_text("#!/bin/sh\necho pwned\n")
     (project / "venv" / "bin" / "python").chmod(0o755)
     assert project_python(project) == Path(sys.executable)
+    # Nor is a venv the repo ships, though its python links to the system's: what it holds beside that link
+    # (a `._pth`, pyvenv.cfg, site-packages' .pth files) steers the interpreter before the sandbox is up.
+    (project / "venv" / "bin" / "python").unlink()
+    (project / "venv" / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
+    assert project_python(project) == project / "venv" / "bin" / "python"  # the user's own (untracked) venv
+    git(project, "add", "-f", "venv/bin/python")
+    assert project_python(project) == Path(sys.executable)
+    with pytest.raises(UsageError, match="is not an executable file"):
+        project_python(project, project / "venv")
 
 
 def test_the_copy_holds_what_git_shows_and_the_edited_package_comes_first(project: Path) -> None:

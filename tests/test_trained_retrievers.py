@@ -377,6 +377,12 @@ def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(
             manifest_path.write_text(json.dumps({**manifest, "embedder_url": other_url}))
             with pytest.raises(ModelError, match="did not train it against on this machine"):
                 make_retriever("tstr", index, encoder)
+            # Nor does one naming no server, which would otherwise go to the user's own endpoint with their key.
+            monkeypatch.setenv("OPENAI_BASE_URL", other_url)
+            manifest_path.write_text(json.dumps({k: v for k, v in manifest.items() if k != "embedder_url"}))
+            with pytest.raises(ModelError, match="no server, which you did not train it against"):
+                make_retriever("tstr", index, encoder)
+            monkeypatch.delenv("OPENAI_BASE_URL")
         assert elsewhere.requests == []
         manifest_path.write_text(trained_manifest)
     assert retriever.embedder.name == "openai:minilm"

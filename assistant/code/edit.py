@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TypeGuard
 
 from assistant.errors import UsageError
-from assistant.paths import ChangedOnDisk, atomic_write_bytes
+from assistant.paths import ChangedOnDisk, atomic_write_bytes, write_target
 
 # A line as Python's tokenizer sees one: ended by \r\n, \r or \n (universal newlines), or the unended last.
 _SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -261,7 +261,10 @@ def python_text(raw: bytes, name: str) -> str:
 def _target_bytes(path: Path) -> bytes:
     if path.exists() and not path.is_file():
         raise UsageError(f"{path} is not a file")
-    return path.read_bytes() if path.exists() else b""
+    try:
+        return path.read_bytes() if path.exists() else b""
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def read_target_source(path: Path) -> tuple[bytes, str, ast.Module]:
@@ -337,10 +340,14 @@ def unstaged_changes(path: Path) -> str | None:
     inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=folder, capture_output=True, text=True)
     if inside.returncode != 0:
         return "it is not in a git repository"
-    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", path.name], cwd=folder, capture_output=True)
+    # Literal: a name like `t[1].py` is not a pattern that a tracked `t1.py` would match.
+    literal = ["git", "--literal-pathspecs"]
+    tracked = subprocess.run(
+        [*literal, "ls-files", "--error-unmatch", "--", path.name], cwd=folder, capture_output=True
+    )
     if tracked.returncode != 0:
         return "it is not tracked by git"
-    changed = subprocess.run(["git", "diff", "--quiet", "--", path.name], cwd=folder, capture_output=True)
+    changed = subprocess.run([*literal, "diff", "--quiet", "--", path.name], cwd=folder, capture_output=True)
     if changed.returncode != 0:
         return "it has unstaged changes"
     return None
@@ -364,21 +371,21 @@ def apply_edit(edit: Edit, force: bool = False, root: Path | None = None) -> Non
     if edit.exists != edit.path.exists() or Path(os.path.realpath(named)) != edit.path:
         raise changed
     expected = edit.old.encode("utf-8") if edit.exists else None
-    if expected is not None and edit.path.read_bytes() != expected:
+    if expected is not None and _target_bytes(edit.path) != expected:
         raise changed
     if not force:
         reason = unstaged_changes(edit.path)
         if reason:
             raise UsageError(f"refusing to modify {edit.display_path}: {reason} (commit or stash, or pass --force)")
-    edit.path.parent.mkdir(parents=True, exist_ok=True)
+    root = root or edit.root or enclosing_root(named)
+    # Every refusal before the first folder is made: a refused apply leaves nothing behind.
+    check_compiles(edit.new.encode("utf-8"), edit.display_path)
+    write_target(named, root, force)
     try:
-        write_python(
-            named,
-            edit.new,
-            name=edit.display_path,
-            root=root or edit.root or enclosing_root(named),
-            force=force,
-            expected=expected,
-        )
+        edit.path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{edit.display_path}: cannot make its folder ({exc.strerror or exc}); not written") from None
+    try:
+        write_python(named, edit.new, name=edit.display_path, root=root, force=force, expected=expected)
     except ChangedOnDisk:
         raise changed from None

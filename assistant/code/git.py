@@ -48,7 +48,8 @@ def staged_text(root: Path, name: str) -> bytes:
 
 def has_unstaged_changes(root: Path, name: str) -> bool:
     """Whether the working-tree file differs from its staged content (or is gone)."""
-    return subprocess.run(["git", "diff", "--quiet", "--", name], cwd=root, capture_output=True).returncode != 0
+    command = ["git", "--literal-pathspecs", "diff", "--quiet", "--", name]  # a name, not a pattern
+    return subprocess.run(command, cwd=root, capture_output=True).returncode != 0
 
 
 def hook_path(root: Path) -> Path:
@@ -75,7 +76,7 @@ def install_hook(root: Path, check_only: bool = False, force: bool = False) -> P
         "#!/bin/sh\n"
         f"{MARKER}: documents staged Python functions.\n"
         "# Remove this file (or run `assist hook uninstall`) to stop it; `git commit --no-verify` skips it once.\n"
-        f"exec {shlex.quote(sys.executable)} -m assistant docstring --staged {mode}\n"
+        f"exec {shlex.quote(sys.executable)} -P -m assistant docstring --staged {mode}\n"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, script, 0o755, root=root, force=force)  # a symlinked hook: see write_target

@@ -96,6 +96,8 @@ def read_tests(path: str | Path) -> list[str]:
         source = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise UsageError(f"cannot read tests file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"tests file {path} is not UTF-8 text") from None
     return split_asserts(source, f"tests file {path}")
 
 

@@ -43,23 +43,42 @@ class ModuleHome:
 def project_python(root: Path, python: str | Path | None = None) -> Path:
     """The interpreter that has the project's dependencies (see the module docstring).
 
-    A repo's own `.venv/bin/python` is taken only when it resolves outside the repo (a venv's python is a link
-    to an installed interpreter): a file the repo itself ships is not run unasked."""
+    A repo's own `.venv/bin/python` is taken only when git tracks nothing under that venv and the interpreter
+    resolves outside the repo (a venv's python is a link to an installed one): a venv the repo ships, even one
+    linking to the system's python, brings files the interpreter reads as it starts (`pyvenv.cfg`, a `._pth`,
+    site-packages' `.pth` files), before any sandbox is up, so it is not run unasked."""
     if python is not None:
         chosen = Path(python)
         if not chosen.exists():
             raise UsageError(f"--python {python} does not exist")
+        if not chosen.is_file() or not os.access(chosen, os.X_OK):
+            raise UsageError(f"--python {python} is not an executable file")
         return chosen
     top = os.path.realpath(root)
     for venv in (".venv", "venv"):
         candidate = root / venv / "bin" / "python"
         real = os.path.realpath(candidate)
-        if candidate.exists() and os.path.commonpath([real, top]) != top:
+        if candidate.exists() and os.path.commonpath([real, top]) != top and not _tracked(root, venv):
             return candidate
     active = os.environ.get("VIRTUAL_ENV")
     if active and (Path(active) / "bin" / "python").exists():
         return Path(active) / "bin" / "python"
     return Path(sys.executable)
+
+
+def _tracked(root: Path, folder: str) -> bool:
+    """Whether git tracks anything under `folder` of the work tree `root` (True when git cannot say)."""
+    try:
+        listed = subprocess.run(
+            ["git", "--literal-pathspecs", "ls-files", "-z", "--cached", "--", folder],
+            cwd=root,
+            capture_output=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return bool(listed)
 
 
 def git_files(root: Path) -> tuple[str, ...] | None:

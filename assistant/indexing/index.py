@@ -41,7 +41,7 @@ from assistant.indexing.fragments import split_fragments
 
 if TYPE_CHECKING:  # faiss loads when vectors are searched, saved or read (`train ... --corpus` needs none of it)
     import faiss
-from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir
+from assistant.paths import cache_dir, repo_dir
 from assistant.progress import Progress
 
 log = logging.getLogger("assistant")
@@ -395,14 +395,21 @@ def repo_root(path: str | Path) -> Path:
     return Path(repo.working_tree_dir)
 
 
-def repo_index_dir(root: Path) -> Path:
-    """Where a repo's index lives: `.assist/index`, in a folder git ignores by itself."""
-    folder = root / REPO_DIR_NAME
-    folder.mkdir(exist_ok=True)
-    ignore = folder / ".gitignore"
-    if not ignore.exists():
-        atomic_write_text(ignore, "# written by assist: this folder holds local indexes and models' data\n*\n")
-    return folder / "index"
+def repo_index_dir(root: Path, *, create: bool = False) -> Path:
+    """Where a repo's index lives: `.assist/index`, in a folder git ignores by itself (see
+    :func:`assistant.paths.repo_dir`; only `create` makes the folder: looking for an index writes nothing)."""
+    return repo_dir(root, create=create) / "index"
+
+
+def load_repo_index(root: Path, *, fragments: bool = False) -> Index | None:
+    """The index `assist index` built in the repo at `root` (its functions, or its 20-line `fragments`), None
+    when there is none yet. Its source is pinned to `root`: a meta.json the repo ships does not get to say
+    where the models trained on it are written."""
+    directory = repo_index_dir(root)
+    index = load_fragments(directory) if fragments else load_existing(directory)
+    if index is not None:
+        index.meta["source"] = {**index.meta.get("source", {}), "kind": "repo", "path": str(root)}
+    return index
 
 
 def bank_index_dir(bank: Path) -> Path:
@@ -444,7 +451,7 @@ def index_repo(path: str | Path, encoder: TextEncoder, progress: Progress = _no_
     """
     started = time.perf_counter()
     root = repo_root(path)
-    directory = repo_index_dir(root)
+    directory = repo_index_dir(root, create=True)
     with index_lock(directory):  # one indexer at a time: read, update and save as one step
         return _index_repo_locked(root, directory, encoder, progress, started)
 

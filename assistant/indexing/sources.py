@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assistant.errors import UsageError
-from assistant.indexing.index import Index, Progress, TextEncoder, index_bank, load_existing, repo_index_dir, repo_root
+from assistant.indexing.index import Index, Progress, TextEncoder, index_bank, load_repo_index, repo_root
 from assistant.paths import cache_dir, data_path
 
 
@@ -47,7 +47,7 @@ def open_source(
     with contextlib.suppress(UsageError):  # not in a repo: fall back to the default bank
         root = repo_root(start)
     if root is not None:
-        existing = load_existing(repo_index_dir(root))
+        existing = load_repo_index(root)
         if existing is not None:
             if existing.encoder_name != encoder.name:
                 raise UsageError(

@@ -29,7 +29,7 @@ import numpy as np
 from assistant.code.examples import Example
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
-from assistant.paths import REPO_DIR_NAME, atomic_write_bytes, atomic_write_text, cache_dir, file_sha256
+from assistant.paths import atomic_write_bytes, atomic_write_text, cache_dir, file_sha256, repo_dir
 
 METHODS = ("lail", "tstr")  # the trained retrievers, best first
 
@@ -47,7 +47,7 @@ def artifact_dir(index: Index, method: str) -> Path:
     """The folder holding `method`'s trained artifacts for this index's pool."""
     source = index.meta.get("source", {})
     if source.get("kind") == "repo":
-        return Path(source["path"]) / REPO_DIR_NAME / "retrievers" / method
+        return repo_dir(Path(source["path"])) / "retrievers" / method
     return cache_dir() / "retrievers" / f"{method}-{fingerprint(index.examples)[:16]}"
 
 

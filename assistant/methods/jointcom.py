@@ -31,7 +31,7 @@ from assistant.code.extract import first_paragraph
 from assistant.core.docwriter import build_docstring_prompt, split_docstring_safe
 from assistant.errors import UsageError
 from assistant.methods.artifacts import fingerprint, read_manifest, save_artifact, save_encoder
-from assistant.paths import REPO_DIR_NAME, cache_dir
+from assistant.paths import cache_dir, repo_dir
 from assistant.progress import Progress
 
 
@@ -73,7 +73,7 @@ def documented(pool: Sequence[Example]) -> list[Documented]:
 def retriever_dir(pool: Sequence[Example], root: Path | None = None) -> Path:
     """`<repo>/.assist/retrievers/jointcom`, or for a pool outside a repo the user cache, keyed by its content."""
     if root is not None:
-        return root / REPO_DIR_NAME / "retrievers" / "jointcom"
+        return repo_dir(root) / "retrievers" / "jointcom"
     return cache_dir() / "retrievers" / f"jointcom-{fingerprint(pool)[:16]}"
 
 

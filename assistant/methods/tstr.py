@@ -208,9 +208,12 @@ def _embedder_for(manifest: dict, encoder: TextEncoder, directory: Path) -> Text
         return encoder
     if isinstance(name, str) and name.startswith(PREFIX):
         url = manifest.get("embedder_url")
-        if url is not None and remembered_endpoint(directory) != url:
+        # Training always records its server; a manifest without one would fall back to the user's own
+        # endpoint (and key), which the repo did not earn either.
+        if not isinstance(url, str) or remembered_endpoint(directory) != url:
+            named = f"the embeddings server {url}" if isinstance(url, str) else "an embeddings endpoint but no server"
             raise ModelError(
-                f"the TST^R model in {directory} names the embeddings server {url}, which you did not train it "
+                f"the TST^R model in {directory} names {named}, which you did not train it "
                 "against on this machine; retrain it with `assist train retriever --method tstr`"
             )
         return load_embedder(name, base_url=url)

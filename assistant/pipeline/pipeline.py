@@ -271,12 +271,12 @@ class Pipeline:
     def fragment_retriever(self, progress: Progress = silent) -> Retriever:
         """The retriever the options name over the repo index's 20-line fragments (`auto`, or a retriever trained
         on docstrings, searches them as hybrid); a one-line error where there is no repo index."""
-        from assistant.indexing.index import load_fragments, repo_index_dir
+        from assistant.indexing.index import load_repo_index
 
         with self._lock:
             if self._fragment_retriever is None:
                 source = self.source(progress)
-                index = load_fragments(repo_index_dir(source.root)) if source.kind == "repo" and source.root else None
+                index = load_repo_index(source.root, fragments=True) if source.kind == "repo" and source.root else None
                 if index is None:
                     raise UsageError(
                         "--fragments retrieves the repository's code fragments: run `assist index` in the repo first"

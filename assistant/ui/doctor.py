@@ -36,7 +36,14 @@ def doctor_report(root: Path | None = None) -> list[Check]:
     Settings are always those that apply in the working directory (as for every other command).
     """
     start = Path(root) if root is not None else Path.cwd()
-    return [*model_checks(), *index_checks(start), *config_checks(), *sandbox_checks(), *extra_checks()]
+    return [
+        *model_checks(),
+        *index_checks(start),
+        *hook_checks(start),
+        *config_checks(),
+        *sandbox_checks(),
+        *extra_checks(),
+    ]
 
 
 def render(checks: list[Check]) -> str:
@@ -122,8 +129,7 @@ def model_checks() -> list[Check]:
 def index_checks(start: Path) -> list[Check]:
     """The index of the repo containing `start`: present, readable, and built from the current files."""
     from assistant.code.extract import EXTRACTORS, git_blob_hash
-    from assistant.indexing.index import load_existing, repo_root
-    from assistant.paths import REPO_DIR_NAME
+    from assistant.indexing.index import load_existing, repo_index_dir, repo_root
 
     try:
         root = repo_root(start)
@@ -136,9 +142,8 @@ def index_checks(start: Path) -> list[Check]:
                 "run `assist index` inside a git repo to retrieve from its functions",
             )
         ]
-    # Not index.repo_index_dir(): that creates .assist/ in the repo, and the doctor only looks.
-    directory = root / REPO_DIR_NAME / "index"
     try:
+        directory = repo_index_dir(root)  # only looks: nothing is created
         index = load_existing(directory)
     except UsageError as exc:
         return [Check("index", False, str(exc), "assist index (it rebuilds an unreadable index)")]
@@ -168,6 +173,31 @@ def index_checks(start: Path) -> list[Check]:
 
 
 # --- settings ------------------------------------------------------------------------------------------
+
+
+def hook_checks(start: Path) -> list[Check]:
+    """The repo's pre-commit hook, when assist wrote it: current, or one an older assist wrote that runs
+    `python -m assistant` without `-P`, so a package named `assistant` at the repo's top would be imported."""
+    from assistant.code.git import MARKER, hook_path
+
+    try:
+        path = hook_path(start)
+        text = path.read_text(errors="replace") if path.is_file() else ""
+    except (UsageError, OSError):
+        return []
+    if MARKER not in text:
+        return []  # none, or not assist's
+    if " -P -m assistant " in text:
+        return [Check("hook", True, f"{path}: assist's pre-commit hook")]
+    again = "assist hook install --check-only" if "--check" in text else "assist hook install"
+    return [
+        Check(
+            "hook",
+            None,
+            f"{path} was written by an older assist: it would import a package named `assistant` from the repo",
+            f"{again} (rewrites it)",
+        )
+    ]
 
 
 def config_checks() -> list[Check]:

@@ -103,6 +103,12 @@ def _changed(previous: dict, config: dict, free: tuple[str, ...]) -> list[str]:
     return sorted(k for k in config if k not in free and previous.get(k) != config[k])
 
 
+def _engine(settings: Settings) -> str | None:
+    """What draws the samples beyond the backend's name: the local engine (openvino, transformers, ct2), or the
+    server's URL (the same model name on two servers is two models)."""
+    return settings["local.engine"] if settings.backend == "local" else settings["openai.base_url"]
+
+
 def _prepare(out: Path, config: dict, legacy: dict | None = None) -> None:
     """Create the results folder, refusing one that holds a run with other settings. `legacy`: the values
     of settings added later, as folders written before them were run."""
@@ -153,7 +159,8 @@ def _extended(folder: Path, extend: Path | None, config: dict) -> list[Path]:
         raise UsageError(f"--extend {extend}: not an `assist eval codegen` results folder")
     if extend.resolve() == folder.resolve():
         raise UsageError("--extend names the output folder itself; a larger -n needs its own --out")
-    changed = _changed(earlier, config, ("n", "strategies", "limit", "ks", "extends"))
+    earlier_settings = {"engine": config.get("engine"), **earlier}  # a folder from before the engine was recorded
+    changed = _changed(earlier_settings, config, ("n", "strategies", "limit", "ks", "extends"))
     if changed:
         raise UsageError(f"--extend {extend}: that run used other settings ({', '.join(changed)})")
     n = earlier.get("n", 0)
@@ -270,6 +277,7 @@ def codegen(
         "ks": ks,
         "demos": demos,
         "backend": settings.backend,
+        "engine": _engine(settings),
         "model": settings.model,
         "temperature": temperature,
         "top_p": top_p,
@@ -280,7 +288,7 @@ def codegen(
     bases = _extended(folder, extend, config)
     if bases:
         config["extends"] = [os.path.relpath(base, folder) for base in bases]
-    _prepare(folder, config)
+    _prepare(folder, config, legacy={"engine": config["engine"]})  # older folders did not record it
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         pipeline, demo_pool, generator = _load_models(pool, settings, ui)
@@ -483,6 +491,7 @@ def repo(
         "n": n,
         "demos": demos,
         "backend": settings.backend,
+        "engine": _engine(settings),
         "model": settings.model,
         "temperature": temperature,
         "top_p": top_p,
@@ -491,7 +500,8 @@ def repo(
         "strategies": names,
         "tasks": sorted(wanted) if wanted is not None else None,
     }
-    _prepare(folder, config, legacy={"line_fragments": "any", "redraw": False})
+    # A folder from before the engine was recorded takes today's (it cannot say which it ran).
+    _prepare(folder, config, legacy={"line_fragments": "any", "redraw": False, "engine": config["engine"]})
 
     def subset(items: list) -> list:
         if wanted is not None:
@@ -663,11 +673,12 @@ def likelihood(
         "seed": seed,
         "demos": demos,
         "backend": settings.backend,
+        "engine": _engine(settings),
         "model": settings.model,
         "pool": parse_dataset(pool).name,
         "strategies": names,
     }
-    _prepare(folder, config)
+    _prepare(folder, config, legacy={"engine": config["engine"]})  # older folders did not record it
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         _, demo_pool, scorer = _load_models(pool, settings, ui)
         if not scorer.can_score:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -26,9 +27,9 @@ from assistant.core.rank import Ranked, Score
 from assistant.core.retrieve import Hit, Retriever
 from assistant.core.target import Target
 from assistant.errors import AssistError, UsageError
-from assistant.indexing.index import TextEncoder, repo_index_dir, repo_root
+from assistant.indexing.index import TextEncoder, repo_root
 from assistant.indexing.sources import Source
-from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir
+from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir, repo_dir
 from assistant.pipeline.options import GenerationOptions
 from assistant.pipeline.pipeline import Pipeline, Request, candidates_runnable
 from assistant.pipeline.registry import RETRIEVER_CHOICES
@@ -349,16 +350,19 @@ class Session:
         if not self.undo_stack:
             raise UsageError("nothing to undo: no candidate was applied in this session")
         applied = self.undo_stack[-1]
-        raw = applied.path.read_bytes() if applied.path.exists() else None
-        current = raw.decode("utf-8", "replace") if raw is not None else None
-        if current != applied.after:
-            raise UsageError(
-                f"{applied.display_path} changed since the candidate was applied; undo would lose those changes"
-            )
-        if applied.before is None:
-            applied.path.unlink()
-        else:
-            atomic_write_text(applied.path, applied.before, expected=raw)  # refused if edited since the check
+        try:
+            raw = applied.path.read_bytes() if applied.path.exists() else None
+            current = raw.decode("utf-8", "replace") if raw is not None else None
+            if current != applied.after:
+                raise UsageError(
+                    f"{applied.display_path} changed since the candidate was applied; undo would lose those changes"
+                )
+            if applied.before is None:
+                applied.path.unlink()
+            else:
+                atomic_write_text(applied.path, applied.before, expected=raw)  # refused if edited since the check
+        except OSError as exc:  # the stack stays: the user can fix the folder and undo again
+            raise UsageError(f"{applied.display_path}: cannot undo ({exc.strerror or exc})") from None
         self.undo_stack.pop()
         self._replan()
         self.record("undo", requirement=applied.requirement, file=applied.display_path)
@@ -415,16 +419,20 @@ class Session:
             **fields,
         }
         try:
+            if self.root is not None:
+                repo_dir(self.root, create=True)
             self.history_path.parent.mkdir(parents=True, exist_ok=True)
-            with self.history_path.open("a", encoding="utf-8") as handle:
+            # Never through a symlink: the file may sit in a folder the repo shipped.
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+            with os.fdopen(os.open(self.history_path, flags, 0o644), "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(entry) + "\n")  # one write per line: a crash leaves whole lines
-        except OSError:
+        except (OSError, UsageError):
             pass
 
     def history(self) -> list[dict[str, Any]]:
         """Past events, newest first (unreadable lines are skipped)."""
-        if not self.history_path.exists():
-            return []
+        if self.history_path.is_symlink() or not self.history_path.exists():
+            return []  # a link the repo planted is not read back as history
         entries = []
         for line in self.history_path.read_text(encoding="utf-8", errors="replace").splitlines():
             with contextlib.suppress(json.JSONDecodeError):
@@ -463,7 +471,6 @@ def _exec_score(outcome: SandboxResult) -> Score:
 def history_path(root: Path | None, start: Path) -> Path:
     """Where a session's history lives: the repo's `.assist/` (git-ignored), else the user cache."""
     if root is not None:
-        repo_index_dir(root)  # creates .assist/ with its .gitignore
-        return root / REPO_DIR_NAME / "history.jsonl"
+        return root / REPO_DIR_NAME / "history.jsonl"  # the folder is made on the first record
     key = hashlib.sha256(str(start).encode()).hexdigest()[:16]
     return cache_dir() / "history" / f"{start.name or 'root'}-{key}.jsonl"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from assistant.errors import UsageError
+from assistant.paths import repo_dir
 from assistant.ui.console import ProgressUI, friendly_errors, out, show_progress
 from assistant.ui.options import check_range, check_seed
 
@@ -269,7 +270,7 @@ def _train_selfracg(
     import numpy as np
 
     from assistant.backends.local import resolve_device, resolve_precision
-    from assistant.indexing.index import Index, index_repo, load_fragments, repo_index_dir, repo_root
+    from assistant.indexing.index import Index, index_repo, load_repo_index, repo_root
     from assistant.methods.selfracg import (
         STAGE1_SUFFIX,
         corpus_fragments,
@@ -296,7 +297,7 @@ def _train_selfracg(
         else:
             root = repo_root(path)
             index_repo(root, load_encoder(), ui)  # brings the fragments up to date
-            fragments = load_fragments(repo_index_dir(root))
+            fragments = load_repo_index(root, fragments=True)
         if fragments is None or not len(fragments):
             raise UsageError(f"{corpus or path} has no Python fragments to train on")
         # Stage 2's continuations come from the engine that samples (the branch needs transformers' internals);
@@ -494,6 +495,8 @@ def discriminator(
     root = repo_root(path) if from_bank is None and not from_eval else None
     problems, sources = training_problems(from_bank, from_eval or [], root)
     directory = out_dir or discriminator_dir(root)
+    if root is not None and out_dir is None:
+        repo_dir(root, create=True)  # .assist/ with its .gitignore: the model stays out of git status
     if not resume:
         from assistant.methods.condor.model import verification_cache
 
@@ -554,6 +557,7 @@ def docstring_retriever(
         root = repo_root(path)
         pool = repo_functions(root)
         directory = retriever_dir(pool, root)
+        repo_dir(root, create=True)  # .assist/ with its .gitignore: the model stays out of git status
         provenance = {"kind": "repo", "path": str(root), "functions": len(pool)}
     config = JointcomConfig(k=k, epochs=epochs, limit=limit or None, seed=seed)
     with ProgressUI(show_progress(json_output), plain=True) as ui:

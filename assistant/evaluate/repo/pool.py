@@ -16,7 +16,9 @@ from assistant.errors import UsageError
 from assistant.evaluate.report import complete_tasks, read_records
 
 # The settings that change what a task's samples are; the others (strategies, limit, task list) may differ.
-SAME = ("projects", "seed", "n", "demos", "backend", "model", "temperature", "top_p")
+SAME = ("projects", "seed", "n", "demos", "backend", "model", "temperature", "top_p", "redraw")
+LEGACY = {"redraw": False}  # what a folder written before a setting was recorded ran with
+RECORDED_LATER = ("engine",)  # compared only where both folders record it (older folders do not say)
 
 
 def pooled_records(folders: Sequence[Path], strategies: Sequence[str] | None = None) -> tuple[list[dict], dict]:
@@ -28,9 +30,10 @@ def pooled_records(folders: Sequence[Path], strategies: Sequence[str] | None = N
         path = folder / "config.json"
         if not path.exists():
             raise UsageError(f"{folder} is not an assist results folder (no config.json)")
-        configs.append(json.loads(path.read_text(encoding="utf-8")))
+        configs.append({**LEGACY, **json.loads(path.read_text(encoding="utf-8"))})
     for folder, config in zip(folders[1:], configs[1:], strict=True):
         differ = [key for key in SAME if config.get(key) != configs[0].get(key)]
+        differ += [k for k in RECORDED_LATER if k in config and k in configs[0] and config[k] != configs[0][k]]
         if differ:
             raise UsageError(f"{folder} was run with other settings than {folders[0]} ({', '.join(differ)})")
     by_folder = []

@@ -7,10 +7,11 @@ into the file and the tests that execute the function are run in the project san
 continue a file from a cut point with retrieved 20-line fragments of the project in the prompt.
 
 Leak control: the index is built from the pristine tree, but the target file's own functions (the hidden body
-among them) and every test file that holds a covering test are excluded from a function task's
-demonstrations; a line task's prompt takes fragments from the project's other files (as `generate`, whose
-prompt holds the target file already), or with `other_files=False` from any file but never fragments
-overlapping the hidden lines.
+among them), every test file that holds a covering test, and any function or fragment elsewhere that holds the
+hidden body line for line (a copy: boltons vendors `OrderedMultiDict` in two files) are excluded from a function
+task's demonstrations, and from what the trained strategies learn from; a line task's prompt takes fragments from
+the project's other files (as `generate`, whose prompt holds the target file already), or with
+`other_files=False` from any file but never fragments overlapping the hidden lines.
 Samples and records are cached (JSONL, keyed by prompt and parameters), so a run resumes where it stopped.
 """
 
@@ -175,15 +176,17 @@ def check_strategies(names: Sequence[str], task: str) -> None:
 
 
 def _learnable(index: Index, held_out: Sequence[FunctionTask]) -> Index:
-    """A project's functions that overlap no held-out task's span, with their vectors: what a trained strategy
-    may learn from."""
+    """A project's functions that overlap no held-out task's span and hold no copy of a held-out body, with their
+    vectors: what a trained strategy may learn from."""
     spans: dict[str, list[tuple[int, int]]] = {}
     for task in held_out:
         spans.setdefault(task.path, []).append((task.start, task.end))
+    bodies = [_code_lines(task.body) for task in held_out]
     keep = [
         row
         for row, e in enumerate(index.examples)
         if not any(e.start_line <= end and start <= e.end_line for start, end in spans.get(e.path, ()))
+        and not any(body in lines for lines in [_code_lines(e.code)] for body in bodies)
     ]
     vectors = np.asarray(index.vectors, dtype=np.float32)[keep]
     return Index([index.examples[row] for row in keep], vectors, meta=dict(index.meta))
@@ -261,6 +264,27 @@ def _normalized(code: str) -> str:
     return "\n".join(line.strip() for line in code.strip().splitlines() if line.strip())
 
 
+def _code_lines(code: str) -> str:
+    """Code's lines stripped of indentation, blank and comment lines dropped, each fenced by newlines: a method
+    and its copy at another depth compare equal, and a substring test finds whole lines only."""
+    kept = (line.strip() for line in code.splitlines())
+    return "\n" + "\n".join(line for line in kept if line and not line.startswith("#")) + "\n"
+
+
+def copied_tasks(tasks: Sequence[FunctionTask], functions: Sequence[Example]) -> set[str]:
+    """The tasks whose hidden body a function of another file holds line for line: before the leak
+    control dropped such copies, their retrieval strategies could be shown the answer."""
+    found: set[str] = set()
+    for task in tasks:
+        tests = {node.split("::", 1)[0] for node in task.tests}
+        wanted = _code_lines(task.body)
+        for example in functions:
+            if example.path != task.path and example.path not in tests and wanted in _code_lines(example.code):
+                found.add(task.task_id)
+                break
+    return found
+
+
 def _target(project: Project, path: str, text: str) -> Target:
     """The task's file as the user would have it (the stubbed text), named by its place in the pristine tree."""
     where = project.root / path
@@ -307,12 +331,17 @@ def task_request(
     demos: int,
 ) -> StubRequest:
     """A function task's prompt under `strategy` (its `retriever` from `_retriever`), with the leak control: the
-    covering tests' files are never retrieved nor shown."""
+    covering tests' files, and copies of the hidden body in other files, are never retrieved nor shown."""
     test_files = {node.split("::", 1)[0] for node in task.tests}
-    excluding = Excluding(retriever, lambda e: e.path in test_files) if retriever is not None else None
+    wanted = _code_lines(task.body)
+
+    def leaks(example: Example) -> bool:
+        return example.path in test_files or wanted in _code_lines(example.code)
+
+    excluding = Excluding(retriever, leaks) if retriever is not None else None
     # +apis: the project's functions from other files that the target file uses are shown too; the covering
-    # tests' files stay out (leak control), the target file's own functions are in its context.
-    definitions = [e for e in ix.functions.examples if e.path not in test_files] if strategy.endswith(APIS) else ()
+    # tests' files and copies stay out (leak control), the target file's own functions are in its context.
+    definitions = [e for e in ix.functions.examples if not leaks(e)] if strategy.endswith(APIS) else ()
     # @fragments: the project's fragments of other files than the target's (prepare_stub leaves those out) and the
     # covering tests' (leak control) instead of demonstrations.
     fragments = strategy.endswith(FRAGMENTS)
@@ -459,6 +488,7 @@ def run_function_tasks(
             share = 1 / len(fresh) / users[key] if key in fresh else 0.0
             sampled_s = prepare_s + batch_s * share
             samples, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
+            superseded = _superseded(samples, sample_params.n)
             scores = {}
             record = {
                 "task_id": task.task_id,
@@ -468,7 +498,8 @@ def run_function_tasks(
                 **({} if request.fragments is None else {"fragments": [h.example.source for h in request.fragments]}),
                 "prompt_tokens": request.prompt_tokens,
                 "max_new_tokens": limit,
-                "n": len(samples),
+                "n": len(samples) - len(superseded),  # what pass@k counts: each retry in place of its cut-off sample
+                "superseded": superseded,
                 "redrawn": redrawn,  # the samples (by number) that wrote nothing and were drawn once more
                 "sample_key": key,  # its samples in function-samples.jsonl (the redraws under _redraw_key(key))
                 "correct": sum(s["passed"] for s in samples),
@@ -510,6 +541,14 @@ def _redrawn(samples_cache: JsonlCache, key: str, completions: list[Completion])
     for number, completion in zip(cached["at"], _completions(cached["completions"]), strict=True):
         redrawn[number] = completion
     return redrawn, list(cached["at"])
+
+
+def _superseded(samples: Sequence[dict], n: int) -> list[int]:
+    """The first samples (by number) that were cut off and drawn again at twice the limit: when every one of the
+    `n` ran out of room, :func:`~assistant.core.stubs.sample_stubs` appends a retry for each cut-off one, and
+    each retry takes its place (a record counting both would give a passing retry half a sample's credit)."""
+    extra = len(samples) - n
+    return [number for number, sample in enumerate(samples[:n]) if sample["cut_off"]][:extra] if extra > 0 else []
 
 
 def _cached(samples_cache: JsonlCache, key: str, request: StubRequest) -> tuple[list[dict], int]:

@@ -30,7 +30,7 @@ from assistant.errors import ModelError, UsageError
 from assistant.methods.artifacts import load_manifest, read_manifest, save_artifact, save_encoder
 from assistant.methods.condor.data import Dataset, Program
 from assistant.methods.condor.generator import GENERATOR, GeneratorDiscriminator
-from assistant.paths import REPO_DIR_NAME, cache_dir
+from assistant.paths import cache_dir, repo_dir
 from assistant.progress import Progress
 
 
@@ -327,7 +327,7 @@ def evaluate_discriminator(model: _Discriminator, held_out: Dataset, config: Con
 
 def discriminator_dir(root: Path | None) -> Path:
     """Where a discriminator is saved: `<repo>/.assist/discriminator`, or the user cache's outside a repo."""
-    return (root / REPO_DIR_NAME / "discriminator") if root is not None else cache_dir() / "discriminator"
+    return (repo_dir(root) / "discriminator") if root is not None else cache_dir() / "discriminator"
 
 
 def find_discriminator(start: Path | None = None) -> Path | None:
