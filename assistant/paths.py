@@ -28,12 +28,11 @@ def repo_dir(root: Path, *, create: bool = False) -> Path:
     """The repo's `.assist/` folder (created, git-ignored by its own `.gitignore`, only when `create`).
 
     A clone can bring a `.assist/` of its own, and whatever assist writes there (indexes, trained models,
-    history) would follow a symlink the repo planted out of it; so a `.assist` that is a symlink, or holds
-    symlinks git tracks, is refused with a one-line error rather than written through.
+    history) would follow a symlink the repo planted out of it; so a `.assist` that git tracks as a symlink or a
+    submodule, or that holds symlinks git tracks, is refused with a one-line error rather than written through.
+    A link the user made (untracked: say, indexes kept on another disk) is theirs, and followed.
     """
     folder = Path(root) / REPO_DIR_NAME
-    if folder.is_symlink():
-        raise UsageError(f"{folder} is a symlink; assist keeps its data there and writes through no link (remove it)")
     try:
         listed = subprocess.run(
             ["git", "--literal-pathspecs", "ls-files", "-s", "-z", "--", REPO_DIR_NAME],
@@ -44,11 +43,12 @@ def repo_dir(root: Path, *, create: bool = False) -> Path:
     except (OSError, subprocess.SubprocessError):
         listed = b""
     for entry in listed.decode("utf-8", "surrogateescape").split("\0"):
-        if entry.startswith("120000 "):  # git's mode for a symlink
+        if entry.startswith(("120000 ", "160000 ")):  # git's modes for a symlink and a submodule
             name = entry.split("\t", 1)[-1]
+            what = "symlink" if entry.startswith("1200") else "submodule (its files could be links)"
             raise UsageError(
-                f"{Path(root) / name} is a symlink the repo ships in {REPO_DIR_NAME}/; assist writes through no "
-                "link there (remove it)"
+                f"{Path(root) / name} is a {what} the repo ships; assist writes through no link in "
+                f"{REPO_DIR_NAME}/ (remove it)"
             )
     if create:
         folder.mkdir(exist_ok=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from assistant.cache import JsonlCache
@@ -34,6 +35,10 @@ def copies() -> dict[str, list[str]]:
     for spec in PROJECTS.values():
         root = bench_dir() / spec.key
         if not (root / "function-tasks.json").exists():
+            print(
+                f"{spec.name}: not checked (its tasks are not cached; `assist eval repo` prepares them)",
+                file=sys.stderr,
+            )
             continue
         tasks = [FunctionTask.from_json(t) for t in json.loads((root / "function-tasks.json").read_text())["tasks"]]
         with (root / "index" / "functions" / "examples.jsonl").open(encoding="utf-8") as handle:
@@ -50,7 +55,11 @@ def summarize(folders: str, strategies: list[str], skip: set[str]) -> dict:
         path = Path(folder) / "function.jsonl"
         if not path.exists() and not path.with_name(path.name + ".gz").exists():
             raise SystemExit(f"{folder} holds no `assist eval repo` function records")
-        records += [r for r in JsonlCache(path).entries.values() if r.get("strategy") in strategies]
+        held = [r for r in JsonlCache(path).entries.values() if r.get("strategy") in strategies]
+        missing = sorted(set(strategies) - {r["strategy"] for r in held})
+        if missing:
+            raise SystemExit(f"{folder} has no records of {missing[0]}")
+        records += held
     records = complete_tasks(records)
     by: dict[str, dict[str, float]] = {s: {} for s in strategies}
     for r in records:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from assistant.cache import JsonlCache
+from assistant.evaluate.codegen import auto_pick
 from assistant.evaluate.metrics import bootstrap_ci, interval_cell, paired_difference
 
 RETRIEVAL: dict[str, Callable[[dict], float]] = {
@@ -84,7 +85,14 @@ def metrics(kind: str, first: dict[str, dict], second: dict[str, dict]) -> dict[
     rankers = [set().union(*(r.get("picks", {}) for r in run.values())) for run in (first, second)]
     for ranker in sorted(rankers[0] & rankers[1]):
         chosen[f"top-1 by {ranker}"] = _pick_passed(ranker)
+    if all("agree" in r.get("scores", {}) for run in (first, second) for r in run.values()):
+        chosen["top-1 by auto"] = _auto_passed  # what `generate` shows first: agree, ties by log-probability
     return chosen
+
+
+def _auto_passed(record: dict) -> float:
+    pick = auto_pick(record)
+    return float(pick is not None and bool(record["samples"][pick]["passed"]))
 
 
 def main() -> None:

@@ -65,11 +65,16 @@ def test_a_results_folder_accepts_more_strategies_tasks_and_ks_but_not_other_sam
     with pytest.raises(UsageError, match=r"other settings \(line_fragments\)"):
         _prepare(tmp_path, {**config, "line_fragments": "other-files"}, legacy={"line_fragments": "any"})
     _prepare(tmp_path, {**config, "line_fragments": "any"}, legacy={"line_fragments": "any"})
-    # The engine (or server) that draws the samples is a setting too: recorded, and a resume with another refused.
-    _prepare(tmp_path, {**config, "line_fragments": "any", "engine": "openvino"}, legacy={"engine": "openvino"})
-    assert json.loads((tmp_path / "config.json").read_text())["engine"] == "openvino"
+    # The engine (or server) that draws the samples, recorded later: a folder from before resumes without a guess
+    # written into it; a folder that records it refuses a resume with another.
+    resumed = {**config, "line_fragments": "any", "engine": "openvino"}
+    _prepare(tmp_path, resumed, unrecorded=("engine",))
+    assert "engine" not in json.loads((tmp_path / "config.json").read_text())
+    fresh = tmp_path / "fresh"
+    _prepare(fresh, resumed, unrecorded=("engine",))
+    assert json.loads((fresh / "config.json").read_text())["engine"] == "openvino"
     with pytest.raises(UsageError, match=r"other settings \(engine\)"):
-        _prepare(tmp_path, {**config, "line_fragments": "any", "engine": "ct2"}, legacy={"engine": "ct2"})
+        _prepare(fresh, {**resumed, "engine": "ct2"}, unrecorded=("engine",))
 
 
 def test_subsets_are_fixed_nested_and_in_dataset_order():

@@ -181,12 +181,18 @@ def test_a_clones_own_assist_folder_is_never_written_through(scratch_repo, encod
     assert outside.read_text() == "mine\n" and session.history() == []
     # One the repo ships (tracked by git), or a `.assist` that is itself a link: a one-line refusal.
     git(scratch_repo, "add", "-f", ".assist/history.jsonl")
-    with pytest.raises(UsageError, match=r"history.jsonl is a symlink the repo ships in .assist/"):
+    with pytest.raises(UsageError, match=r"history.jsonl is a symlink the repo ships; assist writes through no link"):
         index_repo(scratch_repo, encoder)
     git(scratch_repo, "rm", "-q", "--cached", ".assist/history.jsonl")
     history.unlink()
     (scratch_repo / ".assist").rename(tmp_path / "moved")
     (scratch_repo / ".assist").symlink_to(tmp_path / "moved")
-    with pytest.raises(UsageError, match=r"\.assist is a symlink"):
+    assert open_source(encoder, start=scratch_repo).kind == "repo"  # the user's own link: followed
+    git(scratch_repo, "add", "-f", ".assist")
+    with pytest.raises(UsageError, match=r"\.assist is a symlink the repo ships"):
         open_source(encoder, start=scratch_repo)
+    from assistant.ui.doctor import index_checks
+
+    (check,) = index_checks(scratch_repo)
+    assert check.ok is False and "git rm --cached" in check.fix
     assert outside.read_text() == "mine\n"

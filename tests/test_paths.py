@@ -89,3 +89,19 @@ def test_a_file_changed_since_it_was_read_is_not_written(tmp_path: Path) -> None
     assert path.read_text() == "edited meanwhile\n" and _leftovers(tmp_path) == []
     atomic_write_text(path, "new\n", expected=b"edited meanwhile\n")
     assert path.read_text() == "new\n"
+
+
+def test_a_assist_folder_the_repo_ships_as_a_submodule_is_refused(tmp_path: Path) -> None:
+    import subprocess
+
+    from assistant.paths import repo_dir
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    assert repo_dir(tmp_path) == tmp_path / ".assist" and not (tmp_path / ".assist").exists()  # looking creates nothing
+    git("update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},.assist")  # what a clone of a submodule holds
+    with pytest.raises(UsageError, match=r"\.assist is a submodule"):
+        repo_dir(tmp_path, create=True)
+    assert not (tmp_path / ".assist").exists()

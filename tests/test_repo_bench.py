@@ -462,9 +462,11 @@ def test_a_copy_of_the_hidden_body_in_another_file_is_never_shown_nor_learned(
 ) -> None:
     from assistant.evaluate.repo.run import _learnable, copied_tasks
 
-    # The same body, one level deeper and with a comment, in a vendored class; and a function that only resembles it.
+    # The same body, one level deeper and with a comment, in a vendored class whose body crosses the edge of two
+    # 20-line fragments (lines 20-21); and a function that only resembles it.
     (tiny.root / "pkg" / "vendored.py").write_text(
-        'class Copy:\n    def double(self, x):\n        """Twice x."""\n        # vendored\n        y = x * 2\n'
+        "".join(f"C{i} = {i}\n" for i in range(14))
+        + '\nclass Copy:\n    def double(self, x):\n        """Twice x."""\n        # vendored\n        y = x * 2\n'
         "        return y\n"
     )
     (tiny.root / "pkg" / "util.py").write_text('def twice(v):\n    """Return twice v."""\n    return v + v\n')
@@ -472,10 +474,11 @@ def test_a_copy_of_the_hidden_body_in_another_file_is_never_shown_nor_learned(
     indexes = {"tiny": index_project(tiny, encoder)}
     assert copied_tasks(tasks, indexes["tiny"].functions.examples) == {"tiny:pkg/mod.py::double"}
     backend = ScriptedBackend(["    return x + x\n```"], prefills_answer=True)
-    (record,) = run_function_tasks(
-        tasks, indexes, ["bm25"], backend, tmp_path / "out", params=SamplingParams(n=1), demos=4
+    record, shown = run_function_tasks(
+        tasks, indexes, ["bm25", "bm25@fragments"], backend, tmp_path / "out", params=SamplingParams(n=1), demos=4
     )
     assert record["demonstrations"] == ["pkg/util.py:1"]  # not pkg/vendored.py's Copy.double
+    assert shown["fragments"] == ["pkg/util.py:1"]  # nor either fragment holding part of it
     learnable = _learnable(indexes["tiny"].functions, tasks)
     assert "pkg/vendored.py" not in {e.path for e in learnable.examples}
     assert "pkg/util.py" in {e.path for e in learnable.examples}

@@ -144,6 +144,9 @@ def index_checks(start: Path) -> list[Check]:
         ]
     try:
         directory = repo_index_dir(root)  # only looks: nothing is created
+    except UsageError as exc:  # a link or submodule the repo ships in .assist/
+        return [Check("index", False, str(exc), f"remove it from the repo (git rm --cached) and from {root}")]
+    try:
         index = load_existing(directory)
     except UsageError as exc:
         return [Check("index", False, str(exc), "assist index (it rebuilds an unreadable index)")]

@@ -109,12 +109,15 @@ def _engine(settings: Settings) -> str | None:
     return settings["local.engine"] if settings.backend == "local" else settings["openai.base_url"]
 
 
-def _prepare(out: Path, config: dict, legacy: dict | None = None) -> None:
+def _prepare(out: Path, config: dict, legacy: dict | None = None, unrecorded: tuple[str, ...] = ()) -> None:
     """Create the results folder, refusing one that holds a run with other settings. `legacy`: the values
-    of settings added later, as folders written before them were run."""
+    of settings added later, as folders written before them were run; `unrecorded`: settings added later whose
+    value such a folder cannot tell (it is resumed, and the setting stays unrecorded rather than guessed)."""
     path = out / "config.json"
     if path.exists():
-        previous = {**(legacy or {}), **json.loads(path.read_text(encoding="utf-8"))}
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        config = {k: v for k, v in config.items() if k not in unrecorded or k in saved}
+        previous = {**(legacy or {}), **saved}
         # Strategies and --limit may grow: subsets are nested and every (task, strategy) is cached on its own.
         # -k too: pass@k is computed from each task's (n, correct), so it changes the report, not the samples.
         # `eval repo --task` too: its function and line records are kept in their own files.
@@ -288,7 +291,7 @@ def codegen(
     bases = _extended(folder, extend, config)
     if bases:
         config["extends"] = [os.path.relpath(base, folder) for base in bases]
-    _prepare(folder, config, legacy={"engine": config["engine"]})  # older folders did not record it
+    _prepare(folder, config, unrecorded=("engine",))
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         pipeline, demo_pool, generator = _load_models(pool, settings, ui)
@@ -500,8 +503,7 @@ def repo(
         "strategies": names,
         "tasks": sorted(wanted) if wanted is not None else None,
     }
-    # A folder from before the engine was recorded takes today's (it cannot say which it ran).
-    _prepare(folder, config, legacy={"line_fragments": "any", "redraw": False, "engine": config["engine"]})
+    _prepare(folder, config, legacy={"line_fragments": "any", "redraw": False}, unrecorded=("engine",))
 
     def subset(items: list) -> list:
         if wanted is not None:
@@ -678,7 +680,7 @@ def likelihood(
         "pool": parse_dataset(pool).name,
         "strategies": names,
     }
-    _prepare(folder, config, legacy={"engine": config["engine"]})  # older folders did not record it
+    _prepare(folder, config, unrecorded=("engine",))
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         _, demo_pool, scorer = _load_models(pool, settings, ui)
         if not scorer.can_score:

@@ -334,9 +334,18 @@ def task_request(
     covering tests' files, and copies of the hidden body in other files, are never retrieved nor shown."""
     test_files = {node.split("::", 1)[0] for node in task.tests}
     wanted = _code_lines(task.body)
+    # Where copies of the body sit: a 20-line fragment holding only part of one (it crosses a window's edge) is a
+    # leak as well, so every fragment overlapping a copy goes too.
+    copies = [
+        (e.path, e.start_line, e.end_line)
+        for e in ix.functions.examples
+        if e.path != task.path and e.path not in test_files and wanted in _code_lines(e.code)
+    ]
 
     def leaks(example: Example) -> bool:
-        return example.path in test_files or wanted in _code_lines(example.code)
+        if example.path in test_files or wanted in _code_lines(example.code):
+            return True
+        return any(p == example.path and s <= example.end_line and example.start_line <= e for p, s, e in copies)
 
     excluding = Excluding(retriever, leaks) if retriever is not None else None
     # +apis: the project's functions from other files that the target file uses are shown too; the covering
@@ -488,7 +497,7 @@ def run_function_tasks(
             share = 1 / len(fresh) / users[key] if key in fresh else 0.0
             sampled_s = prepare_s + batch_s * share
             samples, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
-            superseded = _superseded(samples, sample_params.n)
+            superseded = _superseded(_completions(data), request, sample_params)
             scores = {}
             record = {
                 "task_id": task.task_id,
@@ -543,12 +552,20 @@ def _redrawn(samples_cache: JsonlCache, key: str, completions: list[Completion])
     return redrawn, list(cached["at"])
 
 
-def _superseded(samples: Sequence[dict], n: int) -> list[int]:
-    """The first samples (by number) that were cut off and drawn again at twice the limit: when every one of the
-    `n` ran out of room, :func:`~assistant.core.stubs.sample_stubs` appends a retry for each cut-off one, and
-    each retry takes its place (a record counting both would give a passing retry half a sample's credit)."""
-    extra = len(samples) - n
-    return [number for number, sample in enumerate(samples[:n]) if sample["cut_off"]][:extra] if extra > 0 else []
+def _superseded(first: Sequence[Completion], request: StubRequest, params: SamplingParams) -> list[int]:
+    """The first samples (by number) that were cut off and drawn again at twice the limit: when none of the
+    `params.n` gave a body, :func:`~assistant.core.stubs.sample_stubs` appends a retry for each cut-off one (but
+    not a greedy one going round in a loop), read here from the samples as drawn, before any redraw; each retry
+    takes its place (a record counting both would give a passing retry half a sample's credit)."""
+    n = params.n
+    if len(first) <= n:
+        return []
+    retried = []
+    for number, completion in enumerate(first[:n]):
+        cut = collect_stub([completion], request.stub, request.prefix, request.existing)[2]
+        if cut and (params.temperature > 0 or not cut[0].repeating):
+            retried.append(number)
+    return retried[: len(first) - n]
 
 
 def _cached(samples_cache: JsonlCache, key: str, request: StubRequest) -> tuple[list[dict], int]:
