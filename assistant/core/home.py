@@ -66,27 +66,11 @@ def project_python(root: Path, python: str | Path | None = None) -> Path:
     return Path(sys.executable)
 
 
-def _tracked(root: Path, folder: str) -> bool:
-    """Whether git tracks anything under `folder` of the work tree `root` (True when git cannot say)."""
+def _ls_files(root: Path, *args: str) -> list[str] | None:
+    """`git ls-files -z ARGS` in the work tree `root`, as names; None when git cannot say."""
     try:
         listed = subprocess.run(
-            ["git", "--literal-pathspecs", "ls-files", "-z", "--cached", "--", folder],
-            cwd=root,
-            capture_output=True,
-            check=True,
-            timeout=60,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return True
-    return bool(listed)
-
-
-def git_files(root: Path) -> tuple[str, ...] | None:
-    """The files git shows in the work tree at `root` (tracked, and untracked but not ignored), None outside git:
-    what a test run's copy holds, so ignored files (.env, keys, build output) stay out of it."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            ["git", "--literal-pathspecs", "ls-files", "-z", *args],
             cwd=root,
             capture_output=True,
             check=True,
@@ -94,7 +78,20 @@ def git_files(root: Path) -> tuple[str, ...] | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    return tuple(sorted({name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name}))
+    return [name for name in listed.decode("utf-8", "surrogateescape").split("\0") if name]
+
+
+def _tracked(root: Path, folder: str) -> bool:
+    """Whether git tracks anything under `folder` of the work tree `root` (True when git cannot say)."""
+    listed = _ls_files(root, "--cached", "--", folder)
+    return listed is None or bool(listed)
+
+
+def git_files(root: Path) -> tuple[str, ...] | None:
+    """The files git shows in the work tree at `root` (tracked, and untracked but not ignored), None outside git:
+    what a test run's copy holds, so ignored files (.env, keys, build output) stay out of it."""
+    listed = _ls_files(root, "--cached", "--others", "--exclude-standard")
+    return None if listed is None else tuple(sorted(set(listed)))
 
 
 def package_root(root: Path, path: str | Path) -> str | None:

@@ -271,18 +271,17 @@ def _code_lines(code: str) -> str:
     return "\n" + "\n".join(line for line in kept if line and not line.startswith("#")) + "\n"
 
 
+def copies_of(task: FunctionTask, functions: Sequence[Example]) -> list[Example]:
+    """The functions of other, non-test files that hold the task's hidden body line for line."""
+    tests = {node.split("::", 1)[0] for node in task.tests}
+    wanted = _code_lines(task.body)
+    return [e for e in functions if e.path != task.path and e.path not in tests and wanted in _code_lines(e.code)]
+
+
 def copied_tasks(tasks: Sequence[FunctionTask], functions: Sequence[Example]) -> set[str]:
-    """The tasks whose hidden body a function of another file holds line for line: before the leak
-    control dropped such copies, their retrieval strategies could be shown the answer."""
-    found: set[str] = set()
-    for task in tasks:
-        tests = {node.split("::", 1)[0] for node in task.tests}
-        wanted = _code_lines(task.body)
-        for example in functions:
-            if example.path != task.path and example.path not in tests and wanted in _code_lines(example.code):
-                found.add(task.task_id)
-                break
-    return found
+    """The tasks with a copy (:func:`copies_of`): before the leak control dropped copies, their retrieval
+    strategies could be shown the answer."""
+    return {task.task_id for task in tasks if copies_of(task, functions)}
 
 
 def _target(project: Project, path: str, text: str) -> Target:
@@ -336,11 +335,7 @@ def task_request(
     wanted = _code_lines(task.body)
     # Where copies of the body sit: a 20-line fragment holding only part of one (it crosses a window's edge) is a
     # leak as well, so every fragment overlapping a copy goes too.
-    copies = [
-        (e.path, e.start_line, e.end_line)
-        for e in ix.functions.examples
-        if e.path != task.path and e.path not in test_files and wanted in _code_lines(e.code)
-    ]
+    copies = [(e.path, e.start_line, e.end_line) for e in copies_of(task, ix.functions.examples)]
 
     def leaks(example: Example) -> bool:
         if example.path in test_files or wanted in _code_lines(example.code):
