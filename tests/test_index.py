@@ -196,3 +196,19 @@ def test_a_clones_own_assist_folder_is_never_written_through(scratch_repo, encod
     (check,) = index_checks(scratch_repo)
     assert check.ok is False and "git rm --cached" in check.fix
     assert outside.read_text() == "mine\n"
+
+
+def test_dense_search_still_returns_k_when_exclusions_cut_deeper_than_its_first_ask(tmp_path, encoder) -> None:
+    # A leak control can drop a whole file: here the 40 string examples, every one nearer the query than the
+    # 20 others. The first faiss ask (k + 16 rows) holds only excluded rows; the retriever must ask again.
+    bank = tmp_path / "bank.jsonl"
+    rows = [{"requirement": f"reverse the characters of string number {i}", "code": f"s{i} = 1\n"} for i in range(40)]
+    rows += [{"requirement": f"open database connection pool {i}", "code": f"d{i} = 1\n"} for i in range(20)]
+    bank.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    index = index_bank(bank, encoder)[0]
+    hits = DenseRetriever(index, encoder).search(
+        "reverse a string", 4, exclude=lambda e: e.requirement.startswith("reverse")
+    )
+    assert len(hits) == 4 and all(h.example.requirement.startswith("open database") for h in hits)
+    everything = DenseRetriever(index, encoder).search("reverse a string", 100)
+    assert len(everything) == 60  # asks for more than the index holds: all of it, once

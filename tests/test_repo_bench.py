@@ -484,6 +484,39 @@ def test_a_copy_of_the_hidden_body_in_another_file_is_never_shown_nor_learned(
     assert "pkg/util.py" in {e.path for e in learnable.examples}
 
 
+def test_a_covering_test_inherited_from_a_mixin_in_another_file_is_never_shown(
+    tiny: Project, encoder, tmp_path: Path
+) -> None:
+    from assistant.evaluate.repo.run import test_files_of
+
+    # cachetools' layout: the test methods live in a mixin of one file, the node ids name another that inherits.
+    tests = tiny.root / "tests"
+    (tests / "checks.py").write_text(
+        "from pkg.mod import double\n\n\nclass DoubleChecks:\n    def test_double_twice(self):\n"
+        '        """Double a number twice."""\n        assert double(double(5)) == 20\n'
+    )
+    (tests / "test_inherit.py").write_text(
+        "from checks import DoubleChecks\n\n\nclass TestDouble(DoubleChecks):\n    pass\n"
+    )
+    run = run_pytest(tiny.root, Path(sys.executable), ["tests"], trace=True)
+    assert run.ok, run.output
+    project = Project(tiny.spec, tiny.root, Path(sys.executable), sorted(run.passed()), run.calls)
+    (task,) = [t for t in function_tasks(project) if t.qualname == "double"]
+    assert "tests/test_inherit.py::TestDouble::test_double_twice" in task.tests
+    assert test_files_of(task, project) == {"tests/test_mod.py", "tests/test_inherit.py", "tests/checks.py"}
+    backend = ScriptedBackend(["    return x + x\n```"], prefills_answer=True)
+    (record,) = run_function_tasks(
+        [task],
+        {"tiny": index_project(project, encoder)},
+        ["bm25"],
+        backend,
+        tmp_path / "out",
+        params=SamplingParams(n=1),
+        demos=4,
+    )
+    assert not any(d.startswith("tests/") for d in record["demonstrations"]), record["demonstrations"]
+
+
 def test_a_retry_at_twice_the_limit_takes_the_place_of_the_sample_it_redraws(
     tiny: Project, encoder, tmp_path: Path
 ) -> None:

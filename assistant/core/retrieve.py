@@ -103,17 +103,21 @@ class DenseRetriever:
         if not len(self.index):
             return []
         vector = self.encoder.encode([query])
-        # Ask faiss for extra rows so exclusions still leave k.
+        # Ask faiss for extra rows so exclusions still leave k; where they cut deeper than that (a leak control
+        # dropping a whole file), ask again for four times as many, down to the whole index.
         depth = min(len(self.index), k + 16)
-        scores, rows = self.index.dense_search(vector, depth)
-        hits = []
-        for score, row in zip(scores[0], rows[0], strict=True):
-            if row < 0 or (exclude is not None and exclude(self.index.examples[row])):
-                continue
-            hits.append(Hit(self.index.examples[row], float(score), self.name, f"cosine {score:.3f}"))
-            if len(hits) == k:
-                break
-        return hits
+        while True:
+            scores, rows = self.index.dense_search(vector, depth)
+            hits = []
+            for score, row in zip(scores[0], rows[0], strict=True):
+                if row < 0 or (exclude is not None and exclude(self.index.examples[row])):
+                    continue
+                hits.append(Hit(self.index.examples[row], float(score), self.name, f"cosine {score:.3f}"))
+                if len(hits) == k:
+                    return hits
+            if depth >= len(self.index):
+                return hits
+            depth = min(len(self.index), depth * 4)
 
 
 class HybridRetriever:

@@ -447,6 +447,7 @@ def repo(
     from assistant.backends import SamplingParams
     from assistant.cache import JsonlCache
     from assistant.core.agreement import AgreementRanker
+    from assistant.evaluate import write_report
     from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS
     from assistant.evaluate.repo.projects import parse_projects, prepare
     from assistant.evaluate.repo.run import (
@@ -587,7 +588,8 @@ def repo(
     if line_rows:
         report += ["## Line level (EM, ES in percent; R@k and MRR@10 of the fragment holding the line)\n",
                    line_table(line_rows), ""]  # fmt: skip
-    atomic_write_text(folder / "report.md", "\n".join(report) + "\n")
+    # report.md covers every record the folder holds (earlier calls' strategies too); the terminal, this call's.
+    write_report(folder)
     if json_output:
         out.print_json(
             json.dumps({"out": str(folder), "seconds": round(elapsed, 1), "function": function_rows, "line": line_rows})
@@ -600,6 +602,7 @@ def repo(
 def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list], folder: Path, as_json: bool) -> None:
     """`eval repo --task retrieval`: each retriever's rank of the positive fragment for the line tasks."""
     from assistant.cache import JsonlCache, cache_key
+    from assistant.evaluate import write_report
     from assistant.evaluate.repo.projects import prepare
     from assistant.evaluate.repo.run import (
         TRAINED,
@@ -630,7 +633,8 @@ def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list
         return
     out.print(f"{len(lines)} line tasks; the positive is the 20-line fragment holding the first hidden line\n")
     out.print(retrieval_table(rows))
-    err.print(f"results: {folder}")
+    write_report(folder)
+    err.print(f"results: {folder} (report.md)")
 
 
 @eval_app.command("likelihood")

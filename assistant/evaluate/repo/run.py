@@ -7,11 +7,12 @@ into the file and the tests that execute the function are run in the project san
 continue a file from a cut point with retrieved 20-line fragments of the project in the prompt.
 
 Leak control: the index is built from the pristine tree, but the target file's own functions (the hidden body
-among them), every test file that holds a covering test, and any function or fragment elsewhere that holds the
-hidden body line for line (a copy: boltons vendors `OrderedMultiDict` in two files) are excluded from a function
-task's demonstrations, and from what the trained strategies learn from; a line task's prompt takes fragments from
-the project's other files (as `generate`, whose prompt holds the target file already), or with
-`other_files=False` from any file but never fragments overlapping the hidden lines.
+among them), every test file whose code a covering test runs (its own, a mixin's, a shared helper's), and any
+function or fragment elsewhere that holds the hidden body line for line (a copy: boltons vendors
+`OrderedMultiDict` in two files) are excluded from a function task's demonstrations, and from what the trained
+strategies learn from; a line task's prompt takes fragments from the project's other files (as `generate`, whose
+prompt holds the target file already), or with `other_files=False` from any file but never fragments overlapping
+the hidden lines.
 Samples and records are cached (JSONL, keyed by prompt and parameters), so a run resumes where it stopped.
 """
 
@@ -320,6 +321,17 @@ def task_target(task: FunctionTask, project: Project) -> Target:
     return _target(project, task.path, task.stubbed(pristine))
 
 
+def test_files_of(task: FunctionTask, project: Project) -> set[str]:
+    """The files that hold the task's covering tests' code: each test's own file and every test file whose code
+    the test ran by the call map. A test inherited from a mixin runs code of another file than its node id names
+    (cachetools' `tests/test_lru.py::LRUCacheTest::test_clear` is `CacheTestMixin.test_clear` of
+    `tests/__init__.py`), and so does a shared helper or fixture."""
+    files = {node.split("::", 1)[0] for node in task.tests}
+    for node in task.tests:
+        files.update(path for path, _ in project.calls.get(node, ()) if project.is_test_file(path))
+    return files
+
+
 def task_request(
     task: FunctionTask,
     ix: ProjectIndexes,
@@ -330,8 +342,9 @@ def task_request(
     demos: int,
 ) -> StubRequest:
     """A function task's prompt under `strategy` (its `retriever` from `_retriever`), with the leak control: the
-    covering tests' files, and copies of the hidden body in other files, are never retrieved nor shown."""
-    test_files = {node.split("::", 1)[0] for node in task.tests}
+    files holding the covering tests' code (:func:`test_files_of`), and copies of the hidden body in other files,
+    are never retrieved nor shown."""
+    test_files = test_files_of(task, ix.project)
     wanted = _code_lines(task.body)
     # Where copies of the body sit: a 20-line fragment holding only part of one (it crosses a window's edge) is a
     # leak as well, so every fragment overlapping a copy goes too.
