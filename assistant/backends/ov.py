@@ -40,11 +40,15 @@ from assistant.backends import (
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
 from assistant.backends.models import ModelSpec, ov_path, quiet_transformers, resolve, tokenizer_dir
 from assistant.backends.prompts import Prompt
+from assistant.backends.watchdog import Watchdog, stall_limit
 from assistant.errors import ModelError
 
 # Tokens the pipeline computes in one step (prompt chunks and decode rows together): bounds the memory of scoring
 # (a scored position holds the whole vocabulary's logits, 0.6 MB) while keeping prompts in large chunks.
 STEP_TOKENS = 1024
+# Seconds one pipeline step may take before the engine counts as stuck (ASSIST_STALL_S overrides): a step reads
+# at most STEP_TOKENS tokens, a few seconds on 2 cores even for the 1.5B model, so only a deadlock comes near it.
+STALL_S = 300.0
 # Gigabytes kept for the attention cache: ~12 kB a token for the 0.5B model, so 1 GB holds ~80,000 tokens.
 CACHE_GB = 1
 # Tokens of scored pairs handed to the pipeline at once (well within the attention cache).
@@ -74,6 +78,8 @@ class OpenVINOBackend(ConvertedBackend):
         self.threads = threads or os.cpu_count() or 1
         self.usage = Usage()
         self._lock = threading.Lock()  # one call drives the pipeline at a time
+        # A step that never returns (an engine deadlock) ends the process with a clear error, not a silent hang.
+        self._watchdog = Watchdog(stall_limit(STALL_S), "the OpenVINO engine")
         self._next_id = 0
         self._scorer: Any = None  # the pipeline that scores, made on first use (see `_scoring_pipeline`)
         try:
@@ -189,7 +195,8 @@ class OpenVINOBackend(ConvertedBackend):
                     tensor = ov.Tensor(np.asarray([ids], dtype=np.int64))
                     handles.append(pipeline.add_request(self._request_id(), tensor, config))
                 while pipeline.has_non_finished_requests():
-                    pipeline.step()
+                    with self._watchdog.watch():
+                        pipeline.step()
                     for handle, own in zip(handles, rows, strict=True):
                         _collect(handle, own)
                     if report is None:
@@ -207,7 +214,8 @@ class OpenVINOBackend(ConvertedBackend):
                     handle.cancel()
                 with contextlib.suppress(Exception):  # the first error is the one to report
                     while pipeline.has_non_finished_requests():  # release the cancelled requests
-                        pipeline.step()
+                        with self._watchdog.watch():
+                            pipeline.step()
                 raise
             for handle, own in zip(handles, rows, strict=True):
                 _collect(handle, own)

@@ -13,6 +13,7 @@ from typing import Any
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
+from assistant.backends import watchdog
 from assistant.ui.session import Session
 from assistant.ui.tui.main_screen import MainScreen
 
@@ -47,7 +48,20 @@ class AssistApp(App[None]):
 
 def run(session: Session, target: str | None = None) -> None:
     """Run the TUI until the user quits."""
-    AssistApp(session, target).run()
+    app = AssistApp(session, target)
+
+    def give_back_the_terminal() -> None:
+        # An engine deadlock ends the process from the watchdog's thread (see assistant.backends.watchdog);
+        # leave the alternate screen, mouse and raw modes first, so the one-line error lands in a usable shell.
+        driver = app._driver  # Textual keeps its terminal driver private; no public call restores it from a thread
+        if driver is not None:
+            driver.stop_application_mode()
+
+    watchdog.before_exit.append(give_back_the_terminal)
+    try:
+        app.run()
+    finally:
+        watchdog.before_exit.remove(give_back_the_terminal)
 
 
 __all__ = ["AssistApp", "run"]

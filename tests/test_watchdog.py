@@ -1,0 +1,61 @@
+"""The watchdog that turns a stuck native call (an OpenVINO deadlock) into a one-line error and an exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from assistant.backends.watchdog import EXIT_STALLED, Watchdog, stall_limit
+from assistant.errors import UsageError
+
+
+def test_a_call_past_its_limit_is_reported_once_and_calls_in_time_are_not() -> None:
+    stalls: list[str] = []
+    seen = threading.Event()
+
+    def on_stall(message: str) -> None:
+        stalls.append(message)
+        seen.set()
+
+    dog = Watchdog(0.3, "the test engine", on_stall)
+    for _ in range(20):  # many quick calls, as a decode's steps: none is a stall
+        with dog.watch():
+            time.sleep(0.01)
+    time.sleep(0.5)  # idle past the limit: nothing is watched, nothing to report
+    assert stalls == []
+    started = time.monotonic()
+    with dog.watch():
+        assert seen.wait(3.0)
+        waited = time.monotonic() - started
+    assert 0.25 <= waited < 1.5
+    assert len(stalls) == 1 and stalls[0].startswith("the test engine stopped responding (one step ran past 0.3 s)")
+
+
+def test_a_stalled_call_ends_the_process_with_one_line_and_its_own_status() -> None:
+    code = (
+        "import time\n"
+        "from assistant.backends.watchdog import Watchdog\n"
+        "with Watchdog(0.2, 'the test engine').watch():\n"
+        "    time.sleep(30)\n"
+    )
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    assert time.monotonic() - started < 10
+    assert result.returncode == EXIT_STALLED
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("assist: error: the test engine stopped responding")
+
+
+def test_the_limit_comes_from_the_environment_or_a_clear_error(monkeypatch) -> None:
+    monkeypatch.delenv("ASSIST_STALL_S", raising=False)
+    assert stall_limit(300.0) == 300.0
+    monkeypatch.setenv("ASSIST_STALL_S", "900")
+    assert stall_limit(300.0) == 900.0
+    for bad in ("0", "-5", "soon", "nan", "inf"):
+        monkeypatch.setenv("ASSIST_STALL_S", bad)
+        with pytest.raises(UsageError, match="ASSIST_STALL_S must be a positive number"):
+            stall_limit(300.0)
