@@ -487,7 +487,7 @@ def test_a_copy_of_the_hidden_body_in_another_file_is_never_shown_nor_learned(
 def test_a_covering_test_inherited_from_a_mixin_in_another_file_is_never_shown(
     tiny: Project, encoder, tmp_path: Path
 ) -> None:
-    from assistant.evaluate.repo.run import test_files_of
+    from assistant.evaluate.repo.run import covering_test_files
 
     # cachetools' layout: the test methods live in a mixin of one file, the node ids name another that inherits.
     tests = tiny.root / "tests"
@@ -503,7 +503,7 @@ def test_a_covering_test_inherited_from_a_mixin_in_another_file_is_never_shown(
     project = Project(tiny.spec, tiny.root, Path(sys.executable), sorted(run.passed()), run.calls)
     (task,) = [t for t in function_tasks(project) if t.qualname == "double"]
     assert "tests/test_inherit.py::TestDouble::test_double_twice" in task.tests
-    assert test_files_of(task, project) == {"tests/test_mod.py", "tests/test_inherit.py", "tests/checks.py"}
+    assert covering_test_files(task, project) == {"tests/test_mod.py", "tests/test_inherit.py", "tests/checks.py"}
     backend = ScriptedBackend(["    return x + x\n```"], prefills_answer=True)
     (record,) = run_function_tasks(
         [task],

@@ -321,7 +321,7 @@ def task_target(task: FunctionTask, project: Project) -> Target:
     return _target(project, task.path, task.stubbed(pristine))
 
 
-def test_files_of(task: FunctionTask, project: Project) -> set[str]:
+def covering_test_files(task: FunctionTask, project: Project) -> set[str]:
     """The files that hold the task's covering tests' code: each test's own file and every test file whose code
     the test ran by the call map. A test inherited from a mixin runs code of another file than its node id names
     (cachetools' `tests/test_lru.py::LRUCacheTest::test_clear` is `CacheTestMixin.test_clear` of
@@ -342,9 +342,9 @@ def task_request(
     demos: int,
 ) -> StubRequest:
     """A function task's prompt under `strategy` (its `retriever` from `_retriever`), with the leak control: the
-    files holding the covering tests' code (:func:`test_files_of`), and copies of the hidden body in other files,
+    files holding the covering tests' code (:func:`covering_test_files`), and copies of the hidden body in other files,
     are never retrieved nor shown."""
-    test_files = test_files_of(task, ix.project)
+    test_files = covering_test_files(task, ix.project)
     wanted = _code_lines(task.body)
     # Where copies of the body sit: a 20-line fragment holding only part of one (it crosses a window's edge) is a
     # leak as well, so every fragment overlapping a copy goes too.
