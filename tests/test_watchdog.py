@@ -59,3 +59,47 @@ def test_the_limit_comes_from_the_environment_or_a_clear_error(monkeypatch) -> N
         monkeypatch.setenv("ASSIST_STALL_S", bad)
         with pytest.raises(UsageError, match="ASSIST_STALL_S must be a positive number"):
             stall_limit(300.0)
+
+
+def test_a_stall_while_the_tui_runs_gives_the_terminal_back_before_the_error(tmp_path) -> None:
+    pty = pytest.importorskip("pty")
+    import os
+    import select
+
+    # A real Textual app on a real pseudo-terminal, with the TUI's restorer; a watched call stalls in a worker.
+    code = (
+        "import threading, time\n"
+        "from textual.app import App\n"
+        "from assistant.backends import watchdog\n"
+        "from assistant.ui.tui.app import terminal_restorer\n"
+        "class Stalls(App):\n"
+        "    def on_mount(self):\n"
+        "        def stall():\n"
+        "            with watchdog.Watchdog(0.5, 'the test engine').watch():\n"
+        "                time.sleep(30)\n"
+        "        threading.Thread(target=stall, daemon=True).start()\n"
+        "app = Stalls()\n"
+        "watchdog.before_exit.append(terminal_restorer(app))\n"
+        "app.run()\n"
+    )
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: nothing of pytest's may run here
+        os.execv(sys.executable, [sys.executable, "-c", code])
+    seen = b""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the child is gone
+            break
+        if not chunk:
+            break
+        seen += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == EXIT_STALLED
+    assert b"\x1b[?1049h" in seen  # it did take the alternate screen
+    after = seen.rsplit(b"\x1b[?1049l", 1)[-1]  # what follows leaving it: the cursor back, then the error
+    assert b"\x1b[?25h" in after and b"assist: error: the test engine stopped responding" in after

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,8 +29,8 @@ def _end_process(message: str) -> None:
         with contextlib.suppress(Exception):
             hook()
     with contextlib.suppress(Exception):
-        sys.stderr.write(f"assist: error: {message}\n")
-        sys.stderr.flush()
+        # To file descriptor 2 itself: a running TUI has replaced sys.stderr with its own capture.
+        os.write(2, f"assist: error: {message}\n".encode("utf-8", "replace"))
     os._exit(EXIT_STALLED)
 
 

@@ -7,7 +7,7 @@ the dialogs are in :mod:`assistant.ui.tui.screens`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from textual.app import App, SystemCommand
@@ -46,22 +46,26 @@ class AssistApp(App[None]):
             )
 
 
-def run(session: Session, target: str | None = None) -> None:
-    """Run the TUI until the user quits."""
-    app = AssistApp(session, target)
+def terminal_restorer(app: App[Any]) -> Callable[[], None]:
+    """What gives the user's terminal back if the process must end while `app` runs: an engine deadlock ends it
+    from the watchdog's thread (see :mod:`assistant.backends.watchdog`), and the one-line error should land in a
+    usable shell, not in the alternate screen with the mouse and raw modes still on."""
 
-    def give_back_the_terminal() -> None:
-        # An engine deadlock ends the process from the watchdog's thread (see assistant.backends.watchdog);
-        # leave the alternate screen, mouse and raw modes first, so the one-line error lands in a usable shell.
+    def restore() -> None:
         driver = app._driver  # Textual keeps its terminal driver private; no public call restores it from a thread
         if driver is not None:
             driver.stop_application_mode()
+            driver.close()  # its writer thread sends what is queued before the process ends
 
-    watchdog.before_exit.append(give_back_the_terminal)
+    return restore
+
+
+def run(session: Session, target: str | None = None) -> None:
+    """Run the TUI until the user quits."""
+    app = AssistApp(session, target)
+    restore = terminal_restorer(app)
+    watchdog.before_exit.append(restore)
     try:
         app.run()
     finally:
-        watchdog.before_exit.remove(give_back_the_terminal)
-
-
-__all__ = ["AssistApp", "run"]
+        watchdog.before_exit.remove(restore)
