@@ -47,7 +47,8 @@ from assistant.errors import ModelError
 # (a scored position holds the whole vocabulary's logits, 0.6 MB) while keeping prompts in large chunks.
 STEP_TOKENS = 1024
 # Seconds one pipeline step may take before the engine counts as stuck (ASSIST_STALL_S overrides): a step reads
-# at most STEP_TOKENS tokens (about 7 s for the 0.5B model on 2 cores), so only a deadlock comes near it.
+# at most STEP_TOKENS tokens (~7 s for the 0.5B on 2 cores, scaled from a timed 1,493-token prompt), so only a
+# deadlock comes near it.
 STALL_S = 300.0
 # Gigabytes kept for the attention cache: ~12 kB a token for the 0.5B model, so 1 GB holds ~80,000 tokens.
 CACHE_GB = 1
