@@ -198,6 +198,23 @@ def test_fragments_strategy_shows_other_files_code_instead_of_demonstrations(
         check_strategies(["zero@fragments"], "function")
 
 
+def test_both_suffixes_are_read_in_either_strategy_name() -> None:
+    from assistant.evaluate.repo.run import shows_apis, shows_fragments
+
+    # `X@fragments+apis` once ran as `X+apis` under a fragments label: the fragments were never shown.
+    assert [(shows_fragments(s), shows_apis(s)) for s in ("hybrid", "hybrid+apis", "hybrid@fragments")] == [
+        (False, False),
+        (False, True),
+        (True, False),
+    ]
+    assert shows_fragments("hybrid@fragments+apis") and shows_apis("hybrid@fragments+apis")
+    check_strategies(["hybrid@fragments+apis"], "function")
+    with pytest.raises(UsageError, match="unknown strategy 'hybrid\\+apis@fragments'"):
+        check_strategies(["hybrid+apis@fragments"], "function")
+    with pytest.raises(UsageError, match="for --task function only"):
+        check_strategies(["bm25@fragments+apis"], "line")
+
+
 def test_samples_that_wrote_nothing_are_redrawn_and_the_redraws_cached_apart(
     tiny: Project, encoder, tmp_path: Path
 ) -> None:

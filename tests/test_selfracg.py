@@ -232,6 +232,38 @@ def test_a_pool_without_adapters_uses_the_generic_ones(tmp_path: Path) -> None:
     assert loaded == [("qwen-x", "bf16"), ("qwen-x", "fp32")]
 
 
+def test_eval_repo_uses_the_generic_adapters_even_where_the_pool_has_its_own(tmp_path: Path) -> None:
+    import numpy as np
+
+    import assistant.methods.selfracg as selfracg
+    from assistant.evaluate.repo.run import _retriever
+    from assistant.indexing.index import Index
+    from assistant.methods.artifacts import artifact_dir, save_artifact
+    from assistant.methods.selfracg import SelfRacgRetriever, generic_dir
+
+    code = [f"def f{i}():\n    return {i}\n" for i in range(3)]
+    examples = [Example(requirement="", code=c, path=f"m{i}.py", start_line=1, end_line=2) for i, c in enumerate(code)]
+    index = Index(examples=examples, vectors=np.zeros((3, 1), "float32"), meta={"source": {"kind": "memory"}})
+    for folder, model in ((generic_dir(), "generic-model"), (artifact_dir(index, "selfracg"), "own-model")):
+        manifest = {"config": SelfRacgConfig(rank=4).to_json(), "model": model, "precision": "fp32"}
+        save_artifact(folder, "selfracg", lambda f: (f / "adapter.safetensors").write_bytes(b""), manifest)
+    loaded: list[str] = []
+
+    def fake_load(model, precision="auto", config=None):  # records which adapters' model was asked for
+        loaded.append(model)
+        raise RuntimeError("stop here")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(selfracg, "load_ine", fake_load)
+        for build in (
+            lambda: SelfRacgRetriever.for_index(index, trained=True),  # `generate`: the pool's own come first
+            lambda: _retriever("selfracg", index, encoder=None),  # eval repo: own ones saw the hidden bodies
+        ):
+            with pytest.raises(RuntimeError, match="stop here"):
+                build()
+    assert loaded == ["own-model", "generic-model"]
+
+
 def _fragments(files: dict[str, int]) -> list[Example]:
     """`count` 20-line fragments for each file name, in file order."""
     return [
@@ -432,3 +464,36 @@ def test_a_repos_vectors_stay_with_it_and_only_changed_fragments_are_encoded_aga
     second = SelfRacgRetriever(Index(examples=edited, vectors=np.zeros((3, 4), "float32"), meta=meta), ine)
     assert encoded == [edited[1].code]  # one file changed: one fragment read again
     assert np.array_equal(second.pool[[0, 2]], first.pool[[0, 2]])
+
+
+def test_an_eval_repo_folder_names_the_selfracg_adapters_its_figures_come_from(tmp_path: Path) -> None:
+    import json
+
+    from assistant.cache import JsonlCache
+    from assistant.evaluate.report import write_report
+    from assistant.methods.artifacts import save_artifact
+    from assistant.methods.selfracg import generic_dir
+    from assistant.ui.eval_cmd import _record_selfracg, _selfracg_identity
+
+    assert _selfracg_identity(["bm25", "selfracg"]) == {}  # none trained: the run itself stops with the error
+    manifest = {"config": SelfRacgConfig(rank=4).to_json(), "model": "qwen-x", "precision": "fp32"}
+    save_artifact(generic_dir(), "selfracg", lambda f: (f / "adapter.safetensors").write_bytes(b"w"), manifest)
+    before = _selfracg_identity(["bm25", "selfracg", "selfracg+apis"])
+    assert list(before) == ["selfracg", "selfracg+apis"] and before["selfracg"]["model"] == "qwen-x"
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"command": "repo", "n": 1}))
+    records = JsonlCache(out / "line-retrieval.jsonl")
+    for task in ("p:a.py:1", "p:a.py:30"):
+        for strategy in ("bm25", "selfracg"):
+            records.put(
+                task + strategy, {"task_id": task, "project": "p", "strategy": strategy, "rank": 1, "seconds": 0.1}
+            )
+    _record_selfracg(out, ["bm25", "selfracg"], {"selfracg": before["selfracg"]}, ["p:a.py:1", "p:a.py:30"])
+    report = write_report(out)
+    assert "| selfracg | 2 of 2 |" in report and "adapter.safetensors" in report
+    # Adapters retrained while the run went on: which ones made the figures is unknown, so nothing is named.
+    save_artifact(generic_dir(), "selfracg", lambda f: (f / "adapter.safetensors").write_bytes(b"v"), manifest)
+    (out / "retrievers.json").unlink()
+    _record_selfracg(out, ["selfracg"], {"selfracg": before["selfracg"]}, ["p:a.py:1"])
+    assert not (out / "retrievers.json").exists()

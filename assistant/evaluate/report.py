@@ -135,6 +135,7 @@ def bar_chart(
 
 
 RETRIEVERS_FILE = "retrievers.json"
+REPO_STORES = ("function.jsonl", "line.jsonl", "line-retrieval.jsonl")  # what `eval repo` keeps
 
 
 def retriever_identities(index: Index, strategies: Sequence[str]) -> dict[str, dict]:
@@ -262,7 +263,8 @@ def write_report(out: Path, versus: str | None = None) -> str:
     codegen_records = read_records(out / "records.jsonl")
     likelihood_records = read_records(out / "likelihood.jsonl")
     held: dict[str, set[str]] = {}  # strategy → the task ids the folder holds records for
-    for record in (codegen_records or []) + (likelihood_records or []):
+    repo_records = [r for name in REPO_STORES for r in read_records(out / name) or []]
+    for record in (codegen_records or []) + (likelihood_records or []) + repo_records:
         held.setdefault(record["strategy"], set()).add(record["task_id"])
     remembered = config.pop("versus", None)
     if versus is None:

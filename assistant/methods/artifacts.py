@@ -134,10 +134,14 @@ def save_encoder(model: Any, tokenizer: Any, folder: Path) -> None:
 
 
 def artifact_identity(index: Index, method: str) -> dict[str, Any] | None:
+    """What identifies the trained artifact `method` keeps for this index's pool (see `directory_identity`)."""
+    return directory_identity(artifact_dir(index, method))
+
+
+def directory_identity(directory: Path) -> dict[str, Any] | None:
     """What identifies a trained artifact in a results folder: its manifest (less the training statistics) and
     the sha256 of each weight file (as `sha256sum` prints it), which tells two trainings apart even when their
-    settings are the same."""
-    directory = artifact_dir(index, method)
+    settings are the same. None when the folder holds no artifact."""
     manifest = read_manifest(directory)
     if manifest is None:
         return None

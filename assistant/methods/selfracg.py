@@ -654,11 +654,18 @@ class SelfRacgRetriever:
         self.pool = cached_vectors(store, [e.code for e in index.examples], candidates)
 
     @classmethod
-    def for_index(cls, index: Index, trained: bool, model: str | None = None) -> SelfRacgRetriever:
+    def for_index(
+        cls, index: Index, trained: bool, model: str | None = None, adapters: Path | None = None
+    ) -> SelfRacgRetriever:
         """The retriever for an index's pool: its trained adapters (on the model and precision they were trained
-        on), or with `trained` False the untrained branch over `model` (default: the default generator)."""
+        on), or with `trained` False the untrained branch over `model` (default: the default generator).
+
+        The pool's own adapters are preferred to the generic ones; `adapters` names the folder to use instead
+        (`eval repo` passes the generic ones: adapters trained on a benchmark's pool have seen its answers)."""
         directory = None
-        if trained:
+        if trained and adapters is not None:
+            directory = adapters
+        elif trained:
             own = artifact_dir(index, METHOD)
             directory = generic_dir() if read_manifest(own) is None and read_manifest(generic_dir()) else own
         config, precision = SelfRacgConfig(), "auto"

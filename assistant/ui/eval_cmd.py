@@ -391,7 +391,8 @@ def repo(
             "On function tasks any of them + apis (e.g. hybrid+apis, zero+apis) also shows the project's functions "
             "from other files that the target file calls or imports, as `generate --apis` does; any retriever "
             "@fragments (e.g. hybrid@fragments) shows its 20-line fragments of the project's other files, found "
-            "with the code before the body, instead of demonstrations (RepoEval's context)."
+            "with the code before the body, instead of demonstrations (RepoEval's context); the two combine as "
+            "X@fragments+apis."
         ),
     ] = "zero,bm25,hybrid",
     n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,
@@ -541,6 +542,7 @@ def repo(
         encoder = pipeline.encoder()
         indexes = {p.name: index_project(p, encoder, progress=ui) for p in projects}
         generator = pipeline.backend(progress=ui)
+        adapters = _selfracg_identity(names)
         function_rows = line_rows = None
         if functions:
             params = SamplingParams(n=n, temperature=temperature, top_p=top_p)
@@ -576,6 +578,7 @@ def repo(
                 progress=ui,
             )
             line_rows = summarize_lines(line_records)
+    _record_selfracg(folder, names, adapters, [t.task_id for t in functions + lines])
     elapsed = time.perf_counter() - started
     header = (
         f"{len(functions)} function tasks and {len(lines)} line tasks from "
@@ -597,6 +600,30 @@ def repo(
         return
     out.print("\n".join(report))
     err.print(f"results: {folder} (report.md)")
+
+
+def _selfracg_identity(names: list[str]) -> dict[str, dict]:
+    """strategy → identity of the generic SelfRACG adapters, for each strategy of `eval repo` that retrieves with
+    them (empty when none does or none are trained: such a run stops with its own error)."""
+    from assistant.evaluate.repo.run import retrieval_of
+    from assistant.methods.artifacts import directory_identity
+    from assistant.methods.selfracg import generic_dir
+
+    using = [name for name in names if retrieval_of(name) == "selfracg"]
+    identity = directory_identity(generic_dir()) if using else None
+    return {name: identity for name in using} if identity is not None else {}
+
+
+def _record_selfracg(folder: Path, names: list[str], before: dict[str, dict], task_ids: list[str]) -> None:
+    """Name in `retrievers.json` the SelfRACG adapters that made this completed `eval repo` run's figures."""
+    from assistant.evaluate.report import record_retrievers
+
+    if not before:
+        return
+    if _selfracg_identity(names) != before:
+        err.print("warning: the SelfRACG adapters were retrained during this run; retrievers.json was not updated")
+        return
+    record_retrievers(folder, before, task_ids)
 
 
 def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list], folder: Path, as_json: bool) -> None:
@@ -623,17 +650,19 @@ def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list
         held_out = [t for p in projects for t in function_tasks(p, progress=ui)] if set(names) & set(TRAINED) else []
         encoder = load_encoder()
         indexes = {p.name: index_project(p, encoder, progress=ui) for p in projects}
+        adapters = _selfracg_identity(names)
         records = run_line_retrieval(lines, indexes, names, progress=ui, held_out=held_out)
     store = JsonlCache(folder / "line-retrieval.jsonl")
     for record in records:
         store.put(cache_key(kind="retrieval", task=record["task_id"], strategy=record["strategy"]), record)
+    _record_selfracg(folder, names, adapters, [t.task_id for t in lines])
+    write_report(folder)
     rows = summarize_retrieval(records)
     if as_json:
         out.print_json(json.dumps({"out": str(folder), "tasks": len(lines), "rows": rows}))
         return
     out.print(f"{len(lines)} line tasks; the positive is the 20-line fragment holding the first hidden line\n")
     out.print(retrieval_table(rows))
-    write_report(folder)
     err.print(f"results: {folder} (report.md)")
 
 

@@ -9,8 +9,10 @@ continue a file from a cut point with retrieved 20-line fragments of the project
 Leak control: the index is built from the pristine tree, but the target file's own functions (the hidden body
 among them), every test file whose code a covering test runs (its own, a mixin's, a shared helper's), and any
 function or fragment elsewhere that holds the hidden body line for line (a copy: boltons vendors
-`OrderedMultiDict` in two files) are excluded from a function task's demonstrations, and from what the trained
-strategies learn from; a line task's prompt takes fragments from the project's other files (as `generate`, whose
+`OrderedMultiDict` in two files) are excluded from a function task's demonstrations. The trained strategies
+learn from the project's functions less every function task's body and any copy of one (`_learnable`): the
+tests and the other functions around a stub stay, as in a user's repository, where a stub's tests may exist
+before its body. A line task's prompt takes fragments from the project's other files (as `generate`, whose
 prompt holds the target file already), or with `other_files=False` from any file but never fragments overlapping
 the hidden lines.
 Samples and records are cached (JSONL, keyed by prompt and parameters), so a run resumes where it stopped.
@@ -154,11 +156,29 @@ def _retriever(
         if strategy == "lail":
             return heldout_lail(pool, encoder, held_out, progress=progress, search=index)
         return heldout_tstr(pool, encoder, held_out, search=index)
+    if strategy == "selfracg":
+        from assistant.methods.selfracg import SelfRacgRetriever, generic_dir  # the INE needs torch: only if asked
+
+        # Always the generic adapters, never ones kept for this project's pool: those were trained on the
+        # pristine project, hidden bodies and line answers included.
+        return SelfRacgRetriever.for_index(index, trained=True, adapters=generic_dir())
     return None if strategy == "zero" else make_retriever(strategy, index, encoder)
 
 
+def shows_apis(strategy: str) -> bool:
+    """Whether a function-task strategy also shows the functions the stub's file uses (`X+apis`)."""
+    return strategy.endswith(APIS)
+
+
+def shows_fragments(strategy: str) -> bool:
+    """Whether a function-task strategy shows fragments instead of demonstrations (`X@fragments`,
+    `X@fragments+apis`)."""
+    return strategy.removesuffix(APIS).endswith(FRAGMENTS)
+
+
 def retrieval_of(strategy: str) -> str:
-    """The retriever a strategy names: `hybrid+apis` and `hybrid@fragments` retrieve as `hybrid`."""
+    """The retriever a strategy names: `hybrid+apis`, `hybrid@fragments` and `hybrid@fragments+apis` retrieve as
+    `hybrid`."""
     return strategy.removesuffix(APIS).removesuffix(FRAGMENTS)
 
 
@@ -171,8 +191,11 @@ def check_strategies(names: Sequence[str], task: str) -> None:
         raise UsageError(
             f"unknown strategy {(unknown or [''])[0]!r}; choose from {choices} (+apis or @fragments on function tasks)"
         )
-    for suffix, what in ((APIS, "shows the functions a stub's file uses"), (FRAGMENTS, "fills a stub")):
-        if task != "function" and any(s.endswith(suffix) for s in names):
+    for suffix, shows, what in (
+        (APIS, shows_apis, "shows the functions a stub's file uses"),
+        (FRAGMENTS, shows_fragments, "fills a stub"),
+    ):
+        if task != "function" and any(shows(s) for s in names):
             raise UsageError(f"{suffix} {what}: it is for --task function only")
 
 
@@ -358,10 +381,10 @@ def task_request(
     excluding = Excluding(retriever, leaks) if retriever is not None else None
     # +apis: the project's functions from other files that the target file uses are shown too; the covering
     # tests' files and copies stay out (leak control), the target file's own functions are in its context.
-    definitions = [e for e in ix.functions.examples if not leaks(e)] if strategy.endswith(APIS) else ()
+    definitions = [e for e in ix.functions.examples if not leaks(e)] if shows_apis(strategy) else ()
     # @fragments: the project's fragments of other files than the target's (prepare_stub leaves those out) and the
     # covering tests' (leak control) instead of demonstrations.
-    fragments = strategy.endswith(FRAGMENTS)
+    fragments = shows_fragments(strategy)
     return prepare_stub(
         task.qualname,
         backend,
@@ -405,7 +428,7 @@ def run_function_tasks(
     retrievers = {
         (name, strategy): _retriever(
             retrieval_of(strategy),
-            ix.fragments if strategy.endswith(FRAGMENTS) else ix.functions,
+            ix.fragments if shows_fragments(strategy) else ix.functions,
             ix.encoder,
             [t for t in held if t.project == name],
             progress=progress,
