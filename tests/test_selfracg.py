@@ -244,6 +244,8 @@ def test_eval_repo_uses_the_generic_adapters_even_where_the_pool_has_its_own(tmp
     code = [f"def f{i}():\n    return {i}\n" for i in range(3)]
     examples = [Example(requirement="", code=c, path=f"m{i}.py", start_line=1, end_line=2) for i, c in enumerate(code)]
     index = Index(examples=examples, vectors=np.zeros((3, 1), "float32"), meta={"source": {"kind": "memory"}})
+    with pytest.raises(UsageError, match=r"generic SelfRACG adapters, and none are trained: .*--corpus DIR"):
+        _retriever("selfracg", index, encoder=None)
     for folder, model in ((generic_dir(), "generic-model"), (artifact_dir(index, "selfracg"), "own-model")):
         manifest = {"config": SelfRacgConfig(rank=4).to_json(), "model": model, "precision": "fp32"}
         save_artifact(folder, "selfracg", lambda f: (f / "adapter.safetensors").write_bytes(b""), manifest)

@@ -607,10 +607,13 @@ def _selfracg_identity(names: list[str]) -> dict[str, dict]:
     them (empty when none does or none are trained: such a run stops with its own error)."""
     from assistant.evaluate.repo.run import retrieval_of
     from assistant.methods.artifacts import directory_identity
-    from assistant.methods.selfracg import generic_dir
 
     using = [name for name in names if retrieval_of(name) == "selfracg"]
-    identity = directory_identity(generic_dir()) if using else None
+    if not using:
+        return {}
+    from assistant.methods.selfracg import generic_dir  # imports torch: only where the run loads it anyway
+
+    identity = directory_identity(generic_dir())
     return {name: identity for name in using} if identity is not None else {}
 
 
