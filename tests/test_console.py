@@ -27,6 +27,22 @@ def test_a_resumed_stage_counts_only_this_runs_rate(capsys, monkeypatch):
     ]
 
 
+def test_the_rate_after_a_sweep_through_cached_items_is_the_slow_items_rate(capsys, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr("assistant.ui.console.time.monotonic", lambda: now[0])
+    with ProgressUI(enabled=False, plain=True) as ui:
+        ui("generate", 0, 1164)
+        for done in range(1, 235):  # a resumed benchmark: 234 cached items in 47 s
+            now[0] = done * 0.2
+            ui("generate", done, 1164)
+        for i in range(1, 11):  # then one item every 76 s
+            now[0] = 60 + 76 * i
+            ui("generate", 234 + i, 1164)
+    last = capsys.readouterr().err.splitlines()[-1]
+    # Over the whole stage it would read 17.9/min and ~51m left; the last five minutes say 0.8/min, ~19 hours.
+    assert last.startswith("Generating candidates: 244/1164 (0.8/min, ~19h"), last
+
+
 def test_hidden_progress_is_silent_by_default(capsys):
     with ProgressUI(enabled=False) as ui:
         ui("encode", 5, 10)

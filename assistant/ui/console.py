@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -64,6 +65,9 @@ def _duration(seconds: float) -> str:
 
 
 PLAIN_LOG_EVERY_S = 60.0
+# The logged rate is over the last few minutes of work, not the whole stage: a resumed benchmark walks through its
+# cached items hundreds a minute before the slow ones, and a whole-stage rate then promises minutes for hours.
+RATE_WINDOW_S = 300.0
 
 
 class ProgressUI:
@@ -80,13 +84,14 @@ class ProgressUI:
             console=err,
             transient=True,
             disable=not enabled,
+            speed_estimate_period=RATE_WINDOW_S,  # rich's 30 s holds no two items of a slow stage
         )
         self.tasks: dict[str, Any] = {}
         # Without bars (not a terminal), long runs may still log a line at every tenth of a stage, and at least
         # once a minute while work moves (a tenth of a 1,000-item benchmark can be half an hour).
         self.plain = plain and not enabled
         self.logged: dict[str, tuple[int, int, float]] = {}  # stage -> (tenth, done, clock) of the last line
-        self.started: dict[str, tuple[float, int]] = {}  # stage -> (clock, done) when first reported
+        self.points: dict[str, deque[tuple[float, int]]] = {}  # stage -> (clock, done) over the rate's window
 
     def __enter__(self) -> ProgressUI:
         self.progress.__enter__()
@@ -97,7 +102,11 @@ class ProgressUI:
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         now = time.monotonic()
-        since, first = self.started.setdefault(stage, (now, done))
+        points = self.points.setdefault(stage, deque())
+        points.append((now, done))
+        while len(points) > 2 and now - points[1][0] >= RATE_WINDOW_S:  # keep one point at the window's start
+            points.popleft()
+        since, first = points[0]
         if self.plain and total:
             tenth = done * 10 // total
             last_tenth, last_done, last_clock = self.logged.get(stage, (-1, -1, now))
@@ -105,7 +114,7 @@ class ProgressUI:
                 self.logged[stage] = (tenth, done, now)
                 line = f"{STAGE_LABELS.get(stage, stage)}: {done}/{total}"
                 if done > first and now > since:
-                    # The rate counts only this run's work (a resumed run starts with work already done).
+                    # The rate counts only this run's recent work (a resumed run starts with work already done).
                     per_minute = (done - first) / (now - since) * 60
                     left = "" if done >= total else f", ~{_duration((total - done) / per_minute * 60)} left"
                     line += f" ({per_minute:,.1f}/min{left})"
