@@ -239,3 +239,22 @@ def test_a_refused_apply_makes_no_folder(scratch_repo, tmp_path) -> None:
     with pytest.raises(UsageError, match="outside the repo; not written"):
         apply_edit(edit)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_file_declaring_another_coding_is_read_and_written_in_it(scratch_repo):
+    target = scratch_repo / "legacy.py"
+    raw = b"# -*- coding: latin-1 -*-\nGREETING = 'h\xe9'\n"
+    target.write_bytes(raw)
+    edit = plan_edit(target, "def accent():\n    return '\u00fc'\n", root=scratch_repo)
+    assert "GREETING = 'h\u00e9'" in edit.old  # read as latin-1, not refused as "not UTF-8"
+    apply_edit(edit, force=True)
+    # Written as latin-1: Python reads these bytes back as the same text (UTF-8 bytes would read as 'Ã¼').
+    assert target.read_bytes().startswith(raw) and b"return '\xfc'" in target.read_bytes()
+    before = target.read_bytes()
+    euro = plan_edit(target, "def price():\n    return '\u20ac'\n", root=scratch_repo)
+    with pytest.raises(UsageError, match=r"holds '€', which its coding \(iso8859-1\) cannot; not written"):
+        apply_edit(euro, force=True)
+    assert target.read_bytes() == before
+    target.write_bytes(b"# coding: klingon\nx = 1\n")
+    with pytest.raises(UsageError, match=r"names an unknown coding \('klingon'\)"):
+        plan_edit(target, "def f():\n    return 1\n", root=scratch_repo)

@@ -149,6 +149,22 @@ def test_refuses_a_missing_function_a_real_body_and_a_stub_with_nothing_to_go_on
         find_stub(twice, "f", requirement_given=True)
 
 
+def test_overload_declarations_are_never_the_stub_and_a_docstring_on_the_def_line_is_refused() -> None:
+    source = (
+        "from typing import overload\n\n\n@overload\ndef f(x: int) -> int: ...\n@overload\n"
+        'def f(x: str) -> str: ...\ndef f(x):\n    """Echo x."""\n    ...\n'
+    )
+    assert find_stub(source, "f").line == 8 and [s.line for s in list_stubs(source)] == [8]
+    filled = source.replace('    """Echo x."""\n    ...\n', "    return x\n")
+    with pytest.raises(UsageError, match=r"f \(the file:8\) is not a stub"):  # not the second @overload
+        find_stub(filled, "f", requirement_given=True)
+    with pytest.raises(UsageError, match="only declared with @overload; write its implementation"):
+        find_stub("import typing\n\n\n@typing.overload\ndef f(x: int) -> int: ...\n", "f", requirement_given=True)
+    for inline in ('def f(x): "Add one."; ...\n', 'def f(\n    x,\n): """Add one."""\n'):
+        with pytest.raises(UsageError, match="docstring on the `def` line, where no body can follow"):
+            find_stub(inline, "f")
+
+
 def test_a_propertys_getter_stub_is_found_before_its_setter() -> None:
     # Both are URL.path; the later definition wins at run time, but the getter is the stub to fill.
     source = (
@@ -268,6 +284,29 @@ def test_collect_reports_cut_off_samples_and_drops_stubs_and_duplicates() -> Non
     assert dict(dropped) == {"duplicate": 1, "cut off": 1, "still a stub": 1}
     assert [c.sample for c in cut] == [2] and cut[0].tokens == 9
     assert kept[0][0].code.startswith("def area(radius: float) -> float:\n") and "    return math.pi" in kept[0][0].code
+
+
+def test_bodies_that_do_not_compile_or_need_another_signature_are_dropped() -> None:
+    stub = find_stub('def f(x):\n    """Add one."""\n    ...\n', "f")
+    texts = [
+        "    return await x\n",  # parses, but `await` outside an async function does not compile
+        "    nonlocal x\n    return x\n",
+        "def f(x, y=1):\n    return x + y\n",  # the whole function, with a parameter the stub lacks
+        "def f(value):\n    return 1\n",  # renamed, but the body uses none of it: it fits the stub
+    ]
+    completions = [Completion(text=f"```python\n{t}```", tokens=9, finish_reason="stop") for t in texts]
+    kept, dropped, _ = collect_stub(completions, stub, "", [])
+    assert dict(dropped) == {"syntax": 2, "another signature": 1}
+    assert [c.sample for c, _ in kept] == [3] and "def f(x):" in kept[0][0].code
+
+
+def test_a_body_whose_first_indented_line_continues_a_bracket_keeps_its_nesting() -> None:
+    stub = find_stub('class A:\n    def f(self, x, y):\n        """Sum of products."""\n        ...\n', "A.f")
+    body = "r = g(\n        a, b)\nfor p in x:\n    for q in y:\n        r += p * q\nreturn r\n"
+    text = 'class A:\n    def f(self, x, y):\n        """Sum of products."""\n        ...\n'
+    new = fill_body(text, stub, body)
+    ast.parse(new)  # the first indented line (8 spaces, a continuation) once set the unit: `r +=` left its loop
+    assert "            for q in y:\n                r += p * q\n        return r" in new
 
 
 def test_a_candidate_that_rewrote_a_neighbour_ranks_last_whatever_its_score() -> None:

@@ -79,7 +79,7 @@ def write_python(
     name = name or str(path)
     if bom and not text.startswith("\ufeff"):
         text = "\ufeff" + text
-    data = text.encode("utf-8")
+    data = source_bytes(text, name)
     check_compiles(data, name)
     try:
         atomic_write_bytes(Path(path), data, root=root, force=force, expected=expected)
@@ -237,13 +237,55 @@ def unified_diff(old: str, new: str, display_path: str, exists: bool = True) -> 
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-def python_source(raw: bytes, name: str) -> tuple[str, ast.Module]:
-    """Bytes as Python source and its syntax tree (a UTF-8 byte order mark dropped), or a UsageError naming what
-    is wrong with them (not UTF-8, does not parse)."""
+# PEP 263: a comment on line 1 or 2 naming the file's coding (line 2 counts after a blank or comment line 1).
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+_BLANK_OR_COMMENT = re.compile(rb"^[ \t\f]*(?:#.*)?$")
+
+
+def declared_coding(data: bytes, name: str) -> str:
+    """The coding Python reads source `data` in: its `# -*- coding: ... -*-` cookie's, else UTF-8 ("utf-8-sig"
+    with a byte order mark), or a UsageError (an unknown coding, or one that contradicts the mark)."""
+    bom = data.startswith(codecs.BOM_UTF8)
+    for number, line in enumerate(data[len(codecs.BOM_UTF8) if bom else 0 :].splitlines()[:2]):
+        match = _COOKIE.match(line)
+        if match:
+            cookie = match.group(1).decode("ascii")
+            try:
+                coding = codecs.lookup(cookie).name
+            except LookupError:
+                raise UsageError(f"{name}: its coding declaration names an unknown coding ({cookie!r})") from None
+            if bom and coding != "utf-8":
+                raise UsageError(f"{name}: it declares {cookie} but starts with a UTF-8 byte order mark")
+            return "utf-8-sig" if bom else coding
+        if number == 0 and not _BLANK_OR_COMMENT.match(line):
+            break
+    return "utf-8-sig" if bom else "utf-8"
+
+
+def source_bytes(text: str, name: str) -> bytes:
+    """Python source text as the bytes of its file: in the coding it declares (UTF-8 unless a cookie names
+    another), or a UsageError when it holds a character that coding cannot."""
+    data = text.encode("utf-8")
+    coding = declared_coding(data, name)
+    if coding.startswith("utf-8"):
+        return data
     try:
-        text = raw.decode("utf-8-sig")
+        return text.encode(coding)
+    except UnicodeEncodeError as exc:
+        held = exc.object[exc.start : exc.end]
+        raise UsageError(f"{name}: the text holds {held!r}, which its coding ({coding}) cannot; not written") from None
+
+
+def python_source(raw: bytes, name: str) -> tuple[str, ast.Module]:
+    """Bytes as Python source, read in the coding they declare (UTF-8 unless a cookie says otherwise; a byte order
+    mark dropped), and its syntax tree, or a UsageError naming what is wrong with them (not in their coding, does
+    not parse)."""
+    coding = declared_coding(raw, name)
+    try:
+        text = raw.decode(coding)
     except UnicodeDecodeError:
-        raise UsageError(f"{name} is not UTF-8 text") from None
+        shown = "UTF-8" if coding.startswith("utf-8") else coding
+        raise UsageError(f"{name} is not {shown} text") from None
     try:
         tree = ast.parse(text)
     except SyntaxError as exc:
@@ -370,7 +412,7 @@ def apply_edit(edit: Edit, force: bool = False, root: Path | None = None) -> Non
     changed = UsageError(f"{edit.display_path} changed since the diff was made; run the command again")
     if edit.exists != edit.path.exists() or Path(os.path.realpath(named)) != edit.path:
         raise changed
-    expected = edit.old.encode("utf-8") if edit.exists else None
+    expected = source_bytes(edit.old, edit.display_path) if edit.exists else None
     if expected is not None and _target_bytes(edit.path) != expected:
         raise changed
     if not force:
@@ -379,7 +421,7 @@ def apply_edit(edit: Edit, force: bool = False, root: Path | None = None) -> Non
             raise UsageError(f"refusing to modify {edit.display_path}: {reason} (commit or stash, or pass --force)")
     root = root or edit.root or enclosing_root(named)
     # Every refusal before the first folder is made: a refused apply leaves nothing behind.
-    check_compiles(edit.new.encode("utf-8"), edit.display_path)
+    check_compiles(source_bytes(edit.new, edit.display_path), edit.display_path)
     write_target(named, root, force)
     try:
         edit.path.parent.mkdir(parents=True, exist_ok=True)

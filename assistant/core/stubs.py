@@ -13,6 +13,7 @@ import io
 import math
 import time
 import tokenize
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -63,10 +64,12 @@ class Stub:
     indent: str  # the `def` line's indentation
     body_indent: str  # the indentation the new body gets
     body_lines: int  # lines the current body takes (0 for a docstring-only stub)
+    overload: bool = False  # an `@overload` declaration: a signature for type checkers, never the one to fill
+    inline_docstring: bool = False  # `def f(x): "Doc."`: a body cannot go under a docstring on the `def` line
 
     @property
     def is_stub(self) -> bool:
-        return self.form != "body"
+        return self.form != "body" and not self.overload
 
     def dedented_head(self) -> str:
         """The head moved to column 0 (what the model's answer starts with)."""
@@ -110,6 +113,20 @@ def _indent_unit(lines: Sequence[str]) -> str:
 def _char_col(line: str, byte_col: int) -> int:
     """ast's column (UTF-8 bytes) as a character index into the line."""
     return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+
+def _shares_line(lines: Sequence[str], node: ast.stmt) -> bool:
+    """Whether code comes before `node` on its first line (`def f(x): "Doc."`)."""
+    line = lines[node.lineno - 1]
+    return bool(line[: _char_col(line, node.col_offset)].strip(" \t\f"))
+
+
+def _is_overload(node: FunctionNode) -> bool:
+    """Whether the function is decorated `@overload` or `@typing.overload` (any module's)."""
+    return any(
+        (isinstance(d, ast.Name) and d.id == "overload") or (isinstance(d, ast.Attribute) and d.attr == "overload")
+        for d in node.decorator_list
+    )
 
 
 def _walk(tree: ast.Module) -> list[tuple[str, FunctionNode, tuple[ast.ClassDef, ...]]]:
@@ -184,6 +201,8 @@ def _describe(text: str, lines: list[str], offsets: list[int], qualname: str, no
         indent=indent,
         body_indent=body_indent,
         body_lines=body_lines,
+        overload=_is_overload(node),
+        inline_docstring=has_docstring and _shares_line(lines, node.body[0]),
     )
 
 
@@ -239,13 +258,25 @@ def find_stub(
         raise UsageError(f"there is no function {function!r} in {name}{hint}")
     if len({m.qualname for m in matches}) > 1:
         raise UsageError(f"{function!r} is ambiguous in {name}: {', '.join(m.qualname for m in matches)}; name one")
+    # `@overload` declarations only give signatures: the implementation after them is the one to fill.
+    declared = [m for m in matches if not m.overload]
+    if not declared:
+        raise UsageError(
+            f"{matches[0].qualname} ({name}:{matches[0].line}) is only declared with @overload; write its "
+            "implementation (a `def` without @overload, its docstring and `...`) to have it filled"
+        )
     # A redefinition wins, as at run time, unless only an earlier one is a stub (a property's getter, written
     # before its setter, is the one to fill).
-    stub = ([m for m in matches if m.is_stub] or matches)[-1]
+    stub = ([m for m in declared if m.is_stub] or declared)[-1]
     if not stub.is_stub:
         raise UsageError(
             f"{stub.qualname} ({name}:{stub.line}) is not a stub: its body has {stub.body_lines} line(s) of code; "
             "replace the body with `...` to have it written"
+        )
+    if stub.inline_docstring:
+        raise UsageError(
+            f"{stub.qualname} ({name}:{stub.line}) has its docstring on the `def` line, where no body can follow "
+            "it; move the docstring to a line of its own"
         )
     if not stub.docstring and not requirement_given:
         raise UsageError(
@@ -366,6 +397,7 @@ class Taken:
     body: str
     others: tuple[str, ...]  # e.g. ("rewrites helper()", "adds extra()")
     imports: tuple[str, ...]  # top-level imports it wrote (the file gets those it lacks)
+    params: tuple[str, ...] = ()  # the parameters of the function the sample wrote (its own signature)
 
 
 def _string_interior(code: str) -> set[int]:
@@ -470,7 +502,19 @@ def take_body(code: str, name: str, existing: Sequence[str], finished: bool) -> 
             others.append(f"{verb} {statement.name}()")
         elif isinstance(statement, ast.Import | ast.ImportFrom):
             imports.append(ast.unparse(statement))
-    return Taken(body="\n".join(dedented).rstrip() + "\n", others=tuple(others), imports=tuple(imports))
+    return Taken(
+        body="\n".join(dedented).rstrip() + "\n",
+        others=tuple(others),
+        imports=tuple(imports),
+        params=_params(target),
+    )
+
+
+def _params(node: FunctionNode) -> tuple[str, ...]:
+    """A function's parameter names, every kind."""
+    args = node.args
+    named = [*args.posonlyargs, *args.args, *args.kwonlyargs, *(a for a in (args.vararg, args.kwarg) if a)]
+    return tuple(a.arg for a in named)
 
 
 def _trailing_blank(lines: list[str]) -> int:
@@ -493,8 +537,11 @@ def indent_body(body: str, stub: Stub) -> list[str]:
     def leading(line: str) -> str:
         return line[: len(line) - len(line.lstrip(" \t"))]
 
-    # The model's own unit: the first indented line's indentation (the body itself is at column 0).
-    model_unit = next((leading(line) for n, line in enumerate(lines, 1) if leading(line) and n not in interior), "")
+    # The model's own unit: the indentation of the first statement nested in another (the body itself is at
+    # column 0); a continuation line of a bracket says nothing of it. Unparsable: the first indented line's.
+    model_unit = _nested_indent(body, lines) or next(
+        (leading(line) for n, line in enumerate(lines, 1) if leading(line) and n not in interior), ""
+    )
     out = []
     for number, line in enumerate(lines, start=1):
         if number in interior:
@@ -510,6 +557,22 @@ def indent_body(body: str, stub: Stub) -> list[str]:
     while out and not out[-1]:
         out.pop()
     return out
+
+
+def _nested_indent(body: str, lines: Sequence[str]) -> str:
+    """The leading whitespace of the first statement that starts its own line indented, or "" (none, or `body`
+    does not parse at column 0)."""
+    try:
+        tree = ast.parse(body)
+    except (SyntaxError, ValueError):
+        return ""
+    nested = sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.col_offset > 0), key=lambda n: n.lineno)
+    for node in nested:
+        line = lines[node.lineno - 1]
+        lead = leading_whitespace(line)
+        if lead and _char_col(line, node.col_offset) == len(lead):
+            return lead
+    return ""
 
 
 def fill_body(text: str, stub: Stub, body: str) -> str:
@@ -579,12 +642,25 @@ def collect_stub(
         except (SyntaxError, ValueError):
             dropped["syntax"] += 1
             continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # invalid escapes and the like: the file's own check says them
+                compile(tree, "<candidate>", "exec", dont_inherit=True)  # `await` outside async, and the like
+        except (SyntaxError, ValueError):
+            dropped["syntax"] += 1
+            continue
         written = tree.body[0]
         if isinstance(written, ast.FunctionDef | ast.AsyncFunctionDef) and _form(
             written.body, ast.get_docstring(written) is not None
         ) in ("...", "pass", "raise NotImplementedError"):
             dropped["still a stub"] += 1
             continue
+        if isinstance(written, ast.FunctionDef | ast.AsyncFunctionDef):
+            # A sample that wrote its own signature: a body using a parameter the stub lacks cannot go under it.
+            used = {n.id for n in ast.walk(written) if isinstance(n, ast.Name)}
+            if (set(taken.params) - set(_params(written))) & used:
+                dropped["another signature"] += 1
+                continue
         form = ast.dump(tree)
         if form in seen:
             dropped["duplicate"] += 1
