@@ -93,6 +93,17 @@ def test_render_wraps_to_the_line_length_and_keeps_sections() -> None:
     assert render('Say """hi""".', "")[0] == '"""Say \\"\\"\\"hi\\"\\"\\"."""'
 
 
+def test_render_gives_a_literal_whose_value_is_the_text_whatever_its_quotes_and_backslashes() -> None:
+    # A quote or backslash at the end once ran into the closing quotes; triple quotes beside a backslash lost
+    # the raw prefix, so `\n` became a newline.
+    texts = ['Regex "\\d+"', "Path like C:\\", 'Use """ and \\n escapes', 'Ends in two quotes""', "Match \\d+."]
+    for text in [*texts, "Long summary that wraps. " * 6 + 'and "ends"', 'One \\d.\n\nTwo "quoted"']:
+        source = "def f():\n" + "\n".join(render(text, "    ")) + "\n    return 1\n"
+        written = ast.get_docstring(ast.parse(source).body[0])
+        assert " ".join(written.split()) == " ".join(text.split()), source
+    assert render("Match \\d+.", "") == ['r"""Match \\d+."""']  # a regex stays readable: raw, not doubled
+
+
 def test_detect_style() -> None:
     google = "Do it.\n\nArgs:\n    x: a thing.\n\nReturns:\n    Another."
     numpy = "Do it.\n\nParameters\n----------\nx : int\n    A thing."
@@ -215,6 +226,11 @@ def test_clean_keeps_the_docstring_and_drops_what_small_models_add() -> None:
     assert clean(reply, target, "google") == "Return the area of a circle.\n\nArgs:\n    r: radius."
     assert clean(reply, target, "plain") == "Return the area of a circle."
     assert clean('```\n"""\n```', target) == ""
+    # Quotes that belong to the text stay; a reply wrapped in a literal's quotes is unwrapped.
+    assert clean('Return the value stored under "key"', target) == 'Return the value stored under "key"'
+    assert clean('"Quoted" words come first.', target) == '"Quoted" words come first.'
+    for wrapped in ('"""Return x."""', 'Return x."""', '"Return x."', "'''Return x.", 'r"""Return x.""" trailing'):
+        assert clean(wrapped, target) == "Return x."
 
 
 def test_parameter_names_skip_self_and_keep_stars() -> None:
@@ -288,10 +304,11 @@ def test_the_default_model_documents_a_function_in_place(backend) -> None:
 # -- issue 26: writing docstrings never breaks or loses a file (no model: a deterministic writer) ----------
 
 
-def _fake_generation(monkeypatch: pytest.MonkeyPatch, during=None) -> list[str]:
+def _fake_generation(monkeypatch: pytest.MonkeyPatch, during=None, skip: tuple[str, ...] = ()) -> list[str]:
     """Run `assist docstring` without models: the loaders return placeholders and the docstring writer is a
     deterministic one ("Document <name>."). `during` runs inside generation, as a user editing the file while
-    the model works. Returns the files generation was asked for, in order."""
+    the model works; the targets in `skip` get none, as when the time budget runs out. Returns the files
+    generation was asked for, in order."""
     import assistant.backends
     import assistant.backends.encoder
     import assistant.core.docwriter
@@ -304,7 +321,10 @@ def _fake_generation(monkeypatch: pytest.MonkeyPatch, during=None) -> list[str]:
         calls.append(options["path"])
         if during is not None:
             during()
-        return Written(docstrings={t.qualname: f"Document {t.qualname}." for t in targets})
+        return Written(
+            docstrings={t.qualname: f"Document {t.qualname}." for t in targets if t.qualname not in skip},
+            skipped={t.qualname: "the time budget ran out" for t in targets if t.qualname in skip},
+        )
 
     monkeypatch.setattr(assistant.backends.encoder.Encoder, "load", classmethod(lambda cls, spec=None: object()))
     monkeypatch.setattr(assistant.indexing.sources, "open_source", lambda *args, **kwargs: None)
@@ -370,6 +390,41 @@ def test_write_skips_a_partially_staged_file_before_generating_and_fails(scratch
     calls.clear()
     result = _run(["docstring", "--staged", "--write", "--fail-on-change", "--style", "plain", "-k", "0"], scratch_repo)
     assert calls == [] and result.exit_code == 1 and "part.py: skipped" in result.output
+
+
+def test_the_writing_hook_fails_while_anything_is_left_undocumented(scratch_repo: Path, monkeypatch) -> None:
+    from .conftest import git
+
+    hook = ["docstring", "--staged", "--write", "--fail-on-change", "--style", "plain", "-k", "0"]
+    (scratch_repo / "late.py").write_text("def f():\n    return 1\n")  # the model writes nothing for it
+    git(scratch_repo, "add", "late.py")
+    _fake_generation(monkeypatch, skip=("f",))
+    result = _run(hook, scratch_repo)
+    assert result.exit_code == 1 and "late.py: 1 docstring(s) not written (skipped above)" in result.output
+    # A docstring that cannot go in (a backslash after the header): the file is left as it was, and it fails.
+    odd = scratch_repo / "odd.py"
+    odd.write_text("def g(): \\\n    return 2\n")
+    git(scratch_repo, "rm", "-q", "--cached", "late.py")
+    git(scratch_repo, "add", "odd.py")
+    _fake_generation(monkeypatch)
+    result = _run(hook, scratch_repo)
+    assert result.exit_code == 1 and "odd.py: left untouched: inserting docstrings would break" in result.output
+    assert odd.read_text() == "def g(): \\\n    return 2\n"
+
+
+def test_a_staged_rename_is_checked_like_any_staged_file(scratch_repo: Path) -> None:
+    from .conftest import git
+
+    body = "".join(f'def f{i}():\n    """Return {i}."""\n    return {i}\n\n\n' for i in range(20))
+    (scratch_repo / "old.py").write_text(body)
+    git(scratch_repo, "add", "old.py")
+    git(scratch_repo, "commit", "-qm", "old")
+    git(scratch_repo, "mv", "old.py", "new.py")
+    (scratch_repo / "new.py").write_text(body + "def added(x):\n    return x\n")
+    git(scratch_repo, "add", "new.py")
+    assert "R" in git(scratch_repo, "status", "--porcelain")  # git sees a rename, not a new file
+    result = _run(["docstring", "--staged", "--check"], scratch_repo)
+    assert result.exit_code == 1 and "new.py:101: function added has no docstring" in result.output
 
 
 def test_write_keeps_a_byte_order_mark(scratch_repo: Path, monkeypatch) -> None:

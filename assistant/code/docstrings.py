@@ -124,16 +124,27 @@ def find_missing(source: str) -> list[Target]:
     return targets
 
 
+def _literal(text: str) -> tuple[str, str]:
+    """The opening quotes and the text to put between them and `\"\"\"` so the literal's value is `text`: as
+    written where it can be (raw when it holds backslashes: a regex, a Windows path), else escaped, for `\"\"\"`
+    inside it or a quote or backslash at its end (which would run into the closing quotes)."""
+    if '"""' not in text and not text.endswith(('"', "\\")):
+        return ('r"""' if "\\" in text else '"""'), text
+    core = text.rstrip('"')
+    quotes = len(text) - len(core)
+    return '"""', core.replace("\\", "\\\\").replace('"""', '\\"\\"\\"') + '\\"' * quotes
+
+
 def render(text: str, indent: str, width: int = DEFAULT_LINE_LENGTH) -> list[str]:
     """A docstring's lines (no newlines), indented and wrapped to `width`.
 
     One line when it fits; otherwise the summary, a blank line and the rest, with prose paragraphs
     re-wrapped and structured lines (sections, parameter lists, indented blocks) kept as written.
     """
-    text = text.strip().replace('"""', '\\"\\"\\"')
-    prefix = 'r"""' if "\\" in text and '\\"' not in text else '"""'
+    text = text.strip()
     if not text:
         raise ValueError("empty docstring")
+    prefix, text = _literal(text)
     paragraphs = [p.strip("\n") for p in re.split(r"\n\s*\n", text)]
     single = f'{indent}{prefix}{paragraphs[0]}"""'
     if len(paragraphs) == 1 and "\n" not in paragraphs[0] and len(single.expandtabs()) <= width:

@@ -20,9 +20,9 @@ MARKER = "# written by `assist hook install`"
 
 
 def staged_python_files(root: Path) -> list[str]:
-    """Added, copied or modified Python files in the index, relative to the repo root."""
+    """Added, copied, modified or renamed Python files in the index, relative to the repo root."""
     listed = subprocess.run(
-        ["git", "diff", "--cached", "--name-only", "-z", "--diff-filter=ACM", "--", "*.py"],
+        ["git", "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR", "--", "*.py"],
         cwd=root,
         capture_output=True,
         check=False,

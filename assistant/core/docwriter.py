@@ -143,7 +143,18 @@ def clean(text: str, target: Target, style: str = "plain") -> str:
     """
     text = text.replace("\r\n", "\n").strip()
     text = re.sub(r"^```\w*\n|```$", "", text).strip()
-    text = text.strip('"').strip("'").strip()
+    # A reply that opens a string literal: its text is what lies inside (up to its closing quotes, if any). Quotes
+    # that belong to the text ('Return the value under "key"') stay.
+    opening = re.match(r"^[rRuU]?(\"\"\"|''')", text)
+    if opening:
+        text = text[opening.end() :]
+        closing = text.find(opening.group(1))
+        text = text[:closing] if closing >= 0 else text
+    elif text.endswith(('"""', "'''")):  # the answer was prefilled with the opening quotes
+        text = text[:-3]
+    elif len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'" and text[0] not in text[1:-1]:
+        text = text[1:-1]
+    text = text.strip()
     name = target.qualname.rsplit(".", 1)[-1]
     kept: list[str] = []
     for line in text.splitlines():

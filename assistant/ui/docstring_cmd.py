@@ -150,12 +150,14 @@ def document(
         outcome.report["files"].append(entry)
         for name, why in written.skipped.items():
             err.print(f"{job.name}: {name} skipped: {why}", markup=False)
+        if write and written.skipped:  # what the model did not write is still missing: the commit must not pass
+            outcome.failed.append(f"{job.name}: {len(written.skipped)} docstring(s) not written (skipped above)")
         if not written.docstrings:
             continue
         try:
             new = insert_docstrings(job.text, written.docstrings, width)
         except ValueError as exc:
-            err.print(f"{job.name}: left untouched: {exc}", markup=False)
+            outcome.failed.append(f"{job.name}: left untouched: {exc}")
             continue
         if not write or show_diff:
             if not json_output:
