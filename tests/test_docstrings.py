@@ -57,6 +57,20 @@ def test_find_missing_lists_functions_methods_and_classes_in_file_order() -> Non
     assert find_missing(SOURCE)[0].code.startswith("@decorator\ndef f(")
 
 
+def test_a_propertys_setter_and_overload_signatures_take_no_docstring_of_their_own() -> None:
+    source = (
+        "import typing\n\n\nclass A:\n    @property\n    def x(self):\n        return 1\n\n    @x.setter\n"
+        "    def x(self, v):\n        pass\n\n\n@typing.overload\ndef f(a: int) -> int: ...\ndef f(a):\n    return a\n"
+    )
+    assert [(t.qualname, t.line) for t in find_missing(source)] == [("A", 4), ("A.x", 6), ("f", 16)]
+    out = insert_docstrings(source, {"A": "An A.", "A.x": "The x.", "f": "Echo a."})
+    # The getter's docstring is the property's (it once went on the setter, where Python never shows it).
+    namespace: dict = {}
+    exec(compile(out, "<out>", "exec"), namespace)
+    assert namespace["A"].x.__doc__ == "The x." and namespace["f"].__doc__ == "Echo a."
+    assert find_missing(out) == []
+
+
 def test_insert_keeps_everything_else_and_is_idempotent() -> None:
     docs = {"f": "Return one.", "g": "Return two.", "Outer.Inner": "Nothing inside.", "Outer.run": "Run it."}
     out = insert_docstrings(SOURCE, docs)

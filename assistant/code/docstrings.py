@@ -43,6 +43,23 @@ class Target:
         return {"name": self.qualname, "kind": self.kind, "line": self.line}
 
 
+def is_overload(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a function is decorated `@overload` or `@typing.overload` (a signature for type checkers only)."""
+    return any(
+        (isinstance(d, ast.Name) and d.id == "overload") or (isinstance(d, ast.Attribute) and d.attr == "overload")
+        for d in node.decorator_list
+    )
+
+
+def _declares_only(node: Definition) -> bool:
+    """Whether a definition's docstring lives on another: an `@overload` signature (the implementation's), or a
+    property's `@x.setter` or `@x.deleter` (the getter's; Python shows that one)."""
+    if isinstance(node, ast.ClassDef):
+        return False
+    accessor = any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter") for d in node.decorator_list)
+    return accessor or is_overload(node)
+
+
 def _walk(body: list[ast.stmt], prefix: str, in_class: bool) -> Iterable[tuple[str, Definition, bool]]:
     """Definitions with their qualified names; functions nested inside functions are left out (closures
     are implementation details, and documenting them is noise)."""
@@ -102,7 +119,7 @@ def find_missing(source: str) -> list[Target]:
     unit = _indent_unit(source)
     targets: list[Target] = []
     for qualname, node, in_class in _walk(tree.body, "", False):
-        if ast.get_docstring(node, clean=False) is not None:
+        if ast.get_docstring(node, clean=False) is not None or _declares_only(node):
             continue
         line, col = _header_colon(lines, node)
         one_line = node.body[0].lineno == line

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assistant.backends import Backend, Completion, Prompt, SamplingParams, Step
+from assistant.code.docstrings import is_overload
 from assistant.code.edit import Edit, leading_whitespace, make_edit, merge, read_target_source, source_lines
 from assistant.code.examples import Example
 from assistant.code.fences import code_span
@@ -121,14 +122,6 @@ def _shares_line(lines: Sequence[str], node: ast.stmt) -> bool:
     return bool(line[: _char_col(line, node.col_offset)].strip(" \t\f"))
 
 
-def _is_overload(node: FunctionNode) -> bool:
-    """Whether the function is decorated `@overload` or `@typing.overload` (any module's)."""
-    return any(
-        (isinstance(d, ast.Name) and d.id == "overload") or (isinstance(d, ast.Attribute) and d.attr == "overload")
-        for d in node.decorator_list
-    )
-
-
 def _walk(tree: ast.Module) -> list[tuple[str, FunctionNode, tuple[ast.ClassDef, ...]]]:
     """Functions at module level and in classes (nested classes too), with their qualified names and classes;
     functions inside functions are closures, not targets."""
@@ -201,7 +194,7 @@ def _describe(text: str, lines: list[str], offsets: list[int], qualname: str, no
         indent=indent,
         body_indent=body_indent,
         body_lines=body_lines,
-        overload=_is_overload(node),
+        overload=is_overload(node),
         inline_docstring=has_docstring and _shares_line(lines, node.body[0]),
     )
 
