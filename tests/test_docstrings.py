@@ -71,6 +71,13 @@ def test_a_propertys_setter_and_overload_signatures_take_no_docstring_of_their_o
     assert find_missing(out) == []
 
 
+def test_inserted_lines_take_their_definitions_own_line_ending() -> None:
+    mixed = "import os\n\ndef f(x):\r\n    return x\r\n\ndef g():\n    return 1\n"  # one stray CRLF function
+    out = insert_docstrings(mixed, {"f": "F.", "g": "G."})
+    assert out == 'import os\n\ndef f(x):\r\n    """F."""\r\n    return x\r\n\ndef g():\n    """G."""\n    return 1\n'
+    assert insert_docstrings("def f(x):\r    return x\r", {"f": "F."}) == 'def f(x):\r    """F."""\r    return x\r'
+
+
 def test_insert_keeps_everything_else_and_is_idempotent() -> None:
     docs = {"f": "Return one.", "g": "Return two.", "Outer.Inner": "Nothing inside.", "Outer.run": "Run it."}
     out = insert_docstrings(SOURCE, docs)

@@ -222,12 +222,14 @@ def insert_docstrings(source: str, docstrings: Mapping[str, str], width: int = D
     unknown = [name for name in docstrings if name not in targets]
     if unknown:
         raise ValueError(f"{unknown[0]} is not a definition without a docstring")
-    newline = "\r\n" if "\r\n" in source else "\n"
     lines = source_lines(source, keepends=True)
+    endings = [line[len(line.rstrip("\r\n")) :] for line in lines]
+    default = next((ending for ending in endings if ending), "\n")
     # Bottom-up, so earlier line numbers stay valid.
     for target in sorted((targets[n] for n in docstrings), key=lambda t: t.header_end, reverse=True):
-        block = [line + newline for line in render(docstrings[target.qualname], target.indent, width)]
         index = target.header_end - 1
+        newline = endings[index] or default  # the header's own ending: a file may mix them
+        block = [line + newline for line in render(docstrings[target.qualname], target.indent, width)]
         if target.one_line:
             line = lines[index]
             head, rest = line[: target.colon_col + 1], line[target.colon_col + 1 :]
