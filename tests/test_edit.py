@@ -258,3 +258,13 @@ def test_a_file_declaring_another_coding_is_read_and_written_in_it(scratch_repo)
     target.write_bytes(b"# coding: klingon\nx = 1\n")
     with pytest.raises(UsageError, match=r"names an unknown coding \('klingon'\)"):
         plan_edit(target, "def f():\n    return 1\n", root=scratch_repo)
+
+
+def test_a_file_mixing_line_endings_keeps_each_line_s_and_new_lines_take_the_usual_one():
+    mixed = "import os\n\ndef f(x):\r\n    return x\r\n\ndef h():\n    return 1\n"  # one stray CRLF function
+    new, actions = merge(mixed, "import math\ndef g():\n    return 2\n")
+    assert actions == ["insert import math", "insert g"]
+    # Once the whole file turned CRLF, a diff of every line; now only the new lines are new, ending as most do.
+    assert new == mixed.replace("os\n", "os\nimport math\n", 1) + "\n\ndef g():\n    return 2\n"
+    crlf = "import os\r\n\r\ndef f():\r\n    return 1\r\n"
+    assert merge(crlf, "import math\n")[0] == "import os\r\nimport math\r\n\r\ndef f():\r\n    return 1\r\n"

@@ -153,22 +153,33 @@ def _future_position(tree: ast.Module, lines: list[str]) -> int:
     return count
 
 
-def merge(old: str, code: str, own_module: frozenset[str] = frozenset()) -> tuple[str, list[str]]:
+def dominant_newline(text: str) -> str:
+    """The line ending most of `text`'s lines use ("\n" when it has none)."""
+    crlf = text.count("\r\n")
+    counts = {"\r\n": crlf, "\r": text.count("\r") - crlf, "\n": text.count("\n") - crlf}
+    return max(counts, key=lambda ending: (counts[ending], ending == "\n"))
+
+
+def merge(
+    old: str, code: str, own_module: frozenset[str] = frozenset(), newline: str | None = None
+) -> tuple[str, list[str]]:
     """The file text with `code` merged in, and a list of what was done. Both must parse.
 
     Imports of `own_module` (the file's own module names) are left out: a model that was shown the
     file tends to import its functions from it, which inside that file is a circular import. The file's
-    lines keep their own endings; `from __future__` imports go before every other statement.
+    lines keep their own endings, and the new lines end with `newline` (default: the ending most of the file's
+    lines use); `from __future__` imports go before every other statement.
     """
+    newline = newline or dominant_newline(old)
     try:
         tree = ast.parse(old)
     except SyntaxError as exc:
         raise UsageError(f"the target file does not parse (line {exc.lineno}: {exc.msg}); fix it first") from None
     new_tree = ast.parse(code)
-    code_lines = [line + "\n" for line in source_lines(code)]
+    code_lines = [line + newline for line in source_lines(code)]
     lines = source_lines(old, keepends=True)  # numbered as ast numbers them
     if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += "\n"
+        lines[-1] += newline
     future_at = _future_position(tree, lines)
     existing = _definitions(tree)
     actions: list[str] = []
@@ -205,7 +216,7 @@ def merge(old: str, code: str, own_module: frozenset[str] = frozenset()) -> tupl
             lines.pop()
         for segment in appended:
             if lines:
-                lines.extend(["\n", "\n"])
+                lines.extend([newline, newline])
             lines.extend(segment)
     if imports:
         import_nodes = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
@@ -215,15 +226,15 @@ def merge(old: str, code: str, own_module: frozenset[str] = frozenset()) -> tupl
             docstring = _module_docstring(tree)
             at = (docstring.end_lineno or 0) if docstring else 0
         # Line numbers before the imports are unchanged by the edits above, which all sit after them.
-        block = imports + (["\n"] if not import_nodes and lines[at:] else [])
+        block = imports + ([newline] if not import_nodes and lines[at:] else [])
         lines[at:at] = block
         future_at = min(future_at, at)  # future imports must precede the ones just inserted
     if features:
         # Python requires them before every other statement; the edits above all sit at or after this line.
         statement = f"from __future__ import {', '.join(features)}"
         following = lines[future_at] if future_at < len(lines) else ""
-        spacer = ["\n"] if following.strip() and not following.startswith(("import ", "from ")) else []
-        lines[future_at:future_at] = [statement + "\n", *spacer]
+        spacer = [newline] if following.strip() and not following.startswith(("import ", "from ")) else []
+        lines[future_at:future_at] = [statement + newline, *spacer]
         actions.insert(0, f"insert {statement}")
     return "".join(lines), actions
 
@@ -340,14 +351,10 @@ def plan_edit(path: str | Path, code: str, root: Path | None = None) -> Edit:
 def plan_edit_of(named: Path, raw: bytes, old_text: str, code: str, root: Path | None = None) -> Edit:
     """:func:`plan_edit` for a file already read (`raw` bytes, `old_text` its text): no second reading."""
     path = named.resolve()
-    crlf = "\r\n" in old_text
-    old = old_text.replace("\r\n", "\n")
     own = {path.stem}
     if root is not None and path.is_relative_to(root):
         own.add(".".join(path.relative_to(root).with_suffix("").parts))
-    new, actions = merge(old, code, frozenset(own))
-    if crlf:
-        new = new.replace("\n", "\r\n")
+    new, actions = merge(old_text, code, frozenset(own))  # every line the file had keeps its own ending
     return make_edit(named, raw, old_text, new, actions, root)
 
 

@@ -593,10 +593,10 @@ def plan_fill(path: Path | Target, stub: Stub, taken: Taken, root: Path | None =
     new = fill_body(old_text, stub, taken.body)
     actions = [f"fill {stub.qualname}"]
     if taken.imports:
-        crlf = stub.newline == "\r\n"
-        merged, done = merge(new.replace("\r\n", "\n") if crlf else new, "\n".join(taken.imports) + "\n")
+        # The file's lines keep their endings (a file may mix them); the imports take the stub's.
+        merged, done = merge(new, "\n".join(taken.imports) + "\n", newline=stub.newline)
         if done:
-            new = merged.replace("\n", "\r\n") if crlf else merged
+            new = merged
             actions += done
     actions += [f"dropped: {other}" for other in taken.others]
     return make_edit(named, raw, old_text, new, actions, root)
