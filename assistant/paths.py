@@ -20,6 +20,23 @@ import platformdirs
 
 from assistant.errors import UsageError
 
+# How assist runs git, every time: never with a repository git finds without a `.git` (a folder a stranger commits
+# with HEAD, objects/, refs/ and a config of their own is one, and that config can run commands: core.fsmonitor),
+# and never an fsmonitor hook.
+GIT = ("git", "-c", "safe.bareRepository=explicit", "-c", "core.fsmonitor=false")
+
+
+def through_a_link(folder: Path) -> bool:
+    """Whether `folder`, as written, lies inside the working folder but is reached through a link inside it
+    (`vendor -> ../other-checkout`): the repository behind such a link, which a repository can commit, must not
+    become the one whose files assist may write, so callers look up the working folder's instead."""
+    here = Path.cwd()
+    lexical = Path(os.path.abspath(folder))
+    if not lexical.is_relative_to(here):
+        return False
+    return Path(os.path.realpath(lexical)) != Path(os.path.realpath(here)) / lexical.relative_to(here)
+
+
 REPO_DIR_NAME = ".assist"
 _IGNORE_ALL = "# written by assist: this folder holds local indexes and models' data\n*\n"
 
@@ -35,7 +52,7 @@ def repo_dir(root: Path, *, create: bool = False) -> Path:
     folder = Path(root) / REPO_DIR_NAME
     try:
         listed = subprocess.run(
-            ["git", "--literal-pathspecs", "ls-files", "-s", "-z", "--", REPO_DIR_NAME],
+            [*GIT, "--literal-pathspecs", "ls-files", "-s", "-z", "--", REPO_DIR_NAME],
             cwd=root,
             capture_output=True,
             timeout=60,

@@ -105,3 +105,56 @@ def test_a_assist_folder_the_repo_ships_as_a_submodule_is_refused(tmp_path: Path
     with pytest.raises(UsageError, match=r"\.assist is a submodule"):
         repo_dir(tmp_path, create=True)
     assert not (tmp_path / ".assist").exists()
+
+
+def test_a_folder_laid_out_as_a_bare_repository_never_runs_its_config(scratch_repo: Path, monkeypatch) -> None:
+    import subprocess
+
+    from assistant.code.edit import enclosing_root, unstaged_changes
+    from assistant.core.home import module_home
+    from assistant.indexing.index import repo_root
+
+    # A stranger's repository can commit HEAD, objects/, refs/ and a config into any folder: git then takes that
+    # folder for a repository of its own, and its config's fsmonitor is a command git runs.
+    marker = scratch_repo.parent / "ran"
+    src = scratch_repo / "src"
+    (src / "objects").mkdir(parents=True)
+    (src / "refs").mkdir()
+    (src / "HEAD").write_text("ref: refs/heads/main\n")
+    config = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n"
+    config += f'\tfsmonitor = "touch {marker}; false"\n'
+    (src / "config").write_text(config)
+    (src / "target.py").write_text("def f():\n    ...\n")
+    subprocess.run(["git", "ls-files"], cwd=src, capture_output=True)
+    assert marker.exists()  # plain git runs it: what the test guards against is real
+    marker.unlink()
+    monkeypatch.chdir(scratch_repo)
+    assert enclosing_root(src / "target.py") == src  # git refuses the folder; the folder itself is the bound
+    assert unstaged_changes(src / "target.py") is not None
+    module_home(src / "target.py", "f", {})
+    with pytest.raises(UsageError, match="laid out as a bare git repository"):
+        repo_root(src)
+    assert not marker.exists()
+
+
+def test_a_folder_linked_to_another_repository_does_not_make_it_the_one_written(
+    scratch_repo: Path, tmp_path: Path, monkeypatch
+) -> None:
+    from assistant.code.edit import apply_edit, plan_edit
+    from assistant.indexing.index import repo_root
+
+    from .conftest import git
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "mod.py").write_text("def f():\n    return 1\n")
+    git(other, "init", "-q")
+    git(other, "add", ".")
+    git(other, "commit", "-qm", "other")
+    (scratch_repo / "vendor").symlink_to(other)  # committed by the repository: `vendor -> ../other`
+    monkeypatch.chdir(scratch_repo)
+    assert repo_root(Path("vendor")) == repo_root(Path(".")) == scratch_repo.resolve()
+    edit = plan_edit(Path("vendor/mod.py"), "def g():\n    return 2\n", root=repo_root(Path("vendor")))
+    with pytest.raises(UsageError, match="outside the repo; not written"):
+        apply_edit(edit)
+    assert (other / "mod.py").read_text() == "def f():\n    return 1\n"

@@ -239,3 +239,36 @@ def test_remembered_endpoints_belong_to_the_folder_they_were_trained_in(tmp_path
     (tmp_path / "mine" / ".assist.toml").write_text('backend = "openai"\n', encoding="utf-8")
     assert CliRunner().invoke(app, ["config", "trust", str(tmp_path / "mine")]).exit_code == 0
     assert remembered_endpoint(trained) == "http://127.0.0.1:8080/v1"
+
+
+def test_every_helper_interpreter_starts_without_the_working_folder_on_its_path(tmp_path) -> None:
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import assistant
+
+    # Started in a user's repository, `python -m X` would import the repo's own `X` (or `pip`, or `assistant`)
+    # first: a repository could run code of its choosing outside any sandbox. -P keeps the folder off sys.path.
+    package = Path(assistant.__file__).parent
+    unguarded = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.List)
+                and node.elts
+                and ast.unparse(node.elts[0]) == "sys.executable"
+                and not isinstance(node.elts[1:2] and node.elts[1], ast.Starred)  # argv built (and checked) elsewhere
+                and not any(isinstance(e, ast.Constant) and e.value in ("-P", "-I") for e in node.elts[1:5])
+            ):
+                unguarded.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert unguarded == []
+    (tmp_path / "pip").mkdir()
+    (tmp_path / "pip" / "__init__.py").write_text("raise SystemExit('the repository ran')\n")
+    (tmp_path / "pip" / "__main__.py").write_text("raise SystemExit('the repository ran')\n")
+    plain, guarded = (
+        subprocess.run([sys.executable, *flags, "-m", "pip", "--version"], cwd=tmp_path, capture_output=True, text=True)
+        for flags in ([], ["-P"])
+    )
+    assert "the repository ran" in plain.stderr and guarded.returncode == 0 and "pip" in guarded.stdout

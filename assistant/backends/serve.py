@@ -59,6 +59,7 @@ class LlamaServer:
         gguf = gguf_path(self.spec, progress)
         command = [
             sys.executable,
+            "-P",  # the folder it starts in (a repo) is not put first on sys.path
             "-m",
             "llama_cpp.server",
             "--model",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TypeGuard
 
 from assistant.errors import UsageError
-from assistant.paths import ChangedOnDisk, atomic_write_bytes, write_target
+from assistant.paths import GIT, ChangedOnDisk, atomic_write_bytes, through_a_link, write_target
 
 # A line as Python's tokenizer sees one: ended by \r\n, \r or \n (universal newlines), or the unended last.
 _SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -386,11 +386,11 @@ def unstaged_changes(path: Path) -> str | None:
     if not path.exists():
         return None
     folder = path.parent
-    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=folder, capture_output=True, text=True)
+    inside = subprocess.run([*GIT, "rev-parse", "--is-inside-work-tree"], cwd=folder, capture_output=True, text=True)
     if inside.returncode != 0:
         return "it is not in a git repository"
     # Literal: a name like `t[1].py` is not a pattern that a tracked `t1.py` would match.
-    literal = ["git", "--literal-pathspecs"]
+    literal = [*GIT, "--literal-pathspecs"]
     tracked = subprocess.run(
         [*literal, "ls-files", "--error-unmatch", "--", path.name], cwd=folder, capture_output=True
     )
@@ -402,13 +402,25 @@ def unstaged_changes(path: Path) -> str | None:
     return None
 
 
+def _toplevel(folder: Path) -> Path | None:
+    top = subprocess.run([*GIT, "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True, text=True)
+    return Path(top.stdout.strip()) if top.returncode == 0 and top.stdout.strip() else None
+
+
 def enclosing_root(path: Path) -> Path:
-    """The git work tree holding `path`, else the folder holding it: where a symlink's target must lie."""
+    """The git work tree an edit of `path` belongs to (where a symlink's target must lie), else the folder holding it.
+
+    Where the path runs, as written, through a link inside the working folder (`vendor -> ../other-checkout`), the
+    working folder's work tree: the repository behind a link a repository commits must not become the one an
+    edit may write into."""
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True, text=True)
-    return Path(top.stdout.strip()) if top.returncode == 0 and top.stdout.strip() else folder
+    if through_a_link(folder):
+        top = _toplevel(Path.cwd())
+        if top is not None:
+            return top
+    return _toplevel(folder) or folder
 
 
 def apply_edit(edit: Edit, force: bool = False, root: Path | None = None) -> None:

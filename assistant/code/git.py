@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from assistant.errors import UsageError
-from assistant.paths import atomic_write_text
+from assistant.paths import GIT, atomic_write_text
 
 MARKER = "# written by `assist hook install`"
 
@@ -22,7 +22,7 @@ MARKER = "# written by `assist hook install`"
 def staged_python_files(root: Path) -> list[str]:
     """Added, copied, modified or renamed Python files in the index, relative to the repo root."""
     listed = subprocess.run(
-        ["git", "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR", "--", "*.py"],
+        [*GIT, "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMR", "--", "*.py"],
         cwd=root,
         capture_output=True,
         check=False,
@@ -34,13 +34,13 @@ def staged_python_files(root: Path) -> list[str]:
 
 def tracked_python_files(root: Path) -> list[str]:
     """The Python files git tracks under `root`, relative to it."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--", "*.py"], cwd=root, capture_output=True, check=False)
+    listed = subprocess.run([*GIT, "ls-files", "-z", "--", "*.py"], cwd=root, capture_output=True, check=False)
     return sorted(name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name)
 
 
 def staged_text(root: Path, name: str) -> bytes:
     """The staged content of a file (what the commit will hold)."""
-    shown = subprocess.run(["git", "show", f":{name}"], cwd=root, capture_output=True, check=False)
+    shown = subprocess.run([*GIT, "show", f":{name}"], cwd=root, capture_output=True, check=False)
     if shown.returncode != 0:
         raise UsageError(f"{name}: not in the index")
     return shown.stdout
@@ -48,13 +48,13 @@ def staged_text(root: Path, name: str) -> bytes:
 
 def has_unstaged_changes(root: Path, name: str) -> bool:
     """Whether the working-tree file differs from its staged content (or is gone)."""
-    command = ["git", "--literal-pathspecs", "diff", "--quiet", "--", name]  # a name, not a pattern
+    command = [*GIT, "--literal-pathspecs", "diff", "--quiet", "--", name]  # a name, not a pattern
     return subprocess.run(command, cwd=root, capture_output=True).returncode != 0
 
 
 def hook_path(root: Path) -> Path:
     found = subprocess.run(
-        ["git", "rev-parse", "--git-path", "hooks/pre-commit"], cwd=root, capture_output=True, text=True, check=False
+        [*GIT, "rev-parse", "--git-path", "hooks/pre-commit"], cwd=root, capture_output=True, text=True, check=False
     )
     if found.returncode != 0:
         raise UsageError(f"{root} is not a git repository")

@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from assistant.code.edit import enclosing_root
 from assistant.errors import UsageError
+from assistant.paths import GIT
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def _ls_files(root: Path, *args: str) -> list[str] | None:
     """`git ls-files -z ARGS` in the work tree `root`, as names; None when git cannot say."""
     try:
         listed = subprocess.run(
-            ["git", "--literal-pathspecs", "ls-files", "-z", *args],
+            [*GIT, "--literal-pathspecs", "ls-files", "-z", *args],
             cwd=root,
             capture_output=True,
             check=True,

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,7 +42,7 @@ from assistant.indexing.fragments import split_fragments
 
 if TYPE_CHECKING:  # faiss loads when vectors are searched, saved or read (`train ... --corpus` needs none of it)
     import faiss
-from assistant.paths import cache_dir, repo_dir
+from assistant.paths import GIT, cache_dir, repo_dir, through_a_link
 from assistant.progress import Progress
 
 log = logging.getLogger("assistant")
@@ -378,21 +379,45 @@ def build_index(
 
 
 def repo_root(path: str | Path) -> Path:
-    """The top of the git work tree containing `path`, or a UsageError when it is not in one."""
-    import git  # imported here: gitpython costs ~0.1 s at start-up and most commands do not need it
+    """The top of the git work tree containing `path`, or a UsageError when it is not in one.
 
+    Git runs with :data:`assistant.paths.GIT`: a folder a repository commits to look like a bare repository (its
+    own HEAD, objects/, refs/ and config) is never taken for one; and a folder reached through a link inside the
+    working folder gives the working folder's work tree (:func:`assistant.paths.through_a_link`)."""
     path = Path(path).expanduser()
     if not path.exists():
         raise UsageError(f"{path} does not exist")
+    folder = path if path.is_dir() else path.parent
+    if through_a_link(folder):  # see through_a_link: the working folder's repository, not the linked one
+        folder = Path.cwd()
     try:
-        repo = git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        found = subprocess.run(
+            [*GIT, "rev-parse", "--is-bare-repository", "--show-toplevel"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UsageError(f"git could not be run in {folder.resolve()} ({exc})") from None
+    answer = found.stdout.split("\n")
+    if found.returncode != 0 and "safe.bareRepository" in found.stderr:
+        raise UsageError(f"{folder.resolve()} is laid out as a bare git repository; assist does not use one it finds")
+    if found.returncode != 0 or answer[0] == "true" or len(answer) < 2 or not answer[1]:
+        if answer[0] == "true":
+            raise UsageError(f"{path.resolve()} is a bare git repository; assist needs a work tree")
         raise UsageError(
             f"{path.resolve()} is not inside a git repository (use `assist index --bank FILE` for an example bank)"
-        ) from None
-    if repo.bare or repo.working_tree_dir is None:
-        raise UsageError(f"{path.resolve()} is a bare git repository; assist needs a work tree")
-    return Path(repo.working_tree_dir)
+        )
+    return Path(answer[1])
+
+
+def tracked_files(root: Path) -> list[str]:
+    """The files git tracks in the work tree `root` (`git ls-files`), as paths relative to it."""
+    listed = subprocess.run([*GIT, "ls-files", "-z"], cwd=root, capture_output=True, timeout=120)
+    if listed.returncode != 0:
+        raise UsageError(f"git could not list the files of {root}: {listed.stderr.decode(errors='replace').strip()}")
+    return [name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
 
 
 def repo_index_dir(root: Path, *, create: bool = False) -> Path:
@@ -464,11 +489,9 @@ def load_fragments(directory: Path) -> Index | None:
 def _index_repo_locked(
     root: Path, directory: Path, encoder: TextEncoder, progress: Progress, started: float
 ) -> tuple[Index, IndexStats]:
-    import git
-
     previous, rebuilt = _previous_or_none(directory)
     previous_fragments, _ = _previous_or_none(fragments_dir(directory))
-    tracked = [p for p in git.Repo(root).git.ls_files("-z").split("\0") if p and Path(p).suffix in EXTRACTORS]
+    tracked = [p for p in tracked_files(root) if Path(p).suffix in EXTRACTORS]
     stats = IndexStats(files=len(tracked), location=str(directory), rebuilt=rebuilt)
     old_files: dict[str, str] = dict(previous.meta.get("files", {})) if previous else {}
     old_fragment_files: dict[str, str] = dict(previous_fragments.meta.get("files", {})) if previous_fragments else {}

@@ -314,7 +314,7 @@ def generate(
                 from assistant.code.edit import enclosing_root
                 from assistant.core.repo_tests import repo_tests as find_repo_tests
 
-                root = enclosing_root(target.path)
+                root = enclosing_root(Path(target.given).expanduser())  # as named: a link out is seen
                 relative = target.path.relative_to(root) if target.path.is_relative_to(root) else target.path
                 try:
                     plan = find_repo_tests(root, relative, function, test_cmd=test_cmd, python=python)

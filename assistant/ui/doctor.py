@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from assistant.errors import AssistError, UsageError
+from assistant.paths import GIT
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ def index_checks(start: Path) -> list[Check]:
     indexed: dict[str, str] = dict(index.meta.get("files", {}))
     try:
         listed = subprocess.run(
-            ["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True, timeout=30
+            [*GIT, "ls-files", "-z"], cwd=root, capture_output=True, check=True, timeout=30
         ).stdout.decode("utf-8", "surrogateescape")
     except (OSError, subprocess.SubprocessError) as exc:
         return [Check("index", None, f"{len(index)} functions indexed; cannot list the repo's files ({exc})")]

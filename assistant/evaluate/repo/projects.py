@@ -210,7 +210,7 @@ def fetch(spec: ProjectSpec, folder: Path) -> Path:
     found = sorted(folder.glob(f"{spec.name}-{spec.version}.tar.gz"))
     if not found:
         _run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps",
+            [sys.executable, "-P", "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps",
              f"{spec.name}=={spec.version}", "-d", str(folder)],
             f"downloading {spec.name} {spec.version}",
         )  # fmt: skip
@@ -243,7 +243,7 @@ def _make_venv(spec: ProjectSpec, sdist: Path, venv: Path) -> Path:
     """A virtual environment with pytest and the project's test dependencies; returns its interpreter."""
     work = venv.with_name(venv.name + ".partial")
     shutil.rmtree(work, ignore_errors=True)
-    _run([sys.executable, "-m", "venv", str(work)], f"creating {spec.name}'s environment")
+    _run([sys.executable, "-P", "-m", "venv", str(work)], f"creating {spec.name}'s environment")
     python = work / "bin" / "python"
     packages = [PYTEST, *spec.requirements]
     _run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *packages],
