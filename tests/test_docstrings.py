@@ -504,3 +504,15 @@ def test_numeric_options_are_checked_before_any_work(scratch_repo: Path, option:
     result = _run(["docstring", "--check", *option, "mathutils.py"], scratch_repo)
     assert result.exit_code == 2
     assert result.output.strip() == f"error: {message}"
+
+
+def test_a_staged_file_named_like_an_index_stage_is_read_as_itself(scratch_repo: Path) -> None:
+    from assistant.code.git import staged_text
+
+    from .conftest import git
+
+    (scratch_repo / "0:x.py").write_text("def f():\n    return 1\n")  # `:0:x.py` once meant stage 0 of `x.py`
+    git(scratch_repo, "add", "0:x.py")
+    assert staged_text(scratch_repo, "0:x.py") == b"def f():\n    return 1\n"
+    result = _run(["docstring", "--staged", "--check"], scratch_repo)
+    assert result.exit_code == 1 and "0:x.py:1: function f has no docstring" in result.output

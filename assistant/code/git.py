@@ -40,7 +40,8 @@ def tracked_python_files(root: Path) -> list[str]:
 
 def staged_text(root: Path, name: str) -> bytes:
     """The staged content of a file (what the commit will hold)."""
-    shown = subprocess.run([*GIT, "show", f":{name}"], cwd=root, capture_output=True, check=False)
+    # `:0:` names the stage: `:0:x.py` alone would be read as stage 0 of `x.py`, not the file `0:x.py`.
+    shown = subprocess.run([*GIT, "show", f":0:{name}"], cwd=root, capture_output=True, check=False)
     if shown.returncode != 0:
         raise UsageError(f"{name}: not in the index")
     return shown.stdout
