@@ -26,15 +26,30 @@ from assistant.errors import UsageError
 GIT = ("git", "-c", "safe.bareRepository=explicit", "-c", "core.fsmonitor=false")
 
 
-def through_a_link(folder: Path) -> bool:
-    """Whether `folder`, as written, lies inside the working folder but is reached through a link inside it
-    (`vendor -> ../other-checkout`): the repository behind such a link, which a repository can commit, must not
-    become the one whose files assist may write, so callers look up the working folder's instead."""
-    here = Path.cwd()
+def committed_link(folder: Path) -> Path | None:
+    """The working folder's git work tree when `folder`, as written, runs through a symlink that work tree commits
+    (`vendor -> ../other-checkout`), else None. The repository behind such a link, which a repository can plant,
+    must not become the one whose files assist may write; a link you made yourself (untracked) is followed."""
+    try:
+        here = Path.cwd()
+        top = subprocess.run([*GIT, "rev-parse", "--show-toplevel"], cwd=here, capture_output=True, text=True)
+    except OSError:  # the working folder is gone
+        return None
+    if top.returncode != 0 or not top.stdout.strip("\n"):
+        return None
+    root = Path(top.stdout[:-1] if top.stdout.endswith("\n") else top.stdout)
     lexical = Path(os.path.abspath(folder))
-    if not lexical.is_relative_to(here):
-        return False
-    return Path(os.path.realpath(lexical)) != Path(os.path.realpath(here)) / lexical.relative_to(here)
+    if not lexical.is_relative_to(root):
+        return None
+    parts = lexical.relative_to(root).parts
+    for depth in range(1, len(parts) + 1):
+        if (root.joinpath(*parts[:depth])).is_symlink():
+            relative = str(Path(*parts[:depth]))
+            listed = subprocess.run(
+                [*GIT, "--literal-pathspecs", "ls-files", "-z", "--", relative], cwd=root, capture_output=True
+            )
+            return root if listed.returncode == 0 and listed.stdout.strip(b"\0") else None
+    return None
 
 
 REPO_DIR_NAME = ".assist"

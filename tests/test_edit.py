@@ -190,9 +190,10 @@ def test_future_imports_go_first_and_are_not_repeated() -> None:
     again, _ = merge(new, code.replace("3 * r * r", "3 * r**2"))
     assert again.count("from __future__") == 1
     compile(again, "x.py", "exec")
-    # No docstring and no imports: before the first statement, under a leading comment.
+    # No docstring and no imports: before the first statement, under the file's opening comments (a shebang, a
+    # coding cookie, which counts only on line 1 or 2, a licence header).
     bare, _ = merge("# header\ndef f():\n    pass\n", code)
-    assert bare.startswith("from __future__ import annotations\nimport math\n\n# header\n")
+    assert bare.startswith("# header\nfrom __future__ import annotations\nimport math\n\ndef f():")
     compile(bare, "x.py", "exec")
 
 
@@ -258,6 +259,16 @@ def test_a_file_declaring_another_coding_is_read_and_written_in_it(scratch_repo)
     target.write_bytes(b"# coding: klingon\nx = 1\n")
     with pytest.raises(UsageError, match=r"names an unknown coding \('klingon'\)"):
         plan_edit(target, "def f():\n    return 1\n", root=scratch_repo)
+    target.write_bytes(b"# coding: rot13\nx = 1\n")  # a codec, but not one Python reads source in
+    with pytest.raises(UsageError, match="'rot13', which is not a text coding"):
+        plan_edit(target, "def f():\n    return 1\n", root=scratch_repo)
+    target.write_bytes(b"\xef\xbb\xbf# coding: utf-8-sig\nx = 1\n")
+    assert "x = 1" in plan_edit(target, "def f():\n    return 1\n", root=scratch_repo).new
+    # A new import goes below the cookie: above it, the cookie would no longer count and the file would turn UTF-8.
+    target.write_bytes(b"# -*- coding: latin-1 -*-\nX = 'h\xe9'\n")
+    apply_edit(plan_edit(target, "import math\n\n\ndef f():\n    return math.pi\n", root=scratch_repo), force=True)
+    written = target.read_bytes()
+    assert written.startswith(b"# -*- coding: latin-1 -*-\nimport math\n") and b"'h\xe9'" in written
 
 
 def test_a_file_mixing_line_endings_keeps_each_line_s_and_new_lines_take_the_usual_one():

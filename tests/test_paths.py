@@ -151,9 +151,13 @@ def test_a_folder_linked_to_another_repository_does_not_make_it_the_one_written(
     git(other, "init", "-q")
     git(other, "add", ".")
     git(other, "commit", "-qm", "other")
+    (scratch_repo / "mine").symlink_to(other)  # a link of your own, untracked: followed
     (scratch_repo / "vendor").symlink_to(other)  # committed by the repository: `vendor -> ../other`
+    git(scratch_repo, "add", "vendor")
+    git(scratch_repo, "commit", "-qm", "vendor")
     monkeypatch.chdir(scratch_repo)
     assert repo_root(Path("vendor")) == repo_root(Path(".")) == scratch_repo.resolve()
+    assert repo_root(Path("mine")) == other.resolve()
     edit = plan_edit(Path("vendor/mod.py"), "def g():\n    return 2\n", root=repo_root(Path("vendor")))
     with pytest.raises(UsageError, match="outside the repo; not written"):
         apply_edit(edit)

@@ -293,11 +293,12 @@ def test_bodies_that_do_not_compile_or_need_another_signature_are_dropped() -> N
         "    nonlocal x\n    return x\n",
         "def f(x, y=1):\n    return x + y\n",  # the whole function, with a parameter the stub lacks
         "def f(value):\n    return 1\n",  # renamed, but the body uses none of it: it fits the stub
+        "def f(x, y=None):\n    y = x + 2\n    return y\n",  # `y` is bound in the body: it fits too
     ]
     completions = [Completion(text=f"```python\n{t}```", tokens=9, finish_reason="stop") for t in texts]
     kept, dropped, _ = collect_stub(completions, stub, "", [])
     assert dict(dropped) == {"syntax": 2, "another signature": 1}
-    assert [c.sample for c, _ in kept] == [3] and "def f(x):" in kept[0][0].code
+    assert [c.sample for c, _ in kept] == [3, 4] and "def f(x):" in kept[0][0].code
 
 
 def test_a_body_whose_first_indented_line_continues_a_bracket_keeps_its_nesting() -> None:

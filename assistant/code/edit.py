@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TypeGuard
 
 from assistant.errors import UsageError
-from assistant.paths import GIT, ChangedOnDisk, atomic_write_bytes, through_a_link, write_target
+from assistant.paths import GIT, ChangedOnDisk, atomic_write_bytes, committed_link, write_target
 
 # A line as Python's tokenizer sees one: ended by \r\n, \r or \n (universal newlines), or the unended last.
 _SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -225,6 +225,8 @@ def merge(
         else:
             docstring = _module_docstring(tree)
             at = (docstring.end_lineno or 0) if docstring else 0
+            while not docstring and at < len(lines) and lines[at].lstrip().startswith("#"):
+                at += 1  # below a shebang, a coding cookie (it counts only on line 1 or 2) and a licence header
         # Line numbers before the imports are unchanged by the edits above, which all sit after them.
         block = imports + ([newline] if not import_nodes and lines[at:] else [])
         lines[at:at] = block
@@ -262,9 +264,12 @@ def declared_coding(data: bytes, name: str) -> str:
         if match:
             cookie = match.group(1).decode("ascii")
             try:
-                coding = codecs.lookup(cookie).name
+                info = codecs.lookup(cookie)
             except LookupError:
                 raise UsageError(f"{name}: its coding declaration names an unknown coding ({cookie!r})") from None
+            if not getattr(info, "_is_text_encoding", True):  # rot13, base64, hex: Python refuses them too
+                raise UsageError(f"{name}: its coding declaration names {cookie!r}, which is not a text coding")
+            coding = "utf-8" if info.name == "utf-8-sig" else info.name
             if bom and coding != "utf-8":
                 raise UsageError(f"{name}: it declares {cookie} but starts with a UTF-8 byte order mark")
             return "utf-8-sig" if bom else coding
@@ -410,16 +415,15 @@ def _toplevel(folder: Path) -> Path | None:
 def enclosing_root(path: Path) -> Path:
     """The git work tree an edit of `path` belongs to (where a symlink's target must lie), else the folder holding it.
 
-    Where the path runs, as written, through a link inside the working folder (`vendor -> ../other-checkout`), the
-    working folder's work tree: the repository behind a link a repository commits must not become the one an
-    edit may write into."""
+    Where the path runs, as written, through a link the working folder's repository commits (`vendor ->
+    ../other-checkout`), that work tree: the repository behind such a link must not become the one an edit may
+    write into (:func:`assistant.paths.committed_link`)."""
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
-    if through_a_link(folder):
-        top = _toplevel(Path.cwd())
-        if top is not None:
-            return top
+    linked = committed_link(folder)
+    if linked is not None:
+        return linked
     return _toplevel(folder) or folder
 
 

@@ -650,7 +650,10 @@ def collect_stub(
             continue
         if isinstance(written, ast.FunctionDef | ast.AsyncFunctionDef):
             # A sample that wrote its own signature: a body using a parameter the stub lacks cannot go under it.
-            used = {n.id for n in ast.walk(written) if isinstance(n, ast.Name)}
+            names = [n for n in ast.walk(written) if isinstance(n, ast.Name)]
+            used = {n.id for n in names if isinstance(n.ctx, ast.Load)} - {
+                n.id for n in names if not isinstance(n.ctx, ast.Load)
+            }  # read, never bound in the body: a name the stub's signature would have to supply
             if (set(taken.params) - set(_params(written))) & used:
                 dropped["another signature"] += 1
                 continue

@@ -42,7 +42,7 @@ from assistant.indexing.fragments import split_fragments
 
 if TYPE_CHECKING:  # faiss loads when vectors are searched, saved or read (`train ... --corpus` needs none of it)
     import faiss
-from assistant.paths import GIT, cache_dir, repo_dir, through_a_link
+from assistant.paths import GIT, cache_dir, committed_link, repo_dir
 from assistant.progress import Progress
 
 log = logging.getLogger("assistant")
@@ -382,14 +382,15 @@ def repo_root(path: str | Path) -> Path:
     """The top of the git work tree containing `path`, or a UsageError when it is not in one.
 
     Git runs with :data:`assistant.paths.GIT`: a folder a repository commits to look like a bare repository (its
-    own HEAD, objects/, refs/ and config) is never taken for one; and a folder reached through a link inside the
-    working folder gives the working folder's work tree (:func:`assistant.paths.through_a_link`)."""
+    own HEAD, objects/, refs/ and config) is never taken for one; and a folder reached through a link the working
+    folder's repository commits gives that work tree (:func:`assistant.paths.committed_link`)."""
     path = Path(path).expanduser()
     if not path.exists():
         raise UsageError(f"{path} does not exist")
     folder = path if path.is_dir() else path.parent
-    if through_a_link(folder):  # see through_a_link: the working folder's repository, not the linked one
-        folder = Path.cwd()
+    linked = committed_link(folder)  # a link the working folder's repository commits: that repository, not the other
+    if linked is not None:
+        return linked
     try:
         found = subprocess.run(
             [*GIT, "rev-parse", "--is-bare-repository", "--show-toplevel"],
@@ -400,16 +401,17 @@ def repo_root(path: str | Path) -> Path:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         raise UsageError(f"git could not be run in {folder.resolve()} ({exc})") from None
-    answer = found.stdout.split("\n")
+    bare, _, top = found.stdout.partition("\n")
+    top = top[:-1] if top.endswith("\n") else top  # the path itself may hold a newline
     if found.returncode != 0 and "safe.bareRepository" in found.stderr:
         raise UsageError(f"{folder.resolve()} is laid out as a bare git repository; assist does not use one it finds")
-    if found.returncode != 0 or answer[0] == "true" or len(answer) < 2 or not answer[1]:
-        if answer[0] == "true":
-            raise UsageError(f"{path.resolve()} is a bare git repository; assist needs a work tree")
+    if bare == "true":
+        raise UsageError(f"{path.resolve()} is a bare git repository; assist needs a work tree")
+    if found.returncode != 0 or not top:
         raise UsageError(
             f"{path.resolve()} is not inside a git repository (use `assist index --bank FILE` for an example bank)"
         )
-    return Path(answer[1])
+    return Path(top)
 
 
 def tracked_files(root: Path) -> list[str]:

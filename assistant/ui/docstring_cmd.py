@@ -315,7 +315,7 @@ def docstring(
         report.setdefault("not_written", []).extend(outcome.failed)
     if json_output:
         out.print_json(json.dumps(report))
-    not_written = len(held) + len(outcome.failed)
+    not_written = len(held) + len({line.split(": ", 1)[0] for line in outcome.failed})  # files, not lines
     if write:
         err.print(
             f"wrote {outcome.written} docstring(s) in {outcome.changed} file(s) ({style} style); review with `git diff`"
