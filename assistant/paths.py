@@ -26,30 +26,39 @@ from assistant.errors import UsageError
 GIT = ("git", "-c", "safe.bareRepository=explicit", "-c", "core.fsmonitor=false")
 
 
+def git_toplevel(folder: Path) -> Path | None:
+    """The top of the git work tree `folder` lies in (as git prints it; a name may hold a newline), or None."""
+    try:
+        top = subprocess.run([*GIT, "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True, text=True)
+    except OSError:  # the folder is gone
+        return None
+    name = top.stdout[:-1] if top.stdout.endswith("\n") else top.stdout
+    return Path(name) if top.returncode == 0 and name else None
+
+
 def committed_link(folder: Path) -> Path | None:
     """The working folder's git work tree when `folder`, as written, runs through a symlink that work tree commits
     (`vendor -> ../other-checkout`), else None. The repository behind such a link, which a repository can plant,
-    must not become the one whose files assist may write; a link you made yourself (untracked) is followed."""
+    must not become the one whose files assist may write; a link you made yourself (untracked) is followed.
+    Git runs only when the path holds a link below the working folder: most calls cost a few `lstat`s."""
     try:
         here = Path.cwd()
-        top = subprocess.run([*GIT, "rev-parse", "--show-toplevel"], cwd=here, capture_output=True, text=True)
     except OSError:  # the working folder is gone
         return None
-    if top.returncode != 0 or not top.stdout.strip("\n"):
-        return None
-    root = Path(top.stdout[:-1] if top.stdout.endswith("\n") else top.stdout)
     lexical = Path(os.path.abspath(folder))
-    if not lexical.is_relative_to(root):
+    if not lexical.is_relative_to(here):
         return None
-    parts = lexical.relative_to(root).parts
-    for depth in range(1, len(parts) + 1):
-        if (root.joinpath(*parts[:depth])).is_symlink():
-            relative = str(Path(*parts[:depth]))
-            listed = subprocess.run(
-                [*GIT, "--literal-pathspecs", "ls-files", "-z", "--", relative], cwd=root, capture_output=True
-            )
-            return root if listed.returncode == 0 and listed.stdout.strip(b"\0") else None
-    return None
+    parts = lexical.relative_to(here).parts
+    prefixes = (here.joinpath(*parts[:depth]) for depth in range(1, len(parts) + 1))
+    link = next((prefix for prefix in prefixes if prefix.is_symlink()), None)
+    if link is None:
+        return None
+    root = git_toplevel(here)
+    if root is None or not link.is_relative_to(root):
+        return None
+    command = [*GIT, "--literal-pathspecs", "ls-files", "-z", "--", str(link.relative_to(root))]
+    listed = subprocess.run(command, cwd=root, capture_output=True)
+    return root if listed.returncode == 0 and listed.stdout.strip(b"\0") else None
 
 
 REPO_DIR_NAME = ".assist"

@@ -475,7 +475,7 @@ def test_an_eval_repo_folder_names_the_selfracg_adapters_its_figures_come_from(t
     from assistant.evaluate.report import write_report
     from assistant.methods.artifacts import save_artifact
     from assistant.methods.selfracg import generic_dir
-    from assistant.ui.eval_cmd import _record_selfracg, _selfracg_identity
+    from assistant.ui.eval_cmd import _record_retrievers, _selfracg_identity
 
     assert _selfracg_identity(["bm25", "selfracg"]) == {}  # none trained: the run itself stops with the error
     manifest = {"config": SelfRacgConfig(rank=4).to_json(), "model": "qwen-x", "precision": "fp32"}
@@ -491,11 +491,12 @@ def test_an_eval_repo_folder_names_the_selfracg_adapters_its_figures_come_from(t
             records.put(
                 task + strategy, {"task_id": task, "project": "p", "strategy": strategy, "rank": 1, "seconds": 0.1}
             )
-    _record_selfracg(out, ["bm25", "selfracg"], {"selfracg": before["selfracg"]}, ["p:a.py:1", "p:a.py:30"])
+    used = {"selfracg": before["selfracg"]}
+    _record_retrievers(out, used, _selfracg_identity(["bm25", "selfracg"]), ["p:a.py:1", "p:a.py:30"])
     report = write_report(out)
     assert "| selfracg | 2 of 2 |" in report and "adapter.safetensors" in report
     # Adapters retrained while the run went on: which ones made the figures is unknown, so nothing is named.
     save_artifact(generic_dir(), "selfracg", lambda f: (f / "adapter.safetensors").write_bytes(b"v"), manifest)
     (out / "retrievers.json").unlink()
-    _record_selfracg(out, ["selfracg"], {"selfracg": before["selfracg"]}, ["p:a.py:1"])
+    _record_retrievers(out, used, _selfracg_identity(["selfracg"]), ["p:a.py:1"])
     assert not (out / "retrievers.json").exists()

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TypeGuard
 
 from assistant.errors import UsageError
-from assistant.paths import GIT, ChangedOnDisk, atomic_write_bytes, committed_link, write_target
+from assistant.paths import GIT, ChangedOnDisk, atomic_write_bytes, committed_link, git_toplevel, write_target
 
 # A line as Python's tokenizer sees one: ended by \r\n, \r or \n (universal newlines), or the unended last.
 _SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -407,11 +407,6 @@ def unstaged_changes(path: Path) -> str | None:
     return None
 
 
-def _toplevel(folder: Path) -> Path | None:
-    top = subprocess.run([*GIT, "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True, text=True)
-    return Path(top.stdout.strip()) if top.returncode == 0 and top.stdout.strip() else None
-
-
 def enclosing_root(path: Path) -> Path:
     """The git work tree an edit of `path` belongs to (where a symlink's target must lie), else the folder holding it.
 
@@ -424,7 +419,7 @@ def enclosing_root(path: Path) -> Path:
     linked = committed_link(folder)
     if linked is not None:
         return linked
-    return _toplevel(folder) or folder
+    return git_toplevel(folder) or folder
 
 
 def apply_edit(edit: Edit, force: bool = False, root: Path | None = None) -> None:

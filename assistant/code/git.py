@@ -32,10 +32,21 @@ def staged_python_files(root: Path) -> list[str]:
     return sorted(name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name)
 
 
+def tracked_files(root: Path, *patterns: str) -> list[str]:
+    """The files git tracks in the work tree `root` (matching `patterns`, default all), relative to it; a name
+    that is not UTF-8 round-trips (surrogateescape), so it can still be opened."""
+    listed = subprocess.run([*GIT, "ls-files", "-z", "--", *patterns], cwd=root, capture_output=True, timeout=120)
+    if listed.returncode != 0:
+        raise UsageError(f"git could not list the files of {root}: {listed.stderr.decode(errors='replace').strip()}")
+    return [name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
+
+
 def tracked_python_files(root: Path) -> list[str]:
-    """The Python files git tracks under `root`, relative to it."""
-    listed = subprocess.run([*GIT, "ls-files", "-z", "--", "*.py"], cwd=root, capture_output=True, check=False)
-    return sorted(name for name in listed.stdout.decode("utf-8", "replace").split("\0") if name)
+    """The Python files git tracks under `root`, relative to it, sorted (none when git cannot list them)."""
+    try:
+        return sorted(tracked_files(root, "*.py"))
+    except UsageError:
+        return []
 
 
 def staged_text(root: Path, name: str) -> bytes:

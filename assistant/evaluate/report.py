@@ -213,7 +213,7 @@ def complete_tasks(records: Sequence[dict]) -> list[dict]:
     return [r for (task, _), r in latest.items() if ran[task] == strategies]
 
 
-def _repo_sections(out: Path, n: int) -> list[str]:
+def _repo_sections(stores: dict[str, list[dict] | None], n: int) -> list[str]:
     """`eval repo`'s tables, rebuilt from its records (also from a run that was stopped)."""
     from assistant.evaluate.repo.run import (
         function_table,
@@ -226,7 +226,7 @@ def _repo_sections(out: Path, n: int) -> list[str]:
     )
 
     sections = []
-    functions = read_records(out / "function.jsonl")
+    functions = stores["function.jsonl"]
     if functions:
         kept = complete_tasks(functions)
         tasks = len({r["task_id"] for r in kept})
@@ -234,13 +234,13 @@ def _repo_sections(out: Path, n: int) -> list[str]:
         sections += [f"## Function level: {tasks} tasks (percent, 95% bootstrap intervals; differences paired by "
                      "task)", "", function_table(rows), "", "pass@1 by project:", "", project_table(kept, "pass@1"),
                      ""]  # fmt: skip
-    ranks = read_records(out / "line-retrieval.jsonl")
+    ranks = stores["line-retrieval.jsonl"]
     if ranks:
         kept = complete_tasks(ranks)
         tasks = len({r["task_id"] for r in kept})
         sections += [f"## Retrieval on the line tasks: {tasks} tasks (the fragment holding the hidden line; 0-1, 95% "
                      "bootstrap intervals)", "", retrieval_table(summarize_retrieval(kept)), ""]  # fmt: skip
-    lines = read_records(out / "line.jsonl")
+    lines = stores["line.jsonl"]
     if lines:
         kept = complete_tasks(lines)
         tasks = len({r["task_id"] for r in kept})
@@ -263,7 +263,8 @@ def write_report(out: Path, versus: str | None = None) -> str:
     codegen_records = read_records(out / "records.jsonl")
     likelihood_records = read_records(out / "likelihood.jsonl")
     held: dict[str, set[str]] = {}  # strategy → the task ids the folder holds records for
-    repo_records = [r for name in REPO_STORES for r in read_records(out / name) or []]
+    repo_stores = {name: read_records(out / name) for name in REPO_STORES}  # read once: `held` and the tables
+    repo_records = [r for records in repo_stores.values() for r in records or []]
     for record in (codegen_records or []) + (likelihood_records or []) + repo_records:
         held.setdefault(record["strategy"], set()).add(record["task_id"])
     remembered = config.pop("versus", None)
@@ -345,7 +346,7 @@ def write_report(out: Path, versus: str | None = None) -> str:
             "mean token log-prob",
         ):
             charts.append("likelihood.png")
-    sections += _repo_sections(out, config.get("n", 1))
+    sections += _repo_sections(repo_stores, config.get("n", 1))
     sections += [f"![{name}]({name})" for name in charts]
     text = "\n".join(sections) + "\n"
     atomic_write_text(out / "report.md", text)

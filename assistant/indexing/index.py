@@ -36,6 +36,7 @@ from rank_bm25 import BM25Okapi
 
 from assistant.code.examples import Example, read_bank
 from assistant.code.extract import EXTRACTORS, git_blob_hash, read_repo_file
+from assistant.code.git import tracked_files
 from assistant.code.tokenize import tokenize
 from assistant.errors import UsageError
 from assistant.indexing.fragments import split_fragments
@@ -412,14 +413,6 @@ def repo_root(path: str | Path) -> Path:
             f"{path.resolve()} is not inside a git repository (use `assist index --bank FILE` for an example bank)"
         )
     return Path(top)
-
-
-def tracked_files(root: Path) -> list[str]:
-    """The files git tracks in the work tree `root` (`git ls-files`), as paths relative to it."""
-    listed = subprocess.run([*GIT, "ls-files", "-z"], cwd=root, capture_output=True, timeout=120)
-    if listed.returncode != 0:
-        raise UsageError(f"git could not list the files of {root}: {listed.stderr.decode(errors='replace').strip()}")
-    return [name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if name]
 
 
 def repo_index_dir(root: Path, *, create: bool = False) -> Path:

@@ -117,7 +117,13 @@ class Outcome:
     report: dict
     changed: int = 0  # files written
     written: int = 0  # docstrings written to disk
-    failed: list[str] = field(default_factory=list)  # files not written, each with its reason
+    failed: list[str] = field(default_factory=list)  # why each file was not (wholly) written, a line each
+    failed_files: set[str] = field(default_factory=set)  # those files
+
+    def fail(self, name: str, why: str) -> None:
+        """Note that file `name` was not (wholly) documented, and why."""
+        self.failed.append(f"{name}: {why}")
+        self.failed_files.add(name)
 
 
 def document(
@@ -151,13 +157,13 @@ def document(
         for name, why in written.skipped.items():
             err.print(f"{job.name}: {name} skipped: {why}", markup=False)
         if write and written.skipped:  # what the model did not write is still missing: the commit must not pass
-            outcome.failed.append(f"{job.name}: {len(written.skipped)} docstring(s) not written (skipped above)")
+            outcome.fail(job.name, f"{len(written.skipped)} docstring(s) not written (skipped above)")
         if not written.docstrings:
             continue
         try:
             new = insert_docstrings(job.text, written.docstrings, width)
         except ValueError as exc:
-            outcome.failed.append(f"{job.name}: left untouched: {exc}")
+            outcome.fail(job.name, f"left untouched: {exc}")
             continue
         if not write or show_diff:
             if not json_output:
@@ -171,10 +177,10 @@ def document(
             )
         except ChangedOnDisk:
             why = "it changed while its docstrings were generated; your edits are kept, run again to document them"
-            outcome.failed.append(f"{job.name}: not written: {why}")
+            outcome.fail(job.name, f"not written: {why}")
             continue
         except UsageError as exc:
-            outcome.failed.append(f"{job.name}: not written: {exc}")
+            outcome.fail(job.name, f"not written: {exc}")
             continue
         entry["written_to_disk"] = True
         outcome.changed += 1
@@ -315,7 +321,7 @@ def docstring(
         report.setdefault("not_written", []).extend(outcome.failed)
     if json_output:
         out.print_json(json.dumps(report))
-    not_written = len(held) + len({line.split(": ", 1)[0] for line in outcome.failed})  # files, not lines
+    not_written = len(held) + len(outcome.failed_files)
     if write:
         err.print(
             f"wrote {outcome.written} docstring(s) in {outcome.changed} file(s) ({style} style); review with `git diff`"

@@ -184,14 +184,17 @@ def _layered(folder: Path, bases: list[Path], name: str):
     return LayeredCache(JsonlCache(folder / name), [JsonlCache(base / name) for base in bases])
 
 
-def _record_retrievers(folder: Path, index, names: list[str], before: dict, tasks: list) -> None:
-    """Name in the folder the trained artifacts this completed run used, unless one was retrained meanwhile."""
-    from assistant.evaluate.report import record_retrievers, retriever_identities
+def _record_retrievers(folder: Path, before: dict, now: dict, task_ids: list[str]) -> None:
+    """Name in the folder the trained artifacts this completed run used (`before`, strategy → identity), unless
+    one was retrained meanwhile (`now` differs)."""
+    from assistant.evaluate.report import record_retrievers
 
-    if retriever_identities(index, names) != before:
+    if not before:
+        return
+    if now != before:
         err.print("warning: a trained retriever was retrained during this run; retrievers.json was not updated")
         return
-    record_retrievers(folder, before, [task.task_id for task in tasks])
+    record_retrievers(folder, before, task_ids)
 
 
 @eval_app.command("codegen")
@@ -320,7 +323,8 @@ def codegen(
             rankers=measured,
             progress=ui,
         )
-        _record_retrievers(folder, demo_pool.index, names, trained, tasks)
+        now = retriever_identities(demo_pool.index, names)
+        _record_retrievers(folder, trained, now, [task.task_id for task in tasks])
     rows = summarize_codegen(records, ks)
     write_report(folder)
     if json_output:
@@ -578,7 +582,7 @@ def repo(
                 progress=ui,
             )
             line_rows = summarize_lines(line_records)
-    _record_selfracg(folder, names, adapters, [t.task_id for t in functions + lines])
+    _record_retrievers(folder, adapters, _selfracg_identity(names), [t.task_id for t in functions + lines])
     elapsed = time.perf_counter() - started
     header = (
         f"{len(functions)} function tasks and {len(lines)} line tasks from "
@@ -617,18 +621,6 @@ def _selfracg_identity(names: list[str]) -> dict[str, dict]:
     return {name: identity for name in using} if identity is not None else {}
 
 
-def _record_selfracg(folder: Path, names: list[str], before: dict[str, dict], task_ids: list[str]) -> None:
-    """Name in `retrievers.json` the SelfRACG adapters that made this completed `eval repo` run's figures."""
-    from assistant.evaluate.report import record_retrievers
-
-    if not before:
-        return
-    if _selfracg_identity(names) != before:
-        err.print("warning: the SelfRACG adapters were retrained during this run; retrievers.json was not updated")
-        return
-    record_retrievers(folder, before, task_ids)
-
-
 def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list], folder: Path, as_json: bool) -> None:
     """`eval repo --task retrieval`: each retriever's rank of the positive fragment for the line tasks."""
     from assistant.cache import JsonlCache, cache_key
@@ -658,7 +650,7 @@ def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list
     store = JsonlCache(folder / "line-retrieval.jsonl")
     for record in records:
         store.put(cache_key(kind="retrieval", task=record["task_id"], strategy=record["strategy"]), record)
-    _record_selfracg(folder, names, adapters, [t.task_id for t in lines])
+    _record_retrievers(folder, adapters, _selfracg_identity(names), [t.task_id for t in lines])
     write_report(folder)
     rows = summarize_retrieval(records)
     if as_json:
@@ -723,7 +715,8 @@ def likelihood(
             raise UsageError(f"eval likelihood needs a backend that scores given text: {scorer.scoring_unavailable}")
         trained = retriever_identities(demo_pool.index, names)
         records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=seed, progress=ui)
-        _record_retrievers(folder, demo_pool.index, names, trained, tasks)
+        now = retriever_identities(demo_pool.index, names)
+        _record_retrievers(folder, trained, now, [task.task_id for task in tasks])
     rows = summarize_likelihood(records)
     write_report(folder)
     if json_output:
