@@ -71,6 +71,58 @@ def test_a_propertys_setter_and_overload_signatures_take_no_docstring_of_their_o
     assert find_missing(out) == []
 
 
+BLOCKS = """import sys
+
+try:
+    from os import fspath
+except ImportError:
+    def fspath(path):
+        return str(path)
+
+if sys.platform == "win32":
+    def set_cloexec(fd):
+        return None
+else:
+    def set_cloexec(fd):
+        return fd
+
+for _name in ("a",):
+    def in_loop():
+        return 1
+
+match sys.platform:
+    case "linux":
+        def matched():
+            return 2
+"""
+
+
+def test_definitions_under_if_try_loops_and_match_are_found_and_each_variant_gets_its_own_docstring() -> None:
+    found = [(t.key, t.line) for t in find_missing(BLOCKS)]
+    assert found == [
+        ("fspath", 6),
+        ("set_cloexec (line 10)", 10),  # two variants of one name: each is its own target
+        ("set_cloexec (line 13)", 13),
+        ("in_loop", 17),
+        ("matched", 22),
+    ]
+    out = insert_docstrings(
+        BLOCKS,
+        {
+            "fspath": "F.",
+            "set_cloexec (line 10)": "On Windows.",
+            "set_cloexec (line 13)": "Elsewhere.",
+            "in_loop": "L.",
+            "matched": "M.",
+        },
+    )
+    assert find_missing(out) == []
+    assert '        """On Windows."""\n        return None' in out
+    assert '        """Elsewhere."""\n        return fd' in out
+    with pytest.raises(ValueError, match="set_cloexec is not a definition"):
+        insert_docstrings(BLOCKS, {"set_cloexec": "Which one?"})
+
+
 def test_inserted_lines_take_their_definitions_own_line_ending() -> None:
     mixed = "import os\n\ndef f(x):\r\n    return x\r\n\ndef g():\n    return 1\n"  # one stray CRLF function
     out = insert_docstrings(mixed, {"f": "F.", "g": "G."})

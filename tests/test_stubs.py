@@ -135,6 +135,20 @@ def test_finds_every_stub_form_methods_async_decorators_and_nested_classes() -> 
     assert find_stub(SOURCE, "load").dedented_head().startswith("async def load(key):")
 
 
+def test_a_stub_under_try_or_if_is_found_and_filled_in_place() -> None:
+    text = (
+        "try:\n    from shutil import which\nexcept ImportError:\n    def which(cmd):\n"
+        '        """Where `cmd` is on PATH, or None."""\n        ...\n\n\n'
+        'if True:\n    def twice(x):\n        """Return x doubled."""\n        pass\n'
+    )
+    assert [s.qualname for s in list_stubs(text)] == ["which", "twice"]
+    stub = find_stub(text, "twice")
+    assert stub.line == 10 and stub.dedented_head().startswith("def twice(x):")
+    filled = fill_body(text, stub, "return 2 * x\n")
+    assert filled == text.replace("        pass\n", "        return 2 * x\n")
+    assert "def which(cmd)" in stub_context(text, stub)
+
+
 def test_refuses_a_missing_function_a_real_body_and_a_stub_with_nothing_to_go_on() -> None:
     with pytest.raises(UsageError, match=r"there is no function 'nope' in shapes.py; its stubs: area, perimeter"):
         find_stub(SOURCE, "nope", "shapes.py")

@@ -14,16 +14,15 @@ import tokenize
 import tomllib
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from assistant.code.definitions import Definition, is_overload, walk_definitions
 from assistant.code.edit import python_text, source_lines
 from assistant.errors import UsageError
 
 STYLES = ("google", "numpy", "rest", "plain")
 DEFAULT_LINE_LENGTH = 88  # black's and ruff's default, when the repo configures none
-
-Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
 
 @dataclass(frozen=True)
@@ -38,17 +37,12 @@ class Target:
     one_line: bool  # the body starts on the header's line (`def f(): return 1`)
     indent: str  # indentation of the docstring
     code: str  # the definition's source, decorators included (what a model is shown)
+    # Unique in the file, what docstrings are keyed by: the qualified name, or "name (line N)" where two targets
+    # share one (a function defined once per platform under `if`/`else`).
+    key: str = ""
 
     def to_json(self) -> dict:
         return {"name": self.qualname, "kind": self.kind, "line": self.line}
-
-
-def is_overload(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether a function is decorated `@overload` or `@typing.overload` (a signature for type checkers only)."""
-    return any(
-        (isinstance(d, ast.Name) and d.id == "overload") or (isinstance(d, ast.Attribute) and d.attr == "overload")
-        for d in node.decorator_list
-    )
 
 
 def _declares_only(node: Definition) -> bool:
@@ -58,24 +52,6 @@ def _declares_only(node: Definition) -> bool:
         return False
     accessor = any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter") for d in node.decorator_list)
     return accessor or is_overload(node)
-
-
-def _walk(body: list[ast.stmt], prefix: str, in_class: bool) -> Iterable[tuple[str, Definition, bool]]:
-    """Definitions with their qualified names; functions nested inside functions are left out (closures
-    are implementation details, and documenting them is noise)."""
-    for node in body:
-        if isinstance(node, ast.ClassDef):
-            name = f"{prefix}{node.name}"
-            yield name, node, in_class
-            yield from _walk(node.body, name + ".", True)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield f"{prefix}{node.name}", node, in_class
-        elif isinstance(node, ast.If | ast.Try | ast.With):
-            # Definitions under `if TYPE_CHECKING:`, try/except imports and the like are still API.
-            for block in (getattr(node, "body", []), getattr(node, "orelse", []), getattr(node, "finalbody", [])):
-                yield from _walk(block, prefix, in_class)
-            for handler in getattr(node, "handlers", []):
-                yield from _walk(handler.body, prefix, in_class)
 
 
 def _header_colon(lines: list[str], node: Definition) -> tuple[int, int]:
@@ -118,7 +94,7 @@ def find_missing(source: str) -> list[Target]:
     lines = source_lines(source, keepends=True)  # numbered as ast numbers them
     unit = _indent_unit(source)
     targets: list[Target] = []
-    for qualname, node, in_class in _walk(tree.body, "", False):
+    for qualname, node, classes in walk_definitions(tree.body):
         if ast.get_docstring(node, clean=False) is not None or _declares_only(node):
             continue
         line, col = _header_colon(lines, node)
@@ -134,11 +110,12 @@ def find_missing(source: str) -> list[Target]:
         if isinstance(node, ast.ClassDef):
             kind = "class"
         else:
-            kind = ("async " if isinstance(node, ast.AsyncFunctionDef) else "") + ("method" if in_class else "function")
+            kind = ("async " if isinstance(node, ast.AsyncFunctionDef) else "") + ("method" if classes else "function")
         start = min([node.lineno] + [d.lineno for d in node.decorator_list])
         code = re.sub(r"\r\n?", "\n", "".join(lines[start - 1 : node.end_lineno]))
         targets.append(Target(qualname, kind, node.lineno, line, col, one_line, indent, textwrap.dedent(code)))
-    return targets
+    shared = {name for name, times in Counter(t.qualname for t in targets).items() if times > 1}
+    return [replace(t, key=f"{t.qualname} (line {t.line})" if t.qualname in shared else t.qualname) for t in targets]
 
 
 def _literal(text: str) -> tuple[str, str]:
@@ -213,12 +190,12 @@ def _strip_docstrings(tree: ast.AST) -> str:
 
 
 def insert_docstrings(source: str, docstrings: Mapping[str, str], width: int = DEFAULT_LINE_LENGTH) -> str:
-    """`source` with each target's docstring inserted (keys are qualified names from :func:`find_missing`).
+    """`source` with each target's docstring inserted (keyed by :attr:`Target.key` from :func:`find_missing`).
 
     The file's newline style and indentation are kept. Raises ValueError if the result would not parse
     or would differ from the original in anything but the new docstrings.
     """
-    targets = {t.qualname: t for t in find_missing(source)}
+    targets = {t.key: t for t in find_missing(source)}
     unknown = [name for name in docstrings if name not in targets]
     if unknown:
         raise ValueError(f"{unknown[0]} is not a definition without a docstring")
@@ -229,7 +206,7 @@ def insert_docstrings(source: str, docstrings: Mapping[str, str], width: int = D
     for target in sorted((targets[n] for n in docstrings), key=lambda t: t.header_end, reverse=True):
         index = target.header_end - 1
         newline = endings[index] or default  # the header's own ending: a file may mix them
-        block = [line + newline for line in render(docstrings[target.qualname], target.indent, width)]
+        block = [line + newline for line in render(docstrings[target.key], target.indent, width)]
         if target.one_line:
             line = lines[index]
             head, rest = line[: target.colon_col + 1], line[target.colon_col + 1 :]

@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+from assistant.code.definitions import walk_functions
 from assistant.code.edit import source_lines
 from assistant.code.examples import Example
 
@@ -41,21 +42,6 @@ def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return f"{node.name}({args}){returns}"
 
 
-def _functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-    """Top-level functions and methods of top-level (and nested) classes, with their qualified names."""
-    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
-
-    def visit(body: list[ast.stmt], prefix: str) -> None:
-        for node in body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                found.append((prefix + node.name, node))
-            elif isinstance(node, ast.ClassDef):
-                visit(node.body, f"{prefix}{node.name}.")
-
-    visit(tree.body, "")
-    return found
-
-
 def extract_python(source: str, path: str = "", blob: str = "") -> list[Example]:
     """Every function and method in a Python source as an Example.
 
@@ -69,7 +55,9 @@ def extract_python(source: str, path: str = "", blob: str = "") -> list[Example]
         return []
     lines = source_lines(source)  # numbered as ast numbers them (str.splitlines also breaks at form feeds)
     examples = []
-    for qualname, node in _functions(tree):
+    # Module and class level only: a platform's or a version's variant behind `if`/`try` would enter the index
+    # a second time under the same name.
+    for qualname, node, _ in walk_functions(tree.body, blocks=False):
         start = min([node.lineno] + [d.lineno for d in node.decorator_list])
         end = node.end_lineno or node.lineno
         code = textwrap.dedent("\n".join(lines[start - 1 : end]))

@@ -226,8 +226,8 @@ def split_docstring_safe(code: str) -> tuple[str, str]:
 class Written:
     """What the writer produced for one file."""
 
-    docstrings: dict[str, str] = field(default_factory=dict)  # qualname -> docstring text
-    skipped: dict[str, str] = field(default_factory=dict)  # qualname -> why
+    docstrings: dict[str, str] = field(default_factory=dict)  # Target.key -> docstring text
+    skipped: dict[str, str] = field(default_factory=dict)  # Target.key -> why
     seconds: float = 0.0
 
 
@@ -253,7 +253,7 @@ def write_docstrings(
     for number, target in enumerate(targets):
         report("docstring", number, len(targets))
         if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
-            written.skipped[target.qualname] = f"time budget of {time_budget_s:.0f} s used up"
+            written.skipped[target.key] = f"time budget of {time_budget_s:.0f} s used up"
             continue
         chosen: list[Example] = []
         if exemplars is not None and k > 0:
@@ -270,9 +270,9 @@ def write_docstrings(
             guided = replace(prompt, answer_prefix=prompt.answer_prefix + opener)
             text = clean(opener + backend.sample(guided, params)[0].text, target, style) or text
         if text:
-            written.docstrings[target.qualname] = text
+            written.docstrings[target.key] = text
         else:
-            written.skipped[target.qualname] = "the model's reply held no docstring"
+            written.skipped[target.key] = "the model's reply held no docstring"
     report("docstring", len(targets), len(targets))
     written.seconds = time.perf_counter() - started
     return written

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from assistant.backends import Backend, Completion, Prompt, SamplingParams, Step
-from assistant.code.docstrings import is_overload
+from assistant.code.definitions import FunctionNode, is_overload, scope_definitions, walk_functions
 from assistant.code.edit import Edit, leading_whitespace, make_edit, merge, read_target_source, source_lines
 from assistant.code.examples import Example
 from assistant.code.fences import code_span
@@ -44,7 +44,6 @@ STUB_CONTEXT_TOKENS = 768
 SHORT_DEFINITION_LINES = 12
 # The query for the repository's fragments: the file's last lines up to the body (RepoCoder's window before the hole).
 FRAGMENT_QUERY_LINES = 20
-FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 @dataclass(frozen=True)
@@ -120,22 +119,6 @@ def _shares_line(lines: Sequence[str], node: ast.stmt) -> bool:
     """Whether code comes before `node` on its first line (`def f(x): "Doc."`)."""
     line = lines[node.lineno - 1]
     return bool(line[: _char_col(line, node.col_offset)].strip(" \t\f"))
-
-
-def _walk(tree: ast.Module) -> list[tuple[str, FunctionNode, tuple[ast.ClassDef, ...]]]:
-    """Functions at module level and in classes (nested classes too), with their qualified names and classes;
-    functions inside functions are closures, not targets."""
-    found: list[tuple[str, FunctionNode, tuple[ast.ClassDef, ...]]] = []
-
-    def visit(body: Sequence[ast.stmt], prefix: str, classes: tuple[ast.ClassDef, ...]) -> None:
-        for node in body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                found.append((prefix + node.name, node, classes))
-            elif isinstance(node, ast.ClassDef):
-                visit(node.body, f"{prefix}{node.name}.", (*classes, node))
-
-    visit(tree.body, "", ())
-    return found
 
 
 def _describe(text: str, lines: list[str], offsets: list[int], qualname: str, node: FunctionNode) -> Stub:
@@ -216,15 +199,19 @@ def _line_offsets(lines_kept: list[str]) -> list[int]:
     return offsets
 
 
-def find_functions(text: str, name: str = "the file", tree: ast.Module | None = None) -> list[Stub]:
-    """Every function and method of `text` (module level and in classes, nested classes included), stubs or not.
+def find_functions(
+    text: str, name: str = "the file", tree: ast.Module | None = None, *, blocks: bool = True
+) -> list[Stub]:
+    """Every function and method of `text` (module level and in classes, nested classes included), stubs or not;
+    with `blocks`, those under `if`, `try`, `with`, loops and `match` at those levels too (a fallback, a variant).
 
     `tree` is `text` already parsed (a request parses its target once)."""
     tree = tree or _parse(text, name)
     kept = source_lines(text, keepends=True)
     lines = [line.rstrip("\r\n") for line in kept]
     offsets = _line_offsets(kept)
-    return [_describe(text, lines, offsets, qualname, node) for qualname, node, _ in _walk(tree)]
+    found = walk_functions(tree.body, blocks=blocks)
+    return [_describe(text, lines, offsets, qualname, node) for qualname, node, _ in found]
 
 
 def list_stubs(text: str, name: str = "the file") -> list[Stub]:
@@ -297,7 +284,7 @@ def stub_context(
     tree = tree or _parse(text, "the file")
     lines = source_lines(text)
     target: tuple[FunctionNode, tuple[ast.ClassDef, ...]] | None = None
-    for qualname, node, classes in _walk(tree):
+    for qualname, node, classes in walk_functions(tree.body):
         if qualname == stub.qualname and node.lineno == stub.line:
             target = (node, classes)
     if target is None:
@@ -333,13 +320,7 @@ def stub_context(
     anchor = stub.line
     for body in scopes:
         nearest = sorted(
-            (
-                s
-                for s in body
-                if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                and s is not node
-                and s not in classes
-            ),
+            (s for s in scope_definitions(body) if s is not node and s not in classes),
             key=lambda s: abs(s.lineno - anchor),
         )
         for definition in nearest:

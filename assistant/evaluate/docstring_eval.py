@@ -149,7 +149,7 @@ def run_docstring_eval(
             if key not in cache:
                 target = find_missing(item.code)[0]
                 written = write_docstrings([target], backend, style="plain", exemplars=_Fixed(chosen), k=k)
-                cache.put(key, {"hypothesis": written.docstrings.get(target.qualname, "")})
+                cache.put(key, {"hypothesis": written.docstrings.get(target.key, "")})
                 done += 1
                 report(f"docstring {strategy}", done, len(jobs))
             records.append(
