@@ -162,3 +162,24 @@ def test_a_folder_linked_to_another_repository_does_not_make_it_the_one_written(
     with pytest.raises(UsageError, match="outside the repo; not written"):
         apply_edit(edit)
     assert (other / "mod.py").read_text() == "def f():\n    return 1\n"
+
+
+def test_repo_root_finds_a_repository_whose_path_holds_a_newline_and_works_from_a_deleted_folder(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from assistant.indexing.index import repo_root
+
+    from .conftest import git
+
+    odd = tmp_path / "ends in a newline\n"
+    odd.mkdir()
+    (odd / "mod.py").write_text("x = 1\n")
+    git(odd, "init", "-q")
+    assert repo_root(odd / "mod.py") == odd.resolve()  # git prints it and a newline: only that one goes
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()  # the shell's working folder was deleted under it: a named repository is still found
+    assert repo_root(odd) == odd.resolve()
+    with pytest.raises(UsageError, match="not inside a git repository"):
+        repo_root(tmp_path)
