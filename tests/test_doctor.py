@@ -41,6 +41,11 @@ def test_sandbox_lines_are_ok_with_every_layer_on(monkeypatch: pytest.MonkeyPatc
     assert checks["sandbox landlock"].detail.startswith(f"ABI {landlock_abi()}")
     for layer in ("seccomp", "no_new_privs", "caps", "dumpable", "hook"):
         assert checks[f"sandbox {layer}"].ok is True, checks[f"sandbox {layer}"]
+    namespaces = checks["sandbox namespaces"]
+    assert namespaces.ok in (True, None) and "namespaces" in namespaces.detail
+    monkeypatch.setenv("ASSIST_SANDBOX_DISABLE", "namespaces")
+    with pytest.warns(RuntimeWarning, match="namespaces"):
+        assert by_name(doctor.sandbox_checks())["sandbox namespaces"].ok is None
 
 
 @pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")

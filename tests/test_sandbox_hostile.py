@@ -301,6 +301,13 @@ open('@OUTSIDE@/pwned.txt', 'w').write('x')
             needs=("seccomp",), disable=("hook",), category="process"),
     Hostile("connect_no_hook", "import socket\nsocket.create_connection(('127.0.0.1', @TCP_PORT@), timeout=2)",
             "error", PERMISSION, needs=("seccomp",), disable=("hook",), category="network"),
+    # System V shared memory is shared with every process of the machine's IPC namespace: Landlock has no rule
+    # for it, the filter denies it.
+    Hostile("sysv_shared_memory_no_hook", "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "segment = libc.shmget(int(@MARKER@), 4096, 0o1600)\nif segment < 0:\n"
+            "    raise PermissionError(os.strerror(ctypes.get_errno()))\nlibc.shmctl(segment, 0, None)",
+            "error", PERMISSION, needs=("seccomp",),
+            disable=("hook",), category="ipc"),
     Hostile("replace_builtin_exec", "import builtins\nbuiltins.exec = lambda *a, **k: None\n"
             "builtins.compile = lambda *a, **k: None", "failed", "AssertionError", tests=("assert False",),
             category="forgery"),
@@ -539,7 +546,7 @@ def test_hostile_program_is_contained(program: Hostile, tmp_path: Path) -> None:
 def test_the_suite_covers_every_category_and_the_six_escapes() -> None:
     categories = {program.category for program in PROGRAMS}
     for needed in ("network", "process", "signals", "ctypes", "rlimits", "files", "sqlite", "fd tricks", "bombs",
-                   "threads", "removed modules", "/proc", "reads", "forgery", "introspection"):  # fmt: skip
+                   "threads", "removed modules", "/proc", "reads", "forgery", "introspection", "ipc"):  # fmt: skip
         assert needed in categories
     for escape in "abcdef":
         assert f"escape ({escape})" in categories

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import socket
+import subprocess
 import sys
+import sysconfig
 import textwrap
 import threading
 import time
@@ -250,3 +255,81 @@ def test_a_configuration_above_the_copy_is_not_read(
     monkeypatch.setattr(tempfile, "tempdir", str(outer))
     run = run_pytest(project, PYTHON)
     assert run.outcomes == {OK: "passed", BAD: "failed"}, run.output
+
+
+def _held(run, name: str) -> None:
+    held, detail = run.layers.get(name, (False, "not reported"))
+    if not held:
+        pytest.skip(f"{name} did not hold here: {detail}")
+
+
+def test_no_udp_no_shared_memory_and_nothing_started_outlives_the_run(project: Path) -> None:
+    # Landlock has rules for TCP only and none for System V IPC; a test may leave its own session (setsid).
+    # The run's network, IPC and PID namespaces close all three.
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x41000000 + os.getpid() % 0xFFFFFF
+    segment = libc.shmget(key, 4096, 0o600 | 0o1000)  # IPC_CREAT: a segment another program of ours holds
+    assert segment >= 0, os.strerror(ctypes.get_errno())
+    marker = f"time.sleep({60 + os.getpid() % 1000}.25)"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.setblocking(False)
+            port = listener.getsockname()[1]
+            code = textwrap.dedent(
+                f"""
+                import ctypes, subprocess, sys
+
+
+                def test_udp():  # from a process of its own: the plugin's audit hook guards pytest's only
+                    send = "import socket; socket.socket(2, 2).sendto(b'leak', ('127.0.0.1', {port}))"
+                    subprocess.run([sys.executable, "-c", send])
+
+
+                def test_shared_memory():
+                    assert ctypes.CDLL(None).shmget({key}, 0, 0) == -1
+
+
+                def test_a_process_of_its_own_session():
+                    subprocess.Popen([sys.executable, "-c", "import time; {marker}"], start_new_session=True)
+                """
+            )
+            run = run_pytest(project, PYTHON, ["tests/test_ns.py"], files={"tests/test_ns.py": code})
+            with pytest.raises(BlockingIOError):
+                listener.recv(16)  # nothing arrived
+        _held(run, "namespaces")
+        assert run.ok and len(run.outcomes) == 3, run.output
+        time.sleep(0.5)  # the kernel's kill of the namespace is asynchronous
+        survivors = [p for p in Path("/proc").glob("[0-9]*") if marker.encode() in _cmdline(p)]
+        assert survivors == []
+    finally:
+        libc.shmctl(segment, 0, None)  # IPC_RMID
+        for path in Path("/proc").glob("[0-9]*"):
+            if marker.encode() in _cmdline(path):
+                os.kill(int(path.name), signal.SIGKILL)
+
+
+def _cmdline(path: Path) -> bytes:
+    try:
+        return (path / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+@pytest.mark.skipif(ABI < 1, reason="needs Landlock")
+def test_an_editable_install_of_the_project_does_not_open_it_to_the_run(project: Path, tmp_path: Path) -> None:
+    # `pip install -e .` into the repo's venv writes a .pth naming the checkout; the venv is read where it is,
+    # but the checkout (its untracked secret.env) must stay out of the run's reach: the copy is what it tests.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python*/site-packages"))
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # pytest, from ours
+    (site / "__editable__.pkg-0.1.pth").write_text(f"{project}\n")
+    (project / "secret.env").write_text("TOKEN=1\n")
+    secret = str(project / "secret.env")
+    probe = "import pytest\n\n\ndef test_secret():\n    with pytest.raises(PermissionError):\n"
+    probe += f"        open({secret!r})\n"
+    (project / "tests" / "test_probe.py").write_text(probe)
+    listed = ["pkg/__init__.py", "pkg/mod.py", "tests/test_mod.py", "tests/test_probe.py"]
+    run = run_pytest(project, venv / "bin" / "python", ["tests/test_probe.py", OK], include=listed)
+    assert run.ok and len(run.outcomes) == 2, run.output

@@ -57,6 +57,8 @@ from assistant.errors import UsageError
 STATUSES = ("passed", "failed", "error", "timeout", "resource-limit")
 # The layers the runner reports on, in the order `assist doctor` shows them.
 LAYERS = ("landlock", "seccomp", "no_new_privs", "caps", "dumpable", "hook")
+# Only project test suites have these: resource limits, and namespaces (they may fork, where seccomp forbids it).
+PROJECT_LAYERS = ("namespaces", "rlimits")
 DISABLE_ENV = "ASSIST_SANDBOX_DISABLE"
 RUNNER_PATH = Path(__file__).with_name("runner.py")
 BOUNDARY_PATH = Path(__file__).with_name("boundary.py")
@@ -175,9 +177,10 @@ def disabled_layers() -> frozenset[str]:
     """
     raw = os.environ.get(DISABLE_ENV, "")
     names = frozenset(name.strip().lower() for name in raw.split(",") if name.strip())
-    unknown = sorted(names - set(LAYERS))
+    known = (*LAYERS, "namespaces")
+    unknown = sorted(names - set(known))
     if unknown:
-        raise UsageError(f"{DISABLE_ENV} names unknown sandbox layers {', '.join(unknown)}; known: {', '.join(LAYERS)}")
+        raise UsageError(f"{DISABLE_ENV} names unknown sandbox layers {', '.join(unknown)}; known: {', '.join(known)}")
     if names and names not in _warned_disabled:
         _warned_disabled.add(names)
         warnings.warn(

@@ -1,4 +1,5 @@
-"""The kernel's sandbox layers, reached through ctypes: Landlock, seccomp-BPF, no_new_privs, dumpable, capabilities.
+"""The kernel's sandbox layers, reached through ctypes: Landlock, seccomp-BPF, no_new_privs, dumpable, capabilities,
+and (for project test suites, which may fork) namespaces.
 
 Standard library only and free of package imports: the sandbox runner loads this file by path inside a
 ``python -S`` child, and ``assist doctor`` imports it as ``assistant.sandbox.boundary`` to say what the kernel offers.
@@ -115,7 +116,8 @@ tkill=200 tgkill=234 rt_sigqueueinfo=129 rt_tgsigqueueinfo=297 fanotify_init=300
 move_mount=429 fsopen=430 fsconfig=431 fsmount=432 fspick=433 mount_setattr=442 swapon=167
 swapoff=168 acct=163 settimeofday=164 clock_settime=227 clock_adjtime=305 adjtimex=159
 sethostname=170 setdomainname=171 quotactl=179 vhangup=153 syslog=103 iopl=172 ioperm=173
-lookup_dcookie=212 seccomp=317
+lookup_dcookie=212 seccomp=317 shmget=29 shmat=30 shmctl=31 semget=64 semop=65 semctl=66
+semtimedop=220 msgget=68 msgsnd=69 msgrcv=70 msgctl=71
 """
 
 _AARCH64_TABLE = """
@@ -129,7 +131,8 @@ socket=198 connect=203 bind=200 listen=201 sendmsg=211 sendmmsg=269 sendto=206 k
 tgkill=131 rt_sigqueueinfo=138 rt_tgsigqueueinfo=240 fanotify_init=262 open_tree=428 move_mount=429
 fsopen=430 fsconfig=431 fsmount=432 fspick=433 mount_setattr=442 swapon=224 swapoff=225 acct=89
 settimeofday=170 clock_settime=112 clock_adjtime=266 adjtimex=171 sethostname=161 setdomainname=162
-quotactl=60 vhangup=58 syslog=116 lookup_dcookie=18 seccomp=277
+quotactl=60 vhangup=58 syslog=116 lookup_dcookie=18 seccomp=277 shmget=194 shmat=196 shmctl=195
+semget=190 semop=193 semctl=191 semtimedop=192 msgget=186 msgsnd=189 msgrcv=188 msgctl=187
 """
 
 
@@ -144,8 +147,9 @@ _ARCHES: dict[str, tuple[int, dict[str, int]]] = {
 _ARCHES["arm64"] = _ARCHES["aarch64"]
 
 # Fail with EPERM: process creation and exec, debugging other processes, leaving the process group,
-# namespaces and mounts, kernel objects (bpf, keys, modules, io_uring, perf), host settings, and every
-# socket but socketpair() (so no network and no connecting to unix sockets such as docker's).
+# namespaces and mounts, kernel objects (bpf, keys, modules, io_uring, perf), host settings, System V IPC
+# (shared memory, semaphores and queues other processes of the machine use), and every socket but
+# socketpair() (so no network and no connecting to unix sockets such as docker's).
 DENIED_SYSCALLS = (
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "pidfd_open", "pidfd_send_signal",
     "kcmp", "execve", "execveat", "fork", "vfork", "setsid", "setpgid", "mount", "umount2", "pivot_root",
@@ -156,7 +160,8 @@ DENIED_SYSCALLS = (
     "tkill", "fanotify_init", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick",
     "mount_setattr", "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime",
     "adjtimex", "sethostname", "setdomainname", "quotactl", "vhangup", "syslog", "iopl", "ioperm",
-    "lookup_dcookie",
+    "lookup_dcookie", "shmget", "shmat", "shmctl", "semget", "semop", "semctl", "semtimedop", "msgget",
+    "msgsnd", "msgrcv", "msgctl",
 )  # fmt: skip
 # ENOSYS, not EPERM: glibc then falls back to clone(), whose flags the filter can read (clone3 passes
 # them in memory, out of a BPF program's reach).
@@ -484,6 +489,68 @@ def install_seccomp(pid: int | None = None) -> str:
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
     _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
     return f"{MACHINE} filter: {len(DENIED_SYSCALLS)} system calls denied, fork/exec/signals to others refused"
+
+
+# --- namespaces (the project sandbox) --------------------------------------------------------------
+
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+
+def _write_proc(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def enter_namespaces() -> str:
+    """Put this process in new network and System V IPC namespaces, and make its next child the first process
+    of a new PID namespace. There is then no network at all (no interface is up: UDP and TCP, loopback
+    included, and abstract unix sockets are cut off), no shared memory, semaphore or queue of any other
+    process, and when that child exits the kernel kills every process left in its namespace (one that left
+    the process group with setsid included). Root does it directly; another user through a new user namespace
+    that maps only itself. Raises OSError where the kernel refuses (no user namespaces for unprivileged users,
+    a container's seccomp profile). Returns a description."""
+    if not LINUX:
+        raise OSError(f"namespaces are Linux only ({sys.platform})")
+    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID
+    if os.getuid() == 0:
+        _check(_libc().unshare(flags), "unshare")
+        return "own network, IPC and PID namespaces: no network, no shared IPC, no process outlives the run"
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc().unshare(flags | CLONE_NEWUSER), "unshare")
+    _write_proc("/proc/self/setgroups", "deny")  # needed before gid_map; keeps supplementary groups as they are
+    _write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
+    return (
+        "own user (mapping only itself), network, IPC and PID namespaces: no network, no shared IPC, no process "
+        "outlives the run"
+    )
+
+
+def namespaces_available() -> tuple[bool, str]:
+    """Whether :func:`enter_namespaces` works here, tried in a forked child (this process is left as it is)."""
+    if not LINUX:
+        return False, f"Linux only ({sys.platform})"
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's report comes back through the pipe
+        os.close(read)
+        try:
+            detail, code = enter_namespaces(), 0
+        except BaseException as exc:
+            detail, code = f"{type(exc).__name__}: {exc}", 1
+        os.write(write, detail.encode()[:4000])
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as stream:
+        detail = stream.read().decode(errors="replace")
+    _, status = os.waitpid(child, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, detail or "the probe reported nothing"
 
 
 # --- what the kernel offers --------------------------------------------------------------------

@@ -9,9 +9,14 @@ dir, PYTHONPATH, PYTHONHASHSEED=0, no bytecode writes; nothing from our environm
 proxies). The launcher puts the boundary around itself and then execs ``python -m pytest -q -p
 no:cacheprovider -p assist_pytest_plugin ...``, so pytest and everything it starts hold:
 
+* where the kernel allows (root, or a user namespace), network, IPC and PID namespaces of the run's own: no
+  network interface is up (no UDP or TCP to anywhere, loopback included; no abstract unix socket outside), no
+  System V shared memory, semaphore or queue of any other process, and when pytest ends the kernel kills every
+  process the run left (one that called ``setsid()`` included);
+
 * Landlock: read and execute on the interpreter (prefixes, venv, its ``sys.path``) and the system library
-  dirs; every right on the run's directory and /dev/null; nothing else (not /proc, $HOME, /root, the
-  pristine project or our repo, unless the interpreter's sys.path names them); no TCP bind or connect
+  dirs; every right on the run's directory and /dev/null; nothing else (not /proc, $HOME, /root or the
+  pristine project, even when the venv's .pth names it, as an editable install's does); no TCP bind or connect
   (ABI 4+); signals and abstract unix sockets scoped to the run (ABI 6+). Landlock also keeps the run from
   ptracing anything outside it;
 * ``PR_SET_NO_NEW_PRIVS`` and every capability dropped (we may run as root); not ``PR_SET_DUMPABLE``, which
@@ -28,13 +33,14 @@ What a test run (the generated code, which runs inside pytest's process) can sti
   the results file or exit early with status 0. The boundary guards the machine, not the verdict; a
   benchmark should treat ``passed`` as "the suite reported passing", not as proof;
 * fork and exec anything readable (no seccomp filter here: test suites need subprocesses). What it starts
-  keeps the Landlock, no_new_privs and rlimit layers, not the audit hook. A child that calls ``setsid()``
-  leaves the process group and can outlive the timeout until its CPU limit or its own end;
-* send UDP or connect to non-TCP network sockets from a subprocess or through ctypes (Landlock only rules
-  TCP); connect to a unix socket file it can reach by path (e.g. a docker socket), since Landlock
-  does not rule connecting to existing sockets: the hook stops this only in pytest's process;
-* read what the interpreter's sys.path names (its venv and, for an editable install, that source tree),
-  and use the CPU, memory, time and disk its limits allow inside the run's directory.
+  keeps the Landlock, no_new_privs and rlimit layers, not the audit hook;
+* where namespaces are not available (``ProjectRun.layers["namespaces"]`` says why): send UDP from a
+  subprocess or through ctypes (Landlock only rules TCP), use System V IPC, and start a child that calls
+  ``setsid()``, leaves the process group and outlives the timeout until its CPU limit or its own end;
+* connect to a unix socket file it can reach by path (e.g. a docker socket), since neither Landlock nor a
+  network namespace rules connecting to existing socket files: the hook stops this only in pytest's process;
+* read other source trees the venv's .pth files name (editable installs of other projects), and use the CPU,
+  memory and time its limits allow; disk too: the file size limit is per file, not on how many it writes.
 
 Without Landlock (old kernels, other OSes) the run still happens, :attr:`ProjectRun.layers` says so, and
 this process makes itself non-dumpable so that the run cannot read /proc/<our pid>/environ.
@@ -60,6 +66,7 @@ from pathlib import Path, PurePosixPath
 from assistant.errors import UsageError
 from assistant.sandbox import (
     LAYERS,
+    PROJECT_LAYERS,
     _guard_parent_environment,
     _remove_tree,
     disabled_layers,
@@ -192,7 +199,18 @@ def run_pytest(
         if cancel is not None and cancel.is_set():
             raise RunCancelled("the run was cancelled")
         return _run_in(
-            run_dir, copy, python, node_ids, pythonpath, limits, trace, stop_first, extra_args, disabled, cancel
+            run_dir,
+            copy,
+            python,
+            node_ids,
+            pythonpath,
+            limits,
+            trace,
+            stop_first,
+            extra_args,
+            disabled,
+            cancel,
+            protect=project.resolve(),
         )
     finally:
         _remove_tree(str(run_dir))
@@ -266,8 +284,10 @@ def _run_in(
     extra_args: Sequence[str],
     disabled: frozenset[str],
     cancel: threading.Event | None,
+    protect: Path | None = None,
 ) -> ProjectRun:
-    """Start the launcher in the copy, collect output and results, and build the run's account."""
+    """Start the launcher in the copy, collect output and results, and build the run's account. `protect` (the
+    original project) is never made readable to the run, even where the interpreter's venv names it."""
     for name in ("home", "tmp", "plugin"):
         (run_dir / name).mkdir()
     # pytest looks for its configuration upwards from the tests: a project without one of its own would pick up
@@ -301,6 +321,7 @@ def _run_in(
         "cpu_s": limits.cpu_s,
         "file_size_mb": limits.file_size_mb,
         "write_paths": [str(run_dir)],
+        "protect": [str(protect)] if protect else [],
         "disable": sorted(disabled),
     }
     job_path.write_text(json.dumps(job), encoding="utf-8")
@@ -439,7 +460,7 @@ def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
 
 
 def _layers(report: bytes, disabled: frozenset[str]) -> dict[str, tuple[bool, str]]:
-    """The layers the launcher reported, in LAYERS order, then "rlimits"; the hook's entry is filled later."""
+    """The layers the launcher reported, in LAYERS order, then PROJECT_LAYERS; the hook's entry is filled later."""
     try:
         raw = json.loads(report.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
@@ -456,9 +477,10 @@ def _layers(report: bytes, disabled: frozenset[str]) -> dict[str, tuple[bool, st
             layers[name] = (False, reason)
         else:
             layers[name] = (False, "not reported")
-    rlimits = raw.get("rlimits")
-    if isinstance(rlimits, list) and len(rlimits) == 2:
-        layers["rlimits"] = (bool(rlimits[0]), str(rlimits[1]))
+    for name in PROJECT_LAYERS:
+        value = raw.get(name)
+        if isinstance(value, list) and len(value) == 2:
+            layers[name] = (bool(value[0]), str(value[1]))
     if "launcher" in raw:
         layers["launcher"] = (False, str(raw["launcher"]))
     return layers

@@ -5,12 +5,16 @@ run's directory and its own session. It must stay standard-library-only and must
 ``assistant`` package (the project's venv does not have it). It:
 
 1. reads the job (JSON) and deletes it;
-2. sets rlimits (address space, CPU time, file size, no core dumps, a cap on processes for non-root users),
+2. enters network, IPC and PID namespaces of its own where the kernel allows (:func:`boundary.enter_namespaces`):
+   then it forks the run's first process and stays outside, waiting, to exit as pytest did; that first process
+   waits for pytest as the namespace's init, and when it exits the kernel kills whatever the run left behind;
+3. sets rlimits (address space, CPU time, file size, no core dumps, a cap on processes for non-root users),
    ``PR_SET_NO_NEW_PRIVS`` and drops every capability (not ``PR_SET_DUMPABLE``: exec would undo it);
-3. restricts itself with Landlock: read and execute on the interpreter (its prefixes, the venv and what its
-   ``sys.path`` holds) and the system library dirs, every right on the run's directory and /dev/null only,
-   no TCP bind or connect (ABI 4+), signals and abstract unix sockets scoped (ABI 6+);
-4. writes which layers held, as JSON, to the report pipe the parent passed (and closes it, so nothing it
+4. restricts itself with Landlock: read and execute on the interpreter (its prefixes, the venv and what its
+   ``sys.path`` holds, never the original project: see :func:`read_paths`) and the system library dirs, every
+   right on the run's directory and /dev/null only, no TCP bind or connect (ABI 4+), signals and abstract unix
+   sockets scoped (ABI 6+);
+5. writes which layers held, as JSON, to the report pipe the parent passed (and closes it, so nothing it
    starts can write there), then ``os.execv``s ``python -m pytest ...``. Everything pytest and the tests
    start inherits the boundary. There is no seccomp filter: pytest and projects' tests may fork and exec.
 
@@ -20,6 +24,8 @@ run's directory and its own session. It must stay standard-library-only and must
 import json
 import os
 import resource
+import signal
+import struct
 import sys
 
 # The same values as assistant/sandbox/runner.py (a test checks they agree).
@@ -132,14 +138,37 @@ def venv_paths(executable):
     return found
 
 
-def read_paths():
-    """What the interpreter needs to read: its prefixes, its binary's dir, sys.path, system libraries."""
+def _inside(path, folder):
+    return os.path.commonpath([path, folder]) == folder
+
+
+def _exposes(path, protected, venv):
+    """Whether granting `path` would show a `protected` folder's files: it is one, holds one, or lies inside one
+    without being part of the interpreter's `venv` (a repository's own .venv is read where it is)."""
+    real = os.path.realpath(path)
+    for root in protected:
+        if _inside(root, real):
+            return True
+        if _inside(real, root) and not (venv and _inside(real, venv)):
+            return True
+    return False
+
+
+def read_paths(protected=()):
+    """What the interpreter needs to read: its prefixes, its binary's dir, sys.path, system libraries.
+
+    A folder a .pth file names that is, holds or lies inside a `protected` one (the original project) is left
+    out: an editable install's .pth names the project's own checkout, and reading it would show the run the
+    untracked files (secrets) the copy leaves out. The copy, first on PYTHONPATH, is what the tests import."""
     here = os.path.dirname(os.path.abspath(__file__))
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     for executable in (sys.executable, os.path.realpath(sys.executable)):
         paths.append(os.path.dirname(executable))
     paths += [p for p in sys.path if os.path.isabs(p) and os.path.realpath(p) != os.path.realpath(here)]
-    paths += venv_paths(sys.executable)
+    venv = venv_paths(sys.executable)  # its root, then the folders its .pth files name
+    protected = [os.path.realpath(p) for p in protected]
+    root = os.path.realpath(venv[0]) if venv else None
+    paths += venv[:1] + [p for p in venv[1:] if not _exposes(p, protected, root)]
     paths += list(SYSTEM_READ_PATHS) + list(DEVICE_READ_PATHS)
     unique = []
     for path in paths:
@@ -199,7 +228,9 @@ def apply_boundary(job, layers):
     else:
         attempt(
             "landlock",
-            lambda: boundary.apply_landlock(read_paths(), list(job["write_paths"]), list(DEVICE_PATHS), abi),
+            lambda: boundary.apply_landlock(
+                read_paths(job.get("protect", ())), list(job["write_paths"]), list(DEVICE_PATHS), abi
+            ),
         )
 
 
@@ -215,14 +246,90 @@ def report(fd, layers):
         os.close(fd)
 
 
+def isolate(job, layers):
+    """Enter namespaces of our own (see the module's docstring); True when the kernel allowed it."""
+    if "namespaces" in set(job["disable"]):
+        layers["namespaces"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
+        return False
+    try:
+        layers["namespaces"] = (True, load_boundary().enter_namespaces())
+    except Exception as exc:
+        layers["namespaces"] = (False, f"not available: {describe(exc)}")
+        return False
+    return True
+
+
+def wait_as_init(pytest_pid, status_fd):
+    """The namespace's first process: reap whatever ends (orphans are re-parented here) until pytest does, hand
+    its wait status to the launcher outside, and exit, which ends every process left in the namespace."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # init dies only by exiting (a test could signal it)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(70)
+        if pid == pytest_pid:
+            os.write(status_fd, struct.pack("=i", status))
+            os._exit(0)
+
+
+def exit_as(status):
+    """End this process the way the wait `status` says its child ended: the same signal, or the same code."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU and the like would dump core in the copy
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 70)
+
+
+def supervise(report_fd):
+    """With namespaces: fork the namespace's init, which forks pytest's process. This (outside) process waits
+    and exits as pytest did; only pytest's process returns from here."""
+    status_r, status_w = os.pipe()
+    init = os.fork()
+    if init == 0:
+        os.close(status_r)
+        pytest = os.fork()
+        if pytest == 0:
+            os.close(status_w)
+            return
+        try:
+            os.close(report_fd)
+            load_boundary().drop_capabilities()  # it runs nothing of the project's, and needs no privilege
+        except BaseException:
+            pass
+        wait_as_init(pytest, status_w)
+    try:
+        os.close(status_w)
+        os.close(report_fd)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        os.waitpid(init, 0)
+        data = b""
+        while len(data) < 4:
+            chunk = os.read(status_r, 4 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except BaseException as exc:
+        sys.stderr.write(f"assist sandbox launcher failed: {describe(exc)}\n")
+        os._exit(70)
+    if len(data) < 4:
+        sys.stderr.write("assist sandbox launcher: the run ended without a status\n")
+        os._exit(70)
+    exit_as(struct.unpack("=i", data)[0])
+
+
 def main(job_path):
-    """Read the job, apply the boundary, report the layers and exec pytest."""
+    """Read the job, isolate the run, apply the boundary, report the layers and exec pytest."""
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
     os.remove(job_path)
     layers = {}
     report_fd = job["report_fd"]
     try:
+        if isolate(job, layers):
+            supervise(report_fd)
         set_limits(job, layers)
         apply_boundary(job, layers)
     except BaseException as exc:  # a launcher bug must not run the tests outside the boundary

@@ -270,7 +270,29 @@ def sandbox_checks() -> list[Check]:
             checks.append(Check(f"sandbox {name}", False, detail, "report this: the kernel offers the layer"))
         else:
             checks.append(Check(f"sandbox {name}", None, f"not available: {detail}", _SANDBOX_FIXES[name]))
+    checks.append(_namespaces_check())
     return checks
+
+
+def _namespaces_check() -> Check:
+    """Whether a project's test suite (`--test-cmd`, `eval repo`) can run in namespaces of its own."""
+    from assistant import sandbox
+    from assistant.sandbox import boundary
+
+    name = "sandbox namespaces"
+    if "namespaces" in sandbox.disabled_layers():
+        return Check(name, None, "disabled by ASSIST_SANDBOX_DISABLE", f"unset {sandbox.DISABLE_ENV} (meant for tests)")
+    on, detail = boundary.namespaces_available()
+    if on:
+        return Check(name, True, f"project test suites run in their {detail}")
+    return Check(
+        name,
+        None,
+        f"not available ({detail}): a project's tests may use UDP and System V IPC, and a process they start in a "
+        "session of its own may outlive the run",
+        "run assist where unprivileged user namespaces are allowed (sysctl kernel.unprivileged_userns_clone=1; on "
+        "Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0), or in a container that permits unshare",
+    )
 
 
 # --- optional extras -----------------------------------------------------------------------------------------
