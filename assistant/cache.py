@@ -54,12 +54,12 @@ def _gzip_members(raw: bytes) -> tuple[bytes, int]:
     return b"".join(text), offset
 
 
-def _entries(lines: Iterable[str]) -> Iterator[tuple[str, Any]]:
+def _entries(lines: Iterable[bytes]) -> Iterator[tuple[str, Any]]:
     for line in lines:
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by an interruption
+            record = json.loads(line.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue  # a line cut short by an interruption (perhaps inside a character)
         yield record["key"], record["value"]
 
 
@@ -83,14 +83,14 @@ class JsonlCache:
             text, self._gz_end = _gzip_members(raw)
             if self._gz_end == len(raw):
                 self._gz_end = None  # nothing torn: appending needs no truncation
-            lines = text.decode("utf-8").split("\n")  # JSON escapes newlines: "\n" ends every record
+            lines = text.split(b"\n")  # JSON escapes newlines: "\n" ends every record
             self.entries.update(_entries(line for line in lines if line))
         if self.path.exists():
-            line = ""
-            with open(self.path, encoding="utf-8") as handle:
+            line = b""
+            with open(self.path, "rb") as handle:  # bytes: a torn last line may end inside a character
                 for line in handle:
                     self.entries.update(_entries([line]))
-            self._torn = line != "" and not line.endswith("\n")
+            self._torn = line != b"" and not line.endswith(b"\n")
 
     @property
     def compressed_path(self) -> Path:

@@ -132,6 +132,18 @@ def test_cache_survives_a_torn_line(tmp_path):
     assert JsonlCache(tmp_path / "c.jsonl").get("c") == {"x": 3}
 
 
+def test_cache_survives_a_line_torn_inside_a_character(tmp_path):
+    cache = JsonlCache(tmp_path / "c.jsonl")
+    cache.put("a", {"text": "café"})
+    cache.put("b", {"text": "ünïcode"})
+    data = (tmp_path / "c.jsonl").read_bytes()
+    (tmp_path / "c.jsonl").write_bytes(data[: data.index("ü".encode()) + 1])  # cut after ü's first byte
+    again = JsonlCache(tmp_path / "c.jsonl")
+    assert again.get("a") == {"text": "café"} and "b" not in again
+    again.put("c", {"text": "ß"})
+    assert JsonlCache(tmp_path / "c.jsonl").get("c") == {"text": "ß"}
+
+
 def test_a_compressed_cache_reads_and_resumes_in_gzip(tmp_path):
     import gzip
 
@@ -685,3 +697,18 @@ def test_an_added_ranker_picks_from_the_cached_samples_and_its_tests_are_cached(
     assert backend.calls == calls
     gains = {row["ranker"]: row for row in ranker_gains(again)}
     assert gains["agree"]["gap_closed"] == 1.0 and gains["agree"]["vs_first"][0] == 1.0
+
+
+def test_the_docstring_eval_cache_is_keyed_by_what_decides_the_docstring(tmp_path):
+    from assistant.evaluate.docstring_eval import Item, run_docstring_eval
+
+    from .conftest import ScriptedBackend
+
+    backend = ScriptedBackend(("Add one.",))
+    item = Item("json/x.py:f", "def f(a):\n    return a + 1\n", "Add one to a.")
+    run_docstring_eval([item], {"zero": None}, backend, tmp_path)
+    run_docstring_eval([item], {"zero": None}, backend, tmp_path)
+    assert len(backend.prompts) == 1  # the same item again: from the cache
+    changed = Item(item.item_id, "def f(a):\n    return a - 1\n", "Subtract one from a.")  # another Python's stdlib
+    run_docstring_eval([changed], {"zero": None}, backend, tmp_path)
+    assert len(backend.prompts) == 2 and "return a - 1" in str(backend.prompts[-1].to_json())

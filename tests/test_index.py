@@ -212,3 +212,59 @@ def test_dense_search_still_returns_k_when_exclusions_cut_deeper_than_its_first_
     assert len(hits) == 4 and all(h.example.requirement.startswith("open database") for h in hits)
     everything = DenseRetriever(index, encoder).search("reverse a string", 100)
     assert len(everything) == 60  # asks for more than the index holds: all of it, once
+
+
+def test_files_are_read_again_when_extraction_changed_and_odd_names_and_codings_are_handled(scratch_repo, encoder):
+    import os
+
+    index_repo(scratch_repo, encoder)
+    for folder in ("index", "fragments"):  # as an older assist, with other extraction code, left them
+        path = scratch_repo / ".assist" / folder / "meta.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "extraction": "older"}))
+    _, stats = index_repo(scratch_repo, encoder)
+    assert (stats.files_parsed, stats.embedded, stats.fragments_embedded) == (2, 0, 0)  # read again, vectors kept
+    _, stats = index_repo(scratch_repo, encoder)
+    assert stats.files_parsed == 0
+
+    # A tracked name that is not UTF-8 is skipped and counted; a latin-1 file is read in the coding it declares.
+    (scratch_repo / os.fsdecode(b"caf\xe9.py")).write_text("def odd():\n    return 1\n")
+    (scratch_repo / "old.py").write_bytes(
+        b'# -*- coding: latin-1 -*-\ndef quote():\n    """Say d\xe9j\xe0 vu."""\n    return 1\n'
+    )
+    git(scratch_repo, "add", ".")
+    index, stats = index_repo(scratch_repo, encoder)
+    assert stats.files_skipped == 1 and "odd" not in {e.name for e in index.examples}
+    assert {e.name: e.requirement for e in index.examples}["quote"] == "Say déjà vu."
+
+
+def test_an_index_a_killed_writer_moved_aside_is_put_back(scratch_repo, encoder):
+    from assistant.indexing.index import load_repo_index
+
+    index_repo(scratch_repo, encoder)
+    folder = scratch_repo / ".assist" / "index"
+    folder.rename(folder.with_name("index.old-99999"))  # killed between its two renames
+    index = load_repo_index(scratch_repo)
+    assert index is not None and sorted(e.name for e in index.examples) == ["cube_all", "is_even", "word_count"]
+    assert (folder / "meta.json").exists() and not folder.with_name("index.old-99999").exists()
+
+
+def test_a_read_is_not_mixed_with_a_folder_swapped_in_meanwhile(scratch_repo, encoder, monkeypatch):
+    import assistant.indexing.index as module
+
+    index_repo(scratch_repo, encoder)
+    folder = scratch_repo / ".assist" / "index"
+    other = scratch_repo / "other-index"
+    Index.load(folder).save(other)
+    # The other index: same count, rows in another order (what a rename does to a real one).
+    rows = json.loads("[" + ",".join((other / "examples.jsonl").read_text().splitlines()) + "]")
+    (other / "examples.jsonl").write_text("".join(json.dumps(row) + "\n" for row in reversed(rows)))
+    real = module._read_meta
+
+    def swapped_in(text):  # a writer swaps its folder in right after meta.json was read
+        folder.rename(folder.with_name("index.old-1"))
+        other.rename(folder)
+        return real(text)
+
+    monkeypatch.setattr(module, "_read_meta", swapped_in)
+    loaded = Index.load(folder)
+    assert [e.name for e in loaded.examples] == [row["name"] for row in rows]  # all of the first folder's

@@ -20,7 +20,7 @@ from assistant.cache import JsonlCache, cache_key
 from assistant.code.docstrings import find_missing
 from assistant.code.examples import Example
 from assistant.code.extract import extract_python, first_paragraph
-from assistant.core.docwriter import ExemplarIndex, split_docstring_safe, write_docstrings
+from assistant.core.docwriter import ExemplarIndex, build_docstring_prompt, split_docstring_safe, write_docstrings
 from assistant.evaluate.text_metrics import score_all
 
 # Not library code a user's repo resembles: tests, demos, GUI toolkits, vendored or generated code.
@@ -133,12 +133,15 @@ def run_docstring_eval(
         jobs = []
         for item in items:
             chosen = index.search(item.code, k) if index is not None and k > 0 else []
+            # Everything that decides the docstring: who writes it (precision included), the prompt (the item's
+            # code, the exemplars' code, the templates), and the strategy and item it is recorded under.
+            prompt = build_docstring_prompt(find_missing(item.code)[0], chosen[::-1], "plain")
             key = cache_key(
-                model=backend.model,
-                backend=backend.name,
+                kind="docstring-eval",
+                writer=backend.identity.label,
+                prompt=prompt.to_json(),
                 strategy=strategy,
                 item=item.item_id,
-                exemplars=[f"{e.path}:{e.name}" for e in chosen],
                 k=k,
             )
             jobs.append((item, chosen, key))

@@ -1,8 +1,9 @@
 """20-line fragments of a file: the unit RepoEval and SelfRACG retrieve (code, not demonstrations).
 
 Fragments are non-overlapping windows of `FRAGMENT_LINES` lines from a file's first line; a fragment of only
-blank lines is skipped. Each is an :class:`Example` of kind "fragment" whose code is the window's text, so it
-is indexed, saved and carried over by blob hash exactly as functions are.
+blank lines is skipped, and a window's text is cut at `MAX_FRAGMENT_CHARS`. Each is an :class:`Example` of kind
+"fragment" whose code is the window's text, so it is indexed, saved and carried over by blob hash exactly as
+functions are.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from __future__ import annotations
 from assistant.code.examples import Example
 
 FRAGMENT_LINES = 20
+# At most this many characters of a window are kept: 20 lines of a generated file (a protobuf module, a minified
+# table) can hold hundreds of thousands, which would swamp BM25 and any prompt that shows the fragment.
+MAX_FRAGMENT_CHARS = 4000
 
 
 def split_fragments(text: str, path: str = "", blob: str = "", lines: int = FRAGMENT_LINES) -> list[Example]:
@@ -25,7 +29,7 @@ def split_fragments(text: str, path: str = "", blob: str = "", lines: int = FRAG
         fragments.append(
             Example(
                 requirement="",
-                code="\n".join(window),
+                code="\n".join(window)[:MAX_FRAGMENT_CHARS],
                 name=f"{path}:{start + 1}",
                 path=path,
                 start_line=start + 1,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from rank_bm25 import BM25Okapi
 
+from assistant.code.edit import declared_coding
 from assistant.code.examples import Example, read_bank
 from assistant.code.extract import EXTRACTORS, git_blob_hash, read_repo_file
 from assistant.code.git import tracked_files
@@ -49,6 +50,29 @@ from assistant.progress import Progress
 log = logging.getLogger("assistant")
 
 FORMAT_VERSION = 1
+
+
+def extraction_digest() -> str:
+    """A digest of the code that turns a file into functions and fragments. An index whose meta.json names
+    another (made by an older assist) has every file read again, so a fixed extractor reaches files that did not
+    change; vectors are still reused wherever an example's text is the same."""
+    from assistant.code import definitions, edit, extract
+    from assistant.indexing import fragments
+
+    digest = hashlib.sha256()
+    for module in (extract, definitions, edit, fragments):
+        digest.update(Path(module.__file__ or "").read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _source_text(rel: str, data: bytes) -> str:
+    """A file's text as the index reads it: Python source in the coding its cookie declares (PEP 263), anything
+    else as UTF-8; undecodable bytes become U+FFFD, a byte order mark is dropped, line endings become \\n."""
+    coding = "utf-8-sig"
+    if rel.endswith(".py"):
+        with contextlib.suppress(UsageError):
+            coding = declared_coding(data, rel)
+    return data.decode(coding, errors="replace").removeprefix("\ufeff").replace("\r\n", "\n")
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -114,6 +138,15 @@ def _writer_active(directory: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _utf8_name(rel: str) -> bool:
+    """Whether a path git gave is valid UTF-8 (a name that is not cannot be stored, shown or sent as text)."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _remove_leftovers(directory: Path) -> None:
@@ -268,12 +301,23 @@ class Index:
     def _read(cls, directory: Path) -> Index:
         import faiss
 
+        folder = None
         try:
-            meta = _read_meta(directory / "meta.json")
-            with open(directory / "examples.jsonl", encoding="utf-8") as handle:
+            # All three files through one handle on the folder: a writer swapping a new folder in meanwhile
+            # cannot pair these examples with its vectors (same count, other order).
+            folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+            def opener(name: str, flags: int) -> int:
+                return os.open(name, flags, dir_fd=folder)
+
+            with open("meta.json", encoding="utf-8", opener=opener) as handle:
+                meta = _read_meta(handle.read())
+            with open("examples.jsonl", encoding="utf-8", opener=opener) as handle:
                 examples = [Example.from_json(json.loads(line)) for line in handle if line.strip()]
+            with open("vectors.faiss", "rb", opener=opener) as handle:
+                raw = np.frombuffer(handle.read(), dtype="uint8")
             try:
-                dense = faiss.read_index(str(directory / "vectors.faiss"))
+                dense = faiss.deserialize_index(raw)
             except RuntimeError:  # faiss's message is a C++ assertion; say what it means
                 raise ValueError("vectors.faiss is truncated or corrupt") from None
             if dense.ntotal != len(examples):
@@ -286,12 +330,15 @@ class Index:
             raise UsageError(
                 f"the index at {directory} is unreadable ({reason}); rebuild it with `assist index`"
             ) from None
+        finally:
+            if folder is not None:
+                os.close(folder)
         return cls(examples=examples, vectors=vectors, meta=meta, _faiss=dense)
 
 
-def _read_meta(path: Path) -> dict:
-    """meta.json, checked for the shape the code relies on (a ValueError says what is wrong)."""
-    meta = json.loads(path.read_text(encoding="utf-8"))
+def _read_meta(text: str) -> dict:
+    """meta.json's `text`, checked for the shape the code relies on (a ValueError says what is wrong)."""
+    meta = json.loads(text)
     if not isinstance(meta, dict):
         raise ValueError(f"meta.json holds a {type(meta).__name__}, not an object")
     if meta.get("version") != FORMAT_VERSION:
@@ -439,8 +486,28 @@ def bank_index_dir(bank: Path) -> Path:
 
 
 def load_existing(directory: Path) -> Index | None:
-    """The index in `directory`, or None when there is none yet."""
+    """The index in `directory`, or None when there is none yet (one a writer killed between its two renames
+    left as `<dir>.old-PID` is put back first)."""
+    if not (directory / "meta.json").exists():
+        _recover_interrupted(directory)
     return Index.load(directory) if (directory / "meta.json").exists() else None
+
+
+def _recover_interrupted(directory: Path) -> None:
+    """Put back the index a writer moved aside (`<dir>.old-PID`) and was killed before replacing."""
+    if not directory.parent.is_dir():
+        return
+    aside = [p for p in directory.parent.glob(directory.name + ".old-*") if (p / "meta.json").is_file()]
+    if not aside:
+        return
+    try:
+        with index_lock(directory):  # a writer at work holds it: its own swap then completes first
+            if not directory.exists():
+                newest = max(aside, key=lambda p: (p / "meta.json").stat().st_mtime)
+                os.replace(newest, directory)
+                log.warning("put back the index at %s that an interrupted run had moved aside", directory)
+    except OSError:
+        return  # a read-only folder: nothing to put back
 
 
 def _previous_or_none(directory: Path) -> tuple[Index | None, bool]:
@@ -488,8 +555,12 @@ def _index_repo_locked(
     previous_fragments, _ = _previous_or_none(fragments_dir(directory))
     tracked = [p for p in tracked_files(root) if Path(p).suffix in EXTRACTORS]
     stats = IndexStats(files=len(tracked), location=str(directory), rebuilt=rebuilt)
-    old_files: dict[str, str] = dict(previous.meta.get("files", {})) if previous else {}
-    old_fragment_files: dict[str, str] = dict(previous_fragments.meta.get("files", {})) if previous_fragments else {}
+    extraction = extraction_digest()
+
+    def known_files(index: Index | None) -> dict[str, str]:  # {path: blob} that extraction can be trusted for
+        return dict(index.meta.get("files", {})) if index and index.meta.get("extraction") == extraction else {}
+
+    old_files, old_fragment_files = known_files(previous), known_files(previous_fragments)
     by_path: dict[str, list[Example]] = {}
     fragments_by_path: dict[str, list[Example]] = {}
     for old, into in ((previous, by_path), (previous_fragments, fragments_by_path)):
@@ -503,7 +574,7 @@ def _index_repo_locked(
     for number, rel in enumerate(tracked, start=1):
         progress("parse", number, len(tracked))
         # Only regular files inside the repo: a tracked symlink may point anywhere (~/.ssh, another checkout).
-        data = read_repo_file(root, rel)
+        data = read_repo_file(root, rel) if _utf8_name(rel) else None
         if data is None:
             if os.path.lexists(root / rel):  # a deleted file is simply gone; count the refused ones
                 stats.files_skipped += 1
@@ -517,7 +588,7 @@ def _index_repo_locked(
             fragments.extend(fragments_by_path.get(rel, []))
             continue
         stats.files_parsed += 1
-        text = data.decode("utf-8-sig", errors="replace").replace("\r\n", "\n")  # -sig: a BOM is not code
+        text = _source_text(rel, data)
         examples.extend(by_path.get(rel, []) if same else EXTRACTORS[Path(rel).suffix](text, rel, blob))
         fragments.extend(fragments_by_path.get(rel, []) if same_fragments else split_fragments(text, rel, blob))
     stats.parse_s = time.perf_counter() - parse_started
@@ -526,6 +597,7 @@ def _index_repo_locked(
     meta = {
         "source": {"kind": "repo", "path": str(root)},
         "files": files,
+        "extraction": extraction,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     index = _build(examples, encoder, previous, meta, stats, progress)
