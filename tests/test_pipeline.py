@@ -281,3 +281,16 @@ def test_an_unknown_ranker_from_the_settings_fails_before_any_sampling(
     with pytest.raises(UsageError, match="unknown ranker 'bogus'"):
         pipeline.generate(Request("add two numbers"))
     assert backend.params == []  # nothing was sampled
+
+
+def test_fragments_embedded_by_another_encoder_are_a_one_line_error(scratch_repo: Path) -> None:
+    from assistant.indexing.index import index_repo
+
+    index_repo(scratch_repo, FakeEncoder())
+    meta = scratch_repo / ".assist" / "fragments" / "meta.json"  # as a run killed after the functions' save left it
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "encoder": "another-encoder"}))
+    options = GenerationOptions(n=1, k=2, retriever="bm25", ranker="first")
+    pipeline = Pipeline(options, load_settings(start=scratch_repo), start=scratch_repo, encoder_factory=refuse_to_load)
+    assert pipeline.source().kind == "repo"
+    with pytest.raises(UsageError, match=r"embedded with another-encoder, not .*; run `assist index` again"):
+        pipeline.fragment_retriever()

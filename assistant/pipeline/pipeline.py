@@ -281,6 +281,11 @@ class Pipeline:
                     raise UsageError(
                         "--fragments retrieves the repository's code fragments: run `assist index` in the repo first"
                     )
+                if index.encoder_name != self._encoder.name:  # a run killed between the functions' and its save
+                    raise UsageError(
+                        f"the fragments in {source.root} were embedded with {index.encoder_name}, not "
+                        f"{self._encoder.name}; run `assist index` again"
+                    )
                 name = self.options.retriever if self.options.retriever in ("bm25", "dense", "hybrid") else "hybrid"
                 self._fragment_retriever = make_retriever(name, index, self._encoder)
             return self._fragment_retriever
