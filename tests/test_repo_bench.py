@@ -556,3 +556,14 @@ def test_a_retry_at_twice_the_limit_takes_the_place_of_the_sample_it_redraws(
     assert [s["cut_off"] for s in record["samples"]] == [True, True, False, False]
     assert record["superseded"] == [0, 1] and (record["n"], record["correct"]) == (2, 2)
     assert summarize_functions([record], [1])[0]["pass@1"][0] == pytest.approx(1.0)
+
+
+def test_preparing_a_project_passes_on_no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.evaluate.repo.projects import prepare_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-canary")
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example/simple")
+    env = prepare_env()
+    assert "OPENAI_API_KEY" not in env and "GITHUB_TOKEN" not in env  # building an sdist runs its code
+    assert env["PIP_INDEX_URL"] == "https://mirror.example/simple" and env["PATH"]

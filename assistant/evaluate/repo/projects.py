@@ -196,9 +196,21 @@ def bench_dir() -> Path:
     return path
 
 
+# What preparation passes on of our environment: where pip finds packages and certificates, not API keys or tokens
+# (building a pinned sdist runs its build code, outside any sandbox).
+_PREPARE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
+                "https_proxy", "no_proxy")  # fmt: skip
+
+
+def prepare_env() -> dict[str, str]:
+    """The environment of a preparation step (venv, pip): :data:`_PREPARE_ENV` and pip's own ``PIP_*`` settings."""
+    return {k: v for k, v in os.environ.items() if k in _PREPARE_ENV or k.startswith("PIP_")}
+
+
 def _run(argv: list[str], what: str, cwd: Path | None = None) -> None:
     """Run a preparation step; its failure is a one-line error with the tool's last line."""
-    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, env=prepare_env())
     if result.returncode != 0:
         lines = (result.stderr or result.stdout).strip().splitlines()
         raise UsageError(f"{what} failed: {lines[-1] if lines else f'exit {result.returncode}'}")
