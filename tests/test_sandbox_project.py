@@ -198,6 +198,12 @@ def test_cpu_limit_and_collection_error(project: Path) -> None:
     limits = ProjectLimits(timeout_s=10, cpu_s=1)
     run = run_pytest(project, PYTHON, ["tests/test_loop.py"], files={"tests/test_loop.py": code}, limits=limits)
     assert run.status == "resource-limit", (run.returncode, run.output)
+    # A test that ignores SIGXCPU is killed (SIGKILL) a second later: still the CPU limit, whatever relays it.
+    code = "import signal\n\n\ndef test_loop():\n    signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+    code += "    while True:\n        pass\n"
+    limits = ProjectLimits(timeout_s=20, cpu_s=3)  # room for pytest's start-up (about a CPU second) first
+    run = run_pytest(project, PYTHON, ["tests/test_loop.py"], files={"tests/test_loop.py": code}, limits=limits)
+    assert (run.status, run.returncode) == ("resource-limit", -9), (run.returncode, run.output)
     run = run_pytest(project, PYTHON, files={"tests/test_mod.py": "def test_x(:\n"})
     assert (run.status, run.returncode) == ("error", 2), run.output
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import os
 import re
@@ -12,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from assistant.code.definitions import walk_functions
-from assistant.code.edit import source_lines
+from assistant.code.edit import declared_coding, source_lines
 from assistant.code.examples import Example
+from assistant.errors import UsageError
 
 Extractor = Callable[[str, str, str], list[Example]]
 
@@ -40,6 +42,16 @@ def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     args = ast.unparse(node.args)
     returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
     return f"{node.name}({args}){returns}"
+
+
+def source_text(rel: str, data: bytes) -> str:
+    """A file's text as the index reads it: Python source in the coding its cookie declares (PEP 263), anything
+    else as UTF-8; undecodable bytes become U+FFFD, a byte order mark is dropped, line endings become \\n."""
+    coding = "utf-8-sig"
+    if rel.endswith(".py"):
+        with contextlib.suppress(UsageError):
+            coding = declared_coding(data, rel)
+    return data.decode(coding, errors="replace").removeprefix("\ufeff").replace("\r\n", "\n")
 
 
 def extract_python(source: str, path: str = "", blob: str = "") -> list[Example]:

@@ -199,18 +199,17 @@ def _line_offsets(lines_kept: list[str]) -> list[int]:
     return offsets
 
 
-def find_functions(
-    text: str, name: str = "the file", tree: ast.Module | None = None, *, blocks: bool = True
-) -> list[Stub]:
-    """Every function and method of `text` (module level and in classes, nested classes included), stubs or not;
-    with `blocks`, those under `if`, `try`, `with`, loops and `match` at those levels too (a fallback, a variant).
+def find_functions(text: str, name: str = "the file", tree: ast.Module | None = None) -> list[Stub]:
+    """Every function and method of `text` (module level and in classes, nested classes included), stubs or not.
 
-    `tree` is `text` already parsed (a request parses its target once)."""
+    Not those under `if`, `try`, `with`, a loop or `match`: one name there may be two variants (per platform, per
+    version), and which to fill or show would be a guess. `tree` is `text` already parsed (a request parses its
+    target once)."""
     tree = tree or _parse(text, name)
     kept = source_lines(text, keepends=True)
     lines = [line.rstrip("\r\n") for line in kept]
     offsets = _line_offsets(kept)
-    found = walk_functions(tree.body, blocks=blocks)
+    found = walk_functions(tree.body, blocks=False)
     return [_describe(text, lines, offsets, qualname, node) for qualname, node, _ in found]
 
 
@@ -233,6 +232,13 @@ def find_stub(
     if not matches:
         matches = [f for f in functions if f.qualname.endswith("." + function) or f.name == function]
     if not matches:
+        every = walk_functions((tree or _parse(text, name)).body)  # blocks too: to say why it is not offered
+        nested = sorted({node.lineno for qualname, node, _ in every if function in (qualname, node.name)})
+        if nested:
+            raise UsageError(
+                f"{function!r} is defined under an if, try, with, loop or match block in {name} (line "
+                f"{', '.join(map(str, nested))}); assist fills functions at module and class level only"
+            )
         stubs = [f.qualname for f in functions if f.is_stub]
         hint = f"; its stubs: {', '.join(stubs[:8])}" if stubs else "; it has no stubs (a body of ..., pass or raise)"
         raise UsageError(f"there is no function {function!r} in {name}{hint}")
@@ -284,7 +290,7 @@ def stub_context(
     tree = tree or _parse(text, "the file")
     lines = source_lines(text)
     target: tuple[FunctionNode, tuple[ast.ClassDef, ...]] | None = None
-    for qualname, node, classes in walk_functions(tree.body):
+    for qualname, node, classes in walk_functions(tree.body, blocks=False):
         if qualname == stub.qualname and node.lineno == stub.line:
             target = (node, classes)
     if target is None:
@@ -320,7 +326,7 @@ def stub_context(
     anchor = stub.line
     for body in scopes:
         nearest = sorted(
-            (s for s in scope_definitions(body) if s is not node and s not in classes),
+            (s for s in scope_definitions(body, blocks=False) if s is not node and s not in classes),
             key=lambda s: abs(s.lineno - anchor),
         )
         for definition in nearest:

@@ -34,9 +34,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from assistant.code.edit import declared_coding
 from assistant.code.examples import Example, read_bank
-from assistant.code.extract import EXTRACTORS, git_blob_hash, read_repo_file
+from assistant.code.extract import EXTRACTORS, git_blob_hash, read_repo_file, source_text
 from assistant.code.git import tracked_files
 from assistant.code.tokenize import tokenize
 from assistant.errors import UsageError
@@ -63,16 +62,6 @@ def extraction_digest() -> str:
     for module in (extract, definitions, edit, fragments):
         digest.update(Path(module.__file__ or "").read_bytes())
     return digest.hexdigest()[:16]
-
-
-def _source_text(rel: str, data: bytes) -> str:
-    """A file's text as the index reads it: Python source in the coding its cookie declares (PEP 263), anything
-    else as UTF-8; undecodable bytes become U+FFFD, a byte order mark is dropped, line endings become \\n."""
-    coding = "utf-8-sig"
-    if rel.endswith(".py"):
-        with contextlib.suppress(UsageError):
-            coding = declared_coding(data, rel)
-    return data.decode(coding, errors="replace").removeprefix("\ufeff").replace("\r\n", "\n")
 
 
 def _no_progress(stage: str, done: int, total: int) -> None:
@@ -150,12 +139,13 @@ def _utf8_name(rel: str) -> bool:
 
 
 def _remove_leftovers(directory: Path) -> None:
-    """Delete `<dir>.tmp-PID` / `<dir>.old-PID` folders that a killed writer left (call with the lock held)."""
+    """Delete the `<dir>.tmp-PID`, `.old-PID` and `.trash-PID` folders a killed writer left (call with the lock
+    held)."""
     if not directory.parent.is_dir():
         return
     for sibling in directory.parent.iterdir():
         name = sibling.name
-        if name.startswith((directory.name + ".tmp-", directory.name + ".old-")) and sibling.is_dir():
+        if name.startswith(tuple(directory.name + kind for kind in (".tmp-", ".old-", ".trash-"))) and sibling.is_dir():
             shutil.rmtree(sibling, ignore_errors=True)
 
 
@@ -277,7 +267,10 @@ class Index:
             if directory.exists():
                 os.replace(directory, old)
             os.replace(staging, directory)
-            shutil.rmtree(old, ignore_errors=True)
+            if old.exists():  # renamed before it is deleted: a run killed mid-delete leaves no half `.old-` behind
+                trash = directory.with_name(directory.name + f".trash-{os.getpid()}")
+                os.replace(old, trash)
+                shutil.rmtree(trash, ignore_errors=True)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
@@ -497,7 +490,8 @@ def _recover_interrupted(directory: Path) -> None:
     """Put back the index a writer moved aside (`<dir>.old-PID`) and was killed before replacing."""
     if not directory.parent.is_dir():
         return
-    aside = [p for p in directory.parent.glob(directory.name + ".old-*") if (p / "meta.json").is_file()]
+    prefix = directory.name + ".old-"
+    aside = [p for p in directory.parent.iterdir() if p.name.startswith(prefix) and (p / "meta.json").is_file()]
     if not aside:
         return
     try:
@@ -588,7 +582,7 @@ def _index_repo_locked(
             fragments.extend(fragments_by_path.get(rel, []))
             continue
         stats.files_parsed += 1
-        text = _source_text(rel, data)
+        text = source_text(rel, data)
         examples.extend(by_path.get(rel, []) if same else EXTRACTORS[Path(rel).suffix](text, rel, blob))
         fragments.extend(fragments_by_path.get(rel, []) if same_fragments else split_fragments(text, rel, blob))
     stats.parse_s = time.perf_counter() - parse_started

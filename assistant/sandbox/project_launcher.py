@@ -247,54 +247,71 @@ def report(fd, layers):
 
 
 def isolate(job, layers):
-    """Enter namespaces of our own (see the module's docstring); True when the kernel allowed it."""
+    """Enter namespaces of our own (see the module's docstring); True when it held.
+
+    A forked child tries first: where the kernel lets a process create a user namespace but not map itself into
+    it (Ubuntu's AppArmor restriction), trying in this process would leave it half inside. Failing after the
+    child succeeded raises (the run must not go on in a half-made namespace)."""
     if "namespaces" in set(job["disable"]):
         layers["namespaces"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
         return False
     try:
-        layers["namespaces"] = (True, load_boundary().enter_namespaces())
+        boundary = load_boundary()
+        works, detail = boundary.namespaces_available()
     except Exception as exc:
-        layers["namespaces"] = (False, f"not available: {describe(exc)}")
+        works, detail = False, describe(exc)
+    if not works:
+        layers["namespaces"] = (False, f"not available: {detail}")
         return False
+    layers["namespaces"] = (True, boundary.enter_namespaces())
     return True
 
 
 def wait_as_init(pytest_pid, status_fd):
     """The namespace's first process: reap whatever ends (orphans are re-parented here) until pytest does, hand
     its wait status to the launcher outside, and exit, which ends every process left in the namespace."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # init dies only by exiting (a test could signal it)
-    while True:
-        try:
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # init dies only by exiting (a test could signal it)
+        while True:
             pid, status = os.wait()
-        except ChildProcessError:
-            os._exit(70)
-        if pid == pytest_pid:
-            os.write(status_fd, struct.pack("=i", status))
-            os._exit(0)
+            if pid == pytest_pid:
+                os.write(status_fd, struct.pack("=i", status))
+                break
+    finally:
+        os._exit(0)
 
 
 def exit_as(status):
     """End this process the way the wait `status` says its child ended: the same signal, or the same code."""
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU and the like would dump core in the copy
-        signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 70)
+    if os.WIFEXITED(status):
+        os._exit(os.WEXITSTATUS(status))
+    number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+    if number:
+        try:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # SIGXCPU, SIGXFSZ: no core dump in the copy,
+            load_boundary().set_dumpable(False)  # nor a piped core_pattern helper started for it
+            if number not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught, nor reset
+                signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
+        except BaseException:
+            pass
+    os._exit(128 + number if number else 70)
 
 
 def supervise(report_fd):
     """With namespaces: fork the namespace's init, which forks pytest's process. This (outside) process waits
-    and exits as pytest did; only pytest's process returns from here."""
+    and exits as pytest did; only pytest's process returns from here. The other two never return: whatever
+    happens to them ends in `os._exit`."""
     status_r, status_w = os.pipe()
     init = os.fork()
     if init == 0:
-        os.close(status_r)
-        pytest = os.fork()
-        if pytest == 0:
-            os.close(status_w)
-            return
+        pytest = -1  # no pytest: init then finds no child and exits without a status
         try:
+            os.close(status_r)
+            pytest = os.fork()
+            if pytest == 0:
+                os.close(status_w)
+                return
             os.close(report_fd)
             load_boundary().drop_capabilities()  # it runs nothing of the project's, and needs no privilege
         except BaseException:
@@ -311,13 +328,14 @@ def supervise(report_fd):
             if not chunk:
                 break
             data += chunk
+        if len(data) < 4:
+            sys.stderr.write("assist sandbox launcher: the run ended without a status\n")
+            os._exit(70)
+        exit_as(struct.unpack("=i", data)[0])
     except BaseException as exc:
         sys.stderr.write(f"assist sandbox launcher failed: {describe(exc)}\n")
+    finally:
         os._exit(70)
-    if len(data) < 4:
-        sys.stderr.write("assist sandbox launcher: the run ended without a status\n")
-        os._exit(70)
-    exit_as(struct.unpack("=i", data)[0])
 
 
 def main(job_path):
@@ -328,9 +346,11 @@ def main(job_path):
     layers = {}
     report_fd = job["report_fd"]
     try:
+        # Limits first: RLIMIT_NPROC set before a user namespace is made caps what the run adds on the host (in
+        # the namespace the count starts afresh).
+        set_limits(job, layers)
         if isolate(job, layers):
             supervise(report_fd)
-        set_limits(job, layers)
         apply_boundary(job, layers)
     except BaseException as exc:  # a launcher bug must not run the tests outside the boundary
         layers["launcher"] = (False, f"failed: {describe(exc)}")

@@ -198,9 +198,9 @@ def bench_dir() -> Path:
 
 # What preparation passes on of our environment: where pip finds packages and certificates, not API keys or tokens
 # (building a pinned sdist runs its build code, outside any sandbox).
-_PREPARE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR",
-                "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
-                "https_proxy", "no_proxy")  # fmt: skip
+_PREPARE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "LD_LIBRARY_PATH", "XDG_CONFIG_HOME",
+                "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY",
+                "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy")  # fmt: skip
 
 
 def prepare_env() -> dict[str, str]:

@@ -54,7 +54,7 @@ class FunctionTask:
         return fill_body(text, self._stub(text), "...")
 
     def _stub(self, text: str) -> Stub:
-        for stub in find_functions(text, self.path, blocks=False):
+        for stub in find_functions(text, self.path):
             if stub.qualname == self.qualname and stub.line == self.line:
                 return stub
         raise ValueError(f"{self.task_id}: the function is not in the file any more")
@@ -103,8 +103,7 @@ def function_candidates(project: Project) -> Iterator[tuple[FunctionTask, str]]:
     for path in project.source_files():
         text = (project.root / path).read_text(encoding="utf-8")
         try:
-            # The task rule is fixed as first drawn: module and class level only.
-            functions = find_functions(text, path, blocks=False)
+            functions = find_functions(text, path)
         except Exception:  # a file that does not parse on this Python is not a source of tasks
             continue
         for stub in functions:
