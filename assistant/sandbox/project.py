@@ -16,7 +16,9 @@ no:cacheprovider -p assist_pytest_plugin ...``, so pytest and everything it star
 
 * Landlock: read and execute on the interpreter (prefixes, venv, its ``sys.path``) and the system library
   dirs; every right on the run's directory and /dev/null; nothing else (not /proc, $HOME, /root or the
-  pristine project, even when the venv's .pth names it, as an editable install's does); no TCP bind or connect
+  pristine project, even when the venv's .pth names it, as an editable install's does, or names a folder
+  holding it, as a monorepo's root: packages installed that way import from the copy only; a project under
+  /usr stays readable through the system grant); no TCP bind or connect
   (ABI 4+); signals and abstract unix sockets scoped to the run (ABI 6+). Landlock also keeps the run from
   ptracing anything outside it;
 * ``PR_SET_NO_NEW_PRIVS`` and every capability dropped (we may run as root); not ``PR_SET_DUMPABLE``, which
