@@ -288,3 +288,50 @@ def test_requirement_and_tests_with_invalid_utf8_are_refused_before_any_model(tm
     (tmp_path / "latin1_tests.py").write_bytes(b"assert f() == 'caf\xe9'\n")
     result = assist("generate", "add", "--tests", "latin1_tests.py", cwd=tmp_path, env=env)
     one_line_error(result, 2, "tests file latin1_tests.py is not UTF-8 text")
+
+
+def test_files_generate_must_not_write_are_refused_before_any_model(nothing_loads, scratch_repo, monkeypatch):
+    from typer.testing import CliRunner
+
+    from assistant.ui.cli import app
+
+    monkeypatch.chdir(scratch_repo)
+    (scratch_repo / "settings.json").write_text('{"name": "demo"}\n')  # parses as Python; is not a place for code
+    (scratch_repo / "mathutils.py").write_text((scratch_repo / "mathutils.py").read_text() + "# mine\n")
+    (scratch_repo / "manage").write_text("#!/usr/bin/env python3\nimport sys\n")  # a script: Python by its shebang
+    git(scratch_repo, "add", "manage")
+    git(scratch_repo, "commit", "-qm", "script")
+    for args, message in (
+        (["--file", "settings.json"], "settings.json is not a Python file"),
+        (["--file", "mathutils.py", "--apply"], "refusing to modify mathutils.py: "),  # unstaged work
+        (["--file", "manage", "--python", "/nonexistent/python"], "--python /nonexistent/python does not exist"),
+    ):
+        result = CliRunner().invoke(app, ["generate", "add two numbers", "-k", "0", *args])
+        assert result.exit_code == 2, (result.output, result.exception)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], result.stderr
+    assert (scratch_repo / "settings.json").read_text() == '{"name": "demo"}\n'
+
+
+def test_eval_report_on_a_damaged_config_is_one_line(tmp_path):
+    (tmp_path / "run").mkdir()
+    for damaged in ("{bad", "[1, 2]"):
+        (tmp_path / "run" / "config.json").write_text(damaged)
+        one_line_error(assist_here("eval", "report", "run", cwd=tmp_path), 2, "config.json")
+
+
+def test_index_and_train_check_their_input_before_loading_the_encoder(nothing_loads, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from assistant.ui.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    for args, message in (
+        (["index", "--bank", "nope.jsonl"], "nope.jsonl"),
+        (["train", "retriever", "--bank", "nope.jsonl"], "nope.jsonl"),
+        (["train", "retriever", "."], "is not inside a git repository"),
+        (["train", "retriever", "--method", "lail", "."], "is not inside a git repository"),
+    ):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, (args, result.output, result.exception)  # not the tripwire's error
+        assert message in result.stderr, result.stderr

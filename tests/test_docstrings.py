@@ -237,6 +237,24 @@ def test_check_lists_what_is_missing_and_fails(scratch_repo: Path) -> None:
     assert _run(["docstring", "--check", "mathutils.py"], scratch_repo).exit_code == 0
 
 
+def test_check_json_is_json_alone_and_unreadable_or_conflicting_input_fails(scratch_repo: Path) -> None:
+    import json
+
+    (scratch_repo / "new.py").write_text("def f():\n    return 1\n")
+    result = _run(["docstring", "--check", "new.py", "--json"], scratch_repo)
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["missing"][0]["name"] == "f"  # nothing else on stdout
+    (scratch_repo / "bad.py").write_text("def f(:\n")
+    result = _run(["docstring", "--check", "bad.py"], scratch_repo)
+    assert result.exit_code == 1 and "could not be checked" in result.output  # a hook must not pass it
+    for args, message in (
+        (["--check", "--staged", "new.py"], "name files or pass --staged, not both"),
+        (["--check", "--write", "new.py"], "drop --write"),
+    ):
+        result = _run(["docstring", *args], scratch_repo)
+        assert result.exit_code != 0 and message in result.output, result.output
+
+
 def test_check_staged_reads_the_index_not_the_working_tree(scratch_repo: Path) -> None:
     from .conftest import git
 

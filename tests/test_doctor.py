@@ -149,6 +149,23 @@ def test_config_error_is_reported_not_raised(tmp_path: Path, monkeypatch: pytest
     assert check.ok is False and "config.toml" in check.detail
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("ASSIST_BACKEND", "nope", "unknown backend 'nope'"),
+        ("ASSIST_GENERATE_RANKER", "nope", "unknown ranker 'nope'"),
+        ("ASSIST_GENERATE_RETRIEVER", "nope", "unknown retriever 'nope'"),
+    ],
+)
+def test_a_setting_generate_would_refuse_fails_the_config_line(
+    variable: str, value: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, value)
+    (check,) = doctor.config_checks()
+    assert check.ok is False and message in check.detail
+
+
 def test_config_line_names_where_settings_come_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ASSIST_BACKEND", "openai")

@@ -438,6 +438,8 @@ def make_client(
             f"{what} needs --base-url (e.g. http://127.0.0.1:8080/v1; `assist serve` starts a local server) "
             "or OPENAI_API_KEY for api.openai.com"
         )
+    if base_url is not None and not base_url.lower().startswith(("http://", "https://")):
+        raise UsageError(f"the base URL {base_url!r} is not an http(s) URL; e.g. http://127.0.0.1:8080/v1")
     client = openai.OpenAI(
         base_url=base_url,
         api_key=api_key or "not-needed",  # local servers take any key; the client insists on one

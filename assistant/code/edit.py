@@ -325,10 +325,27 @@ def _target_bytes(path: Path) -> bytes:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+PYTHON_SUFFIXES = (".py", ".pyi", ".pyw")
+
+
+def _python_file(path: Path, raw: bytes) -> bool:
+    """Whether `path` is a Python file assist may write code into: a Python suffix, or none and a first line
+    that runs python (a script such as `manage`)."""
+    if path.suffix in PYTHON_SUFFIXES:
+        return True
+    if path.suffix:
+        return False
+    first = raw.split(b"\n", 1)[0]
+    return not raw or (first.startswith(b"#!") and b"python" in first)
+
+
 def read_target_source(path: Path) -> tuple[bytes, str, ast.Module]:
     """A file assist may edit, read once: its bytes, text (a byte order mark dropped) and syntax tree (b"", "" and
-    an empty module when it does not exist yet), or a UsageError saying why assist will not edit it."""
+    an empty module when it does not exist yet), or a UsageError saying why assist will not edit it (not Python
+    by its name: a settings.json that happens to parse is not a place for a function)."""
     raw = _target_bytes(path)
+    if not _python_file(path, raw):
+        raise UsageError(f"{path} is not a Python file (.py, or a script starting #!...python); assist writes Python")
     try:
         text, tree = python_source(raw, str(path))
     except UsageError as exc:
@@ -422,6 +439,19 @@ def enclosing_root(path: Path) -> Path:
     return git_toplevel(folder) or folder
 
 
+def check_can_apply(named: Path, force: bool = False, root: Path | None = None, display: str | None = None) -> None:
+    """The refusals of :func:`apply_edit` that do not depend on the new text, so a command can make them before
+    any model work: unless `force`, content git could not give back (unstaged changes, untracked) and a symlink
+    out of the repo (`root`, else the git work tree around the file) or hard links; always, a read-only file."""
+    named = Path(named).expanduser()
+    display = display or str(named)
+    if not force:
+        reason = unstaged_changes(Path(os.path.realpath(named)))
+        if reason:
+            raise UsageError(f"refusing to modify {display}: {reason} (commit or stash, or pass --force)")
+    write_target(named, root or enclosing_root(named), force)
+
+
 def apply_edit(edit: Edit, force: bool = False, root: Path | None = None) -> None:
     """Write the edit atomically. Refuses when the file changed since the edit was planned, when the new
     text does not compile, and, unless `force`, when its current content is not safe in git or the file is
@@ -433,14 +463,10 @@ def apply_edit(edit: Edit, force: bool = False, root: Path | None = None) -> Non
     expected = source_bytes(edit.old, edit.display_path) if edit.exists else None
     if expected is not None and _target_bytes(edit.path) != expected:
         raise changed
-    if not force:
-        reason = unstaged_changes(edit.path)
-        if reason:
-            raise UsageError(f"refusing to modify {edit.display_path}: {reason} (commit or stash, or pass --force)")
     root = root or edit.root or enclosing_root(named)
     # Every refusal before the first folder is made: a refused apply leaves nothing behind.
+    check_can_apply(named, force, root, edit.display_path)
     check_compiles(source_bytes(edit.new, edit.display_path), edit.display_path)
-    write_target(named, root, force)
     try:
         edit.path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -259,7 +259,13 @@ def write_report(out: Path, versus: str | None = None) -> str:
     config_path = out / "config.json"
     if not config_path.exists():
         raise UsageError(f"{out} is not an assist results folder (no config.json)")
-    config = json.loads(config_path.read_text(encoding="utf-8"))
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = " ".join(str(exc).split())[:120]
+        raise UsageError(f"{config_path} is unreadable ({reason}); restore it from git or the run's output") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{config_path} holds a {type(config).__name__}, not the run's settings (an object)")
     codegen_records = read_records(out / "records.jsonl")
     likelihood_records = read_records(out / "likelihood.jsonl")
     held: dict[str, set[str]] = {}  # strategy → the task ids the folder holds records for

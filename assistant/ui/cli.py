@@ -119,6 +119,10 @@ def index(
 
     if bank is None:
         repo_root(path)  # fail fast, before loading the encoder
+    else:
+        from assistant.code.examples import read_bank
+
+        read_bank(bank)  # a missing or malformed bank too (parsing it twice costs far less than a model load)
     with ProgressUI(show_progress(json_output)) as ui:
         encoder = load_encoder()
         if bank is not None:
@@ -291,6 +295,8 @@ def generate(
         raise UsageError("--function needs --file, the file that holds the stub")
     if test_cmd is not None and function is None:
         raise UsageError("--test-cmd needs --function (the repo's tests run on a filled stub)")
+    if python is not None and not Path(python).expanduser().exists():
+        raise UsageError(f"--python {python} does not exist")
     if test_cmd is not None and not repo_tests:
         raise UsageError("--test-cmd names the tests that --no-repo-tests turns off; give one or the other")
     target = None
@@ -298,6 +304,10 @@ def generate(
     skipped: str | None = None
     if file is not None:
         target = Target.read(file)  # read and parsed once for the whole request
+        if apply:  # a file --apply would refuse is refused now, not after the model's minutes
+            from assistant.code.edit import check_can_apply
+
+            check_can_apply(Path(file), force)
         if function is not None:
             if not target.exists:
                 raise UsageError(f"{file} does not exist; --function fills a stub in an existing file")

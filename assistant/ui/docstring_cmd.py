@@ -229,6 +229,13 @@ def docstring(
     check_range("-k", k, 0)
     if style != "auto" and style not in STYLES:
         raise UsageError(f"unknown style {style!r}; choose from: auto, {', '.join(STYLES)}")
+    if staged and files:
+        raise UsageError("--staged documents the staged files; name files or pass --staged, not both")
+    if check:
+        flags = (("--write", write), ("--diff", diff), ("--fail-on-change", fail_on_change))
+        conflicting = [flag for flag, given in flags if given]
+        if conflicting:
+            raise UsageError(f"--check only lists what lacks a docstring; drop {', '.join(conflicting)}")
     root: Path | None = None
     with contextlib.suppress(UsageError):
         root = repo_root(Path.cwd())
@@ -243,17 +250,21 @@ def docstring(
         report["not_written"] = held
 
     if check:
-        for job, target in missing:
-            out.print(f"{job.name}:{target.line}: {target.kind} {target.qualname} has no docstring", markup=False)
-        if json_output:
+        if json_output:  # stdout holds the JSON alone
             report["missing"] = [{"file": job.name, **target.to_json()} for job, target in missing]
             out.print_json(json.dumps(report))
+        else:
+            for job, target in missing:
+                out.print(f"{job.name}:{target.line}: {target.kind} {target.qualname} has no docstring", markup=False)
         if missing:
             files_with = len({job.name for job, _ in missing})
             err.print(
                 f"{len(missing)} definition(s) in {files_with} file(s) lack a docstring; "
                 "`assist docstring --write` writes them"
             )
+            raise typer.Exit(1)
+        if skipped:  # a file that could not be read is not a file that passed: the hook must not let it through
+            err.print(f"{len(skipped)} file(s) could not be checked (above)")
             raise typer.Exit(1)
         return
 

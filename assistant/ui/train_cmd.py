@@ -25,6 +25,19 @@ train_app = typer.Typer(
 METHODS = ("lail", "tstr", "selfracg")
 
 
+def check_training_pool(path: Path, bank: str | None) -> None:
+    """What :func:`training_index` will read, checked before any model loads: a repo at `path`, or a readable
+    bank (a benchmark's split is checked where it loads)."""
+    if bank is None:
+        from assistant.indexing.index import repo_root
+
+        repo_root(path)
+    elif bank.split(":")[0] != "mbpp":
+        from assistant.code.examples import read_bank
+
+        read_bank(Path(bank))
+
+
 def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # -> Index
     """The pool to train on: a benchmark's train split (`mbpp[:PATH]`), a JSONL bank, or the repo at `path`."""
     from assistant.indexing.index import index_bank, index_repo
@@ -236,6 +249,7 @@ def retriever(
             json_output,
         )
         return
+    check_training_pool(path, bank)
     with ProgressUI(show_progress(json_output)) as ui:
         encoder = load_encoder()
         index = training_index(path, bank, encoder, ui)
@@ -386,6 +400,7 @@ def _train_lail(
         seed=seed,
         **({"epochs": epochs} if epochs else {}),
     )
+    check_training_pool(path, bank)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         encoder = load_encoder()
         index = training_index(path, bank, encoder, ui)
