@@ -25,6 +25,9 @@ def test_help_explains_the_commands(tmp_path):
     assert result.returncode == 0
     for command in ("index", "generate", "models"):
         assert command in result.stdout
+    from importlib.metadata import version
+
+    assert assist("--version", cwd=tmp_path).stdout.strip() == f"assist {version('assist')}"
 
 
 def test_bad_input_gives_one_line_errors_and_writes_nothing(tmp_path):
@@ -304,7 +307,9 @@ def test_files_generate_must_not_write_are_refused_before_any_model(nothing_load
     for args, message in (
         (["--file", "settings.json"], "settings.json is not a Python file"),
         (["--file", "mathutils.py", "--apply"], "refusing to modify mathutils.py: "),  # unstaged work
-        (["--file", "manage", "--python", "/nonexistent/python"], "--python /nonexistent/python does not exist"),
+        (["--file", "manage", "--function", "main", "--python", "/nonexistent/python"], "/nonexistent/python does not"),
+        (["--file", "manage", "--python", "/usr/bin/python3"], "--python names the interpreter"),
+        (["--file", "manage", "--function", "main", "--fragments", "-k", "0"], "-k 0 would show none"),
     ):
         result = CliRunner().invoke(app, ["generate", "add two numbers", "-k", "0", *args])
         assert result.exit_code == 2, (result.output, result.exception)

@@ -449,9 +449,7 @@ def repo_root(path: str | Path) -> Path:
     if bare == "true":
         raise UsageError(f"{path.resolve()} is a bare git repository; assist needs a work tree")
     if found.returncode != 0 or not top:
-        raise UsageError(
-            f"{path.resolve()} is not inside a git repository (use `assist index --bank FILE` for an example bank)"
-        )
+        raise UsageError(f"{path.resolve()} is not inside a git repository")
     return Path(top)
 
 

@@ -58,6 +58,30 @@ config_app = typer.Typer(
     "< flags; trust or untrust a repo's .assist.toml (needed before it may choose where code and keys go).",
     no_args_is_help=True,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("assist")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            number = "unknown (not installed)"
+        out.print(f"assist {number}", markup=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """assist: code from your requirements, with demonstrations retrieved from your own repo."""
+
+
 app.add_typer(models_app, name="models")
 app.add_typer(config_app, name="config")
 app.add_typer(eval_app, name="eval")
@@ -118,7 +142,12 @@ def index(
     from assistant.pipeline.pipeline import load_encoder
 
     if bank is None:
-        repo_root(path)  # fail fast, before loading the encoder
+        try:
+            repo_root(path)  # fail fast, before loading the encoder
+        except UsageError as exc:
+            if "not inside a git repository" in str(exc):
+                raise UsageError(f"{exc} (use `assist index --bank FILE` for an example bank)") from None
+            raise
     else:
         from assistant.code.examples import read_bank
 
@@ -295,6 +324,10 @@ def generate(
         raise UsageError("--function needs --file, the file that holds the stub")
     if test_cmd is not None and function is None:
         raise UsageError("--test-cmd needs --function (the repo's tests run on a filled stub)")
+    if python is not None and function is None:
+        raise UsageError("--python names the interpreter the repo's tests run with: give --function too")
+    if fragments and k == 0:
+        raise UsageError("--fragments shows -k retrieved fragments; -k 0 would show none")
     if python is not None and not Path(python).expanduser().exists():
         raise UsageError(f"--python {python} does not exist")
     if test_cmd is not None and not repo_tests:
