@@ -567,3 +567,12 @@ def test_preparing_a_project_passes_on_no_keys(monkeypatch: pytest.MonkeyPatch) 
     env = prepare_env()
     assert "OPENAI_API_KEY" not in env and "GITHUB_TOKEN" not in env  # building an sdist runs its code
     assert env["PIP_INDEX_URL"] == "https://mirror.example/simple" and env["PATH"]
+
+
+def test_a_fragment_keeps_at_most_its_character_cap() -> None:
+    from assistant.indexing.fragments import MAX_FRAGMENT_CHARS
+
+    table = "TABLE = [" + ", ".join(str(i) for i in range(50_000)) + "]\n"  # one generated line of ~340,000
+    (fragment,) = split_fragments(table + "x = 1\n", "gen.py")
+    assert len(fragment.code) == MAX_FRAGMENT_CHARS and fragment.code.startswith("TABLE = [0, 1, 2")
+    assert (fragment.start_line, fragment.end_line) == (1, 2)  # the span is the window's, cut or not

@@ -135,7 +135,8 @@ def run_docstring_eval(
             chosen = index.search(item.code, k) if index is not None and k > 0 else []
             # Everything that decides the docstring: who writes it (precision included), the prompt (the item's
             # code, the exemplars' code, the templates), and the strategy and item it is recorded under.
-            prompt = build_docstring_prompt(find_missing(item.code)[0], chosen[::-1], "plain")
+            target = find_missing(item.code)[0]
+            prompt = build_docstring_prompt(target, chosen[::-1], "plain")
             key = cache_key(
                 kind="docstring-eval",
                 writer=backend.identity.label,
@@ -144,13 +145,12 @@ def run_docstring_eval(
                 item=item.item_id,
                 k=k,
             )
-            jobs.append((item, chosen, key))
+            jobs.append((item, chosen, key, target))
         # Cached items are reported at once, so a resumed run's rate and ETA count only new generations.
-        done = sum(1 for _, _, key in jobs if key in cache)
+        done = sum(1 for *_, key, _ in jobs if key in cache)
         report(f"docstring {strategy}", done, len(jobs))
-        for item, chosen, key in jobs:
+        for item, chosen, key, target in jobs:
             if key not in cache:
-                target = find_missing(item.code)[0]
                 written = write_docstrings([target], backend, style="plain", exemplars=_Fixed(chosen), k=k)
                 cache.put(key, {"hypothesis": written.docstrings.get(target.key, "")})
                 done += 1

@@ -419,7 +419,7 @@ def build_index(
     return index
 
 
-def repo_root(path: str | Path) -> Path:
+def repo_root(path: str | Path, outside: str = "") -> Path:
     """The top of the git work tree containing `path`, or a UsageError when it is not in one.
 
     Git runs with :data:`assistant.paths.GIT`: a folder a repository commits to look like a bare repository (its
@@ -449,7 +449,7 @@ def repo_root(path: str | Path) -> Path:
     if bare == "true":
         raise UsageError(f"{path.resolve()} is a bare git repository; assist needs a work tree")
     if found.returncode != 0 or not top:
-        raise UsageError(f"{path.resolve()} is not inside a git repository")
+        raise UsageError(f"{path.resolve()} is not inside a git repository{outside}")
     return Path(top)
 
 

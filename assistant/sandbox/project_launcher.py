@@ -249,14 +249,18 @@ def report(fd, layers):
 def isolate(job, layers):
     """Enter namespaces of our own (see the module's docstring); True when it held.
 
-    A forked child tries first: where the kernel lets a process create a user namespace but not map itself into
-    it (Ubuntu's AppArmor restriction), trying in this process would leave it half inside. Failing after the
-    child succeeded raises (the run must not go on in a half-made namespace)."""
+    Root's `unshare` either holds whole or fails, leaving this process as it was. Another user goes through a user
+    namespace, and the kernel may let it create one but not map itself into it (Ubuntu's AppArmor restriction):
+    a forked child tries that first, so this process is never left half inside. Failing after the child
+    succeeded raises (the run must not go on in a half-made namespace)."""
     if "namespaces" in set(job["disable"]):
         layers["namespaces"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
         return False
     try:
         boundary = load_boundary()
+        if os.getuid() == 0:
+            layers["namespaces"] = (True, boundary.enter_namespaces())
+            return True
         works, detail = boundary.namespaces_available()
     except Exception as exc:
         works, detail = False, describe(exc)

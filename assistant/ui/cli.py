@@ -142,12 +142,7 @@ def index(
     from assistant.pipeline.pipeline import load_encoder
 
     if bank is None:
-        try:
-            repo_root(path)  # fail fast, before loading the encoder
-        except UsageError as exc:
-            if "not inside a git repository" in str(exc):
-                raise UsageError(f"{exc} (use `assist index --bank FILE` for an example bank)") from None
-            raise
+        repo_root(path, " (use `assist index --bank FILE` for an example bank)")  # before loading the encoder
     else:
         from assistant.code.examples import read_bank
 

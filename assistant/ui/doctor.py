@@ -206,7 +206,7 @@ def hook_checks(start: Path) -> list[Check]:
 
 def config_checks() -> list[Check]:
     """Where the effective settings come from (for the working directory); a file that does not load fails."""
-    from assistant.backends import BACKENDS
+    from assistant.backends import backend_class
     from assistant.config import load_settings
     from assistant.pipeline.options import GenerationOptions
 
@@ -214,8 +214,7 @@ def config_checks() -> list[Check]:
         settings = load_settings(check_trust=False)  # report an untrusted repo file, do not refuse
         rows = settings.describe()
         # What `generate` would refuse, refused here too: an unknown backend, retriever or ranker name.
-        if settings.backend not in BACKENDS:
-            raise UsageError(f"unknown backend {settings.backend!r}; available: {', '.join(BACKENDS)}")
+        backend_class(settings.backend)
         GenerationOptions.from_settings(settings).check()
     except UsageError as exc:
         return [Check("config", False, str(exc), "fix or remove the setting it names (`assist config show`)")]
