@@ -30,6 +30,16 @@ def test_help_explains_the_commands(tmp_path):
     assert assist("--version", cwd=tmp_path).stdout.strip() == f"assist {version('assist')}"
 
 
+def test_a_mistyped_command_line_is_one_line_with_a_pointer_to_the_help(tmp_path):
+    """Click's own usage errors (an unknown option or command, a value of the wrong type) are one line as well,
+    naming the help to read; a group called alone still prints its help."""
+    one_line_error(assist("generate", "x", "--bogus", cwd=tmp_path), 2, "No such option: --bogus (see `assist generate")
+    one_line_error(assist("eval", "repo", "--limit", "x", cwd=tmp_path), 2, "'--limit'")
+    one_line_error(assist("nosuch", cwd=tmp_path), 2, "No such command 'nosuch'")
+    alone = assist("eval", cwd=tmp_path)
+    assert alone.returncode == 2 and "Usage: assist eval" in alone.stderr + alone.stdout
+
+
 def test_bad_input_gives_one_line_errors_and_writes_nothing(tmp_path):
     one_line_error(assist_here("index", str(tmp_path), cwd=tmp_path), 2, "is not inside a git repository")
     one_line_error(assist_here("index", str(tmp_path / "missing"), cwd=tmp_path), 2, "does not exist")

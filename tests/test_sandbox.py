@@ -185,6 +185,23 @@ def test_file_size_limit_is_a_resource_limit() -> None:
     assert result.status == "resource-limit"
 
 
+# Many files, each under the file size limit, written slowly enough that the watch looks several times before the
+# loop ends: without the cap the run ends "passed" with 200 MB (or 5,000 files) written.
+MANY_FILES = "import time\nfor i in range(200):\n    open(f'f{i}', 'wb').write(b'x' * 2**20)\n    time.sleep(0.01)\n"
+MANY_NAMES = "import time\nfor i in range(5000):\n    open(f'f{i}', 'w').close()\n    time.sleep(0.0005)\n"
+
+
+def test_what_a_run_writes_in_all_is_capped() -> None:
+    result = run(MANY_FILES, limits=Limits(timeout_s=20, cpu_s=10, disk_mb=16))
+    assert (result.status, result.error_type) == ("resource-limit", "DiskLimit"), result
+    assert "more than 16 MB" in (result.error_message or "")
+    assert result.duration_s < 2.5  # stopped at a look, not at the end of the loop
+    result = run(MANY_NAMES, limits=Limits(timeout_s=20, cpu_s=10, max_files=200))
+    assert (result.status, result.error_type) == ("resource-limit", "DiskLimit"), result
+    assert "more than 200 files" in (result.error_message or "")
+    assert run("open('a.txt', 'w').write('x' * 1000)\n", limits=Limits(max_files=5)).status == "passed"
+
+
 def test_socket_connection_is_blocked_and_never_arrives() -> None:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]

@@ -116,13 +116,14 @@ def test_escapes_are_denied(project: Path, tmp_path: Path, monkeypatch: pytest.M
                     socket.create_connection(("127.0.0.1", {port}), timeout=2)
 
 
+            # Not there, in the run's own root (namespaces); else there, and Landlock's to refuse.
             def test_write_outside():
-                with pytest.raises(PermissionError):
+                with pytest.raises((PermissionError, FileNotFoundError)):
                     open({str(outside / "x.txt")!r}, "w")
 
 
             def test_read_secret():
-                with pytest.raises(PermissionError):
+                with pytest.raises((PermissionError, FileNotFoundError)):
                     open({str(secret)!r}).read()
             """
         )
@@ -191,6 +192,17 @@ def test_a_cancelled_run_ends_at_once(project: Path) -> None:
     worker.join(timeout=20)
     assert not worker.is_alive() and isinstance(outcome[0], RunCancelled), outcome
     assert time.monotonic() - started < 10
+
+
+def test_what_a_test_run_writes_in_all_is_capped(project: Path) -> None:
+    # Each file is under the file size limit; together they pass the disk cap, and the run stops at a look.
+    code = "import time\n\n\ndef test_fill(tmp_path):\n    for i in range(300):\n"
+    code += "        (tmp_path / f'f{i}').write_bytes(b'x' * 2**20)\n        time.sleep(0.01)\n"
+    files = {"tests/test_fill.py": code}
+    run = run_pytest(project, PYTHON, ["tests/test_fill.py"], files=files, limits=ProjectLimits(disk_mb=32))
+    assert run.status == "resource-limit", run.output
+    assert run.output.rstrip().endswith("assist stopped the run: disk limit: wrote more than 32 MB in its directory")
+    assert run_pytest(project, PYTHON, [OK], limits=ProjectLimits(disk_mb=32)).status == "passed"
 
 
 def test_cpu_limit_and_collection_error(project: Path) -> None:
@@ -315,6 +327,87 @@ def test_no_udp_no_shared_memory_and_nothing_started_outlives_the_run(project: P
                 os.kill(int(path.name), signal.SIGKILL)
 
 
+def test_no_socket_file_of_the_host_can_be_reached(project: Path, tmp_path: Path) -> None:
+    # A docker, tmux or D-Bus socket is a file: neither Landlock nor a network namespace rules connecting to one,
+    # and a subprocess is past the audit hook. In the run's own root the file is not there.
+    path = tmp_path / "host.sock"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen(1)
+        listener.setblocking(False)
+        connect = f"import socket; socket.socket(socket.AF_UNIX).connect({str(path)!r}); print('CONNECTED')"
+        code = textwrap.dedent(
+            f"""
+            import subprocess, sys
+
+
+            def test_connect():
+                done = subprocess.run([sys.executable, "-c", {connect!r}], capture_output=True, text=True)
+                assert "CONNECTED" not in done.stdout, done.stderr
+            """
+        )
+        run = run_pytest(project, PYTHON, ["tests/test_sock.py"], files={"tests/test_sock.py": code})
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    if not run.layers["namespaces"][0]:
+        pytest.skip(f"no namespaces here: {run.layers['namespaces'][1]}")
+    assert run.layers["root"][0], run.layers["root"]  # namespaces held, so the root must
+    assert run.ok, run.output
+
+
+NON_ROOT_PROBE = """
+import os, socket, sys
+sys.path.insert(0, sys.argv[1])
+import boundary
+run = sys.argv[2]
+boundary.enter_namespaces()
+if os.fork() == 0:
+    boundary.enter_root(["/usr", "/lib", "/lib64", "/etc/ld.so.cache", run, "/dev/null"], run + "/root")
+    try:
+        socket.socket(socket.AF_UNIX).connect(sys.argv[3])
+        print("CONNECTED", flush=True)
+    except FileNotFoundError:
+        print("NOT THERE", sorted(os.listdir("/")), flush=True)
+    open(run + "/written", "w").close()
+    os._exit(0)
+os.wait()
+"""
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or not Path("/usr/bin/setpriv").exists() or not Path("/usr/bin/python3").exists(),
+    reason="runs a probe as nobody: needs root, setpriv and a system python3",
+)
+def test_a_user_without_privileges_gets_the_same_root_through_a_user_namespace() -> None:
+    # What a developer's machine runs (assist as themself): the user namespace path, probed as nobody.
+    import shutil
+    import tempfile
+
+    from assistant.sandbox import boundary
+
+    folder = Path(tempfile.mkdtemp(prefix="assist-nonroot-"))  # not under pytest's root-only tmp_path
+    try:
+        shutil.copy(boundary.__file__, folder / "boundary.py")
+        (folder / "probe.py").write_text(NON_ROOT_PROBE)
+        run = folder / "run"
+        (run / "root").mkdir(parents=True)
+        os.chmod(folder, 0o755)
+        os.chmod(run, 0o777)
+        with socket.socket(socket.AF_UNIX) as listener:
+            listener.bind(str(folder / "host.sock"))
+            os.chmod(folder / "host.sock", 0o777)
+            listener.listen(1)
+            command = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3"]
+            command += ["-I", str(folder / "probe.py"), str(folder), str(run), str(folder / "host.sock")]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        if "unshare" in done.stderr and "Operation not permitted" in done.stderr:
+            pytest.skip(f"no user namespaces for nobody here: {done.stderr.strip().splitlines()[-1]}")
+        assert done.returncode == 0 and done.stdout.startswith("NOT THERE"), (done.stdout, done.stderr)
+        assert (run / "written").exists()  # the run's folder is there, and writable
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _cmdline(path: Path) -> bytes:
     try:
         return (path / "cmdline").read_bytes()
@@ -333,7 +426,7 @@ def test_an_editable_install_of_the_project_does_not_open_it_to_the_run(project:
     (site / "__editable__.pkg-0.1.pth").write_text(f"{project}\n")
     (project / "secret.env").write_text("TOKEN=1\n")
     secret = str(project / "secret.env")
-    probe = "import pytest\n\n\ndef test_secret():\n    with pytest.raises(PermissionError):\n"
+    probe = "import pytest\n\n\ndef test_secret():\n    with pytest.raises((PermissionError, FileNotFoundError)):\n"
     probe += f"        open({secret!r})\n"
     (project / "tests" / "test_probe.py").write_text(probe)
     listed = ["pkg/__init__.py", "pkg/mod.py", "tests/test_mod.py", "tests/test_probe.py"]

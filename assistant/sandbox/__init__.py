@@ -13,7 +13,8 @@ around itself and everything it starts, where the kernel offers one (see :mod:`a
   capabilities) cannot read ``/proc/<our pid>/environ``;
 * in the candidate's process, a seccomp filter: no fork/exec, ptrace, sockets, new sessions or
   process groups, mounts, signals to other processes, io_uring, bpf, ...;
-* ``resource`` limits on address space, CPU time, file size and core dumps;
+* ``resource`` limits on address space, CPU time, file size and core dumps, and a watch from outside on
+  what the run writes in all (:mod:`assistant.sandbox.disk`);
 * a PEP 578 audit hook above all that, as defence in depth (and the main layer where the kernel has
   none of the above: macOS, old kernels, other CPUs).
 
@@ -53,12 +54,13 @@ from pathlib import Path
 from types import CodeType
 
 from assistant.errors import UsageError
+from assistant.sandbox.disk import DiskWatch
 
 STATUSES = ("passed", "failed", "error", "timeout", "resource-limit")
 # The layers the runner reports on, in the order `assist doctor` shows them.
 LAYERS = ("landlock", "seccomp", "no_new_privs", "caps", "dumpable", "hook")
 # Only project test suites have these: resource limits, and namespaces (they may fork, where seccomp forbids it).
-PROJECT_LAYERS = ("namespaces", "rlimits")
+PROJECT_LAYERS = ("namespaces", "root", "rlimits")
 DISABLE_ENV = "ASSIST_SANDBOX_DISABLE"
 RUNNER_PATH = Path(__file__).with_name("runner.py")
 BOUNDARY_PATH = Path(__file__).with_name("boundary.py")
@@ -101,12 +103,14 @@ class Limits:
     memory_mb: int = 1024  # RLIMIT_AS
     output_limit: int = 64_000  # bytes kept of stdout and of stderr, each
     file_size_mb: int = 16  # RLIMIT_FSIZE
+    disk_mb: int = 256  # what the run may add to its directory in all (assistant.sandbox.disk)
+    max_files: int = 10_000  # files and directories it may add there
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0 or self.cpu_s <= 0 or self.memory_mb <= 0:
             raise ValueError("sandbox limits must be positive")
-        if self.output_limit < 0 or self.file_size_mb < 0:
-            raise ValueError("sandbox output and file size limits must not be negative")
+        if self.output_limit < 0 or self.file_size_mb < 0 or self.disk_mb < 0 or self.max_files < 0:
+            raise ValueError("sandbox output, file size and disk limits must not be negative")
 
 
 def run(code: str, tests: Sequence[str] = (), *, setup: str = "", limits: Limits = Limits()) -> SandboxResult:
@@ -118,7 +122,8 @@ def run(code: str, tests: Sequence[str] = (), *, setup: str = "", limits: Limits
     code runs cleanly and every test passes, "failed" when a test raises (``failed_test`` is
     its source), "error" when ``setup`` or ``code`` raises (including SyntaxError and SystemExit,
     or when the process ends without the harness's verdict), "timeout" when ``limits.timeout_s`` of
-    wall clock ran out, and "resource-limit" when memory, CPU time or file size limits were hit.
+    wall clock ran out, and "resource-limit" when memory, CPU time or file size limits were hit, or the run
+    wrote more in all than ``limits.disk_mb`` or ``limits.max_files`` allow (error_type "DiskLimit").
     """
     return _execute(code, [str(test) for test in tests], setup, limits)[0]
 
@@ -177,7 +182,7 @@ def disabled_layers() -> frozenset[str]:
     """
     raw = os.environ.get(DISABLE_ENV, "")
     names = frozenset(name.strip().lower() for name in raw.split(",") if name.strip())
-    known = (*LAYERS, "namespaces")
+    known = (*LAYERS, "namespaces", "root")
     unknown = sorted(names - set(known))
     if unknown:
         raise UsageError(f"{DISABLE_ENV} names unknown sandbox layers {', '.join(unknown)}; known: {', '.join(known)}")
@@ -286,6 +291,7 @@ def _run_in(
             f,
         )
 
+    watch = DiskWatch(workdir, limits.disk_mb, limits.max_files)
     # Not -I: it implies -E, which would ignore PYTHONHASHSEED; the environment is ours anyway.
     # -s: no user site, -S: no site-packages, -P: no script dir on sys.path, -B: no .pyc writes.
     argv = [sys.executable, "-s", "-S", "-P", "-B", "-c", _BOOTSTRAP, payload_path]
@@ -309,8 +315,10 @@ def _run_in(
     # The runner kills its child at the deadline and reports; we stop waiting a little later.
     runner_deadline = deadline + _RUNNER_GRACE_S
     try:
-        out, err, report_bytes, timed_out = _collect(proc, report_r, runner_deadline, limits.output_limit)
-        if not timed_out:
+        out, err, report_bytes, timed_out, stopped = _collect(
+            proc, report_r, runner_deadline, limits.output_limit, watch
+        )
+        if not timed_out and stopped is None:
             timed_out = not _wait_exited(proc.pid, runner_deadline)
     finally:
         # The runner is not reaped yet, so its pid (= the process group id) cannot have been
@@ -324,7 +332,12 @@ def _run_in(
         os.close(report_r)
 
     report = None if timed_out else _parse_report(report_bytes, len(tests))
-    status, passed, failed_test, error_type, error_message = _outcome(report, tests, timed_out, proc.returncode, limits)
+    if stopped is not None:  # the group was killed for what it wrote: the runner's report, if any, is moot
+        status, passed, failed_test, error_type, error_message = "resource-limit", 0, None, "DiskLimit", stopped
+    else:
+        status, passed, failed_test, error_type, error_message = _outcome(
+            report, tests, timed_out, proc.returncode, limits
+        )
     result = SandboxResult(
         status=status,
         passed=passed,
@@ -340,27 +353,35 @@ def _run_in(
 
 
 def _collect(
-    proc: subprocess.Popen[bytes], report_r: int, deadline: float, output_limit: int
-) -> tuple[bytes, bytes, bytes, bool]:
-    """Read stdout, stderr and the report pipe until all three close or the deadline passes.
+    proc: subprocess.Popen[bytes], report_r: int, deadline: float, output_limit: int, watch: DiskWatch | None = None
+) -> tuple[bytes, bytes, bytes, bool, str | None]:
+    """Read stdout, stderr and the report pipe until all three close, the deadline passes or ``watch`` finds the
+    run past its disk caps (then its process group is killed at once).
 
     Reads in chunks and drops everything past each cap, so the child never blocks on a full
-    pipe and our memory stays bounded. Returns (stdout, stderr, report, timed_out).
+    pipe and our memory stays bounded. Returns (stdout, stderr, report, timed_out, why the watch stopped it).
     """
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     caps = {out_fd: output_limit, err_fd: output_limit, report_r: _REPORT_LIMIT}
     buffers = {fd: bytearray() for fd in caps}
     timed_out = False
+    stopped: str | None = None
     with selectors.DefaultSelector() as selector:
         for fd in caps:
             selector.register(fd, selectors.EVENT_READ)
         while selector.get_map():
+            stopped = watch.check() if watch is not None else None
+            if stopped is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                break
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
-            for key, _ in selector.select(remaining):
+            wait = remaining if watch is None else min(remaining, max(watch.wait(), 0.01))
+            for key, _ in selector.select(wait):
                 chunk = os.read(key.fd, _READ_CHUNK)
                 if not chunk:
                     selector.unregister(key.fd)
@@ -368,7 +389,7 @@ def _collect(
                 room = caps[key.fd] - len(buffers[key.fd])
                 if room > 0:
                     buffers[key.fd] += chunk[:room]
-    return bytes(buffers[out_fd]), bytes(buffers[err_fd]), bytes(buffers[report_r]), timed_out
+    return bytes(buffers[out_fd]), bytes(buffers[err_fd]), bytes(buffers[report_r]), timed_out, stopped
 
 
 def _wait_exited(pid: int, deadline: float) -> bool:

@@ -493,6 +493,7 @@ def install_seccomp(pid: int | None = None) -> str:
 
 # --- namespaces (the project sandbox) --------------------------------------------------------------
 
+CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
@@ -517,19 +518,107 @@ def enter_namespaces() -> str:
     a container's seccomp profile). Returns a description."""
     if not LINUX:
         raise OSError(f"namespaces are Linux only ({sys.platform})")
-    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID
+    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNS
     if os.getuid() == 0:
         _check(_libc().unshare(flags), "unshare")
-        return "own network, IPC and PID namespaces: no network, no shared IPC, no process outlives the run"
+        _private_mounts()
+        return "own network, IPC, PID and mount namespaces: no network, no shared IPC, no process outlives the run"
     uid, gid = os.getuid(), os.getgid()
     _check(_libc().unshare(flags | CLONE_NEWUSER), "unshare")
     _write_proc("/proc/self/setgroups", "deny")  # needed before gid_map; keeps supplementary groups as they are
     _write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
     _write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
+    _private_mounts()
     return (
-        "own user (mapping only itself), network, IPC and PID namespaces: no network, no shared IPC, no process "
-        "outlives the run"
+        "own user (mapping only itself), network, IPC, PID and mount namespaces: no network, no shared IPC, no "
+        "process outlives the run"
     )
+
+
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_REMOUNT = 0x20
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MNT_DETACH = 0x2
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    encode = lambda text: None if text is None else text.encode()  # noqa: E731
+    _check(_libc().mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)), target)
+
+
+def _private_mounts() -> None:
+    """Nothing mounted in the new mount namespace propagates back to the host's (systemd shares /)."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def _mirror(path: str, root: str, placed: set[str], depth: int = 0) -> None:
+    """Make `path` resolve under `root` as it does on the host: each symlink on the way is recreated, and the
+    real folder or file it ends at is bind-mounted (read-only rights stay Landlock's to give)."""
+    if depth > 40:
+        raise OSError(f"too many symlinks under {path}")
+    parts = [part for part in path.split("/") if part]
+    current = ""
+    for index, part in enumerate(parts):
+        current += "/" + part
+        if os.path.islink(current):
+            target = os.readlink(current)
+            if root + current not in placed:
+                os.makedirs(os.path.dirname(root + current), exist_ok=True)
+                if not os.path.lexists(root + current):
+                    os.symlink(target, root + current)
+                placed.add(root + current)
+            rest = "/".join(parts[index + 1 :])
+            resolved = os.path.normpath(os.path.join(os.path.dirname(current), target, rest))
+            _mirror(resolved, root, placed, depth + 1)
+            return
+    if (
+        not os.path.exists(current)
+        or root + current in placed
+        or any((root + current).startswith(done + "/") for done in placed)
+    ):
+        return  # missing here, or inside something already mounted
+    if os.path.isdir(current):
+        os.makedirs(root + current, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(root + current), exist_ok=True)
+        open(root + current, "a").close()  # a bind mount needs a file to cover
+    # Recursive (a user namespace may not bind a folder without what is mounted under it), except for the folder
+    # that holds the new root's own mount point: the run's, whose copy would otherwise hold the root again.
+    holds_root = os.path.commonpath([root, current]) == current
+    _mount(current, root + current, None, MS_BIND if holds_root else MS_BIND | MS_REC)
+    placed.add(root + current)
+
+
+def enter_root(paths: list[str], mountpoint: str) -> str:
+    """Make a root of our own holding only `paths` (what Landlock will grant: the interpreter, the system
+    libraries, the run's folder, a few devices) and move into it, leaving the host's root behind. Socket files
+    the run could otherwise connect to by path (a docker or tmux socket, the user's D-Bus), which neither
+    Landlock nor a network namespace rules, are then not there. Needs the mount namespace
+    :func:`enter_namespaces` made and its capabilities (call it before dropping them). `mountpoint`: an empty
+    folder of the run's, covered by the new root's tmpfs. Raises OSError; until the final switch this process
+    keeps the host's root. Returns a description."""
+    _mount("tmpfs", mountpoint, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    placed: set[str] = set()
+    # Shortest first, so a folder inside one already mounted is not mounted again.
+    for path in sorted({os.path.abspath(p) for p in paths}, key=lambda p: (p.count("/"), p)):
+        _mirror(path, mountpoint, placed)
+    cwd = os.getcwd()
+    _mount(None, mountpoint, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    os.chdir(mountpoint)
+    number = _ARCHES.get(MACHINE, (0, {}))[1].get("pivot_root")
+    if number is None:
+        raise OSError(f"pivot_root: no number for {MACHINE}")
+    _syscall(number, b".", b".")  # the old root now lies on top of the new one, at /
+    _check(_libc().umount2(b".", ctypes.c_int(MNT_DETACH)), "umount2")
+    try:
+        os.chdir(cwd)  # the same path in the new root, where it is one of `paths` or under one
+    except OSError:
+        os.chdir("/")
+    return f"a root of its own: {len(placed)} paths of the host (what Landlock grants), no other file or socket"
 
 
 def namespaces_available() -> tuple[bool, str]:

@@ -9,10 +9,12 @@ dir, PYTHONPATH, PYTHONHASHSEED=0, no bytecode writes; nothing from our environm
 proxies). The launcher puts the boundary around itself and then execs ``python -m pytest -q -p
 no:cacheprovider -p assist_pytest_plugin ...``, so pytest and everything it starts hold:
 
-* where the kernel allows (root, or a user namespace), network, IPC and PID namespaces of the run's own: no
-  network interface is up (no UDP or TCP to anywhere, loopback included; no abstract unix socket outside), no
+* where the kernel allows (root, or a user namespace), network, IPC, PID and mount namespaces of the run's own:
+  no network interface is up (no UDP or TCP to anywhere, loopback included; no abstract unix socket outside), no
   System V shared memory, semaphore or queue of any other process, and when pytest ends the kernel kills every
-  process the run left (one that called ``setsid()`` included);
+  process the run left (one that called ``setsid()`` included); and a root of its own that holds only what
+  Landlock grants below, so no other file is even there: no socket file of the host (a docker, tmux or D-Bus
+  socket), which neither Landlock nor a network namespace rules (``ProjectRun.layers["root"]``);
 
 * Landlock: read and execute on the interpreter (prefixes, venv, its ``sys.path``) and the system library
   dirs; every right on the run's directory and /dev/null; nothing else (not /proc, $HOME, /root or the
@@ -23,7 +25,10 @@ no:cacheprovider -p assist_pytest_plugin ...``, so pytest and everything it star
   ptracing anything outside it;
 * ``PR_SET_NO_NEW_PRIVS`` and every capability dropped (we may run as root); not ``PR_SET_DUMPABLE``, which
   the exec of pytest would undo (Landlock keeps the run away from our /proc and from ptrace instead);
-* rlimits: address space, CPU time, file size, no core dumps, and for non-root users a cap on processes;
+* rlimits: address space, CPU time, file size, no core dumps, and for non-root users a cap on processes; and a
+  watch from outside on what the run writes in all (:mod:`assistant.sandbox.disk`: megabytes and files added
+  to its directory, checked a few times a second, so a fast writer can pass the cap by what it writes between
+  two looks);
 * in pytest's process, the plugin's PEP 578 audit hook: no TCP/UDP connect, bind or sendto, no AF_UNIX
   connection to a socket file outside the run;
 * a wall-clock timeout that kills the whole process group; output read in chunks and capped; the run's
@@ -37,12 +42,12 @@ What a test run (the generated code, which runs inside pytest's process) can sti
 * fork and exec anything readable (no seccomp filter here: test suites need subprocesses). What it starts
   keeps the Landlock, no_new_privs and rlimit layers, not the audit hook;
 * where namespaces are not available (``ProjectRun.layers["namespaces"]`` says why): send UDP from a
-  subprocess or through ctypes (Landlock only rules TCP), use System V IPC, and start a child that calls
-  ``setsid()``, leaves the process group and outlives the timeout until its CPU limit or its own end;
-* connect to a unix socket file it can reach by path (e.g. a docker socket), since neither Landlock nor a
-  network namespace rules connecting to existing socket files: the hook stops this only in pytest's process;
+  subprocess or through ctypes (Landlock only rules TCP), use System V IPC, start a child that calls
+  ``setsid()``, leaves the process group and outlives the timeout until its CPU limit or its own end, and
+  connect to a unix socket file it can reach by path (e.g. a docker socket: the hook stops this only in
+  pytest's process);
 * read other source trees the venv's .pth files name (editable installs of other projects), and use the CPU,
-  memory and time its limits allow; disk too: the file size limit is per file, not on how many it writes.
+  memory, time and disk its limits allow.
 
 Without Landlock (old kernels, other OSes) the run still happens, :attr:`ProjectRun.layers` says so, and
 this process makes itself non-dumpable so that the run cannot read /proc/<our pid>/environ.
@@ -73,6 +78,7 @@ from assistant.sandbox import (
     _remove_tree,
     disabled_layers,
 )
+from assistant.sandbox.disk import DiskWatch
 
 LAUNCHER_PATH = Path(__file__).with_name("project_launcher.py")
 PLUGIN_PATH = Path(__file__).with_name("pytest_plugin.py")
@@ -115,12 +121,14 @@ class ProjectLimits:
     memory_mb: int = 2048  # RLIMIT_AS
     file_size_mb: int = 64  # RLIMIT_FSIZE
     output_limit: int = 200_000  # bytes of pytest output kept
+    disk_mb: int = 1024  # what the run may add to its directory (the copy included) in all
+    max_files: int = 100_000  # files and directories it may add there
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0 or self.cpu_s <= 0 or self.memory_mb <= 0:
             raise ValueError("project sandbox limits must be positive")
-        if self.output_limit < 0 or self.file_size_mb < 0:
-            raise ValueError("project sandbox output and file size limits must not be negative")
+        if self.output_limit < 0 or self.file_size_mb < 0 or self.disk_mb < 0 or self.max_files < 0:
+            raise ValueError("project sandbox output, file size and disk limits must not be negative")
 
 
 @dataclass(frozen=True)
@@ -177,7 +185,8 @@ def run_pytest(
     The status is "passed" when pytest exited 0, no test failed or errored, at least one passed and every
     asked node id has a result; "failed" when pytest ran the tests and some failed (or none passed);
     "error" for a collection, usage or internal error, or when the run left no results; "timeout" when
-    ``limits.timeout_s`` ran out; "resource-limit" when pytest was killed for CPU time or file size.
+    ``limits.timeout_s`` ran out; "resource-limit" when pytest was killed for CPU time or file size, or stopped for
+    what it wrote in all (``limits.disk_mb``, ``limits.max_files``; the output's last line says which).
     """
     project = Path(project)
     python = Path(os.path.abspath(python))  # absolute (the run's cwd differs), but not resolved: venvs are symlinks
@@ -290,7 +299,7 @@ def _run_in(
 ) -> ProjectRun:
     """Start the launcher in the copy, collect output and results, and build the run's account. `protect` (the
     original project) is never made readable to the run, even where the interpreter's venv names it."""
-    for name in ("home", "tmp", "plugin"):
+    for name in ("home", "tmp", "plugin", "root"):
         (run_dir / name).mkdir()
     # pytest looks for its configuration upwards from the tests: a project without one of its own would pick up
     # whatever pytest.ini lies above the temporary copy (another user's /tmp/pytest.ini could deselect or
@@ -323,11 +332,13 @@ def _run_in(
         "cpu_s": limits.cpu_s,
         "file_size_mb": limits.file_size_mb,
         "write_paths": [str(run_dir)],
+        "root_mount": str(run_dir / "root"),  # where the launcher builds the run's own root (namespaces only)
         "protect": [str(protect)] if protect else [],
         "disable": sorted(disabled),
     }
     job_path.write_text(json.dumps(job), encoding="utf-8")
 
+    watch = DiskWatch(str(run_dir), limits.disk_mb, limits.max_files)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -350,7 +361,7 @@ def _run_in(
     os.close(report_w)  # only the launcher holds the write end now
     deadline = started + limits.timeout_s
     try:
-        output, report, timed_out = _collect(proc, report_r, deadline, limits.output_limit, cancel)
+        output, report, timed_out, stopped = _collect(proc, report_r, deadline, limits.output_limit, cancel, watch)
     finally:
         # Not reaped yet, so the pid (= the process group id) cannot have been reused: killing the group
         # is safe, and takes stray children with it.
@@ -363,7 +374,7 @@ def _run_in(
     duration = time.monotonic() - started
 
     layers = _layers(report, disabled)
-    results = None if timed_out else _read_results(results_path)
+    results = None if timed_out or stopped else _read_results(results_path)
     if results is not None:
         hook = results.get("hook")
         if isinstance(hook, list) and len(hook) == 2:
@@ -372,13 +383,16 @@ def _run_in(
     calls = _calls(results) if trace else {}
     returncode = None if timed_out else os.waitstatus_to_exitcode(wait_status)
     status = _status(timed_out, wait_status, cpu_s, limits, results, outcomes, node_ids)
+    if stopped is not None:
+        status = "resource-limit"
+    text = output.decode("utf-8", errors="replace")
     return ProjectRun(
         status=status,
         outcomes=outcomes,
         calls=calls,
         returncode=returncode,
         duration_s=duration,
-        output=output.decode("utf-8", errors="replace"),
+        output=text if stopped is None else f"{text}\nassist stopped the run: {stopped}\n",
         layers=layers,
     )
 
@@ -389,13 +403,15 @@ def _collect(
     deadline: float,
     output_limit: int,
     cancel: threading.Event | None = None,
-) -> tuple[bytes, bytes, bool]:
-    """Read the output and the launcher's report until pytest exits and the pipes close, or the deadline.
-    Raises RunCancelled within a tenth of a second of ``cancel`` being set (the caller kills the group).
+    watch: DiskWatch | None = None,
+) -> tuple[bytes, bytes, bool, str | None]:
+    """Read the output and the launcher's report until pytest exits and the pipes close, the deadline, or
+    ``watch`` finding the run past its disk caps. Raises RunCancelled within a tenth of a second of ``cancel``
+    being set (the caller kills the group, as it does when the watch stops the run).
 
     Reads in chunks and drops what is past each cap, so the run never blocks on a full pipe. Once pytest
     has exited, output left by stray children is read for at most a second. Returns (output, report,
-    timed_out).
+    timed_out, why the watch stopped the run or None).
     """
     assert proc.stdout is not None
     out_fd = proc.stdout.fileno()
@@ -422,15 +438,20 @@ def _collect(
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(proc.pid, signal.SIGKILL)
                 if exited_at is not None and (not pipes_open or time.monotonic() - exited_at > _DRAIN_AFTER_EXIT_S):
-                    return bytes(buffers[out_fd]), bytes(buffers[report_r]), False
+                    return bytes(buffers[out_fd]), bytes(buffers[report_r]), False, None
                 if cancel is not None and cancel.is_set():
                     raise RunCancelled("the run was cancelled")
+                stopped = watch.check() if watch is not None and exited_at is None else None
+                if stopped is not None:
+                    return bytes(buffers[out_fd]), bytes(buffers[report_r]), False, stopped
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return bytes(buffers[out_fd]), bytes(buffers[report_r]), True
+                    return bytes(buffers[out_fd]), bytes(buffers[report_r]), True, None
                 wait = remaining if pidfd is not None and exited_at is None else min(remaining, 0.05)
                 if cancel is not None:
                     wait = min(wait, _CANCEL_POLL_S)
+                if watch is not None:
+                    wait = min(wait, max(watch.wait(), 0.01))
                 if not pipes_open and exited_at is None and pidfd is None:
                     time.sleep(wait)
                     continue

@@ -5,9 +5,11 @@ run's directory and its own session. It must stay standard-library-only and must
 ``assistant`` package (the project's venv does not have it). It:
 
 1. reads the job (JSON) and deletes it;
-2. enters network, IPC and PID namespaces of its own where the kernel allows (:func:`boundary.enter_namespaces`):
-   then it forks the run's first process and stays outside, waiting, to exit as pytest did; that first process
-   waits for pytest as the namespace's init, and when it exits the kernel kills whatever the run left behind;
+2. enters network, IPC, PID and mount namespaces of its own where the kernel allows
+   (:func:`boundary.enter_namespaces`): then it forks the run's first process and stays outside, waiting, to exit
+   as pytest did; that first process waits for pytest as the namespace's init, and when it exits the kernel kills
+   whatever the run left behind. Pytest's process then moves into a root of its own that holds only what step 4
+   grants (:func:`boundary.enter_root`), so no socket file of the host can be reached by path;
 3. sets rlimits (address space, CPU time, file size, no core dumps, a cap on processes for non-root users),
    ``PR_SET_NO_NEW_PRIVS`` and drops every capability (not ``PR_SET_DUMPABLE``: exec would undo it);
 4. restricts itself with Landlock: read and execute on the interpreter (its prefixes, the venv and what its
@@ -96,15 +98,22 @@ def set_limits(job, layers):
     )
 
 
-def load_boundary():
-    """boundary.py from beside this file (the package itself is not importable here)."""
-    from importlib.machinery import SourceFileLoader
+_boundary = None
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boundary.py")
-    module = type(sys)("_assist_boundary")
-    module.__file__ = path
-    SourceFileLoader("_assist_boundary", path).exec_module(module)
-    return module
+
+def load_boundary():
+    """boundary.py from beside this file (the package itself is not importable here), loaded once: after
+    :func:`enter_root` this file's folder is no longer there to read."""
+    global _boundary
+    if _boundary is None:
+        from importlib.machinery import SourceFileLoader
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boundary.py")
+        module = type(sys)("_assist_boundary")
+        module.__file__ = path
+        SourceFileLoader("_assist_boundary", path).exec_module(module)
+        _boundary = module
+    return _boundary
 
 
 def venv_paths(executable):
@@ -234,6 +243,18 @@ def apply_boundary(job, layers):
         )
 
 
+def enter_root(job, layers):
+    """Move pytest's process into a root holding only what Landlock will grant (see the module's docstring)."""
+    if "root" in set(job["disable"]):
+        layers["root"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
+        return
+    paths = read_paths(job.get("protect", ())) + list(job["write_paths"]) + list(DEVICE_PATHS)
+    try:
+        layers["root"] = (True, load_boundary().enter_root(paths, job["root_mount"]))
+    except Exception as exc:
+        layers["root"] = (False, f"failed: {describe(exc)}")
+
+
 def report(fd, layers):
     """Write the layers to the parent's report pipe and close it."""
     data = json.dumps({name: list(value) for name, value in layers.items()}).encode("utf-8")
@@ -355,6 +376,9 @@ def main(job_path):
         set_limits(job, layers)
         if isolate(job, layers):
             supervise(report_fd)
+            enter_root(job, layers)
+        else:
+            layers["root"] = (False, "needs the namespaces")
         apply_boundary(job, layers)
     except BaseException as exc:  # a launcher bug must not run the tests outside the boundary
         layers["launcher"] = (False, f"failed: {describe(exc)}")

@@ -12,6 +12,8 @@ import typer
 from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
+from typer._click.exceptions import NoArgsIsHelpError  # typer is pinned; it vendors Click
+from typer._click.exceptions import UsageError as ClickUsageError
 
 from assistant.config import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from assistant.errors import AssistError, UsageError
@@ -820,7 +822,23 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # assist never fetches models from a hub
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     setup_logging()
-    app(prog_name="assist")
+    try:
+        # Not standalone: Click's own usage error is four lines (usage, a hint, a blank, the error).
+        code = app(prog_name="assist", standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # `assist eval` alone: the help is the answer
+        exc.show()
+        sys.exit(exc.exit_code)
+    except ClickUsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        err.print(f"[bold red]error:[/] {escape(exc.format_message())}{escape(hint)}", markup=True)
+        sys.exit(exc.exit_code)
+    except typer.TyperException as exc:  # Click's errors (typer vendors Click)
+        err.print(f"[bold red]error:[/] {escape(exc.format_message())}", markup=True)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("interrupted")
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -293,8 +293,9 @@ def _namespaces_check() -> Check:
     return Check(
         name,
         None,
-        f"not available ({detail}): a project's tests may use UDP and System V IPC, and a process they start in a "
-        "session of its own may outlive the run",
+        f"not available ({detail}): a project's tests may use UDP and System V IPC, connect to a unix socket file "
+        "they can reach (a docker or tmux socket), and a process they start in a session of its own may outlive "
+        "the run",
         "run assist where unprivileged user namespaces are allowed (sysctl kernel.unprivileged_userns_clone=1; on "
         "Ubuntu 24.04+ kernel.apparmor_restrict_unprivileged_userns=0), or in a container that permits unshare",
     )
