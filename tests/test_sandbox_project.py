@@ -355,6 +355,25 @@ def test_no_socket_file_of_the_host_can_be_reached(project: Path, tmp_path: Path
     assert run.ok, run.output
 
 
+def test_shell_scripts_and_shell_true_still_run(project: Path) -> None:
+    # The run's own root holds /bin (scripts' `#!/bin/sh`, `shell=True`): click's pager tests write such a script.
+    code = textwrap.dedent(
+        """
+        import subprocess
+
+
+        def test_script(tmp_path):
+            script = tmp_path / "pager"
+            script.write_text("#!/bin/sh\\ncat\\n")
+            script.chmod(0o755)
+            assert subprocess.run([str(script)], input=b"hi", capture_output=True).stdout == b"hi"
+            assert subprocess.run("echo $((6 * 7))", shell=True, capture_output=True).stdout == b"42\\n"
+        """
+    )
+    run = run_pytest(project, PYTHON, ["tests/test_sh.py"], files={"tests/test_sh.py": code})
+    assert run.ok, run.output
+
+
 NON_ROOT_PROBE = """
 import os, socket, sys
 sys.path.insert(0, sys.argv[1])

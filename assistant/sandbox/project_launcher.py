@@ -32,6 +32,9 @@ import sys
 
 # The same values as assistant/sandbox/runner.py (a test checks they agree).
 SYSTEM_READ_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime")
+# Only here (a candidate never execs): what `#!/bin/sh` lines, `shell=True` and Debian's alternatives (symlinks
+# such as /usr/bin/awk -> /etc/alternatives/awk) name. Where /bin is a link to usr/bin, the link is all it adds.
+EXEC_READ_PATHS = ("/bin", "/etc/alternatives")
 DEVICE_PATHS = ("/dev/null",)
 DEVICE_READ_PATHS = ("/dev/urandom", "/dev/random", "/dev/zero")
 NPROC_HEADROOM = 256  # processes and threads a run may add to what its user already has
@@ -178,7 +181,7 @@ def read_paths(protected=()):
     protected = [os.path.realpath(p) for p in protected]
     root = os.path.realpath(venv[0]) if venv else None
     paths += venv[:1] + [p for p in venv[1:] if not _exposes(p, protected, root)]
-    paths += list(SYSTEM_READ_PATHS) + list(DEVICE_READ_PATHS)
+    paths += list(SYSTEM_READ_PATHS) + list(EXEC_READ_PATHS) + list(DEVICE_READ_PATHS)
     unique = []
     for path in paths:
         if path and path not in unique:
