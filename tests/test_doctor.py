@@ -43,9 +43,12 @@ def test_sandbox_lines_are_ok_with_every_layer_on(monkeypatch: pytest.MonkeyPatc
         assert checks[f"sandbox {layer}"].ok is True, checks[f"sandbox {layer}"]
     namespaces = checks["sandbox namespaces"]
     assert namespaces.ok in (True, None) and "namespaces" in namespaces.detail
+    root = checks["sandbox root"]
+    assert root.ok is (True if namespaces.ok else None), root  # the root needs the namespaces, and holds with them
     monkeypatch.setenv("ASSIST_SANDBOX_DISABLE", "namespaces")
     with pytest.warns(RuntimeWarning, match="namespaces"):
-        assert by_name(doctor.sandbox_checks())["sandbox namespaces"].ok is None
+        off = by_name(doctor.sandbox_checks())
+    assert off["sandbox namespaces"].ok is None and off["sandbox root"].ok is None
 
 
 @pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")

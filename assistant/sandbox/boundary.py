@@ -642,6 +642,37 @@ def namespaces_available() -> tuple[bool, str]:
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, detail or "the probe reported nothing"
 
 
+def root_available() -> tuple[bool, str]:
+    """Whether :func:`enter_root` works here after :func:`enter_namespaces`, tried in a forked child that builds a
+    root of /usr and an empty folder (this process is left as it is)."""
+    if not LINUX:
+        return False, f"Linux only ({sys.platform})"
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="assist-root-probe-")
+    os.mkdir(os.path.join(folder, "root"))
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's report comes back through the pipe
+        os.close(read)
+        try:
+            enter_namespaces()
+            enter_root(["/usr", folder], os.path.join(folder, "root"))
+            there = os.path.isdir(folder) and not os.path.exists("/proc/self")
+            detail, code = ("a root holding only what it was given", 0) if there else ("the host showed through", 1)
+        except BaseException as exc:
+            detail, code = f"{type(exc).__name__}: {exc}", 1
+        os.write(write, detail.encode()[:4000])
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as stream:
+        detail = stream.read().decode(errors="replace")
+    _, status = os.waitpid(child, 0)
+    shutil.rmtree(folder, ignore_errors=True)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, detail or "the probe reported nothing"
+
+
 # --- what the kernel offers --------------------------------------------------------------------
 
 

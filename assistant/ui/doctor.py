@@ -276,7 +276,29 @@ def sandbox_checks() -> list[Check]:
         else:
             checks.append(Check(f"sandbox {name}", None, f"not available: {detail}", _SANDBOX_FIXES[name]))
     checks.append(_namespaces_check())
+    checks.append(_root_check())
     return checks
+
+
+def _root_check() -> Check:
+    """Whether a project's test suite runs in a root of its own (no socket file of the host to connect to)."""
+    from assistant import sandbox
+    from assistant.sandbox import boundary
+
+    name = "sandbox root"
+    off = sorted({"namespaces", "root"} & sandbox.disabled_layers())
+    if off:
+        return Check(name, None, f"{off[0]} disabled by ASSIST_SANDBOX_DISABLE", f"unset {sandbox.DISABLE_ENV}")
+    on, detail = boundary.root_available()
+    if on:
+        return Check(name, True, "project test suites run in a root holding only what Landlock grants")
+    return Check(
+        name,
+        None,
+        f"not available ({detail}): a project's tests can connect to a unix socket file they can reach (a docker "
+        "or tmux socket)",
+        "the namespaces above are needed, and the kernel must allow mounts in them",
+    )
 
 
 def _namespaces_check() -> Check:
