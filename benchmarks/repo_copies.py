@@ -6,7 +6,7 @@ retrieval strategy could be shown the answer while zero-shot could not. `eval re
 (:func:`assistant.evaluate.repo.run.copied_tasks` is the same test); records made before hold the leak. This
 script lists the tasks (one id a line, for `runs_versus.py --skip`) and, given results folders, pass@1 per
 strategy with and without them, and each strategy's paired difference from zero-shot over the tasks without them.
-It reads the projects' cached task lists and indexes (from the first `assist eval repo` run) and asserts nothing.
+It reads the projects' cached task lists (from the first `assist eval repo` run) and their trees, and asserts nothing.
 From the repo root:
 
     .venv/bin/python benchmarks/repo_copies.py --list > copies.txt
@@ -21,10 +21,9 @@ import sys
 from pathlib import Path
 
 from assistant.cache import JsonlCache
-from assistant.code.examples import Example
 from assistant.evaluate.metrics import bootstrap_ci, interval_cell, paired_difference
-from assistant.evaluate.repo.projects import PROJECTS, bench_dir
-from assistant.evaluate.repo.run import copied_tasks
+from assistant.evaluate.repo.projects import PROJECTS, bench_dir, prepare
+from assistant.evaluate.repo.run import copied_tasks, project_sources
 from assistant.evaluate.repo.tasks import FunctionTask
 from assistant.evaluate.report import complete_tasks
 
@@ -41,9 +40,8 @@ def copies() -> dict[str, list[str]]:
             )
             continue
         tasks = [FunctionTask.from_json(t) for t in json.loads((root / "function-tasks.json").read_text())["tasks"]]
-        with (root / "index" / "functions" / "examples.jsonl").open(encoding="utf-8") as handle:
-            examples = [Example.from_json(json.loads(line)) for line in handle]
-        found[spec.name] = sorted(copied_tasks(tasks, examples))
+        functions, _ = project_sources(prepare(spec))  # prepared already (its tasks are cached): read back
+        found[spec.name] = sorted(copied_tasks(tasks, functions))
     return found
 
 

@@ -96,13 +96,8 @@ class ProjectIndexes:
     encoder: TextEncoder
 
 
-def index_project(
-    project: Project, encoder: TextEncoder, progress: Progress | None = None, cached: bool = True
-) -> ProjectIndexes:
-    """Functions and fragments of every .py file of the pristine tree (code and tests).
-
-    The first build embeds some 20,000 texts (several minutes on 2 cores); with `cached` the vectors are kept
-    beside the project and later runs read them back."""
+def project_sources(project: Project) -> tuple[list[Example], list[Example]]:
+    """The functions and the 20-line fragments of every .py file of the pristine tree (code and tests)."""
     functions: list[Example] = []
     fragments: list[Example] = []
     for rel in project.all_files():
@@ -112,6 +107,17 @@ def index_project(
         with contextlib.suppress(SyntaxError):  # a file this Python cannot parse still has fragments
             functions.extend(EXTRACTORS[".py"](text, rel, blob))
         fragments.extend(split_fragments(text, rel, blob))
+    return functions, fragments
+
+
+def index_project(
+    project: Project, encoder: TextEncoder, progress: Progress | None = None, cached: bool = True
+) -> ProjectIndexes:
+    """Functions and fragments of every .py file of the pristine tree (code and tests).
+
+    The first build embeds some 20,000 texts (several minutes on 2 cores); with `cached` the vectors are kept
+    beside the project and later runs read them back."""
+    functions, fragments = project_sources(project)
     source = {"kind": "repo-bench", "name": project.spec.key}
     report = progress or (lambda *a: None)
     # Kept beside the project (a vector is reused while its text and the encoder are the same).
