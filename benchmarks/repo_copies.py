@@ -22,7 +22,7 @@ from pathlib import Path
 
 from assistant.cache import JsonlCache
 from assistant.evaluate.metrics import bootstrap_ci, interval_cell, paired_difference
-from assistant.evaluate.repo.projects import PROJECTS, bench_dir, prepare
+from assistant.evaluate.repo.projects import PROJECTS, bench_dir
 from assistant.evaluate.repo.run import copied_tasks, project_sources
 from assistant.evaluate.repo.tasks import FunctionTask
 from assistant.evaluate.report import complete_tasks
@@ -40,7 +40,7 @@ def copies() -> dict[str, list[str]]:
             )
             continue
         tasks = [FunctionTask.from_json(t) for t in json.loads((root / "function-tasks.json").read_text())["tasks"]]
-        functions, _ = project_sources(prepare(spec))  # prepared already (its tasks are cached): read back
+        functions, _ = project_sources(root / "src")  # the unpacked sdist the tasks were drawn from
         found[spec.name] = sorted(copied_tasks(tasks, functions))
     return found
 

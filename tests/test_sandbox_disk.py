@@ -34,3 +34,22 @@ def test_the_watch_counts_growth_from_its_baseline(tmp_path: Path) -> None:
         (tmp_path / f"e{i}").touch()
     watch._next = 0.0
     assert watch.check() == "disk limit: made more than 3 files and directories"
+
+
+def test_a_tree_past_path_max_is_measured(tmp_path: Path) -> None:
+    # Twenty folders of 250-character names put the file past PATH_MAX (4,096): walked by path, it would be missed.
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for level in range(20):
+            name = f"{level:03d}" + "d" * 247
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        out = os.open("deep.bin", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+        os.write(out, b"z" * 2**20)
+        os.close(out)
+    finally:
+        os.close(fd)
+    found = usage(str(tmp_path))
+    assert found.entries == 21 and found.bytes >= 2**20

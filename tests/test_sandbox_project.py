@@ -374,6 +374,43 @@ def test_shell_scripts_and_shell_true_still_run(project: Path) -> None:
     assert run.ok, run.output
 
 
+def test_a_temp_dir_reached_through_a_symlink(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytest names tests from the real path: the asked node ids went unmatched (status "error", as on macOS's
+    # /var/folders). And the run's folder is bound into its root: through a symlink, binding it with what is mounted
+    # under it would bring the half-built root along (the venv and /usr, writable through it).
+    import tempfile
+
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "link"))
+    code = "import os\n\n\ndef test_empty():\n"
+    code += "    assert os.listdir(os.environ['ASSIST_PYTEST_RUN_DIR'] + '/root') == []\n"
+    run = run_pytest(project, PYTHON, ["tests/test_r.py"], files={"tests/test_r.py": code})
+    assert run.ok, run.output
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="builds a root directly: needs root")
+def test_a_root_that_fails_half_built_is_taken_away(tmp_path: Path) -> None:
+    from assistant.sandbox import boundary
+
+    mountpoint = tmp_path / "root"
+    mountpoint.mkdir()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - reports through its exit status
+        code = 1
+        try:
+            boundary._syscall = lambda *args: (_ for _ in ()).throw(OSError("pivot_root refused"))
+            try:
+                boundary.enter_root(["/usr"], [str(tmp_path)], str(mountpoint))
+            except OSError:
+                code = 0 if os.listdir(mountpoint) == [] and os.getcwd() != str(mountpoint) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0  # 2: the half-built root (its /usr bind) was left in place
+
+
 NON_ROOT_PROBE = """
 import os, socket, sys
 sys.path.insert(0, sys.argv[1])
@@ -381,7 +418,7 @@ import boundary
 run = sys.argv[2]
 boundary.enter_namespaces()
 if os.fork() == 0:
-    boundary.enter_root(["/usr", "/lib", "/lib64", "/etc/ld.so.cache", run, "/dev/null"], run + "/root")
+    boundary.enter_root(["/usr", "/lib", "/lib64", "/etc/ld.so.cache"], [run, "/dev/null"], run + "/root")
     try:
         socket.socket(socket.AF_UNIX).connect(sys.argv[3])
         print("CONNECTED", flush=True)

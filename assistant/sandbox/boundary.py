@@ -518,27 +518,29 @@ def enter_namespaces() -> str:
     a container's seccomp profile). Returns a description."""
     if not LINUX:
         raise OSError(f"namespaces are Linux only ({sys.platform})")
-    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNS
+    flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID
     if os.getuid() == 0:
         _check(_libc().unshare(flags), "unshare")
-        _private_mounts()
-        return "own network, IPC, PID and mount namespaces: no network, no shared IPC, no process outlives the run"
+        return "own network, IPC and PID namespaces: no network, no shared IPC, no process outlives the run"
     uid, gid = os.getuid(), os.getgid()
     _check(_libc().unshare(flags | CLONE_NEWUSER), "unshare")
     _write_proc("/proc/self/setgroups", "deny")  # needed before gid_map; keeps supplementary groups as they are
     _write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
     _write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
-    _private_mounts()
     return (
-        "own user (mapping only itself), network, IPC, PID and mount namespaces: no network, no shared IPC, no "
-        "process outlives the run"
+        "own user (mapping only itself), network, IPC and PID namespaces: no network, no shared IPC, no process "
+        "outlives the run"
     )
 
 
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MS_NOEXEC = 0x8
 MS_REMOUNT = 0x20
+MS_NOATIME = 0x400
+MS_NODIRATIME = 0x800
+MS_RELATIME = 0x200000
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
@@ -555,9 +557,22 @@ def _private_mounts() -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 
-def _mirror(path: str, root: str, placed: set[str], depth: int = 0) -> None:
+def _read_only(target: str) -> None:
+    """Remount the bind at `target` read-only, keeping the flags a user namespace may not drop (nosuid, ...)."""
+    kept = os.statvfs(target).f_flag
+    flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+    for st_flag, ms_flag in ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME), (2048, MS_NODIRATIME)):
+        if kept & st_flag:
+            flags |= ms_flag
+    if kept & 4096:  # ST_RELATIME
+        flags |= MS_RELATIME
+    _mount(None, target, None, flags)
+
+
+def _mirror(path: str, root: str, placed: set[str], writable: frozenset[str], depth: int = 0) -> None:
     """Make `path` resolve under `root` as it does on the host: each symlink on the way is recreated, and the
-    real folder or file it ends at is bind-mounted (read-only rights stay Landlock's to give)."""
+    real folder or file it ends at is bind-mounted, read-only unless it is one of `writable` (Landlock gives
+    the rights; the read-only bind is a second lock)."""
     if depth > 40:
         raise OSError(f"too many symlinks under {path}")
     parts = [part for part in path.split("/") if part]
@@ -573,7 +588,7 @@ def _mirror(path: str, root: str, placed: set[str], depth: int = 0) -> None:
                 placed.add(root + current)
             rest = "/".join(parts[index + 1 :])
             resolved = os.path.normpath(os.path.join(os.path.dirname(current), target, rest))
-            _mirror(resolved, root, placed, depth + 1)
+            _mirror(resolved, root, placed, writable, depth + 1)
             return
     if (
         not os.path.exists(current)
@@ -591,34 +606,51 @@ def _mirror(path: str, root: str, placed: set[str], depth: int = 0) -> None:
     holds_root = os.path.commonpath([root, current]) == current
     _mount(current, root + current, None, MS_BIND if holds_root else MS_BIND | MS_REC)
     placed.add(root + current)
+    if current not in writable:
+        _read_only(root + current)
 
 
-def enter_root(paths: list[str], mountpoint: str) -> str:
-    """Make a root of our own holding only `paths` (what Landlock will grant: the interpreter, the system
-    libraries, the run's folder, a few devices) and move into it, leaving the host's root behind. Socket files
-    the run could otherwise connect to by path (a docker or tmux socket, the user's D-Bus), which neither
-    Landlock nor a network namespace rules, are then not there. Needs the mount namespace
-    :func:`enter_namespaces` made and its capabilities (call it before dropping them). `mountpoint`: an empty
-    folder of the run's, covered by the new root's tmpfs. Raises OSError; until the final switch this process
-    keeps the host's root. Returns a description."""
-    _mount("tmpfs", mountpoint, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    placed: set[str] = set()
-    # Shortest first, so a folder inside one already mounted is not mounted again.
-    for path in sorted({os.path.abspath(p) for p in paths}, key=lambda p: (p.count("/"), p)):
-        _mirror(path, mountpoint, placed)
-    cwd = os.getcwd()
-    _mount(None, mountpoint, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    os.chdir(mountpoint)
+def enter_root(paths: list[str], writable: list[str], mountpoint: str) -> str:
+    """Move into a mount namespace and a root of our own holding only `paths` and `writable` (what Landlock will
+    grant: the interpreter, the system libraries, the run's folder, a few devices; all but `writable` bound
+    read-only), leaving the host's root behind. Socket files the run could otherwise connect to by path (a docker
+    or tmux socket, the user's D-Bus), which neither Landlock nor a network namespace rules, are then not there.
+    Needs privilege in the current user namespace (root, or after :func:`enter_namespaces`; call it before
+    dropping capabilities). `mountpoint`: an empty folder of the run's, covered by the new root's tmpfs.
+
+    Raises OSError. A failure before the switch takes the half-built root away again (nothing of it stays
+    reachable through the run's folder) and leaves this process where it was; the mount namespace itself, once
+    made, stays (it only ever held private mounts). Returns a description."""
     number = _ARCHES.get(MACHINE, (0, {}))[1].get("pivot_root")
     if number is None:
-        raise OSError(f"pivot_root: no number for {MACHINE}")
-    _syscall(number, b".", b".")  # the old root now lies on top of the new one, at /
+        raise OSError(f"pivot_root: no system call number known for {MACHINE or 'this CPU'}")
+    mountpoint = os.path.realpath(mountpoint)  # compared with resolved paths below
+    _check(_libc().unshare(CLONE_NEWNS), "unshare")
+    _private_mounts()  # before the first mount: nothing propagates back to the host's namespace
+    cwd = os.getcwd()
+    _mount("tmpfs", mountpoint, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    try:
+        placed: set[str] = set()
+        writes = frozenset(os.path.realpath(p) for p in writable)
+        # Shortest first, so a folder inside one already mounted is not mounted again.
+        for path in sorted({os.path.abspath(p) for p in [*paths, *writable]}, key=lambda p: (p.count("/"), p)):
+            _mirror(path, mountpoint, placed, writes)
+        _mount(None, mountpoint, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+        os.chdir(mountpoint)
+        _syscall(number, b".", b".")  # the old root now lies on top of the new one, at /
+    except BaseException:
+        os.chdir(cwd)
+        _check(_libc().umount2(mountpoint.encode(), ctypes.c_int(MNT_DETACH)), "umount2")
+        raise
     _check(_libc().umount2(b".", ctypes.c_int(MNT_DETACH)), "umount2")
     try:
         os.chdir(cwd)  # the same path in the new root, where it is one of `paths` or under one
     except OSError:
         os.chdir("/")
-    return f"a root of its own: {len(placed)} paths of the host (what Landlock grants), no other file or socket"
+    return (
+        f"a mount namespace and a root of its own: {len(placed)} paths of the host (what Landlock grants, read-only "
+        "but the run's folder), no other file or socket"
+    )
 
 
 def namespaces_available() -> tuple[bool, str]:
@@ -658,7 +690,7 @@ def root_available() -> tuple[bool, str]:
         os.close(read)
         try:
             enter_namespaces()
-            enter_root(["/usr", folder], os.path.join(folder, "root"))
+            enter_root(["/usr"], [folder], os.path.join(folder, "root"))
             there = os.path.isdir(folder) and not os.path.exists("/proc/self")
             detail, code = ("a root holding only what it was given", 0) if there else ("the host showed through", 1)
         except BaseException as exc:

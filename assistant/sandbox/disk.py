@@ -5,10 +5,12 @@ gigabytes into its directory (a RAM-backed /tmp fills memory). Landlock lets a r
 directory, so the parent measures that directory's growth (allocated blocks and entries) while the run goes on,
 and stops the run once either passes its cap. It is a watch, not a quota: between two looks a fast writer can
 go past the cap by what it writes in that time (the interval is at least a quarter second, longer when the
-tree is big enough that walking it costs more, so the watch takes at most about 5% of a core). Two more gaps:
-a directory the run makes unreadable to us (not as root) is not counted, and the kernel's other holders of
-the filesystem are not ours to count; as a backstop the run is also stopped when the filesystem holding it
-runs low on free space (below half of what was free at the start, or 256 MB, whichever is less).
+tree is big enough that walking it costs more, so the watch takes at most about 5% of a core), and a run that
+ends before the first look is never measured. Two more gaps: a directory the run makes unreadable to us (not
+as root) is not counted, nor is a file it deleted but holds open; as a backstop the run is also stopped when
+the filesystem holding it runs low on free space (below half of what was free at the start, or 256 MB,
+whichever is less). The walk goes by file descriptor, so neither a path too long to name nor a symlink
+swapped in mid-walk hides anything or leads it out of the folder.
 
 Standard library only; the sandbox's parent side (``assistant.sandbox`` and ``assistant.sandbox.project``)
 uses it.
@@ -34,26 +36,26 @@ class Usage:
     entries: int
 
 
-def usage(root: str) -> Usage:
-    """What `root` holds: allocated bytes (st_blocks, so sparse files count what they use) and entries. Symlinks
-    are counted, never followed; a directory that cannot be read counts as empty."""
+def usage(root: str, most: int | None = None) -> Usage:
+    """What `root` holds: allocated bytes (st_blocks, so sparse files count what they use) and entries.
+
+    Walked by file descriptor (``os.fwalk``): no symlink is followed, even one swapped in while we walk, and no
+    path is too long to measure. A directory that cannot be read counts as empty; counting stops past `most`
+    entries. A tree nested deeper than Python's recursion limit raises RecursionError."""
     total, entries = 0, 0
-    stack = [root]
-    while stack:
-        path = stack.pop()
-        try:
-            with os.scandir(path) as found:
-                for entry in found:
-                    entries += 1
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue  # removed while we looked
-                    total += info.st_blocks * 512
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-        except OSError:
-            continue
+    walker = os.fwalk(root, follow_symlinks=False)
+    try:
+        for _, dirs, files, dir_fd in walker:
+            for name in (*dirs, *files):
+                entries += 1
+                try:
+                    total += os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    continue  # removed while we looked
+            if most is not None and entries > most:
+                break
+    finally:
+        walker.close()
     return Usage(total, entries)
 
 
@@ -91,7 +93,10 @@ class DiskWatch:
         if time.monotonic() < self._next:
             return None
         started = time.monotonic()
-        now = usage(self.root)
+        try:
+            now = usage(self.root, most=self.baseline.entries + self.max_files)
+        except RecursionError:
+            return "disk limit: nested folders deeper than can be measured"
         self._interval = max(_MIN_INTERVAL_S, _WALK_SHARE * (time.monotonic() - started))
         self._next = time.monotonic() + self._interval
         grown = now.bytes - self.baseline.bytes

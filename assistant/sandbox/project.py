@@ -9,12 +9,13 @@ dir, PYTHONPATH, PYTHONHASHSEED=0, no bytecode writes; nothing from our environm
 proxies). The launcher puts the boundary around itself and then execs ``python -m pytest -q -p
 no:cacheprovider -p assist_pytest_plugin ...``, so pytest and everything it starts hold:
 
-* where the kernel allows (root, or a user namespace), network, IPC, PID and mount namespaces of the run's own:
-  no network interface is up (no UDP or TCP to anywhere, loopback included; no abstract unix socket outside), no
+* where the kernel allows (root, or a user namespace), network, IPC and PID namespaces of the run's own: no
+  network interface is up (no UDP or TCP to anywhere, loopback included; no abstract unix socket outside), no
   System V shared memory, semaphore or queue of any other process, and when pytest ends the kernel kills every
-  process the run left (one that called ``setsid()`` included); and a root of its own that holds only what
-  Landlock grants below, so no other file is even there: no socket file of the host (a docker, tmux or D-Bus
-  socket), which neither Landlock nor a network namespace rules (``ProjectRun.layers["root"]``);
+  process the run left (one that called ``setsid()`` included); then a mount namespace and a root of its own
+  that holds only what Landlock grants below, read-only but the run's folder, so no other file is even there:
+  no socket file of the host (a docker, tmux or D-Bus socket), which neither Landlock nor a network namespace
+  rules (``ProjectRun.layers["root"]``);
 
 * Landlock: read and execute on the interpreter (prefixes, venv, its ``sys.path``) and the system library
   dirs; every right on the run's directory and /dev/null; nothing else (not /proc, $HOME, /root or the
@@ -42,10 +43,11 @@ What a test run (the generated code, which runs inside pytest's process) can sti
 * fork and exec anything readable (no seccomp filter here: test suites need subprocesses). What it starts
   keeps the Landlock, no_new_privs and rlimit layers, not the audit hook;
 * where namespaces are not available (``ProjectRun.layers["namespaces"]`` says why): send UDP from a
-  subprocess or through ctypes (Landlock only rules TCP), use System V IPC, start a child that calls
-  ``setsid()``, leaves the process group and outlives the timeout until its CPU limit or its own end, and
-  connect to a unix socket file it can reach by path (e.g. a docker socket: the hook stops this only in
-  pytest's process);
+  subprocess or through ctypes (Landlock only rules TCP), use System V IPC, and start a child that calls
+  ``setsid()``, leaves the process group and outlives the timeout until its CPU limit or its own end;
+* where the run's own root did not hold (``ProjectRun.layers["root"]``: no namespaces, or the kernel refused
+  the mounts): connect to a unix socket file it can reach by path (e.g. a docker socket: the hook stops this
+  only in pytest's process);
 * read other source trees the venv's .pth files name (editable installs of other projects), and use the CPU,
   memory, time and disk its limits allow.
 
@@ -121,7 +123,7 @@ class ProjectLimits:
     memory_mb: int = 2048  # RLIMIT_AS
     file_size_mb: int = 64  # RLIMIT_FSIZE
     output_limit: int = 200_000  # bytes of pytest output kept
-    disk_mb: int = 1024  # what the run may add to its directory (the copy included) in all
+    disk_mb: int = 1024  # what the run may add to its directory in all (the copy made before it starts is free)
     max_files: int = 100_000  # files and directories it may add there
 
     def __post_init__(self) -> None:
@@ -199,7 +201,9 @@ def run_pytest(
         _check_relative(relative)
     disabled = disabled_layers()
     _guard_parent_environment(disabled)
-    run_dir = Path(tempfile.mkdtemp(prefix="assist-pytest-"))
+    # Resolved: pytest names tests from the real path, and a temp dir reached through a symlink (macOS's
+    # /var/folders, a TMPDIR under a linked home) would leave every asked node id unmatched.
+    run_dir = Path(os.path.realpath(tempfile.mkdtemp(prefix="assist-pytest-")))
     try:
         copy = run_dir / "project"
         if include is None:

@@ -5,11 +5,11 @@ run's directory and its own session. It must stay standard-library-only and must
 ``assistant`` package (the project's venv does not have it). It:
 
 1. reads the job (JSON) and deletes it;
-2. enters network, IPC, PID and mount namespaces of its own where the kernel allows
-   (:func:`boundary.enter_namespaces`): then it forks the run's first process and stays outside, waiting, to exit
-   as pytest did; that first process waits for pytest as the namespace's init, and when it exits the kernel kills
-   whatever the run left behind. Pytest's process then moves into a root of its own that holds only what step 4
-   grants (:func:`boundary.enter_root`), so no socket file of the host can be reached by path;
+2. enters network, IPC and PID namespaces of its own where the kernel allows (:func:`boundary.enter_namespaces`):
+   then it forks the run's first process and stays outside, waiting, to exit as pytest did; that first process
+   waits for pytest as the namespace's init, and when it exits the kernel kills whatever the run left behind.
+   Pytest's process then moves into a mount namespace and a root of its own that holds only what step 4 grants
+   (:func:`boundary.enter_root`), so no socket file of the host can be reached by path;
 3. sets rlimits (address space, CPU time, file size, no core dumps, a cap on processes for non-root users),
    ``PR_SET_NO_NEW_PRIVS`` and drops every capability (not ``PR_SET_DUMPABLE``: exec would undo it);
 4. restricts itself with Landlock: read and execute on the interpreter (its prefixes, the venv and what its
@@ -251,9 +251,12 @@ def enter_root(job, layers):
     if "root" in set(job["disable"]):
         layers["root"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
         return
-    paths = read_paths(job.get("protect", ())) + list(job["write_paths"]) + list(DEVICE_PATHS)
+    paths = read_paths(job.get("protect", ()))
     try:
-        layers["root"] = (True, load_boundary().enter_root(paths, job["root_mount"]))
+        layers["root"] = (
+            True,
+            load_boundary().enter_root(paths, list(job["write_paths"]) + list(DEVICE_PATHS), job["root_mount"]),
+        )
     except Exception as exc:
         layers["root"] = (False, f"failed: {describe(exc)}")
 

@@ -835,9 +835,9 @@ def main() -> None:
     except typer.TyperException as exc:  # Click's errors (typer vendors Click)
         err.print(f"[bold red]error:[/] {escape(exc.format_message())}", markup=True)
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        err.print("interrupted")
-        sys.exit(130)
+    except typer.Abort:  # a prompt answered with end of input: Click's own "Aborted!", on one line too
+        err.print("aborted")
+        sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 
 

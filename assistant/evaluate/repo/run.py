@@ -96,12 +96,12 @@ class ProjectIndexes:
     encoder: TextEncoder
 
 
-def project_sources(project: Project) -> tuple[list[Example], list[Example]]:
-    """The functions and the 20-line fragments of every .py file of the pristine tree (code and tests)."""
+def project_sources(root: Path) -> tuple[list[Example], list[Example]]:
+    """The functions and the 20-line fragments of every .py file of a pristine tree (code and tests)."""
     functions: list[Example] = []
     fragments: list[Example] = []
-    for rel in project.all_files():
-        data = (project.root / rel).read_bytes()
+    for rel in sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+        data = (root / rel).read_bytes()
         text = data.decode("utf-8-sig", errors="replace").replace("\r\n", "\n")
         blob = git_blob_hash(data)
         with contextlib.suppress(SyntaxError):  # a file this Python cannot parse still has fragments
@@ -117,7 +117,7 @@ def index_project(
 
     The first build embeds some 20,000 texts (several minutes on 2 cores); with `cached` the vectors are kept
     beside the project and later runs read them back."""
-    functions, fragments = project_sources(project)
+    functions, fragments = project_sources(project.root)
     source = {"kind": "repo-bench", "name": project.spec.key}
     report = progress or (lambda *a: None)
     # Kept beside the project (a vector is reused while its text and the encoder are the same).
