@@ -26,6 +26,7 @@ import ctypes
 import os
 import struct
 import sys
+from collections.abc import Callable
 
 LINUX = sys.platform.startswith("linux")
 MACHINE = os.uname().machine if hasattr(os, "uname") else ""
@@ -653,16 +654,15 @@ def enter_root(paths: list[str], writable: list[str], mountpoint: str) -> str:
     )
 
 
-def namespaces_available() -> tuple[bool, str]:
-    """Whether :func:`enter_namespaces` works here, tried in a forked child (this process is left as it is)."""
-    if not LINUX:
-        return False, f"Linux only ({sys.platform})"
+def _in_child(action: Callable[[], str]) -> tuple[bool, str]:
+    """Run `action` in a forked child (this process is left as it is): whether it returned, and its description
+    or the exception it raised."""
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child's report comes back through the pipe
         os.close(read)
         try:
-            detail, code = enter_namespaces(), 0
+            detail, code = action(), 0
         except BaseException as exc:
             detail, code = f"{type(exc).__name__}: {exc}", 1
         os.write(write, detail.encode()[:4000])
@@ -674,9 +674,16 @@ def namespaces_available() -> tuple[bool, str]:
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, detail or "the probe reported nothing"
 
 
+def namespaces_available() -> tuple[bool, str]:
+    """Whether :func:`enter_namespaces` works here, tried in a forked child."""
+    if not LINUX:
+        return False, f"Linux only ({sys.platform})"
+    return _in_child(enter_namespaces)
+
+
 def root_available() -> tuple[bool, str]:
     """Whether :func:`enter_root` works here after :func:`enter_namespaces`, tried in a forked child that builds a
-    root of /usr and an empty folder (this process is left as it is)."""
+    root of /usr and an empty folder."""
     if not LINUX:
         return False, f"Linux only ({sys.platform})"
     import shutil
@@ -684,25 +691,18 @@ def root_available() -> tuple[bool, str]:
 
     folder = tempfile.mkdtemp(prefix="assist-root-probe-")
     os.mkdir(os.path.join(folder, "root"))
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child's report comes back through the pipe
-        os.close(read)
-        try:
-            enter_namespaces()
-            enter_root(["/usr"], [folder], os.path.join(folder, "root"))
-            there = os.path.isdir(folder) and not os.path.exists("/proc/self")
-            detail, code = ("a root holding only what it was given", 0) if there else ("the host showed through", 1)
-        except BaseException as exc:
-            detail, code = f"{type(exc).__name__}: {exc}", 1
-        os.write(write, detail.encode()[:4000])
-        os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as stream:
-        detail = stream.read().decode(errors="replace")
-    _, status = os.waitpid(child, 0)
-    shutil.rmtree(folder, ignore_errors=True)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, detail or "the probe reported nothing"
+
+    def build() -> str:
+        enter_namespaces()
+        enter_root(["/usr"], [folder], os.path.join(folder, "root"))
+        if not os.path.isdir(folder) or os.path.exists("/proc/self"):
+            raise OSError("the host showed through")
+        return "a root holding only what it was given"
+
+    try:
+        return _in_child(build)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- what the kernel offers --------------------------------------------------------------------
