@@ -160,7 +160,7 @@ class Project:
 
     def all_files(self) -> list[str]:
         """Every .py file of the tree (code and tests), relative to the root, sorted: what gets indexed."""
-        return sorted(str(p.relative_to(self.root)) for p in self.root.rglob("*.py") if "__pycache__" not in p.parts)
+        return python_files(self.root)
 
     def is_test_file(self, path: str) -> bool:
         return path == self.spec.tests or path.startswith(self.spec.tests.rstrip("/") + "/")
@@ -187,6 +187,11 @@ class Project:
             for path, line in calls:
                 found.setdefault((path, line), []).append(node)
         return {key: sorted(nodes) for key, nodes in found.items()}
+
+
+def python_files(root: Path) -> list[str]:
+    """Every .py file under `root` (caches aside), relative to it, sorted."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def bench_dir() -> Path:

@@ -53,7 +53,7 @@ from assistant.errors import UsageError
 from assistant.evaluate.codegen import auto_pick, picks, task_seed
 from assistant.evaluate.metrics import bootstrap_ci, paired_difference, pass_at_k
 from assistant.evaluate.metrics import interval_cell as _cell
-from assistant.evaluate.repo.projects import Project
+from assistant.evaluate.repo.projects import Project, python_files
 from assistant.evaluate.repo.tasks import FunctionTask, LineTask
 from assistant.indexing.fragments import fragment_holding, split_fragments
 from assistant.indexing.index import Index, TextEncoder, build_index
@@ -100,7 +100,7 @@ def project_sources(root: Path) -> tuple[list[Example], list[Example]]:
     """The functions and the 20-line fragments of every .py file of a pristine tree (code and tests)."""
     functions: list[Example] = []
     fragments: list[Example] = []
-    for rel in sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+    for rel in python_files(root):
         data = (root / rel).read_bytes()
         text = data.decode("utf-8-sig", errors="replace").replace("\r\n", "\n")
         blob = git_blob_hash(data)
