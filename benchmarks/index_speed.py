@@ -52,7 +52,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from assistant.backends.encoder import Encoder
+from assistant.backends.encoder import Encoder, load_encoder
 from assistant.code.examples import Example
 from assistant.code.extract import extract_python, git_blob_hash, humanize_identifier
 from assistant.core.retrieve import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
@@ -250,12 +250,14 @@ def run_benchmark(
     queries_from: str,
     include_tests: bool = False,
     trained: str | None = None,
+    engine: str = "openvino",
 ) -> dict[str, Any]:
-    """Index the tree, time the retrievers, and return every figure as one dict."""
+    """Index the tree, time the retrievers, and return every figure as one dict. `engine`: the encoder's,
+    openvino (what assist loads) or torch (what training runs)."""
     machine = machine_facts()
 
     started = time.perf_counter()
-    encoder = Encoder.load()
+    encoder = load_encoder() if engine == "openvino" else Encoder.load()
     load_s = time.perf_counter() - started
 
     corpus = parse_tree(root, include_tests)
@@ -307,7 +309,13 @@ def run_benchmark(
     machine["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     return {
         "machine": machine,
-        "encoder": {"name": encoder.name, "dim": encoder.dim, "batch_size": encoder.batch_size, "load_s": load_s},
+        "encoder": {
+            "name": encoder.name,
+            "engine": type(encoder).__name__,
+            "dim": encoder.dim,
+            "batch_size": encoder.batch_size,
+            "load_s": load_s,
+        },
         "sizes": {
             "root": str(root),
             "test_suites": "included" if include_tests else "skipped (" + ", ".join(sorted(TEST_DIRS)) + ")",
@@ -354,8 +362,8 @@ def print_table(result: dict[str, Any]) -> None:
         after = ", ".join(f"{x:.2f}" for x in machine["load_average_after"])
         print(f"  load average (1/5/15 min): {before} at start, {after} at end")
     print(
-        f"  encoder: {encoder['name']} (dim {encoder['dim']}, batch {encoder['batch_size']}), loaded in "
-        f"{encoder['load_s']:.2f} s"
+        f"  encoder: {encoder['name']} ({encoder['engine']}, dim {encoder['dim']}, batch {encoder['batch_size']}), "
+        f"loaded in {encoder['load_s']:.2f} s"
     )
     print()
     print("Sizes")
@@ -406,6 +414,12 @@ def main() -> None:
         metavar="POOL",
         help="also time the LAIL and TST^R retrievers trained for this pool, e.g. mbpp:../shared/data/mbpp.jsonl",
     )
+    parser.add_argument(
+        "--encoder-engine",
+        choices=("openvino", "torch"),
+        default="openvino",
+        help="run the encoder on OpenVINO (what assist loads) or torch (what training runs)",
+    )
     args = parser.parse_args()
     if not args.root.is_dir():
         parser.error(f"{args.root} is not a directory")
@@ -417,7 +431,13 @@ def main() -> None:
         parser.error(f"{MBPP} is not there")
 
     result = run_benchmark(
-        args.root.resolve(), args.limit, args.queries, args.queries_from, args.include_tests, args.trained
+        args.root.resolve(),
+        args.limit,
+        args.queries,
+        args.queries_from,
+        args.include_tests,
+        args.trained,
+        args.encoder_engine,
     )
     if args.json:
         print(json.dumps(result, indent=1))

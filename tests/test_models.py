@@ -189,3 +189,39 @@ def test_the_tokenizer_converts_beside_the_caches_manifest(tmp_path):
     save_tokenizer(tmp_path / "model.gguf", tmp_path / "out")
     tokenizer = AutoTokenizer.from_pretrained(str(tmp_path / "out"))
     assert tokenizer.decode(tokenizer.encode("def add(a, b):\n    return a + b")) == "def add(a, b):\n    return a + b"
+
+
+def test_two_processes_converting_at_once_convert_once_and_keep_whole_files(fake_models_dir, tmp_path):
+    """The first `generate` and a commit's hook may both find a model unconverted: one converts, the other waits
+    and finds it done; neither removes or mixes the other's files."""
+    import sys
+    import threading
+
+    from assistant.backends.models import _converted
+
+    spec = fake_models_dir
+    runs = tmp_path / "runs.txt"
+    writer = (
+        "import pathlib, sys, time\n"
+        "out = pathlib.Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)\n"
+        "(out / 'part').write_bytes(b'a' * 500); time.sleep(1.0); (out / 'part').write_bytes(b'a' * 1000)\n"
+        "open(sys.argv[2], 'a').write('ran\\n')\n"
+    )
+    (spec.cache_dir / "slow.work").mkdir()  # left by a converter killed midway under the old, fixed name
+    results: list[Path] = []
+
+    def convert() -> None:
+        command = lambda work: [sys.executable, "-c", writer, str(work), str(runs)]  # noqa: E731
+        results.append(_converted(spec, "slow", "a test format", command, {"v": "1"}, None))
+
+    threads = [threading.Thread(target=convert) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert results == [spec.cache_dir / "slow"] * 2
+    assert runs.read_text() == "ran\n"  # converted once
+    assert (spec.cache_dir / "slow" / "part").read_bytes() == b"a" * 1000
+    manifest = json.loads((spec.cache_dir / "slow.json").read_text())
+    assert manifest["files"]["part"]["size"] == 1000 and manifest["v"] == "1"
+    assert not list(spec.cache_dir.glob("slow.work*"))  # no work folder left, the stale one included

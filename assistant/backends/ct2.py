@@ -36,7 +36,7 @@ from assistant.backends import (
     Usage,
 )
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
-from assistant.backends.models import ModelSpec, ct2_path, quiet_transformers, resolve
+from assistant.backends.models import ModelSpec, ct2_path, resolve
 from assistant.backends.prompts import Prompt
 from assistant.errors import ModelError
 
@@ -59,7 +59,6 @@ class CT2Backend(ConvertedBackend):
         threads: int | None = None,
         context: int | None = None,
     ) -> None:
-        quiet_transformers()
         self.spec = spec
         self.model = spec.name
         self.quantization = quantization

@@ -520,10 +520,12 @@ class ConvertedBackend(Backend):
 def read_prompt_files(backend: Any, spec: ModelSpec, directory: Path, context: int | None) -> None:
     """Set what an engine with weights of its own (OpenVINO, CTranslate2) needs to build prompts exactly as the
     transformers backend does, from a folder holding the tokenizer and the model's configs: `tokenizer`, `window`,
-    `context` (the window, or less when `local.context` says) and `end_ids` (end of text, end of turn, padding)."""
-    from transformers import AutoTokenizer
+    `context` (the window, or less when `local.context` says) and `end_ids` (end of text, end of turn, padding).
+    The tokenizer is a :class:`ChatTokenizer`, which gives the same ids and text as transformers' without
+    importing it (or torch): those engines need neither."""
+    from assistant.backends.tokenizer import ChatTokenizer
 
-    backend.tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    backend.tokenizer = ChatTokenizer(directory)
     config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     generation = directory / "generation_config.json"
     generation_config = json.loads(generation.read_text(encoding="utf-8")) if generation.exists() else {}

@@ -7,7 +7,9 @@ safetensors copy under the user cache (`<cache>/models/<name>-<sha>/hf`) that la
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import functools
 import hashlib
 import importlib
@@ -18,7 +20,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -224,6 +227,8 @@ def pull(
             if not install:
                 raise _missing_packages_error(spec)
             install_packages(spec)
+        if importlib.util.find_spec("openvino") is not None:
+            ov_encoder_path(spec, progress, force=force)  # what commands run it on; `--force` also retries a failure
         return encoder_dir(spec)
     if status(spec) == "ready" and not force:
         return spec.cache_dir / "hf"
@@ -360,6 +365,64 @@ def ov_path(spec: ModelSpec, progress: Progress | None = None, force: bool = Fal
     return _converted(spec, "ov-int8", "OpenVINO int8", command, _ov_versions(), progress, force)
 
 
+def ov_encoder_path(spec: ModelSpec, progress: Progress | None = None, force: bool = False) -> Path:
+    """A registered encoder's OpenVINO graph (`<cache>/ov-encoder`), converted on first use from its package's
+    weights with the pooling inside (`assistant.backends.ov_convert --encoder`, in a child process: torch is
+    imported there, once, not by the process that encodes)."""
+    if spec.kind != "encoder":
+        raise UsageError(f"{spec.name} is not an encoder")
+    source = encoder_dir(spec)
+
+    def command(work: Path) -> list[str]:
+        return [sys.executable, "-P", "-m", "assistant.backends.ov_convert", "--encoder", str(source), str(work)]
+
+    versions = _encoder_versions(spec)
+    failed = spec.cache_dir / "ov-encoder.failed"
+    if not force:
+        recorded = _failure(failed, versions)
+        if recorded:
+            raise ModelError(f"{recorded}; `assist models pull {spec.name} --force` tries again")
+    try:
+        path = _converted(spec, "ov-encoder", "OpenVINO", command, versions, progress, force)
+    except ModelError as exc:
+        # Recorded, so that every later command does not pay the attempt (a child importing torch) again.
+        spec.cache_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(failed, json.dumps({**versions, "error": str(exc)}, indent=1))
+        raise
+    failed.unlink(missing_ok=True)
+    return path
+
+
+def ov_encoder_failure(spec: ModelSpec) -> str | None:
+    """Why the encoder's conversion to OpenVINO failed with these versions, if it did (it then runs on torch)."""
+    return _failure(spec.cache_dir / "ov-encoder.failed", _encoder_versions(spec))
+
+
+def _failure(path: Path, versions: dict[str, str]) -> str | None:
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(recorded, dict) or any(recorded.get(k) != v for k, v in versions.items()):
+        return None  # another version may convert: try again
+    return str(recorded.get("error") or "the conversion failed")
+
+
+def _encoder_versions(spec: ModelSpec) -> dict[str, str]:
+    """What an encoder graph's manifest must name to be current: the package's pinned version names the weights;
+    another OpenVINO version converts again."""
+    return {"source": spec.requirements[0], "openvino": importlib.metadata.version("openvino")}
+
+
+def ov_encoder_ready(spec: ModelSpec) -> bool:
+    """Whether the encoder's OpenVINO graph is converted, complete and current; converts nothing."""
+    if importlib.util.find_spec("openvino") is None:
+        return False
+    return _converted_ready(
+        spec.cache_dir / "ov-encoder", spec.cache_dir / "ov-encoder.json", spec.sha256, _encoder_versions(spec)
+    )
+
+
 def _ov_versions() -> dict[str, str]:
     """What an OpenVINO folder's manifest must name to be current: another weight type or OpenVINO GenAI version
     converts again (an IR saved by one version is not promised to load in another)."""
@@ -426,9 +489,40 @@ def _converted(
     if not force and _converted_ready(target, manifest_path, spec.sha256, extra):
         return target
     spec.cache_dir.mkdir(parents=True, exist_ok=True)
-    manifest_path.unlink(missing_ok=True)
-    work = spec.cache_dir / f"{folder}.work"
-    shutil.rmtree(work, ignore_errors=True)
+    # One conversion at a time (a commit's hook and a `generate` may both be first): the others wait, then find
+    # it done. Each works in a folder of its own, so nothing can remove or mix another's files.
+    with _converting(spec.cache_dir / f"{folder}.lock"):
+        if not force and _converted_ready(target, manifest_path, spec.sha256, extra):
+            return target
+        manifest_path.unlink(missing_ok=True)
+        for stale in spec.cache_dir.glob(f"{folder}.work*"):  # left by a converter killed midway
+            shutil.rmtree(stale, ignore_errors=True)
+        work = Path(tempfile.mkdtemp(prefix=f"{folder}.work-", dir=spec.cache_dir))
+        return _convert_into(spec, target, manifest_path, work, what, command, extra, progress)
+
+
+@contextlib.contextmanager
+def _converting(lock: Path) -> Iterator[None]:
+    """Hold an exclusive `flock` on `lock` (released when the descriptor closes, also if the process dies)."""
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _convert_into(
+    spec: ModelSpec,
+    target: Path,
+    manifest_path: Path,
+    work: Path,
+    what: str,
+    command: Callable[[Path], list[str]],
+    extra: dict[str, str],
+    progress: Progress | None,
+) -> Path:
+    """Run the converter into `work`, then move it to `target` and write the manifest last."""
     argv = command(work)
     if progress:
         progress("convert", 0, 1)

@@ -519,7 +519,7 @@ def _message(exc: Any) -> str:
 
 def _local_tokenizer(name: str, explicit: bool) -> Any:
     """The tokenizer of a registered local model that is already converted, or None (counts are estimates)."""
-    from assistant.backends.models import generator_dir, quiet_transformers, ready_tokenizer_dir, resolve
+    from assistant.backends.models import generator_dir, ready_tokenizer_dir, resolve
 
     try:
         spec = resolve(name, "generator")
@@ -537,7 +537,6 @@ def _local_tokenizer(name: str, explicit: bool) -> Any:
                 raise
             log.info("token counts are estimates: run `assist models pull %s` to count exactly", spec.name)
             return None
-    from transformers import AutoTokenizer
+    from assistant.backends.tokenizer import ChatTokenizer
 
-    quiet_transformers()
-    return AutoTokenizer.from_pretrained(str(directory))
+    return ChatTokenizer(directory)

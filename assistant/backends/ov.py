@@ -38,7 +38,7 @@ from assistant.backends import (
     Usage,
 )
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
-from assistant.backends.models import ModelSpec, ov_path, quiet_transformers, resolve, tokenizer_dir
+from assistant.backends.models import ModelSpec, ov_path, resolve, tokenizer_dir
 from assistant.backends.prompts import Prompt
 from assistant.backends.watchdog import Watchdog, stall_limit
 from assistant.errors import ModelError
@@ -72,7 +72,6 @@ class OpenVINOBackend(ConvertedBackend):
         context: int | None = None,
         prefix_caching: bool = True,
     ) -> None:
-        quiet_transformers()
         self.spec = spec
         self.model = spec.name
         self.directory = directory

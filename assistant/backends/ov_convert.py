@@ -10,6 +10,7 @@ Two steps, both offline:
 
 Usage: python -m assistant.backends.ov_convert SOURCE.gguf OUT_DIR
        python -m assistant.backends.ov_convert --tokenizer SOURCE.gguf OUT_DIR   (tokenizer and config only)
+       python -m assistant.backends.ov_convert --encoder ENCODER_DIR OUT_DIR     (a sentence encoder, pooled)
 """
 
 from __future__ import annotations
@@ -84,7 +85,42 @@ def save_tokenizer(gguf_file: Path, out: Path) -> None:
     GenerationConfig.from_model_config(config).save_pretrained(str(out))
 
 
+def save_encoder(source: Path, out: Path) -> None:
+    """Convert a sentence encoder's transformers weights (`source`) to an OpenVINO graph, `out/encoder.xml`, that
+    takes input_ids, attention_mask and token_type_ids of any batch and length and returns the pooled unit vectors
+    (`mean_pool`, the pooling every encoder of assist uses), weights kept in fp32."""
+    import openvino
+    import torch
+    from transformers import AutoModel
+
+    from assistant.backends.pooling import mean_pool
+
+    model = AutoModel.from_pretrained(str(source), dtype=torch.float32).eval()
+    names = ("input_ids", "attention_mask", "token_type_ids")
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+            return mean_pool(self.model, batch)
+
+    example = {name: torch.ones((2, 8), dtype=torch.long) for name in names}
+    with torch.no_grad():
+        graph = openvino.convert_model(
+            Pooled(), example_input=example, input=[(name, [-1, -1], openvino.Type.i64) for name in names]
+        )
+    openvino.save_model(graph, str(out / "encoder.xml"), compress_to_fp16=False)
+
+
 def main(argv: list[str]) -> int:
+    if argv[0] == "--encoder":
+        out = Path(argv[2])
+        out.mkdir(parents=True, exist_ok=True)
+        save_encoder(Path(argv[1]), out)
+        return 0
     if argv[0] == "--tokenizer":
         out = Path(argv[2])
         out.mkdir(parents=True, exist_ok=True)

@@ -48,9 +48,9 @@ Status = Callable[[str], None]
 
 def load_encoder(name: str | None = None) -> TextEncoder:
     """Load a registered text encoder (default: all-MiniLM-L6-v2): the one place assist builds one."""
-    from assistant.backends.encoder import Encoder
+    from assistant.backends.encoder import load_encoder as load
 
-    return Encoder.load(name)
+    return load(name)
 
 
 def encoder_name(name: str | None = None) -> str:

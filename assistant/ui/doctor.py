@@ -83,6 +83,8 @@ def model_checks() -> list[Check]:
         REGISTRY,
         encoder_dir,
         generator_dir,
+        ov_encoder_failure,
+        ov_encoder_ready,
         ov_ready,
         status,
     )
@@ -102,6 +104,14 @@ def model_checks() -> list[Check]:
                 if spec.kind == "generator":
                     converted = ov_ready(spec)
                     engine = "; OpenVINO int8 " + ("ready" if converted else "made on first use (~30 s)")
+                else:
+                    failure = ov_encoder_failure(spec)
+                    if ov_encoder_ready(spec):
+                        engine = "; OpenVINO ready"
+                    elif failure:
+                        engine = f"; runs on torch: {failure} (`{pull} --force` tries again)"
+                    else:
+                        engine = "; OpenVINO made on first use (~15 s)"
                 checks.append(Check(name, True, f"ready and verified ({spec.kind}, {where}){engine}"))
                 continue
             if state == "ready (openvino)":
