@@ -22,5 +22,14 @@ class ModelError(AssistError):
     """A model is missing, corrupt or cannot be loaded."""
 
 
+class ConversionFailed(ModelError):
+    """A converter (a child process) exited with an error: `returncode` is its exit status (negative: killed by a
+    signal, such as the kernel's out-of-memory killer)."""
+
+    def __init__(self, message: str, returncode: int) -> None:
+        super().__init__(message)
+        self.returncode = returncode
+
+
 class Cancelled(AssistError):
     """The user stopped a long job (the TUI's Escape); raised from a progress callback."""

@@ -1,6 +1,8 @@
 import dataclasses
 import json
+import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -203,7 +205,7 @@ def test_two_processes_converting_at_once_convert_once_and_keep_whole_files(fake
     runs = tmp_path / "runs.txt"
     writer = (
         "import pathlib, sys, time\n"
-        "out = pathlib.Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)\n"
+        "out = pathlib.Path(sys.argv[1]); out.mkdir()\n"  # as CTranslate2's converter: the folder must not exist
         "(out / 'part').write_bytes(b'a' * 500); time.sleep(1.0); (out / 'part').write_bytes(b'a' * 1000)\n"
         "open(sys.argv[2], 'a').write('ran\\n')\n"
     )
@@ -225,3 +227,6 @@ def test_two_processes_converting_at_once_convert_once_and_keep_whole_files(fake
     manifest = json.loads((spec.cache_dir / "slow.json").read_text())
     assert manifest["files"]["part"]["size"] == 1000 and manifest["v"] == "1"
     assert not list(spec.cache_dir.glob("slow.work*"))  # no work folder left, the stale one included
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((spec.cache_dir / "slow").stat().st_mode) == 0o777 & ~umask  # not a private temp folder

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from assistant.backends.tokenizer import ChatTokenizer
-from assistant.errors import ModelError
+from assistant.errors import ConversionFailed, ModelError
 
 # A chat template in the style of the registered models' (Qwen's ChatML), using what transformers offers
 # templates: trimmed blocks, loop controls, `raise_exception` and a `tojson` that keeps non-ASCII.
@@ -213,7 +213,9 @@ def test_a_query_loads_neither_torch_nor_transformers(tmp_path: Path) -> None:
 
 def test_a_damaged_converted_encoder_falls_back_to_torch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from assistant.backends import encoder as module
+    from assistant.backends.models import ov_encoder_failure, resolve
 
+    monkeypatch.setenv("ASSIST_MODELS_DIR", str(tmp_path / "models"))
     broken = tmp_path / "ov-encoder"
     broken.mkdir()
     (broken / "encoder.xml").write_text("<not a graph>", encoding="utf-8")
@@ -228,6 +230,8 @@ def test_a_damaged_converted_encoder_falls_back_to_torch(monkeypatch: pytest.Mon
     assert isinstance(loaded, module.Encoder)
     assert loaded.encode(["x"]).shape == (1, loaded.dim)
     assert asked == [False, True]  # an unreadable graph is converted once more before torch takes over
+    # Still unreadable when fresh: this machine cannot run it, recorded so later commands skip the attempt.
+    assert "could not be loaded" in (ov_encoder_failure(resolve(None, "encoder")) or "")
 
 
 def test_a_failed_conversion_is_recorded_and_not_retried(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -238,11 +242,17 @@ def test_a_failed_conversion_is_recorded_and_not_retried(monkeypatch: pytest.Mon
     spec = models.resolve(None, "encoder")
     attempts: list[str] = []
 
+    status = [-9]  # killed (out of memory): may not happen again, so not recorded
+
     def failing(*args, **kwargs) -> Path:
         attempts.append("convert")
-        raise ModelError("converting all-minilm-l6-v2 to OpenVINO failed: no luck")
+        raise ConversionFailed("converting all-minilm-l6-v2 to OpenVINO failed: no luck", status[0])
 
     monkeypatch.setattr(models, "_converted", failing)
+    assert isinstance(module.load_encoder(), module.Encoder)
+    assert models.ov_encoder_failure(spec) is None
+    attempts.clear()
+    status[0] = 1  # the converter's own error: recorded
     for _ in range(2):
         assert isinstance(module.load_encoder(), module.Encoder)
     assert attempts == ["convert"]  # the second command went straight to torch

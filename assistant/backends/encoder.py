@@ -14,7 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from assistant.backends.models import ModelSpec, encoder_dir, ov_encoder_path, quiet_transformers, resolve
+from assistant.backends.models import (
+    ModelSpec,
+    encoder_dir,
+    ov_encoder_path,
+    quiet_transformers,
+    record_ov_encoder_failure,
+    resolve,
+)
 from assistant.backends.pooling import mean_pool
 from assistant.errors import ModelError
 
@@ -182,4 +189,9 @@ def _ov_encoder(spec: ModelSpec, source: Path, max_length: int) -> OvEncoder:
     try:
         return OvEncoder(graph, source, spec.name, max_length=max_length)
     except ModelError:  # converted, but unreadable now (a file damaged at its recorded size): convert once more
-        return OvEncoder(ov_encoder_path(spec, force=True), source, spec.name, max_length=max_length)
+        graph = ov_encoder_path(spec, force=True)
+    try:
+        return OvEncoder(graph, source, spec.name, max_length=max_length)
+    except ModelError as exc:  # a fresh conversion does not load either: this machine cannot run it
+        record_ov_encoder_failure(spec, str(exc))
+        raise

