@@ -116,15 +116,11 @@ def save_encoder(source: Path, out: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if argv[0] == "--encoder":
+    partial = {"--encoder": save_encoder, "--tokenizer": save_tokenizer}.get(argv[0])
+    if partial is not None:  # a sentence encoder, or a generator's tokenizer alone
         out = Path(argv[2])
         out.mkdir(parents=True, exist_ok=True)
-        save_encoder(Path(argv[1]), out)
-        return 0
-    if argv[0] == "--tokenizer":
-        out = Path(argv[2])
-        out.mkdir(parents=True, exist_ok=True)
-        save_tokenizer(Path(argv[1]), out)
+        partial(Path(argv[1]), out)
         return 0
     source, out = Path(argv[0]), Path(argv[1])
     out.mkdir(parents=True, exist_ok=True)
