@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from assistant.backends.prompts import Prompt
-from assistant.core.agreement import AgreementRanker, entry_point, example_tests, signature
+from assistant.core.agreement import (
+    AgreementRanker,
+    entry_point,
+    example_tests,
+    main_function,
+    signature,
+    under_name,
+)
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem, rank
 from assistant.pipeline.registry import make_rankers
@@ -87,6 +94,37 @@ def test_candidates_that_agree_on_more_tests_rank_first() -> None:
     # "return a" passes the (3, 2, 1), (-1, -2, -3) and (7, 7, 7) cases, "return c" (1, 2, 3) and (7, 7, 7).
     alone = {r.candidate.sample: r.scores["agree"] for r in ranked[2:]}
     assert alone[0].details["passed"] == [2, 3, 4] and alone[1].details["passed"] == [1, 4]
+
+
+def test_candidates_named_differently_are_told_apart_by_behaviour_not_by_name() -> None:
+    # Asked in plain words, the model names the function anew in each sample. The tests are written for the name
+    # most candidates share, the first sampled's among equals ("largest" here): every other candidate must still
+    # run under it, else the wrong "largest" outranks two right answers that chose other names.
+    wrong = "def largest(a, b, c):\n    return a\n"
+    right_a = "def biggest(a, b, c):\n    return max(a, b, c)\n"
+    right_b = "def _pick(xs):\n    return sorted(xs)[-1]\n\n\ndef top_of_three(a, b, c):\n    return _pick([a, b, c])\n"
+    written = WRITTEN.replace("biggest", "largest")
+    ranker = AgreementRanker(ScriptedBackend([written], prefills_answer=True))
+    plain = Problem(requirement="Return the largest of three numbers.", prompt=problem().prompt)
+    candidates = [Candidate(wrong, 0), Candidate(right_a, 1), Candidate(right_b, 2)]
+    assert entry_point(candidates) == "largest" and main_function(right_b) == "top_of_three"
+    ranked = rank(plain, candidates, [ranker])
+    assert [r.candidate.sample for r in ranked] == [1, 2, 0]
+    assert ranked[0].scores["agree"].details["cluster"] == [2, 3]
+    assert ranked[0].scores["agree"].details["passed"] == [0, 1, 2, 3]
+
+
+def test_a_candidate_answers_to_the_tests_name_only_where_it_does_not_bind_it() -> None:
+    code = "def helper(x):\n    return x\n\n\ndef main(x):\n    return helper(x) + 1\n"
+    assert main_function(code) == "main"
+    assert under_name(code, "f").endswith("\nf = main  # the name the tests call\n")
+    assert under_name(code, "main") == code and under_name(code, "helper") == code
+    assert under_name("from os.path import join as f\n", "f") == "from os.path import join as f\n"
+    assert under_name("f = len\ndef g(x):\n    return f(x)\n", "f").startswith("f = len")
+    assert under_name("f = len\ndef g(x):\n    return f(x)\n", "f").count("f = ") == 1
+    assert under_name("x = 1\n", "f") == "x = 1\n" and under_name("def (", "f") == "def ("
+    # Recursion is not a call from another function: a recursive main function stays the main one.
+    assert main_function("def fact(n):\n    return 1 if n < 2 else n * fact(n - 1)\n") == "fact"
 
 
 def test_no_usable_test_leaves_every_candidate_at_zero() -> None:

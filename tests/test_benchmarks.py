@@ -123,3 +123,25 @@ def test_runs_versus_pools_disjoint_repo_folders_and_pairs_by_task(tmp_path, mon
     monkeypatch.setattr(sys, "argv", ["runs_versus", f"{a}+{a}:zero", f"{old}:zero"])
     with pytest.raises(SystemExit, match="disjoint"):
         module.main()
+
+
+def test_agree_names_picks_each_rules_candidate(monkeypatch):
+    picks = _load(Path(__file__).resolve().parent.parent / "benchmarks" / "agree_names.py", monkeypatch).picks
+    record = {
+        "candidates": [
+            {"sample": 0, "logprob": -0.5},
+            {"sample": 2, "logprob": -0.1},
+            {"sample": 3, "logprob": -0.3},
+        ],
+        "passed": [False, False, True],
+        "agree": {"scores": [0.1, 0.1, 0.4]},  # agree decides: the third
+        "agree_before": {"scores": [0.0, 0.0, 0.0]},  # a tie: log-probability decides, the second
+    }
+    assert picks(record) == {
+        "first": 0.0,
+        "logprob": 0.0,
+        "agree(before)+logprob": 0.0,
+        "agree+logprob": 1.0,
+        "oracle": 1.0,
+    }
+    assert set(picks({"candidates": [], "passed": []}).values()) == {0.0}

@@ -3,10 +3,11 @@
 CodeT's dual agreement (Chen et al., 2022), for the user who has no tests for the function they just asked for:
 the same backend writes assert statements for the requirement (a short prompt, sampled; the requirement's own
 examples, doctest `>>>` lines and asserts, come first), every candidate runs on every test in the sandbox, one
-run per (candidate, test), and candidates that pass the same set of tests form a cluster. A candidate's score
-is its cluster's size times the number of tests the cluster passes, scaled to 0-1 by (candidates × tests): many
-candidates that agree on many tests are likelier right than one that passes a test alone, since the model's own
-tests are often wrong.
+run per (candidate, test), its main function bound to the name the tests call (asked in plain words, the model
+names the function anew in each sample), and candidates that pass the same set of tests form a cluster. A
+candidate's score is its cluster's size times the number of tests the cluster passes, scaled to 0-1 by
+(candidates × tests): many candidates that agree on many tests are likelier right than one that passes a test
+alone, since the model's own tests are often wrong.
 
 A stub's candidates (`generate --file F --function NAME`) call the rest of their module, so they run in it: each
 candidate's whole file goes into a sandboxed copy of the project (the problem's `home`), and the tests run there
@@ -48,18 +49,61 @@ MODULE_TEST_FILE = "test_assist_agree.py"  # the tests' file in the project's co
 MODULE_WORKERS = 4  # at most this many module runs at once (never more than the cores)
 
 
+def main_function(code: str) -> str | None:
+    """The function `code` was written to be: its first top-level function that no other top-level function of
+    it calls (a helper is as often written before the function that uses it as after), else its first; None when
+    it defines none or does not parse."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    called: set[str] = set()
+    for function in functions:
+        called.update(
+            node.id
+            for node in ast.walk(function)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id != function.name
+        )
+    roots = [f.name for f in functions if f.name not in called] or [f.name for f in functions]
+    return roots[0] if roots else None
+
+
 def entry_point(candidates: Sequence[Candidate]) -> str | None:
-    """The name of the function the candidates define (the first top-level def most of them share)."""
-    names: Counter[str] = Counter()
-    for candidate in candidates:
-        try:
-            tree = ast.parse(candidate.code)
-        except (SyntaxError, ValueError):
-            continue
-        first = next((n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
-        if first:
-            names[first] += 1
+    """The name of the function the candidates define (the main function, :func:`main_function`, most of them
+    share; the first sampled's among equals)."""
+    names: Counter[str] = Counter(name for c in candidates if (name := main_function(c.code)) is not None)
     return names.most_common(1)[0][0] if names else None
+
+
+def _binds(tree: ast.Module, name: str) -> bool:
+    """Whether the module's top level binds `name` (a def, a class, an assignment or an import)."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
+            return True
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if any((alias.asname or alias.name).split(".")[0] == name for alias in node.names):
+                return True
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+                return True
+    return False
+
+
+def under_name(code: str, name: str) -> str:
+    """`code` with `name` bound to its main function when it does not bind `name` itself. Asked in plain words,
+    the model names the function anew in each sample (`is_greater`, `greater_than_all`...), and the tests are
+    written for one of those names: without this every other candidate would fail them all, and the ranking
+    would go by name, not by behaviour."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return code
+    main = main_function(code)
+    if main is None or main == name or _binds(tree, name):
+        return code
+    return f"{code.rstrip()}\n\n{name} = {main}  # the name the tests call\n"
 
 
 def signature(candidates: Sequence[Candidate], name: str) -> str:
@@ -295,7 +339,7 @@ class AgreementRanker:
             why = "no function to test" if name is None else "the model wrote no usable test"
             return [Score(0.0, why) for _ in candidates]
         if home is None:
-            passed = _passed_alone(candidates, tests, problem.setup)
+            passed = _passed_alone(candidates, name, tests, problem.setup)
         else:
             passed = passed_in_module(home, [c.sample for c in candidates], tests)
             if isinstance(passed, str):  # nothing ran: no candidate is told apart from another
@@ -303,11 +347,12 @@ class AgreementRanker:
         return cluster_scores(candidates, tests, passed, examples)
 
 
-def _passed_alone(candidates: Sequence[Candidate], tests: Sequence[str], setup: str) -> list[frozenset[int]]:
-    """The tests (by position) each candidate passes, one sandbox run per (candidate, test)."""
+def _passed_alone(candidates: Sequence[Candidate], name: str, tests: Sequence[str], setup: str) -> list[frozenset[int]]:
+    """The tests (by position) each candidate passes, one sandbox run per (candidate, test), each candidate's
+    main function answering to `name` (:func:`under_name`)."""
     from assistant import sandbox
 
-    jobs = [(c.code, [test], setup) for c in candidates for test in tests]
+    jobs = [(under_name(c.code, name), [test], setup) for c in candidates for test in tests]
     limits = sandbox.Limits(timeout_s=float(TEST_SECONDS), cpu_s=TEST_SECONDS, memory_mb=1024)
     results = sandbox.run_many(jobs, limits=limits)
     width = len(tests)
