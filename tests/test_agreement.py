@@ -127,6 +127,43 @@ def test_a_candidate_answers_to_the_tests_name_only_where_it_does_not_bind_it() 
     assert main_function("def fact(n):\n    return 1 if n < 2 else n * fact(n - 1)\n") == "fact"
 
 
+def test_the_main_function_is_the_answer_not_a_helper_or_a_driver() -> None:
+    helper_in_a_class = (
+        "def helper(x):\n    return x\n\n\nclass S:\n    def run(self, x):\n        return helper(x)\n\n\n"
+        "def solve(x):\n    return S().run(x)\n"
+    )
+    assert main_function(helper_in_a_class) == "solve"  # a class's call makes `helper` a helper
+    driver = (
+        "def is_greater(n, xs):\n    return all(n > x for x in xs)\n\n\ndef main():\n    print(is_greater(3, [1]))\n"
+    )
+    assert main_function(driver) == "is_greater"
+    tested = "def add(a, b):\n    return a + b\n\n\ndef test_add(x=1):\n    assert add(x, 1) == 2\n"
+    assert main_function(tested) == "add"
+    # A local variable named like another function is not a call to it.
+    shadow = "def count(xs):\n    return len(xs)\n\n\ndef tally(xs):\n    count = 0\n    return count + len(xs)\n"
+    assert main_function(shadow) == "count"
+    mutual = "def even(n):\n    return n == 0 or odd(n - 1)\n\n\ndef odd(n):\n    return n != 0 and even(n - 1)\n"
+    assert main_function(mutual) == "even"  # every function is called by another: the first
+    assert main_function("def main():\n    return 1\n") == "main"  # a driver alone is still the answer
+
+
+def test_no_name_is_bound_where_the_code_may_define_or_read_it() -> None:
+    fallback = (
+        "try:\n    from math import comb\nexcept ImportError:\n    comb = None\n\n\ndef binom(n, k):\n    return 1\n"
+    )
+    assert under_name(fallback, "comb") == fallback
+    star = "from math import *\n\n\ndef my_gcd(a, b):\n    return a\n"
+    assert under_name(star, "gcd") == star
+    reads = "import math\n\n\ndef my_gcd(a, b):\n    return math.gcd(a, b) if gcd else 0\n"
+    assert under_name(reads, "gcd") == reads  # binding `gcd` would make the function call itself
+    # A local of the same name is the function's own: the module still answers to the name.
+    local = "def max_length_lists(lists):\n    max_length = 0\n    return max(max_length, *map(len, lists))\n"
+    assert under_name(local, "max_length").endswith("max_length = max_length_lists  # the name the tests call\n")
+    # A subscript's key is read, not bound: this code still answers to the name.
+    keyed = "d = {}\n\n\ndef put(k):\n    d[k] = 1\n    return d\n"
+    assert under_name(keyed, "store").endswith("store = put  # the name the tests call\n")
+
+
 def test_no_usable_test_leaves_every_candidate_at_zero() -> None:
     ranker = AgreementRanker(ScriptedBackend(["I cannot write tests."]))
     plain = Problem(requirement="Return the largest of three numbers.", prompt=problem().prompt)

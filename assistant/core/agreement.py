@@ -49,9 +49,27 @@ MODULE_TEST_FILE = "test_assist_agree.py"  # the tests' file in the project's co
 MODULE_WORKERS = 4  # at most this many module runs at once (never more than the cores)
 
 
+def _own_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The names a function binds for itself (its parameters and what it assigns): reading one is not a call."""
+    arguments = function.args
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+    names = {a.arg for a in every if a is not None}
+    names.update(n.id for n in ast.walk(function) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load))
+    return names
+
+
+def _driver(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A function written to run or test the answer, not to be it: one with no parameters (`main()`), or a
+    `test...` one."""
+    arguments = function.args
+    takes = arguments.posonlyargs or arguments.args or arguments.kwonlyargs or arguments.vararg or arguments.kwarg
+    return not takes or function.name.startswith("test")
+
+
 def main_function(code: str) -> str | None:
-    """The function `code` was written to be: its first top-level function that no other top-level function of
-    it calls (a helper is as often written before the function that uses it as after), else its first; None when
+    """The function `code` was written to be: a top-level function that no other top-level function or class of
+    it calls (a helper may come before or after the function that uses it), preferring one that is not a driver
+    (no parameters, as `main()`, or a `test...` one; its calls do not count); else its first function. None when
     it defines none or does not parse."""
     try:
         tree = ast.parse(code)
@@ -59,14 +77,20 @@ def main_function(code: str) -> str | None:
         return None
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     called: set[str] = set()
-    for function in functions:
-        called.update(
-            node.id
-            for node in ast.walk(function)
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id != function.name
-        )
-    roots = [f.name for f in functions if f.name not in called] or [f.name for f in functions]
-    return roots[0] if roots else None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if _driver(node):
+                continue  # `main()` calling the answer does not make the answer a helper
+            own = _own_names(node) | {node.name}  # recursion is not a call from another function
+        elif isinstance(node, ast.ClassDef):
+            own = set()
+        else:
+            continue  # top-level code that calls a function runs the answer; it does not make it a helper
+        loads = (n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+        called.update(name for name in loads if name not in own)
+    roots = [f for f in functions if f.name not in called]
+    chosen = [f for f in roots if not _driver(f)] or roots or functions
+    return chosen[0].name if chosen else None
 
 
 def entry_point(candidates: Sequence[Candidate]) -> str | None:
@@ -76,18 +100,22 @@ def entry_point(candidates: Sequence[Candidate]) -> str | None:
     return names.most_common(1)[0][0] if names else None
 
 
-def _binds(tree: ast.Module, name: str) -> bool:
-    """Whether the module's top level binds `name` (a def, a class, an assignment or an import)."""
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name == name:
-            return True
+def _may_bind(tree: ast.Module, name: str) -> bool:
+    """Whether the module's top level binds `name`, or may: a def, a class, an import (a star import may), or an
+    assignment, also inside a top-level `if`, `try`, `for` or `with` (function and class bodies aside)."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name == name:
+                return True
+            continue  # its body binds its own names
         if isinstance(node, ast.Import | ast.ImportFrom):
-            if any((alias.asname or alias.name).split(".")[0] == name for alias in node.names):
+            if any(alias.name == "*" or (alias.asname or alias.name).split(".")[0] == name for alias in node.names):
                 return True
-        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
-                return True
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id == name:
+            return True
+        pending.extend(ast.iter_child_nodes(node))
     return False
 
 
@@ -95,15 +123,39 @@ def under_name(code: str, name: str) -> str:
     """`code` with `name` bound to its main function when it does not bind `name` itself. Asked in plain words,
     the model names the function anew in each sample (`is_greater`, `greater_than_all`...), and the tests are
     written for one of those names: without this every other candidate would fail them all, and the ranking
-    would go by name, not by behaviour."""
+    would go by name, not by behaviour. Nothing is bound where the code reads `name` as a global (it means
+    something else there, and binding it could make the function call itself)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError):
         return code
     main = main_function(code)
-    if main is None or main == name or _binds(tree, name):
+    if main is None or main == name or _may_bind(tree, name):
+        return code
+    if _reads_global(tree, name):
         return code
     return f"{code.rstrip()}\n\n{name} = {main}  # the name the tests call\n"
+
+
+def _reads_global(tree: ast.Module, name: str) -> bool:
+    """Whether the module reads `name` as a global: in its top-level code, or in a function that does not bind
+    it for itself (a local of the same name, common as `max_length` in `max_length_lists`, is no such read)."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue  # read below, each function with its own names
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id == name:
+            return True
+        pending.extend(ast.iter_child_nodes(node))
+    functions = (f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef))
+    for function in functions:
+        reads = any(
+            isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id == name for n in ast.walk(function)
+        )
+        if reads and name not in _own_names(function):
+            return True
+    return False
 
 
 def signature(candidates: Sequence[Candidate], name: str) -> str:
