@@ -20,7 +20,8 @@ the share of tasks whose pick passes, with 95% bootstrap intervals and paired di
 - `agree+logprob`: what `generate` ranks by now when no tests are given;
 - `oracle`: any candidate passes (the ceiling of any pick).
 
-Records are kept per task in `--out` (samples, tests, runs), so a stopped run resumes. From the repo root:
+Records are kept per task in `--out` (samples, tests, runs), so a stopped run resumes; Ctrl-C prints the figures
+of the tasks finished, and `--report` prints them without running anything. From the repo root:
 
     .venv/bin/python benchmarks/agree_names.py --limit 100 [--dataset mbpp:PATH] [--out DIR] [--json]
 """
@@ -166,6 +167,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the subset's seed (sampling is seeded with 0)")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "agree-names-mbpp-seed0")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--report", action="store_true", help="only the figures of the tasks already run")
     args = parser.parse_args()
 
     from assistant.datasets import subset
@@ -174,15 +176,20 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     records = JsonlCache(args.out / "records.jsonl")
     todo = [t for t in tasks if t.task_id not in records]
-    if todo:
+    if todo and not args.report:
         options = GenerationOptions(ranker="logprob", seed=0)  # agree is scored here, both ways
         pipeline = Pipeline(options, start=tempfile.gettempdir())  # outside any indexed repo: the embedded bank
         ranker = agreement.AgreementRanker(pipeline.backend(), cache=JsonlCache(args.out / "agree-tests.jsonl"))
-        for number, task in enumerate(todo, start=1):
-            record = run_task(pipeline, ranker, task)
-            records.put(task.task_id, record)
-            print(f"[{number}/{len(todo)}] {task.task_id} {record['seconds']}", file=sys.stderr, flush=True)
-    done = [records.get(t.task_id) for t in tasks]
+        try:
+            for number, task in enumerate(todo, start=1):
+                record = run_task(pipeline, ranker, task)
+                records.put(task.task_id, record)
+                print(f"[{number}/{len(todo)}] {task.task_id} {record['seconds']}", file=sys.stderr, flush=True)
+        except KeyboardInterrupt:  # a planned stop: the figures of the tasks finished
+            print("stopped: the figures below are of the tasks finished", file=sys.stderr)
+    done = [records.get(t.task_id) for t in tasks if t.task_id in records]
+    if not done:
+        raise SystemExit("no task finished")
     outcome = {r["task_id"]: picks(r) for r in done}
     by_rule = {rule: {task: row[rule] for task, row in outcome.items()} for rule in PICKS}
     names = [len({c["main"] for c in r["candidates"]}) for r in done if len(r["candidates"]) > 1]
