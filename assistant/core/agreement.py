@@ -130,9 +130,7 @@ def under_name(code: str, name: str) -> str:
     except (SyntaxError, ValueError, RecursionError):
         return code
     main = main_function(code)
-    if main is None or main == name or _may_bind(tree, name):
-        return code
-    if _reads_global(tree, name):
+    if main is None or main == name or _may_bind(tree, name) or _reads_global(tree, name):
         return code
     return f"{code.rstrip()}\n\n{name} = {main}  # the name the tests call\n"
 
@@ -404,7 +402,8 @@ def _passed_alone(candidates: Sequence[Candidate], name: str, tests: Sequence[st
     main function answering to `name` (:func:`under_name`)."""
     from assistant import sandbox
 
-    jobs = [(under_name(c.code, name), [test], setup) for c in candidates for test in tests]
+    codes = [under_name(c.code, name) for c in candidates]
+    jobs = [(code, [test], setup) for code in codes for test in tests]
     limits = sandbox.Limits(timeout_s=float(TEST_SECONDS), cpu_s=TEST_SECONDS, memory_mb=1024)
     results = sandbox.run_many(jobs, limits=limits)
     width = len(tests)
