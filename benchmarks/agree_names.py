@@ -85,18 +85,13 @@ def _agree(
     bind: Callable[[str, str], str],
 ) -> dict[str, Any]:
     """The tests written for `name` and each candidate's agree score, each run as `bind` makes it."""
-    sig = agreement.signature(candidates, name)
-    examples = agreement.example_tests(problem.requirement, name)
-    written = agreement.written_tests(problem, name, sig, ranker.backend, ranker.samples, ranker.cache)
-    seen = {"".join(t.split()) for t in examples}
-    tests = (examples + [t for t in written if "".join(t.split()) not in seen])[: agreement.TESTS_WANTED]
+    _, tests, examples_used = ranker.tests(problem, candidates, name=name)
     if not tests:
         return {"name": name, "tests": [], "scores": [0.0] * len(candidates)}
     jobs = [(bind(c.code, name), [t], problem.setup) for c in candidates for t in tests]
     ok = _passes(jobs, float(agreement.TEST_SECONDS))
     width = len(tests)
     passed = [frozenset(j for j in range(width) if ok[i * width + j]) for i in range(len(candidates))]
-    examples_used = min(len(examples), agreement.TESTS_WANTED)
     scores = agreement.cluster_scores(candidates, tests, passed, examples_used)
     return {"name": name, "tests": tests, "scores": [s.value for s in scores]}
 

@@ -356,11 +356,12 @@ class AgreementRanker:
         self.cache = cache  # where the written tests are kept (an evaluation sets it; `generate` asks each time)
 
     def tests(
-        self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None
+        self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None, name: str | None = None
     ) -> tuple[str | None, list[str], int]:
-        """The function's name, the tests (the requirement's examples first) and how many are examples. `step` is
-        told of each token of the test-writing call, so a cancel stops it at the next token."""
-        name = entry_point(candidates)
+        """The function's name, the tests (the requirement's examples first) and how many are examples. `name` is
+        the function to test (default: the candidates' :func:`entry_point`). `step` is told of each token of the
+        test-writing call, so a cancel stops it at the next token."""
+        name = name or entry_point(candidates)
         if name is None:
             return None, [], 0
         examples = example_tests(problem.requirement, name)
