@@ -577,3 +577,30 @@ def test_a_fragment_keeps_at_most_its_character_cap() -> None:
     (fragment,) = split_fragments(table + "x = 1\n", "gen.py")
     assert len(fragment.code) == MAX_FRAGMENT_CHARS and fragment.code.startswith("TABLE = [0, 1, 2")
     assert (fragment.start_line, fragment.end_line) == (1, 2)  # the span is the window's, cut or not
+
+
+def test_own_file_strategy_shows_the_target_files_other_functions_never_the_hidden_one(
+    tiny: Project, encoder, tmp_path: Path
+) -> None:
+    tasks = function_tasks(tiny)
+    indexes = {"tiny": index_project(tiny, encoder)}
+    backend = ScriptedBackend(["    return x + x\n```"], prefills_answer=True)
+    records = run_function_tasks(
+        tasks, indexes, ["bm25", "bm25+file"], backend, tmp_path / "out", params=SamplingParams(n=1), demos=4
+    )
+    plain, own = records
+    # bm25 alone finds nothing outside the target file and the covering test's; +file shows the module's other
+    # functions, and never `double` itself (the pristine index holds its body).
+    assert plain["demonstrations"] == []
+    assert own["demonstrations"] and all(d.startswith("pkg/mod.py:") for d in own["demonstrations"])
+    assert "pkg/mod.py:4" not in own["demonstrations"]
+    asked = backend.prompts[-1]
+    assert any("def undocumented(x):" in m["content"] for m in asked.messages[:-1])  # a demonstration turn
+    assert not any("y = x * 2" in m["content"] for m in asked.messages)
+    assert [r["correct"] for r in records] == [1, 1]
+    check_strategies(["hybrid+file", "hybrid+file+apis"], "function")
+    for wrong in ("zero+file", "hybrid@fragments+file", "hybrid+apis+file"):
+        with pytest.raises(UsageError, match="unknown strategy"):
+            check_strategies([wrong], "function")
+    with pytest.raises(UsageError, match="for --task function only"):
+        check_strategies(["hybrid+file"], "line")

@@ -583,3 +583,31 @@ def _described_fragments(request) -> list[str]:
     from assistant.core.stubs import _described
 
     return _described(request)["fragments"]
+
+
+def test_own_file_demonstrations_let_the_files_other_functions_in_but_never_the_stub(repo: Path) -> None:
+    from assistant.code.extract import extract_python
+    from assistant.core.stubs import prepare_stub
+    from assistant.core.target import Target
+
+    from .conftest import ScriptedBackend
+
+    # The index holds an older `area` with a body (written before its body was cut back to a stub).
+    old_area = "def area(radius: float) -> float:\n    \"\"\"Old.\"\"\"\n    return math.pi * radius**2\n"
+    pool = [
+        *[e for e in extract_python(SOURCE, "shapes.py") if e.name != "area"],
+        *extract_python(old_area, "shapes.py"),
+        *extract_python("def circle_area(r):\n    return math.pi * r * r\n", "geometry.py"),
+    ]
+    retriever = _Fragments(pool)  # returns the pool in order, less what the caller excludes
+    target = Target.read(repo / "shapes.py")
+    backend = ScriptedBackend(prefills_answer=True)
+    default = prepare_stub("area", backend, target, retriever=retriever, k=3, root=repo)
+    own = prepare_stub("area", backend, target, retriever=retriever, k=3, root=repo, own_file=True)
+    assert [h.example.source for h in default.hits] == ["geometry.py:1"]
+    assert [h.example.name for h in own.hits] == ["helper", "perimeter", "load"]
+    assert all(h.example.name != "area" for h in own.hits)
+    # The siblings are demonstration turns, whole; the old body of the stub is in none of the prompts.
+    turns = [m["content"] for m in own.prompt.messages]
+    assert any("return 2 * x" in turn for turn in turns[:-1])
+    assert not any("math.pi * radius**2" in m["content"] for p in (default, own) for m in p.prompt.messages)

@@ -18,7 +18,7 @@ from assistant.config import DEFAULT_TEMPERATURE
 from assistant.core.candidates import Candidate, CutOff, collect, normal_form
 from assistant.core.home import ModuleHome
 from assistant.core.rank import Problem, Ranked, Ranker, Rankers, choose, rank
-from assistant.core.retrieve import Hit, Retriever
+from assistant.core.retrieve import Exclude, Hit, Retriever
 from assistant.core.target import Target
 from assistant.core.tokens import Count, approximate_tokens, token_counter
 from assistant.errors import AssistError, UsageError
@@ -175,20 +175,17 @@ def retrieve_step(
     retriever: Retriever | None,
     k: int,
     demonstrations: Sequence[Hit] | None,
-    display: str,
+    exclude: Exclude | None,
     report: Progress,
     timings: dict[str, float],
 ) -> list[Hit]:
-    """The demonstrations for a request: the given ones, else the top `k` of `retriever` (timed, reported).
-
-    The target file's own functions (`display`, its repo path) are in the prompt already; as demonstrations
-    too they only invite the model to copy them back, so they are excluded."""
+    """The demonstrations for a request: the given ones, else the top `k` of `retriever` that `exclude` keeps
+    (timed, reported)."""
     started = time.perf_counter()
     report("retrieve", 0, 1)
     if demonstrations is not None:
         hits = list(demonstrations)
     else:
-        exclude = (lambda example: example.path == display) if display else None
         hits = retriever.search(query, k, exclude) if retriever is not None and k > 0 else []
     report("retrieve", 1, 1)
     timings["retrieve"] = time.perf_counter() - started
@@ -264,7 +261,10 @@ def generate(
         target = Target.read(file)  # a file assist could not edit fails now, not after a minute of sampling
     display = target.display(root) if target is not None else ""
 
-    hits = retrieve_step(requirement, retriever, k, demonstrations, display, report, timings)
+    # The target file is in the prompt already (its outline); its functions as demonstrations too would only
+    # invite the model to copy them back.
+    exclude = (lambda example: example.path == display) if display else None
+    hits = retrieve_step(requirement, retriever, k, demonstrations, exclude, report, timings)
     prompt = build_prompt(
         requirement,
         [hit.example for hit in reversed(hits)],  # most similar last, nearest the request

@@ -27,7 +27,7 @@ from assistant.code.examples import Example
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate, CutOff, repeats_itself
 from assistant.core.rank import Rankers
-from assistant.core.retrieve import Hit, Retriever
+from assistant.core.retrieve import Exclude, Hit, Retriever
 from assistant.core.target import Target
 from assistant.core.tokens import Count, approximate_tokens, token_counter
 from assistant.core.usages import outline, used_definitions
@@ -702,6 +702,17 @@ class StubRequest:
     fragments: list[Hit] | None = None  # the repository's fragments shown in the prompt (None: not asked for)
 
 
+def demonstration_filter(display: str, stub: Stub, own_file: bool = False) -> Exclude | None:
+    """What a stub's demonstrations leave out: the functions of its own file (`display`, its repo path), which the
+    prompt shows around the stub; with `own_file`, only the stub itself (by its qualified name: the index may hold
+    an older body of it, or a copy at other lines). Without a path, nothing."""
+    if not display:
+        return None
+    if not own_file:
+        return lambda example: example.path == display
+    return lambda example: example.path == display and example.name == stub.qualname
+
+
 def prepare_stub(
     function: str,
     backend: Backend,
@@ -719,8 +730,13 @@ def prepare_stub(
     timings: dict[str, float] | None = None,
     definitions: Sequence[Example] = (),
     fragments: Retriever | None = None,
+    own_file: bool = False,
 ) -> StubRequest:
     """Find the stub, retrieve demonstrations for it and build its prompt (see :func:`fill_stub`).
+
+    `own_file`: the demonstrations may be the stub's file's other functions, whole (the context shows most of
+    them as outlines only); the stub itself never is, under its name in the index, whatever its body there.
+    Off (the default): they come from the repository's other files.
 
     `definitions`: the project's functions; those from other files that the stub's file uses are shown before
     the file, as signatures and docstring summaries (:func:`assistant.core.usages.used_definitions`). Empty (the
@@ -745,7 +761,9 @@ def prepare_stub(
     query = requirement or stub.docstring or stub.name
     check_text(query, "the docstring")
     timings = timings if timings is not None else {}
-    hits = retrieve_step(query, retriever, k, demonstrations, display, report, timings)
+    hits = retrieve_step(
+        query, retriever, k, demonstrations, demonstration_filter(display, stub, own_file), report, timings
+    )
     found: list[Hit] | None = None if fragments is None else []
     if fragments is not None and k > 0:
         started = time.perf_counter()

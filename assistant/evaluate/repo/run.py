@@ -74,6 +74,9 @@ APIS = "+apis"
 # A function-task strategy with this suffix (`hybrid@fragments`) shows the project's 20-line fragments from other
 # files instead of demonstrations, retrieved with the code before the body (RepoEval's and SelfRACG's protocol).
 FRAGMENTS = "@fragments"
+# A function-task strategy with this suffix (`hybrid+file`, `hybrid+file+apis`) may take its demonstrations from the
+# target file's other functions too, whole (`generate --own-file`); never the hidden function nor a copy of its body.
+OWN_FILE = "+file"
 TRAINED = ("tstr", "lail")  # trained per project on its functions: they need the function tasks to hold out
 # LAIL per project, sized for 2 CPU cores: 128 documented functions labeled against 8 BM25 candidates each
 # (1,024 pairs, 10-20 minutes a project with the bf16 labeler); the rest of the paper's recipe as LailConfig's.
@@ -182,6 +185,11 @@ def shows_apis(strategy: str) -> bool:
     return strategy.endswith(APIS)
 
 
+def shows_own_file(strategy: str) -> bool:
+    """Whether a function-task strategy's demonstrations may come from the target file (`X+file`, `X+file+apis`)."""
+    return strategy.removesuffix(APIS).endswith(OWN_FILE)
+
+
 def shows_fragments(strategy: str) -> bool:
     """Whether a function-task strategy shows fragments instead of demonstrations (`X@fragments`,
     `X@fragments+apis`)."""
@@ -189,22 +197,30 @@ def shows_fragments(strategy: str) -> bool:
 
 
 def retrieval_of(strategy: str) -> str:
-    """The retriever a strategy names: `hybrid+apis`, `hybrid@fragments` and `hybrid@fragments+apis` retrieve as
-    `hybrid`."""
-    return strategy.removesuffix(APIS).removesuffix(FRAGMENTS)
+    """The retriever a strategy names: `hybrid+apis`, `hybrid+file`, `hybrid@fragments` and
+    `hybrid@fragments+apis` retrieve as `hybrid`."""
+    return strategy.removesuffix(APIS).removesuffix(OWN_FILE).removesuffix(FRAGMENTS)
 
 
 def check_strategies(names: Sequence[str], task: str) -> None:
     """Refuse an unknown strategy, or `+apis` or `@fragments` where no stub is filled (line and retrieval tasks),
     in one line."""
-    unknown = [s for s in names if retrieval_of(s) not in STRATEGIES or s.startswith("zero@")]
+    unknown = [
+        s
+        for s in names
+        if retrieval_of(s) not in STRATEGIES
+        or s.startswith(("zero@", "zero+file"))
+        or (shows_own_file(s) and FRAGMENTS in s)  # fragments replace demonstrations: +file would change nothing
+    ]
     if not names or unknown:
         choices = ", ".join(STRATEGIES)
         raise UsageError(
-            f"unknown strategy {(unknown or [''])[0]!r}; choose from {choices} (+apis or @fragments on function tasks)"
+            f"unknown strategy {(unknown or [''])[0]!r}; choose from {choices} "
+            "(+apis, +file or @fragments on function tasks)"
         )
     for suffix, shows, what in (
         (APIS, shows_apis, "shows the functions a stub's file uses"),
+        (OWN_FILE, shows_own_file, "fills a stub"),
         (FRAGMENTS, shows_fragments, "fills a stub"),
     ):
         if task != "function" and any(shows(s) for s in names):
@@ -377,8 +393,8 @@ def task_request(
     demos: int,
 ) -> StubRequest:
     """A function task's prompt under `strategy` (its `retriever` from `_retriever`), with the leak control: the
-    files holding the covering tests' code (:func:`covering_test_files`), and copies of the hidden body in other files,
-    are never retrieved nor shown."""
+    hidden function, the files holding the covering tests' code (:func:`covering_test_files`), and copies of the
+    hidden body anywhere, are never retrieved nor shown."""
     test_files = covering_test_files(task, ix.project)
     wanted = _code_lines(task.body)
     # Where copies of the body sit: a 20-line fragment holding only part of one (it crosses a window's edge) is a
@@ -388,6 +404,8 @@ def task_request(
     def leaks(example: Example) -> bool:
         if example.path in test_files or wanted in _code_lines(example.code):
             return True
+        if example.path == task.path and example.start_line <= task.end and task.start <= example.end_line:
+            return True  # the hidden function in the pristine index (+file lets the target file's others in)
         return any(p == example.path and s <= example.end_line and example.start_line <= e for p, s, e in copies)
 
     excluding = Excluding(retriever, leaks) if retriever is not None else None
@@ -406,6 +424,7 @@ def task_request(
         root=ix.project.root,
         definitions=definitions,
         fragments=excluding if fragments else None,
+        own_file=shows_own_file(strategy),
     )
 
 
