@@ -69,6 +69,7 @@ DEFAULT_MAX_NEW_TOKENS = 256  # free generation; filling a stub sizes the limit 
 DEFAULT_REDRAW = True  # filling a stub: draw again the samples that wrote nothing (cheap with prefix caching)
 DEFAULT_APIS = False  # filling a stub: show the project's functions from other files that the file uses
 DEFAULT_FRAGMENTS = False  # filling a stub: show the repo's code fragments instead of demonstrations
+DEFAULT_OWN_FILE = False  # filling a stub: demonstrations from the repo's other files only (not the stub's own)
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
 # The local model's engines, by the backend each one is: openvino is several times faster on a CPU than
 # transformers fp32, which stays for what needs the model's internals (training, hidden states, bf16 labeling).
@@ -237,6 +238,13 @@ FIELDS: tuple[Field, ...] = (
         DEFAULT_APIS,
         "ASSIST_GENERATE_APIS",
         "filling a stub: also show the repo's functions from other files that its file uses (needs `assist index`)",
+    ),
+    Field(
+        "generate.own_file",
+        _bool,
+        DEFAULT_OWN_FILE,
+        "ASSIST_GENERATE_OWN_FILE",
+        "filling a stub: demonstrations may be the stub's own file's other functions, whole (else other files only)",
     ),
     Field(
         "generate.fragments",

@@ -171,3 +171,31 @@ def test_generate_fragments_shows_the_repos_code_instead_of_demonstrations(tmp_p
     assert "Demonstrations" not in human.stdout
     alone = assist_here("generate", "add two numbers", "--fragments", cwd=root)
     assert alone.returncode == 2 and "--fragments is for filling a stub" in alone.stderr
+
+
+def test_generate_own_file_lets_the_files_other_functions_be_demonstrations(tmp_path: Path) -> None:
+    root = two_file_repo(tmp_path)
+    # The index holds make_id with a body (indexed before it was cut back to a stub): never a demonstration.
+    core = root / "pkg" / "core.py"
+    stub = core.read_text()
+    core.write_text(stub.replace("    ...\n", "    return slugify(text).lower()  # the old body\n"))
+    assert assist_here("index", "--json", cwd=root).returncode == 0
+    core.write_text(stub)
+    args = ["generate", "--file", "pkg/core.py", "--function", "make_id", "-n", "1", "-k", "4", "--ranker", "first"]
+    env = {"OPENAI_API_KEY": "sk-test"}
+    answer = ("    return slugify(text)\n```\n", "stop")
+    with openai_server(Script(answers=[answer, answer])) as (url, script):
+        common = ["--base-url", url, "--api", "completions", "--json"]
+        own = assist_here(*args, "--own-file", *common, cwd=root, env=env)
+        assert own.returncode == 0, own.stderr
+        other = assist_here(*args, *common, cwd=root, env=env)
+        assert other.returncode == 0, other.stderr
+        sent = [request["prompt"] for request in script.requests]
+    shown = [(d["source"].split(":")[0], d["name"]) for d in json.loads(own.stdout)["demonstrations"]]
+    assert ("pkg/core.py", "title") in shown and "make_id" not in [name for _, name in shown]
+    assert all(not d["source"].startswith("pkg/core.py") for d in json.loads(other.stdout)["demonstrations"])
+    # `title` is short, so the code around the stub shows it whole either way; +own-file also as a demonstration.
+    assert sent[0].count("return shout(text).title()") == 2 and sent[1].count("return shout(text).title()") == 1
+    assert not any("the old body" in prompt for prompt in sent)
+    alone = assist_here("generate", "add two numbers", "--own-file", cwd=root)
+    assert alone.returncode == 2 and "--own-file is for filling a stub" in alone.stderr

@@ -962,6 +962,7 @@ def fill_stub(
     definitions: Sequence[Example] = (),
     redraw: bool = False,
     fragments: Retriever | None = None,
+    own_file: bool = False,
 ) -> GenerateResult:
     """Ranked candidates for the body of the stub `function` in `file`; each candidate's edit replaces only
     that body. `file` names the file, or `target` is the file already read (one of them is needed).
@@ -976,7 +977,8 @@ def fill_stub(
     in its place (:func:`redraw_empty`; how many in `redrawn`). Other definitions a sample wrote are dropped
     from its edit, named in its `dropped`, and rank it below every candidate that wrote only the function. `rankers` are
     ranker objects or a function that chooses them for the candidates (None: sampling order). `definitions`:
-    the project's functions, whose ones the file uses are shown in the prompt (see :func:`prepare_stub`).
+    the project's functions, whose ones the file uses are shown in the prompt (see :func:`prepare_stub`);
+    `own_file` lets the demonstrations be the file's other functions (the same).
     """
     from assistant.backends.prompts import ANSWER_PREFIX
     from assistant.core.generation import GenerateResult, rank_step, retriever_label
@@ -1008,6 +1010,7 @@ def fill_stub(
         timings=timings,
         definitions=definitions,
         fragments=fragments,
+        own_file=own_file,
     )
     started = time.perf_counter()
     usage_before = backend.usage.to_json()

@@ -17,6 +17,7 @@ from assistant.config import (
     DEFAULT_K,
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_N,
+    DEFAULT_OWN_FILE,
     DEFAULT_RANKER,
     DEFAULT_REDRAW,
     DEFAULT_RETRIEVER,
@@ -46,6 +47,7 @@ class GenerationOptions:
     # filling a stub: the repo's 20-line fragments of other files, found with the code before the body, instead of
     # demonstrations (RepoEval's context)
     fragments: bool = DEFAULT_FRAGMENTS
+    own_file: bool = DEFAULT_OWN_FILE  # filling a stub: demonstrations may be its own file's other functions
 
     @classmethod
     def from_settings(cls, settings: Settings | None, **overrides: Any) -> GenerationOptions:

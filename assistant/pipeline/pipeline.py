@@ -433,6 +433,7 @@ class Pipeline:
                 target=target,
                 definitions=definitions,
                 fragments=fragment_retriever,
+                own_file=options.own_file,
                 redraw=options.redraw,
                 requirement=request.requirement,
                 params=options.params(),

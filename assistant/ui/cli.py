@@ -208,6 +208,16 @@ def generate(
             show_default=False,
         ),
     ] = None,
+    own_file: Annotated[
+        bool | None,
+        typer.Option(
+            "--own-file/--no-own-file",
+            help="With --function: the demonstrations may be the file's own other functions, whole (the prompt "
+            "shows most of them as signatures only); the stub itself never is. Default: generate.own_file in the "
+            "config, else off (demonstrations from the repo's other files).",
+            show_default=False,
+        ),
+    ] = None,
     redraw: Annotated[
         bool | None,
         typer.Option(
@@ -373,13 +383,21 @@ def generate(
         backend, model, base_url, api, timeout, start=start if start.exists() else None, engine=engine
     )
     flags = {"n": n, "k": k, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
-    for given, flag in ((apis, "--apis"), (redraw, "--redraw"), (fragments, "--fragments")):
+    for given, flag in ((apis, "--apis"), (redraw, "--redraw"), (fragments, "--fragments"), (own_file, "--own-file")):
         if given and function is None:
             raise UsageError(f"{flag} is for filling a stub: give --function too")
     if fragments and bank is not None:
         raise UsageError("--fragments retrieves the repository's code, not a bank's: drop --bank")
     options = GenerationOptions.from_settings(
-        settings, retriever=retriever, ranker=ranker, seed=seed, apis=apis, redraw=redraw, fragments=fragments, **flags
+        settings,
+        retriever=retriever,
+        ranker=ranker,
+        seed=seed,
+        apis=apis,
+        redraw=redraw,
+        fragments=fragments,
+        own_file=own_file,
+        **flags,
     )
     options.check()
     pipeline = Pipeline(options, settings, start=start if start.exists() else Path("."), bank=bank)

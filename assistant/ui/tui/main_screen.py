@@ -457,6 +457,7 @@ class MainScreen(Screen[None]):
                 apis=values["apis"],
                 redraw=values["redraw"],
                 fragments=values["fragments"],
+                own_file=values["own_file"],
             )
             try:
                 self.session.configure(options, values["backend"], values["model"], values["base_url"])

@@ -219,6 +219,13 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                     tooltip="When filling a stub, also show the model the repo's functions from other files that "
                     "the file calls or imports",
                 )
+                yield Label("Stubs: own-file demos")  # generate --own-file
+                yield Switch(
+                    o.own_file,
+                    id="own_file",
+                    tooltip="When filling a stub, let the demonstrations be the file's own other functions, whole "
+                    "(the stub itself never is); else they come from the repo's other files",
+                )
                 yield Label("Stubs: code fragments")  # generate --fragments
                 yield Switch(
                     o.fragments,
@@ -257,6 +264,7 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 "apis": self.query_one("#apis", Switch).value,
                 "redraw": self.query_one("#redraw", Switch).value,
                 "fragments": self.query_one("#fragments", Switch).value,
+                "own_file": self.query_one("#own_file", Switch).value,
             }
         except ValueError:
             self.query_one("#settings-error", Static).update("n, k, temperature and max new tokens must be numbers")
