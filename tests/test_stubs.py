@@ -593,7 +593,7 @@ def test_own_file_demonstrations_let_the_files_other_functions_in_but_never_the_
     from .conftest import ScriptedBackend
 
     # The index holds an older `area` with a body (written before its body was cut back to a stub).
-    old_area = "def area(radius: float) -> float:\n    \"\"\"Old.\"\"\"\n    return math.pi * radius**2\n"
+    old_area = 'def area(radius: float) -> float:\n    """Old."""\n    return math.pi * radius**2\n'
     pool = [
         *[e for e in extract_python(SOURCE, "shapes.py") if e.name != "area"],
         *extract_python(old_area, "shapes.py"),
