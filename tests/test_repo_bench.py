@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -582,7 +583,9 @@ def test_a_fragment_keeps_at_most_its_character_cap() -> None:
 def test_own_file_strategy_shows_the_target_files_other_functions_never_the_hidden_one(
     tiny: Project, encoder, tmp_path: Path
 ) -> None:
-    tasks = function_tasks(tiny)
+    # The reference body differs from the indexed one by a line, so the copy rule (a function holding the body
+    # line for line) does not catch the pristine `double`: only the hidden function's own span and name do.
+    tasks = [replace(task, body=task.body + "assert y\n") for task in function_tasks(tiny)]
     indexes = {"tiny": index_project(tiny, encoder)}
     backend = ScriptedBackend(["    return x + x\n```"], prefills_answer=True)
     records = run_function_tasks(

@@ -595,8 +595,8 @@ def test_own_file_demonstrations_let_the_files_other_functions_in_but_never_the_
     # The index holds an older `area` with a body (written before its body was cut back to a stub).
     old_area = 'def area(radius: float) -> float:\n    """Old."""\n    return math.pi * radius**2\n'
     pool = [
+        *extract_python(old_area, "shapes.py"),  # first: only the filter keeps it out of the top 3
         *[e for e in extract_python(SOURCE, "shapes.py") if e.name != "area"],
-        *extract_python(old_area, "shapes.py"),
         *extract_python("def circle_area(r):\n    return math.pi * r * r\n", "geometry.py"),
     ]
     retriever = _Fragments(pool)  # returns the pool in order, less what the caller excludes

@@ -199,3 +199,28 @@ def test_generate_own_file_lets_the_files_other_functions_be_demonstrations(tmp_
     assert not any("the old body" in prompt for prompt in sent)
     alone = assist_here("generate", "add two numbers", "--own-file", cwd=root)
     assert alone.returncode == 2 and "--own-file is for filling a stub" in alone.stderr
+    moot = assist_here(*args, "--own-file", "--fragments", cwd=root)
+    assert moot.returncode == 2 and "--own-file would change nothing" in moot.stderr
+    banked = assist_here(*args, "--own-file", "--bank", root / "bank.jsonl", cwd=root)
+    assert banked.returncode == 2 and "not a bank: drop --bank" in banked.stderr
+
+
+def test_the_tui_session_retrieves_own_file_demonstrations_as_generate_does(tmp_path: Path) -> None:
+    from assistant.ui.session import Options, Session
+
+    root = two_file_repo(tmp_path)
+    core = root / "pkg" / "core.py"
+    stub = core.read_text()
+    core.write_text(stub.replace("    ...\n", "    return slugify(text).lower()  # the old body\n"))
+    assert assist_here("index", "--json", cwd=root).returncode == 0
+    core.write_text(stub)
+    query = "An id for text: its slug, lower case."
+
+    def shown(own_file: bool) -> list[tuple[str, str]]:
+        session = Session(root, options=Options(k=4, retriever="bm25", own_file=own_file))
+        hits = session.retrieve(query, "pkg/core.py", function="make_id")
+        return [(hit.example.path, hit.example.name) for hit in hits]
+
+    own = shown(True)
+    assert ("pkg/core.py", "title") in own and ("pkg/core.py", "make_id") not in own
+    assert all(path != "pkg/core.py" for path, _ in shown(False))

@@ -702,15 +702,15 @@ class StubRequest:
     fragments: list[Hit] | None = None  # the repository's fragments shown in the prompt (None: not asked for)
 
 
-def demonstration_filter(display: str, stub: Stub, own_file: bool = False) -> Exclude | None:
-    """What a stub's demonstrations leave out: the functions of its own file (`display`, its repo path), which the
-    prompt shows around the stub; with `own_file`, only the stub itself (by its qualified name: the index may hold
-    an older body of it, or a copy at other lines). Without a path, nothing."""
+def demonstration_filter(display: str, qualname: str | None = None, own_file: bool = False) -> Exclude | None:
+    """What a request's demonstrations leave out: the functions of its target file (`display`, its repo path),
+    which the prompt shows; with `own_file` and a stub (`qualname`), only the stub itself (by its qualified name:
+    the index may hold an older body of it, or hold it at other lines). Without a path, nothing."""
     if not display:
         return None
-    if not own_file:
+    if not own_file or qualname is None:
         return lambda example: example.path == display
-    return lambda example: example.path == display and example.name == stub.qualname
+    return lambda example: example.path == display and example.name == qualname
 
 
 def prepare_stub(
@@ -762,7 +762,7 @@ def prepare_stub(
     check_text(query, "the docstring")
     timings = timings if timings is not None else {}
     hits = retrieve_step(
-        query, retriever, k, demonstrations, demonstration_filter(display, stub, own_file), report, timings
+        query, retriever, k, demonstrations, demonstration_filter(display, stub.qualname, own_file), report, timings
     )
     found: list[Hit] | None = None if fragments is None else []
     if fragments is not None and k > 0:

@@ -355,16 +355,23 @@ class Pipeline:
     # -- work ------------------------------------------------------------------------------------------------------
 
     def retrieve(
-        self, query: str, k: int | None = None, exclude_path: str | None = None, progress: Progress = silent
+        self,
+        query: str,
+        k: int | None = None,
+        exclude_path: str | None = None,
+        progress: Progress = silent,
+        function: str | None = None,
     ) -> list[Hit]:
         """The top `k` (default: the options') demonstrations for `query`, leaving out the examples from
-        `exclude_path` (the target file's own functions: the prompt shows them already)."""
+        `exclude_path` (the target file's own functions: the prompt shows them already); with the `own_file`
+        option and `function` (the qualified name of the stub to fill there), only that function."""
+        from assistant.core.stubs import demonstration_filter
+
         k = self.options.k if k is None else k
         if k <= 0:
             return []
         retriever = self.retriever(progress)
-        exclude = (lambda example: example.path == exclude_path) if exclude_path else None
-        return retriever.search(query, k, exclude)
+        return retriever.search(query, k, demonstration_filter(exclude_path or "", function, self.options.own_file))
 
     def generate(
         self,

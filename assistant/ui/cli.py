@@ -388,6 +388,10 @@ def generate(
             raise UsageError(f"{flag} is for filling a stub: give --function too")
     if fragments and bank is not None:
         raise UsageError("--fragments retrieves the repository's code, not a bank's: drop --bank")
+    if own_file and bank is not None:
+        raise UsageError("--own-file takes demonstrations from the repository's index, not a bank: drop --bank")
+    if own_file and fragments:
+        raise UsageError("--fragments shows fragments instead of demonstrations: --own-file would change nothing")
     options = GenerationOptions.from_settings(
         settings,
         retriever=retriever,

@@ -215,13 +215,21 @@ class Session:
 
     # -- generation --------------------------------------------------------------------------------------
 
-    def retrieve(self, requirement: str, target: str | None = None, progress: Progress = _quiet) -> list[Hit]:
+    def retrieve(
+        self, requirement: str, target: str | None = None, progress: Progress = _quiet, function: str | None = None
+    ) -> list[Hit]:
         """The demonstrations the current retriever picks for a requirement.
 
         The target file's own functions are left out: the prompt shows that file already, and as
-        demonstrations they only invite the model to copy them back.
+        demonstrations they only invite the model to copy them back. Filling a stub (`function`) with the
+        `own_file` option, only the stub itself is.
         """
-        return self.pipeline.retrieve(requirement, exclude_path=target, progress=progress)
+        qualname = None
+        if function is not None and target and self.options.own_file:
+            from assistant.core.stubs import find_stub
+
+            qualname = find_stub(read_target(self.target_path(target)), function, target).qualname
+        return self.pipeline.retrieve(requirement, exclude_path=target, progress=progress, function=qualname)
 
     def generate(
         self,
@@ -251,7 +259,7 @@ class Session:
                 from assistant.core.stubs import find_stub
 
                 query = find_stub(file.text, function, target or "", tree=file.tree).docstring or ""
-            demonstrations = self.retrieve(query, target, progress)
+            demonstrations = self.retrieve(query, target, progress, function)
         options = self.options
         request = Request(
             requirement,

@@ -244,7 +244,7 @@ class MainScreen(Screen[None]):
         def job(progress: Progress) -> GenerateResult:
             hits = demonstrations
             if hits is None:
-                hits = self.session.retrieve(query, target, progress)
+                hits = self.session.retrieve(query, target, progress, function)
                 self.app.call_from_thread(self.retrieved, query, hits)
             return self.session.generate(
                 requirement,
