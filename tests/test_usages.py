@@ -173,14 +173,20 @@ def test_generate_fragments_shows_the_repos_code_instead_of_demonstrations(tmp_p
     assert alone.returncode == 2 and "--fragments is for filling a stub" in alone.stderr
 
 
-def test_generate_own_file_lets_the_files_other_functions_be_demonstrations(tmp_path: Path) -> None:
+def stale_index_repo(tmp_path: Path) -> Path:
+    """two_file_repo indexed while make_id had a body (it was cut back to a stub since): the index holds its old
+    body, which must never be a demonstration."""
     root = two_file_repo(tmp_path)
-    # The index holds make_id with a body (indexed before it was cut back to a stub): never a demonstration.
     core = root / "pkg" / "core.py"
     stub = core.read_text()
     core.write_text(stub.replace("    ...\n", "    return slugify(text).lower()  # the old body\n"))
     assert assist_here("index", "--json", cwd=root).returncode == 0
     core.write_text(stub)
+    return root
+
+
+def test_generate_own_file_lets_the_files_other_functions_be_demonstrations(tmp_path: Path) -> None:
+    root = stale_index_repo(tmp_path)
     args = ["generate", "--file", "pkg/core.py", "--function", "make_id", "-n", "1", "-k", "4", "--ranker", "first"]
     env = {"OPENAI_API_KEY": "sk-test"}
     answer = ("    return slugify(text)\n```\n", "stop")
@@ -208,12 +214,7 @@ def test_generate_own_file_lets_the_files_other_functions_be_demonstrations(tmp_
 def test_the_tui_session_retrieves_own_file_demonstrations_as_generate_does(tmp_path: Path) -> None:
     from assistant.ui.session import Options, Session
 
-    root = two_file_repo(tmp_path)
-    core = root / "pkg" / "core.py"
-    stub = core.read_text()
-    core.write_text(stub.replace("    ...\n", "    return slugify(text).lower()  # the old body\n"))
-    assert assist_here("index", "--json", cwd=root).returncode == 0
-    core.write_text(stub)
+    root = stale_index_repo(tmp_path)
     query = "An id for text: its slug, lower case."
 
     def shown(own_file: bool) -> list[tuple[str, str]]:

@@ -396,7 +396,9 @@ def repo(
             "from other files that the target file calls or imports, as `generate --apis` does; any retriever "
             "@fragments (e.g. hybrid@fragments) shows its 20-line fragments of the project's other files, found "
             "with the code before the body, instead of demonstrations (RepoEval's context); the two combine as "
-            "X@fragments+apis."
+            "X@fragments+apis. Any retriever +file (e.g. hybrid+file, hybrid+file+apis) may take its "
+            "demonstrations from the target file's other functions too, as `generate --own-file` does (never the "
+            "hidden one)."
         ),
     ] = "zero,bm25,hybrid",
     n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,

@@ -203,8 +203,8 @@ def retrieval_of(strategy: str) -> str:
 
 
 def check_strategies(names: Sequence[str], task: str) -> None:
-    """Refuse an unknown strategy, or `+apis` or `@fragments` where no stub is filled (line and retrieval tasks),
-    in one line."""
+    """Refuse an unknown strategy, or `+apis`, `+file` or `@fragments` where no stub is filled (line and retrieval
+    tasks), in one line."""
     unknown = [
         s
         for s in names
