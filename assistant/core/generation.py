@@ -18,7 +18,7 @@ from assistant.config import DEFAULT_TEMPERATURE
 from assistant.core.candidates import Candidate, CutOff, collect, normal_form
 from assistant.core.home import ModuleHome
 from assistant.core.rank import Problem, Ranked, Ranker, Rankers, choose, rank
-from assistant.core.retrieve import Exclude, Hit, Retriever
+from assistant.core.retrieve import Exclude, Hit, Retriever, demonstration_filter
 from assistant.core.target import Target
 from assistant.core.tokens import Count, approximate_tokens, token_counter
 from assistant.errors import AssistError, UsageError
@@ -263,8 +263,7 @@ def generate(
 
     # The target file is in the prompt already (its outline); its functions as demonstrations too would only
     # invite the model to copy them back.
-    exclude = (lambda example: example.path == display) if display else None
-    hits = retrieve_step(requirement, retriever, k, demonstrations, exclude, report, timings)
+    hits = retrieve_step(requirement, retriever, k, demonstrations, demonstration_filter(display), report, timings)
     prompt = build_prompt(
         requirement,
         [hit.example for hit in reversed(hits)],  # most similar last, nearest the request

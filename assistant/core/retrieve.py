@@ -20,6 +20,17 @@ from assistant.indexing.index import Index, TextEncoder
 Exclude = Callable[[Example], bool]
 
 
+def demonstration_filter(display: str, qualname: str | None = None, own_file: bool = False) -> Exclude | None:
+    """What a request's demonstrations leave out: the functions of its target file (`display`, its repo path),
+    which the prompt shows; with `own_file` and a stub (`qualname`), only the stub itself (by its qualified name:
+    the index may hold an older body of it, or hold it at other lines). Without a path, nothing."""
+    if not display:
+        return None
+    if not own_file or qualname is None:
+        return lambda example: example.path == display
+    return lambda example: example.path == display and example.name == qualname
+
+
 @dataclass(frozen=True)
 class Hit:
     """A retrieved example, its score under the retriever that chose it, and why it was chosen."""

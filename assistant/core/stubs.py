@@ -27,7 +27,7 @@ from assistant.code.examples import Example
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate, CutOff, repeats_itself
 from assistant.core.rank import Rankers
-from assistant.core.retrieve import Exclude, Hit, Retriever
+from assistant.core.retrieve import Hit, Retriever, demonstration_filter
 from assistant.core.target import Target
 from assistant.core.tokens import Count, approximate_tokens, token_counter
 from assistant.core.usages import outline, used_definitions
@@ -700,17 +700,6 @@ class StubRequest:
     display: str
     apis: list[Example] | None = None  # the used functions shown in the prompt (None: not asked for)
     fragments: list[Hit] | None = None  # the repository's fragments shown in the prompt (None: not asked for)
-
-
-def demonstration_filter(display: str, qualname: str | None = None, own_file: bool = False) -> Exclude | None:
-    """What a request's demonstrations leave out: the functions of its target file (`display`, its repo path),
-    which the prompt shows; with `own_file` and a stub (`qualname`), only the stub itself (by its qualified name:
-    the index may hold an older body of it, or hold it at other lines). Without a path, nothing."""
-    if not display:
-        return None
-    if not own_file or qualname is None:
-        return lambda example: example.path == display
-    return lambda example: example.path == display and example.name == qualname
 
 
 def prepare_stub(

@@ -28,7 +28,7 @@ from assistant.core.generation import generate as generate_code
 from assistant.core.generation import resample as resample_one
 from assistant.core.home import ModuleHome
 from assistant.core.rank import Problem, Ranked, Ranker
-from assistant.core.retrieve import Hit, Retriever
+from assistant.core.retrieve import Hit, Retriever, demonstration_filter
 from assistant.core.target import Target
 from assistant.errors import UsageError
 from assistant.indexing.index import IndexStats, TextEncoder, repo_root
@@ -365,8 +365,6 @@ class Pipeline:
         """The top `k` (default: the options') demonstrations for `query`, leaving out the examples from
         `exclude_path` (the target file's own functions: the prompt shows them already); with the `own_file`
         option and `function` (the qualified name of the stub to fill there), only that function."""
-        from assistant.core.stubs import demonstration_filter
-
         k = self.options.k if k is None else k
         if k <= 0:
             return []

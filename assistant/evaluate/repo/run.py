@@ -399,14 +399,14 @@ def task_request(
     wanted = _code_lines(task.body)
     # Where copies of the body sit: a 20-line fragment holding only part of one (it crosses a window's edge) is a
     # leak as well, so every fragment overlapping a copy goes too.
-    copies = [(e.path, e.start_line, e.end_line) for e in copies_of(task, ix.functions.examples)]
+    # The hidden function's own span too: +file lets the target file's other functions in.
+    hidden = [(task.path, task.start, task.end)]
+    hidden += [(e.path, e.start_line, e.end_line) for e in copies_of(task, ix.functions.examples)]
 
     def leaks(example: Example) -> bool:
         if example.path in test_files or wanted in _code_lines(example.code):
             return True
-        if example.path == task.path and example.start_line <= task.end and task.start <= example.end_line:
-            return True  # the hidden function in the pristine index (+file lets the target file's others in)
-        return any(p == example.path and s <= example.end_line and example.start_line <= e for p, s, e in copies)
+        return any(p == example.path and s <= example.end_line and example.start_line <= e for p, s, e in hidden)
 
     excluding = Excluding(retriever, leaks) if retriever is not None else None
     # +apis: the project's functions from other files that the target file uses are shown too; the covering
