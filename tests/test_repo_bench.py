@@ -607,3 +607,36 @@ def test_own_file_strategy_shows_the_target_files_other_functions_never_the_hidd
             check_strategies([wrong], "function")
     with pytest.raises(UsageError, match="for --task function only"):
         check_strategies(["hybrid+file"], "line")
+
+
+def test_attrs_strategy_asks_for_the_class_attributes_and_shares_unchanged_prompts(
+    tiny: Project, encoder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assistant.evaluate.repo import run as repo_run
+    from assistant.evaluate.repo.run import retrieval_of, shows_apis, shows_attributes, shows_own_file
+
+    asked: list[bool] = []
+    real = repo_run.prepare_stub
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["attributes"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(repo_run, "prepare_stub", spy)
+    indexes = {"tiny": index_project(tiny, encoder)}
+    backend = ScriptedBackend(["    return x + x\n```"], prefills_answer=True)
+    records = run_function_tasks(
+        function_tasks(tiny), indexes, ["zero", "zero+attrs"], backend, tmp_path / "out", params=SamplingParams(n=1)
+    )
+    assert asked == [False, True]
+    # `double` is no method: the same prompt, so the two strategies share one sampled answer.
+    assert len(backend.prompts) == 1 and [r["strategy"] for r in records] == ["zero", "zero+attrs"]
+    assert records[0]["sample_key"] == records[1]["sample_key"]
+    check_strategies(["zero+attrs", "hybrid+file+attrs", "hybrid@fragments+apis+attrs"], "function")
+    assert retrieval_of("hybrid+file+apis+attrs") == "hybrid" and shows_own_file("hybrid+file+attrs")
+    assert shows_apis("zero+apis+attrs") and shows_attributes("zero+attrs") and not shows_attributes("zero")
+    for wrong in ("hybrid+attrs+file", "hybrid+attrs+apis"):
+        with pytest.raises(UsageError, match="unknown strategy"):
+            check_strategies([wrong], "function")
+    with pytest.raises(UsageError, match="for --task function only"):
+        check_strategies(["zero+attrs"], "line")

@@ -23,6 +23,7 @@ from assistant.core.rank import Ranked, Score
 from assistant.core.stubs import (
     Taken,
     approximate_tokens,
+    attribute_outlines,
     collect_stub,
     default_max_tokens,
     fill_body,
@@ -208,6 +209,155 @@ def test_context_holds_the_stub_and_its_class_first_then_what_the_budget_allows(
     long_body = 'def big(x):\n    """Big."""\n' + "    x += 1\n" * 30 + '    return x\n\n\ndef f():\n    """F."""\n'
     shown = stub_context(long_body, find_stub(long_body, "f"), budget=500)
     assert 'def big(x):\n    """Big."""\n    ...' in shown and "x += 1" not in shown
+
+
+ATTRIBUTES = '''import threading
+
+
+class Base:
+    """Holds a name and a tag."""
+
+    def __init__(self, name, tag):
+        # A base's __init__ long enough to be shown as an outline only.
+        #
+        #
+        #
+        #
+        #
+        #
+        #
+        #
+        #
+        #
+        #
+        self.name = name
+        self.tag = tag
+
+
+class Short:
+    """A short base, shown whole."""
+
+    def __init__(self):
+        self.short = 1
+
+
+class Sock(Base, Short):
+    """A buffered socket."""
+
+    def __init__(self, sock, name="s"):
+        """Wrap sock."""
+        super().__init__(name, "t")
+        self.opts["mode"] = "r"
+        self.sock = sock
+        self.rbuf = b""; self.wbuf = b""
+        if sock is None:
+            self.sbuf = [
+                b"",
+            ]
+        else:
+            self.sbuf = []
+        self.name = name.upper()
+
+        def later(self):
+            self.hidden = 1
+
+        count = 0
+        for _ in range(3):
+            count += 1
+        self.count = count
+
+    @staticmethod
+    def make(self):
+        self.static = 2
+
+    def reset(self):
+        """Forget what was read."""
+        self.rbuf = b""
+        self.opts = {}
+
+    def buffer(self, data):
+        """Buffer data for the next send."""
+        ...
+
+    @classmethod
+    def build(cls):
+        """A classmethod: it reads no instance."""
+        ...
+'''
+
+
+def test_attributes_show_what_a_methods_class_sets_on_self() -> None:
+    stub = find_stub(ATTRIBUTES, "Sock.buffer")
+    plain = stub_context(ATTRIBUTES, stub, budget=2000)
+    assert "self.sbuf" not in plain and "self.tag" not in plain  # long __init__s as outlines
+    shown = stub_context(ATTRIBUTES, stub, budget=2000, attributes=True)
+    # __init__'s assignments under its signature and docstring summary, moved back to its body's indentation (out of
+    # their `if`), a line two of them share once, each attribute from its first assignment; not a subscript's
+    # (`self.opts[...] = `), a nested function's, nor a staticmethod's; a short method whole.
+    init = shown[shown.index("    def __init__(self, sock") :]
+    assert init.startswith(
+        '    def __init__(self, sock, name="s"):\n        """Wrap sock."""\n        self.sock = sock\n'
+        '        self.rbuf = b""; self.wbuf = b""\n        self.sbuf = [\n            b"",\n        ]\n'
+        "        self.name = name.upper()\n        self.count = count\n        ...\n"
+    )
+    assert "self.hidden" not in shown and 'self.opts["mode"]' not in shown and "self.sbuf = []" not in shown
+    assert '    def reset(self):\n        """Forget what was read."""\n        self.rbuf = b""\n' in shown
+    # A long base as its header and what it sets that the class does not; a short one whole, once.
+    base = (
+        'class Base:\n    """Holds a name and a tag."""\n\n    def __init__(self, name, tag):\n        self.tag = tag\n'
+    )
+    assert base in shown and "self.name = name\n" not in shown
+    assert shown.count("class Short:") == 1 and "        self.short = 1" in shown
+    # What was offered: Sock's methods (a staticmethod's first parameter is not self), then its bases in turn.
+    tree = ast.parse(ATTRIBUTES)
+    sock = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Sock")
+    offered: list[tuple[int, list[str]]] = []
+    names = attribute_outlines(
+        tree, source_lines(ATTRIBUTES), sock, sock.body[-2], lambda at, s: not offered.append((at, s))
+    )
+    assert [shown[0].strip() for _, shown in offered] == [
+        'def __init__(self, sock, name="s"):',
+        "def reset(self):",
+        "class Base:",
+        "class Short:",
+    ]
+    assert names == ["sock", "rbuf", "wbuf", "sbuf", "name", "count", "opts", "tag", "short"]
+    # Where the budget is short, the attributes come before the nearest definitions, after the must-haves; a base
+    # that does not fit leaves out its methods too (never a method without its class's header).
+    must = approximate_tokens(stub_context(ATTRIBUTES, stub, budget=0))
+    tight = stub_context(ATTRIBUTES, stub, budget=must + 80, attributes=True)
+    assert "self.sbuf = [" in tight and "def reset" not in tight and "self.tag" not in tight
+    # A classmethod stub, or a function outside a class, shows what it did before.
+    for source, name in ((ATTRIBUTES, "Sock.build"), (SOURCE, "area")):
+        function = find_stub(source, name)
+        assert stub_context(source, function, attributes=True) == stub_context(source, function)
+
+
+def test_attributes_of_a_method_whose_body_shares_its_header_line() -> None:
+    source = (
+        "class A:\n    def __init__(\n        self,\n    ): self.a = 1; self.b = [\n"
+        + "        0,\n" * 12
+        + '    ]\n\n    def f(self):\n        """F."""\n        ...\n'
+    )
+    shown = stub_context(source, find_stub(source, "A.f"), budget=2000, attributes=True)
+    assert shown.count("): self.a = 1; self.b = [") == 1 and shown.count("        0,") == 12
+
+
+def test_attributes_reach_the_prompt_only_when_asked(tmp_path: Path) -> None:
+    from assistant.core.stubs import prepare_stub
+    from assistant.core.target import Target
+
+    from .conftest import ScriptedBackend
+
+    path = tmp_path / "sock.py"
+    path.write_text(ATTRIBUTES)
+    target = Target.read(path)
+    backend = ScriptedBackend(prefills_answer=True)
+    texts = [
+        "\n".join(m["content"] for m in prepare_stub("Sock.buffer", backend, target, attributes=on).prompt.messages)
+        for on in (False, True)
+    ]
+    assert "self.sbuf" not in texts[0] and "self.sbuf = [" in texts[1]
 
 
 def test_the_limit_grows_with_the_docstring() -> None:

@@ -15,7 +15,7 @@ import time
 import tokenize
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,6 +24,7 @@ from assistant.backends import Backend, Completion, Prompt, SamplingParams, Step
 from assistant.code.definitions import FunctionNode, is_overload, scope_definitions, walk_functions
 from assistant.code.edit import Edit, leading_whitespace, make_edit, merge, read_target_source, source_lines
 from assistant.code.examples import Example
+from assistant.code.extract import first_paragraph
 from assistant.code.fences import code_span
 from assistant.core.candidates import Candidate, CutOff, repeats_itself
 from assistant.core.rank import Rankers
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 STUB_CONTEXT_TOKENS = 768
 # A neighbour this short is shown whole; a longer one as its signature and docstring summary.
 SHORT_DEFINITION_LINES = 12
+# With `attributes`: at most this many statements that set attributes on `self` shown per stub (the class's and
+# its bases' in the same file).
+ATTRIBUTE_STATEMENTS = 24
 # The query for the repository's fragments: the file's last lines up to the body (RepoCoder's window before the hole).
 FRAGMENT_QUERY_LINES = 20
 
@@ -280,12 +284,18 @@ def stub_context(
     budget: int = STUB_CONTEXT_TOKENS,
     count: Count = approximate_tokens,
     tree: ast.Module | None = None,
+    attributes: bool = False,
 ) -> str:
     """The code around a stub for the prompt, within `budget` tokens (by `count`), in file order.
 
     Always the stub itself (its head and `...`) and the headers of the classes around it; then, while the
     budget lasts: the file's imports, the enclosing class's attributes, then the nearest definitions (the
     class's other methods first, then the module's), each whole when short, else as signature + docstring.
+
+    With `attributes`, a method's class's instance attributes come before the nearest definitions: each method
+    that sets one on `self` (`__init__` first; then the class's bases defined in the file) is shown whole when
+    short, else as its signature and those statements (:func:`attribute_outline`), since a long `__init__`'s
+    outline hides the names the method is likeliest to read.
     """
     tree = tree or _parse(text, "the file")
     lines = source_lines(text)
@@ -323,6 +333,8 @@ def stub_context(
         for statement in body:
             if isinstance(statement, ast.Assign | ast.AnnAssign) and (statement.end_lineno or 0) - statement.lineno < 3:
                 add(statement.lineno, list(lines[statement.lineno - 1 : statement.end_lineno]))
+    if attributes and classes and _instance_method(node):
+        attribute_outlines(tree, lines, classes[-1], node, add)
     anchor = stub.line
     for body in scopes:
         nearest = sorted(
@@ -347,6 +359,179 @@ def stub_context(
         shown.extend(pieces[at])
         previous_end = at + len(pieces[at]) - 1
     return "\n".join(line.rstrip() for line in shown).strip("\n")
+
+
+# Methods that Python makes class-level without a decorator: their first parameter is the class.
+IMPLICIT_CLASS_METHODS = frozenset({"__new__", "__init_subclass__", "__class_getitem__"})
+
+
+def _instance_method(method: FunctionNode) -> bool:
+    """Whether a method's first parameter is the instance: not a staticmethod or classmethod (by decorator or by
+    Python's rule for `__new__` and the like)."""
+    named = {
+        d.id if isinstance(d, ast.Name) else d.attr
+        for d in method.decorator_list
+        if isinstance(d, ast.Name | ast.Attribute)
+    }
+    return not ({"staticmethod", "classmethod"} & named) and method.name not in IMPLICIT_CLASS_METHODS
+
+
+def _set_names(target: ast.expr, this: str) -> list[str]:
+    """The attributes an assignment target sets on `this` (`self.x`, `self.a, self.b`, `*self.rest`); not
+    `self.d[k]` nor `self.a.b`, which change what an attribute holds."""
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == this:
+        return [target.attr]
+    if isinstance(target, ast.Tuple | ast.List):
+        return [name for element in target.elts for name in _set_names(element, this)]
+    if isinstance(target, ast.Starred):
+        return _set_names(target.value, this)
+    return []
+
+
+def _self_assignments(method: FunctionNode) -> Iterator[tuple[ast.stmt, list[str]]]:
+    """The statements of a method that set attributes of its first parameter (`self.x = ...`, `self.a, self.b =
+    ...`, `self.x: int = 0`), in file order, with the names they set; nested functions and classes are not looked
+    into."""
+    arguments = [*method.args.posonlyargs, *method.args.args]
+    if not arguments:
+        return
+    this = arguments[0].arg
+    pending: list[ast.AST] = list(reversed(method.body))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [name for target in targets for name in _set_names(target, this)]
+            if names:
+                yield node, names
+            continue
+        pending.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _header_end(lines: Sequence[str], method: FunctionNode) -> int:
+    """The line where a `def` header ends (its colon), not the comments between it and the body."""
+    text = "\n".join(lines[method.lineno - 1 : method.body[0].lineno]) + "\n"
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth -= 1
+            elif token.type == tokenize.OP and token.string == ":" and depth == 0:
+                return method.lineno + token.start[0] - 1
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return method.body[0].lineno - 1
+
+
+def attribute_outline(lines: Sequence[str], method: FunctionNode, statements: Sequence[ast.stmt]) -> list[str]:
+    """A method's decorators, signature and docstring summary, then the lines of `statements` (each moved back to
+    the body's indentation, as one may sit inside an `if`; a line two of them share, once), then `...`: what it
+    sets on `self`, the rest left out."""
+    start = min([method.lineno] + [d.lineno for d in method.decorator_list])
+    header_end = _header_end(lines, method)
+    if method.body[0].lineno <= header_end:  # `def __init__(self): self.x = 1`: the body shares the header's line
+        return list(lines[start - 1 : method.end_lineno or method.lineno])
+    shown = list(lines[start - 1 : header_end])
+    indent = leading_whitespace(lines[method.body[0].lineno - 1])
+    docstring = ast.get_docstring(method)
+    if docstring:
+        shown.append(f'{indent}"""{first_paragraph(docstring)}"""')
+    done = header_end
+    for statement in statements:
+        deeper = leading_whitespace(lines[statement.lineno - 1])
+        for number in range(max(statement.lineno, done + 1), (statement.end_lineno or statement.lineno) + 1):
+            line = lines[number - 1]
+            shown.append(indent + line[len(deeper) :] if line.startswith(deeper) else line)
+        done = max(done, statement.end_lineno or statement.lineno)
+    shown.append(indent + "...")
+    return shown
+
+
+def _span(node: ast.stmt) -> tuple[int, int]:
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return start, node.end_lineno or node.lineno
+
+
+def _bases(tree: ast.Module, cls: ast.ClassDef) -> list[ast.ClassDef]:
+    """`cls`, then its bases defined at the file's top level (each the last class of that name defined before
+    the class naming it), breadth first, each once."""
+    top = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    order: list[ast.ClassDef] = []
+    pending = [cls]
+    while pending:
+        current = pending.pop(0)
+        if current in order:
+            continue
+        order.append(current)
+        for base in current.bases:
+            earlier = [c for c in top if isinstance(base, ast.Name) and c.name == base.id and c.lineno < current.lineno]
+            pending.extend(earlier[-1:])
+    return order
+
+
+def attribute_outlines(
+    tree: ast.Module,
+    lines: Sequence[str],
+    cls: ast.ClassDef,
+    skip: FunctionNode,
+    add: Callable[[int, list[str]], bool] = lambda at, shown: True,
+) -> list[str]:
+    """Offer `add` (first line, lines; True when taken) what an instance method of `cls` may read on `self`: each
+    method other than `skip` that first sets one of its attributes (`__init__` first, then in file order), whole
+    when short, else :func:`attribute_outline`; then for each base of `cls` defined at the file's top level, one
+    piece, its header and its methods so (a short base whole). An attribute counts as shown once a piece holding
+    its first assignment is taken; at most ATTRIBUTE_STATEMENTS assignments are offered in all. Returns the
+    names shown."""
+    seen: list[str] = []
+    room = ATTRIBUTE_STATEMENTS
+    for owner in _bases(tree, cls):
+        methods = [
+            m
+            for m in scope_definitions(owner.body, blocks=False)
+            if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and m is not skip and _instance_method(m)
+        ]
+        methods.sort(key=lambda m: m.name != "__init__")  # stable: file order otherwise
+        base: list[list[str]] = []  # a base's methods' lines, offered with its header as one piece
+        held: list[str] = []  # the names they show
+        spent = 0
+        for method in methods:
+            taken: list[ast.stmt] = []
+            names: list[str] = []
+            for statement, sets in _self_assignments(method):
+                if room - len(taken) > 0 and [n for n in sets if n not in seen and n not in held and n not in names]:
+                    taken.append(statement)
+                    names += [n for n in sets if n not in names]
+            if not taken:
+                continue
+            start, end = _span(method)
+            whole = end - start + 1 <= SHORT_DEFINITION_LINES
+            shown = list(lines[start - 1 : end]) if whole else attribute_outline(lines, method, taken)
+            if owner is not cls:
+                base.append(shown)
+                held += names
+                spent += len(taken)
+                room -= len(taken)
+            elif add(start, shown):  # not taken: its names stay unseen, so a later, shorter piece may show them
+                seen += names
+                room -= len(taken)
+        if not base:
+            continue
+        start, end = _span(owner)
+        if end - start + 1 <= SHORT_DEFINITION_LINES:  # a short base whole, as the nearest definitions show it
+            shown = list(lines[start - 1 : end])
+        else:
+            shown = outline(lines, owner)
+            for method_lines in base:
+                shown += ["", *method_lines]
+        if add(start, shown):
+            seen += held
+        else:
+            room += spent
+    return seen
 
 
 def default_max_tokens(stub: Stub, prefilled: bool) -> int:
@@ -720,8 +905,12 @@ def prepare_stub(
     definitions: Sequence[Example] = (),
     fragments: Retriever | None = None,
     own_file: bool = False,
+    attributes: bool = False,
 ) -> StubRequest:
     """Find the stub, retrieve demonstrations for it and build its prompt (see :func:`fill_stub`).
+
+    `attributes`: the context shows what a method's class sets on `self` before its nearest definitions
+    (:func:`stub_context`).
 
     `own_file`: the demonstrations may be the stub's file's other functions, whole (the context shows most of
     them as outlines only); the stub itself never is, under its name in the index, whatever its body there.
@@ -762,7 +951,7 @@ def prepare_stub(
     prefill = bool(getattr(backend, "prefills_answer", False))
     head = stub.dedented_head()
     count = token_counter(backend)
-    context = stub_context(text, stub, context_tokens, count, target.tree)
+    context = stub_context(text, stub, context_tokens, count, target.tree, attributes)
     apis, shown = used_definitions(
         target.tree, display, stub.line, definitions, skip=(stub.start, stub.end), count=count
     )

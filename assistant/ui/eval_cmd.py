@@ -398,7 +398,8 @@ def repo(
             "with the code before the body, instead of demonstrations (RepoEval's context); the two combine as "
             "X@fragments+apis. Any retriever +file (e.g. hybrid+file, hybrid+file+apis) may take its "
             "demonstrations from the target file's other functions too, as `generate --own-file` does (never the "
-            "hidden one)."
+            "hidden one). Any strategy +attrs, last (e.g. zero+attrs, hybrid+file+attrs), shows what a method's "
+            "class sets on self in the context (an experiment; generate does not yet)."
         ),
     ] = "zero,bm25,hybrid",
     n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,

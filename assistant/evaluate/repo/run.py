@@ -77,6 +77,9 @@ FRAGMENTS = "@fragments"
 # A function-task strategy with this suffix (`hybrid+file`, `hybrid+file+apis`) may take its demonstrations from the
 # target file's other functions too, whole (`generate --own-file`); never the hidden function nor a copy of its body.
 OWN_FILE = "+file"
+# The last suffix (`zero+attrs`, `hybrid+file+attrs`): the context shows what the stub's class sets on `self` before
+# its nearest definitions (stub_context's `attributes`), the statements a long `__init__`'s outline hides.
+ATTRS = "+attrs"
 TRAINED = ("tstr", "lail")  # trained per project on its functions: they need the function tasks to hold out
 # LAIL per project, sized for 2 CPU cores: 128 documented functions labeled against 8 BM25 candidates each
 # (1,024 pairs, 10-20 minutes a project with the bf16 labeler); the rest of the paper's recipe as LailConfig's.
@@ -180,31 +183,36 @@ def _retriever(
     return None if strategy == "zero" else make_retriever(strategy, index, encoder)
 
 
+def shows_attributes(strategy: str) -> bool:
+    """Whether a function-task strategy's context shows what the stub's class sets on `self` (`X+attrs`)."""
+    return strategy.endswith(ATTRS)
+
+
 def shows_apis(strategy: str) -> bool:
     """Whether a function-task strategy also shows the functions the stub's file uses (`X+apis`)."""
-    return strategy.endswith(APIS)
+    return strategy.removesuffix(ATTRS).endswith(APIS)
 
 
 def shows_own_file(strategy: str) -> bool:
     """Whether a function-task strategy's demonstrations may come from the target file (`X+file`, `X+file+apis`)."""
-    return strategy.removesuffix(APIS).endswith(OWN_FILE)
+    return strategy.removesuffix(ATTRS).removesuffix(APIS).endswith(OWN_FILE)
 
 
 def shows_fragments(strategy: str) -> bool:
     """Whether a function-task strategy shows fragments instead of demonstrations (`X@fragments`,
     `X@fragments+apis`)."""
-    return strategy.removesuffix(APIS).endswith(FRAGMENTS)
+    return strategy.removesuffix(ATTRS).removesuffix(APIS).endswith(FRAGMENTS)
 
 
 def retrieval_of(strategy: str) -> str:
-    """The retriever a strategy names: `hybrid+apis`, `hybrid+file`, `hybrid@fragments` and
+    """The retriever a strategy names: `hybrid+apis`, `hybrid+file`, `hybrid+attrs`, `hybrid@fragments` and
     `hybrid@fragments+apis` retrieve as `hybrid`."""
-    return strategy.removesuffix(APIS).removesuffix(OWN_FILE).removesuffix(FRAGMENTS)
+    return strategy.removesuffix(ATTRS).removesuffix(APIS).removesuffix(OWN_FILE).removesuffix(FRAGMENTS)
 
 
 def check_strategies(names: Sequence[str], task: str) -> None:
-    """Refuse an unknown strategy, or `+apis`, `+file` or `@fragments` where no stub is filled (line and retrieval
-    tasks), in one line."""
+    """Refuse an unknown strategy, or `+apis`, `+file`, `+attrs` or `@fragments` where no stub is filled (line and
+    retrieval tasks), in one line."""
     unknown = [
         s
         for s in names
@@ -216,11 +224,12 @@ def check_strategies(names: Sequence[str], task: str) -> None:
         choices = ", ".join(STRATEGIES)
         raise UsageError(
             f"unknown strategy {(unknown or [''])[0]!r}; choose from {choices} "
-            "(+apis, +file or @fragments on function tasks)"
+            "(+apis, +file, +attrs or @fragments on function tasks)"
         )
     for suffix, shows, what in (
         (APIS, shows_apis, "shows the functions a stub's file uses"),
         (OWN_FILE, shows_own_file, "fills a stub"),
+        (ATTRS, shows_attributes, "fills a stub"),
         (FRAGMENTS, shows_fragments, "fills a stub"),
     ):
         if task != "function" and any(shows(s) for s in names):
@@ -425,6 +434,7 @@ def task_request(
         definitions=definitions,
         fragments=excluding if fragments else None,
         own_file=shows_own_file(strategy),
+        attributes=shows_attributes(strategy),
     )
 
 
