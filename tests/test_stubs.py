@@ -343,6 +343,28 @@ def test_attributes_of_a_method_whose_body_shares_its_header_line() -> None:
     assert shown.count("): self.a = 1; self.b = [") == 1 and shown.count("        0,") == 12
 
 
+def test_attributes_through_a_generic_base_one_line_clauses_and_form_feeds() -> None:
+    pad = "".join(f"        v{i} = {i}\n" for i in range(12))
+    source = (
+        "from typing import Generic, TypeVar\n\n\nclass Base(Generic[T]):\n    def __init__(self, x):\n"
+        + pad
+        + "        if x: self.b = 1\n        else: self.c = 2\n        if x:\n\f            self.d = 1\n"
+        + "        try: self.e = 3\n        except E: pass\n\n\n"
+        + 'class C(Base[int]):\n    def m(self):\n        """Doc."""\n        ...\n'
+    )
+    shown = stub_context(source, find_stub(source, "C.m"), budget=2000, attributes=True)
+    assert "    def __init__(self, x):\n" + "".join(f"        self.{n} = {v}\n" for n, v in ("b1", "c2", "d1", "e3")) in shown
+    # A base named like an enclosing class is that class's namesake defined before, never the enclosing one.
+    nested = (
+        "class Node:\n    def __init__(self):\n        self.first = 1\n\n\n"
+        "class Node:\n    def __init__(self):\n        self.second = 1\n\n"
+        '    class Sub(Node):\n        def m(self):\n            """D."""\n            ...\n'
+    )
+    tree = ast.parse(nested)
+    sub = tree.body[1].body[1]
+    assert attribute_outlines(tree, source_lines(nested), sub, sub.body[0]) == ["first"]
+
+
 def test_attributes_reach_the_prompt_only_when_asked(tmp_path: Path) -> None:
     from assistant.core.stubs import prepare_stub
     from assistant.core.target import Target

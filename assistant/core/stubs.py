@@ -442,9 +442,13 @@ def attribute_outline(lines: Sequence[str], method: FunctionNode, statements: Se
         shown.append(f'{indent}"""{first_paragraph(docstring)}"""')
     done = header_end
     for statement in statements:
-        deeper = leading_whitespace(lines[statement.lineno - 1])
+        first = lines[statement.lineno - 1].lstrip("\f")
+        deeper = leading_whitespace(first)
         for number in range(max(statement.lineno, done + 1), (statement.end_lineno or statement.lineno) + 1):
-            line = lines[number - 1]
+            line = lines[number - 1].lstrip("\f")
+            if number == statement.lineno and _shares_line(lines, statement):
+                # `else: self.c = 2`: the statement alone, from where it starts (the clause is not shown).
+                line = deeper + lines[number - 1][_char_col(lines[number - 1], statement.col_offset) :]
             shown.append(indent + line[len(deeper) :] if line.startswith(deeper) else line)
         done = max(done, statement.end_lineno or statement.lineno)
     shown.append(indent + "...")
@@ -458,7 +462,7 @@ def _span(node: ast.stmt) -> tuple[int, int]:
 
 def _bases(tree: ast.Module, cls: ast.ClassDef) -> list[ast.ClassDef]:
     """`cls`, then its bases defined at the file's top level (each the last class of that name defined before
-    the class naming it), breadth first, each once."""
+    the class naming it, never one enclosing `cls`), breadth first, each once."""
     top = [node for node in tree.body if isinstance(node, ast.ClassDef)]
     order: list[ast.ClassDef] = []
     pending = [cls]
@@ -468,7 +472,15 @@ def _bases(tree: ast.Module, cls: ast.ClassDef) -> list[ast.ClassDef]:
             continue
         order.append(current)
         for base in current.bases:
-            earlier = [c for c in top if isinstance(base, ast.Name) and c.name == base.id and c.lineno < current.lineno]
+            name = base.value if isinstance(base, ast.Subscript) else base  # `Base[int]`, `Generic[T]`
+            earlier = [
+                c
+                for c in top
+                if isinstance(name, ast.Name)
+                and c.name == name.id
+                and c.lineno < current.lineno
+                and not c.lineno <= cls.lineno <= (c.end_lineno or c.lineno)  # an enclosing class is not a base
+            ]
             pending.extend(earlier[-1:])
     return order
 
