@@ -353,7 +353,8 @@ def test_attributes_through_a_generic_base_one_line_clauses_and_form_feeds() -> 
         + 'class C(Base[int]):\n    def m(self):\n        """Doc."""\n        ...\n'
     )
     shown = stub_context(source, find_stub(source, "C.m"), budget=2000, attributes=True)
-    assert "    def __init__(self, x):\n" + "".join(f"        self.{n} = {v}\n" for n, v in ("b1", "c2", "d1", "e3")) in shown
+    assigned = "".join(f"        self.{name} = {value}\n" for name, value in ("b1", "c2", "d1", "e3"))
+    assert "    def __init__(self, x):\n" + assigned in shown
     # A base named like an enclosing class is that class's namesake defined before, never the enclosing one.
     nested = (
         "class Node:\n    def __init__(self):\n        self.first = 1\n\n\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from assistant.code.examples import Example
-from assistant.core.usages import is_test_path, used_definitions, used_names
+from assistant.core.usages import is_test_path, outline, used_definitions, used_names
 from assistant.errors import UsageError
 from assistant.evaluate.repo.run import check_strategies, retrieval_of
 
@@ -78,6 +78,17 @@ def test_a_class_call_shows_its_init_under_the_class_and_the_budget_is_kept() ->
     assert shown == "# pkg/text.py\nclass Slug:\n    def __init__(self, text):\n        ..."
     assert used_definitions(tree, "pkg/core.py", 4, POOL, budget=5) == ("", [])  # too long for the budget
     assert used_definitions(tree, "pkg/core.py", 4, []) == ("", [])
+
+
+def test_an_outline_ends_before_its_first_members_decorators() -> None:
+    source = (
+        "class Box:\n    @property\n    def size(self):\n        return 1\n\n\n"
+        "def f():\n    @cache\n    def g():\n        pass\n"
+    )
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    assert outline(lines, tree.body[0]) == ["class Box:"]  # not `@property`, which belongs to `size`
+    assert outline(lines, tree.body[1]) == ["def f():", "    ..."]
 
 
 def test_test_code_is_not_an_api() -> None:

@@ -41,7 +41,9 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 def outline(lines: Sequence[str], node: FunctionNode | ast.ClassDef) -> list[str]:
     """A definition's decorators and signature, its docstring summary and `...`, at its own indentation."""
     start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-    first_body = node.body[0].lineno
+    first = node.body[0]
+    # The body starts at its first statement's decorators, if any (a class's first method may be a property).
+    first_body = min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])])
     signature_end = first_body - 1 if first_body > node.lineno else node.lineno
     shown = list(lines[start - 1 : signature_end])
     if first_body == node.lineno:  # `def f(): ...` on one line: keep the line, it is short
