@@ -7,6 +7,7 @@ drives the same flow with the default local model.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -246,6 +247,25 @@ async def test_tui_toggle_a_demonstration_off_and_regenerate(indexed_repo: Path,
         await pilot.press("ctrl+g")
         await settle(app, pilot)
         assert [hit.example.source for hit in app.session.state.result.demonstrations] == first[1:]
+
+
+async def test_tui_settings_that_change_retrieval_retrieve_again(indexed_repo: Path, encoder) -> None:
+    from textual.widgets import Input
+
+    from assistant.ui.tui import AssistApp
+
+    app = AssistApp(make_session(indexed_repo, encoder))
+    async with app.run_test(size=(100, 32)) as pilot:
+        await ask(app, pilot)
+        assert len(app.session.state.result.demonstrations) == 2
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        app.screen.query_one("#k", Input).value = "1"
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        await pilot.press("ctrl+g")  # the same requirement: before, the two demonstrations shown were sent again
+        await settle(app, pilot)
+        assert len(app.session.state.result.demonstrations) == 1 and len(app.screen.hits) == 1
 
 
 async def test_tui_apply_over_unstaged_changes_asks_first(indexed_repo: Path, encoder) -> None:
@@ -549,6 +569,22 @@ async def test_tui_picks_a_stub_with_f3_and_fills_it(stub_repo: Path, encoder) -
         result = app.session.state.result
         assert result.function["function"] == "count_even" and len(result.candidates) == 2
         assert result.edits[0].actions == ("fill count_even",)
+
+
+def test_session_stub_fill_with_fragments_shows_the_repos_code_instead_of_demonstrations(
+    stub_repo: Path, encoder
+) -> None:
+    """The settings screen's "Stubs: code fragments" switch does what `generate --fragments` does."""
+    backend = programs_backend(STUB_PROGRAMS)
+    session = make_session(stub_repo, encoder, backend=backend, k=1, fragments=True)
+    assert session.retrieve("Count the even numbers.", "mathutils.py", function="count_even") == []
+    result = session.generate("", target="mathutils.py", function="count_even", demonstrations=[])
+    sent = json.dumps(backend.prompts[-1].to_json())
+    assert result.demonstrations == [] and "Code from other places of this repository that may help:" in sent
+    assert "# text/words.py:1" in sent and "def word_count" in sent
+    plain = programs_backend(STUB_PROGRAMS)
+    make_session(stub_repo, encoder, backend=plain, k=1).generate("", target="mathutils.py", function="count_even")
+    assert "Code from other places" not in json.dumps(plain.prompts[-1].to_json())
 
 
 def test_session_stub_fill_honours_a_max_new_tokens_set_for_the_session(stub_repo: Path, encoder) -> None:

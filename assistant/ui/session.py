@@ -222,8 +222,12 @@ class Session:
 
         The target file's own functions are left out: the prompt shows that file already, and as
         demonstrations they only invite the model to copy them back. Filling a stub (`function`) with the
-        `own_file` option, only the stub itself is.
+        `own_file` option, only the stub itself is. Filling one with the `fragments` option, there are none: the
+        repository's code fragments take their place, retrieved when the prompt is built (as `generate
+        --fragments` does).
         """
+        if function is not None and self.options.fragments:
+            return []
         qualname = None
         if function is not None and target and self.options.own_file:
             from assistant.core.stubs import find_stub
@@ -253,7 +257,9 @@ class Session:
         self.state.target = target
         self.state.function = function
         self.state.tests = list(tests)
-        if demonstrations is None:
+        if function is not None and self.options.fragments:
+            demonstrations = None  # the pipeline retrieves the fragments that take their place
+        elif demonstrations is None:
             query = requirement
             if file is not None and function is not None and not requirement.strip():
                 from assistant.core.stubs import find_stub

@@ -459,11 +459,15 @@ class MainScreen(Screen[None]):
                 fragments=values["fragments"],
                 own_file=values["own_file"],
             )
+            before = self.session.options
             try:
                 self.session.configure(options, values["backend"], values["model"], values["base_url"])
             except AssistError as exc:
                 self.app.notify(str(exc), title="Settings not saved", severity="error")
                 return
+            retrieval = ("retriever", "k", "own_file", "fragments")
+            if any(getattr(before, name) != getattr(options, name) for name in retrieval):
+                self.hits_for = ""  # the demonstrations shown were retrieved otherwise: the next generate retrieves
             self.show_info()
             self.show_result()
             self.run_job("Loading models", self.session.load, lambda _: self.loaded())
