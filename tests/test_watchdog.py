@@ -50,6 +50,22 @@ def test_a_stalled_call_ends_the_process_with_one_line_and_its_own_status() -> N
     assert len(lines) == 1 and lines[0].startswith("assist: error: the test engine stopped responding")
 
 
+def test_a_stall_that_holds_the_gil_still_ends_the_process() -> None:
+    # ctypes.PyDLL keeps the GIL through the call, as the OpenVINO binding's step() did when it deadlocked: the
+    # watchdog's Python thread cannot run, so the faulthandler backstop must end the process.
+    code = (
+        "import ctypes\n"
+        "from assistant.backends import watchdog\n"
+        "watchdog.BACKSTOP_GRACE_S = 0.5\n"
+        "with watchdog.Watchdog(0.2, 'the test engine').watch():\n"
+        "    ctypes.PyDLL(None).sleep(30)\n"
+    )
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=25)
+    assert time.monotonic() - started < 10
+    assert result.returncode != 0 and "Timeout" in result.stderr
+
+
 def test_the_limit_comes_from_the_environment_or_a_clear_error(monkeypatch) -> None:
     monkeypatch.delenv("ASSIST_STALL_S", raising=False)
     assert stall_limit(300.0) == 300.0

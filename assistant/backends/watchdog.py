@@ -6,11 +6,17 @@ for the sampler, and the sampler's thread waited forever for the detokenizer whi
 runs in native code with the GIL released, so nothing in Python can interrupt it, and the engine's state cannot be
 trusted after it; the only way out is to end the process. Every result store assist writes is written record by
 record (or atomically), so a rerun resumes where it stopped.
+
+The watchdog's own thread is Python, so it needs the GIL; on 2026-11-29 a hang in `step()` held it (the binding
+does not release it while the sampler waits), and that thread never ran again. So a watched call also arms
+`faulthandler`'s timer, a C thread that needs no GIL: BACKSTOP_GRACE_S after the limit it prints every thread's
+stack and ends the process (status 1), where the friendly path could not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import threading
 import time
@@ -19,6 +25,7 @@ from collections.abc import Callable, Iterator
 from assistant.errors import UsageError
 
 EXIT_STALLED = 3  # the exit status when a watched call stalled (1 and 2 are assist's other errors)
+BACKSTOP_GRACE_S = 30.0  # the GIL-free backstop fires this long after the limit (the one-line error comes first)
 
 # Called (in order, errors ignored) just before the process ends: the TUI restores the terminal here.
 before_exit: list[Callable[[], None]] = []
@@ -47,6 +54,7 @@ class Watchdog:
         self.limit = limit
         self.what = what
         self.on_stall = on_stall
+        self.backstop = on_stall is _end_process  # a test's own on_stall must not end its process
         self._deadline: float | None = None
         self._start = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -60,10 +68,17 @@ class Watchdog:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="assist-watchdog", daemon=True)
                     self._thread.start()
+        armed = False
+        if self.backstop:
+            with contextlib.suppress(Exception):  # e.g. no usable stderr: the Python watchdog still stands
+                faulthandler.dump_traceback_later(self.limit + BACKSTOP_GRACE_S, exit=True, file=2)
+                armed = True
         try:
             yield
         finally:
             self._deadline = None
+            if armed:
+                faulthandler.cancel_dump_traceback_later()
 
     def _run(self) -> None:
         while True:
