@@ -431,7 +431,7 @@ def attribute_outline(lines: Sequence[str], method: FunctionNode, statements: Se
     """A method's decorators, signature and docstring summary, then the lines of `statements` (each moved back to
     the body's indentation, as one may sit inside an `if`; a line two of them share, once), then `...`: what it
     sets on `self`, the rest left out."""
-    start = min([method.lineno] + [d.lineno for d in method.decorator_list])
+    start, _ = _span(method)
     header_end = _header_end(lines, method)
     if method.body[0].lineno <= header_end:  # `def __init__(self): self.x = 1`: the body shares the header's line
         return list(lines[start - 1 : method.end_lineno or method.lineno])
@@ -456,6 +456,7 @@ def attribute_outline(lines: Sequence[str], method: FunctionNode, statements: Se
 
 
 def _span(node: ast.stmt) -> tuple[int, int]:
+    """A statement's first line (its decorators' included) and last line."""
     start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
     return start, node.end_lineno or node.lineno
 
