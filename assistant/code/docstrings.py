@@ -19,6 +19,7 @@ from pathlib import Path
 
 from assistant.code.definitions import Definition, is_overload, walk_definitions
 from assistant.code.edit import python_text, source_lines
+from assistant.code.extract import read_regular_file
 from assistant.errors import UsageError
 
 STYLES = ("google", "numpy", "rest", "plain")
@@ -253,12 +254,16 @@ def detect_style(docstrings: Iterable[str]) -> str:
 
 
 def repo_docstrings(paths: Iterable[Path]) -> list[str]:
-    """Every docstring in these Python files (unparsable and non-UTF-8 files are skipped)."""
+    """Every docstring in these Python files (unparsable, non-UTF-8, symlinked and non-regular files are skipped:
+    the pool is the repository's, and a link to `/dev/zero` must not be read)."""
     found: list[str] = []
     for path in paths:
+        data = read_regular_file(path)
+        if data is None:
+            continue
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8-sig"))
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            tree = ast.parse(data.decode("utf-8-sig"))
+        except (UnicodeDecodeError, SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):

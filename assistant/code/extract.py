@@ -110,6 +110,24 @@ def written_requirement(example: Example) -> bool:
     return bool(docstring and first_paragraph(docstring))
 
 
+def read_regular_file(path: Path) -> bytes | None:
+    """The bytes of `path` when it is a regular file and not a symlink, else None (missing and unreadable too).
+
+    For files a repository controls: a link to `/dev/zero` would be read forever, a FIFO would block, and a link
+    elsewhere would bring another file's content in."""
+    try:
+        if path.is_symlink():
+            return None
+        # O_NOFOLLOW: the checked name cannot have become a link since; O_NONBLOCK: a FIFO does not hang us.
+        flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        with os.fdopen(os.open(path, flags), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            return handle.read()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop on older Pythons
+        return None
+
+
 def read_repo_file(root: Path, rel: str) -> bytes | None:
     """The bytes of the repo file `rel`, or None unless it is a regular file that lies inside `root`.
 
@@ -125,14 +143,9 @@ def read_repo_file(root: Path, rel: str) -> bytes | None:
         resolved = path.resolve(strict=True)
         if not resolved.is_relative_to(Path(root).resolve()):
             return None
-        # O_NOFOLLOW: the checked name cannot have become a link since; O_NONBLOCK: a FIFO does not hang us.
-        flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        with os.fdopen(os.open(resolved, flags), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return None
-            return handle.read()
-    except (OSError, RuntimeError):  # RuntimeError: a symlink loop on older Pythons
+    except (OSError, RuntimeError):
         return None
+    return read_regular_file(resolved)
 
 
 def repo_functions(root: Path) -> list[Example]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 
+from assistant.code.extract import read_repo_file
 from assistant.core.generation import GenerateResult
 from assistant.core.home import git_files, project_python, search_path, too_wide
 from assistant.core.rank import Ranked, Score
@@ -113,9 +114,12 @@ def find_tests(root: Path, path: str | Path, function: str) -> list[str]:
     target = Path(path)
     nodes: list[tuple[int, str]] = []
     for rel in test_files(root):
+        data = read_repo_file(root, rel.as_posix())  # not a link (to /dev/zero, say), nor outside the repo
+        if data is None:
+            continue
         try:
-            tree = ast.parse((root / rel).read_text(encoding="utf-8", errors="replace"))
-        except (SyntaxError, ValueError, OSError):
+            tree = ast.parse(data.decode("utf-8", errors="replace"))
+        except (SyntaxError, ValueError):
             continue
         # Nearness: the test file's name names the module (test_util.py for util.py), then shared folders.
         distance = 0 if rel.stem in (f"test_{target.stem}", f"{target.stem}_test") else 1

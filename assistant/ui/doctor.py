@@ -139,7 +139,7 @@ def model_checks() -> list[Check]:
 
 def index_checks(start: Path) -> list[Check]:
     """The index of the repo containing `start`: present, readable, and built from the current files."""
-    from assistant.code.extract import EXTRACTORS, git_blob_hash
+    from assistant.code.extract import EXTRACTORS, git_blob_hash, read_repo_file
     from assistant.indexing.index import load_existing, repo_index_dir, repo_root
 
     try:
@@ -173,10 +173,9 @@ def index_checks(start: Path) -> list[Check]:
     current = {}
     for rel in listed.split("\0"):
         if rel and Path(rel).suffix in EXTRACTORS:
-            try:
-                current[rel] = git_blob_hash((root / rel).read_bytes())
-            except OSError:
-                continue
+            data = read_repo_file(root, rel)  # what the index would read: no links, nothing outside
+            if data is not None:
+                current[rel] = git_blob_hash(data)
     changed = sum(current.get(rel) != blob for rel, blob in indexed.items()) + len(set(current) - set(indexed))
     summary = f"{len(index)} functions from {len(indexed)} files in {directory}"
     if index.encoder_name:

@@ -1,0 +1,90 @@
+"""A hostile repository's files, read by assist outside any sandbox: links and special files are never read.
+
+A repo can commit `tests/test_util.py -> /dev/zero` (read forever, until memory runs out), a FIFO (open blocks
+forever) or a link to a file elsewhere on the machine. Each reader of repo files here must skip them. The FIFO
+cases run under an alarm, so a regression fails instead of hanging the suite; no test links to `/dev/zero`,
+since a regression would then fill the machine's memory before anything could stop it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from assistant.code.docstrings import repo_docstrings
+from assistant.code.extract import read_regular_file, read_repo_file
+from assistant.core.repo_tests import find_tests
+
+OUTSIDE_TEST = "from geo import square\n\n\ndef test_outside():\n    assert square(2) == 4\n"
+OUTSIDE_MODULE = 'def secret():\n    """Text from outside the repo."""\n'
+
+
+class Blocked(Exception):
+    """Not an OSError: the readers under test swallow those."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: int = 5) -> Iterator[None]:
+    """Fail (rather than hang) when the block blocks, e.g. opening a FIFO."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise Blocked(f"blocked for {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "tests").mkdir(parents=True)
+    (root / "geo.py").write_text('def square(x):\n    """Square."""\n    return x * x\n')
+    (root / "tests" / "test_geo.py").write_text("from geo import square\n\n\ndef test_square():\n    square(3)\n")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "test_outside.py").write_text(OUTSIDE_TEST)
+    (outside / "module.py").write_text(OUTSIDE_MODULE)
+    return root
+
+
+def test_found_tests_skip_a_linked_test_file(repo: Path, tmp_path: Path) -> None:
+    (repo / "tests" / "test_linked.py").symlink_to(tmp_path / "elsewhere" / "test_outside.py")
+    assert find_tests(repo, "geo.py", "square") == ["tests/test_geo.py::test_square"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_found_tests_skip_a_fifo(repo: Path) -> None:
+    os.mkfifo(repo / "tests" / "test_fifo.py")
+    with deadline():
+        assert find_tests(repo, "geo.py", "square") == ["tests/test_geo.py::test_square"]
+
+
+def test_repo_docstrings_skip_links_and_special_files(repo: Path, tmp_path: Path) -> None:
+    (repo / "linked.py").symlink_to(tmp_path / "elsewhere" / "module.py")
+    paths = [repo / "geo.py", repo / "linked.py"]
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(repo / "fifo.py")
+        paths.append(repo / "fifo.py")
+    with deadline():
+        assert repo_docstrings(paths) == ["Square."]
+
+
+def test_regular_file_reader(repo: Path, tmp_path: Path) -> None:
+    (repo / "linked.py").symlink_to(tmp_path / "elsewhere" / "module.py")
+    assert read_regular_file(repo / "geo.py") == (repo / "geo.py").read_bytes()
+    assert read_regular_file(repo / "linked.py") is None
+    assert read_regular_file(repo / "missing.py") is None
+    assert read_regular_file(repo) is None  # a directory
+    assert read_repo_file(repo, "geo.py") == (repo / "geo.py").read_bytes()
+    assert read_repo_file(repo, "linked.py") is None
+    assert read_repo_file(repo, "../elsewhere/module.py") is None
