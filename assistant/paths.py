@@ -285,3 +285,25 @@ def atomic_write_text(
 ) -> None:
     """Text version of :func:`atomic_write_bytes` (UTF-8, newlines written as given)."""
     atomic_write_bytes(path, text.encode("utf-8"), mode, root=root, force=force, expected=expected)
+
+
+def read_regular_file(path: Path, limit: int | None = None) -> bytes | None:
+    """The bytes of `path` when it is a regular file and not a symlink, else None (missing and unreadable too,
+    and larger than `limit` bytes when given).
+
+    For files a repository or a sandboxed run controls: a link to `/dev/zero` would be read forever, a FIFO would
+    block, and a link elsewhere would bring another file's content in."""
+    try:
+        if path.is_symlink():
+            return None
+        # O_NOFOLLOW: the checked name cannot have become a link since; O_NONBLOCK: a FIFO does not hang us.
+        flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        with os.fdopen(os.open(path, flags), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            if limit is None:
+                return handle.read()
+            data = handle.read(limit + 1)  # a file still growing cannot slip past a size read first
+            return data if len(data) <= limit else None
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop on older Pythons
+        return None

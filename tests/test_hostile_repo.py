@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from assistant.code.docstrings import repo_docstrings
-from assistant.code.extract import read_regular_file, read_repo_file
+from assistant.code.extract import read_repo_file
 from assistant.core.repo_tests import find_tests
+from assistant.paths import read_regular_file
 
 OUTSIDE_TEST = "from geo import square\n\n\ndef test_outside():\n    assert square(2) == 4\n"
 OUTSIDE_MODULE = 'def secret():\n    """Text from outside the repo."""\n'
@@ -88,3 +89,25 @@ def test_regular_file_reader(repo: Path, tmp_path: Path) -> None:
     assert read_repo_file(repo, "geo.py") == (repo / "geo.py").read_bytes()
     assert read_repo_file(repo, "linked.py") is None
     assert read_repo_file(repo, "../elsewhere/module.py") is None
+
+
+def test_sandboxed_results_skip_links_fifos_and_oversized_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run folder is writable from inside the project sandbox: its tests may swap the results file.
+    from assistant.sandbox import project
+
+    results = tmp_path / "results.json"
+    results.write_text('{"outcomes": {"t.py::test_a": "passed"}}')
+    assert project._read_results(results) == {"outcomes": {"t.py::test_a": "passed"}}
+    monkeypatch.setattr(project, "MAX_RESULTS_BYTES", 16)
+    assert project._read_results(results) is None
+    monkeypatch.undo()
+    linked = tmp_path / "linked.json"
+    linked.symlink_to(results)
+    assert project._read_results(linked) is None
+    if hasattr(os, "mkfifo"):
+        fifo = tmp_path / "fifo.json"
+        os.mkfifo(fifo)
+        with deadline():
+            assert project._read_results(fifo) is None

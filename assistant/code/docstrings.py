@@ -19,8 +19,8 @@ from pathlib import Path
 
 from assistant.code.definitions import Definition, is_overload, walk_definitions
 from assistant.code.edit import python_text, source_lines
-from assistant.code.extract import read_regular_file
 from assistant.errors import UsageError
+from assistant.paths import read_regular_file
 
 STYLES = ("google", "numpy", "rest", "plain")
 DEFAULT_LINE_LENGTH = 88  # black's and ruff's default, when the repo configures none

@@ -5,9 +5,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
-import os
 import re
-import stat
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +14,7 @@ from assistant.code.definitions import walk_functions
 from assistant.code.edit import declared_coding, source_lines
 from assistant.code.examples import Example
 from assistant.errors import UsageError
+from assistant.paths import read_regular_file
 
 Extractor = Callable[[str, str, str], list[Example]]
 
@@ -108,24 +107,6 @@ def written_requirement(example: Example) -> bool:
     node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
     docstring = ast.get_docstring(node) if node is not None else None
     return bool(docstring and first_paragraph(docstring))
-
-
-def read_regular_file(path: Path) -> bytes | None:
-    """The bytes of `path` when it is a regular file and not a symlink, else None (missing and unreadable too).
-
-    For files a repository controls: a link to `/dev/zero` would be read forever, a FIFO would block, and a link
-    elsewhere would bring another file's content in."""
-    try:
-        if path.is_symlink():
-            return None
-        # O_NOFOLLOW: the checked name cannot have become a link since; O_NONBLOCK: a FIFO does not hang us.
-        flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        with os.fdopen(os.open(path, flags), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return None
-            return handle.read()
-    except (OSError, RuntimeError):  # RuntimeError: a symlink loop on older Pythons
-        return None
 
 
 def read_repo_file(root: Path, rel: str) -> bytes | None:

@@ -73,6 +73,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from assistant.errors import UsageError
+from assistant.paths import read_regular_file
 from assistant.sandbox import (
     LAYERS,
     PROJECT_LAYERS,
@@ -107,6 +108,7 @@ _READ_CHUNK = 65_536
 _REPORT_LIMIT = 64_000  # bytes accepted from the launcher's layer report
 _CANCEL_POLL_S = 0.1  # how often a cancellable run looks at its event
 _DRAIN_AFTER_EXIT_S = 1.0  # how long to read output left in the pipe by stray children after pytest exits
+MAX_RESULTS_BYTES = 512 * 2**20  # the results file, call maps included; a whole suite's are a few MB
 _LIMIT_SIGNALS = (int(signal.SIGXCPU), int(signal.SIGXFSZ))
 
 
@@ -514,12 +516,17 @@ def _layers(report: bytes, disabled: frozenset[str]) -> dict[str, tuple[bool, st
 
 
 def _read_results(path: Path) -> dict[str, object] | None:
-    """The plugin's results, or None when missing or malformed."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+    """The plugin's results, or None when missing, malformed, larger than MAX_RESULTS_BYTES, or not a regular
+    file: the run folder is writable from inside, so the tests may have swapped the file for a link to
+    `/dev/zero` (read forever) or a FIFO (open blocks forever)."""
+    data = read_regular_file(path, limit=MAX_RESULTS_BYTES)
+    if data is None:
         return None
-    return data if isinstance(data, dict) else None
+    try:
+        loaded = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
 
 
 def _outcomes(results: dict[str, object] | None) -> dict[str, str]:
