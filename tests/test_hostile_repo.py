@@ -111,3 +111,27 @@ def test_sandboxed_results_skip_links_fifos_and_oversized_files(
         os.mkfifo(fifo)
         with deadline():
             assert project._read_results(fifo) is None
+
+
+def test_sandbox_cleanup_walks_past_a_link_to_a_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A non-root user's first rmtree fails on a folder the candidate made read-only; the fallback walk then met
+    # the candidate's link to a directory, and chmod on a link itself raised NotImplementedError on Linux.
+    import shutil
+
+    import assistant.sandbox as sandbox
+
+    work = tmp_path / "assist-sandbox-x"
+    (work / "d").mkdir(parents=True)
+    (work / "d" / "f").write_text("x")
+    (work / "d" / "l").symlink_to(tmp_path)
+    calls: list[str] = []
+    real_rmtree = shutil.rmtree
+
+    def first_fails(path: str, ignore_errors: bool = False) -> None:
+        calls.append(path)
+        if len(calls) > 1:
+            real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(sandbox.shutil, "rmtree", first_fails)
+    sandbox._remove_tree(str(work))
+    assert len(calls) == 2 and not work.exists() and tmp_path.exists()

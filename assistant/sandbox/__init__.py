@@ -514,6 +514,9 @@ def _remove_tree(path: str) -> None:
         os.chmod(path, stat.S_IRWXU)
     for dirpath, dirnames, _ in os.walk(path):
         for name in dirnames:
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full):  # listed, never followed: and Linux cannot chmod a link itself
+                continue
             with contextlib.suppress(OSError):
-                os.chmod(os.path.join(dirpath, name), stat.S_IRWXU, follow_symlinks=False)
+                os.chmod(full, stat.S_IRWXU, follow_symlinks=False)
     shutil.rmtree(path, ignore_errors=True)
