@@ -71,6 +71,9 @@ def repo_dir(root: Path, *, create: bool = False) -> Path:
     A clone can bring a `.assist/` of its own, and whatever assist writes there (indexes, trained models,
     history) would follow a symlink the repo planted out of it; so a `.assist` that git tracks as a symlink or a
     submodule, or that holds symlinks git tracks, is refused with a one-line error rather than written through.
+    So is any other file git tracks there: assist keeps `.assist/` out of git (its `.gitignore` ignores all), so
+    a tracked one came with the repo, and an index, trained retriever or discriminator a repo ships would decide
+    what reaches the prompt and which candidate is applied (and a model folder's config what code loads).
     A link the user made (untracked: say, indexes kept on another disk) is theirs, and followed.
     """
     folder = Path(root) / REPO_DIR_NAME
@@ -91,6 +94,13 @@ def repo_dir(root: Path, *, create: bool = False) -> Path:
                 f"{Path(root) / name} is a {what} the repo ships; assist writes through no link in "
                 f"{REPO_DIR_NAME}/ (remove it)"
             )
+    shipped = [entry.split("\t", 1)[-1] for entry in listed.decode("utf-8", "surrogateescape").split("\0") if entry]
+    if shipped:
+        raise UsageError(
+            f"{Path(root) / shipped[0]} is a file the repo ships (git tracks {len(shipped)} in {REPO_DIR_NAME}/); "
+            f"assist loads no index or trained model a repository brings (untrack them: git rm -r --cached "
+            f"{REPO_DIR_NAME})"
+        )
     if create:
         folder.mkdir(exist_ok=True)
         ignore = folder / ".gitignore"

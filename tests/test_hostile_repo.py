@@ -135,3 +135,32 @@ def test_sandbox_cleanup_walks_past_a_link_to_a_directory(tmp_path: Path, monkey
     monkeypatch.setattr(sandbox.shutil, "rmtree", first_fails)
     sandbox._remove_tree(str(work))
     assert len(calls) == 2 and not work.exists() and tmp_path.exists()
+
+
+def test_an_assist_folder_the_repo_ships_is_refused_not_loaded(tmp_path: Path) -> None:
+    # A clone's tracked .assist/ (a trained retriever, a discriminator, an index) would decide what reaches the
+    # prompt and which candidate --apply writes; assist's own .assist/ is never tracked (its .gitignore is `*`).
+    import subprocess
+
+    from assistant.errors import UsageError
+    from assistant.paths import repo_dir
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    assert repo_dir(tmp_path, create=True) == tmp_path / ".assist"
+    manifest = tmp_path / ".assist" / "retrievers" / "lail" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text("{}")
+    assert repo_dir(tmp_path) == tmp_path / ".assist"  # untracked: the user's own
+    git("add", "-f", ".assist/retrievers/lail/manifest.json")
+    with pytest.raises(UsageError, match=r"manifest\.json is a file the repo ships \(git tracks 1 in \.assist/\)"):
+        repo_dir(tmp_path)
+    from types import SimpleNamespace
+
+    from assistant.methods.artifacts import artifact_dir  # every artifact is found through repo_dir
+
+    index = SimpleNamespace(meta={"source": {"kind": "repo", "path": str(tmp_path)}})
+    with pytest.raises(UsageError, match="loads no index or trained model a repository brings"):
+        artifact_dir(index, "lail")  # type: ignore[arg-type]

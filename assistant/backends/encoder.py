@@ -70,8 +70,8 @@ class Encoder:
         quiet_transformers()
 
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
-            self.model = AutoModel.from_pretrained(str(directory), dtype=torch.float32).eval()
+            self.tokenizer = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False)
+            self.model = AutoModel.from_pretrained(str(directory), dtype=torch.float32, trust_remote_code=False).eval()
         except Exception as exc:  # any failure to load (safetensors, config, tokenizer) means a bad model dir
             raise ModelError(f"encoder {name} at {directory} could not be loaded: {str(exc).splitlines()[0]}") from None
         self.name = name

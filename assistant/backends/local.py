@@ -110,9 +110,13 @@ class LocalBackend(Backend):
         # log-probabilities differ in the third decimal, so results made with it are keyed apart.
         self.precision = resolve_precision(precision)
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
+            self.tokenizer = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False)
             dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
-            self.lm = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype).eval().to(device)
+            self.lm = (
+                AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, trust_remote_code=False)
+                .eval()
+                .to(device)
+            )
         except Exception as exc:  # any failure to load (safetensors, config, tokenizer) means a bad model dir
             first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise ModelError(

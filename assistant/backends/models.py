@@ -295,8 +295,10 @@ def _convert(spec: ModelSpec, gguf: Path, out: Path, progress: Progress | None) 
     gguf_utils.tqdm = functools.partial(original, disable=True)
     try:
         with gguf_alone(gguf) as alone:
-            tokenizer = AutoTokenizer.from_pretrained(str(alone.parent), gguf_file=alone.name)
-            model = AutoModelForCausalLM.from_pretrained(str(alone.parent), gguf_file=alone.name, dtype=torch.float32)
+            tokenizer = AutoTokenizer.from_pretrained(str(alone.parent), gguf_file=alone.name, trust_remote_code=False)
+            model = AutoModelForCausalLM.from_pretrained(
+                str(alone.parent), gguf_file=alone.name, dtype=torch.float32, trust_remote_code=False
+            )
     finally:
         gguf_utils.tqdm = original
     # save_pretrained refuses a GGUF-loaded model while it still looks quantized; the weights are plain now.

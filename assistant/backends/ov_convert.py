@@ -78,8 +78,8 @@ def save_tokenizer(gguf_file: Path, out: Path) -> None:
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
     with gguf_alone(gguf_file) as alone:
-        tokenizer = AutoTokenizer.from_pretrained(str(alone.parent), gguf_file=alone.name)
-        config = AutoConfig.from_pretrained(str(alone.parent), gguf_file=alone.name)
+        tokenizer = AutoTokenizer.from_pretrained(str(alone.parent), gguf_file=alone.name, trust_remote_code=False)
+        config = AutoConfig.from_pretrained(str(alone.parent), gguf_file=alone.name, trust_remote_code=False)
     tokenizer.save_pretrained(str(out))
     config.save_pretrained(str(out))
     GenerationConfig.from_model_config(config).save_pretrained(str(out))
@@ -95,7 +95,7 @@ def save_encoder(source: Path, out: Path) -> None:
 
     from assistant.backends.pooling import mean_pool
 
-    model = AutoModel.from_pretrained(str(source), dtype=torch.float32).eval()
+    model = AutoModel.from_pretrained(str(source), dtype=torch.float32, trust_remote_code=False).eval()
     names = ("input_ids", "attention_mask", "token_type_ids")
 
     class Pooled(torch.nn.Module):

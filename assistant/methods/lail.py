@@ -193,8 +193,8 @@ def train_encoder(
     report = progress or (lambda stage, done, total: None)
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
-    tokenizer = AutoTokenizer.from_pretrained(str(encoder_dir))
-    model = AutoModel.from_pretrained(str(encoder_dir), dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(str(encoder_dir), trust_remote_code=False)
+    model = AutoModel.from_pretrained(str(encoder_dir), dtype=torch.float32, trust_remote_code=False)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
     texts = [embedding_text(e) for e in examples]

@@ -29,7 +29,7 @@ from assistant.core.target import Target
 from assistant.errors import AssistError, UsageError
 from assistant.indexing.index import TextEncoder, repo_root
 from assistant.indexing.sources import Source
-from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir, repo_dir
+from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir, read_regular_file, repo_dir
 from assistant.pipeline.options import GenerationOptions
 from assistant.pipeline.pipeline import Pipeline, Request, candidates_runnable
 from assistant.pipeline.registry import RETRIEVER_CHOICES
@@ -40,6 +40,7 @@ __all__ = ["RETRIEVER_CHOICES", "Applied", "Options", "Session", "State", "histo
 
 # What a session generates with; the TUI's settings screen edits these (the pipeline's one set of options).
 Options = GenerationOptions
+HISTORY_BYTES = 64 * 2**20  # a longer history file is not read back (years of use are a few MB)
 
 
 def _quiet(stage: str, done: int, total: int) -> None:
@@ -445,10 +446,11 @@ class Session:
 
     def history(self) -> list[dict[str, Any]]:
         """Past events, newest first (unreadable lines are skipped)."""
-        if self.history_path.is_symlink() or not self.history_path.exists():
-            return []  # a link the repo planted is not read back as history
+        data = read_regular_file(self.history_path, limit=HISTORY_BYTES)
+        if data is None:
+            return []  # missing; or a link, FIFO or device planted in its place: not read back as history
         entries = []
-        for line in self.history_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in data.decode("utf-8", errors="replace").splitlines():
             with contextlib.suppress(json.JSONDecodeError):
                 entry = json.loads(line)
                 if isinstance(entry, dict):

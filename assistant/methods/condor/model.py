@@ -94,8 +94,8 @@ class _Discriminator:
 
         quiet_transformers()
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
-            self.encoder = AutoModel.from_pretrained(str(directory), dtype=torch.float32)
+            self.tokenizer = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False)
+            self.encoder = AutoModel.from_pretrained(str(directory), dtype=torch.float32, trust_remote_code=False)
         except Exception as exc:  # a damaged or foreign folder
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise ModelError(f"discriminator encoder at {directory} could not be loaded: {first}") from None
