@@ -202,3 +202,15 @@ def test_outside_a_git_work_tree_the_tests_are_skipped_with_a_reason(tmp_path: P
     assert shown.exit_code == 0, shown.output
     assert "Repo tests: skipped:" in shown.stdout and "not a git work tree" in shown.stdout
     assert asked.exit_code == 2 and "not a git work tree" in asked.stderr
+
+
+def test_found_tests_do_not_run_without_a_filesystem_wall(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where the kernel has no Landlock, a clone's conftest.py would run as the user: found tests are not run
+    # unasked; --test-cmd (asked for) still runs.
+    import assistant.core.repo_tests as module
+
+    monkeypatch.setattr(module, "boundary_probe", lambda: {"landlock": (False, "the kernel has no Landlock")})
+    with pytest.raises(UsageError, match=r"tests were not run: the sandbox has no filesystem wall here \(the kernel"):
+        repo_tests(project, "geo.py", "square")
+    plan = repo_tests(project, "geo.py", "square", test_cmd="pytest tests/test_geo.py")
+    assert plan is not None and plan.args == ("tests/test_geo.py",) and not plan.found

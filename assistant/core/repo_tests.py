@@ -24,6 +24,7 @@ from assistant.core.home import git_files, project_python, search_path, too_wide
 from assistant.core.rank import Ranked, Score
 from assistant.errors import UsageError
 from assistant.progress import Progress
+from assistant.sandbox.boundary import probe as boundary_probe
 from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
 
 # Directories never searched for tests (environments, caches, vendored trees).
@@ -160,7 +161,9 @@ def repo_tests(
 ) -> RepoTests | None:
     """What to run for `function` of `path` (relative to `root`, a git work tree): `test_cmd`'s arguments, else
     the tests found (None when none mention it). Outside a git work tree, or when the work tree is the home
-    folder or `/`, nothing runs: the copy would be the whole folder, with whatever else it holds."""
+    folder or `/`, nothing runs: the copy would be the whole folder, with whatever else it holds. Tests found
+    (not named by `test_cmd`) run only where the kernel has Landlock: elsewhere (macOS, an old kernel) the sandbox
+    has no filesystem wall, and the repo's own code would run as you."""
     root = Path(root)
     if too_wide(root):
         raise UsageError(f"{root} is your home folder or /; the repo's tests run only in a project's git work tree")
@@ -173,6 +176,13 @@ def repo_tests(
         args, found = tuple(find_tests(root, path, function)), True
         if not args:
             return None
+        walled, why = boundary_probe().get("landlock", (False, "no Landlock"))
+        if not walled:
+            # Found, not asked for: without Landlock the repo's conftest.py would run with your files in reach.
+            raise UsageError(
+                f"the repo's tests were not run: the sandbox has no filesystem wall here ({why}); "
+                "--test-cmd runs them anyway"
+            )
     return RepoTests(root, project_python(root, python), args, search_path(root, path), found, include=include)
 
 
