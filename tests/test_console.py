@@ -65,3 +65,22 @@ def test_hidden_progress_logs_at_least_once_a_minute_while_work_moves(capsys, mo
         "Labeling pairs with the LLM: 3/1000",
         "Labeling pairs with the LLM: 4/1000",
     ]
+
+
+def test_control_characters_in_printed_text_are_written_out_not_sent() -> None:
+    # A repo's docstring or a candidate may hold ESC sequences: retitle the terminal, hide text (SGR 8), or C1 CSI.
+    import io
+    import json
+
+    from assistant.ui import console
+
+    assert isinstance(console.out, console.SafeConsole) and isinstance(console.err, console.SafeConsole)
+    screen = console.SafeConsole(file=io.StringIO(), force_terminal=True, highlight=False, markup=False)
+    screen.print("a\x1b]0;TITLE\x07 b\x1b[8m c\x9b1m\td", style="bold")
+    shown = screen.file.getvalue()
+    assert shown.startswith("\x1b[1m") and shown.endswith("\x1b[0m\n")  # rich's own styling still reaches it
+    assert shown.count("\x1b") == 2 and "\x9b" not in shown and "\x07" not in shown
+    assert "a\\u001b]0;TITLE b\\u001b[8m c\\u009b1m" in shown  # (rich itself drops BEL)
+    piped = console.SafeConsole(file=io.StringIO(), highlight=False, markup=False)
+    piped.print(json.dumps({"code": "x\x9by\u00e9\tz"}, ensure_ascii=False))
+    assert json.loads(piped.file.getvalue()) == {"code": "x\x9by\u00e9\tz"}  # --json keeps its meaning

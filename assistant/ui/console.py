@@ -7,7 +7,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import typer
@@ -22,13 +22,37 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+from rich.segment import Segment
 from rich.text import Text
 
 from assistant.errors import AssistError
 from assistant.progress import STAGE_LABELS
 
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+# C0 controls but tab and newline, DEL and C1: shown as `\u001b`, never sent (a repo's docstring or a candidate
+# could otherwise retitle the terminal, hide text or, on some terminals, answer back as if typed). JSON reads
+# `\u001b` as the same character, so `--json` output keeps its meaning.
+_CONTROLS = {code: f"\\u{code:04x}" for code in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if chr(code) not in "\t\n"}
+
+
+def printable(text: str) -> str:
+    """`text` with every terminal control character (but tab and newline) written out as `\\uXXXX`."""
+    return text.translate(_CONTROLS)
+
+
+class SafeConsole(Console):
+    """A rich Console that writes out control characters found in the text it prints: the code, docstrings,
+    diffs and messages it shows come from repositories and models. rich's own styling and cursor control
+    (progress bars) pass untouched: they are added after, or travel as control segments."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            segment if segment.control else Segment(printable(segment.text), segment.style, segment.control)
+            for segment in buffer
+        )
+
+
+out = SafeConsole(highlight=False, soft_wrap=True, markup=False)
+err = SafeConsole(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
