@@ -80,6 +80,20 @@ def test_apply_refuses_unstaged_changes_unless_forced(scratch_repo):
     assert "not n % 2" in target.read_text() and "# my unsaved work" in target.read_text()
 
 
+@pytest.mark.parametrize("flag", ["--assume-unchanged", "--skip-worktree"])
+def test_apply_refuses_a_file_git_is_told_not_to_look_at(scratch_repo, flag):
+    # `git diff` reports no change for such a file, so unsaved work in it passed as restorable.
+    import subprocess
+
+    target = scratch_repo / "mathutils.py"
+    subprocess.run(["git", "update-index", flag, "mathutils.py"], cwd=scratch_repo, check=True)
+    target.write_text(target.read_text() + "\n# my unsaved work\n")
+    edit = plan_edit(target, "def is_even(n):\n    return not n % 2\n", root=scratch_repo)
+    with pytest.raises(UsageError, match="assume-unchanged or skip-worktree"):
+        apply_edit(edit)
+    assert "# my unsaved work" in target.read_text() and "not n % 2" not in target.read_text()
+
+
 def test_apply_refuses_when_file_changed_after_planning(scratch_repo):
     target = scratch_repo / "mathutils.py"
     edit = plan_edit(target, "def is_even(n):\n    return not n % 2\n", root=scratch_repo)

@@ -414,10 +414,15 @@ def unstaged_changes(path: Path) -> str | None:
     # Literal: a name like `t[1].py` is not a pattern that a tracked `t1.py` would match.
     literal = [*GIT, "--literal-pathspecs"]
     tracked = subprocess.run(
-        [*literal, "ls-files", "--error-unmatch", "--", path.name], cwd=folder, capture_output=True
+        [*literal, "ls-files", "-v", "--error-unmatch", "--", path.name], cwd=folder, capture_output=True
     )
     if tracked.returncode != 0:
         return "it is not tracked by git"
+    # `git diff` does not look at a file marked assume-unchanged (tag in lower case) or skip-worktree (S): its
+    # changes would pass as none.
+    tag = tracked.stdout[:1].decode("ascii", "replace")
+    if tag.islower() or tag == "S":
+        return "git is told not to look at its changes (assume-unchanged or skip-worktree)"
     changed = subprocess.run([*literal, "diff", "--quiet", "--", path.name], cwd=folder, capture_output=True)
     if changed.returncode != 0:
         return "it has unstaged changes"
