@@ -37,28 +37,24 @@ def git_toplevel(folder: Path) -> Path | None:
 
 
 def committed_link(folder: Path) -> Path | None:
-    """The working folder's git work tree when `folder`, as written, runs through a symlink that work tree commits
-    (`vendor -> ../other-checkout`), else None. The repository behind such a link, which a repository can plant,
-    must not become the one whose files assist may write; a link you made yourself (untracked) is followed.
-    Git runs only when the path holds a link below the working folder: most calls cost a few `lstat`s."""
-    try:
-        here = Path.cwd()
-    except OSError:  # the working folder is gone
-        return None
+    """The git work tree that commits a symlink `folder`, as written, runs through (`vendor -> ../other-checkout`),
+    else None. The repository behind such a link, which a repository can plant, must not become the one whose
+    files assist may write; a link you made yourself (untracked) is followed. Every link on the path counts, below
+    the working folder or not (`../evil/vendor/x.py` named from a sibling folder); git runs only for a link, so
+    most calls cost a few `lstat`s."""
     lexical = Path(os.path.abspath(folder))
-    if not lexical.is_relative_to(here):
-        return None
-    parts = lexical.relative_to(here).parts
-    prefixes = (here.joinpath(*parts[:depth]) for depth in range(1, len(parts) + 1))
-    link = next((prefix for prefix in prefixes if prefix.is_symlink()), None)
-    if link is None:
-        return None
-    root = git_toplevel(here)
-    if root is None or not link.is_relative_to(root):
-        return None
-    command = [*GIT, "--literal-pathspecs", "ls-files", "-z", "--", str(link.relative_to(root))]
-    listed = subprocess.run(command, cwd=root, capture_output=True)
-    return root if listed.returncode == 0 and listed.stdout.strip(b"\0") else None
+    for depth in range(2, len(lexical.parts) + 1):
+        link = Path(*lexical.parts[:depth])
+        if not link.is_symlink():
+            continue
+        root = git_toplevel(link.parent)  # the work tree that holds the link (as its parent, a real folder)
+        if root is None:
+            continue
+        command = [*GIT, "--literal-pathspecs", "ls-files", "-z", "--", link.name]
+        listed = subprocess.run(command, cwd=link.parent, capture_output=True)
+        if listed.returncode == 0 and listed.stdout.strip(b"\0"):
+            return root
+    return None
 
 
 REPO_DIR_NAME = ".assist"

@@ -162,6 +162,16 @@ def test_a_folder_linked_to_another_repository_does_not_make_it_the_one_written(
     with pytest.raises(UsageError, match="outside the repo; not written"):
         apply_edit(edit)
     assert (other / "mod.py").read_text() == "def f():\n    return 1\n"
+    # Named from a sibling folder, not below the working folder: the link still counts.
+    sibling = tmp_path / "sibling"
+    sibling.mkdir()
+    monkeypatch.chdir(sibling)
+    named = Path("..") / scratch_repo.name / "vendor" / "mod.py"
+    assert repo_root(named.parent) == scratch_repo.resolve()
+    edit = plan_edit(named, "def g():\n    return 2\n", root=repo_root(named.parent))
+    with pytest.raises(UsageError, match="outside the repo; not written"):
+        apply_edit(edit)
+    assert (other / "mod.py").read_text() == "def f():\n    return 1\n"
 
 
 def test_repo_root_finds_a_repository_whose_path_holds_a_newline_and_works_from_a_deleted_folder(
