@@ -640,3 +640,33 @@ def test_attrs_strategy_asks_for_the_class_attributes_and_shares_unchanged_promp
             check_strategies([wrong], "function")
     with pytest.raises(UsageError, match="for --task function only"):
         check_strategies(["zero+attrs"], "line")
+
+
+def test_a_project_sdist_with_another_sha256_is_refused_before_its_build_code_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pip builds an sdist's metadata (running its setup.py) when it downloads it; the pinned sha256 must stop
+    # a swapped file before that. A local find-links folder stands for the index, so nothing leaves the machine.
+    import hashlib
+    import tarfile
+
+    from assistant.evaluate.repo.projects import fetch
+
+    marker = tmp_path / "setup-ran"
+    source = tmp_path / "evilpkg-1.0"
+    source.mkdir()
+    (source / "setup.py").write_text(
+        f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+        "from setuptools import setup\nsetup(name='evilpkg', version='1.0')\n"
+    )
+    links = tmp_path / "links"
+    links.mkdir()
+    with tarfile.open(links / "evilpkg-1.0.tar.gz", "w:gz") as archive:
+        archive.add(source, arcname="evilpkg-1.0")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # pip's inverted switch: build in this env, no isolation
+    spec = ProjectSpec("evilpkg", "1.0", hashlib.sha256(b"the pinned file").hexdigest(), "evilpkg", "tests")
+    with pytest.raises(UsageError, match=r"sha256 is not the pinned one \(pip refused it unbuilt\)"):
+        fetch(spec, tmp_path / "downloads")
+    assert not marker.exists() and not list((tmp_path / "downloads").iterdir())

@@ -2,7 +2,8 @@
 
 Each project is pinned (version and the sdist's sha256). Preparing one, once per user cache:
 
-1. `pip download --no-binary :all: --no-deps NAME==VERSION`, the sha256 checked before anything is unpacked;
+1. `pip download --no-binary :all: --no-deps --require-hashes` of NAME==VERSION: pip checks the sha256 as it
+   downloads, before it builds anything, and it is checked again before anything is unpacked;
 2. the sdist unpacked to `<cache>/repo-bench/NAME-VERSION/src` (the pristine tree, never modified afterwards);
 3. a virtual environment beside it with pytest and the project's test dependencies (pinned);
 4. the whole suite run once in the project sandbox (:mod:`assistant.sandbox.project`) with call tracing: which
@@ -217,6 +218,8 @@ def _run(argv: list[str], what: str, cwd: Path | None = None) -> None:
     """Run a preparation step; its failure is a one-line error with the tool's last line."""
     result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, env=prepare_env())
     if result.returncode != 0:
+        if "DO NOT MATCH THE HASHES" in result.stderr:  # pip's --require-hashes refusal: its last line is a digest
+            raise UsageError(f"{what} failed: the file's sha256 is not the pinned one (pip refused it unbuilt)")
         lines = (result.stderr or result.stdout).strip().splitlines()
         raise UsageError(f"{what} failed: {lines[-1] if lines else f'exit {result.returncode}'}")
 
@@ -226,11 +229,16 @@ def fetch(spec: ProjectSpec, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     found = sorted(folder.glob(f"{spec.name}-{spec.version}.tar.gz"))
     if not found:
-        _run(
-            [sys.executable, "-P", "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps",
-             f"{spec.name}=={spec.version}", "-d", str(folder)],
-            f"downloading {spec.name} {spec.version}",
-        )  # fmt: skip
+        # Hash-pinned: pip checks the sha256 as it downloads, before it builds the sdist's metadata (which runs
+        # the package's build backend); our own check below stands for a file that was already there.
+        with tempfile.TemporaryDirectory(prefix="assist-pin-") as pins:
+            requirements = Path(pins) / "requirements.txt"
+            requirements.write_text(f"{spec.name}=={spec.version} --hash=sha256:{spec.sha256}\n", encoding="utf-8")
+            _run(
+                [sys.executable, "-P", "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps",
+                 "--require-hashes", "-r", str(requirements), "-d", str(folder)],
+                f"downloading {spec.name} {spec.version}",
+            )  # fmt: skip
         found = sorted(folder.glob(f"{spec.name}-{spec.version}.tar.gz"))
     if not found:
         raise UsageError(f"pip did not leave {spec.name}-{spec.version}.tar.gz in {folder}")
