@@ -164,3 +164,16 @@ def test_an_assist_folder_the_repo_ships_is_refused_not_loaded(tmp_path: Path) -
     index = SimpleNamespace(meta={"source": {"kind": "repo", "path": str(tmp_path)}})
     with pytest.raises(UsageError, match="loads no index or trained model a repository brings"):
         artifact_dir(index, "lail")  # type: ignore[arg-type]
+
+
+def test_a_manifest_that_is_not_a_json_object_reads_as_none(tmp_path: Path) -> None:
+    # `[]` made condor_available() true and load_manifest a traceback; a link or FIFO must not be read either.
+    from assistant.methods.artifacts import read_manifest
+
+    for text, expected in (("[]", None), ("not json", None), ('{"method": "lail"}', {"method": "lail"})):
+        (tmp_path / "manifest.json").write_text(text)
+        assert read_manifest(tmp_path) == expected
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "manifest.json").symlink_to(tmp_path / "manifest.json")
+    assert read_manifest(linked) is None

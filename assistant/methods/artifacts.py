@@ -29,9 +29,10 @@ import numpy as np
 from assistant.code.examples import Example
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
-from assistant.paths import atomic_write_bytes, atomic_write_text, cache_dir, file_sha256, repo_dir
+from assistant.paths import atomic_write_bytes, atomic_write_text, cache_dir, file_sha256, read_regular_file, repo_dir
 
 METHODS = ("lail", "tstr")  # the trained retrievers, best first
+MANIFEST_BYTES = 16 * 2**20  # a manifest is a few KB; a larger file is not one
 
 
 def fingerprint(examples: Sequence[Example]) -> str:
@@ -65,13 +66,15 @@ def write_manifest(directory: Path, data: dict[str, Any]) -> None:
 
 
 def read_manifest(directory: Path) -> dict[str, Any] | None:
-    path = directory / "manifest.json"
-    if not path.exists():
+    """The artifact's manifest, or None when missing or unreadable (a link, not a JSON object, not UTF-8)."""
+    data = read_regular_file(directory / "manifest.json", limit=MANIFEST_BYTES)
+    if data is None:
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
+    return manifest if isinstance(manifest, dict) else None
 
 
 def _version(package: str) -> str | None:
