@@ -42,7 +42,7 @@ def committed_link(folder: Path) -> Path | None:
     files assist may write; a link you made yourself (untracked) is followed. Every link on the path counts, below
     the working folder or not (`../evil/vendor/x.py` named from a sibling folder); git runs only for a link, so
     most calls cost a few `lstat`s."""
-    lexical = Path(os.path.abspath(folder))
+    lexical = Path(folder).absolute()  # not abspath: it folds `vendor/..` away before the kernel follows the link
     for depth in range(2, len(lexical.parts) + 1):
         link = Path(*lexical.parts[:depth])
         if not link.is_symlink():
@@ -50,9 +50,10 @@ def committed_link(folder: Path) -> Path | None:
         root = git_toplevel(link.parent)  # the work tree that holds the link (as its parent, a real folder)
         if root is None:
             continue
-        command = [*GIT, "--literal-pathspecs", "ls-files", "-z", "--", link.name]
+        # Committed as a link (mode 120000): a tracked folder you replaced with a link of your own is yours.
+        command = [*GIT, "--literal-pathspecs", "ls-files", "-s", "-z", "--", link.name]
         listed = subprocess.run(command, cwd=link.parent, capture_output=True)
-        if listed.returncode == 0 and listed.stdout.strip(b"\0"):
+        if listed.returncode == 0 and listed.stdout.startswith(b"120000 "):
             return root
     return None
 
@@ -94,8 +95,7 @@ def repo_dir(root: Path, *, create: bool = False) -> Path:
     if shipped:
         raise UsageError(
             f"{Path(root) / shipped[0]} is a file the repo ships (git tracks {len(shipped)} in {REPO_DIR_NAME}/); "
-            f"assist loads no index or trained model a repository brings (untrack them: git rm -r --cached "
-            f"{REPO_DIR_NAME})"
+            f"assist loads no index or trained model a repository brings (remove them: git rm -r {REPO_DIR_NAME})"
         )
     if create:
         folder.mkdir(exist_ok=True)
@@ -309,7 +309,10 @@ def read_regular_file(path: Path, limit: int | None = None) -> bytes | None:
                 return None
             if limit is None:
                 return handle.read()
-            data = handle.read(limit + 1)  # a file still growing cannot slip past a size read first
-            return data if len(data) <= limit else None
+            # In chunks: read(limit + 1) would reserve the whole limit up front, whatever the file's size.
+            data = bytearray()
+            while len(data) <= limit and (chunk := handle.read(min(1 << 20, limit + 1 - len(data)))):
+                data += chunk
+            return bytes(data) if len(data) <= limit else None
     except (OSError, RuntimeError):  # RuntimeError: a symlink loop on older Pythons
         return None

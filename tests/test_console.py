@@ -84,3 +84,15 @@ def test_control_characters_in_printed_text_are_written_out_not_sent() -> None:
     piped = console.SafeConsole(file=io.StringIO(), highlight=False, markup=False)
     piped.print(json.dumps({"code": "x\x9by\u00e9\tz"}, ensure_ascii=False))
     assert json.loads(piped.file.getvalue()) == {"code": "x\x9by\u00e9\tz"}  # --json keeps its meaning
+
+
+def test_bidi_overrides_are_written_out_and_a_limited_read_does_not_reserve_its_limit(tmp_path) -> None:
+    from assistant.paths import read_regular_file
+    from assistant.ui.console import printable
+
+    assert printable("if admin\u202e {") == "if admin\\u202e {" and printable("caf\u00e9\t") == "caf\u00e9\t"
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 3_000_000)
+    assert read_regular_file(path, limit=3_000_000) == b"x" * 3_000_000
+    assert read_regular_file(path, limit=2_999_999) is None
+    assert read_regular_file(path, limit=1 << 40) == b"x" * 3_000_000  # a terabyte limit reserves nothing

@@ -89,7 +89,7 @@ def test_apply_refuses_a_file_git_is_told_not_to_look_at(scratch_repo, flag):
     subprocess.run(["git", "update-index", flag, "mathutils.py"], cwd=scratch_repo, check=True)
     target.write_text(target.read_text() + "\n# my unsaved work\n")
     edit = plan_edit(target, "def is_even(n):\n    return not n % 2\n", root=scratch_repo)
-    with pytest.raises(UsageError, match="assume-unchanged or skip-worktree"):
+    with pytest.raises(UsageError, match=r"assume-unchanged, skip-worktree or core\.ignoreStat"):
         apply_edit(edit)
     assert "# my unsaved work" in target.read_text() and "not n % 2" not in target.read_text()
 

@@ -177,3 +177,22 @@ def test_a_manifest_that_is_not_a_json_object_reads_as_none(tmp_path: Path) -> N
     linked.mkdir()
     (linked / "manifest.json").symlink_to(tmp_path / "manifest.json")
     assert read_manifest(linked) is None
+
+
+def test_the_tui_shows_control_characters_written_out_and_no_shipped_history(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    from assistant.ui.session import Session
+    from assistant.ui.tui.widgets.candidate_view import _syntax
+
+    shown = _syntax("x = '\x1b]0;TITLE\x1b\\\\'  # \u202e", "python").code
+    assert "\x1b" not in shown and "\u202e" not in shown and "\\u001b]0;TITLE" in shown
+    root = tmp_path / "clone"
+    (root / ".assist").mkdir(parents=True)
+    entry = {"event": "generate", "requirement": "shipped \x1b[8m text", "target": "x.py"}
+    (root / ".assist" / "history.jsonl").write_text(json.dumps(entry) + "\n")
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    assert Session(root).history()[0]["requirement"] == entry["requirement"]  # untracked: the user's own
+    subprocess.run(["git", "add", "-f", ".assist/history.jsonl"], cwd=root, check=True)
+    assert Session(root).history() == [] and Session(root).requirements() == []

@@ -172,6 +172,24 @@ def test_a_folder_linked_to_another_repository_does_not_make_it_the_one_written(
     with pytest.raises(UsageError, match="outside the repo; not written"):
         apply_edit(edit)
     assert (other / "mod.py").read_text() == "def f():\n    return 1\n"
+    # `vendor/..` is the folder above the link's target for the kernel, not the repository's own top.
+    (other / "sub").mkdir()
+    (other / "sub" / "m.py").write_text("x = 1\n")
+    (scratch_repo / "deep").symlink_to(other / "sub")
+    git(scratch_repo, "add", "deep")
+    git(scratch_repo, "commit", "-qm", "deep")
+    dotted = Path("..") / scratch_repo.name / "deep" / ".." / "mod.py"
+    assert dotted.resolve() == (other / "mod.py").resolve()
+    assert repo_root(dotted.parent) == scratch_repo.resolve()
+    # A tracked folder you replaced with a link of your own (data on another disk) is yours: followed.
+    (scratch_repo / "data").mkdir()
+    (scratch_repo / "data" / "keep.txt").write_text("k\n")
+    git(scratch_repo, "add", "data")
+    git(scratch_repo, "commit", "-qm", "data")
+    (scratch_repo / "data" / "keep.txt").unlink()
+    (scratch_repo / "data").rmdir()
+    (scratch_repo / "data").symlink_to(other)
+    assert repo_root(Path("..") / scratch_repo.name / "data") == other.resolve()
 
 
 def test_repo_root_finds_a_repository_whose_path_holds_a_newline_and_works_from_a_deleted_folder(

@@ -207,10 +207,13 @@ def test_outside_a_git_work_tree_the_tests_are_skipped_with_a_reason(tmp_path: P
 def test_found_tests_do_not_run_without_a_filesystem_wall(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Where the kernel has no Landlock, a clone's conftest.py would run as the user: found tests are not run
     # unasked; --test-cmd (asked for) still runs.
-    import assistant.core.repo_tests as module
+    from assistant.core.home import module_home
+    from assistant.sandbox import boundary
 
-    monkeypatch.setattr(module, "boundary_probe", lambda: {"landlock": (False, "the kernel has no Landlock")})
-    with pytest.raises(UsageError, match=r"tests were not run: the sandbox has no filesystem wall here \(the kernel"):
+    monkeypatch.setattr(boundary, "probe", lambda: {"landlock": (False, "the kernel has no Landlock")})
+    with pytest.raises(UsageError, match=r"no filesystem wall here \(the kernel has no Landlock\), so a clone's"):
         repo_tests(project, "geo.py", "square")
+    # Nor does agree run the model's tests in the repo's copy (its conftest.py would run too).
+    assert module_home(project / "geo.py", "square", {}) is None
     plan = repo_tests(project, "geo.py", "square", test_cmd="pytest tests/test_geo.py")
     assert plan is not None and plan.args == ("tests/test_geo.py",) and not plan.found

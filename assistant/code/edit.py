@@ -422,7 +422,7 @@ def unstaged_changes(path: Path) -> str | None:
     # changes would pass as none.
     tag = tracked.stdout[:1].decode("ascii", "replace")
     if tag.islower() or tag == "S":
-        return "git is told not to look at its changes (assume-unchanged or skip-worktree)"
+        return "git is told not to look at its changes (assume-unchanged, skip-worktree or core.ignoreStat)"
     changed = subprocess.run([*literal, "diff", "--quiet", "--", path.name], cwd=folder, capture_output=True)
     if changed.returncode != 0:
         return "it has unstaged changes"

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from assistant.code.edit import enclosing_root
 from assistant.errors import UsageError
 from assistant.paths import GIT
+from assistant.sandbox import boundary
 
 
 @dataclass(frozen=True)
@@ -140,13 +141,24 @@ def import_name(path: str, pythonpath: Sequence[str]) -> str | None:
     return None
 
 
+def unwalled() -> str | None:
+    """Why a repository's own code (its conftest.py, its package) must not run here unasked, or None when the
+    project sandbox has its filesystem wall (Landlock). Without it (macOS, Linux before 5.13) that code would run
+    with your files and keys in reach, however else the sandbox limits it."""
+    available, detail = boundary.probe().get("landlock", (False, "no Landlock"))
+    return None if available else f"the sandbox has no filesystem wall here ({detail})"
+
+
 def module_home(
     file: Path, qualname: str, texts: Mapping[int, str], python: str | Path | None = None
 ) -> ModuleHome | None:
     """The home of `file`'s stub `qualname`: the git work tree around it, its interpreter (`python`, else the
     repo's .venv or venv, else the active virtualenv, else assist's) and its import name. None where candidates
     cannot run in it: outside a git work tree, or one that is the home folder or / (the copy would be all of
-    it), a file git ignores (the copy holds what git shows), or a file that cannot be imported by name."""
+    it), a file git ignores (the copy holds what git shows), a file that cannot be imported by name, or where the
+    sandbox has no filesystem wall (:func:`unwalled`: the repo's conftest.py and package would run as you)."""
+    if unwalled() is not None:
+        return None
     file = Path(os.path.realpath(file))
     root = Path(os.path.realpath(enclosing_root(file)))
     if too_wide(root) or not file.is_relative_to(root):

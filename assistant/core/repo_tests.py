@@ -20,11 +20,10 @@ from pathlib import Path, PurePath
 
 from assistant.code.extract import read_repo_file
 from assistant.core.generation import GenerateResult
-from assistant.core.home import git_files, project_python, search_path, too_wide
+from assistant.core.home import git_files, project_python, search_path, too_wide, unwalled
 from assistant.core.rank import Ranked, Score
 from assistant.errors import UsageError
 from assistant.progress import Progress
-from assistant.sandbox.boundary import probe as boundary_probe
 from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
 
 # Directories never searched for tests (environments, caches, vendored trees).
@@ -176,13 +175,9 @@ def repo_tests(
         args, found = tuple(find_tests(root, path, function)), True
         if not args:
             return None
-        walled, why = boundary_probe().get("landlock", (False, "no Landlock"))
-        if not walled:
-            # Found, not asked for: without Landlock the repo's conftest.py would run with your files in reach.
-            raise UsageError(
-                f"the repo's tests were not run: the sandbox has no filesystem wall here ({why}); "
-                "--test-cmd runs them anyway"
-            )
+        why = unwalled()
+        if why is not None:  # found, not asked for: the repo's conftest.py would run with your files in reach
+            raise UsageError(f"{why}, so a clone's conftest.py would run as you; --test-cmd runs them anyway")
     return RepoTests(root, project_python(root, python), args, search_path(root, path), found, include=include)
 
 

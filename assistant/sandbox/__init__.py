@@ -518,5 +518,5 @@ def _remove_tree(path: str) -> None:
             if os.path.islink(full):  # listed, never followed: and Linux cannot chmod a link itself
                 continue
             with contextlib.suppress(OSError):
-                os.chmod(full, stat.S_IRWXU, follow_symlinks=False)
+                os.chmod(full, stat.S_IRWXU)  # a folder (links are skipped above), so following is moot
     shutil.rmtree(path, ignore_errors=True)

@@ -27,16 +27,7 @@ from rich.text import Text
 
 from assistant.errors import AssistError
 from assistant.progress import STAGE_LABELS
-
-# C0 controls but tab and newline, DEL and C1: shown as `\u001b`, never sent (a repo's docstring or a candidate
-# could otherwise retitle the terminal, hide text or, on some terminals, answer back as if typed). JSON reads
-# `\u001b` as the same character, so `--json` output keeps its meaning.
-_CONTROLS = {code: f"\\u{code:04x}" for code in [*range(0x20), 0x7F, *range(0x80, 0xA0)] if chr(code) not in "\t\n"}
-
-
-def printable(text: str) -> str:
-    """`text` with every terminal control character (but tab and newline) written out as `\\uXXXX`."""
-    return text.translate(_CONTROLS)
+from assistant.ui.text import printable
 
 
 class SafeConsole(Console):

@@ -446,6 +446,11 @@ class Session:
 
     def history(self) -> list[dict[str, Any]]:
         """Past events, newest first (unreadable lines are skipped)."""
+        if self.root is not None:
+            try:
+                repo_dir(self.root)  # a history the repo ships (tracked) is not yours: never read back
+            except UsageError:
+                return []
         data = read_regular_file(self.history_path, limit=HISTORY_BYTES)
         if data is None:
             return []  # missing; or a link, FIFO or device planted in its place: not read back as history

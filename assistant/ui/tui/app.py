@@ -15,6 +15,7 @@ from textual.screen import Screen
 
 from assistant.backends import watchdog
 from assistant.ui.session import Session
+from assistant.ui.text import printable
 from assistant.ui.tui.main_screen import MainScreen
 
 
@@ -29,6 +30,21 @@ class AssistApp(App[None]):
         super().__init__()
         self.session = session
         self.target = target
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast of plain text: messages carry file names, errors and test output from the repo, so brackets are
+        not markup and control characters are written out (as the CLI does)."""
+        if isinstance(message, str):  # textual's own toasts may come as Content, already safe
+            message = printable(message)
+        super().notify(message, title=printable(title), severity=severity, timeout=timeout, markup=markup)
 
     def on_mount(self) -> None:
         root = self.session.root or self.session.start

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -18,6 +19,7 @@ from assistant.code.asserts import split_asserts
 from assistant.errors import UsageError
 from assistant.pipeline.registry import RETRIEVER_CHOICES
 from assistant.ui.session import Options
+from assistant.ui.text import printable
 
 NO_FILE = "\0none"
 RANKER_CHOICES = ("auto", "logprob", "condor", "exec", "first", "random", "exec+logprob", "exec+condor")
@@ -97,11 +99,12 @@ class FilePicker(ModalScreen[str | None]):
         if query:
             matcher = Matcher(query)
             scored = sorted(((matcher.match(name), name) for name in self.files), key=lambda pair: (-pair[0], pair[1]))
-            matches = [(matcher.highlight(name), name) for score, name in scored if score > 0]
+            # A file's name is the repo's text: control characters written out before it is shown.
+            matches = [(matcher.highlight(printable(name)), name) for score, name in scored if score > 0]
             if self.allow_new and query.endswith(".py") and query not in self.files:
-                options.add_option(Option(f"new file: {query}", id=query))
+                options.add_option(Option(Text(printable(f"new file: {query}")), id=query))
         else:
-            matches = [(name, name) for name in self.files]
+            matches = [(Text(printable(name)), name) for name in self.files]
             options.add_option(Option(self.none_label, id=NO_FILE))
         options.add_options([Option(label, id=name) for label, name in matches[:200]])
         if options.option_count:
@@ -161,7 +164,7 @@ class TestsEditor(ModalScreen[list[str] | None]):
         try:
             chunks = split_asserts(text, "the text")
         except UsageError as exc:
-            self.query_one("#tests-error", Static).update(str(exc))
+            self.query_one("#tests-error", Static).update(Text(printable(str(exc))))
             return
         self.dismiss(chunks)
 
@@ -299,7 +302,7 @@ class HistoryScreen(ModalScreen[dict[str, Any] | None]):
             target = f"  → {entry['target']}" if entry.get("target") else ""
             when = str(entry.get("time", ""))[:16].replace("T", " ")
             requirement = " ".join(str(entry.get("requirement", "")).split())[:70]
-            options.add_option(Option(f"{when}  {what:<7} {requirement}{target}", id=str(number)))
+            options.add_option(Option(Text(printable(f"{when}  {what:<7} {requirement}{target}")), id=str(number)))
         options.focus()
 
     @on(OptionList.OptionSelected)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.syntax import Syntax
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Container, VerticalScroll
 from textual.widgets import Static
 
 from assistant.code.edit import Edit
 from assistant.core.rank import Ranked
+from assistant.ui.text import printable
 
 WIDE = 140  # columns from which code and diff sit side by side
 SYNTAX_THEME = "ansi_dark"  # the terminal's own palette; Textual turns it monochrome under NO_COLOR
@@ -45,19 +47,19 @@ class CandidateView(Container):
         the order of `rankers` (the active ranker first), then any others."""
         code_pane, diff_pane = self._panes(f"Code #{position + 1}", "Diff")
         names = [*(name for name in rankers if name in item.scores), *(n for n in item.scores if n not in rankers)]
-        code_pane.border_subtitle = "; ".join(item.scores[name].why for name in names)[:120]
+        code_pane.border_subtitle = printable("; ".join(item.scores[name].why for name in names)[:120])
         self.query_one("#code", Static).update(_syntax(item.candidate.code, "python"))
         diff = self.query_one("#diff", Static)
         if edit is None and filled:
-            diff.update(f"{filled} is filled now (ctrl+r undoes the apply).")
+            diff.update(Text(f"{printable(filled)} is filled now (ctrl+r undoes the apply)."))
         elif edit is None:
             diff.update("No target file: press ctrl+f to pick one, then ctrl+g.")
         elif not edit.diff:
-            diff.update(f"{edit.display_path} already has this candidate (ctrl+r undoes an apply).")
-            diff_pane.border_title = f"Diff {edit.display_path}: no change"
+            diff.update(Text(f"{printable(edit.display_path)} already has this candidate (ctrl+r undoes an apply)."))
+            diff_pane.border_title = f"Diff {printable(edit.display_path)}: no change"
         else:
             diff.update(_syntax(edit.diff, "diff"))
-            diff_pane.border_title = f"Diff {edit.display_path}: {', '.join(edit.actions)}"
+            diff_pane.border_title = printable(f"Diff {edit.display_path}: {', '.join(edit.actions)}")
 
     def _panes(self, code_title: str, diff_title: str) -> tuple[VerticalScroll, VerticalScroll]:
         code_pane = self.query_one("#code-pane", VerticalScroll)
@@ -68,4 +70,5 @@ class CandidateView(Container):
 
 
 def _syntax(code: str, lexer: str) -> Syntax:
-    return Syntax(code, lexer, theme=SYNTAX_THEME, background_color="default")
+    # The code and diffs come from models and repos: control characters are written out, never sent.
+    return Syntax(printable(code), lexer, theme=SYNTAX_THEME, background_color="default")

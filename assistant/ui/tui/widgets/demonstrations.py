@@ -11,6 +11,7 @@ from textual.widgets import SelectionList
 from textual.widgets.selection_list import Selection
 
 from assistant.core.retrieve import Hit
+from assistant.ui.text import printable
 
 
 class DemonstrationList(SelectionList[int]):
@@ -48,9 +49,9 @@ class DemonstrationList(SelectionList[int]):
         self.retrieved = True
         self.clear_options()
         for number, hit in enumerate(self.hits):
-            name = hit.example.name or hit.example.requirement[:40]
+            name = printable(hit.example.name or hit.example.requirement[:40])  # the repo's text: shown, not sent
             prompt = Text.assemble(
-                (f"{hit.example.source}", "bold"), f"  {name}  ", (f"{hit.retriever} {hit.score:.3f}", "dim")
+                (printable(hit.example.source), "bold"), f"  {name}  ", (f"{hit.retriever} {hit.score:.3f}", "dim")
             )
             self.add_option(Selection(prompt, number, True))
         self._update_title()

@@ -8,6 +8,7 @@ from textual.containers import Horizontal
 from textual.widgets import ProgressBar, Static
 
 from assistant.progress import STAGE_LABELS
+from assistant.ui.text import printable
 
 CANCELS = "(Escape cancels)"
 
@@ -27,7 +28,7 @@ class StatusBar(Horizontal):
     def say(self, message: str) -> None:
         """Show `message` (plain text: brackets are not markup)."""
         self.message = message
-        self.query_one("#message", Static).update(Text(message))
+        self.query_one("#message", Static).update(Text(printable(message)))
 
     def working(self, label: str, stage: str | None = None, step: int = 0, total: int = 0) -> None:
         """A job named `label` runs: show its stage and how far it got (an unknown total pulses)."""
