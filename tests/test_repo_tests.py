@@ -215,5 +215,11 @@ def test_found_tests_do_not_run_without_a_filesystem_wall(project: Path, monkeyp
         repo_tests(project, "geo.py", "square")
     # Nor does agree run the model's tests in the repo's copy (its conftest.py would run too).
     assert module_home(project / "geo.py", "square", {}) is None
+    # generate says why, in --json too.
+    with openai_server(Script(answers=[(RIGHT, "stop")])) as (url, _):
+        result = run(["generate", "--file", "geo.py", "--function", "square", "-n", "1", "--json"], url)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["repo_tests"] is None and "no filesystem wall here" in data["repo_tests_skipped"]
     plan = repo_tests(project, "geo.py", "square", test_cmd="pytest tests/test_geo.py")
     assert plan is not None and plan.args == ("tests/test_geo.py",) and not plan.found

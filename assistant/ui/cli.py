@@ -444,6 +444,7 @@ def generate(
         data["source"] = source
         data["applied"] = applied
         data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
+        data["repo_tests_skipped"] = skipped  # why none ran (None: they ran, or none mention the function)
         out.print_json(json.dumps(data))
     else:
         if function is not None and repo_tests:
