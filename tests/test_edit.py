@@ -293,3 +293,51 @@ def test_a_file_mixing_line_endings_keeps_each_line_s_and_new_lines_take_the_usu
     assert new == mixed.replace("os\n", "os\nimport math\n", 1) + "\n\ndef g():\n    return 2\n"
     crlf = "import os\r\n\r\ndef f():\r\n    return 1\r\n"
     assert merge(crlf, "import math\n")[0] == "import os\r\nimport math\r\n\r\ndef f():\r\n    return 1\r\n"
+
+
+def test_an_import_goes_after_the_last_import_even_when_a_definition_above_it_shrinks():
+    # The insertion point was taken from the file as it was, after the replacements had moved its lines:
+    # `import math` once landed inside HELP's string.
+    old = 'import os\n\n\ndef f():\n    a = 1\n    b = 2\n    return a + b\n\n\nimport sys\n\nHELP = """usage:\n  run it\n"""\n'
+    new, actions = merge(old, "import math\n\n\ndef f():\n    return math.pi\n")
+    assert actions == ["insert import math", "replace f"]
+    assert 'HELP = """usage:\n  run it\n"""\n' in new and "import sys\nimport math\n" in new
+    namespace: dict = {}
+    exec(compile(new, "m.py", "exec"), namespace)
+    assert namespace["HELP"] == "usage:\n  run it\n" and abs(namespace["f"]() - 3.14159) < 1e-4
+
+
+def test_overloads_and_their_implementation_are_replaced_as_one_run():
+    old = "from typing import overload\n\n\ndef f(x):\n    return x\n\n\ndef g():\n    return 1\n"
+    code = (
+        "@overload\ndef f(x: int) -> int: ...\n@overload\ndef f(x: str) -> str: ...\n"
+        "def f(x):\n    return x * 2\n"
+    )
+    new, actions = merge(old, code)
+    assert actions == ["replace f"] and new.count("def f(") == 3 and "return x * 2" in new and "return x\n" not in new
+    again, more = merge(new, code)
+    assert more == [] and again == new  # the same run again is not a change
+
+
+def test_new_definitions_go_above_a_main_guard_that_may_call_them():
+    old = 'def main():\n    print("hi")\n\n\nif __name__ == "__main__":\n    main()\n'
+    new, actions = merge(old, 'def main():\n    print(greeting())\n\n\ndef greeting():\n    return "hi"\n')
+    assert actions == ["replace main", "insert greeting"]
+    assert new.index("def greeting") < new.index('if __name__ == "__main__":')
+    compile(new, "m.py", "exec")
+
+
+def test_filling_a_stub_never_imports_the_file_itself(tmp_path):
+    from assistant.code.edit import own_module_names
+    from assistant.core.stubs import Taken, find_stub, plan_fill
+
+    package = tmp_path / "src" / "pkg"
+    package.mkdir(parents=True)
+    target = package / "utils.py"
+    target.write_text('def clamp(x):\n    return max(0, x)\n\n\ndef clamp_all(xs):\n    """Clamp each."""\n    ...\n')
+    assert {"utils", "pkg.utils", "src.pkg.utils"} <= own_module_names(target, tmp_path)
+    stub = find_stub(target.read_text(), "clamp_all", str(target))
+    for own in ("from pkg.utils import clamp", "from .utils import clamp", "import src.pkg.utils"):
+        taken = Taken("return [clamp(x) for x in xs]", (), (own, "import math"))
+        edit = plan_fill(target, stub, taken, root=tmp_path)
+        assert edit.actions == ("fill clamp_all", "insert import math"), own

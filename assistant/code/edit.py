@@ -114,13 +114,43 @@ def _span(node: ast.stmt) -> tuple[int, int]:
     return start, node.end_lineno or node.lineno
 
 
-def _definitions(tree: ast.Module) -> dict[str, ast.stmt]:
-    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+def _definitions(tree: ast.Module) -> dict[str, tuple[int, int, list[ast.stmt]]]:
+    """Each top-level name's definition as (first line, last line, its nodes): a run of consecutive definitions
+    of one name (`@overload` declarations, then the implementation) counts as one; else the last one (the one
+    that holds at run time)."""
+    found: dict[str, tuple[int, int, list[ast.stmt]]] = {}
+    previous: str | None = None
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            previous = None
+            continue
+        start, end = _span(node)
+        if node.name == previous:
+            first, _, nodes = found[node.name]
+            found[node.name] = (first, end, [*nodes, node])
+        else:
+            found[node.name] = (start, end, [node])
+        previous = node.name
+    return found
+
+
+def _main_guard(tree: ast.Module) -> ast.stmt | None:
+    """The file's last statement when it is `if __name__ == "__main__":` (new definitions go above it)."""
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.If) and isinstance(last.test, ast.Compare) and isinstance(last.test.left, ast.Name):
+        comparators = last.test.comparators
+        if last.test.left.id == "__name__" and comparators and isinstance(comparators[0], ast.Constant):
+            return last if comparators[0].value == "__main__" else None
+    return None
 
 
 def _imports_module(node: ast.Import | ast.ImportFrom, modules: frozenset[str]) -> bool:
+    """Whether `node` imports one of `modules` (the file's own names): `from pkg.utils import x`, `import
+    pkg.utils`, or relatively, `from .utils import x` in utils.py (its stem is among the names)."""
     if isinstance(node, ast.ImportFrom):
-        return node.level == 0 and node.module in modules
+        if node.level:
+            return node.level == 1 and node.module is not None and node.module in modules
+        return node.module in modules
     return any(alias.name in modules for alias in node.names)
 
 
@@ -183,12 +213,15 @@ def merge(
     future_at = _future_position(tree, lines)
     existing = _definitions(tree)
     actions: list[str] = []
-    replacements: list[tuple[int, int, list[str]]] = []  # (start, end, new lines), 1-based inclusive
+    # Every change is made against the file's own line numbers and applied bottom-up in one pass, so no change
+    # moves the place of another (an import inserted after a shorter replacement once landed inside a string).
+    changes: list[tuple[int, int, int, list[str]]] = []  # (from, to, order, new lines): lines[from:to] = new
     appended: list[list[str]] = []
     imports: list[str] = []
     have_imports = {ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
     have_features = {alias.name for n in tree.body if _is_future(n) for alias in n.names}
     features: list[str] = []
+    new_definitions = _definitions(new_tree)
     for node in new_tree.body:
         start, end = _span(node)
         segment = code_lines[start - 1 : end]
@@ -199,25 +232,26 @@ def merge(
                 imports.extend(segment)
                 actions.append(f"insert {ast.unparse(node)}")
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            first, last, group = new_definitions[node.name]
+            if node is not group[0] or _span(node)[0] != first:
+                continue  # one of a run of one name's definitions (overloads): the run goes in whole, once
+            segment = code_lines[first - 1 : last]
             if node.name in existing:
-                if ast.dump(existing[node.name]) == ast.dump(node):
+                old_start, old_end, old_group = existing[node.name]
+                if [ast.dump(n) for n in old_group] == [ast.dump(n) for n in group]:
                     continue  # the same definition the file already has: not a change
-                old_start, old_end = _span(existing[node.name])
-                replacements.append((old_start, old_end, segment))
+                changes.append((old_start - 1, old_end, 0, segment))
                 actions.append(f"replace {node.name}")
             else:
                 appended.append(segment)
                 actions.append(f"insert {node.name}")
         # Other top-level statements (example calls, prints) are not put into the user's file.
-    for start, end, segment in sorted(replacements, reverse=True):
-        lines[start - 1 : end] = segment
     if appended:
-        while lines and not lines[-1].strip():
-            lines.pop()
-        for segment in appended:
-            if lines:
-                lines.extend([newline, newline])
-            lines.extend(segment)
+        guard = _main_guard(tree)
+        if guard is not None:  # above `if __name__ == "__main__":`, which may call them
+            block = [line for segment in appended for line in [*segment, newline, newline]]
+            changes.append((_span(guard)[0] - 1, _span(guard)[0] - 1, 0, block))
+            appended = []
     if imports:
         import_nodes = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
         if import_nodes:
@@ -227,17 +261,28 @@ def merge(
             at = (docstring.end_lineno or 0) if docstring else 0
             while not docstring and at < len(lines) and lines[at].lstrip().startswith("#"):
                 at += 1  # below a shebang, a coding cookie (it counts only on line 1 or 2) and a licence header
-        # Line numbers before the imports are unchanged by the edits above, which all sit after them.
         block = imports + ([newline] if not import_nodes and lines[at:] else [])
-        lines[at:at] = block
+        changes.append((at, at, 1, block))
         future_at = min(future_at, at)  # future imports must precede the ones just inserted
     if features:
-        # Python requires them before every other statement; the edits above all sit at or after this line.
+        # Python requires them before every other statement.
         statement = f"from __future__ import {', '.join(features)}"
-        following = lines[future_at] if future_at < len(lines) else ""
+        at_end = future_at >= len(lines)
+        following = imports[0] if imports and future_at == at else ("" if at_end else lines[future_at])
         spacer = [newline] if following.strip() and not following.startswith(("import ", "from ")) else []
-        lines[future_at:future_at] = [statement + newline, *spacer]
+        changes.append((future_at, future_at, 2, [statement + newline, *spacer]))
         actions.insert(0, f"insert {statement}")
+    # Bottom-up; at one place a replacement goes first (it lies below), then imports, then `from __future__`
+    # above them.
+    for begin, stop, _, new_lines in sorted(changes, key=lambda change: (change[0], -change[2]), reverse=True):
+        lines[begin:stop] = new_lines
+    if appended:
+        while lines and not lines[-1].strip():
+            lines.pop()
+        for segment in appended:
+            if lines:
+                lines.extend([newline, newline])
+            lines.extend(segment)
     return "".join(lines), actions
 
 
@@ -370,13 +415,21 @@ def plan_edit(path: str | Path, code: str, root: Path | None = None) -> Edit:
     return plan_edit_of(named, raw, old_text, code, root)
 
 
-def plan_edit_of(named: Path, raw: bytes, old_text: str, code: str, root: Path | None = None) -> Edit:
-    """:func:`plan_edit` for a file already read (`raw` bytes, `old_text` its text): no second reading."""
+def own_module_names(named: Path, root: Path | None = None) -> frozenset[str]:
+    """The names the file `named` may be imported by: its stem, and every dotted tail of its path inside `root`
+    (`src/pkg/utils.py`: `pkg.utils` and `src.pkg.utils`), since the package's top may sit below the repo's."""
     path = named.resolve()
     own = {path.stem}
-    if root is not None and path.is_relative_to(root):
-        own.add(".".join(path.relative_to(root).with_suffix("").parts))
-    new, actions = merge(old_text, code, frozenset(own))  # every line the file had keeps its own ending
+    if root is not None and path.is_relative_to(root.resolve()):
+        parts = path.relative_to(root.resolve()).with_suffix("").parts
+        own.update(".".join(parts[first:]) for first in range(len(parts)))
+    return frozenset(own)
+
+
+def plan_edit_of(named: Path, raw: bytes, old_text: str, code: str, root: Path | None = None) -> Edit:
+    """:func:`plan_edit` for a file already read (`raw` bytes, `old_text` its text): no second reading."""
+    own = own_module_names(named, root)
+    new, actions = merge(old_text, code, own)  # every line the file had keeps its own ending
     return make_edit(named, raw, old_text, new, actions, root)
 
 

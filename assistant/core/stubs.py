@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING
 
 from assistant.backends import Backend, Completion, Prompt, SamplingParams, Step
 from assistant.code.definitions import FunctionNode, is_overload, scope_definitions, walk_functions
-from assistant.code.edit import Edit, leading_whitespace, make_edit, merge, read_target_source, source_lines
+from assistant.code.edit import (
+    Edit,
+    leading_whitespace,
+    make_edit,
+    merge,
+    own_module_names,
+    read_target_source,
+    source_lines,
+)
 from assistant.code.examples import Example
 from assistant.code.extract import first_paragraph
 from assistant.code.fences import code_span
@@ -779,7 +787,9 @@ def plan_fill(path: Path | Target, stub: Stub, taken: Taken, root: Path | None =
     actions = [f"fill {stub.qualname}"]
     if taken.imports:
         # The file's lines keep their endings (a file may mix them); the imports take the stub's.
-        merged, done = merge(new, "\n".join(taken.imports) + "\n", newline=stub.newline)
+        # Never an import of the file itself: inside it, that is a circular import.
+        own = own_module_names(named, root)
+        merged, done = merge(new, "\n".join(taken.imports) + "\n", own, newline=stub.newline)
         if done:
             new = merged
             actions += done
