@@ -298,7 +298,10 @@ def test_a_file_mixing_line_endings_keeps_each_line_s_and_new_lines_take_the_usu
 def test_an_import_goes_after_the_last_import_even_when_a_definition_above_it_shrinks():
     # The insertion point was taken from the file as it was, after the replacements had moved its lines:
     # `import math` once landed inside HELP's string.
-    old = 'import os\n\n\ndef f():\n    a = 1\n    b = 2\n    return a + b\n\n\nimport sys\n\nHELP = """usage:\n  run it\n"""\n'
+    old = (
+        'import os\n\n\ndef f():\n    a = 1\n    b = 2\n    return a + b\n\n\n'
+        'import sys\n\nHELP = """usage:\n  run it\n"""\n'
+    )
     new, actions = merge(old, "import math\n\n\ndef f():\n    return math.pi\n")
     assert actions == ["insert import math", "replace f"]
     assert 'HELP = """usage:\n  run it\n"""\n' in new and "import sys\nimport math\n" in new
