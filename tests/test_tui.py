@@ -8,6 +8,7 @@ drives the same flow with the default local model.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,9 +89,38 @@ def test_apply_over_unstaged_work_needs_confirmation_and_undo_restores_it(indexe
     with pytest.raises(UsageError, match="unstaged changes"):
         session.apply(0)
     assert target.read_text() == mine
-    session.apply(0, force=True)
+    session.apply(0, confirmed=True)
     assert "# my unsaved note" in target.read_text() and "square_all" in target.read_text()
     session.undo()
+    assert target.read_text() == mine
+
+
+def test_undo_puts_a_latin1_file_back_byte_for_byte(indexed_repo: Path, encoder) -> None:
+    # Undo once wrote the text back as UTF-8 under a latin-1 cookie ("café" read back as "cafÃ©").
+    target = indexed_repo / "latin.py"
+    original = '# -*- coding: latin-1 -*-\n\n\ndef greet():\n    return "caf\u00e9 cr\u00e8me"\n'.encode("latin-1")
+    target.write_bytes(original)
+    git(indexed_repo, "add", "latin.py")
+    git(indexed_repo, "commit", "-qm", "latin")
+    session = make_session(indexed_repo, encoder)
+    session.generate(REQUIREMENT, target="latin.py")
+    session.apply(0)
+    assert target.read_bytes() != original and b"caf\xe9 cr\xe8me" in target.read_bytes()
+    session.undo()
+    assert target.read_bytes() == original
+
+
+def test_a_confirmed_apply_still_refuses_a_file_with_other_hard_links(indexed_repo: Path, encoder, tmp_path) -> None:
+    # Confirming unsaved work is not --force: the hard-link refusal stands (and undo would fail after it).
+    target = indexed_repo / "mathutils.py"
+    target.write_text(target.read_text() + "\n# my unsaved note\n")
+    os.link(target, tmp_path / "elsewhere.py")
+    mine = target.read_text()
+    session = make_session(indexed_repo, encoder)
+    session.generate(REQUIREMENT, target="mathutils.py")
+    assert session.apply_needs_confirmation(0) == "it has unstaged changes"
+    with pytest.raises(UsageError, match="hard link"):
+        session.apply(0, confirmed=True)
     assert target.read_text() == mine
 
 
@@ -550,6 +580,17 @@ def test_session_fills_a_stub_demotes_a_neighbour_rewrite_applies_only_the_body_
     session.undo()
     assert (stub_repo / "mathutils.py").read_text() == original
     assert session.state.result.edits[0] is not None  # a stub again: the edits are planned again
+
+
+def test_an_edit_planned_again_after_undo_keeps_the_imports_the_sample_wrote(stub_repo: Path, encoder) -> None:
+    # The re-planned edit once dropped them (a candidate's code holds the function alone): NameError at run time.
+    programs = [("import math\n\n\ndef count_even(values):\n    return math.fsum(v % 2 == 0 for v in values)", -0.1)]
+    session = make_session(stub_repo, encoder, backend=programs_backend(programs), k=1)
+    result = session.generate("", target="mathutils.py", function="count_even")
+    assert result.edits[0].actions == ("fill count_even", "insert import math")
+    session.apply(0)
+    session.undo()
+    assert session.state.result.edits[0].actions == ("fill count_even", "insert import math")
 
 
 async def test_tui_picks_a_stub_with_f3_and_fills_it(stub_repo: Path, encoder) -> None:

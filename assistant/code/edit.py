@@ -497,23 +497,31 @@ def enclosing_root(path: Path) -> Path:
     return git_toplevel(folder) or folder
 
 
-def check_can_apply(named: Path, force: bool = False, root: Path | None = None, display: str | None = None) -> None:
+def check_can_apply(
+    named: Path,
+    force: bool = False,
+    root: Path | None = None,
+    display: str | None = None,
+    unsaved_ok: bool = False,
+) -> None:
     """The refusals of :func:`apply_edit` that do not depend on the new text, so a command can make them before
-    any model work: unless `force`, content git could not give back (unstaged changes, untracked) and a symlink
-    out of the repo (`root`, else the git work tree around the file) or hard links; always, a read-only file."""
+    any model work: unless `force`, content git could not give back (unstaged changes, untracked; `unsaved_ok`
+    lets only this one pass, as the TUI does once you confirm) and a symlink out of the repo (`root`, else the
+    git work tree around the file) or hard links; always, a read-only file."""
     named = Path(named).expanduser()
     display = display or str(named)
-    if not force:
+    if not (force or unsaved_ok):
         reason = unstaged_changes(Path(os.path.realpath(named)))
         if reason:
             raise UsageError(f"refusing to modify {display}: {reason} (commit or stash, or pass --force)")
     write_target(named, root or enclosing_root(named), force)
 
 
-def apply_edit(edit: Edit, force: bool = False, root: Path | None = None) -> None:
+def apply_edit(edit: Edit, force: bool = False, root: Path | None = None, unsaved_ok: bool = False) -> None:
     """Write the edit atomically. Refuses when the file changed since the edit was planned, when the new
-    text does not compile, and, unless `force`, when its current content is not safe in git or the file is
-    a symlink out of the repo (`root`, else the edit's, else the git work tree around the file)."""
+    text does not compile, and, unless `force`, when its current content is not safe in git (unless
+    `unsaved_ok`) or the file is a symlink out of the repo (`root`, else the edit's, else the git work tree
+    around the file) or has other hard links."""
     named = edit.named or edit.path
     changed = UsageError(f"{edit.display_path} changed since the diff was made; run the command again")
     if edit.exists != edit.path.exists() or Path(os.path.realpath(named)) != edit.path:
@@ -523,7 +531,7 @@ def apply_edit(edit: Edit, force: bool = False, root: Path | None = None) -> Non
         raise changed
     root = root or edit.root or enclosing_root(named)
     # Every refusal before the first folder is made: a refused apply leaves nothing behind.
-    check_can_apply(named, force, root, edit.display_path)
+    check_can_apply(named, force, root, edit.display_path, unsaved_ok)
     check_compiles(source_bytes(edit.new, edit.display_path), edit.display_path)
     try:
         edit.path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,8 @@ class Candidate:
     logprobs: tuple[float, ...] | None = None  # as sampled, when the backend reported them
     # Other definitions the sample also wrote, left out of the edit (filling a stub: "rewrites helper()").
     dropped: tuple[str, ...] = ()
+    # Filling a stub: the top-level imports it wrote (`code` holds the function alone), for an edit planned again.
+    imports: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -863,6 +863,7 @@ def collect_stub(
             tokens=completion.tokens,
             logprobs=completion.logprobs,
             dropped=taken.others,
+            imports=taken.imports,
         )
         kept.append((candidate, taken))
     return kept, dropped, cut

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant.backends import Backend
-from assistant.code.edit import Edit, apply_edit, read_target, unstaged_changes
+from assistant.code.edit import Edit, apply_edit, read_target, source_bytes, unstaged_changes
 from assistant.code.git import tracked_python_files
 from assistant.config import Settings, backend_settings, load_settings
 from assistant.core.generation import GenerateResult
@@ -29,7 +29,7 @@ from assistant.core.target import Target
 from assistant.errors import AssistError, UsageError
 from assistant.indexing.index import TextEncoder, repo_root
 from assistant.indexing.sources import Source
-from assistant.paths import REPO_DIR_NAME, atomic_write_text, cache_dir, read_regular_file, repo_dir
+from assistant.paths import REPO_DIR_NAME, atomic_write_bytes, cache_dir, read_regular_file, repo_dir
 from assistant.pipeline.options import GenerationOptions
 from assistant.pipeline.pipeline import Pipeline, Request, candidates_runnable
 from assistant.pipeline.registry import RETRIEVER_CHOICES
@@ -56,6 +56,9 @@ class Applied:
     before: str | None  # None: the file did not exist
     after: str
     requirement: str
+    # The bytes themselves: a file in another coding (a latin-1 cookie) is put back byte for byte, not as UTF-8.
+    before_bytes: bytes | None = None
+    after_bytes: bytes = b""
 
 
 @dataclass
@@ -343,17 +346,21 @@ class Session:
         """Why applying would put work that git cannot restore at risk (unstaged changes...), or None."""
         return unstaged_changes(self.edit(position).path)
 
-    def apply(self, position: int, force: bool = False) -> Applied:
-        """Write the candidate into the target file atomically; `undo` puts the file back."""
+    def apply(self, position: int, confirmed: bool = False) -> Applied:
+        """Write the candidate into the target file atomically; `undo` puts the file back. `confirmed`: you
+        accepted :meth:`apply_needs_confirmation`'s reason (work git cannot restore); a link out of the repo or
+        a file with other hard links is refused all the same."""
         edit = self.edit(position)
         code = self._candidate(position).candidate.code
-        apply_edit(edit, force=force)
+        apply_edit(edit, unsaved_ok=confirmed)
         applied = Applied(
             path=edit.path,
             display_path=edit.display_path,
             before=edit.old if edit.exists else None,
             after=edit.new,
             requirement=self._result().requirement,
+            before_bytes=source_bytes(edit.old, edit.display_path) if edit.exists else None,
+            after_bytes=source_bytes(edit.new, edit.display_path),
         )
         self.undo_stack.append(applied)
         self._replan()
@@ -367,15 +374,14 @@ class Session:
         applied = self.undo_stack[-1]
         try:
             raw = applied.path.read_bytes() if applied.path.exists() else None
-            current = raw.decode("utf-8", "replace") if raw is not None else None
-            if current != applied.after:
+            if raw != applied.after_bytes:
                 raise UsageError(
                     f"{applied.display_path} changed since the candidate was applied; undo would lose those changes"
                 )
-            if applied.before is None:
+            if applied.before_bytes is None:
                 applied.path.unlink()
-            else:
-                atomic_write_text(applied.path, applied.before, expected=raw)  # refused if edited since the check
+            else:  # refused if edited since the check
+                atomic_write_bytes(applied.path, applied.before_bytes, expected=raw)
         except OSError as exc:  # the stack stays: the user can fix the folder and undo again
             raise UsageError(f"{applied.display_path}: cannot undo ({exc.strerror or exc})") from None
         self.undo_stack.pop()
@@ -411,7 +417,7 @@ class Session:
                 if stub is None or not isinstance(taken, Taken):
                     edits.append(None)
                     continue
-                kept = Taken(taken.body, item.candidate.dropped, ())
+                kept = Taken(taken.body, item.candidate.dropped, item.candidate.imports)
                 edits.append(plan_fill(file or path, stub, kept, self.root or self.start))
             self.state.result = replace(result, edits=edits)
             return

@@ -317,19 +317,19 @@ class MainScreen(Screen[None]):
             self.app.notify(str(exc), severity="error")
             return
         if reason is None:
-            self._apply(position, force=False)
+            self._apply(position, confirmed=False)
             return
         path = self.session.edit(position).display_path
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._apply(position, force=True)
+                self._apply(position, confirmed=True)
 
         self.app.push_screen(ConfirmScreen(f"{path}: {reason}.\nApply anyway? (ctrl+r undoes it)"), answered)
 
-    def _apply(self, position: int, force: bool) -> None:
+    def _apply(self, position: int, confirmed: bool) -> None:
         try:
-            applied = self.session.apply(position, force=force)
+            applied = self.session.apply(position, confirmed=confirmed)
         except AssistError as exc:
             self.app.notify(str(exc), severity="error")
             return
