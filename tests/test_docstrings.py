@@ -286,6 +286,33 @@ def test_hook_install_refuses_a_foreign_hook_and_uninstalls_its_own(scratch_repo
     assert not hook.exists()
 
 
+def test_hook_install_never_writes_through_a_link_nor_into_a_shared_hooks_folder(
+    scratch_repo: Path, tmp_path: Path
+) -> None:
+    from .conftest import git
+
+    hook = scratch_repo / ".git" / "hooks" / "pre-commit"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    dotfiles = tmp_path / "dotfiles-pre-commit"
+    dotfiles.write_text("#!/bin/sh\necho shared\n")
+    hook.symlink_to(dotfiles)
+    result = _run(["hook", "install"], scratch_repo)
+    assert result.exit_code == 2 and "is a link" in result.output
+    assert _run(["hook", "install", "--force"], scratch_repo).exit_code == 0
+    assert dotfiles.read_text() == "#!/bin/sh\necho shared\n"  # the shared hook is untouched
+    assert not hook.is_symlink() and "docstring --staged" in hook.read_text()
+    # A foreign hook replaced with --force is kept beside it.
+    hook.write_text("#!/bin/sh\necho mine\n")
+    assert _run(["hook", "install", "--force"], scratch_repo).exit_code == 0
+    assert (hook.parent / "pre-commit.before-assist").read_text() == "#!/bin/sh\necho mine\n"
+    # A hooks folder outside the repository (core.hooksPath) runs in other repositories too.
+    shared = tmp_path / "global-hooks"
+    git(scratch_repo, "config", "core.hooksPath", str(shared))
+    result = _run(["hook", "install"], scratch_repo)
+    assert result.exit_code == 2 and "outside this repository" in result.output
+    assert not (shared / "pre-commit").exists()
+
+
 def test_the_check_hook_blocks_a_commit_with_undocumented_code(scratch_repo: Path) -> None:
     import subprocess
 

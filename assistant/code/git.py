@@ -8,6 +8,7 @@ names it with the reason, and fails, so the commit does not go through undocumen
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -74,15 +75,47 @@ def hook_path(root: Path) -> Path:
     return path if path.is_absolute() else root / path
 
 
+def _git_dir(root: Path) -> Path | None:
+    found = subprocess.run(
+        [*GIT, "rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=root, capture_output=True, text=True
+    )
+    return Path(found.stdout.strip()) if found.returncode == 0 and found.stdout.strip() else None
+
+
 def install_hook(root: Path, check_only: bool = False, force: bool = False) -> Path:
     """Write `.git/hooks/pre-commit` running `assist docstring` on staged files.
 
-    Refuses to replace a hook assist did not write (unless `force`). The hook calls this interpreter's
-    assist, so it works without the virtualenv being active.
+    Refuses, unless `force`, to replace a hook assist did not write, a hook that is a symlink (its target may be
+    shared: with `force` the link itself is replaced, never written through), and a hooks folder outside this
+    repository's git folder (a `core.hooksPath` other repositories share: assist would run in all of them).
+    A foreign hook replaced with `force` is kept beside it as `pre-commit.before-assist`. The hook calls this
+    interpreter's assist, so it works without the virtualenv being active.
     """
     path = hook_path(root)
-    if path.exists() and MARKER not in path.read_text(errors="replace") and not force:
+    git_dir = _git_dir(root)
+    # The folder, not the hook: a hook that is itself a link is dealt with below.
+    shared = git_dir is not None and not path.parent.resolve().is_relative_to(git_dir.resolve())
+    if shared and not force:
+        raise UsageError(
+            f"{path.parent} is a hooks folder outside this repository (core.hooksPath), so other repositories run "
+            "it too; pass --force to install there anyway"
+        )
+    if path.is_symlink():
+        if not force:
+            raise UsageError(
+                f"{path} is a link (to {os.readlink(path)}); remove it, or pass --force to replace the link"
+            )
+        path.unlink()  # the link, not what it points at
+    foreign = path.exists() and MARKER not in path.read_text(errors="replace")
+    if foreign and not force:
         raise UsageError(f"{path} exists and was not written by assist; move it away (or pass --force to replace it)")
+    if foreign:
+        backup = path.with_name("pre-commit.before-assist")
+        number = 1
+        while backup.exists() or backup.is_symlink():
+            number += 1
+            backup = path.with_name(f"pre-commit.before-assist-{number}")
+        path.rename(backup)
     mode = "--check" if check_only else "--write --fail-on-change"
     script = (
         "#!/bin/sh\n"

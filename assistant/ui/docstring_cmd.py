@@ -352,7 +352,14 @@ def docstring(
 @friendly_errors
 def hook_install(
     check_only: Annotated[bool, typer.Option("--check-only", help="Only fail on missing ones (no model).")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Replace a pre-commit hook assist did not write.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace a pre-commit hook assist did not write (kept as pre-commit.before-assist) or a symlinked "
+            "one (the link, not its target), or install into a hooks folder other repositories share (core.hooksPath).",
+        ),
+    ] = False,
 ) -> None:
     """Install a plain git pre-commit hook that documents staged Python files (fails so you can review)."""
     from assistant.code.git import install_hook
