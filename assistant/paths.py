@@ -212,13 +212,26 @@ def _check_unchanged(target: Path, expected: bytes | None) -> None:
 def _write_in_place(target: Path, data: bytes, expected: bytes | None) -> None:
     """Overwrite a hard-linked file's content without replacing its inode (every link sees the new text)."""
     with open(target, "r+b") as handle:
-        if expected is not None and handle.read() != expected:
+        before = handle.read()
+        if expected is not None and before != expected:
             raise ChangedOnDisk(f"{target} changed since it was read; not written")
-        handle.seek(0)
-        handle.write(data)
-        handle.truncate()
-        handle.flush()
-        os.fsync(handle.fileno())
+        if len(data) > len(before) and hasattr(os, "posix_fallocate"):
+            # The room first: a full disk then refuses before a byte of the old text is overwritten.
+            os.posix_fallocate(handle.fileno(), 0, len(data))
+        try:
+            handle.seek(0)
+            handle.write(data)
+            handle.truncate()
+            handle.flush()
+            os.fsync(handle.fileno())
+        except OSError:
+            # Put the old text back (it fits: it was there), so a failed write does not leave half of each.
+            with contextlib.suppress(OSError):
+                handle.seek(0)
+                handle.write(before)
+                handle.truncate()
+                handle.flush()
+            raise
 
 
 def atomic_write_bytes(

@@ -211,3 +211,28 @@ def test_repo_root_finds_a_repository_whose_path_holds_a_newline_and_works_from_
     assert repo_root(odd) == odd.resolve()
     with pytest.raises(UsageError, match="not inside a git repository"):
         repo_root(tmp_path)
+
+
+def test_an_in_place_write_that_runs_out_of_room_leaves_the_old_text(tmp_path: Path) -> None:
+    # A hard-linked file is rewritten in place (--force); a full disk once left the first part of the new text.
+    import subprocess
+    import sys
+
+    target = tmp_path / "linked.py"
+    old = b"".join(b"def f%d():\n    return %d\n\n\n" % (n, n) for n in range(400))
+    target.write_bytes(old)
+    os.link(target, tmp_path / "other-name.py")
+    script = f"""
+import resource, signal
+from pathlib import Path
+from assistant.paths import _write_in_place
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill, as a full disk gives ENOSPC
+resource.setrlimit(resource.RLIMIT_FSIZE, ({len(old) + 1000}, {len(old) + 1000}))
+try:
+    _write_in_place(Path({str(target)!r}), b"x = 1\\n" * {len(old)}, {old!r})
+except OSError as exc:
+    print("refused", exc.errno)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("refused"), done.stdout + done.stderr
+    assert target.read_bytes() == old and (tmp_path / "other-name.py").read_bytes() == old
