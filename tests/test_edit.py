@@ -344,3 +344,27 @@ def test_filling_a_stub_never_imports_the_file_itself(tmp_path):
         taken = Taken("return [clamp(x) for x in xs]", (), (own, "import math"))
         edit = plan_fill(target, stub, taken, root=tmp_path)
         assert edit.actions == ("fill clamp_all", "insert import math"), own
+
+
+def test_a_class_the_file_has_is_merged_member_by_member():
+    # A sample that wrote `class Stack` with one method once replaced the user's whole class.
+    old = (
+        "class Stack:\n    def __init__(self):\n        self.items = []\n\n"
+        "    def push(self, x):\n        self.items.append(x)\n\n"
+        "    def pop(self):\n        return self.items.pop()\n\n\nX = 1\n"
+    )
+    code = (
+        "class Stack:\n  def push(self, x):\n    self.items.append(x)\n    return self\n\n"
+        "  def is_empty(self):\n    return not self.items\n"
+    )
+    new, actions = merge(old, code)
+    assert actions == ["replace Stack.push", "insert Stack.is_empty"]
+    namespace: dict = {}
+    exec(compile(new, "m.py", "exec"), namespace)
+    stack = namespace["Stack"]()
+    assert stack.push(1) is stack and stack.pop() == 1 and stack.is_empty() and namespace["X"] == 1
+    # At the class's own member indent (the candidate's deeper lines keep their offset under it).
+    assert "\n    def is_empty(self):\n      return not self.items\n\n\nX = 1\n" in new
+    # Other bases: another class, replaced whole.
+    replaced, more = merge(old, "class Stack(list):\n    pass\n")
+    assert more == ["replace Stack"] and "def pop" not in replaced

@@ -190,6 +190,60 @@ def dominant_newline(text: str) -> str:
     return max(counts, key=lambda ending: (counts[ending], ending == "\n"))
 
 
+def _merge_class(
+    old: ast.ClassDef,
+    new: ast.ClassDef,
+    lines: list[str],
+    code_lines: list[str],
+    newline: str,
+    actions: list[str],
+) -> list[tuple[int, int, int, list[str]]] | None:
+    """The changes that merge class `new` (a candidate's) into the file's class `old` member by member: a method
+    the file's class has is replaced, a new one goes at the class's end, and every other member stays (a sample
+    that wrote `class Stack` with one method once replaced the user's whole class). None when the class's header
+    differs (bases, decorators, keywords: then it is replaced whole) or a member cannot be placed."""
+    if ast.dump(ast.Module(body=[*old.decorator_list], type_ignores=[])) != ast.dump(
+        ast.Module(body=[*new.decorator_list], type_ignores=[])
+    ) or [ast.dump(b) for b in old.bases] + [ast.dump(k) for k in old.keywords] != [
+        ast.dump(b) for b in new.bases
+    ] + [ast.dump(k) for k in new.keywords]:
+        return None
+    kinds = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    old_members = {n.name: n for n in old.body if isinstance(n, kinds)}
+    new_members = [n for n in new.body if isinstance(n, kinds)]
+    if not new_members or any(n.lineno == old.lineno for n in old.body):  # `class A: x = 1` on one line
+        return None
+    old_indent = leading_whitespace(lines[_span(old.body[-1])[0] - 1]) if old.body else None
+    new_indent = leading_whitespace(code_lines[_span(new_members[0])[0] - 1])
+    if old_indent is None:
+        return None
+
+    def reindented(member: ast.stmt) -> list[str]:
+        start, end = _span(member)
+        shown = []
+        for line in code_lines[start - 1 : end]:
+            body = line[len(new_indent) :] if line.startswith(new_indent) else line.lstrip(" \t")
+            shown.append(old_indent + body if line.strip() else line)
+        return shown
+
+    changes: list[tuple[int, int, int, list[str]]] = []
+    added: list[str] = []
+    for member in new_members:
+        mine = old_members.get(member.name)
+        if mine is not None:
+            if ast.dump(mine) != ast.dump(member):
+                start, end = _span(mine)
+                changes.append((start - 1, end, 0, reindented(member)))
+                actions.append(f"replace {new.name}.{member.name}")
+        else:
+            added += [newline, *reindented(member)]
+            actions.append(f"insert {new.name}.{member.name}")
+    if added:
+        end = old.end_lineno or old.lineno
+        changes.append((end, end, 0, added))
+    return changes
+
+
 def merge(
     old: str, code: str, own_module: frozenset[str] = frozenset(), newline: str | None = None
 ) -> tuple[str, list[str]]:
@@ -240,6 +294,13 @@ def merge(
                 old_start, old_end, old_group = existing[node.name]
                 if [ast.dump(n) for n in old_group] == [ast.dump(n) for n in group]:
                     continue  # the same definition the file already has: not a change
+                if isinstance(node, ast.ClassDef) and len(group) == len(old_group) == 1:
+                    old_class = old_group[0]
+                    assert isinstance(old_class, ast.ClassDef)
+                    member_changes = _merge_class(old_class, node, lines, code_lines, newline, actions)
+                    if member_changes is not None:
+                        changes.extend(member_changes)
+                        continue
                 changes.append((old_start - 1, old_end, 0, segment))
                 actions.append(f"replace {node.name}")
             else:
