@@ -83,7 +83,8 @@ def repo_dir(root: Path, *, create: bool = False) -> Path:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         listed = b""
-    for entry in listed.decode("utf-8", "surrogateescape").split("\0"):
+    entries = [entry for entry in listed.decode("utf-8", "surrogateescape").split("\0") if entry]
+    for entry in entries:
         if entry.startswith(("120000 ", "160000 ")):  # git's modes for a symlink and a submodule
             name = entry.split("\t", 1)[-1]
             what = "symlink" if entry.startswith("1200") else "submodule (its files could be links)"
@@ -91,10 +92,10 @@ def repo_dir(root: Path, *, create: bool = False) -> Path:
                 f"{Path(root) / name} is a {what} the repo ships; assist writes through no link in "
                 f"{REPO_DIR_NAME}/ (remove it)"
             )
-    shipped = [entry.split("\t", 1)[-1] for entry in listed.decode("utf-8", "surrogateescape").split("\0") if entry]
-    if shipped:
+    if entries:
+        first = entries[0].split("\t", 1)[-1]
         raise UsageError(
-            f"{Path(root) / shipped[0]} is a file the repo ships (git tracks {len(shipped)} in {REPO_DIR_NAME}/); "
+            f"{Path(root) / first} is a file the repo ships (git tracks {len(entries)} in {REPO_DIR_NAME}/); "
             f"assist loads no index or trained model a repository brings (remove them: git rm -r {REPO_DIR_NAME})"
         )
     if create:

@@ -202,21 +202,19 @@ def _merge_class(
     the file's class has is replaced, a new one goes at the class's end, and every other member stays (a sample
     that wrote `class Stack` with one method once replaced the user's whole class). None when the class's header
     differs (bases, decorators, keywords: then it is replaced whole) or a member cannot be placed."""
-    if ast.dump(ast.Module(body=[*old.decorator_list], type_ignores=[])) != ast.dump(
-        ast.Module(body=[*new.decorator_list], type_ignores=[])
-    ) or [ast.dump(b) for b in old.bases] + [ast.dump(k) for k in old.keywords] != [
-        ast.dump(b) for b in new.bases
-    ] + [ast.dump(k) for k in new.keywords]:
+
+    def header(cls: ast.ClassDef) -> list[list[str]]:
+        return [[ast.dump(node) for node in part] for part in (cls.decorator_list, cls.bases, cls.keywords)]
+
+    if header(old) != header(new):
         return None
     kinds = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
     old_members = {n.name: n for n in old.body if isinstance(n, kinds)}
     new_members = [n for n in new.body if isinstance(n, kinds)]
     if not new_members or any(n.lineno == old.lineno for n in old.body):  # `class A: x = 1` on one line
         return None
-    old_indent = leading_whitespace(lines[_span(old.body[-1])[0] - 1]) if old.body else None
+    old_indent = leading_whitespace(lines[_span(old.body[-1])[0] - 1])  # a class body is never empty
     new_indent = leading_whitespace(code_lines[_span(new_members[0])[0] - 1])
-    if old_indent is None:
-        return None
 
     def reindented(member: ast.stmt) -> list[str]:
         start, end = _span(member)

@@ -524,7 +524,7 @@ def _read_results(path: Path) -> dict[str, object] | None:
         return None
     try:
         loaded = json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
     return loaded if isinstance(loaded, dict) else None
 

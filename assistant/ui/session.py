@@ -53,12 +53,10 @@ class Applied:
 
     path: Path
     display_path: str
-    before: str | None  # None: the file did not exist
-    after: str
+    # Bytes, not text: a file in another coding (a latin-1 cookie) is put back byte for byte.
+    before: bytes | None  # None: the file did not exist
+    after: bytes
     requirement: str
-    # The bytes themselves: a file in another coding (a latin-1 cookie) is put back byte for byte, not as UTF-8.
-    before_bytes: bytes | None = None
-    after_bytes: bytes = b""
 
 
 @dataclass
@@ -356,11 +354,9 @@ class Session:
         applied = Applied(
             path=edit.path,
             display_path=edit.display_path,
-            before=edit.old if edit.exists else None,
-            after=edit.new,
+            before=source_bytes(edit.old, edit.display_path) if edit.exists else None,
+            after=source_bytes(edit.new, edit.display_path),
             requirement=self._result().requirement,
-            before_bytes=source_bytes(edit.old, edit.display_path) if edit.exists else None,
-            after_bytes=source_bytes(edit.new, edit.display_path),
         )
         self.undo_stack.append(applied)
         self._replan()
@@ -374,14 +370,14 @@ class Session:
         applied = self.undo_stack[-1]
         try:
             raw = applied.path.read_bytes() if applied.path.exists() else None
-            if raw != applied.after_bytes:
+            if raw != applied.after:
                 raise UsageError(
                     f"{applied.display_path} changed since the candidate was applied; undo would lose those changes"
                 )
-            if applied.before_bytes is None:
+            if applied.before is None:
                 applied.path.unlink()
             else:  # refused if edited since the check
-                atomic_write_bytes(applied.path, applied.before_bytes, expected=raw)
+                atomic_write_bytes(applied.path, applied.before, expected=raw)
         except OSError as exc:  # the stack stays: the user can fix the folder and undo again
             raise UsageError(f"{applied.display_path}: cannot undo ({exc.strerror or exc})") from None
         self.undo_stack.pop()
