@@ -510,6 +510,34 @@ def test_write_skips_a_partially_staged_file_before_generating_and_fails(scratch
     assert calls == [] and result.exit_code == 1 and "part.py: skipped" in result.output
 
 
+def test_write_staged_documents_a_file_git_converts_to_crlf_in_the_working_tree(
+    scratch_repo: Path, monkeypatch
+) -> None:
+    # core.autocrlf=true (Git for Windows' default): the index holds LF, the working tree CRLF. Git counts the
+    # two as the same content, so the hook documents the file as it is on disk and keeps its line endings.
+    from .conftest import git
+
+    git(scratch_repo, "config", "core.autocrlf", "true")
+    path = scratch_repo / "crlf.py"
+    path.write_bytes(b"def f():\r\n    return 1\r\n")
+    git(scratch_repo, "add", "crlf.py")
+    assert git(scratch_repo, "show", ":0:crlf.py") == "def f():\n    return 1\n"  # LF in the index
+    calls = _fake_generation(monkeypatch)
+    result = _run(["docstring", "--staged", "--write", "--style", "plain", "-k", "0"], scratch_repo)
+    assert calls == ["crlf.py"], result.output
+    assert result.exit_code == 0, result.output
+    assert path.read_bytes() == b'def f():\r\n    """Document f."""\r\n    return 1\r\n'
+    git(scratch_repo, "add", "crlf.py")
+    assert git(scratch_repo, "show", ":0:crlf.py") == 'def f():\n    """Document f."""\n    return 1\n'
+    # A real unstaged edit is still held back, CRLF or not.
+    path.write_bytes(b"def g():\r\n    return 2\r\n")
+    git(scratch_repo, "add", "crlf.py")
+    path.write_bytes(b"def g():\r\n    return 2\r\n# not staged\r\n")
+    calls.clear()
+    result = _run(["docstring", "--staged", "--write", "--style", "plain", "-k", "0"], scratch_repo)
+    assert calls == [] and result.exit_code == 1 and "it also has unstaged changes" in result.output
+
+
 def test_the_writing_hook_fails_while_anything_is_left_undocumented(scratch_repo: Path, monkeypatch) -> None:
     from .conftest import git
 

@@ -299,7 +299,7 @@ def test_an_import_goes_after_the_last_import_even_when_a_definition_above_it_sh
     # The insertion point was taken from the file as it was, after the replacements had moved its lines:
     # `import math` once landed inside HELP's string.
     old = (
-        'import os\n\n\ndef f():\n    a = 1\n    b = 2\n    return a + b\n\n\n'
+        "import os\n\n\ndef f():\n    a = 1\n    b = 2\n    return a + b\n\n\n"
         'import sys\n\nHELP = """usage:\n  run it\n"""\n'
     )
     new, actions = merge(old, "import math\n\n\ndef f():\n    return math.pi\n")
@@ -312,10 +312,7 @@ def test_an_import_goes_after_the_last_import_even_when_a_definition_above_it_sh
 
 def test_overloads_and_their_implementation_are_replaced_as_one_run():
     old = "from typing import overload\n\n\ndef f(x):\n    return x\n\n\ndef g():\n    return 1\n"
-    code = (
-        "@overload\ndef f(x: int) -> int: ...\n@overload\ndef f(x: str) -> str: ...\n"
-        "def f(x):\n    return x * 2\n"
-    )
+    code = "@overload\ndef f(x: int) -> int: ...\n@overload\ndef f(x: str) -> str: ...\ndef f(x):\n    return x * 2\n"
     new, actions = merge(old, code)
     assert actions == ["replace f"] and new.count("def f(") == 3 and "return x * 2" in new and "return x\n" not in new
     again, more = merge(new, code)

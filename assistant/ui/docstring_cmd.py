@@ -42,6 +42,23 @@ class FileJob:
         return self.raw.startswith(codecs.BOM_UTF8)
 
 
+def _as_on_disk(job: FileJob, root: Path) -> FileJob:
+    """`job` over its working-tree file when git counts that file as the staged content although the bytes
+    differ (core.autocrlf's CRLF, another clean filter): the docstrings then go into the file as it is on disk,
+    line endings kept, and staging it again gives the staged content plus them. Otherwise `job` itself."""
+    from assistant.code.edit import python_text
+    from assistant.code.git import has_unstaged_changes
+    from assistant.paths import read_regular_file
+
+    current = read_regular_file(job.path)
+    if current is None or current == job.raw or has_unstaged_changes(root, job.name):
+        return job
+    try:
+        return FileJob(job.name, job.path, python_text(current, job.name), current)
+    except UsageError:  # the filtered form is not Python source: hold the file back as before
+        return job
+
+
 def _not_writable(job: FileJob, staged: bool, root: Path | None, force: bool) -> str | None:
     """Why the docstrings of `job` could not be written (so none should be generated), or None."""
     from assistant.code.edit import check_compiles
@@ -86,7 +103,8 @@ def _collect(
             except UsageError as exc:
                 skipped.append(f"{exc}, skipped")
                 continue
-            jobs.append(FileJob(name, root / name, text, raw))
+            job = FileJob(name, root / name, text, raw)
+            jobs.append(_as_on_disk(job, root) if write else job)
     else:
         if not files:
             raise UsageError("name the files to document, or pass --staged")
