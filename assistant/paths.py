@@ -247,7 +247,8 @@ def atomic_write_bytes(
     """Write `data` to `path` so that readers see the old file or the new one, never half of it.
 
     The file keeps its permissions (or gets `mode`), its owner and group where the OS permits (as root it
-    does), and stays a symlink if it is one: see :func:`write_target` for what is refused (`root`, `force`).
+    does), its extended attributes and ACLs (Linux), and stays a symlink if it is one: see :func:`write_target`
+    for what is refused (`root`, `force`).
     With `expected`, the file's bytes must still be those just before the replace, else
     :class:`ChangedOnDisk` and nothing is written. A new file gets the permissions `open()` would give it.
     """
@@ -269,6 +270,8 @@ def atomic_write_bytes(
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        if info is not None:
+            _keep_xattrs(target, tmp)  # before chmod: an ACL's mask then follows the file's mode, as before
         if mode is not None:
             os.chmod(tmp, mode)
         if info is not None:
@@ -278,6 +281,20 @@ def atomic_write_bytes(
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _keep_xattrs(source: Path, tmp: Path) -> None:
+    """Give the new file the old one's extended attributes where the OS has them (Linux): POSIX ACLs live there
+    (`system.posix_acl_access`), as do the tags people set (`user.*`). One we may not set is left out."""
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(source)
+    except OSError:  # a filesystem without them
+        return
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.setxattr(tmp, name, os.getxattr(source, name))
 
 
 def _keep_owner(tmp: Path, info: os.stat_result) -> None:

@@ -54,6 +54,33 @@ def test_owner_and_group_are_kept(tmp_path: Path) -> None:
     assert path.read_text() == "new\n"
 
 
+def _acl(user: int) -> bytes:
+    """A POSIX access ACL in the kernel's xattr form: owner rw, `user` rw, group r, mask rw, others r."""
+    import struct
+
+    def entry(tag: int, perm: int, who: int = 0xFFFFFFFF) -> bytes:
+        return struct.pack("<HHI", tag, perm, who)
+
+    return struct.pack("<I", 2) + entry(1, 6) + entry(2, 6, user) + entry(4, 4) + entry(0x10, 6) + entry(0x20, 4)
+
+
+@pytest.mark.skipif(not hasattr(os, "setxattr"), reason="extended attributes through os: Linux only")
+def test_extended_attributes_and_an_acl_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "tagged.py"
+    path.write_text("old\n")
+    try:
+        os.setxattr(path, "user.origin", b"kept")
+        os.setxattr(path, "system.posix_acl_access", _acl(12345))
+    except OSError as exc:
+        pytest.skip(f"this filesystem refuses extended attributes or ACLs ({exc.strerror})")
+    mode = stat.S_IMODE(path.stat().st_mode)
+    atomic_write_text(path, "new\n")
+    assert path.read_text() == "new\n"
+    assert os.getxattr(path, "user.origin") == b"kept"
+    assert os.getxattr(path, "system.posix_acl_access") == _acl(12345)  # user 12345 may still write it
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+
+
 def test_a_hard_linked_file_is_refused_unless_forced_and_then_rewritten_in_place(tmp_path: Path) -> None:
     path, other = tmp_path / "a.py", tmp_path / "b.py"
     path.write_text("old\n")
