@@ -30,12 +30,13 @@ use the same keys::
 Every value remembers where it came from, so `assist config show` can say why a setting is what it is.
 
 Repo trust: a repo's `.assist.toml` is written by whoever wrote the repo, so the settings that decide where code
-and keys go (`backend`, `openai.base_url`: ROUTING_KEYS) are taken from it only after the user has trusted that
-file once with `assist config trust`. The record lives in the user config folder (`trusted.json`), keyed by the
-file's path and the sha256 of its bytes, as direnv and mise do: editing the file revokes the trust. A command
-whose effective routing setting would come from an untrusted file is refused with one line (never silently
-ignored: the user would not know where their code goes); other settings (timeouts, `n`, the api flavour) come
-from the file without trust. Outside a git repo only the working folder's own `.assist.toml` is read.
+and keys go (`backend`, `openai.base_url`: ROUTING_KEYS; and `model` with a hosted server, where a gateway picks
+the provider by it) are taken from it only after the user has trusted that file once with `assist config trust`.
+The record lives in the user config folder (`trusted.json`), keyed by the file's path and the sha256 of its
+bytes, as direnv and mise do: editing the file revokes the trust. A command whose effective routing setting
+would come from an untrusted file is refused with one line (never silently ignored: the user would not know
+where their code goes); other settings (timeouts, `n`, the api flavour, a local model's name) come from the
+file without trust. Outside a git repo only the working folder's own `.assist.toml` is read.
 """
 
 from __future__ import annotations
@@ -90,6 +91,13 @@ class Field:
     help: str
     secret: bool = False
     routes: bool = False  # decides where code and keys are sent: from a repo file only once it is trusted
+    # ... only with these backends: a hosted gateway (OpenRouter, a LiteLLM proxy) picks the provider that
+    # receives the code by the model's name, while a local model name sends nothing anywhere.
+    routes_with: tuple[str, ...] = ()
+
+    def routes_for(self, backend: str | None) -> bool:
+        """Whether this setting decides where code and keys go with `backend` (None: with some backend)."""
+        return self.routes or (backend in self.routes_with if backend is not None else bool(self.routes_with))
 
 
 def _str(value: Any) -> str:
@@ -165,7 +173,14 @@ def _choice(*choices: str) -> Callable[[Any], str]:
 
 FIELDS: tuple[Field, ...] = (
     Field("backend", _str, "local", "ASSIST_BACKEND", "generation backend: local or openai", routes=True),
-    Field("model", _str, None, "ASSIST_MODEL", "model name (local: see `assist models list`; openai: the server's)"),
+    Field(
+        "model",
+        _str,
+        None,
+        "ASSIST_MODEL",
+        "model name (local: see `assist models list`; openai: the server's)",
+        routes_with=("openai",),
+    ),
     Field(
         "openai.base_url",
         _str,
@@ -408,13 +423,13 @@ class RepoConfig:
     def trusted(self) -> bool:
         return self.trust == "trusted"
 
-    def routing(self) -> dict[str, Any]:
-        """The settings this file sets that decide where code and keys go."""
-        return {key: value for key, value in self.values.items() if FIELD_BY_KEY[key].routes}
+    def routing(self, backend: str | None = None) -> dict[str, Any]:
+        """The settings this file sets that decide where code and keys go with `backend` (None: with any)."""
+        return {key: value for key, value in self.values.items() if FIELD_BY_KEY[key].routes_for(backend)}
 
-    def describe_trust(self) -> str:
-        """One phrase for `assist config show` and `assist doctor`."""
-        if not self.routing():
+    def describe_trust(self, backend: str | None = None) -> str:
+        """One phrase for `assist config show` and `assist doctor` (with the backend in use, when known)."""
+        if not self.routing(backend):
             return "sets nothing that needs trust"
         if self.trusted:
             return "trusted"
@@ -490,7 +505,7 @@ def untrusted_message(config: RepoConfig, keys: list[str]) -> str:
     return (
         f"{config.path} sets {what} (where your code and keys are sent) and this file {why}; review it, then run "
         f"`assist config trust` in {config.path.parent} (undo: `assist config untrust`), or override it with "
-        "--backend/--base-url or the environment"
+        "--backend/--base-url/--model or the environment"
     )
 
 
@@ -520,13 +535,18 @@ class Settings:
 
     def blocked(self, keys: Iterable[str] | None = None) -> list[str]:
         """Routing keys (of `keys`; default all) an untrusted repo file sets that no env or flag overrides."""
-        wanted = set(ROUTING_KEYS if keys is None else keys)
+        wanted = set(self.ignored if keys is None else keys)
         return [key for key in self.ignored if key in wanted and not _overrides(self.values[key].source)]
 
     def routing_in_use(self) -> list[str]:
-        """The routing keys generation uses: the backend, and its own table's (openai.base_url for openai)."""
+        """The routing keys generation uses: the backend, its own table's (openai.base_url for openai), and
+        those that route with it (the model, on a hosted server)."""
         prefix = f"{self.backend}."
-        return [key for key in ROUTING_KEYS if key == "backend" or key.startswith(prefix)]
+        return [
+            f.key
+            for f in FIELDS
+            if (f.routes and (f.key == "backend" or f.key.startswith(prefix))) or self.backend in f.routes_with
+        ]
 
     def check_trust(self, keys: Iterable[str] | None = None) -> None:
         """Refuse, with one line, settings whose destination would come from an untrusted repo file."""
@@ -546,7 +566,7 @@ class Settings:
             trust = None
             if field_.key in blocked:
                 trust = "untrusted (ignored)"
-            elif field_.routes and self.repo is not None and setting.source == str(self.repo.path):
+            elif field_.routes_for(self.backend) and self.repo is not None and setting.source == str(self.repo.path):
                 trust = "trusted"
             rows.append(
                 {"key": field_.key, "value": value, "source": setting.source, "trust": trust, "help": field_.help}
@@ -571,6 +591,7 @@ def load_settings(
     user = user_config_path()
     if user.is_file():
         values.update({key: Setting(value, str(user)) for key, value in _read_file(user, repo=False).items()})
+    below_repo = dict(values)  # what an untrusted repo value that turns out to route falls back to
     repo: RepoConfig | None = None
     ignored: dict[str, Setting] = {}
     path = repo_config_path(start or Path.cwd())
@@ -589,6 +610,14 @@ def load_settings(
         if raw is None:
             continue
         values[key] = Setting(_parse(FIELD_BY_KEY[key], raw, "the command line"), "flag")
+    if repo is not None and not repo.trusted:
+        # Settings that route only with some backends (`model` on a hosted gateway) are known to route once
+        # the backend is: the untrusted file's value then goes where its other routing values went.
+        backend = values["backend"].value
+        for field_ in FIELDS:
+            if not field_.routes and field_.routes_for(backend) and values[field_.key].source == str(repo.path):
+                ignored[field_.key] = values[field_.key]
+                values[field_.key] = below_repo[field_.key]
     settings = Settings(values, repo=repo, ignored=ignored)
     if check_trust:
         settings.check_trust()

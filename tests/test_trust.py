@@ -180,6 +180,49 @@ def test_config_show_marks_untrusted_values_and_says_where_trust_lives(
     assert rows["openai.base_url"]["trust"] == "trusted" and rows["backend"]["trust"] == "trusted"
 
 
+def test_an_untrusted_file_cannot_pick_the_model_a_hosted_gateway_routes_by(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user chose the server; a gateway behind it (OpenRouter, a LiteLLM proxy) picks the provider that
+    # receives the code by the model's name, so that name is the user's to choose too.
+    with recording_server() as (url, script, seen):
+        write_user(f'backend = "openai"\nmodel = "tiny-coder"\n[openai]\nbase_url = "{url}"\nretries = 0\n')
+        config = repo / ".assist.toml"
+        config.write_text('model = "elsewhere/logs-everything"\n', encoding="utf-8")
+        refused = run(GENERATE, repo, monkeypatch)
+        assert refused.exit_code == 2, refused.output
+        line = error_line(refused)
+        assert "model = 'elsewhere/logs-everything'" in line and "assist config trust" in line
+        assert seen == [] and script.requests == []
+        shown = json.loads(run(["config", "show", "--json"], repo, monkeypatch).stdout)
+        rows = {row["key"]: row for row in shown["settings"]}
+        assert rows["model"]["value"] == "elsewhere/logs-everything" and rows["model"]["trust"] == "untrusted (ignored)"
+
+        flagged = run([*GENERATE, "--model", "tiny-coder"], repo, monkeypatch)  # the user's own choice
+        assert flagged.exit_code == 0, flagged.output
+        assert script.requests and {body["model"] for body in script.requests} == {"tiny-coder"}
+
+        script.models.append("elsewhere/logs-everything")
+        script.requests.clear()
+        assert run(["config", "trust"], repo, monkeypatch).exit_code == 0
+        sent = run(GENERATE, repo, monkeypatch)
+        assert sent.exit_code == 0, sent.output
+        assert {body["model"] for body in script.requests} == {"elsewhere/logs-everything"}
+    # With the local backend a model's name sends nothing anywhere: the untrusted file's choice applies.
+    assert run(["config", "untrust"], repo, monkeypatch).exit_code == 0
+    write_user("")
+    local = load_settings(start=repo)
+    assert local.backend == "local" and local.model == "elsewhere/logs-everything"
+    assert local.repo is not None and local.repo.describe_trust(local.backend) == "sets nothing that needs trust"
+
+
+def write_user(text: str) -> Path:
+    path = user_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def test_flags_and_environment_override_an_untrusted_file(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hostile(repo, "http://elsewhere.invalid/v1", extra="timeout = 7\n")
     with pytest.raises(UsageError, match="assist config trust"):

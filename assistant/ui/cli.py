@@ -661,7 +661,7 @@ def config_show(
     for row, value in zip(rows, values, strict=True):
         source = row["source"] + (f": {row['trust']}" if row["trust"] else "")
         out.print(f"{row['key']:<{width}} = {value:<{value_width}}  ({source})")
-    where = f"{repo.path} ({repo.describe_trust()})" if repo else "(no .assist.toml here)"
+    where = f"{repo.path} ({repo.describe_trust(settings.backend)})" if repo else "(no .assist.toml here)"
     out.print(f"user config: {user_config_path()}; repo config: {where}")
     out.print(f"trust record: {trust_file_path()}")
 
@@ -674,7 +674,7 @@ ConfigPathArg = Annotated[
 @config_app.command("trust")
 @friendly_errors
 def config_trust(path: ConfigPathArg = Path(".")) -> None:
-    """Trust this repo's .assist.toml as it is now, so it may choose the backend and openai.base_url.
+    """Trust this repo's .assist.toml as it is now, so it may choose the backend, openai.base_url and the model.
 
     Read the file first: those settings decide where your code and OPENAI_API_KEY are sent. The trust is
     recorded in your config folder by the file's path and sha256; editing the file revokes it.
@@ -693,7 +693,7 @@ def config_trust(path: ConfigPathArg = Path(".")) -> None:
 @config_app.command("untrust")
 @friendly_errors
 def config_untrust(path: ConfigPathArg = Path(".")) -> None:
-    """Forget the trust in this repo's .assist.toml: its backend and openai.base_url are refused again."""
+    """Forget the trust in this repo's .assist.toml: its backend, openai.base_url (and model) are refused again."""
     from assistant.config import untrust_repo_config
 
     config_path, removed = untrust_repo_config(path)

@@ -238,8 +238,8 @@ def config_checks() -> list[Check]:
     checks = [Check("config", True, "; ".join(parts))]
     repo = settings.repo
     if repo is not None:
-        state = repo.describe_trust()
-        needs_trust = bool(repo.routing()) and not repo.trusted
+        state = repo.describe_trust(settings.backend)
+        needs_trust = bool(repo.routing(settings.backend)) and not repo.trusted
         checks.append(
             Check(
                 "repo config",
