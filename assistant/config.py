@@ -481,21 +481,26 @@ def untrust_repo_config(start: Path) -> tuple[Path, bool]:
     return path, removed
 
 
-def remember_endpoint(artifact: Path, url: str) -> None:
-    """Record that the user trained `artifact` (a folder) against the server `url`, in the user's trust record.
+def remember_endpoint(artifact: Path, url: str, embedder: str) -> None:
+    """Record that the user trained `artifact` (a folder) against the server `url` and its model `embedder`, in
+    the user's trust record.
 
-    A trained artifact inside a repo (`.assist/retrievers/...`) is a file the repo can ship, so the server its
-    manifest names must not be believed: query-time code asks :func:`remembered_endpoint` instead.
+    A trained artifact inside a repo (`.assist/retrievers/...`) is a file the repo can ship, so the server and
+    model its manifest names must not be believed (a gateway routes by the model's name): query-time code asks
+    :func:`remembered_endpoint` instead.
     """
     data = _load_trust()
-    data.setdefault("endpoints", {})[str(artifact.resolve())] = url
+    data.setdefault("endpoints", {})[str(artifact.resolve())] = {"url": url, "embedder": embedder}
     _save_trust(data)
 
 
-def remembered_endpoint(artifact: Path) -> str | None:
-    """The server the user trained `artifact` against on this machine (None: never, so send nothing)."""
-    url = _load_trust().get("endpoints", {}).get(str(artifact.resolve()))
-    return url if isinstance(url, str) else None
+def remembered_endpoint(artifact: Path) -> tuple[str, str] | None:
+    """The server and embeddings model the user trained `artifact` against on this machine, or None (never, or
+    recorded by an older assist without the model: send nothing)."""
+    record = _load_trust().get("endpoints", {}).get(str(artifact.resolve()))
+    if isinstance(record, dict) and isinstance(record.get("url"), str) and isinstance(record.get("embedder"), str):
+        return record["url"], record["embedder"]
+    return None
 
 
 def untrusted_message(config: RepoConfig, keys: list[str]) -> str:

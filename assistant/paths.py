@@ -283,13 +283,20 @@ def atomic_write_bytes(
         raise
 
 
+def _kept_xattr(name: str) -> bool:
+    """Whether an extended attribute describes the file rather than its old content: tags (`user.*`), the POSIX
+    ACL and the SELinux label. Not file capabilities (the kernel drops them on a write) nor IMA/EVM hashes of
+    the old bytes, nor `trusted.*`."""
+    return name.startswith("user.") or name in ("system.posix_acl_access", "security.selinux")
+
+
 def _keep_xattrs(source: Path, tmp: Path) -> None:
-    """Give the new file the old one's extended attributes where the OS has them (Linux): POSIX ACLs live there
-    (`system.posix_acl_access`), as do the tags people set (`user.*`). One we may not set is left out."""
+    """Give the new file the old one's extended attributes where the OS has them (Linux) and they still hold
+    (:func:`_kept_xattr`). One we may not set is left out."""
     if not hasattr(os, "listxattr"):
         return
     try:
-        names = os.listxattr(source)
+        names = [name for name in os.listxattr(source) if _kept_xattr(name)]
     except OSError:  # a filesystem without them
         return
     for name in names:

@@ -536,6 +536,14 @@ def test_write_staged_documents_a_file_git_converts_to_crlf_in_the_working_tree(
     calls.clear()
     result = _run(["docstring", "--staged", "--write", "--style", "plain", "-k", "0"], scratch_repo)
     assert calls == [] and result.exit_code == 1 and "it also has unstaged changes" in result.output
+    # An edit git does not see (assume-unchanged) is more than line endings: held back, not documented.
+    path.write_bytes(b"def g():\r\n    return 2\r\n")
+    git(scratch_repo, "add", "crlf.py")
+    git(scratch_repo, "update-index", "--assume-unchanged", "crlf.py")
+    path.write_bytes(b"def g():\r\n    return 3\r\n")
+    result = _run(["docstring", "--staged", "--write", "--style", "plain", "-k", "0"], scratch_repo)
+    assert calls == [] and result.exit_code == 1 and "differs from the staged content" in result.output
+    assert path.read_bytes() == b"def g():\r\n    return 3\r\n"
 
 
 def test_the_writing_hook_fails_while_anything_is_left_undocumented(scratch_repo: Path, monkeypatch) -> None:

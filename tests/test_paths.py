@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from assistant.errors import UsageError
-from assistant.paths import atomic_write_text
+from assistant.paths import _kept_xattr, atomic_write_text
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -79,6 +79,8 @@ def test_extended_attributes_and_an_acl_are_kept(tmp_path: Path) -> None:
     assert os.getxattr(path, "user.origin") == b"kept"
     assert os.getxattr(path, "system.posix_acl_access") == _acl(12345)  # user 12345 may still write it
     assert stat.S_IMODE(path.stat().st_mode) == mode
+    assert not _kept_xattr("security.capability") and not _kept_xattr("security.ima")  # they described old bytes
+    assert _kept_xattr("user.origin") and _kept_xattr("system.posix_acl_access")
 
 
 def test_a_hard_linked_file_is_refused_unless_forced_and_then_rewritten_in_place(tmp_path: Path) -> None:

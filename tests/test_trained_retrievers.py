@@ -384,6 +384,12 @@ def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(
                 make_retriever("tstr", index, encoder)
             monkeypatch.delenv("OPENAI_BASE_URL")
         assert elsewhere.requests == []
+        # Nor one naming another model at the same server: a gateway picks the provider by the model's name.
+        sent = len(script.requests)
+        manifest_path.write_text(json.dumps({**manifest, "embedder": "openai:elsewhere/logger"}))
+        with pytest.raises(ModelError, match="did not train it against on this machine"):
+            make_retriever("tstr", index, encoder)
+        assert len(script.requests) == sent
         manifest_path.write_text(trained_manifest)
     assert retriever.embedder.name == "openai:minilm"
     with pytest.raises(ModelError, match="cannot reach"):

@@ -216,6 +216,46 @@ def test_an_untrusted_file_cannot_pick_the_model_a_hosted_gateway_routes_by(
     assert local.repo is not None and local.repo.describe_trust(local.backend) == "sets nothing that needs trust"
 
 
+def test_the_tui_settings_form_does_not_pass_an_untrusted_model_on_as_the_users_own(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The form is filled with the settings in force and sends them back; the repo's model, applied while the
+    # backend was local, must not become a flag when the user switches to a server.
+    from assistant.ui.session import Session
+
+    monkeypatch.chdir(repo)
+    (repo / ".assist.toml").write_text('model = "elsewhere/logs-everything"\n', encoding="utf-8")
+    session = Session(repo)
+    assert session.settings.backend == "local" and session.settings.model == "elsewhere/logs-everything"
+    with recording_server() as (url, _script, seen):
+        with pytest.raises(UsageError, match=r"model = 'elsewhere/logs-everything'.*assist config trust"):
+            session.configure(session.options, "openai", session.settings.model, url)
+        assert session.settings.backend == "local"  # nothing switched
+        session.configure(session.options, "openai", "tiny-coder", url)  # a model the user typed
+        assert session.settings.backend == "openai" and session.settings.model == "tiny-coder"
+        assert seen == []
+
+
+def test_embeddings_are_not_stopped_by_a_repo_setting_they_do_not_use(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assistant.backends.embeddings import load_embedder
+
+    monkeypatch.chdir(repo)
+    with recording_server() as (url, script, seen):
+        script.embed = lambda texts: [[1.0, 0.0] for _ in texts]
+        write_user(f'backend = "openai"\n[openai]\nbase_url = "{url}"\nretries = 0\n')
+        (repo / ".assist.toml").write_text('model = "elsewhere/logs-everything"\n', encoding="utf-8")
+        assert load_embedder("openai:tiny-coder").encode(["a"]).shape == (1, 2)  # generation's model: not used
+        # The server is what embeddings use: an untrusted file's base_url still stops them, before any request.
+        (repo / ".assist.toml").write_text('[openai]\nbase_url = "http://elsewhere.invalid/v1"\n', encoding="utf-8")
+        write_user("[openai]\nretries = 0\n")
+        sent = len(seen)
+        with pytest.raises(UsageError, match=r"openai\.base_url"):
+            load_embedder("openai:tiny-coder")
+        assert len(seen) == sent
+
+
 def write_user(text: str) -> Path:
     path = user_config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -275,13 +315,13 @@ def test_remembered_endpoints_belong_to_the_folder_they_were_trained_in(tmp_path
     trained.mkdir(parents=True)
     shipped.mkdir(parents=True)
     assert remembered_endpoint(trained) is None
-    remember_endpoint(trained, "http://127.0.0.1:8080/v1")
-    assert remembered_endpoint(trained) == "http://127.0.0.1:8080/v1"
+    remember_endpoint(trained, "http://127.0.0.1:8080/v1", "openai:embed-small")
+    assert remembered_endpoint(trained) == ("http://127.0.0.1:8080/v1", "openai:embed-small")
     assert remembered_endpoint(shipped) is None  # a manifest the repo shipped names nothing the user chose
     # The same record file keeps repo trust; neither use disturbs the other.
     (tmp_path / "mine" / ".assist.toml").write_text('backend = "openai"\n', encoding="utf-8")
     assert CliRunner().invoke(app, ["config", "trust", str(tmp_path / "mine")]).exit_code == 0
-    assert remembered_endpoint(trained) == "http://127.0.0.1:8080/v1"
+    assert remembered_endpoint(trained) == ("http://127.0.0.1:8080/v1", "openai:embed-small")
 
 
 def test_every_helper_interpreter_starts_without_the_working_folder_on_its_path(tmp_path) -> None:

@@ -121,7 +121,9 @@ def load_embedder(name: str, *, base_url: str | None = None) -> EndpointEncoder:
         raise UsageError(f"unknown embedder {name!r}; use default or openai:<model>")
     from assistant.config import load_settings
 
-    settings = load_settings({"openai.base_url": base_url})
+    # Only the server matters here: a repo's untrusted backend or model (generation's) does not stop embeddings.
+    settings = load_settings({"openai.base_url": base_url}, check_trust=False)
+    settings.check_trust(["openai.base_url"])
     return EndpointEncoder.connect(
         name[len(PREFIX) :],
         base_url=settings["openai.base_url"],

@@ -210,8 +210,8 @@ def _embedder_for(manifest: dict, encoder: TextEncoder, directory: Path) -> Text
         url = manifest.get("embedder_url")
         # Training always records its server; a manifest without one would fall back to the user's own
         # endpoint (and key), which the repo did not earn either.
-        if not isinstance(url, str) or remembered_endpoint(directory) != url:
-            named = f"the embeddings server {url}" if isinstance(url, str) else "an embeddings endpoint but no server"
+        if not isinstance(url, str) or remembered_endpoint(directory) != (url, name):
+            named = f"the embeddings server {url} ({name})" if isinstance(url, str) else "an endpoint but no server"
             raise ModelError(
                 f"the TST^R model in {directory} names {named}, which you did not train it "
                 "against on this machine; retrain it with `assist train retriever --method tstr`"
@@ -240,7 +240,7 @@ def train_for_index(
         model.manifest["embedder_url"] = embedder.base_url  # queries must go to the same server
     model.save(directory)
     if isinstance(embedder, EndpointEncoder):
-        remember_endpoint(directory, embedder.base_url)
+        remember_endpoint(directory, embedder.base_url, embedder.name)
     return directory, stats
 
 

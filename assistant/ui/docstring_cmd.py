@@ -43,15 +43,18 @@ class FileJob:
 
 
 def _as_on_disk(job: FileJob, root: Path) -> FileJob:
-    """`job` over its working-tree file when git counts that file as the staged content although the bytes
-    differ (core.autocrlf's CRLF, another clean filter): the docstrings then go into the file as it is on disk,
-    line endings kept, and staging it again gives the staged content plus them. Otherwise `job` itself."""
+    """`job` over its working-tree file when that file is the staged content with CRLF line endings (what
+    core.autocrlf checks out): the docstrings then go into the file as it is on disk, line endings kept, and
+    staging it again gives the staged content plus them. Otherwise `job` itself: any other difference (a clean
+    filter that strips a secret, an edit git does not see under assume-unchanged) holds the file back."""
     from assistant.code.edit import python_text
     from assistant.code.git import has_unstaged_changes
     from assistant.paths import read_regular_file
 
     current = read_regular_file(job.path)
-    if current is None or current == job.raw or has_unstaged_changes(root, job.name):
+    if current is None or current == job.raw or current.replace(b"\r\n", b"\n") != job.raw:
+        return job
+    if has_unstaged_changes(root, job.name):  # without autocrlf, CRLF over a staged LF is a real change
         return job
     try:
         return FileJob(job.name, job.path, python_text(current, job.name), current)

@@ -161,6 +161,16 @@ class Session:
     ) -> None:
         """Switch options, and the backend or model; what changed is reloaded on next use."""
         settings = None
+        # A form shows the settings in force and sends them back: a value equal to one the settings hold from
+        # a file is that file's, not a flag, so the file's layer (and its trust, for the backend now chosen)
+        # decides it again; a flag would pass a repo's model to a hosted server unasked.
+        held = self.settings.values
+
+        def from_file(key: str, value: str | None) -> bool:
+            return value is not None and value == held[key].value and held[key].source != "flag"
+
+        model = None if from_file("model", model) else model
+        base_url = None if from_file("openai.base_url", base_url) else base_url
         if (backend, model, base_url) != (None, None, None):
             # The engine chosen at start (--engine, config, env) stays: the settings screen does not change it.
             engine = self.settings["local.engine"]
