@@ -70,7 +70,10 @@ DEFAULT_MAX_NEW_TOKENS = 256  # free generation; filling a stub sizes the limit 
 DEFAULT_REDRAW = True  # filling a stub: draw again the samples that wrote nothing (cheap with prefix caching)
 DEFAULT_APIS = False  # filling a stub: show the project's functions from other files that the file uses
 DEFAULT_FRAGMENTS = False  # filling a stub: show the repo's code fragments instead of demonstrations
-DEFAULT_OWN_FILE = False  # filling a stub: demonstrations from the repo's other files only (not the stub's own)
+# Filling a stub: the demonstrations may be the stub's own file's other functions (the stub itself never is).
+# On since its planned test (results/repo-redraw-n5-seed0/plan-own-file.md): +1.8 [+0.6, +3.2] points of pass@1
+# over other files only, on 373 tasks of four real projects (docs/repo-benchmark.md).
+DEFAULT_OWN_FILE = True
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
 # The local model's engines, by the backend each one is: openvino is several times faster on a CPU than
 # transformers fp32, which stays for what needs the model's internals (training, hidden states, bf16 labeling).

@@ -402,13 +402,13 @@ async def test_tui_history_file_picker_tests_and_settings(indexed_repo: Path, en
         app.screen.query_one("#redraw", Switch).value = False
         assert app.screen.query_one("#fragments", Switch).value is False
         app.screen.query_one("#fragments", Switch).value = True
-        assert app.screen.query_one("#own_file", Switch).value is False
-        app.screen.query_one("#own_file", Switch).value = True
+        assert app.screen.query_one("#own_file", Switch).value is True  # on by default
+        app.screen.query_one("#own_file", Switch).value = False
         await pilot.press("ctrl+s")
         await settle(app, pilot)
         options = app.session.options
         assert options.ranker == "first" and options.n == 2 and options.apis and options.fragments
-        assert options.redraw is False and options.own_file
+        assert options.redraw is False and not options.own_file
         assert options.top_p == 0.8
         assert app.session.state.result.rankers[0] == "first"
 

@@ -203,9 +203,9 @@ def test_generate_own_file_lets_the_files_other_functions_be_demonstrations(tmp_
     answer = ("    return slugify(text)\n```\n", "stop")
     with openai_server(Script(answers=[answer, answer])) as (url, script):
         common = ["--base-url", url, "--api", "completions", "--json"]
-        own = assist_here(*args, "--own-file", *common, cwd=root, env=env)
+        own = assist_here(*args, *common, cwd=root, env=env)  # the default
         assert own.returncode == 0, own.stderr
-        other = assist_here(*args, *common, cwd=root, env=env)
+        other = assist_here(*args, "--no-own-file", *common, cwd=root, env=env)
         assert other.returncode == 0, other.stderr
         sent = [request["prompt"] for request in script.requests]
     shown = [(d["source"].split(":")[0], d["name"]) for d in json.loads(own.stdout)["demonstrations"]]

@@ -213,8 +213,8 @@ def generate(
         typer.Option(
             "--own-file/--no-own-file",
             help="With --function: the demonstrations may be the file's own other functions, whole (the prompt "
-            "shows most of them as signatures only); the stub itself never is. Default: generate.own_file in the "
-            "config, else off (demonstrations from the repo's other files).",
+            "shows most of them as signatures only); the stub itself never is. --no-own-file: only other files'. "
+            "Default: generate.own_file in the config, else on.",
             show_default=False,
         ),
     ] = None,

@@ -385,21 +385,20 @@ def repo(
     strategies: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: zero, bm25, dense, hybrid (what generate uses), tstr (TST^R trained in "
-            "seconds on the project's functions less the benchmark's function tasks), lail (LAIL trained on the "
-            "same functions, 128 documented ones labeled by the model, 10-20 minutes a project on 2 cores the "
-            "first time, then cached; on line tasks both search the fragments with what they learned), "
-            "selfracg-init "
-            "(SelfRACG's branch untrained: the generator's own attention; loads the transformers model too), "
-            "selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`). "
-            "On function tasks any of them + apis (e.g. hybrid+apis, zero+apis) also shows the project's functions "
-            "from other files that the target file calls or imports, as `generate --apis` does; any retriever "
-            "@fragments (e.g. hybrid@fragments) shows its 20-line fragments of the project's other files, found "
-            "with the code before the body, instead of demonstrations (RepoEval's context); the two combine as "
-            "X@fragments+apis. Any retriever +file (e.g. hybrid+file, hybrid+file+apis) may take its "
-            "demonstrations from the target file's other functions too, as `generate --own-file` does (never the "
-            "hidden one). Any strategy +attrs, last (e.g. zero+attrs, hybrid+file+attrs), shows what a method's "
-            "class sets on self in the context (an experiment; generate does not yet)."
+            help="Comma-separated: zero, bm25, dense, hybrid (what generate uses; filling a stub, hybrid+file), tstr "
+            "(TST^R trained in seconds on the project's functions less the benchmark's function tasks), lail (LAIL "
+            "trained on the same functions, 128 documented ones labeled by the model, 10-20 minutes a project on 2 "
+            "cores the first time, then cached; on line tasks both search the fragments with what they learned), "
+            "selfracg-init (SelfRACG's branch untrained: the generator's own attention; loads the transformers model "
+            "too), selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`). On "
+            "function tasks any of them + apis (e.g. hybrid+apis, zero+apis) also shows the project's functions from "
+            "other files that the target file calls or imports, as `generate --apis` does; any retriever @fragments "
+            "(e.g. hybrid@fragments) shows its 20-line fragments of the project's other files, found with the code "
+            "before the body, instead of demonstrations (RepoEval's context); the two combine as X@fragments+apis. "
+            "Any retriever +file (e.g. hybrid+file, hybrid+file+apis) may take its demonstrations from the target "
+            "file's other functions too, as `generate` does by default (never the hidden one). Any strategy +attrs, "
+            "last (e.g. zero+attrs, hybrid+file+attrs), shows what a method's class sets on self in the context (an "
+            "experiment; generate does not yet)."
         ),
     ] = "zero,bm25,hybrid",
     n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,
