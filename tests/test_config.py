@@ -117,6 +117,16 @@ def test_local_context_reaches_the_local_backend_and_is_checked(monkeypatch) -> 
         backend_settings("local", None)
 
 
+def test_own_file_is_on_by_default_and_the_setting_turns_it_off(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.pipeline.options import GenerationOptions
+
+    assert GenerationOptions.from_settings(load_settings(start=repo)).own_file is True
+    (repo / ".assist.toml").write_text("[generate]\nown_file = false\n", encoding="utf-8")  # no trust needed
+    assert GenerationOptions.from_settings(load_settings(start=repo)).own_file is False
+    monkeypatch.setenv("ASSIST_GENERATE_OWN_FILE", "1")
+    assert GenerationOptions.from_settings(load_settings(start=repo)).own_file is True
+
+
 def test_local_engine_setting_picks_the_backend(monkeypatch, tmp_path):
     """`local.engine` (ASSIST_LOCAL_ENGINE, --engine) loads the local model through its engine's backend, OpenVINO
     by default, with the local context limit; anything else is a one-line error."""

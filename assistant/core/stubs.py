@@ -938,7 +938,8 @@ def prepare_stub(
 
     `own_file`: the demonstrations may be the stub's file's other functions, whole (the context shows most of
     them as outlines only); the stub itself never is, under its name in the index, whatever its body there.
-    Off (the default): they come from the repository's other files.
+    Off (this function's default; `generate`'s is on, `GenerationOptions.own_file`): they come from the
+    repository's other files.
 
     `definitions`: the project's functions; those from other files that the stub's file uses are shown before
     the file, as signatures and docstring summaries (:func:`assistant.core.usages.used_definitions`). Empty (the

@@ -363,8 +363,8 @@ class Pipeline:
         function: str | None = None,
     ) -> list[Hit]:
         """The top `k` (default: the options') demonstrations for `query`, leaving out the examples from
-        `exclude_path` (the target file's own functions: the prompt shows them already); with the `own_file`
-        option and `function` (the qualified name of the stub to fill there), only that function."""
+        `exclude_path` (the target file's own functions: the prompt shows them already); filling a stub
+        (`function`, its qualified name there) with the `own_file` option (the default), only that function."""
         k = self.options.k if k is None else k
         if k <= 0:
             return []

@@ -383,9 +383,10 @@ def repo(
     ] = None,
     seed: Seed = 0,
     strategies: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="Comma-separated: zero, bm25, dense, hybrid (what generate uses; filling a stub, hybrid+file), tstr "
+            help="Comma-separated (default: zero,bm25,hybrid, and hybrid+file with --task function): zero, bm25, "
+            "dense, hybrid (what generate uses; filling a stub, hybrid+file), tstr "
             "(TST^R trained in seconds on the project's functions less the benchmark's function tasks), lail (LAIL "
             "trained on the same functions, 128 documented ones labeled by the model, 10-20 minutes a project on 2 "
             "cores the first time, then cached; on line tasks both search the fragments with what they learned), "
@@ -400,7 +401,7 @@ def repo(
             "last (e.g. zero+attrs, hybrid+file+attrs), shows what a method's class sets on self in the context (an "
             "experiment; generate does not yet)."
         ),
-    ] = "zero,bm25,hybrid",
+    ] = None,
     n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,
     demos: Demos = 4,
     backend: BackendOpt = None,
@@ -483,6 +484,8 @@ def repo(
         raise UsageError(f"--task is function, line, both or retrieval, not {task!r}")
     if line_fragments not in ("other-files", "any"):
         raise UsageError(f"--line-fragments is other-files or any, not {line_fragments!r}")
+    if strategies is None:  # what generate does, beside its baselines; +file only where a stub is filled
+        strategies = "zero,bm25,hybrid" + (",hybrid+file" if task == "function" else "")
     names = [s.strip() for s in strategies.split(",") if s.strip()]
     check_strategies(names, task)
     extra = [name.strip() for name in rankers.split(",") if name.strip()]

@@ -232,9 +232,9 @@ class Session:
     ) -> list[Hit]:
         """The demonstrations the current retriever picks for a requirement.
 
-        The target file's own functions are left out: the prompt shows that file already, and as
-        demonstrations they only invite the model to copy them back. Filling a stub (`function`) with the
-        `own_file` option, only the stub itself is. Filling one with the `fragments` option, there are none: the
+        Filling a stub (`function`) with the `own_file` option (the default), only the stub itself is left out:
+        its file's other functions may be demonstrations. Otherwise the target file's own functions are left
+        out, since the prompt shows that file already. Filling one with the `fragments` option, there are none: the
         repository's code fragments take their place, retrieved when the prompt is built (as `generate
         --fragments` does).
         """
