@@ -5,6 +5,7 @@ continuations. The same checks on the real 0.5B model run with the model-backed 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -345,6 +346,12 @@ def test_stage2_caches_the_models_continuations_and_learns_from_them(
     assert all(torch.equal(frozen[name], p) for name, p in lm.named_parameters())
 
 
+def engine_stalled(stderr: str) -> bool:
+    """Whether a command ended because the local engine stopped responding: the watchdog's one line, or its
+    GIL-free backstop's stack dump (`faulthandler`'s "Timeout (h:mm:ss)!")."""
+    return "stopped responding" in stderr or re.search(r"^Timeout \(\d+:\d\d:\d\d\)!$", stderr, re.M) is not None
+
+
 @pytest.mark.model
 def test_both_stages_train_on_a_repo_with_the_real_model(tmp_path: Path) -> None:
     import json
@@ -367,6 +374,10 @@ def test_both_stages_train_on_a_repo_with_the_real_model(tmp_path: Path) -> None
     args += ("--device", "cpu")  # the CPU path (OpenVINO writes the continuations) wherever the test runs
     # In its own process, as a user runs it: both engines (torch trains, OpenVINO writes) start fresh there.
     result = assist(*args, "--stage2-epochs", "1", "--json", cwd=repo)
+    if result.returncode != 0 and engine_stalled(result.stderr):
+        # OpenVINO GenAI 2026.4 can deadlock inside a step (rarely: once here on 2026-12-02); assist then ends the
+        # process (assistant/backends/watchdog.py), and running the command again, as its message says, resumes.
+        result = assist(*args, "--stage2-epochs", "1", "--json", cwd=repo)
     assert result.returncode == 0, result.stderr
     stats = json.loads(result.stdout)
     assert stats["steps"] == 2 and stats["stage2"]["starts"] == 2
