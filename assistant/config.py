@@ -550,11 +550,8 @@ class Settings:
         """The routing keys generation uses: the backend, its own table's (openai.base_url for openai), and
         those that route with it (the model, on a hosted server)."""
         prefix = f"{self.backend}."
-        return [
-            f.key
-            for f in FIELDS
-            if (f.routes and (f.key == "backend" or f.key.startswith(prefix))) or self.backend in f.routes_with
-        ]
+        own = [key for key in ROUTING_KEYS if key == "backend" or key.startswith(prefix)]
+        return own + [f.key for f in FIELDS if self.backend in f.routes_with]
 
     def check_trust(self, keys: Iterable[str] | None = None) -> None:
         """Refuse, with one line, settings whose destination would come from an untrusted repo file."""
@@ -623,7 +620,7 @@ def load_settings(
         # the backend is: the untrusted file's value then goes where its other routing values went.
         backend = values["backend"].value
         for field_ in FIELDS:
-            if not field_.routes and field_.routes_for(backend) and values[field_.key].source == str(repo.path):
+            if backend in field_.routes_with and values[field_.key].source == str(repo.path):
                 ignored[field_.key] = values[field_.key]
                 values[field_.key] = below_repo[field_.key]
     settings = Settings(values, repo=repo, ignored=ignored)

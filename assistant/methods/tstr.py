@@ -211,7 +211,9 @@ def _embedder_for(manifest: dict, encoder: TextEncoder, directory: Path) -> Text
         # Training always records its server; a manifest without one would fall back to the user's own
         # endpoint (and key), which the repo did not earn either.
         if not isinstance(url, str) or remembered_endpoint(directory) != (url, name):
-            named = f"the embeddings server {url} ({name})" if isinstance(url, str) else "an endpoint but no server"
+            named = "an embeddings endpoint but no server"
+            if isinstance(url, str):
+                named = f"the embeddings server {url} ({name})"
             raise ModelError(
                 f"the TST^R model in {directory} names {named}, which you did not train it "
                 "against on this machine; retrain it with `assist train retriever --method tstr`"
