@@ -3,8 +3,11 @@ loaded: a file the hook will not write is turned away before any generation."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from .conftest import git
 from .test_docstrings import _run
@@ -64,3 +67,46 @@ def test_the_doctor_says_when_a_hook_an_older_assist_wrote_should_be_rewritten(s
     assert check.fix == "assist hook install --check-only (rewrites it)"
     assert _run(["hook", "install", "--check-only"], scratch_repo).exit_code == 0
     assert doctor.hook_checks(scratch_repo)[0].ok is True
+
+
+def _stage_broken(repo: Path, kind: str) -> str:
+    """Stage one file the hook cannot read as Python, of `kind`; the name it is reported under."""
+    if kind == "does not parse":
+        (repo / "broken.py").write_text("def broken(:\n")
+        git(repo, "add", "broken.py")
+        return "broken.py"
+    if kind == "symlink out of the repo":
+        outside = repo.parent / "outside.py"
+        outside.write_text("def f():\n    return 1\n")
+        (repo / "link.py").symlink_to(outside)
+        git(repo, "add", "link.py")
+        return "link.py"
+    with open(os.path.join(bytes(repo), b"caf\xe9.py"), "wb") as file:  # a file name that is not UTF-8
+        file.write(b"def f():\n    return 1\n")
+    subprocess.run(["git", "add", "."], cwd=repo, check=True, capture_output=True)
+    return "caf"
+
+
+@pytest.mark.parametrize("kind", ["does not parse", "symlink out of the repo", "name not UTF-8"])
+def test_the_writing_hook_fails_on_a_staged_file_it_cannot_read_and_names_it(scratch_repo: Path, kind: str) -> None:
+    # Issue 67, item 6: these passed with "every function, method and class has a docstring", exit 0, while
+    # the checking hook failed on each.
+    assert _run(["hook", "install"], scratch_repo).exit_code == 0
+    name = _stage_broken(scratch_repo, kind)
+    head = git(scratch_repo, "rev-parse", "HEAD")
+    commit = _commit(scratch_repo)
+    output = commit.stdout + commit.stderr
+    assert commit.returncode != 0, output
+    assert name in output and "skipped" in output and "1 file(s) not documented" in output
+    assert "every function, method and class has a docstring" not in output
+    assert git(scratch_repo, "rev-parse", "HEAD") == head  # nothing was committed
+
+
+def test_docstring_write_fails_on_a_file_that_does_not_parse(scratch_repo: Path) -> None:
+    (scratch_repo / "broken.py").write_text("def broken(:\n")
+    (scratch_repo / "fine.py").write_text('def f():\n    """Documented."""\n')
+    result = _run(["docstring", "--write", "fine.py", "broken.py"], scratch_repo)
+    assert result.exit_code == 1, result.output
+    assert "broken.py does not parse (line 1: invalid syntax), skipped" in result.output
+    assert "every function, method and class has a docstring" not in result.output
+    assert (scratch_repo / "broken.py").read_text() == "def broken(:\n"

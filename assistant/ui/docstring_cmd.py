@@ -292,10 +292,12 @@ def docstring(
     if not missing:
         if json_output:
             out.print_json(json.dumps(report))
-        elif not held:
+        elif not held and not skipped:
             err.print("every function, method and class has a docstring")
-        if held:
-            err.print(f"{len(held)} file(s) not documented (see above); nothing was written")
+        if held or skipped:
+            # A file that could not be read or parsed is not a file that passed: the writing hook fails on it as
+            # the checking one does.
+            err.print(f"{len(held) + len(skipped)} file(s) not documented (see above); nothing was written")
             raise typer.Exit(1)
         return
     if len(missing) > max_functions:
@@ -353,7 +355,7 @@ def docstring(
         report.setdefault("not_written", []).extend(outcome.failed)
     if json_output:
         out.print_json(json.dumps(report))
-    not_written = len(held) + len(outcome.failed_files)
+    not_written = len(held) + len(skipped) + len(outcome.failed_files)
     if write:
         err.print(
             f"wrote {outcome.written} docstring(s) in {outcome.changed} file(s) ({style} style); review with `git diff`"
@@ -364,9 +366,13 @@ def docstring(
         if fail_on_change and outcome.changed:
             err.print("files were changed: review the docstrings, `git add` them, and commit again")
             raise typer.Exit(1)
-    elif not json_output:
-        total = sum(len(entry["written"]) for entry in report["files"])
-        err.print(f"{total} docstring(s) proposed ({style} style); pass --write to write them")
+    else:
+        if not json_output:
+            total = sum(len(entry["written"]) for entry in report["files"])
+            err.print(f"{total} docstring(s) proposed ({style} style); pass --write to write them")
+        if skipped:
+            err.print(f"{len(skipped)} file(s) could not be read (above)")
+            raise typer.Exit(1)
 
 
 @hook_app.command("install")
