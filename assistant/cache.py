@@ -25,6 +25,15 @@ from assistant.paths import atomic_write_bytes, atomic_write_text
 GZ_SUFFIX = ".gz"
 
 
+def jsonl_exists(path: str | Path) -> bool:
+    """Whether the JSONL store `path` (`x.jsonl`) exists, plain or gzip-compressed (`x.jsonl.gz`).
+
+    Every reader of a results folder asks this before opening the store with `JsonlCache`, which reads either
+    form, so a folder whose raw caches were compressed for keeping reads as before."""
+    path = Path(path)
+    return path.is_file() or path.with_name(path.name + GZ_SUFFIX).is_file()
+
+
 def cache_key(**parts: Any) -> str:
     """A stable key: sha256 of the parts as canonical JSON (model, prompt, sampling params, seed...)."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()

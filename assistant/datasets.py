@@ -200,10 +200,10 @@ def read_run(folder: Path) -> tuple[dict, list[dict]]:
     """The config and records of an `assist eval codegen` results folder (its cached candidates, tested)."""
     import json
 
-    from assistant.cache import JsonlCache
+    from assistant.cache import JsonlCache, jsonl_exists
 
     config_path, records_path = folder / "config.json", folder / "records.jsonl"
-    if not config_path.is_file() or not records_path.is_file():
+    if not config_path.is_file() or not jsonl_exists(records_path):
         raise UsageError(f"{folder} is not an `assist eval codegen` results folder (no config.json/records.jsonl)")
     config = json.loads(config_path.read_text(encoding="utf-8"))
     if config.get("command") != "codegen":

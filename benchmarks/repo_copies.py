@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from assistant.cache import JsonlCache
+from assistant.cache import JsonlCache, jsonl_exists
 from assistant.evaluate.metrics import bootstrap_ci, interval_cell, paired_difference
 from assistant.evaluate.repo.projects import PROJECTS, bench_dir
 from assistant.evaluate.repo.run import copied_tasks, project_sources
@@ -51,7 +51,7 @@ def summarize(folders: str, strategies: list[str], skip: set[str]) -> dict:
     records = []
     for folder in folders.split("+"):
         path = Path(folder) / "function.jsonl"
-        if not path.exists() and not path.with_name(path.name + ".gz").exists():
+        if not jsonl_exists(path):
             raise SystemExit(f"{folder} holds no `assist eval repo` function records")
         held = [r for r in JsonlCache(path).entries.values() if r.get("strategy") in strategies]
         missing = sorted(set(strategies) - {r["strategy"] for r in held})

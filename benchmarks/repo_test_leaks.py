@@ -19,14 +19,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from assistant.cache import JsonlCache
+from assistant.cache import JsonlCache, jsonl_exists
 
 
 def leaked(folder: Path, covering: dict[str, set[str]]) -> tuple[list[tuple[str, str, list[str], int]], int]:
     """(task, strategy, what it showed from a covering test's file, passing samples) for each latest record that
     showed such code, and how many records are of tasks `covering` (task id → those files) does not know."""
     path = folder / "function.jsonl"
-    if not path.exists() and not path.with_name(path.name + ".gz").exists():
+    if not jsonl_exists(path):
         raise SystemExit(f"{folder} holds no `assist eval repo` function records")
     found = []
     unknown = 0

@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from assistant.cache import JsonlCache
+from assistant.cache import JsonlCache, jsonl_exists
 from assistant.evaluate.codegen import auto_pick
 from assistant.evaluate.metrics import bootstrap_ci, interval_cell, paired_difference
 
@@ -69,7 +69,7 @@ def records(spec: str, retrieval: bool = False) -> tuple[str, dict[str, dict]]:
 def _folder_records(folder: str, strategy: str, retrieval: bool) -> tuple[str, dict[str, dict]]:
     for kind, name in KINDS[2:] if retrieval else KINDS:
         path = Path(folder) / name
-        if path.exists() or path.with_name(name + ".gz").exists():
+        if jsonl_exists(path):
             found = {r["task_id"]: r for r in JsonlCache(path).entries.values() if r.get("strategy") == strategy}
             if not found:
                 raise SystemExit(f"{folder} has no records of {strategy!r}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from assistant import sandbox
 from assistant.backends import Backend, SamplingParams
-from assistant.cache import JsonlCache, LayeredCache, cache_key, supersede
+from assistant.cache import JsonlCache, LayeredCache, cache_key, jsonl_exists, supersede
 from assistant.code.fences import extract_code
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem, Ranker, rank
@@ -322,7 +322,7 @@ def recorded_reviews(folders: Sequence[Path], tasks: Sequence[Task], backend: Ba
     found: dict[str, float] = {}
     for folder in folders:
         path = folder / "records.jsonl"
-        if not (path.exists() or path.with_name(path.name + ".gz").exists()):
+        if not jsonl_exists(path):
             continue
         for record in JsonlCache(path).entries.values():
             task = by_id.get(record.get("task_id")) if isinstance(record, dict) else None

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from assistant.cache import JsonlCache
+from assistant.cache import JsonlCache, jsonl_exists
 from assistant.errors import UsageError
 from assistant.evaluate.codegen import per_task_pass_at_k, ranker_columns, ranker_gains, summarize_codegen
 from assistant.evaluate.likelihood import per_task_logprob, summarize_likelihood
@@ -197,7 +197,7 @@ def retrievers_table(known: dict, held: dict[str, set[str]]) -> str:
 
 def read_records(path: Path) -> list[dict] | None:
     """A results store's records (None when the folder has no such store)."""
-    if not path.exists():
+    if not jsonl_exists(path):
         return None
     return [r for r in JsonlCache(path).entries.values() if isinstance(r, dict) and "strategy" in r]
 
