@@ -80,7 +80,7 @@ def test_no_import_cycle_in_the_package() -> None:
 
 
 # The package's floors, lowest first: a module may import its own floor and the floors below, never one above.
-# README.md's "Development" section shows the same list.
+# docs/architecture.md ("Floors, and development") shows the same list.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("assistant.errors", "assistant.paths", "assistant.config", "assistant.cache", "assistant.progress")),
     ("code", ("assistant.code",)),
@@ -105,7 +105,7 @@ def floor_of(module: str) -> int | None:
     for number, (_, prefixes) in enumerate(LAYERS):
         if any(module == p or module.startswith(p + ".") for p in prefixes):
             return number
-    raise AssertionError(f"{module} belongs to no floor; add it to LAYERS (and to README's Development section)")
+    raise AssertionError(f"{module} belongs to no floor; add it to LAYERS (and to docs/architecture.md)")
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
