@@ -72,7 +72,7 @@ DEFAULT_APIS = False  # filling a stub: show the project's functions from other 
 DEFAULT_FRAGMENTS = False  # filling a stub: show the repo's code fragments instead of demonstrations
 # Filling a stub: the demonstrations may be the stub's own file's other functions (the stub itself never is).
 # On since its planned test (results/repo-redraw-n5-seed0/plan-own-file.md): +1.8 [+0.6, +3.2] points of pass@1
-# over other files only, on 373 tasks of four real projects (docs/repo-benchmark.md).
+# over other files only, on 373 tasks of four real projects (docs/results/repo-benchmark/own-file.md).
 DEFAULT_OWN_FILE = True
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
 # The local model's engines, by the backend each one is: openvino is several times faster on a CPU than

@@ -23,7 +23,7 @@ and stops after the last layer used.
   learns to point at what the model itself would write next. The continuations come from the engine that
   samples (OpenVINO int8 by default, the same checkpoint as the branch's transformers copy; on a GPU, that
   transformers copy itself) and are cached, so a re-run generates nothing it has. Off by default
-  (`synthetic` 0): it measured no gain on the repository benchmark (docs/training.md).
+  (`synthetic` 0): it measured no gain on the repository benchmark (docs/results/trained-retrievers.md).
 
 Implementation: forward pre-hooks on each layer's ``self_attn`` capture its input (the normed hidden states) and
 the rotary cos/sin, for the duration of one encoding call only, so the hooked model still generates as before.
@@ -93,7 +93,7 @@ class SelfRacgConfig:
     batch: int = 16  # 15 in-batch negatives
     lr: float = 1e-3  # unstated in the paper
     seed: int = 0
-    synthetic: int = 0  # stage 2's continuations (0: stage 1 only; stage 2 measured no gain here, docs/training.md)
+    synthetic: int = 0  # stage 2's continuations (0: stage 1 only; stage 2 measured no gain here, docs/results/trained-retrievers.md)
     negatives: int = 4  # stage 2's hard negatives per continuation, at most (the paper's 4)
     stage2_epochs: int = 2
     continuation_tokens: int = 384  # about 30 lines: a positive and a negative or two

@@ -148,7 +148,7 @@ def retriever(
         typer.Option(
             help="selfracg: stage 2's examples, fragments the model continues (its next lines are the positive, "
             "its later ones hard negatives), e.g. 96 (about 4.5 more minutes on 2 CPU cores); 0 (the default: it "
-            "measured no gain, docs/training.md) trains stage 1 only."
+            "measured no gain, docs/results/trained-retrievers.md) trains stage 1 only."
         ),
     ] = 0,
     stage2_epochs: Annotated[int, typer.Option(help="selfracg: passes over stage 2's examples.")] = 2,
