@@ -93,7 +93,7 @@ class SelfRacgConfig:
     batch: int = 16  # 15 in-batch negatives
     lr: float = 1e-3  # unstated in the paper
     seed: int = 0
-    synthetic: int = 0  # stage 2's continuations (0: stage 1 only; stage 2 measured no gain here, docs/results/trained-retrievers.md)
+    synthetic: int = 0  # stage 2: continuations (0: stage 1 only; no gain measured, docs/results/trained-retrievers.md)
     negatives: int = 4  # stage 2's hard negatives per continuation, at most (the paper's 4)
     stage2_epochs: int = 2
     continuation_tokens: int = 384  # about 30 lines: a positive and a negative or two
