@@ -80,10 +80,10 @@ def test_control_characters_in_printed_text_are_written_out_not_sent() -> None:
     shown = screen.file.getvalue()
     assert shown.startswith("\x1b[1m") and shown.endswith("\x1b[0m\n")  # rich's own styling still reaches it
     assert shown.count("\x1b") == 2 and "\x9b" not in shown and "\x07" not in shown
-    assert "a\\u001b]0;TITLE b\\u001b[8m c\\u009b1m" in shown  # (rich itself drops BEL)
+    assert "a\\u001b]0;TITLE\\u0007 b\\u001b[8m c\\u009b1m" in shown  # BEL too (rich alone dropped it unseen)
     piped = console.SafeConsole(file=io.StringIO(), highlight=False, markup=False)
-    piped.print(json.dumps({"code": "x\x9by\u00e9\tz"}, ensure_ascii=False))
-    assert json.loads(piped.file.getvalue()) == {"code": "x\x9by\u00e9\tz"}  # --json keeps its meaning
+    piped.print(json.dumps({"code": "x\x9by\u00e9\tz\u200b\b"}, ensure_ascii=False))
+    assert json.loads(piped.file.getvalue()) == {"code": "x\x9by\u00e9\tz\u200b\b"}  # --json keeps its meaning
 
 
 def test_bidi_overrides_are_written_out_and_a_limited_read_does_not_reserve_its_limit(tmp_path) -> None:

@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.table import Table
 from typer._click.exceptions import NoArgsIsHelpError  # typer is pinned; it vendors Click
 from typer._click.exceptions import UsageError as ClickUsageError
 
 from assistant.config import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from assistant.errors import AssistError, UsageError
-from assistant.ui.console import ProgressUI, err, friendly_errors, out, setup_logging, show_progress
+from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_code, setup_logging, show_progress
 from assistant.ui.docstring_cmd import docstring, hook_app
 from assistant.ui.eval_cmd import eval_app
 from assistant.ui.options import (
@@ -38,6 +37,7 @@ from assistant.ui.options import (
     check_range,
     check_seed,
 )
+from assistant.ui.text import one_line
 from assistant.ui.train_cmd import train_app
 
 if TYPE_CHECKING:
@@ -517,7 +517,9 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
     if not result.demonstrations and source is not None and not fragments:
         out.print("  none (zero-shot)")
     for number, hit in enumerate(result.demonstrations, start=1):
-        out.print(f"  {number}. {hit.example.source}  {hit.example.name or ''}  — {hit.example.requirement[:90]}")
+        # The repo's names and text, one line each: a newline in a file name forged a line here.
+        shown, requirement = one_line(hit.example.name or ""), one_line(hit.example.requirement[:90])
+        out.print(f"  {number}. {one_line(hit.example.source)}  {shown}  — {requirement}")
         if explain:
             out.print(f"     [dim]{escape(hit.why)}[/]", markup=True)
     dropped = ", ".join(f"{count} {why}" for why, count in result.dropped.items())
@@ -552,20 +554,13 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
                     for number, test in enumerate(score.details["tests"]):
                         mark = "pass" if number in score.details["passed"] else "fail"
                         out.print(f"      [dim]{mark}  {escape(test)}[/]", markup=True)
-        out.print(
-            Syntax(ranked.candidate.code, "python", theme="ansi_dark", background_color="default")
-            if out.is_terminal
-            else ranked.candidate.code
-        )
+        print_code(ranked.candidate.code)
         if edit is not None and number == 1:
             out.print(
-                f"\n[bold]Diff[/] for {escape(edit.display_path)} ({escape(', '.join(edit.actions))}):", markup=True
+                f"\n[bold]Diff[/] for {escape(one_line(edit.display_path))} ({escape(', '.join(edit.actions))}):",
+                markup=True,
             )
-            out.print(
-                Syntax(edit.diff, "diff", theme="ansi_dark", background_color="default")
-                if out.is_terminal
-                else edit.diff.rstrip("\n")
-            )
+            print_code(edit.diff.rstrip("\n"), "diff")
     if explain and result.cut_off:
         out.print(f"\n[bold]Cut off[/] at {result.max_new_tokens} tokens (left out):", markup=True)
         for cut in result.cut_off:

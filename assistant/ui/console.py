@@ -23,17 +23,22 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.segment import Segment
+from rich.syntax import Syntax
 from rich.text import Text
 
 from assistant.errors import AssistError
 from assistant.progress import STAGE_LABELS
-from assistant.ui.text import printable
+from assistant.ui.text import bidi_warning, printable
 
 
 class SafeConsole(Console):
     """A rich Console that writes out control characters found in the text it prints: the code, docstrings,
     diffs and messages it shows come from repositories and models. rich's own styling and cursor control
     (progress bars) pass untouched: they are added after, or travel as control segments."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        # Written out before rich sees the text: rich drops BEL, BS, VT, FF and CR itself, silently.
+        return super().render_str(printable(text), **kwargs)
 
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         return super()._render_buffer(
@@ -46,6 +51,17 @@ out = SafeConsole(highlight=False, soft_wrap=True, markup=False)
 err = SafeConsole(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def print_code(code: str, lexer: str = "python") -> None:
+    """Print a candidate's code (or a diff, `lexer` "diff") on stdout: highlighted on a terminal, every control and
+    invisible character written out (what is shown is what --apply writes), and a warning line first when a
+    candidate holds bidirectional controls."""
+    warning = bidi_warning(code) if lexer == "python" else None
+    if warning:
+        out.print(f"  [bold red]warning:[/] {escape(warning)}", markup=True)
+    shown = printable(code)
+    out.print(Syntax(shown, lexer, theme="ansi_dark", background_color="default") if out.is_terminal else shown)
 
 
 def friendly_errors(command: F) -> F:

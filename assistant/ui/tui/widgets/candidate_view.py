@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import Group
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
@@ -12,7 +13,7 @@ from textual.widgets import Static
 
 from assistant.code.edit import Edit
 from assistant.core.rank import Ranked
-from assistant.ui.text import printable
+from assistant.ui.text import bidi_warning, printable
 
 WIDE = 140  # columns from which code and diff sit side by side
 SYNTAX_THEME = "ansi_dark"  # the terminal's own palette; Textual turns it monochrome under NO_COLOR
@@ -48,7 +49,10 @@ class CandidateView(Container):
         code_pane, diff_pane = self._panes(f"Code #{position + 1}", "Diff")
         names = [*(name for name in rankers if name in item.scores), *(n for n in item.scores if n not in rankers)]
         code_pane.border_subtitle = printable("; ".join(item.scores[name].why for name in names)[:120])
-        self.query_one("#code", Static).update(_syntax(item.candidate.code, "python"))
+        code, warning = _syntax(item.candidate.code, "python"), bidi_warning(item.candidate.code)
+        self.query_one("#code", Static).update(
+            Group(Text(f"warning: {warning}", style="bold red"), code) if warning else code
+        )
         diff = self.query_one("#diff", Static)
         if edit is None and filled:
             diff.update(Text(f"{printable(filled)} is filled now (ctrl+r undoes the apply)."))
@@ -70,5 +74,5 @@ class CandidateView(Container):
 
 
 def _syntax(code: str, lexer: str) -> Syntax:
-    # The code and diffs come from models and repos: control characters are written out, never sent.
+    # The code and diffs come from models and repos: control and invisible characters are written out, never sent.
     return Syntax(printable(code), lexer, theme=SYNTAX_THEME, background_color="default")

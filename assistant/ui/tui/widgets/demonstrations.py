@@ -11,7 +11,7 @@ from textual.widgets import SelectionList
 from textual.widgets.selection_list import Selection
 
 from assistant.core.retrieve import Hit
-from assistant.ui.text import printable
+from assistant.ui.text import one_line, printable
 
 
 class DemonstrationList(SelectionList[int]):
@@ -51,7 +51,7 @@ class DemonstrationList(SelectionList[int]):
         for number, hit in enumerate(self.hits):
             name = printable(hit.example.name or hit.example.requirement[:40])  # the repo's text: shown, not sent
             prompt = Text.assemble(
-                (printable(hit.example.source), "bold"), f"  {name}  ", (f"{hit.retriever} {hit.score:.3f}", "dim")
+                (one_line(hit.example.source), "bold"), f"  {name}  ", (f"{hit.retriever} {hit.score:.3f}", "dim")
             )
             self.add_option(Selection(prompt, number, True))
         self._update_title()
