@@ -8,7 +8,9 @@ import resource
 import select
 import socket
 import sys
+import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -499,3 +501,48 @@ def test_seccomp_filter_checks_the_architecture_first() -> None:
         assert code[2] == (0x06, 0, 0, boundary.SECCOMP_RET_KILL_PROCESS)  # ... kills the process
         assert any(k == 4321 for _, _, _, k in code)  # signals only to our own pid
     assert not boundary.supported_arch("armv7l")
+
+
+# --- memory that RLIMIT_AS does not count, deep trees (issue 67, items 1 and 2) ------------------------------------
+
+SECCOMP = sys.platform.startswith("linux") and os.uname().machine in ("x86_64", "aarch64")
+needs_seccomp = pytest.mark.skipif(not SECCOMP, reason="no seccomp filter for this platform")
+# 32 memfds of 16 MB: 512 MB of shared memory, twice the run's 256 MB limit, if memfd_create is allowed.
+MEMFD_BOMB = (
+    "import os\nheld = 0\nfor _ in range(32):\n    fd = os.memfd_create('x')\n"
+    "    os.posix_fallocate(fd, 0, 16 << 20)\n    held += 16 << 20\n"
+)
+
+
+@needs_seccomp
+@pytest.mark.parametrize("disable", ["", "hook"])
+def test_memfd_pages_cannot_pass_the_memory_limit(disable: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # RLIMIT_AS does not count a memfd's pages until they are mapped: a run held 2 GB under a 256 MB limit.
+    if disable:
+        monkeypatch.setenv("ASSIST_SANDBOX_DISABLE", disable)  # the kernel's filter alone
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = run(MEMFD_BOMB, ["assert held > 256 << 20"], limits=Limits(timeout_s=10.0, cpu_s=5, memory_mb=256))
+    assert (result.status, result.error_type) == ("error", "PermissionError"), result
+
+
+def test_open_files_are_capped_near_the_memory_limit() -> None:
+    # A file deleted while open keeps its pages where neither RLIMIT_AS nor the disk watch sees them (RAM, on a
+    # tmpfs /tmp): the run inherited 20,000 open files, 20,000 x 16 MB in all.
+    code = "import os\nfds = []\nwhile True:\n    fds.append(os.open('/dev/null', os.O_RDONLY))\n"
+    result = run(code, limits=FAST)
+    assert (result.status, result.error_type) == ("resource-limit", "OSError"), result
+    assert "Too many open files" in (result.error_message or "")
+    opened = run("import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE))", limits=FAST)
+    assert opened.stdout.strip() == "(64, 64)"  # 1,024 MB / 16 MB files, the default limits
+
+
+def test_a_deep_tree_is_a_resource_limit_and_is_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # shutil.rmtree recurses in Python 3.11: 3,000 nested folders raised RecursionError out of sandbox.run and
+    # left the run's folder behind.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    code = "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
+    result = run(code, ["assert True"], limits=FAST)
+    assert (result.status, result.error_type) == ("resource-limit", "DiskLimit"), result
+    assert "nested folders more than 64 deep" in (result.error_message or "")
+    assert list(tmp_path.iterdir()) == []  # no assist-sandbox-* folder left

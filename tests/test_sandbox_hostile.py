@@ -70,6 +70,10 @@ class Hostile:
 
 
 PERMISSION = "PermissionError"
+MEMFD_BOMB = (
+    "import os\nheld = 0\nfor _ in range(32):\n    fd = os.memfd_create('x')\n"
+    "    os.posix_fallocate(fd, 0, 16 << 20)\n    held += 16 << 20\nprint(held >> 20, 'MB held')\n"
+)
 EXPECTED_LIMITS = {"timeout_s": 8.0, "cpu_s": 5}
 
 # Placeholders: @OUTSIDE@ (a dir outside the sandbox, holding canary.txt), @CANARY@, @PARENT_PID@ (the
@@ -347,6 +351,20 @@ open('@OUTSIDE@/pwned.txt', 'w').write('x')
             "passed", limits={"output_limit": 10_000}, category="bombs"),
     Hostile("recursion_bomb", "import sys\nsys.setrecursionlimit(10 ** 7)\ndef f(n):\n    return f(n + 1)\nf(0)",
             "resource-limit", limits={"cpu_s": 1, "memory_mb": 256}, category="bombs"),
+    # --- memory RLIMIT_AS does not count, deep trees (issue 67) ---
+    # A memfd's pages count against RLIMIT_AS only once mapped: 32 x 16 MB, twice the limit, held unmapped.
+    Hostile("memfd_shmem_bomb", MEMFD_BOMB, "error", PERMISSION, limits={"memory_mb": 256}, category="bombs"),
+    Hostile("memfd_shmem_bomb_no_hook", MEMFD_BOMB, "error", PERMISSION, needs=("seccomp",), disable=("hook",),
+            limits={"memory_mb": 256}, category="bombs"),
+    # Files deleted while open keep their pages (RAM on a tmpfs /tmp): open files are capped near the memory limit.
+    Hostile("open_files_bomb", "import os\nfiles = []\nwhile True:\n    files.append(open('f', 'wb'))\n"
+            "    os.unlink('f')\n", "resource-limit", "OSError", category="bombs"),
+    # shutil.rmtree recursed: the parent's cleanup raised RecursionError and left the folder behind.
+    Hostile("deep_tree", "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n",
+            "resource-limit", "DiskLimit", tests=("assert True",), category="bombs"),
+    Hostile("deep_tree_read_only", "import os\nfor _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
+            "open('f', 'w').close()\nos.chmod('.', 0o500)\nos.chmod('..', 0o500)\n", "resource-limit", "DiskLimit",
+            tests=("assert True",), category="bombs"),
 ]  # fmt: skip
 
 NAMES = [program.name for program in PROGRAMS]
@@ -515,6 +533,9 @@ def run_hostile(program: Hostile, outside: Outside, base: Path) -> Outcome:
             os.kill(pid, signal.SIGKILL)
     if leftovers:
         violations.append(f"{len(leftovers)} process(es) left running")
+    folders = sorted(p.name for p in base.iterdir())
+    if folders:
+        violations.append(f"left in $TMPDIR: {', '.join(folders)}")
     if helper.returncode != 0:
         violations.append(f"the parent died (exit {helper.returncode}): {helper.stderr.strip()[-300:]}")
         return Outcome("parent killed", None, violations, {})

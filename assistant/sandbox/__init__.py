@@ -12,9 +12,12 @@ around itself and everything it starts, where the kernel offers one (see :mod:`a
   Landlock is missing, this process also makes itself non-dumpable, so that a candidate (same user, no
   capabilities) cannot read ``/proc/<our pid>/environ``;
 * in the candidate's process, a seccomp filter: no fork/exec, ptrace, sockets, new sessions or
-  process groups, mounts, signals to other processes, io_uring, bpf, ...;
-* ``resource`` limits on address space, CPU time, file size and core dumps, and a watch from outside on
-  what the run writes in all (:mod:`assistant.sandbox.disk`);
+  process groups, mounts, signals to other processes, io_uring, bpf, memfd_create (shared memory that
+  RLIMIT_AS does not count), ...;
+* ``resource`` limits on address space, CPU time, file size, open files (so that files deleted while open
+  cannot hold much more than the memory limit) and core dumps, and a watch from outside on what the run
+  writes in all and how deep it nests folders (:mod:`assistant.sandbox.disk`, which also removes the run's
+  folder without recursion); :func:`memory_boundary` says what keeps runs inside their memory limit here;
 * a PEP 578 audit hook above all that, as defence in depth (and the main layer where the kernel has
   none of the above: macOS, old kernels, other CPUs).
 
@@ -39,9 +42,7 @@ import marshal
 import os
 import secrets
 import selectors
-import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -54,7 +55,7 @@ from pathlib import Path
 from types import CodeType
 
 from assistant.errors import UsageError
-from assistant.sandbox.disk import DiskWatch
+from assistant.sandbox.disk import DiskWatch, remove_tree
 
 STATUSES = ("passed", "failed", "error", "timeout", "resource-limit")
 # The layers the runner reports on, in the order `assist doctor` shows them.
@@ -170,6 +171,24 @@ def boundary_layers() -> dict[str, tuple[bool, str]]:
         on, detail = layers["landlock"]
         layers["landlock"] = (on, detail + "; assist made itself non-dumpable, so /proc/<its pid> stays closed")
     return layers
+
+
+def memory_boundary() -> tuple[bool, str]:
+    """What keeps a sandboxed run inside its memory limit on this machine, as a real run reported it: (whether
+    memory outside RLIMIT_AS, memfd_create's, is closed to runs, one line saying what holds). Runs a trivial
+    candidate (about 30 ms) and probes for a cgroup v2 memory controller."""
+    from assistant.sandbox import boundary
+
+    result, layers = _execute("pass", [], "", Limits(timeout_s=10.0, cpu_s=5))
+    on, detail = layers.get(
+        "memory", (False, f"the sandbox did not report it ({result.status}: {result.error_message})")
+    )
+    cgroup_on, why = boundary.memory_cgroup()
+    if cgroup_on:
+        cgroup = f"a memory cgroup could bound a whole run ({why}), but assist does not make one yet"
+    else:
+        cgroup = f"no memory cgroup ({why}): a project suite's processes are bounded one by one"
+    return on, f"{detail}; {cgroup}"
 
 
 _warned_disabled: set[frozenset[str]] = set()
@@ -332,6 +351,8 @@ def _run_in(
         os.close(report_r)
 
     report = None if timed_out else _parse_report(report_bytes, len(tests))
+    if stopped is None and not timed_out:
+        stopped = watch.final()  # what a run too quick for the watch's looks left (e.g. folders nested too deep)
     if stopped is not None:  # the group was killed for what it wrote: the runner's report, if any, is moot
         status, passed, failed_test, error_type, error_message = "resource-limit", 0, None, "DiskLimit", stopped
     else:
@@ -505,18 +526,6 @@ def _one_line(message: str) -> str:
 
 
 def _remove_tree(path: str) -> None:
-    """Remove the sandbox dir, even if the candidate made parts of it unreadable or read-only."""
-    shutil.rmtree(path, ignore_errors=True)
-    if not os.path.lexists(path):
-        return
-    # Only matters when not running as root: give ourselves access back, then try again.
-    with contextlib.suppress(OSError):
-        os.chmod(path, stat.S_IRWXU)
-    for dirpath, dirnames, _ in os.walk(path):
-        for name in dirnames:
-            full = os.path.join(dirpath, name)
-            if os.path.islink(full):  # listed, never followed: and Linux cannot chmod a link itself
-                continue
-            with contextlib.suppress(OSError):
-                os.chmod(full, stat.S_IRWXU)  # a folder (links are skipped above), so following is moot
-    shutil.rmtree(path, ignore_errors=True)
+    """Remove a run's folder, however deep the run nested it and whatever rights it left (no recursion, no link
+    followed: :func:`assistant.sandbox.disk.remove_tree`)."""
+    remove_tree(path)

@@ -118,7 +118,7 @@ move_mount=429 fsopen=430 fsconfig=431 fsmount=432 fspick=433 mount_setattr=442 
 swapoff=168 acct=163 settimeofday=164 clock_settime=227 clock_adjtime=305 adjtimex=159
 sethostname=170 setdomainname=171 quotactl=179 vhangup=153 syslog=103 iopl=172 ioperm=173
 lookup_dcookie=212 seccomp=317 shmget=29 shmat=30 shmctl=31 semget=64 semop=65 semctl=66
-semtimedop=220 msgget=68 msgsnd=69 msgrcv=70 msgctl=71
+semtimedop=220 msgget=68 msgsnd=69 msgrcv=70 msgctl=71 memfd_create=319 memfd_secret=447
 """
 
 _AARCH64_TABLE = """
@@ -133,7 +133,8 @@ tgkill=131 rt_sigqueueinfo=138 rt_tgsigqueueinfo=240 fanotify_init=262 open_tree
 fsopen=430 fsconfig=431 fsmount=432 fspick=433 mount_setattr=442 swapon=224 swapoff=225 acct=89
 settimeofday=170 clock_settime=112 clock_adjtime=266 adjtimex=171 sethostname=161 setdomainname=162
 quotactl=60 vhangup=58 syslog=116 lookup_dcookie=18 seccomp=277 shmget=194 shmat=196 shmctl=195
-semget=190 semop=193 semctl=191 semtimedop=192 msgget=186 msgsnd=189 msgrcv=188 msgctl=187
+semget=190 semop=193 semctl=191 semtimedop=192 msgget=186 msgsnd=189 msgrcv=188 msgctl=187 memfd_create=279
+memfd_secret=447
 """
 
 
@@ -149,8 +150,9 @@ _ARCHES["arm64"] = _ARCHES["aarch64"]
 
 # Fail with EPERM: process creation and exec, debugging other processes, leaving the process group,
 # namespaces and mounts, kernel objects (bpf, keys, modules, io_uring, perf), host settings, System V IPC
-# (shared memory, semaphores and queues other processes of the machine use), and every socket but
-# socketpair() (so no network and no connecting to unix sockets such as docker's).
+# (shared memory, semaphores and queues other processes of the machine use), every socket but
+# socketpair() (so no network and no connecting to unix sockets such as docker's), and memfd_create/memfd_secret:
+# their pages are shared memory that RLIMIT_AS does not count until mapped (a run held 2 GB under a 256 MB limit).
 DENIED_SYSCALLS = (
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "pidfd_open", "pidfd_send_signal",
     "kcmp", "execve", "execveat", "fork", "vfork", "setsid", "setpgid", "mount", "umount2", "pivot_root",
@@ -162,8 +164,16 @@ DENIED_SYSCALLS = (
     "mount_setattr", "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime",
     "adjtimex", "sethostname", "setdomainname", "quotactl", "vhangup", "syslog", "iopl", "ioperm",
     "lookup_dcookie", "shmget", "shmat", "shmctl", "semget", "semop", "semctl", "semtimedop", "msgget",
-    "msgsnd", "msgrcv", "msgctl",
+    "msgsnd", "msgrcv", "msgctl", "memfd_create", "memfd_secret",
 )  # fmt: skip
+# What the project sandbox's filter denies (it must let test suites fork and exec): memory outside RLIMIT_AS.
+MEMFD_SYSCALLS = ("memfd_create", "memfd_secret")
+# 32-bit processes a 64-bit kernel also runs (a test suite may exec one): their audit arch and numbers.
+_COMPAT: dict[str, tuple[int, dict[str, int]]] = {
+    "x86_64": (0x40000003, {"memfd_create": 356, "memfd_secret": 447}),  # i386
+    "aarch64": (0x40000028, {"memfd_create": 385}),  # arm (no memfd_secret there)
+}
+_COMPAT["arm64"] = _COMPAT["aarch64"]
 # ENOSYS, not EPERM: glibc then falls back to clone(), whose flags the filter can read (clone3 passes
 # them in memory, out of a BPF program's reach).
 ENOSYS_SYSCALLS = ("clone3",)
@@ -481,6 +491,60 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+def memfd_program(machine: str = MACHINE) -> bytes:
+    """The project sandbox's BPF filter: memfd_create and memfd_secret fail with ENOSYS (so a library falls back to
+    a file, which the disk watch counts), in 64-bit, x32 and 32-bit processes alike; everything else is allowed.
+    Packed ``struct sock_filter`` entries."""
+    arch, numbers = _ARCHES[machine]
+    compat_arch, compat = _COMPAT.get(machine, (0, {}))
+    native = [numbers[name] for name in MEMFD_SYSCALLS if name in numbers]
+    if machine == "x86_64":
+        native += [number | _X32_SYSCALL_BIT for number in native]
+    compat_numbers = list(compat.values())
+    code: list[tuple[int, int, int, int]] = [(_LD_W_ABS, 0, 0, _OFF_ARCH)]
+    # native arch: jump over the compat block; compat: fall into it; any other: allow.
+    code.append((_JEQ_K, 0, 0, arch))
+    native_at = len(code)
+    code.append((_JEQ_K, 0, 0, compat_arch))
+    allow_other = len(code)
+    code.append((_RET_K, 0, 0, SECCOMP_RET_ALLOW))
+    compat_at = len(code)
+    code.append((_LD_W_ABS, 0, 0, _OFF_NR))
+    code += [(_JEQ_K, 0, 0, number) for number in compat_numbers]
+    code.append((_RET_K, 0, 0, SECCOMP_RET_ALLOW))
+    native_block = len(code)
+    code.append((_LD_W_ABS, 0, 0, _OFF_NR))
+    code += [(_JEQ_K, 0, 0, number) for number in native]
+    code.append((_RET_K, 0, 0, SECCOMP_RET_ALLOW))
+    deny = len(code)
+    code.append((_RET_K, 0, 0, SECCOMP_RET_ERRNO | _ENOSYS))
+    packed = bytearray()
+    for index, (op, _, _, k) in enumerate(code):
+        jt = jf = 0
+        if index == native_at - 1:  # arch == native: to the native block
+            jt = native_block - index - 1
+        elif index == native_at:  # arch == compat: to the compat block, else allow
+            jt, jf = compat_at - index - 1, allow_other - index - 1
+        elif op == _JEQ_K:  # a number to deny
+            jt = deny - index - 1
+        packed += struct.pack("=HBBI", op, jt, jf, k)
+    return bytes(packed)
+
+
+def install_memfd_filter() -> str:
+    """Install :func:`memfd_program` on this process (no_new_privs must be set); kept across fork and exec."""
+    if not LINUX or not supported_arch():
+        raise OSError(f"seccomp filter not written for this platform ({sys.platform} {MACHINE})")
+    _load_filter(memfd_program())
+    return "memfd_create and memfd_secret fail (ENOSYS): pages RLIMIT_AS would not count"
+
+
+def _load_filter(program: bytes) -> None:
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
 def install_seccomp(pid: int | None = None) -> str:
     """Install :func:`seccomp_program` on this process (no_new_privs must be set). Returns a description."""
     if not LINUX or not supported_arch():
@@ -703,6 +767,45 @@ def root_available() -> tuple[bool, str]:
         return _in_child(build)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# --- memory cgroup ------------------------------------------------------------------------------
+
+
+def memory_cgroup() -> tuple[bool, str]:
+    """Whether a cgroup v2 memory controller is delegated below this process's cgroup and writable (what a per-run
+    memory cgroup needs), and why not. Probes only: nothing is created."""
+    if not LINUX:
+        return False, f"Linux only ({sys.platform})"
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as stream:
+            lines = stream.read().splitlines()
+    except OSError as exc:
+        return False, f"cannot read /proc/self/cgroup ({exc.strerror})"
+    own = next((line[3:] for line in lines if line.startswith("0::")), None)
+    mount = next(
+        (m for m in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified") if os.path.isfile(m + "/cgroup.controllers")), None
+    )
+    if own is None or mount is None:
+        return False, "no cgroup v2 hierarchy here"
+    folder = os.path.normpath(mount + "/" + own.lstrip("/"))
+    if "memory" not in _words(os.path.join(folder, "cgroup.controllers")):
+        if any(line.split(":")[1:2] == ["memory"] for line in lines):
+            return False, "the memory controller is on a cgroup v1 hierarchy, not v2"
+        return False, f"cgroup v2 offers no memory controller to {own}"
+    if "memory" not in _words(os.path.join(folder, "cgroup.subtree_control")):
+        return False, f"memory is not delegated below {own} (a cgroup holding processes cannot delegate it)"
+    if not os.access(folder, os.W_OK):
+        return False, f"{folder} is not writable"
+    return True, f"memory controller delegated below {own}"
+
+
+def _words(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return stream.read().split()
+    except OSError:
+        return []
 
 
 # --- what the kernel offers --------------------------------------------------------------------

@@ -2,10 +2,10 @@
 
 :func:`run_pytest` copies the project into a fresh temporary directory (``<run>/project``; ``.git``,
 caches, ``*.pyc`` and virtual environments such as ``.venv`` are left out), writes the given files over the copy, and
-starts the project's own interpreter, isolated (``-I -S``: no PYTHON* variables, no site, so nothing of the
-project or its venv runs before the boundary), on :mod:`assistant.sandbox.project_launcher` in the copy, in its own
-session, with stdin closed and an environment built from scratch (PATH, LANG, HOME and TMPDIR inside the run
-dir, PYTHONPATH, PYTHONHASHSEED=0, no bytecode writes; nothing from our environment: no keys, tokens or
+starts the project's own interpreter, isolated (``-I -S -B``: no PYTHON* variables, no site, so nothing of the
+project or its venv runs before the boundary; no .pyc written), on :mod:`assistant.sandbox.project_launcher` in the
+copy, in its own session, with stdin closed and an environment built from scratch (PATH, LANG, HOME and TMPDIR
+inside the run dir, PYTHONPATH, PYTHONHASHSEED=0, no bytecode writes; nothing from our environment: no keys, tokens or
 proxies). The launcher puts the boundary around itself and then execs ``python -m pytest -q -p
 no:cacheprovider -p assist_pytest_plugin ...``, so pytest and everything it starts hold:
 
@@ -350,8 +350,9 @@ def _run_in(
         proc = subprocess.Popen(
             # -I -S: nothing of the project runs before the boundary is up (no PYTHON* variables, no site, so
             # no sitecustomize or .pth of the interpreter's venv, no script folder or cwd on sys.path); pytest,
-            # exec'd by the launcher inside the boundary, gets the environment and site back.
-            [str(python), "-I", "-S", str(LAUNCHER_PATH), str(job_path)],
+            # exec'd by the launcher inside the boundary, gets the environment and site back. -B: -I ignores
+            # PYTHONDONTWRITEBYTECODE, and the launcher's import of boundary.py wrote a .pyc beside it on every run.
+            [str(python), "-I", "-S", "-B", str(LAUNCHER_PATH), str(job_path)],
             cwd=copy,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -378,6 +379,8 @@ def _run_in(
             proc.stdout.close()
         os.close(report_r)
     duration = time.monotonic() - started
+    if stopped is None and not timed_out:
+        stopped = watch.final()  # what a run too quick for the watch's looks left (e.g. folders nested too deep)
 
     layers = _layers(report, disabled)
     results = None if timed_out or stopped else _read_results(results_path)

@@ -18,7 +18,8 @@ run's directory and its own session. It must stay standard-library-only and must
    sockets scoped (ABI 6+);
 5. writes which layers held, as JSON, to the report pipe the parent passed (and closes it, so nothing it
    starts can write there), then ``os.execv``s ``python -m pytest ...``. Everything pytest and the tests
-   start inherits the boundary. There is no seccomp filter: pytest and projects' tests may fork and exec.
+   start inherits the boundary. The only seccomp filter denies memfd_create and memfd_secret (shared memory
+   that RLIMIT_AS does not count): pytest and projects' tests may fork and exec.
 
 ``boundary.py`` is loaded from beside this file, the way :func:`assistant.sandbox.runner.load_boundary` does.
 """
@@ -38,6 +39,9 @@ EXEC_READ_PATHS = ("/bin", "/etc/alternatives")
 DEVICE_PATHS = ("/dev/null",)
 DEVICE_READ_PATHS = ("/dev/urandom", "/dev/random", "/dev/zero")
 NPROC_HEADROOM = 256  # processes and threads a run may add to what its user already has
+# Open files per process: the usual default soft limit, so suites that run on a workstation run here; it bounds
+# what files deleted while open can hold (their pages are in RAM where the run's folder is a tmpfs).
+OPEN_FILES = 1024
 
 
 def describe(exc):
@@ -75,6 +79,7 @@ def set_limits(job, layers):
         (resource.RLIMIT_CPU, job["cpu_s"], job["cpu_s"] + 1),
         (resource.RLIMIT_FSIZE, job["file_size_mb"] * mb, job["file_size_mb"] * mb),
         (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_NOFILE, OPEN_FILES, OPEN_FILES),
     ]
     uid = os.getuid()
     if uid != 0:  # root is never held to RLIMIT_NPROC, and it counts every task of the user system-wide
@@ -97,7 +102,7 @@ def set_limits(job, layers):
     layers["rlimits"] = (
         True,
         f"address space {job['memory_mb']} MB, CPU {job['cpu_s']} s, files {job['file_size_mb']} MB, "
-        f"no core dumps, {nproc}",
+        f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]} open files, no core dumps, {nproc}",
     )
 
 
@@ -192,7 +197,7 @@ def read_paths(protected=()):
 def apply_boundary(job, layers):
     """Apply every layer the kernel offers and the job does not disable; record each in `layers`."""
     disabled = set(job["disable"])
-    layers["seccomp"] = (False, "not used for project test suites: pytest and tests may fork and exec")
+    layers["seccomp"] = (False, "not available here")
     try:
         boundary = load_boundary()
     except Exception as exc:  # e.g. no ctypes on this build
@@ -230,6 +235,7 @@ def apply_boundary(job, layers):
         "reading /proc outside it",
     )
     attempt("caps", boundary.drop_capabilities)
+    memfd_filter(boundary, disabled, nnp, layers)
     abi = boundary.landlock_abi()
     if "landlock" in disabled:
         layers["landlock"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
@@ -244,6 +250,24 @@ def apply_boundary(job, layers):
                 read_paths(job.get("protect", ())), list(job["write_paths"]), list(DEVICE_PATHS), abi
             ),
         )
+
+
+def memfd_filter(boundary, disabled, nnp, layers):
+    """A seccomp filter with one purpose (pytest and the tests may fork and exec, so not the candidates' filter):
+    memfd_create fails, whose pages RLIMIT_AS does not count (a run held 2 GB under a 256 MB limit)."""
+    if "seccomp" in disabled:
+        layers["seccomp"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
+    elif not boundary.supported_arch():
+        layers["seccomp"] = (False, f"no filter written for {boundary.MACHINE} (x86_64 and aarch64 only)")
+    elif not nnp:
+        layers["seccomp"] = (False, "needs no_new_privs")
+    elif not boundary.seccomp_available():
+        layers["seccomp"] = (False, "the kernel refuses seccomp filters")
+    else:
+        try:
+            layers["seccomp"] = (True, boundary.install_memfd_filter() + "; fork and exec stay allowed")
+        except Exception as exc:
+            layers["seccomp"] = (False, f"failed: {describe(exc)}")
 
 
 def enter_root(job, layers):

@@ -78,6 +78,7 @@ RECORD_TAG = b"\x00verdict "
 DETAILS_LIMIT = 64_000  # bytes kept from the child's details pipe; a real record is far smaller
 MESSAGE_LIMIT = 300
 LIMIT_SIGNALS = (int(_signal.SIGXCPU), int(_signal.SIGXFSZ))
+MIN_OPEN_FILES, MAX_OPEN_FILES = 32, 256
 
 # System paths the interpreter may read (and map) after start-up. Not /proc, /root, $HOME or the repo.
 SYSTEM_READ_PATHS = ("/usr", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache", "/etc/localtime")
@@ -88,15 +89,24 @@ DEVICE_READ_PATHS = ("/dev/urandom", "/dev/random", "/dev/zero")
 # --- the runner ---------------------------------------------------------------------------------
 
 
+def open_files(job):
+    """RLIMIT_NOFILE for a run: a file deleted while open keeps its pages (in RAM where the sandbox dir is a tmpfs)
+    and neither RLIMIT_AS nor the disk watch sees them, so open files times RLIMIT_FSIZE stays near the memory
+    limit: 64 for the defaults (1024 MB, 16 MB files), never under 32 (the interpreter needs a few) nor over 256."""
+    return max(MIN_OPEN_FILES, min(MAX_OPEN_FILES, job["memory_mb"] // max(1, job["file_size_mb"])))
+
+
 def set_limits(job):
     """rlimits for the runner and, inherited, the child (RLIMIT_NPROC is the child's business)."""
     mb = 1024 * 1024
+    files = open_files(job)
     wanted = [
         (resource.RLIMIT_AS, job["memory_mb"] * mb, job["memory_mb"] * mb),
         # SIGXCPU at the soft limit, SIGKILL one second later if the candidate ignores it.
         (resource.RLIMIT_CPU, job["cpu_s"], job["cpu_s"] + 1),
         (resource.RLIMIT_FSIZE, job["file_size_mb"] * mb, job["file_size_mb"] * mb),
         (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_NOFILE, files, files),
     ]
     for which, soft, hard in wanted:
         try:
@@ -197,6 +207,15 @@ def apply_boundary(job, layers):
         layers["seccomp"] = (True, f"{boundary.MACHINE} filter, installed in the candidate's process")
         seccomp = True
     return boundary, (abi if landlock else 0), seccomp
+
+
+def memory_layer(job, seccomp):
+    """What keeps the run inside its memory limit: (whether shared memory outside RLIMIT_AS is closed, detail)."""
+    files = f"{open_files(job)} open files of {job['file_size_mb']} MB"
+    if seccomp:
+        where = "candidates and project test suites"
+        return True, f"memfd_create denied by seccomp ({where}); RLIMIT_AS {job['memory_mb']} MB, {files}"
+    return False, f"memfd_create open (no seccomp filter): RLIMIT_AS {job['memory_mb']} MB, {files}"
 
 
 def describe(exc):
@@ -514,8 +533,9 @@ def make_body(job, proof_w, details_w, holder, start, done):
 
 
 def is_resource_limit(exc):
-    """MemoryError: RLIMIT_AS; EFBIG ("File too large"): RLIMIT_FSIZE, as Python ignores SIGXFSZ."""
-    return isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.EFBIG)
+    """MemoryError: RLIMIT_AS; EFBIG ("File too large"): RLIMIT_FSIZE, as Python ignores SIGXFSZ; EMFILE ("Too many
+    open files"): RLIMIT_NOFILE."""
+    return isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno in (errno.EFBIG, errno.EMFILE))
 
 
 class IntrospectionDenied(PermissionError, ValueError):
@@ -687,6 +707,7 @@ def main(payload_path):
             layers["hook"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
         else:
             layers["hook"] = (True, "PEP 578 audit hook in the candidate's process")
+        layers["memory"] = memory_layer(job, plan[2])
         result = judge(job, plan, report_fd)
     except BaseException as exc:  # a runner bug must read as an error, never as a pass
         error_type, message = describe(exc)
