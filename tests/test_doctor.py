@@ -64,6 +64,19 @@ def test_sandbox_line_reports_a_disabled_layer(monkeypatch: pytest.MonkeyPatch) 
     assert "WARN  sandbox landlock" in doctor.render(list(checks.values()))
 
 
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="no seccomp filter for this CPU")
+def test_the_memory_line_says_which_boundary_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # RLIMIT_AS misses memfd pages (issue 67): the line names what closes that gap, and the memory cgroup's state.
+    monkeypatch.delenv("ASSIST_SANDBOX_DISABLE", raising=False)
+    check = by_name(doctor.sandbox_checks())["sandbox memory"]
+    assert check.ok is True and check.detail.startswith("memfd_create denied by seccomp"), check
+    assert "64 open files of 16 MB" in check.detail and "memory cgroup" in check.detail
+    monkeypatch.setenv("ASSIST_SANDBOX_DISABLE", "seccomp")
+    with pytest.warns(RuntimeWarning, match="seccomp"):
+        off = by_name(doctor.sandbox_checks())["sandbox memory"]
+    assert off.ok is None and off.detail.startswith("memfd_create open") and off.fix, off
+
+
 def test_bad_disable_value_fails_the_sandbox_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASSIST_SANDBOX_DISABLE", "landlok")
     (check,) = doctor.sandbox_checks()

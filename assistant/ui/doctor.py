@@ -284,9 +284,21 @@ def sandbox_checks() -> list[Check]:
             checks.append(Check(f"sandbox {name}", False, detail, "report this: the kernel offers the layer"))
         else:
             checks.append(Check(f"sandbox {name}", None, f"not available: {detail}", _SANDBOX_FIXES[name]))
+    checks.append(_memory_check())
     checks.append(_namespaces_check())
     checks.append(_root_check())
     return checks
+
+
+def _memory_check() -> Check:
+    """Which boundary keeps a sandboxed run inside its memory limit on this kernel (RLIMIT_AS misses memfd pages)."""
+    from assistant import sandbox
+
+    on, detail = sandbox.memory_boundary()
+    if on:
+        return Check("sandbox memory", True, detail)
+    fix = "use x86_64/aarch64 Linux with seccomp, or unset ASSIST_SANDBOX_DISABLE; until then memfd pages escape it"
+    return Check("sandbox memory", None, detail, fix)
 
 
 def _root_check() -> Check:
