@@ -270,6 +270,13 @@ print('attempts', attempts)
             category="reads"),
     Hostile("list_root_dir", "import os\nprint(os.listdir('/'))", "error", PERMISSION, needs=("landlock",),
             category="reads"),
+    # Landlock does not rule looking paths up (issue 67, item 10): the hook refuses extended attributes outside;
+    # stat, which raises no audit event, still tells whether a path exists, its size, mode and times: a known gap.
+    Hostile("listxattr_outside", "import os\nprint(os.listxattr('@CANARY@'), os.listxattr('/usr'))", "error",
+            PERMISSION, category="reads"),
+    Hostile("listxattr_cwd_outside", "import os\nos.chdir('@OUTSIDE@')\nprint(os.listxattr())", "error", PERMISSION,
+            category="reads"),
+    Hostile("stat_outside_known_gap", "import os\nprint(os.stat('@CANARY@').st_size)", "passed", category="reads"),
     # --- forging the verdict ---
     Hostile("escape_f_frame_locals_forge", """
 import os, sys

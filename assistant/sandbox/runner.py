@@ -606,6 +606,9 @@ def make_hook(root):
         "os.truncate": ((0, None),),
         "os.setxattr": ((0, None),),
         "os.removexattr": ((0, None),),
+        # Landlock does not rule these (nor stat, which raises no audit event): they would list what is outside.
+        "os.listxattr": ((0, None),),
+        "os.getxattr": ((0, None),),
         "os.chflags": ((0, None),),
         "shutil.rmtree": ((0, 1),),
         "shutil.move": ((0, None), (1, None)),
@@ -624,7 +627,7 @@ def make_hook(root):
     def resolve(path, dir_fd=None):
         if isinstance(path, int):
             return fd_target(path)
-        path = fsdecode(fspath(path))
+        path = "." if path is None else fsdecode(fspath(path))  # None: os.listxattr()'s working directory
         if not isabs(path) and isinstance(dir_fd, int) and dir_fd >= 0:
             base = fd_target(dir_fd)
             if base is None:
