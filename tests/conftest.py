@@ -3,11 +3,14 @@ a scripted backend (registered as `scripted`) for tests that exercise everything
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import faulthandler
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,6 +30,33 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault(
     "ASSIST_MODELS_DIR", str(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "assist" / "models")
 )
+
+# The model-backed tests test plumbing, so they run the 0.5B (about half the 1.5B's time; CI's model step has
+# its minutes counted): the `backend` fixtures load it by name, and a `model` test's settings name it (see
+# `model_tests_run_the_plumbing_model`). No test loads the default 1.5B: see `_models_view`.
+PLUMBING_MODEL = "qwen2.5-coder-0.5b"
+UNLOADED_MODEL = "qwen2.5-coder-1.5b"
+
+
+def _models_view(shared: Path, excluded: str) -> Path:
+    """A models folder for the session: a link to the user's folder of every model but `excluded`, whose place
+    holds a plain file, so that converting or loading it fails at once (FileExistsError or NotADirectoryError
+    naming its folder) instead of spending minutes and gigabytes where no test means to."""
+    from assistant.backends.models import REGISTRY
+
+    view = Path(tempfile.mkdtemp(prefix="assist-test-models-"))
+    atexit.register(shutil.rmtree, view, True)
+    for spec in REGISTRY.values():
+        folder = f"{spec.name}-{spec.sha256[:12] or 'pkg'}"  # ModelSpec.cache_dir's name
+        if spec.name == excluded:
+            (view / folder).write_text(f"{excluded} is not for the tests (tests/conftest.py)\n")
+        else:
+            (shared / folder).mkdir(parents=True, exist_ok=True)
+            (view / folder).symlink_to(shared / folder, target_is_directory=True)
+    return view
+
+
+os.environ["ASSIST_MODELS_DIR"] = str(_models_view(Path(os.environ["ASSIST_MODELS_DIR"]), UNLOADED_MODEL))
 
 
 # A model-backed test that runs this long is stuck, not slow (all of them take 14-15 minutes on 2 cores): every
@@ -104,12 +134,28 @@ def encoder():
     return Encoder.load()
 
 
+@pytest.fixture(autouse=True)
+def model_tests_run_the_plumbing_model(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, hermetic_cache: Path
+) -> None:
+    """A test that runs a real generator (a `model` test, or one given the `backend` fixture) runs PLUMBING_MODEL
+    wherever it would run the default: in its own process (the default, and the settings' model, which a --model
+    flag still overrides) and in the `assist` commands it starts (the environment)."""
+    if request.node.get_closest_marker("model") is None and "backend" not in request.fixturenames:
+        return
+    from assistant.backends import models
+
+    monkeypatch.setattr(models, "DEFAULT_GENERATOR", PLUMBING_MODEL)
+    monkeypatch.setenv("ASSIST_MODEL", PLUMBING_MODEL)
+
+
 @pytest.fixture(scope="session")
 def backend():
-    """The default local generator (Qwen2.5-Coder-0.5B-Instruct), loaded once for the whole run."""
+    """The local generator the model-backed tests run (PLUMBING_MODEL, Qwen2.5-Coder-0.5B-Instruct), loaded once
+    for the whole run."""
     from assistant.backends.local import LocalBackend
 
-    return LocalBackend.load()
+    return LocalBackend.load(PLUMBING_MODEL)
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -16,6 +16,8 @@ from assistant.backends import SamplingParams
 from assistant.backends.prompts import build_prompt
 from assistant.errors import Cancelled
 
+from .conftest import PLUMBING_MODEL
+
 pytest.importorskip("ctranslate2")
 pytestmark = pytest.mark.model
 
@@ -29,14 +31,14 @@ REQUIREMENTS = [
 def ct2():
     from assistant.backends.ct2 import CT2Backend
 
-    return CT2Backend.load()
+    return CT2Backend.load(PLUMBING_MODEL)
 
 
 @pytest.fixture(scope="module")
 def fp32():
     from assistant.backends.local import LocalBackend
 
-    return LocalBackend.load(precision="fp32")
+    return LocalBackend.load(PLUMBING_MODEL, precision="fp32")
 
 
 def _first_difference(a: str, b: str) -> int:

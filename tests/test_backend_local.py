@@ -1,4 +1,5 @@
-"""The real default model: these load Qwen2.5-Coder-0.5B-Instruct once (see conftest) and generate a little."""
+"""The real local generator the tests run (conftest's PLUMBING_MODEL, Qwen2.5-Coder-0.5B-Instruct), loaded once
+(see conftest), generating a little."""
 
 import ast
 import time

@@ -15,6 +15,8 @@ from assistant.backends import SamplingParams
 from assistant.backends.prompts import build_prompt
 from assistant.errors import Cancelled
 
+from .conftest import PLUMBING_MODEL
+
 pytestmark = pytest.mark.model
 
 REQUIREMENTS = [
@@ -27,14 +29,14 @@ REQUIREMENTS = [
 def ov():
     from assistant.backends.ov import OpenVINOBackend
 
-    return OpenVINOBackend.load()
+    return OpenVINOBackend.load(PLUMBING_MODEL)
 
 
 @pytest.fixture(scope="module")
 def fp32():
     from assistant.backends.local import LocalBackend
 
-    return LocalBackend.load(precision="fp32")
+    return LocalBackend.load(PLUMBING_MODEL, precision="fp32")
 
 
 def _first_difference(a: str, b: str) -> int:
@@ -188,7 +190,7 @@ def test_scores_stay_whole_when_the_prompt_was_read_before(ov) -> None:
 def test_an_engine_that_reads_every_prompt_afresh_scores_on_its_one_pipeline(ov) -> None:
     from assistant.backends.ov import OpenVINOBackend
 
-    afresh = OpenVINOBackend.load(prefix_caching=False)
+    afresh = OpenVINOBackend.load(PLUMBING_MODEL, prefix_caching=False)
     pairs = [(build_prompt(REQUIREMENTS[0]), "def add(a, b):\n    return a + b\n")]
     (scored,) = afresh.logprob(pairs)
     assert afresh._scoring_pipeline() is afresh.pipeline  # no second copy of the model

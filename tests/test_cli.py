@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import assist, assist_here, git
+from .conftest import PLUMBING_MODEL, assist, assist_here, git
 
 
 def one_line_error(result, code, fragment):
@@ -73,9 +73,9 @@ def test_corrupt_model_file_is_reported_with_the_fix(tmp_path, backend, engine, 
         handle.truncate(size)
     for manifest in ("manifest.json", "ov-int8.json"):
         (target / manifest).write_text((source / manifest).read_text())
-    command = ["generate", "add two numbers", "-k", "0", "--engine", engine]
+    command = ["generate", "add two numbers", "-k", "0", "--engine", engine, "--model", backend.model]
     result = assist_here(*command, cwd=tmp_path, env={"ASSIST_MODELS_DIR": str(models)})
-    one_line_error(result, 1, "run `assist models pull qwen2.5-coder-0.5b --force`")
+    one_line_error(result, 1, f"run `assist models pull {backend.model} --force`")
 
 
 @pytest.mark.model
@@ -98,7 +98,7 @@ def test_a_fresh_cache_generates_on_the_default_engine_without_the_transformers_
         "tokenizer.json",
     ]
     listed = assist_here("models", "list", "--json", cwd=tmp_path, env={"ASSIST_MODELS_DIR": str(models)})
-    (row,) = [r for r in json.loads(listed.stdout) if r["default"] and r["kind"] == "generator"]
+    (row,) = [r for r in json.loads(listed.stdout) if r["name"] == PLUMBING_MODEL]  # what the tests run
     assert row["status"] == "ready (openvino)"
 
 

@@ -92,8 +92,8 @@ def test_models_line_when_the_models_dir_is_empty(empty_models_dir: Path) -> Non
     assert generator.ok is False
     assert generator.fix == f"assist models pull {DEFAULT_GENERATOR}"
     assert "default generator" in generator.detail
-    optional = checks["model qwen2.5-coder-1.5b"]
-    assert optional.ok is None and "optional" in optional.detail
+    optional = checks["model qwen2.5-coder-0.5b"]  # the fast, low-memory choice
+    assert optional.ok is None and "optional" in optional.detail and "fast, low-memory" in optional.detail
 
 
 def test_models_line_verifies_the_converted_files(empty_models_dir: Path) -> None:

@@ -13,6 +13,8 @@ from assistant.backends import SamplingParams
 from assistant.backends.local_server import LocalServer, RequestError, _sampling
 from assistant.backends.prompts import build_prompt
 
+from .conftest import PLUMBING_MODEL
+
 REQUIREMENT = "Write a python function to add two numbers."
 
 
@@ -39,7 +41,7 @@ def test_sampling_settings_are_checked_with_one_line_each() -> None:
 def served():
     from assistant.backends.ov import OpenVINOBackend
 
-    backend = OpenVINOBackend.load(context=4096)
+    backend = OpenVINOBackend.load(PLUMBING_MODEL, context=4096)
     with LocalServer(backend) as server:
         yield server, backend
 

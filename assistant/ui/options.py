@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from assistant.backends.models import DEFAULT_GENERATOR, FAST_GENERATOR
 from assistant.config import DEFAULT_K, DEFAULT_MAX_NEW_TOKENS, DEFAULT_N, SEED_MAX, backend_settings
 from assistant.errors import UsageError
 
@@ -42,7 +43,12 @@ EngineOpt = Annotated[
 ]
 ModelOpt = Annotated[
     str | None,
-    typer.Option("--model", help="Model name: see `assist models list` (local), or the server's (openai)."),
+    typer.Option(
+        "--model",
+        help=f"Model name: see `assist models list` (local: default {DEFAULT_GENERATOR}; {FAST_GENERATOR} is the "
+        "fast, low-memory choice), or the server's (openai).",
+        show_default=False,
+    ),
 ]
 BaseUrlOpt = Annotated[
     str | None,
