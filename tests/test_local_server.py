@@ -4,12 +4,16 @@ assist's own `openai` backend (the real `openai` client) over HTTP on 127.0.0.1.
 from __future__ import annotations
 
 import json
+import socket
+import struct
+import threading
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from assistant.backends import SamplingParams
+from assistant.backends import Completion, SamplingParams
 from assistant.backends.local_server import LocalServer, RequestError, _sampling
 from assistant.backends.prompts import build_prompt
 
@@ -103,3 +107,105 @@ def test_chat_answers_and_bad_requests_get_a_400_with_a_message(served) -> None:
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(rebound, timeout=10)
     assert refused.value.code == 403
+
+
+# -- clients that leave (issue 67, item 8) ---------------------------------------------------------------------
+
+
+class _SlowEngine:
+    """Stands in for the engine alone (the HTTP layer is what is tested): one generation at a time, 100 decoding steps
+    of 30 ms, reporting to `step` after each as the OpenVINO backend does, and stopping when it raises."""
+
+    name, model, context = "slow", "slow-coder", 4096
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.finished = 0
+        self.lock = threading.Lock()
+
+    def tokenizer(self, text: str, add_special_tokens: bool = False) -> dict:
+        return {"input_ids": text.split()}
+
+    def echo(self, prompt: str) -> list:
+        return []
+
+    def sample_texts(self, texts, params, stops, step=None, seeds=None, prompt_tokens=None):
+        with self.lock:
+            for done in range(100):
+                if step is not None:
+                    step(done, 100)
+                self.steps += 1
+                time.sleep(0.03)
+            self.finished += 1
+        return [[Completion("x = 1\n", 4, "stop") for _ in range(params.n)]]
+
+
+def _request(port: int, body: dict) -> bytes:
+    data = json.dumps(body).encode()
+    head = f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+    return (head + f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+
+
+def _reset(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a RST
+    sock.close()
+
+
+def test_clients_that_leave_get_no_traceback_and_their_generation_stops(capfd: pytest.CaptureFixture[str]) -> None:
+    engine = _SlowEngine()
+    with LocalServer(engine) as server:
+        request = _request(server.port, {"prompt": "def f():", "max_tokens": 8})
+        # A client that asks for a generation, then hangs up before the answer.
+        left = socket.create_connection(("127.0.0.1", server.port))
+        left.sendall(request)
+        time.sleep(0.3)
+        left.close()
+        # Clients that leave mid-request: reset after part of the headers, after the whole request, or closing
+        # before the body is complete.
+        for number in range(30):
+            sock = socket.create_connection(("127.0.0.1", server.port))
+            sock.sendall(request[: (30, len(request), len(request) - 3)[number % 3]])
+            if number % 3 == 2:
+                sock.close()
+            else:
+                _reset(sock)
+        started = time.monotonic()
+        status, answer = _post(f"{server.base_url}/completions", {"prompt": "def g():", "max_tokens": 8})
+        waited = time.monotonic() - started
+    assert status == 200 and answer["choices"][0]["text"] == "x = 1\n"
+    # The abandoned generation stopped within a few steps instead of running its 100 (3 s) while the next request
+    # waited; the next one ran whole. A request reset after its body may have queued one too, stopped at once.
+    assert engine.finished == 1 and engine.steps < 100 + 30, engine.steps
+    assert waited < 3.0 + 1.5, waited
+    logged = capfd.readouterr()
+    assert "Traceback" not in logged.err + logged.out and "Error" not in logged.err, logged.err[-2000:]
+
+
+def test_a_client_that_hangs_up_is_seen_and_one_that_sends_ahead_is_not() -> None:
+    from assistant.backends.local_server import hung_up
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    served, _ = listener.accept()
+    with listener, served:
+        assert not hung_up(served)
+        client.sendall(b"GET / HTTP/1.1\r\n")  # a pipelined request is data, not a hang-up
+        time.sleep(0.05)
+        assert not hung_up(served) and served.recv(100).startswith(b"GET")
+        client.close()
+        time.sleep(0.05)
+        assert hung_up(served)
+
+
+@pytest.mark.model
+def test_the_real_engine_stops_a_generation_whose_client_left(served) -> None:
+    server, _ = served
+    long = {"prompt": "1, 2, 3, 4, 5, 6, 7, 8,", "max_tokens": 2000, "temperature": 0}  # counts on for minutes
+    left = socket.create_connection(("127.0.0.1", server.port))
+    left.sendall(_request(server.port, long))
+    time.sleep(1.0)
+    left.close()
+    started = time.monotonic()
+    status, answer = _post(f"{server.base_url}/completions", {"prompt": "def add(a, b):", "max_tokens": 4})
+    assert status == 200 and answer["usage"]["completion_tokens"] >= 1
+    assert time.monotonic() - started < 10.0  # not the abandoned generation's 2,000 tokens first

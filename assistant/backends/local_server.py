@@ -7,13 +7,17 @@ exactly what the local backend would, and scoring works (`echo` returns every pr
 
 Endpoints: `GET /v1/models` (with `max_model_len`), `POST /v1/completions` (`prompt`, `n`, `max_tokens`,
 `temperature`, `top_p`, `seed`, `stop`, `logprobs`, `echo`) and `POST /v1/chat/completions` (`messages` and the
-same sampling fields). `echo` scores the prompt and generates nothing. Requests run one at a time. No network
-access beyond the loopback interface, no authentication: it is for this machine's user.
+same sampling fields). `echo` scores the prompt and generates nothing. Requests run one at a time; a generation
+whose client hung up is stopped (checked between decoding steps), and a client that leaves early is no error.
+No network access beyond the loopback interface, no authentication: it is for this machine's user.
 """
 
 from __future__ import annotations
 
 import json
+import select
+import socket
+import sys
 import threading
 import time
 import uuid
@@ -21,7 +25,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from assistant.backends import Completion, SamplingParams
+from assistant.backends import Completion, SamplingParams, Step
 from assistant.config import DEFAULT_MAX_NEW_TOKENS, SEED_MAX
 from assistant.errors import AssistError
 
@@ -29,8 +33,49 @@ MAX_BODY_BYTES = 8 << 20  # a request larger than this is refused before it is r
 MAX_N = 64
 
 
+CHECK_EVERY_S = 0.05  # how often a generation looks whether its client is still there
+
+
 class RequestError(Exception):
     """A bad request: answered with HTTP 400 and this message."""
+
+
+class ClientGone(Exception):
+    """The client closed its connection: its generation is stopped and nothing is answered."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up or reset mid-request is its own business: no traceback per connection.
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
+
+
+def hung_up(connection: socket.socket) -> bool:
+    """Whether the peer of `connection` has closed or reset it (data it sent ahead is not a hang-up)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):  # reset, or closed here already
+        return True
+
+
+def watch(connection: socket.socket) -> Step:
+    """A progress callback for the engine that raises :class:`ClientGone` once the client has hung up (looked at
+    no more often than every `CHECK_EVERY_S`): the engine then cancels the generation."""
+    last = [float("-inf")]
+
+    def step(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= CHECK_EVERY_S:
+            last[0] = now
+            if hung_up(connection):
+                raise ClientGone
+
+    return step
 
 
 class LocalServer:
@@ -42,10 +87,9 @@ class LocalServer:
             raise AssistError(f"the {backend.name} backend cannot be served; use --engine openvino")
         self.backend = backend
         try:
-            self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+            self.httpd = _Server(("127.0.0.1", port), _handler(self))
         except OSError as exc:
             raise AssistError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); choose another --port") from None
-        self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._thread: threading.Thread | None = None
@@ -80,8 +124,9 @@ class LocalServer:
         model = {"id": self.backend.model, "object": "model", "owned_by": "assist"}
         return {"object": "list", "data": [model | {"max_model_len": self.backend.context}]}
 
-    def completions(self, body: dict[str, Any]) -> dict[str, Any]:
-        """`POST /v1/completions`: candidates continuing the prompt text, or with `echo` its tokens' log-probs."""
+    def completions(self, body: dict[str, Any], step: Step | None = None) -> dict[str, Any]:
+        """`POST /v1/completions`: candidates continuing the prompt text, or with `echo` its tokens' log-probs;
+        `step` hears the decoding's progress and may raise to stop it."""
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1:
             prompt = prompt[0]
@@ -92,7 +137,7 @@ class LocalServer:
             return self._echo(prompt)
         params, stops = _sampling(body)
         self._check_fits(prompt, params.max_new_tokens)
-        (completions,) = self.backend.sample_texts([prompt], params, [stops])
+        (completions,) = self.backend.sample_texts([prompt], params, [stops], step=step)
         choices = []
         for index, completion in enumerate(completions):
             choice: dict[str, Any] = {
@@ -105,8 +150,9 @@ class LocalServer:
             choices.append(choice)
         return self._response("text_completion", prompt, choices, completions)
 
-    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        """`POST /v1/chat/completions`: the messages through the model's chat template, then candidates."""
+    def chat(self, body: dict[str, Any], step: Step | None = None) -> dict[str, Any]:
+        """`POST /v1/chat/completions`: the messages through the model's chat template, then candidates (`step`
+        as for :meth:`completions`)."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise RequestError("messages must be a non-empty list")
@@ -122,7 +168,7 @@ class LocalServer:
             add_generation_prompt=True,
         )
         self._check_fits(text, params.max_new_tokens)
-        (completions,) = self.backend.sample_texts([text], params, [stops])
+        (completions,) = self.backend.sample_texts([text], params, [stops], step=step)
         choices = []
         for index, completion in enumerate(completions):
             choice: dict[str, Any] = {
@@ -274,7 +320,9 @@ def _handler(server: LocalServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(self.rfile.read(length))
                 if not isinstance(body, dict):
                     raise RequestError("the body must be a JSON object")
-                self._reply(HTTPStatus.OK, route(body))
+                self._reply(HTTPStatus.OK, route(body, watch(self.connection)))
+            except ClientGone:  # its generation was stopped; there is no one to answer
+                self.close_connection = True
             except (RequestError, ValueError) as exc:
                 self._error(HTTPStatus.BAD_REQUEST, str(exc))
             except Exception as exc:  # the model failed: say so rather than drop the connection
