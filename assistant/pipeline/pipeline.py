@@ -265,8 +265,15 @@ class Pipeline:
         with self._lock:
             if self._retriever is None:
                 source = self.source(progress)
-                self._retriever = make_retriever(self.options.retriever, source.index, self._encoder)
+                generator = self.generator_name()
+                self._retriever = make_retriever(self.options.retriever, source.index, self._encoder, generator)
             return self._retriever
+
+    def generator_name(self) -> str | None:
+        """The model that will generate, by name, without loading it (a local model's default resolved)."""
+        settings = self.settings
+        if not settings.backend.startswith("local"):
+            return settings.model
 
     def fragment_retriever(self, progress: Progress = silent) -> Retriever:
         """The retriever the options name over the repo index's 20-line fragments (`auto`, or a retriever trained

@@ -62,11 +62,12 @@ RETRIEVERS: dict[str, RetrieverFactory] = {
 RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
 
 
-def make_retriever(name: str, index: Index, encoder: TextEncoder) -> Retriever:
+def make_retriever(name: str, index: Index, encoder: TextEncoder, generator: str | None = None) -> Retriever:
     """Build a registered retriever over an index; an unknown name is a one-line error.
 
     `auto` picks a retriever trained for this index's pool when there is one (LAIL, then TST^R), else hybrid;
-    one that cannot load (its embeddings server is down) is skipped with a warning.
+    one that cannot load (its embeddings server is down) is skipped with a warning, and a LAIL retriever whose
+    labels came from another model than `generator` (the model that will generate) is used with a warning.
     """
     from assistant.errors import ModelError
 
@@ -75,14 +76,33 @@ def make_retriever(name: str, index: Index, encoder: TextEncoder) -> Retriever:
 
         for method in trained_methods(index):
             try:
-                return RETRIEVERS[method](index, encoder)
+                retriever = RETRIEVERS[method](index, encoder)
             except ModelError as exc:  # e.g. the embeddings server TST^R was trained on is down
                 log.warning("the trained %s retriever is unavailable (%s); using the next best", method, exc)
+                continue
+            if method == "lail":
+                _warn_if_labeled_for_another_model(index, generator)
+            return retriever
         name = "hybrid"
     factory = RETRIEVERS.get(name)
     if factory is None:
         raise UsageError(f"unknown retriever {name!r}; choose one of: auto, {', '.join(RETRIEVERS)}")
     return factory(index, encoder)
+
+
+def _warn_if_labeled_for_another_model(index: Index, generator: str | None) -> None:
+    """LAIL learns which demonstrations help the model that labeled them: when that is not the model generating
+    (a retriever trained before the default became the 1.5B, say), say so rather than apply it silently."""
+    from assistant.methods.artifacts import artifact_dir, read_manifest
+
+    labeler = ((read_manifest(artifact_dir(index, "lail")) or {}).get("labeler") or {}).get("model")
+    if generator and labeler and labeler != generator:
+        log.warning(
+            "the trained lail retriever learned from %s's labels, and %s generates: its picks may suit it less "
+            "(train it again with this model: `assist train retriever --method lail`)",
+            labeler,
+            generator,
+        )
 
 
 # -- rankers ---------------------------------------------------------------------------------------------------
