@@ -274,6 +274,12 @@ class Pipeline:
         settings = self.settings
         if not settings.backend.startswith("local"):
             return settings.model
+        from assistant.backends.models import resolve
+
+        try:
+            return resolve(settings.model).name
+        except UsageError:  # an unknown name: loading the backend says so
+            return settings.model
 
     def fragment_retriever(self, progress: Progress = silent) -> Retriever:
         """The retriever the options name over the repo index's 20-line fragments (`auto`, or a retriever trained
