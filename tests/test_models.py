@@ -284,3 +284,15 @@ def test_no_test_loads_the_default_generator():
         with pytest.raises((OSError, ModelError)):
             load(spec)
     assert not spec.cache_dir.is_dir()
+
+
+def test_the_pipeline_names_the_model_that_will_generate_without_loading_it(tmp_path, monkeypatch):
+    """What auto's trained-retriever check compares with (test_trained_retrievers): the resolved default."""
+    from assistant.pipeline.pipeline import Pipeline
+
+    from .conftest import ScriptedBackend
+
+    assert Pipeline(start=tmp_path).generator_name() == DEFAULT_GENERATOR
+    assert Pipeline(start=tmp_path, backend=ScriptedBackend(model="injected")).generator_name() == "injected"
+    monkeypatch.setenv("ASSIST_MODEL", "0.5b")
+    assert Pipeline(start=tmp_path).generator_name() == FAST_GENERATOR

@@ -271,6 +271,8 @@ class Pipeline:
 
     def generator_name(self) -> str | None:
         """The model that will generate, by name, without loading it (a local model's default resolved)."""
+        if self._backend is not None:
+            return self._backend.model
         settings = self.settings
         if not settings.backend.startswith("local"):
             return settings.model
