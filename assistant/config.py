@@ -4,7 +4,7 @@ The user config is `~/.config/assist/config.toml` (XDG; `ASSIST_CONFIG_DIR` over
 use the same keys::
 
     backend = "openai"            # or "local"
-    model = "qwen2.5-coder-0.5b"
+    model = "qwen2.5-coder-0.5b"  # local default: qwen2.5-coder-1.5b; the 0.5B is the fast, low-memory one
 
     [openai]
     base_url = "http://127.0.0.1:8080/v1"
@@ -14,7 +14,7 @@ use the same keys::
     concurrency = 4               # parallel requests when the server ignores `n`
     context = 4096                # the server's context window, in tokens (checked before sending)
     logprobs = true               # ask for token log-probabilities (the logprob ranker needs them)
-    tokenizer = "qwen2.5-coder-0.5b"   # count tokens exactly with this local model's tokenizer
+    tokenizer = "qwen2.5-coder-1.5b"   # count tokens exactly with this local model's tokenizer (the 0.5B's is the same)
     api_key = "..."               # user config only; never in a repo's .assist.toml
 
     [generate]                    # what `assist generate`, the TUI and the library's Pipeline generate with
