@@ -26,10 +26,12 @@ no:cacheprovider -p assist_pytest_plugin ...``, so pytest and everything it star
   ptracing anything outside it;
 * ``PR_SET_NO_NEW_PRIVS`` and every capability dropped (we may run as root); not ``PR_SET_DUMPABLE``, which
   the exec of pytest would undo (Landlock keeps the run away from our /proc and from ptrace instead);
-* rlimits: address space, CPU time, file size, no core dumps, and for non-root users a cap on processes; and a
-  watch from outside on what the run writes in all (:mod:`assistant.sandbox.disk`: megabytes and files added
-  to its directory, checked a few times a second, so a fast writer can pass the cap by what it writes between
-  two looks);
+* a seccomp filter with one purpose, kept across fork and exec: memfd_create and memfd_secret fail (ENOSYS),
+  whose pages are shared memory that RLIMIT_AS does not count;
+* rlimits: address space, CPU time, file size, 1,024 open files, no core dumps, and for non-root users a cap on
+  processes; and a watch from outside on what the run writes in all (:mod:`assistant.sandbox.disk`: megabytes,
+  files and folder depth added to its directory, checked a few times a second and once after the run, so a
+  fast writer can pass the cap by what it writes between two looks);
 * in pytest's process, the plugin's PEP 578 audit hook: no TCP/UDP connect, bind or sendto, no AF_UNIX
   connection to a socket file outside the run;
 * a wall-clock timeout that kills the whole process group; output read in chunks and capped; the run's
@@ -40,8 +42,8 @@ What a test run (the generated code, which runs inside pytest's process) can sti
 * forge its own verdict: it shares the process with pytest and the plugin, so it can patch pytest, write
   the results file or exit early with status 0. The boundary guards the machine, not the verdict; a
   benchmark should treat ``passed`` as "the suite reported passing", not as proof;
-* fork and exec anything readable (no seccomp filter here: test suites need subprocesses). What it starts
-  keeps the Landlock, no_new_privs and rlimit layers, not the audit hook;
+* fork and exec anything readable (the seccomp filter here denies memfd only: test suites need subprocesses).
+  What it starts keeps the Landlock, no_new_privs, seccomp and rlimit layers, not the audit hook;
 * where namespaces are not available (``ProjectRun.layers["namespaces"]`` says why): send UDP from a
   subprocess or through ctypes (Landlock only rules TCP), use System V IPC, and start a child that calls
   ``setsid()``, leaves the process group and outlives the timeout until its CPU limit or its own end;
@@ -49,7 +51,10 @@ What a test run (the generated code, which runs inside pytest's process) can sti
   the mounts): connect to a unix socket file it can reach by path (e.g. a docker socket: the hook stops this
   only in pytest's process);
 * read other source trees the venv's .pth files name (editable installs of other projects), and use the CPU,
-  memory, time and disk its limits allow.
+  memory, time and disk its limits allow: the memory limit is per process (there is no memory cgroup), so a
+  suite that forks many processes can use that many times it;
+* where the run's own root did not hold: learn whether a path outside exists, and its size, mode and times
+  (``os.stat``: Landlock does not rule looking paths up), though not its content.
 
 Without Landlock (old kernels, other OSes) the run still happens, :attr:`ProjectRun.layers` says so, and
 this process makes itself non-dumpable so that the run cannot read /proc/<our pid>/environ.
