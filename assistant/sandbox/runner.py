@@ -43,7 +43,9 @@ What a candidate can still do, said plainly:
 * defeat the audit hook with crafted bytecode (``marshal``, a ``.pyc`` in its dir) or an interpreter bug,
   then read the proof from memory and choose its own verdict. It still cannot leave the sandbox: the
   Landlock, seccomp, capability and rlimit layers are enforced by the kernel, not by Python;
-* use the CPU, memory and time its limits allow, print up to the output cap, and write inside its dir.
+* use the CPU, memory and time its limits allow, print up to the output cap, and write inside its dir;
+* learn whether a path outside its dir exists, and its size, owner, mode and times (``os.stat``: Landlock does
+  not rule looking paths up, and stat raises no audit event), though not read it.
 
 What the hook's denials cost honest candidates: no frame introspection (``sys._getframe``, a traceback's
 or generator's frames, so ``traceback.format_exc()`` and ``inspect.stack()`` raise PermissionError;
