@@ -14,6 +14,7 @@ from rich.table import Table
 from typer._click.exceptions import NoArgsIsHelpError  # typer is pinned; it vendors Click
 from typer._click.exceptions import UsageError as ClickUsageError
 
+from assistant.backends.models import DEFAULT_GENERATOR, FAST_GENERATOR
 from assistant.config import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from assistant.errors import AssistError, UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_code, setup_logging, show_progress
@@ -713,7 +714,14 @@ def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the c
 @app.command()
 @friendly_errors
 def serve(
-    model: Annotated[str | None, typer.Option(help="A registered local model (see `assist models list`).")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help=f"A registered local model (see `assist models list`; default {DEFAULT_GENERATOR}, "
+            f"{FAST_GENERATOR} is the fast, low-memory choice).",
+            show_default=False,
+        ),
+    ] = None,
     engine: Annotated[
         str,
         typer.Option(help="openvino (built in, the fast default) or llama.cpp (the optional extra assist[serve])."),
