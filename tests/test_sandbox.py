@@ -546,3 +546,24 @@ def test_a_deep_tree_is_a_resource_limit_and_is_removed(tmp_path: Path, monkeypa
     assert (result.status, result.error_type) == ("resource-limit", "DiskLimit"), result
     assert "nested folders more than 64 deep" in (result.error_message or "")
     assert list(tmp_path.iterdir()) == []  # no assist-sandbox-* folder left
+
+
+def test_the_project_filter_refuses_memfd_in_every_abi_and_allows_the_rest() -> None:
+    import struct
+
+    from assistant.sandbox import boundary
+
+    enosys = boundary.SECCOMP_RET_ERRNO | 38
+    for machine, arch, compat, numbers in (
+        ("x86_64", 0xC000003E, 0x40000003, {319, 447, 0x40000000 | 319, 0x40000000 | 447, 356}),
+        ("aarch64", 0xC00000B7, 0x40000028, {279, 447, 385}),
+    ):
+        program = boundary.memfd_program(machine)
+        code = [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+        assert code[0] == (0x20, 0, 0, 4) and code[1][3] == arch and code[2][3] == compat  # the arch, first
+        assert {k for op, _, _, k in code if op == 0x15} - {arch, compat} == numbers
+        returns = [k for op, _, _, k in code if op == 0x06]
+        assert returns.count(enosys) == 1 and boundary.SECCOMP_RET_KILL_PROCESS not in returns
+        for index, (op, jt, _, k) in enumerate(code):  # every number jumps to the one ENOSYS return
+            if op == 0x15 and k in numbers:
+                assert code[index + 1 + jt] == (0x06, 0, 0, enosys)
