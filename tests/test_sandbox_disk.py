@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
+import pytest
+
+from assistant.sandbox import disk
 from assistant.sandbox.disk import DiskWatch, usage
 
 
@@ -53,3 +60,47 @@ def test_a_tree_past_path_max_is_measured(tmp_path: Path) -> None:
         os.close(fd)
     found = usage(str(tmp_path))
     assert found.entries == 21 and found.bytes >= 2**20
+
+
+# A run as a user without privileges: 1,200 nested folders, some read-only or unreadable, with links out.
+NON_ROOT_TREE = """
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location("disk", sys.argv[1])
+disk = importlib.util.module_from_spec(spec)
+sys.modules["disk"] = disk
+spec.loader.exec_module(disk)
+base, outside = sys.argv[2], sys.argv[3]
+os.chdir(base)
+for i in range(1200):  # past the recursion limit, as shutil.rmtree would need
+    os.mkdir("d")
+    os.chdir("d")
+    if i % 300 == 0:
+        open("f", "w").close()
+        os.symlink(outside, "l")
+        os.chmod("..", 0o500 if i % 600 else 0)
+os.chdir("/")
+os.chmod(base, 0o500)
+print(disk.usage(base).depth, disk.remove_tree(base), os.path.lexists(base))
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to drop to nobody")
+def test_a_deep_tree_with_rights_taken_away_is_removed_by_its_owner() -> None:
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
+    if subprocess.run([*drop, "-c", "pass"], capture_output=True).returncode != 0:
+        pytest.skip("nobody cannot run this interpreter")
+    root = Path(tempfile.mkdtemp(prefix="assist-disk-test-", dir="/tmp"))  # pytest's tmp_path is root's alone
+    try:
+        root.chmod(0o777)  # nobody removes the run folder itself from here
+        outside = root / "outside"
+        outside.mkdir()
+        (outside / "keep.txt").write_text("x")
+        base = root / "run"
+        base.mkdir()
+        os.chown(base, 65534, 65534)
+        script = [*drop, "-c", NON_ROOT_TREE, disk.__file__, str(base), str(outside)]
+        out = subprocess.run(script, capture_output=True, text=True, timeout=60)
+        assert out.stdout.split() == ["65", "True", "False"], out.stderr
+        assert (outside / "keep.txt").read_text() == "x"
+    finally:
+        disk.remove_tree(str(root))
