@@ -296,3 +296,23 @@ def test_the_pipeline_names_the_model_that_will_generate_without_loading_it(tmp_
     assert Pipeline(start=tmp_path, backend=ScriptedBackend(model="injected")).generator_name() == "injected"
     monkeypatch.setenv("ASSIST_MODEL", "0.5b")
     assert Pipeline(start=tmp_path).generator_name() == FAST_GENERATOR
+
+
+def test_an_eval_folder_names_its_model_and_a_resumed_run_cannot_change_it(tmp_path, monkeypatch):
+    """A results folder written before the 1.5B became the default records `"model": null` for the 0.5B: resumed
+    with no --model it would now sample the 1.5B into it. The config names the resolved model, null reads as
+    the 0.5B it meant, and a run of another model is refused."""
+    from assistant.config import backend_settings
+    from assistant.ui.eval_cmd import _model, _prepare
+
+    monkeypatch.chdir(tmp_path)
+    assert _model(backend_settings(None, None)) == DEFAULT_GENERATOR
+    assert _model(backend_settings(None, "0.5b")) == FAST_GENERATOR
+    folder = tmp_path / "run"
+    folder.mkdir()
+    base = {"command": "repo", "backend": "local", "limit": 5, "strategies": ["zero"]}
+    (folder / "config.json").write_text(json.dumps({**base, "model": None}))
+    with pytest.raises(UsageError, match=r"holds a run with other settings \(model\)"):
+        _prepare(folder, {**base, "model": DEFAULT_GENERATOR})
+    _prepare(folder, {**base, "model": FAST_GENERATOR})  # what null meant when it was written
+    assert json.loads((folder / "config.json").read_text())["model"] == FAST_GENERATOR

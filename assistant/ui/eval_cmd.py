@@ -109,6 +109,33 @@ def _engine(settings: Settings) -> str | None:
     return settings["local.engine"] if settings.backend == "local" else settings["openai.base_url"]
 
 
+def _model(settings: Settings) -> str | None:
+    """The model a run's config records: a local model by its registered name, the default resolved, so that a
+    folder says which model made it and a resumed run cannot change model unseen when the default changes."""
+    if settings.backend != "local":
+        return settings.model
+    from assistant.backends.models import resolve
+
+    return resolve(settings.model).name
+
+
+# The local default until issue 66 made it the 1.5B: what a folder recorded as `"model": null` was run with.
+_FORMER_DEFAULT = "qwen2.5-coder-0.5b"
+
+
+def _recorded_model(saved: dict) -> str | None:
+    """The model a saved local run's config names, as `_model` records it (a folder written before it records
+    null for the default then, or an alias such as `1.5b`)."""
+    if saved.get("backend", "local") != "local" or "model" not in saved:
+        return saved.get("model")
+    from assistant.backends.models import resolve
+
+    try:
+        return resolve(saved["model"] or _FORMER_DEFAULT).name
+    except UsageError:
+        return saved["model"]
+
+
 def _prepare(out: Path, config: dict, legacy: dict | None = None, unrecorded: tuple[str, ...] = ()) -> None:
     """Create the results folder, refusing one that holds a run with other settings. `legacy`: the values
     of settings added later, as folders written before them were run; `unrecorded`: settings added later whose
@@ -118,6 +145,8 @@ def _prepare(out: Path, config: dict, legacy: dict | None = None, unrecorded: tu
         saved = json.loads(path.read_text(encoding="utf-8"))
         config = {k: v for k, v in config.items() if k not in unrecorded or k in saved}
         previous = {**(legacy or {}), **saved}
+        if "model" in previous:
+            previous["model"] = _recorded_model(previous)
         # Strategies and --limit may grow: subsets are nested and every (task, strategy) is cached on its own.
         # -k too: pass@k is computed from each task's (n, correct), so it changes the report, not the samples.
         # `eval repo --task` too: its function and line records are kept in their own files.
@@ -284,7 +313,7 @@ def codegen(
         "demos": demos,
         "backend": settings.backend,
         "engine": _engine(settings),
-        "model": settings.model,
+        "model": _model(settings),
         "temperature": temperature,
         "top_p": top_p,
         "max_new_tokens": max_new_tokens,
@@ -506,7 +535,7 @@ def repo(
         "demos": demos,
         "backend": settings.backend,
         "engine": _engine(settings),
-        "model": settings.model,
+        "model": _model(settings),
         "temperature": temperature,
         "top_p": top_p,
         "line_fragments": line_fragments,
@@ -709,7 +738,7 @@ def likelihood(
         "demos": demos,
         "backend": settings.backend,
         "engine": _engine(settings),
-        "model": settings.model,
+        "model": _model(settings),
         "pool": parse_dataset(pool).name,
         "strategies": names,
     }
@@ -898,7 +927,7 @@ def docstring_eval(
         raise UsageError(f"unknown strategy {unknown[0] if unknown else ''!r}; choose from: {', '.join(STRATEGIES)}")
     settings = backend_settings(backend, model, base_url, engine=engine)
     folder = out_dir or _default_folder(f"docstring-stdlib-{settings.model or 'default'}-s{seed}")
-    _prepare(folder, {"task": "docstring", "k": k, "seed": seed, "model": settings.model, "strategies": names,
+    _prepare(folder, {"task": "docstring", "k": k, "seed": seed, "model": _model(settings), "strategies": names,
                    "limit": limit})  # fmt: skip
     pipeline = Pipeline(settings=settings)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
