@@ -172,15 +172,21 @@ def test_test_cmd_names_the_tests_and_json_carries_the_verdicts(project: Path) -
     args = ["generate", "--file", "geo.py", "--function", "square", "-n", "1", "--json"]
     with openai_server(Script(answers=[(WRONG, "stop")])) as (url, _):
         result = run([*args, "--test-cmd", "pytest tests/test_geo.py -k test_square"], url)
-        applied = run(["generate", "--file", "geo.py", "--function", "square", "-n", "1", "--apply"], url)
+        refused = run(["generate", "--file", "geo.py", "--function", "square", "-n", "1", "--apply"], url)
+        unchanged = (project / "geo.py").read_text(encoding="utf-8")
+        applied = run(["generate", "--file", "geo.py", "--function", "square", "-n", "1", "--apply", "--force"], url)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["repo_tests"]["args"] == ["tests/test_geo.py", "-k", "test_square"]
     verdict = data["candidates"][0]["scores"]["repo-tests"]
     assert verdict["value"] == 0.0 and "failed" in verdict["why"]
-    # A candidate that fails the tests is still applied when asked, with a warning that says so.
+    # A candidate that fails the tests is not written: exit 1, and the last line says so and how to write it anyway.
+    assert refused.exit_code == 1 and unchanged == MODULE
+    last = refused.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("Nothing written: none of the 1 candidate passed the tests") and "--force" in last
+    # --force writes the best one, and the last line says it failed the tests.
     assert applied.exit_code == 0, applied.output
-    assert "warning: the applied candidate did not pass the repo's tests" in applied.stderr
+    assert "with --force, though no candidate passed the tests" in applied.stdout.rstrip().splitlines()[-1]
     assert (project / "geo.py").read_text(encoding="utf-8") == MODULE.replace("    ...\n", "    return x + x\n", 1)
     bad = run(["generate", "make test", "--test-cmd", "pytest"], "http://127.0.0.1:9")
     assert bad.exit_code == 2 and "--test-cmd needs --function" in bad.stderr

@@ -565,7 +565,7 @@ def test_generate_function_prefilled_reports_cut_off_and_neighbours_and_applies_
         shown = run([*args, "--explain"], url)
         assert shown.exit_code == 0, shown.output
         assert "Filling area (line 14, body ...) from its docstring" in shown.stdout
-        assert "also wrote rewrites helper(): left out of its edit" in shown.stdout
+        assert "also rewrote helper(): left out of its edit" in shown.stdout
         assert "Cut off at 160 tokens" in shown.stdout
 
         applied = run([*args, "--apply"], url)

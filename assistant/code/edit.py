@@ -14,13 +14,15 @@ do not compile.
 from __future__ import annotations
 
 import ast
+import builtins
 import codecs
 import difflib
 import os
 import re
 import subprocess
+import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
@@ -102,9 +104,16 @@ class Edit:
     exists: bool = True
     named: Path | None = None  # the path as given (a symlink stays one); `path` is where it resolves
     root: Path | None = None  # the repo: a symlink is written through only to a target inside it
+    # Definitions the file has that the candidate re-typed and the edit leaves as they are ("rewrites f()").
+    left_out: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"path": self.display_path, "diff": self.diff, "actions": list(self.actions)}
+        return {
+            "path": self.display_path,
+            "diff": self.diff,
+            "actions": list(self.actions),
+            "left_out": list(self.left_out),
+        }
 
 
 def _span(node: ast.stmt) -> tuple[int, int]:
@@ -197,6 +206,7 @@ def _merge_class(
     code_lines: list[str],
     newline: str,
     actions: list[str],
+    replaceable: Callable[[str], bool] = lambda name: True,
 ) -> list[tuple[int, int, int, list[str]]] | None:
     """The changes that merge class `new` (a candidate's) into the file's class `old` member by member: a method
     the file's class has is replaced, a new one goes at the class's end, and every other member stays (a sample
@@ -229,7 +239,9 @@ def _merge_class(
     for member in new_members:
         mine = old_members.get(member.name)
         if mine is not None:
-            if ast.dump(mine) != ast.dump(member):
+            if ast.dump(mine) != ast.dump(member) and not replaceable(f"{new.name}.{member.name}"):
+                actions.append(f"{LEFT_OUT}rewrites {new.name}.{member.name}()")
+            elif ast.dump(mine) != ast.dump(member):
                 start, end = _span(mine)
                 changes.append((start - 1, end, 0, reindented(member)))
                 actions.append(f"replace {new.name}.{member.name}")
@@ -242,10 +254,45 @@ def _merge_class(
     return changes
 
 
+# How an edit's actions name what a candidate wrote that the edit leaves out ("dropped: rewrites f()").
+LEFT_OUT = "dropped: "
+
+
+def replaceable_names(replace: Collection[str] | None) -> Callable[[str], bool]:
+    """Whether a definition the file already has (`name` or `Class.method`) may be replaced: every one when
+    `replace` is None, else only those it names (a class named lets its methods be replaced too; a bare name
+    also names a method of that name)."""
+    if replace is None:
+        return lambda name: True
+    wanted = frozenset(replace)
+    return lambda name: name in wanted or name.split(".")[0] in wanted or name.rsplit(".", 1)[-1] in wanted
+
+
+def check_replace_names(tree: ast.Module, names: Collection[str], display: str) -> None:
+    """A one-line UsageError for a name to replace that the file does not define at its top level (a function or
+    class, or `Class.method`)."""
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        members = [m.name for m in cls.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
+        defined.update([f"{cls.name}.{m}" for m in members] + members)
+    for name in names:
+        if name not in defined:
+            shown = ", ".join(sorted(d for d in defined if "." not in d)[:8]) or "none"
+            raise UsageError(f"there is no function or class {name!r} in {display} to replace (it defines: {shown})")
+
+
 def merge(
-    old: str, code: str, own_module: frozenset[str] = frozenset(), newline: str | None = None
+    old: str,
+    code: str,
+    own_module: frozenset[str] = frozenset(),
+    newline: str | None = None,
+    replace: Collection[str] | None = None,
 ) -> tuple[str, list[str]]:
     """The file text with `code` merged in, and a list of what was done. Both must parse.
+
+    `replace`: the definitions the file already has that `code` may replace (None: every one). A redefinition
+    of any other is left out, the file's own kept byte for byte, and named in the actions ("dropped: rewrites
+    f()"): working code nobody asked to change is never changed. New definitions and imports always go in.
 
     Imports of `own_module` (the file's own module names) are left out: a model that was shown the
     file tends to import its functions from it, which inside that file is a circular import. The file's
@@ -271,15 +318,27 @@ def merge(
     appended: list[list[str]] = []
     imports: list[str] = []
     have_imports = {ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
+    # Each name the file imports one by one (`from decimal import Decimal` is in `from decimal import A, Decimal`).
+    have_imports |= {
+        ast.unparse(ast.ImportFrom(n.module, [alias], n.level))
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom)
+        for alias in n.names
+    }
     have_features = {alias.name for n in tree.body if _is_future(n) for alias in n.names}
     features: list[str] = []
     new_definitions = _definitions(new_tree)
+    replaceable = replaceable_names(replace)
     for node in new_tree.body:
         start, end = _span(node)
         segment = code_lines[start - 1 : end]
         if _is_future(node):
             features += [a.name for a in node.names if a.name not in have_features and a.name not in features]
         elif isinstance(node, ast.Import | ast.ImportFrom):
+            if isinstance(node, ast.ImportFrom) and all(
+                ast.unparse(ast.ImportFrom(node.module, [alias], node.level)) in have_imports for alias in node.names
+            ):
+                continue  # every name it imports, the file imports already
             if ast.unparse(node) not in have_imports and not _imports_module(node, own_module):
                 imports.extend(segment)
                 actions.append(f"insert {ast.unparse(node)}")
@@ -295,10 +354,13 @@ def merge(
                 if isinstance(node, ast.ClassDef) and len(group) == len(old_group) == 1:
                     old_class = old_group[0]
                     assert isinstance(old_class, ast.ClassDef)
-                    member_changes = _merge_class(old_class, node, lines, code_lines, newline, actions)
+                    member_changes = _merge_class(old_class, node, lines, code_lines, newline, actions, replaceable)
                     if member_changes is not None:
                         changes.extend(member_changes)
                         continue
+                if not replaceable(node.name):
+                    actions.append(f"{LEFT_OUT}rewrites {node.name}()")
+                    continue
                 changes.append((old_start - 1, old_end, 0, segment))
                 actions.append(f"replace {node.name}")
             else:
@@ -343,6 +405,60 @@ def merge(
                 lines.extend([newline, newline])
             lines.extend(segment)
     return "".join(lines), actions
+
+
+def _bound(nodes: Sequence[ast.AST]) -> set[str]:
+    """Every name the nodes bind anywhere inside them: assignment targets, parameters, imports, definitions."""
+    bound: set[str] = set()
+    for node in (n for top in nodes for n in ast.walk(top)):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            bound.update(node.names)
+    return bound
+
+
+def missing_stdlib_imports(old: str, new: str) -> list[str]:
+    """The standard-library modules that the definitions `new` adds or changes (against `old`, the file before)
+    read as `module.name` while nothing binds `module`: a body that writes `itertools.islice(...)` in a module that
+    only does `from itertools import islice` fails with NameError. Each as its `import` statement, in order."""
+    try:
+        old_tree, new_tree = ast.parse(old), ast.parse(new)
+    except (SyntaxError, ValueError):
+        return []
+    kinds = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    before = {node.name: ast.dump(node) for node in old_tree.body if isinstance(node, kinds)}
+    changed = [n for n in new_tree.body if isinstance(n, kinds) and before.get(n.name) != ast.dump(n)]
+    # The module's own names (definitions and imports anywhere at top level, inside an `if` or `try` too).
+    top = [n for n in new_tree.body if not isinstance(n, kinds)]
+    module = _bound(top) | {n.name for n in new_tree.body if isinstance(n, kinds)} | set(dir(builtins))
+    missing: list[str] = []
+    for definition in changed:
+        local = _bound([definition]) - {definition.name}
+        for node in ast.walk(definition):
+            if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
+                continue
+            name = node.value.id
+            if name in sys.stdlib_module_names and name not in module | local and name not in missing:
+                missing.append(name)
+    return [f"import {name}" for name in missing]
+
+
+def add_missing_imports(old: str, new: str, own: frozenset[str], newline: str | None = None) -> tuple[str, list[str]]:
+    """`new` with :func:`missing_stdlib_imports` put in after its imports, and the actions that say so."""
+    missing = missing_stdlib_imports(old, new)
+    if not missing:
+        return new, []
+    merged, done = merge(new, "\n".join(missing) + "\n", own, newline=newline)
+    return merged, [f"{action} (missing: the code uses it)" for action in done]
 
 
 def unified_diff(old: str, new: str, display_path: str, exists: bool = True) -> str:
@@ -485,16 +601,28 @@ def own_module_names(named: Path, root: Path | None = None) -> frozenset[str]:
     return frozenset(own)
 
 
-def plan_edit_of(named: Path, raw: bytes, old_text: str, code: str, root: Path | None = None) -> Edit:
-    """:func:`plan_edit` for a file already read (`raw` bytes, `old_text` its text): no second reading."""
+def plan_edit_of(
+    named: Path,
+    raw: bytes,
+    old_text: str,
+    code: str,
+    root: Path | None = None,
+    replace: Collection[str] | None = None,
+) -> Edit:
+    """:func:`plan_edit` for a file already read (`raw` bytes, `old_text` its text): no second reading.
+
+    `replace`: the file's definitions `code` may replace (None: any; see :func:`merge`). Standard-library modules
+    the new code uses and the file does not import are imported (:func:`missing_stdlib_imports`)."""
     own = own_module_names(named, root)
-    new, actions = merge(old_text, code, own)  # every line the file had keeps its own ending
-    return make_edit(named, raw, old_text, new, actions, root)
+    new, actions = merge(old_text, code, own, replace=replace)  # every line the file had keeps its own ending
+    new, added = add_missing_imports(old_text, new, own)
+    return make_edit(named, raw, old_text, new, [*actions, *added], root)
 
 
 def make_edit(named: Path, raw: bytes, old_text: str, new: str, actions: Sequence[str], root: Path | None) -> Edit:
     """The edit from `old_text` (the file's text as read, `raw` its bytes) to `new`: the byte order mark kept, the
-    path shown relative to `root` (else the working directory), the diff made."""
+    path shown relative to `root` (else the working directory), the diff made. Actions that leave a definition
+    out (:data:`LEFT_OUT`) are its `left_out`."""
     path = named.resolve()
     exists = path.exists()
     bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
@@ -512,6 +640,7 @@ def make_edit(named: Path, raw: bytes, old_text: str, new: str, actions: Sequenc
         exists=exists,
         named=named,
         root=root,
+        left_out=tuple(a.removeprefix(LEFT_OUT) for a in actions if a.startswith(LEFT_OUT)),
     )
 
 

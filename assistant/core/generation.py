@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from dataclasses import replace as replace_field
 from pathlib import Path
 
 from assistant.backends import Backend, SamplingParams, check_text
@@ -236,8 +238,15 @@ def generate(
     rankers: Rankers | None = None,
     progress: Progress | None = None,
     demonstrations: Sequence[Hit] | None = None,
+    replace: Collection[str] = (),
+    python: str | Path | None = None,
+    run_in_module: bool = True,
 ) -> GenerateResult:
     """Generate ranked candidates for a requirement.
+
+    With a target file, each candidate's edit adds what it wrote; it replaces the file's own definitions only where
+    `replace` names them (:func:`plan_candidates`), and the candidates run in their edited file, in a sandboxed copy
+    of its project (`python` its interpreter; `run_in_module` False: alone), when a ranker runs them.
 
     `rankers` are ranker objects, or a function that chooses them once the candidates are known (the
     pipeline's `auto`: by tests passed then log-probability when tests are given, else by log-probability);
@@ -280,12 +289,15 @@ def generate(
     report("generate", 1, 1)
     timings["generate"] = time.perf_counter() - started
     candidates, dropped = collect(completions)
+    # Planned before ranking: what an edit leaves out ranks its candidate lower, and the edited files are where
+    # the candidates run (their module's names and imports resolve there).
+    candidates, planned, unchanged = plan_candidates(candidates, target, root, replace)
+    dropped.update(unchanged)
+    home = candidates_home(target, planned, python) if run_in_module else None
 
-    problem = Problem(requirement=requirement, prompt=prompt, tests=tuple(tests))
+    problem = Problem(requirement=requirement, prompt=prompt, tests=tuple(tests), home=home)
     ranked, chosen = rank_step(problem, candidates, rankers, report, timings)
-    ranked, edits, unchanged = plan_edits(ranked, target, root)
-    if unchanged:
-        dropped["no change"] = unchanged
+    edits = [planned.get(item.candidate.sample) for item in ranked]
 
     return GenerateResult(
         requirement=requirement,
@@ -303,22 +315,63 @@ def generate(
         timings=timings,
         usage=backend.usage.since(usage_before),
         max_new_tokens=params.max_new_tokens,
+        home=home,
     )
 
 
-def plan_edits(
-    ranked: Sequence[Ranked], target: Target | None, root: Path | None
-) -> tuple[list[Ranked], list[Edit | None], int]:
-    """Each candidate's edit of `target` (None without one), dropping candidates that would change nothing.
+# Why a candidate whose edit changes nothing is dropped: it repeated the file, or it only re-typed definitions the
+# file has (left out, since nobody asked for them to change).
+NO_CHANGE = "no change"
+ONLY_REWRITES = "only rewrote existing code"
 
-    Returns the kept candidates, their edits, and how many were dropped.
-    """
+
+def plan_candidates(
+    candidates: Sequence[Candidate], target: Target | None, root: Path | None, replace: Collection[str] = ()
+) -> tuple[list[Candidate], dict[int, Edit], Counter[str]]:
+    """The rule for putting plain candidates into a file: each one's edit of `target` (by sample number) adds what
+    it wrote that the file lacks; its redefinitions of the file's own functions, methods and classes are left out
+    unless `replace` names them (:func:`assistant.code.edit.merge`), and named in its `dropped`, which ranks it below
+    every candidate that only adds (:meth:`Ranked.key`). A candidate whose edit would change nothing is dropped
+    (counted by why). Without a target: the candidates as they are, no edits."""
+    if target is None:
+        return list(candidates), {}, Counter()
+    kept: list[Candidate] = []
+    edits: dict[int, Edit] = {}
+    dropped: Counter[str] = Counter()
+    for candidate in candidates:
+        edit = target.plan_edit(candidate.code, root, replace)
+        if edit.new == edit.old:  # only what the file has already, or only what was left out: no answer
+            dropped[ONLY_REWRITES if edit.left_out else NO_CHANGE] += 1
+            continue
+        kept.append(replace_field(candidate, dropped=tuple(dict.fromkeys((*candidate.dropped, *edit.left_out)))))
+        edits[candidate.sample] = edit
+    return kept, edits, dropped
+
+
+def candidates_home(
+    target: Target | None, edits: Mapping[int, Edit], python: str | Path | None = None
+) -> ModuleHome | None:
+    """Where plain candidates for `target` run: each one's edited file in a sandboxed copy of its project
+    (:func:`assistant.core.home.module_home`), so the module's imports and names resolve; None without a target
+    file that exists, or where they cannot run there."""
+    if target is None or not target.exists or not edits:
+        return None
+    from assistant.core.home import module_home
+
+    return module_home(target.path, "", {sample: edit.new for sample, edit in edits.items()}, python)
+
+
+def plan_edits(
+    ranked: Sequence[Ranked], target: Target | None, root: Path | None, replace: Collection[str] = ()
+) -> tuple[list[Ranked], list[Edit | None], int]:
+    """:func:`plan_candidates` for ranked candidates, in their order (the caller sorts again: a candidate's
+    `dropped` may have grown). Returns the kept candidates, their edits, and how many were dropped."""
     if target is None:
         return list(ranked), [None] * len(ranked), 0
-    planned = [(item, target.plan_edit(item.candidate.code, root)) for item in ranked]
-    # A candidate that only repeats what the file already has is no answer.
-    kept = [(item, edit) for item, edit in planned if edit.new != edit.old]
-    return [item for item, _ in kept], [edit for _, edit in kept], len(planned) - len(kept)
+    candidates, edits, dropped = plan_candidates([item.candidate for item in ranked], target, root, replace)
+    planned = {candidate.sample: candidate for candidate in candidates}
+    kept = [Ranked(planned[item.candidate.sample], item.scores) for item in ranked if item.candidate.sample in planned]
+    return kept, [edits[item.candidate.sample] for item in kept], sum(dropped.values())
 
 
 def resample(
@@ -333,8 +386,10 @@ def resample(
     target: Target | None = None,
     root: Path | None = None,
     progress: Progress | None = None,
+    replace: Collection[str] = (),
 ) -> GenerateResult:
-    """`result` with the candidate at `position` replaced by a fresh sample from the same prompt, re-ranked.
+    """`result` with the candidate at `position` replaced by a fresh sample from the same prompt, re-ranked
+    (its edit made as :func:`plan_candidates` makes them).
 
     The new sample is scored by `rankers`, which must be the ones that scored the others (named in
     `result.rankers`; None: sampling order only).
@@ -364,7 +419,7 @@ def resample(
     if not fresh:
         why = next(iter(dropped), "empty")
         raise AssistError(f"the new sample was dropped ({why}); try again")
-    candidate = replace(fresh[0], sample=next_sample)
+    candidate = replace_field(fresh[0], sample=next_sample)
     if any(normal_form(candidate.code) == normal_form(other.candidate.code) for other in others):
         raise AssistError("the new sample repeats another candidate; try again")
     if target is None and file:
@@ -372,12 +427,13 @@ def resample(
     # Only the new sample is scored: the others keep the scores they have (tests are not run again).
     problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests))
     new = rank(problem, [candidate], choose(rankers, problem, [candidate]))
-    ranked = sorted([*others, *new], key=lambda item: item.key(result.rankers))
-    ranked, edits, unchanged = plan_edits(ranked, target, root)
+    ranked, edits, unchanged = plan_edits([*others, *new], target, root, replace)
+    paired = sorted(zip(ranked, edits, strict=True), key=lambda pair: pair[0].key(result.rankers))
+    ranked, edits = [pair[0] for pair in paired], [pair[1] for pair in paired]
     if unchanged and not any(item.candidate.sample == next_sample for item in ranked):
         raise AssistError("the new sample changes nothing in the file; try again")
     timings = dict(result.timings, generate=time.perf_counter() - started)
-    return replace(
+    return replace_field(
         result,
         candidates=ranked,
         edits=edits,

@@ -130,9 +130,12 @@ class ExecRanker:
 
     def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]:
         from assistant import sandbox
+        from assistant.core.failures import sandbox_failure
 
         if not problem.tests:
             return [Score(0.0, "no tests") for _ in candidates]
+        if problem.home is not None:
+            return self._in_module(problem, candidates)
         limits = sandbox.Limits(timeout_s=self.timeout_s, cpu_s=int(self.timeout_s) + 1, memory_mb=self.memory_mb)
         results = sandbox.run_many([(c.code, problem.tests, problem.setup) for c in candidates], limits=limits)
         scores = []
@@ -143,8 +146,66 @@ class ExecRanker:
             elif result.status not in ("passed", "failed"):
                 detail = f" ({result.error_type}: {result.error_message})" if result.error_type else ""
                 why += f"; {result.status}{detail}"
-            scores.append(Score(result.passed / max(result.total, 1), why, {"status": result.status}))
+            details = {"status": result.status}
+            if result.status != "passed":  # what a repair round shows the model (assistant.core.repair)
+                details["failure"] = sandbox_failure(result.failed_test, result.error_type, result.error_message)
+            scores.append(Score(result.passed / max(result.total, 1), why, details))
         return scores
+
+    def _in_module(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
+        """The tests run on each candidate's edited file in a copy of its project (`problem.home`), where the
+        module's imports and names resolve, as :func:`assistant.core.module_runs.passed_in_module` runs them."""
+        from assistant.core.module_runs import passed_in_module
+
+        assert problem.home is not None
+        total = len(problem.tests)
+        passed = passed_in_module(problem.home, [c.sample for c in candidates], problem.tests)
+        if isinstance(passed, str):  # nothing ran
+            return [Score(0.0, f"0/{total} tests passed; {passed}", {"status": "error"}) for _ in candidates]
+        scores = []
+        for tests_passed in passed:
+            status = "passed" if len(tests_passed) == total else "failed"
+            why = f"{len(tests_passed)}/{total} tests passed in its module"
+            failed = [test for j, test in enumerate(problem.tests) if j not in tests_passed]
+            if failed:
+                why += f"; failed: {failed[0].strip().splitlines()[0][:80]}"
+            scores.append(Score(len(tests_passed) / total, why, {"status": status}))
+        return scores
+
+
+# The scores that come from tests the user has (given, or the repo's own): a candidate passed them all when each of
+# these it has says "passed".
+TEST_SCORES = ("exec", "repo-tests")
+
+
+def passed_tests(ranked: Ranked) -> bool:
+    """Whether a candidate passed every test it was run on (False when no tests scored it)."""
+    verdicts = [ranked.scores[name] for name in TEST_SCORES if name in ranked.scores]
+    return bool(verdicts) and all(score.details.get("status") == "passed" for score in verdicts)
+
+
+@dataclass(frozen=True)
+class Pick:
+    """Which candidate may be written: `position` (into the ranked candidates) or None, and why."""
+
+    position: int | None
+    tested: bool  # tests existed, so only a candidate that passed them all may be written
+    passed: int  # how many candidates passed every test
+
+    @property
+    def refused(self) -> bool:
+        """Tests existed and no candidate passed them: nothing may be written unless the user insists."""
+        return self.tested and self.position is None
+
+
+def may_write(candidates: Sequence[Ranked], tested: bool) -> Pick:
+    """The candidate an apply may write: without tests the first ranked; with tests (`tested`: the user's, the
+    repo's, or typed in a session) the first that passed every one of them, else none. One rule for every door
+    (the command line, the TUI, the evaluation), so that none writes code its tests reject."""
+    if not tested:
+        return Pick(0 if candidates else None, False, 0)
+    passing = [i for i, item in enumerate(candidates) if passed_tests(item)]
+    return Pick(passing[0] if passing else None, True, len(passing))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 from assistant.backends import Backend, Completion, Prompt, SamplingParams, Step
 from assistant.code.definitions import FunctionNode, is_overload, scope_definitions, walk_functions
 from assistant.code.edit import (
+    LEFT_OUT,
     Edit,
+    add_missing_imports,
     leading_whitespace,
     make_edit,
     merge,
@@ -785,15 +787,17 @@ def plan_fill(path: Path | Target, stub: Stub, taken: Taken, root: Path | None =
         raw, old_text, _ = read_target_source(named.resolve())
     new = fill_body(old_text, stub, taken.body)
     actions = [f"fill {stub.qualname}"]
+    # Never an import of the file itself: inside it, that is a circular import.
+    own = own_module_names(named, root)
     if taken.imports:
         # The file's lines keep their endings (a file may mix them); the imports take the stub's.
-        # Never an import of the file itself: inside it, that is a circular import.
-        own = own_module_names(named, root)
         merged, done = merge(new, "\n".join(taken.imports) + "\n", own, newline=stub.newline)
         if done:
             new = merged
             actions += done
-    actions += [f"dropped: {other}" for other in taken.others]
+    new, added = add_missing_imports(old_text, new, own, newline=stub.newline)
+    actions += added
+    actions += [f"{LEFT_OUT}{other}" for other in taken.others]
     return make_edit(named, raw, old_text, new, actions, root)
 
 
@@ -930,6 +934,7 @@ def prepare_stub(
     fragments: Retriever | None = None,
     own_file: bool = False,
     attributes: bool = False,
+    spec_tests: str = "",
 ) -> StubRequest:
     """Find the stub, retrieve demonstrations for it and build its prompt (see :func:`fill_stub`).
 
@@ -991,6 +996,7 @@ def prepare_stub(
         prefill=prefill,
         apis=apis,
         fragments=[hit.example for hit in reversed(found or [])],  # most similar last, nearest the file
+        spec_tests=spec_tests,
     )
     return StubRequest(
         stub=stub,
@@ -1166,6 +1172,7 @@ def fill_stub(
     redraw: bool = False,
     fragments: Retriever | None = None,
     own_file: bool = False,
+    spec_tests: str = "",
 ) -> GenerateResult:
     """Ranked candidates for the body of the stub `function` in `file`; each candidate's edit replaces only
     that body. `file` names the file, or `target` is the file already read (one of them is needed).
@@ -1181,7 +1188,8 @@ def fill_stub(
     from its edit, named in its `dropped`, and rank it below every candidate that wrote only the function. `rankers` are
     ranker objects or a function that chooses them for the candidates (None: sampling order). `definitions`:
     the project's functions, whose ones the file uses are shown in the prompt (see :func:`prepare_stub`);
-    `own_file` lets the demonstrations be the file's other functions (the same).
+    `own_file` lets the demonstrations be the file's other functions (the same). `spec_tests`: the repo's test
+    functions that use the stub, shown in the prompt as its specification (:mod:`assistant.core.spec_tests`).
     """
     from assistant.backends.prompts import ANSWER_PREFIX
     from assistant.core.generation import GenerateResult, rank_step, retriever_label
@@ -1214,6 +1222,7 @@ def fill_stub(
         definitions=definitions,
         fragments=fragments,
         own_file=own_file,
+        spec_tests=spec_tests,
     )
     started = time.perf_counter()
     usage_before = backend.usage.to_json()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import codecs
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +40,7 @@ class Target:
         """The path shown in the prompt: relative to `root` when inside it, else as given."""
         return str(self.path.relative_to(root)) if root and self.path.is_relative_to(root) else str(self.given)
 
-    def plan_edit(self, code: str, root: Path | None = None) -> Edit:
-        """The edit that merges `code` into this file as read (:func:`assistant.code.edit.plan_edit_of`). Writes
-        nothing."""
-        return plan_edit_of(Path(self.given).expanduser().absolute(), self.raw, self.text, code, root)
+    def plan_edit(self, code: str, root: Path | None = None, replace: Collection[str] | None = None) -> Edit:
+        """The edit that merges `code` into this file as read (:func:`assistant.code.edit.plan_edit_of`; `replace`:
+        the definitions it may replace, None any). Writes nothing."""
+        return plan_edit_of(Path(self.given).expanduser().absolute(), self.raw, self.text, code, root, replace)

@@ -20,14 +20,20 @@ from typing import Any
 import numpy as np
 
 from assistant.backends import Backend, load_backend
+from assistant.backends.prompts import ANSWER_PREFIX
+from assistant.code.edit import Edit
 from assistant.code.examples import Example
-from assistant.config import DEFAULT_ENGINE, LOCAL_ENGINES, Settings, backend_settings
+from assistant.config import DEFAULT_ENGINE, LOCAL_ENGINES, REPAIR_N, Settings, backend_settings
 from assistant.core.candidates import Candidate
 from assistant.core.generation import GenerateResult
 from assistant.core.generation import generate as generate_code
 from assistant.core.generation import resample as resample_one
 from assistant.core.home import ModuleHome
 from assistant.core.rank import Problem, Ranked, Ranker
+from assistant.core.repair import Repaired, RepairOptions, RepairRound, RepairTask
+from assistant.core.repair import repair as repair_loop
+from assistant.core.repo_tests import RANKER as REPO_TESTS
+from assistant.core.repo_tests import RepoTests, test_candidates
 from assistant.core.retrieve import Hit, Retriever, demonstration_filter
 from assistant.core.target import Target
 from assistant.errors import UsageError
@@ -148,6 +154,8 @@ class Request:
     target: Target | None = None
     python: Path | None = None  # the interpreter with the project's dependencies (default: the repo's venv)
     run_in_module: bool = True  # False: the repo's own tests will rank a stub's candidates (no agree needed)
+    # The target file's definitions a plain request's candidates may replace (others they re-type are left out).
+    replace: tuple[str, ...] = ()
 
     def read_target(self) -> Target | None:
         """The target file, read and parsed once (None without one)."""
@@ -460,9 +468,19 @@ class Pipeline:
                 max_new_tokens=options.max_new_tokens,
                 python=request.python,
                 run_in_module=request.run_in_module,
+                spec_tests=self._spec_tests(request, target, options, backend),
                 **shared,
             )
-        return generate_code(request.requirement, backend, target=target, params=options.params(), **shared)
+        return generate_code(
+            request.requirement,
+            backend,
+            target=target,
+            params=options.params(),
+            replace=request.replace,
+            python=request.python,
+            run_in_module=request.run_in_module,
+            **shared,
+        )
 
     def rank(
         self,
@@ -525,6 +543,7 @@ class Pipeline:
             target=target,
             root=root,
             progress=progress,
+            replace=request.replace,
         )
 
     def reindex(self, root: str | Path | None = None, progress: Progress = silent) -> IndexStats:
@@ -539,7 +558,62 @@ class Pipeline:
             self._fragment_retriever = None
         return stats
 
+    def repair(
+        self,
+        result: GenerateResult,
+        request: Request,
+        *,
+        repo_tests: RepoTests | None = None,
+        options: GenerationOptions | None = None,
+        progress: Progress = silent,
+        on_round: Callable[[RepairRound], None] | None = None,
+        limits: RepairOptions | None = None,
+    ) -> Repaired:
+        """Repair rounds on `result` when it has tests (`request.tests`, or the repo's: `repo_tests`, already run
+        on it) and no candidate passes them (:func:`assistant.core.repair.repair`; `options.repair` rounds, 0:
+        none, of at most REPAIR_N samples; `limits` replaces both and the time budget). New candidates are scored
+        by the rankers and tests that scored the first ones."""
+        options = options or self.options
+        backend = self.backend(progress)
+        names = [name for name in result.rankers if name != REPO_TESTS]
+        rankers = [self._ranker(name, backend) for name in names]
+        # A stub's candidates were scored as whole functions after the plain fence (fill_stub's Problem).
+        prompt = replace(result.prompt, answer_prefix=ANSWER_PREFIX) if result.function else result.prompt
+
+        def score(candidates: list[Candidate], edits: list[Edit | None]) -> list[Ranked]:
+            home = result.home
+            if home is not None:
+                texts = {c.sample: e.new for c, e in zip(candidates, edits, strict=True) if e is not None}
+                home = replace(home, texts={**home.texts, **texts})
+            problem = Problem(result.requirement, prompt, tuple(request.tests), home=home)
+            per_ranker = {ranker.name: ranker.score(problem, candidates) for ranker in rankers}
+            ranked = [Ranked(c, {n: s[i] for n, s in per_ranker.items()}) for i, c in enumerate(candidates)]
+            fresh = replace(result, candidates=ranked, edits=list(edits), rankers=names)
+            return test_candidates(fresh, repo_tests).candidates if repo_tests is not None else ranked
+
+        task = RepairTask(
+            target=request.read_target(),
+            function=request.function,
+            root=request.root if request.root is not None else self._source_root(progress, options.k),
+            params=options.params(),
+        )
+        limits = limits or RepairOptions(rounds=options.repair, n=min(options.n, REPAIR_N))
+        return repair_loop(task, result, backend, limits, score, progress=progress, on_round=on_round)
+
     # -- helpers ---------------------------------------------------------------------------------------------------
+
+    def _spec_tests(self, request: Request, target: Target | None, options: GenerationOptions, backend: Backend) -> str:
+        """Filling a stub with `tests_in_prompt`: the repo's test functions that mention it, for its prompt."""
+        if not options.tests_in_prompt or request.function is None or target is None or not target.exists:
+            return ""
+        from assistant.code.edit import enclosing_root
+        from assistant.core.spec_tests import spec_tests
+        from assistant.core.tokens import token_counter
+
+        root = enclosing_root(Path(target.given).expanduser())
+        if not target.path.is_relative_to(root):
+            return ""
+        return spec_tests(root, target.path.relative_to(root), request.function, count=token_counter(backend))
 
     def _definitions(self, options: GenerationOptions, progress: Progress) -> list[Example]:
         """The functions whose outlines `apis` may show beside a stub: the repo index's (none when it is off)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,7 +16,21 @@ from typer._click.exceptions import NoArgsIsHelpError  # typer is pinned; it ven
 from typer._click.exceptions import UsageError as ClickUsageError
 
 from assistant.backends.models import DEFAULT_GENERATOR, FAST_GENERATOR
-from assistant.config import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
+from assistant.config import (
+    DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_REPAIR,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    MAX_CONTEXT,
+    MAX_K,
+    MAX_N,
+    MAX_NEW_TOKENS_LIMIT,
+    MAX_REPAIR,
+    MAX_TEMPERATURE,
+    MAX_TIMEOUT,
+    REPAIR_BUDGET_S,
+    REPAIR_N,
+)
 from assistant.errors import AssistError, UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_code, setup_logging, show_progress
 from assistant.ui.docstring_cmd import docstring, hook_app
@@ -42,6 +57,7 @@ from assistant.ui.text import one_line
 from assistant.ui.train_cmd import train_app
 
 if TYPE_CHECKING:
+    from assistant.core.repair import Repaired, RepairRound
     from assistant.core.repo_tests import RepoTests
 
 app = typer.Typer(
@@ -114,13 +130,13 @@ def check_sampling(
     **floats: float | None,
 ) -> None:
     """The numeric options `assist generate` and `assist tui` share, plus `temperature` / `top_p` when given."""
-    check_range("-n", n, 1)
-    check_range("-k", k, 0)
-    check_range("--max-new-tokens", max_new_tokens, 1)
+    check_range("-n", n, 1, MAX_N)
+    check_range("-k", k, 0, MAX_K)
+    check_range("--max-new-tokens", max_new_tokens, 1, MAX_NEW_TOKENS_LIMIT)
     check_seed(seed)
-    check_range("--timeout", timeout, 0, low_open=True)
+    check_range("--timeout", timeout, 0, MAX_TIMEOUT, low_open=True)
     if "temperature" in floats:
-        check_range("--temperature", floats["temperature"], 0)
+        check_range("--temperature", floats["temperature"], 0, MAX_TEMPERATURE)
     if "top_p" in floats:
         check_range("--top-p", floats["top_p"], 0, 1, low_open=True)
 
@@ -187,6 +203,15 @@ def generate(
             "--function",
             help="Fill this stub of --file (NAME or Class.method; its body `...`, `pass` or `raise "
             "NotImplementedError`): the docstring is the requirement, and only the body is replaced.",
+        ),
+    ] = None,
+    replace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--replace",
+            help="With --file and a requirement: let the code replace this existing function or class (NAME or "
+            "Class.method; repeatable). Without it, definitions the file already has are never changed: a "
+            "candidate's rewrites of them are left out of its edit.",
         ),
     ] = None,
     apis: Annotated[
@@ -260,6 +285,17 @@ def generate(
             "the repo, no network), passing candidates ranked first.",
         ),
     ] = True,
+    repair: Annotated[
+        int | None,
+        typer.Option(
+            "--repair",
+            help="With tests (the repo's for --function, --test, --tests, --test-cmd) and no candidate passing them: "
+            f"up to N rounds where the model sees the failing test's output and tries again, {REPAIR_N} samples a "
+            f"round, within {REPAIR_BUDGET_S:g} s; 0 turns it off. Default: generate.repair in the config, else "
+            f"{DEFAULT_REPAIR}.",
+            show_default=False,
+        ),
+    ] = None,
     python: Annotated[
         Path | None,
         typer.Option(
@@ -326,10 +362,15 @@ def generate(
             "the requirement is empty; say what the code should do (or fill a stub: --file F --function NAME)"
         )
     check_sampling(n, k, max_new_tokens, seed, timeout, temperature=temperature, top_p=top_p)
+    check_range("--repair", repair, 0, MAX_REPAIR)
     if apply and file is None:
         raise UsageError("--apply needs --file, the file to write the code into")
     if function is not None and file is None:
         raise UsageError("--function needs --file, the file that holds the stub")
+    if replace and file is None:
+        raise UsageError("--replace needs --file, the file whose definitions it may replace")
+    if replace and function is not None:
+        raise UsageError("--replace is for a requirement's new code; --function already names what is rewritten")
     if test_cmd is not None and function is None:
         raise UsageError("--test-cmd needs --function (the repo's tests run on a filled stub)")
     if python is not None and function is None:
@@ -349,6 +390,10 @@ def generate(
             from assistant.code.edit import check_can_apply
 
             check_can_apply(Path(file), force)
+        if replace:
+            from assistant.code.edit import check_replace_names
+
+            check_replace_names(target.tree, replace, str(file))
         if function is not None:
             if not target.exists:
                 raise UsageError(f"{file} does not exist; --function fills a stub in an existing file")
@@ -402,6 +447,7 @@ def generate(
         redraw=redraw,
         fragments=fragments,
         own_file=own_file,
+        repair=repair,
         **flags,
     )
     options.check()
@@ -415,6 +461,7 @@ def generate(
         python=python,
         # The repo's own tests rank the candidates when there are some (agree then only costs time), unless asked.
         run_in_module=plan is None or "agree" in options.ranker,
+        replace=tuple(replace or ()),
     )
 
     with ProgressUI(show_progress(json_output)) as ui:
@@ -424,35 +471,112 @@ def generate(
 
             ui.status(f"Running the repo's tests on each candidate ({plan.describe()})")
             result = test_candidates(result, plan, progress=ui)
+        if tests and result.candidates and "exec" not in result.rankers:
+            # The tests decide what may be written, so they run on every candidate even when another ranker orders.
+            result = pipeline.rank(result, tests, spec="+".join([*result.rankers, "exec"]), progress=ui)
+        repaired = None
+        if result.candidates and (tests or plan is not None) and options.repair:
+            repaired = pipeline.repair(result, request, repo_tests=plan, progress=ui, on_round=_say_round(ui))
+            result = repaired.result
     # -k 0 retrieves nothing: no index is opened (nor the encoder loaded) just to name it.
     source = pipeline.source().description if options.k > 0 else None
     _warn_cut_off(result)
 
-    applied = False
+    from assistant.core.rank import may_write
+
+    pick = may_write(result.candidates, tested=bool(tests) or plan is not None)
+    applied: int | None = None  # the position of the candidate written
     if apply:
         if not result.candidates:
             raise AssistError("no candidate parsed, so nothing was applied; try a higher -n or rephrase")
-        edit = result.edits[0]
-        assert edit is not None
-        apply_edit(edit, force=force)
-        applied = True
-        verdict = result.candidates[0].scores.get("repo-tests")
-        if verdict is not None and verdict.details.get("status") != "passed":
-            err.print(f"warning: the applied candidate did not pass the repo's tests ({verdict.why})", markup=False)
+        position = 0 if pick.position is None and force else pick.position
+        if position is not None:
+            edit = result.edits[position]
+            assert edit is not None
+            apply_edit(edit, force=force)
+            applied = position
+    verdict = _verdict(result, pick, apply, applied)
 
     if json_output:
         data = result.to_json()
         data["source"] = source
-        data["applied"] = applied
+        data["applied"] = applied is not None
+        data["applied_candidate"] = None if applied is None else applied + 1
+        data["verdict"] = verdict
         data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
         data["repo_tests_skipped"] = skipped  # why none ran (None: they ran, or none mention the function)
+        data["repair"] = None if repaired is None else repaired.to_json()
         out.print_json(json.dumps(data))
+        if verdict and pick.refused:
+            err.print(verdict, markup=False, highlight=False)
     else:
         if function is not None and repo_tests:
             _print_repo_tests(plan, skipped)
         _print_result(result, source, explain, applied)
-    if not result.candidates:
+        if repaired is not None and repaired.rounds:
+            _print_repair(repaired, explain)
+        if verdict:  # the last line: what was written, or why nothing was
+            out.print(f"\n{verdict}", markup=False, highlight=False)
+    if not result.candidates or (apply and applied is None):
         raise typer.Exit(1)
+
+
+def _verdict(result: Any, pick: Any, apply: bool, applied: int | None) -> str | None:
+    """The one line that ends the output: which candidate was written and how it did on the tests, or, with tests
+    that no candidate passed, that nothing may be written and how to write the best one anyway."""
+    total = len(result.candidates)
+    if not total:
+        return None
+    if applied is not None:
+        where = result.edits[applied].display_path
+        if not pick.tested:
+            return f"Applied candidate #{applied + 1} to {where}."
+        if pick.position is None:
+            return f"Applied candidate #{applied + 1} to {where} with --force, though no candidate passed the tests."
+        return f"Applied candidate #{applied + 1} to {where}: it passed the tests."
+    if not pick.tested:
+        return None
+    if pick.position is None:
+        lead = "Nothing written: " if apply else ""
+        return (
+            f"{lead}none of the {total} candidate{'s' if total != 1 else ''} passed the tests; "
+            f"to write the best one (#1) anyway, add --force{' to --apply' if not apply else ''}."
+        )
+    return f"{pick.passed} of {total} candidates passed the tests; --apply writes #{pick.position + 1}."
+
+
+def _say_round(ui: ProgressUI) -> Callable[[RepairRound], None]:
+    """A repair round's line on the status bar as it ends."""
+
+    def say(done: RepairRound) -> None:
+        ui.status(f"Repair round {done.number}: {done.passes} of {done.candidates} new candidates passed the tests")
+
+    return say
+
+
+def _print_repair(repaired: Repaired, explain: bool) -> None:
+    """The repair rounds: one line each with --explain, else one line for all (candidates, passes, seconds)."""
+    stopped = {
+        "passed": "a repaired candidate passed",
+        "rounds": "no round's candidate passed",
+        "budget": f"the {repaired.seconds:.0f} s time budget was spent",
+    }.get(repaired.stopped, repaired.stopped)
+    made = sum(r.candidates for r in repaired.rounds)
+    good = sum(r.passes for r in repaired.rounds)
+    rounds = len(repaired.rounds)
+    out.print(
+        f"\n[bold]Repair[/]: {rounds} round{'s' if rounds != 1 else ''} after no candidate passed the tests, "
+        f"{made} new candidate{'s' if made != 1 else ''}, {good} passed, {repaired.seconds:.1f} s; "
+        f"stopped: {escape(stopped)}",
+        markup=True,
+    )
+    if explain:
+        for done in repaired.rounds:
+            out.print(
+                f"  round {done.number}: {done.candidates} candidates, {done.passes} passed, {done.seconds:.1f} s; "
+                f"best: {done.best}",
+                markup=False,
+            )
 
 
 def _print_repo_tests(plan: RepoTests | None, skipped: str | None) -> None:
@@ -492,7 +616,15 @@ def _usage_note(usage: dict[str, float]) -> str:
     )
 
 
-def _print_result(result: Any, source: str | None, explain: bool, applied: bool) -> None:
+def _past(dropped: str) -> str:
+    """What a candidate also wrote, as the output says it: "rewrites f()" → "rewrote f()", "adds g()" → "wrote g()"."""
+    for present, past in (("rewrites ", "rewrote "), ("adds ", "wrote ")):
+        if dropped.startswith(present):
+            return past + dropped[len(present) :]
+    return dropped
+
+
+def _print_result(result: Any, source: str | None, explain: bool, applied: int | None) -> None:
     from assistant.core.generation import GenerateResult
 
     assert isinstance(result, GenerateResult)
@@ -531,7 +663,9 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
         f"model {result.model}, prompt {result.prompt_tokens} tokens{_usage_note(result.usage)}:",
         markup=True,
     )
-    if not result.candidates:
+    if not result.candidates and "only rewrote existing code" in result.dropped:
+        out.print("  none: they only rewrote definitions the file has; to change one, name it with --replace NAME")
+    elif not result.candidates:
         out.print("  none parsed; try a higher -n, a higher --max-new-tokens, or rephrase the requirement")
     for number, (ranked, edit) in enumerate(zip(result.candidates, result.edits, strict=True), start=1):
         summary = "  ".join(f"{name} {score.value:.3f}" for name, score in ranked.scores.items())
@@ -541,9 +675,10 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
             colour = "green" if verdict.details.get("status") == "passed" else "red"
             out.print(f"  [{colour}]tests: {escape(verdict.why)}[/]", markup=True)
         if ranked.candidate.dropped:
+            also = ", ".join(_past(what) for what in ranked.candidate.dropped)
             out.print(
-                f"  [yellow]also wrote {escape(', '.join(ranked.candidate.dropped))}: left out of its edit, "
-                "and ranked below the candidates that wrote only the function[/]",
+                f"  [yellow]also {escape(also)}: left out of its edit, and ranked below the candidates that "
+                "only wrote what was asked[/]",
                 markup=True,
             )
         if explain:
@@ -556,7 +691,7 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
                         mark = "pass" if number in score.details["passed"] else "fail"
                         out.print(f"      [dim]{mark}  {escape(test)}[/]", markup=True)
         print_code(ranked.candidate.code)
-        if edit is not None and number == 1:
+        if edit is not None and (number == 1 or number - 1 == applied):
             out.print(
                 f"\n[bold]Diff[/] for {escape(one_line(edit.display_path))} ({escape(', '.join(edit.actions))}):",
                 markup=True,
@@ -568,8 +703,6 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: bool)
             tail = cut.text.rstrip()[-200:]
             loop = " (repeating its lines)" if cut.repeating else ""
             out.print(f"  sample #{cut.sample + 1}, {cut.tokens} tokens{loop}, ending: {tail!r}", markup=False)
-    if applied:
-        out.print(f"\nApplied candidate #1 to {result.edits[0].display_path}.")
 
 
 @models_app.command("list")
@@ -742,8 +875,8 @@ def serve(
     llama.cpp from source once: up to an hour on 2 cores).
     """
     check_range("--port", port, 0, 65535)
-    check_range("--threads", threads, 1)
-    check_range("--context", context, 1)
+    check_range("--threads", threads, 1, 4096)
+    check_range("--context", context, 1, MAX_CONTEXT)
     if engine not in ("openvino", "llama.cpp"):
         raise UsageError(f"unknown serving engine {engine!r}; choose openvino or llama.cpp")
     if engine == "llama.cpp":

@@ -1,0 +1,268 @@
+"""Issue 66, items 1, 2, 4 and 5a: an edit never changes working code nobody asked to change; with tests, `--apply`
+writes only what passed them (the verdict is the last line); a plain request's candidates run inside their target
+module; a body's missing standard-library import comes with its edit.
+
+End to end through `assist generate` in-process, with a scripted backend (no model), the real project sandbox (pytest
+in a Landlock-bound copy of the repo) and a real git repo."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assistant.code.edit import plan_edit
+
+from .conftest import ScriptedBackend, assist_here, git, register_scripted
+
+PRICING = '''"""Prices of an order's lines."""
+
+from decimal import ROUND_HALF_UP, Decimal
+
+
+def apply_discount(price: Decimal, percent: int) -> Decimal:
+    """The price less `percent` per cent."""
+    return price * (100 - percent) / 100
+
+
+def add_tax(price: Decimal, rate: Decimal = Decimal("0.2")) -> Decimal:
+    """The price with tax added."""
+    return price * (1 + rate)
+
+
+def line_total(line) -> Decimal:
+    """A line's quantity times its unit price."""
+    return line.quantity * line.unit_price
+
+
+def format_money(amount: Decimal) -> str:
+    """The amount rounded to cents, as text."""
+    return str(amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+'''
+
+TESTS = """from decimal import Decimal
+from types import SimpleNamespace
+
+from inventory.pricing import add_tax, apply_discount, format_money, line_total
+
+
+def test_apply_discount():
+    assert apply_discount(Decimal("10"), 20) == Decimal("8")
+
+
+def test_add_tax():
+    assert add_tax(Decimal("10")) == Decimal("12.0")
+
+
+def test_line_total():
+    assert line_total(SimpleNamespace(quantity=3, unit_price=Decimal("1.5"))) == Decimal("4.5")
+
+
+def test_format_money():
+    assert format_money(Decimal("2.345")) == "2.35"
+"""
+
+FOUR = ("apply_discount", "add_tax", "line_total", "format_money")
+
+# What the small model did in the issue: the outline's four functions re-typed with broken bodies, and the function
+# that was asked for.
+RETYPED = '''
+from decimal import Decimal
+
+
+def apply_discount(price, percent):
+    return price - percent
+
+
+def add_tax(price, rate=0.2):
+    return price + rate
+
+
+def line_total(line):
+    return (line.quantity * unit_price) / 100
+
+
+def format_money(amount):
+    return f"${amount}"
+
+
+def order_total(lines):
+    """Return the rounded total of an order."""
+    total = sum((line_total(line) for line in lines), Decimal("0"))
+    return total.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+```'''
+
+# Adds only, but wrong: a float, never rounded to cents.
+WRONG = '''
+def order_total(lines):
+    """Return the rounded total of an order."""
+    return float(sum(line_total(line) for line in lines))
+```'''
+
+RIGHT = '''
+def order_total(lines):
+    """Return the rounded total of an order."""
+    total = sum((line_total(line) for line in lines), Decimal("0"))
+    return total.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+```'''
+
+REQUIREMENT = "return the rounded total of an order"
+# Runs only where the module's own names resolve (Decimal, line_total): what item 4 is about.
+ORDER_TEST = "assert str(order_total([SimpleNamespace(quantity=3, unit_price=Decimal('1.255'))])) == '3.77'"
+SETUP_IMPORT = "from types import SimpleNamespace"
+
+
+@pytest.fixture
+def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A small project: `inventory/pricing.py` with four working functions, and pytest tests of them."""
+    root = tmp_path / "shop"
+    (root / "inventory").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "inventory" / "__init__.py").write_text("", encoding="utf-8")
+    (root / "inventory" / "pricing.py").write_text(PRICING, encoding="utf-8")
+    (root / "tests" / "test_pricing.py").write_text(TESTS, encoding="utf-8")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "init")
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    return root
+
+
+def segments(text: str) -> dict[str, str]:
+    """Each top-level function's source text, exactly as the file has it."""
+    tree = ast.parse(text)
+    return {n.name: ast.get_source_segment(text, n) or "" for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def generate(*args: str) -> subprocess.CompletedProcess[str]:
+    return assist_here("generate", REQUIREMENT, "--file", "inventory/pricing.py", "-k", "0", *args, cwd=Path.cwd())
+
+
+def test_item1_apply_adds_the_requested_function_and_leaves_the_files_functions_byte_identical(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register_scripted(monkeypatch, ScriptedBackend([RETYPED]))
+    shown = generate("--backend", "scripted", "-n", "1", "--apply")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    text = (shop / "inventory" / "pricing.py").read_text(encoding="utf-8")
+    before, after = segments(PRICING), segments(text)
+    for name in FOUR:
+        assert after[name] == before[name], name  # byte-identical
+    assert "order_total" in after and "ROUND_HALF_UP" in after["order_total"]
+    assert text.startswith(PRICING.rstrip("\n"))  # nothing above changed either
+    # The output names each left-out redefinition; the diff does not replace them.
+    for name in FOUR:
+        assert f"rewrote {name}()" in shown.stdout
+    assert "left out of its edit" in shown.stdout
+    assert "replace apply_discount" not in shown.stdout and "insert order_total" in shown.stdout
+    assert shown.stdout.rstrip().splitlines()[-1] == "Applied candidate #1 to inventory/pricing.py."
+    # The project's tests still pass.
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=shop, capture_output=True
+    )
+    assert run.returncode == 0, run.stdout.decode()
+
+
+def test_item1_a_candidate_that_rewrites_ranks_below_one_that_only_adds_and_replace_lets_it_in(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The re-typing candidate is the likelier one (higher log-probability), yet the one that only adds ranks first.
+    backend = register_scripted(monkeypatch, ScriptedBackend([(RETYPED, -0.01), (RIGHT, -0.9)]))
+    shown = generate("--backend", "scripted", "-n", "2", "--ranker", "logprob", "--json")
+    data = json.loads(shown.stdout)
+    assert [c["other_functions"] for c in data["candidates"]] == [[], [f"rewrites {n}()" for n in FOUR]]
+    assert data["candidates"][1]["edit"]["left_out"] == [f"rewrites {n}()" for n in FOUR]
+    # --replace names what may be replaced: that one goes in, the others stay left out.
+    backend.script([RETYPED])
+    named = generate("--backend", "scripted", "-n", "1", "--replace", "format_money", "--json")
+    actions = json.loads(named.stdout)["candidates"][0]["edit"]["actions"]
+    assert "replace format_money" in actions and "dropped: rewrites apply_discount()" in actions
+    bad = generate("--backend", "scripted", "--replace", "no_such")
+    assert bad.returncode == 2 and "no function or class 'no_such'" in bad.stderr
+    assert "--replace" in assist_here("generate", "--help", cwd=shop).stdout
+
+
+def test_item2_with_tests_apply_writes_nothing_when_none_passes_and_force_writes_the_best(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register_scripted(monkeypatch, ScriptedBackend([WRONG]))
+    test = f"{SETUP_IMPORT}\n{ORDER_TEST}"
+    refused = generate("--backend", "scripted", "-n", "1", "--test", test, "--apply")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert (shop / "inventory" / "pricing.py").read_text(encoding="utf-8") == PRICING  # unchanged
+    last = refused.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("Nothing written: none of the 1 candidate passed the tests") and "--force" in last
+    forced = generate("--backend", "scripted", "-n", "1", "--test", test, "--apply", "--force")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert "def order_total" in (shop / "inventory" / "pricing.py").read_text(encoding="utf-8")
+    assert "with --force, though no candidate passed the tests" in forced.stdout.rstrip().splitlines()[-1]
+
+
+def test_item2_the_library_says_which_candidate_may_be_written() -> None:
+    from assistant.core.candidates import Candidate
+    from assistant.core.rank import Ranked, Score, may_write
+
+    def ranked(sample: int, status: str | None) -> Ranked:
+        scores = {"logprob": Score(-0.1, "")}
+        if status is not None:
+            scores["exec"] = Score(1.0 if status == "passed" else 0.0, "", {"status": status})
+        return Ranked(Candidate("x = 1", sample), scores)
+
+    assert may_write([ranked(0, None), ranked(1, None)], tested=False).position == 0
+    failing = may_write([ranked(0, "failed"), ranked(1, "failed")], tested=True)
+    assert failing.position is None and failing.refused
+    assert may_write([ranked(0, "failed"), ranked(1, "passed")], tested=True).position == 1
+    assert may_write([ranked(0, None)], tested=True).refused  # tests existed but never ran on it: not a pass
+
+
+def test_item4_a_plain_requests_candidates_run_inside_their_module(shop: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --test: the tests run in the module's copy, where Decimal and line_total resolve; the right one passes.
+    register_scripted(monkeypatch, ScriptedBackend([WRONG, RIGHT]))
+    test = f"{SETUP_IMPORT}\n{ORDER_TEST}"
+    shown = generate("--backend", "scripted", "-n", "2", "--test", test, "--json", "--apply")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    data = json.loads(shown.stdout)
+    best = data["candidates"][0]
+    assert "ROUND_HALF_UP" in best["code"] and best["scores"]["exec"]["value"] == 1.0
+    assert "1/1 tests passed in its module" in best["scores"]["exec"]["why"]
+    assert data["candidates"][1]["scores"]["exec"]["value"] == 0.0
+    assert (
+        data["applied_candidate"] == 1
+        and "ROUND_HALF_UP" in segments((shop / "inventory" / "pricing.py").read_text(encoding="utf-8"))["order_total"]
+    )
+
+
+def test_item4_agree_runs_a_plain_requests_candidates_in_their_module(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The model's tests for order_total: agree runs them in the module's copy, no longer "cannot run alone".
+    written = "assert str(order_total([])) == '0.00'\nassert order_total([]) == 0\n```"
+    script = {"# Tests of order_total": [written], REQUIREMENT: [WRONG, RIGHT]}
+    register_scripted(monkeypatch, ScriptedBackend(script))
+    shown = generate("--backend", "scripted", "-n", "2", "--ranker", "agree", "--json")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    data = json.loads(shown.stdout)
+    whys = [c["scores"]["agree"]["why"] for c in data["candidates"]]
+    assert not any("cannot run alone" in why for why in whys), whys
+    assert "ROUND_HALF_UP" in data["candidates"][0]["code"]
+    assert whys[0].startswith("passes 2/2") and whys[1].startswith("passes 1/2")
+
+
+def test_item5a_a_missing_standard_library_import_comes_with_the_edit(tmp_path: Path) -> None:
+    target = tmp_path / "windows.py"
+    target.write_text("from itertools import islice\n\n\ndef first(xs, n):\n    return list(islice(xs, n))\n")
+    code = "def pairs(xs):\n    return list(itertools.pairwise(xs))\n"
+    edit = plan_edit(target, code, tmp_path)
+    assert "import itertools\n" in edit.new.split("def first")[0]
+    assert any("import itertools" in action and "missing" in action for action in edit.actions)
+    namespace: dict = {}
+    exec(compile(edit.new, "windows.py", "exec"), namespace)
+    assert namespace["pairs"]([1, 2, 3]) == [(1, 2), (2, 3)]
+    # Names the body binds itself, or the file imports, need nothing.
+    bound = plan_edit(target, "def firsts(xs):\n    import os\n    return os.sep, islice\n", tmp_path)
+    assert bound.actions == ("insert firsts",)
