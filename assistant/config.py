@@ -74,6 +74,14 @@ DEFAULT_FRAGMENTS = False  # filling a stub: show the repo's code fragments inst
 # On since its planned test (results/repo-redraw-n5-seed0/plan-own-file.md): +1.8 [+0.6, +3.2] points of pass@1
 # over other files only, on 373 tasks of four real projects (docs/results/repo-benchmark/own-file.md).
 DEFAULT_OWN_FILE = True
+# With tests and no candidate passing them: repair rounds (the model sees the failure and samples again), each of
+# REPAIR_N samples, all within REPAIR_BUDGET_S seconds (checked before each round; `assistant.core.repair`).
+DEFAULT_REPAIR = 2
+MAX_REPAIR = 5
+REPAIR_N = 3
+REPAIR_BUDGET_S = 120.0
+# Filling a stub: the repo's test functions that mention it are shown in the prompt as its specification.
+DEFAULT_TESTS_IN_PROMPT = True
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
 # The local model's engines, by the backend each one is: openvino is several times faster on a CPU than
 # transformers fp32, which stays for what needs the model's internals (training, hidden states, bf16 labeling).
@@ -161,6 +169,16 @@ def _seed(value: Any) -> int:
     number = _count(0)(value)
     if number > SEED_MAX:
         raise ValueError(f"expected a whole number from 0 to {SEED_MAX}")
+    return number
+
+
+def _repair_rounds(value: Any) -> int:
+    """`generate.repair`: a whole number of rounds from 0 to MAX_REPAIR."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError("expected a whole number")
+    number = int(value)
+    if not 0 <= number <= MAX_REPAIR:
+        raise ValueError(f"expected a whole number from 0 to {MAX_REPAIR}")
     return number
 
 
@@ -278,6 +296,21 @@ FIELDS: tuple[Field, ...] = (
         DEFAULT_REDRAW,
         "ASSIST_GENERATE_REDRAW",
         "filling a stub: draw once more each sample that wrote nothing (re-typed the stub)",
+    ),
+    Field(
+        "generate.repair",
+        _repair_rounds,
+        DEFAULT_REPAIR,
+        "ASSIST_GENERATE_REPAIR",
+        f"with tests and no candidate passing: repair rounds (0: none), {REPAIR_N} samples each, within "
+        f"{REPAIR_BUDGET_S:g} s",
+    ),
+    Field(
+        "generate.tests_in_prompt",
+        _bool,
+        DEFAULT_TESTS_IN_PROMPT,
+        "ASSIST_GENERATE_TESTS_IN_PROMPT",
+        "filling a stub: show the repo's test functions that mention it in the prompt",
     ),
 )
 FIELD_BY_KEY = {f.key: f for f in FIELDS}

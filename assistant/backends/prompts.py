@@ -98,12 +98,14 @@ def build_stub_prompt(
     prefill: bool = True,
     apis: str = "",
     fragments: Sequence[Example] = (),
+    spec_tests: str = "",
 ) -> Prompt:
     """The prompt that fills a stub: demonstrations as usual, then the code around the stub (`context`) and the
     request to write its body (`stub_request.jinja`). `apis`: the project's definitions from other files that the
     stub's file uses, as outlines (:func:`assistant.core.usages.used_definitions`), shown before the file.
     `fragments`: retrieved 20-line fragments of the repository's other files, shown first, in the order given
-    (as RepoCoder and RepoEval put retrieved code before the unfinished file).
+    (as RepoCoder and RepoEval put retrieved code before the unfinished file). `spec_tests`: the repo's test
+    functions that use the stub (:func:`assistant.core.spec_tests.spec_tests`), shown after its code.
 
     With `prefill`, the answer starts with the stub's own `head` (decorators, signature, docstring), so the
     model writes only the body and spends no tokens re-typing the docstring; without it (chat endpoints cannot
@@ -121,6 +123,7 @@ def build_stub_prompt(
         whole=not prefill,
         apis=apis,
         fragments=list(fragments),
+        spec_tests=spec_tests,
     )
     messages = (*base.messages[:-1], {"role": "user", "content": request})
     prefix = ANSWER_PREFIX + head.rstrip("\n") + "\n" if prefill else ANSWER_PREFIX

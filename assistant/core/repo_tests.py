@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 
 from assistant.code.extract import read_repo_file
+from assistant.core.failures import pytest_failure
 from assistant.core.generation import GenerateResult
 from assistant.core.home import git_files, project_python, search_path, too_wide, unwalled
 from assistant.core.rank import Ranked, Score
@@ -202,7 +203,10 @@ def verdict(run: ProjectRun) -> Score:
     value = passed / total if total and run.status in ("passed", "failed") else 0.0
     why = f"{run.status}: {passed}/{total} passed in {run.duration_s:.1f} s"
     failed = run.failed()[:3]
-    return Score(value, why, {"status": run.status, "passed": passed, "total": total, "failed": failed})
+    details = {"status": run.status, "passed": passed, "total": total, "failed": failed}
+    if run.status != "passed":  # what a repair round shows the model (assistant.core.repair)
+        details["failure"] = pytest_failure(run.output)
+    return Score(value, why, details)
 
 
 def score_texts(

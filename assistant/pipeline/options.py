@@ -20,9 +20,12 @@ from assistant.config import (
     DEFAULT_OWN_FILE,
     DEFAULT_RANKER,
     DEFAULT_REDRAW,
+    DEFAULT_REPAIR,
     DEFAULT_RETRIEVER,
     DEFAULT_TEMPERATURE,
+    DEFAULT_TESTS_IN_PROMPT,
     DEFAULT_TOP_P,
+    MAX_REPAIR,
     SEED_MAX,
     Settings,
 )
@@ -48,6 +51,8 @@ class GenerationOptions:
     # demonstrations (RepoEval's context)
     fragments: bool = DEFAULT_FRAGMENTS
     own_file: bool = DEFAULT_OWN_FILE  # filling a stub: demonstrations may be its own file's other functions
+    repair: int = DEFAULT_REPAIR  # with tests and no candidate passing: repair rounds (assistant.core.repair)
+    tests_in_prompt: bool = DEFAULT_TESTS_IN_PROMPT  # filling a stub: the repo's tests that mention it, in the prompt
 
     @classmethod
     def from_settings(cls, settings: Settings | None, **overrides: Any) -> GenerationOptions:
@@ -94,6 +99,8 @@ class GenerationOptions:
             raise UsageError("n and max new tokens must be at least 1; k and temperature 0 or more")
         if not 0 < self.top_p <= 1:
             raise UsageError("top-p must be above 0 and at most 1")
+        if not 0 <= self.repair <= MAX_REPAIR:
+            raise UsageError(f"repair rounds must be from 0 to {MAX_REPAIR}")
         if self.seed is not None and not 0 <= self.seed <= SEED_MAX:
             raise UsageError(f"the seed must be from 0 to {SEED_MAX}")
         return self

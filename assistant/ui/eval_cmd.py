@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from assistant.config import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, Settings
+from assistant.config import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MAX_REPAIR, REPAIR_BUDGET_S, REPAIR_N, Settings
 from assistant.datasets import MBPP_DEFAULT_PATH, is_mbpp, parse_dataset
 from assistant.errors import UsageError
 from assistant.paths import atomic_write_text
@@ -459,6 +459,23 @@ def repo(
             "(off here, so the earlier results folders resume as they ran; results/repo-redraw-n5-seed0 ran with it).",
         ),
     ] = False,
+    repair: Annotated[
+        int,
+        typer.Option(
+            "--repair",
+            help="Function tasks: with the covering tests visible, a task none of whose samples passes them gets up "
+            f"to N repair rounds as `generate` runs them ({REPAIR_N} samples a round, within {REPAIR_BUDGET_S:g} s); "
+            "each record keeps the first round's result and the repaired one apart. 0 (default): none.",
+        ),
+    ] = 0,
+    tests_in_prompt: Annotated[
+        bool,
+        typer.Option(
+            "--tests-in-prompt",
+            help="Function tasks: show the covering tests in the prompt, as `generate` shows a repo's tests that "
+            "mention a stub (off by default: the leak control keeps them out).",
+        ),
+    ] = False,
     rankers: Annotated[
         str,
         typer.Option(
@@ -484,6 +501,7 @@ def repo(
     from assistant.backends import SamplingParams
     from assistant.cache import JsonlCache
     from assistant.core.agreement import AgreementRanker
+    from assistant.core.repair import RepairOptions
     from assistant.evaluate import write_report
     from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS
     from assistant.evaluate.repo.projects import parse_projects, prepare
@@ -509,6 +527,7 @@ def repo(
     check_range("--timeout", timeout, 0, low_open=True)
     check_range("--temperature", temperature, 0)
     check_range("--top-p", top_p, 0, 1, low_open=True)
+    check_range("--repair", repair, 0, MAX_REPAIR)
     if task not in ("function", "line", "both", "retrieval"):
         raise UsageError(f"--task is function, line, both or retrieval, not {task!r}")
     if line_fragments not in ("other-files", "any"):
@@ -540,10 +559,13 @@ def repo(
         "top_p": top_p,
         "line_fragments": line_fragments,
         "redraw": redraw,
+        "repair": repair,
+        "tests_in_prompt": tests_in_prompt,
         "strategies": names,
         "tasks": sorted(wanted) if wanted is not None else None,
     }
-    _prepare(folder, config, legacy={"line_fragments": "any", "redraw": False}, unrecorded=("engine",))
+    legacy = {"line_fragments": "any", "redraw": False, "repair": 0, "tests_in_prompt": False}
+    _prepare(folder, config, legacy=legacy, unrecorded=("engine",))
 
     def subset(items: list) -> list:
         if wanted is not None:
@@ -601,6 +623,8 @@ def repo(
                 held_out=every_function,
                 progress=ui,
                 redraw=redraw,
+                repair=RepairOptions(rounds=repair, n=min(n, REPAIR_N)) if repair else None,
+                tests_in_prompt=tests_in_prompt,
             )
             function_rows = summarize_functions(records, [k for k in (1, 5) if k <= n])
         if lines:

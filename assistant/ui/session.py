@@ -23,7 +23,9 @@ from assistant.code.edit import Edit, apply_edit, read_target, source_bytes, uns
 from assistant.code.git import tracked_python_files
 from assistant.config import Settings, backend_settings, load_settings
 from assistant.core.generation import GenerateResult
+from assistant.core.home import ModuleHome
 from assistant.core.rank import Ranked, Score
+from assistant.core.repo_tests import RepoTests
 from assistant.core.retrieve import Hit, Retriever
 from assistant.core.target import Target
 from assistant.errors import AssistError, UsageError
@@ -67,6 +69,27 @@ class State:
     target: str | None = None  # display path of the target file
     function: str | None = None  # the stub being filled in the target file, if any
     tests: list[str] = field(default_factory=list)
+    repo_tests: RepoTests | None = None  # filling a stub: the repo's tests that ran on its candidates
+    repo_tests_skipped: str | None = None  # why none ran (None: they ran, or none mention the function)
+
+    @property
+    def tested(self) -> bool:
+        """Whether the current candidates have tests (typed, or the repo's): then only one that passed may be
+        applied (:func:`assistant.core.rank.may_write`)."""
+        return bool(self.tests) or self.repo_tests is not None
+
+    def tests_label(self) -> str:
+        """Which tests rank the current candidates, in words (what the screen shows)."""
+        parts = []
+        if self.repo_tests is not None:
+            parts.append(f"the repo's tests ({self.repo_tests.describe()})")
+        if self.tests:
+            parts.append(f"your {len(self.tests)} test{'s' if len(self.tests) != 1 else ''}")
+        if parts:
+            return " and ".join(parts)
+        if self.repo_tests_skipped:
+            return f"no tests (the repo's skipped: {self.repo_tests_skipped})"
+        return "no tests"
 
 
 class Session:
@@ -287,10 +310,34 @@ class Session:
             root=self.root or self.start,
             target=file,
         )
+        plan = self._repo_tests(file, function)
+        if plan is not None:  # the repo's own tests rank a stub's candidates (agree would only cost time)
+            request = replace(request, run_in_module="agree" in options.ranker)
         result = self.pipeline.generate(request, progress=progress, options=options, every_ranker=True)
+        if plan is not None and result.candidates:
+            from assistant.core.repo_tests import test_candidates
+
+            result = test_candidates(result, plan, progress=progress)
+        if (tests or plan is not None) and result.candidates:  # none passing: repair rounds, on the status line
+            result = self.pipeline.repair(result, request, repo_tests=plan, options=options, progress=progress).result
         self.state.result = result
         self.record("generate", requirement=result.requirement, candidates=len(result.candidates))
         return result
+
+    def _repo_tests(self, file: Target | None, function: str | None) -> RepoTests | None:
+        """Filling a stub: the repo's tests that mention it, as `assist generate --function` finds them (None: none,
+        or they cannot run here; why is kept in the state)."""
+        self.state.repo_tests = None
+        self.state.repo_tests_skipped = None
+        if file is None or function is None or self.root is None or not file.path.is_relative_to(self.root):
+            return None
+        from assistant.core.repo_tests import repo_tests
+
+        try:
+            self.state.repo_tests = repo_tests(self.root, file.path.relative_to(self.root), function)
+        except UsageError as exc:
+            self.state.repo_tests_skipped = str(exc)
+        return self.state.repo_tests
 
     def resample(self, position: int, progress: Progress = _quiet) -> GenerateResult:
         """Replace the candidate at `position` with a fresh sample."""
@@ -323,7 +370,9 @@ class Session:
         return self.state.result
 
     def run_tests(self, position: int, tests: Sequence[str]) -> SandboxResult:
-        """Run the tests against one candidate in the sandbox; its `exec` score is updated to match."""
+        """Run the tests against one candidate in the sandbox; its `exec` score is updated to match. Where the
+        candidates have a home (their file, in a copy of the project), they run there: the tests may import the
+        project, and the module's names resolve."""
         from assistant import sandbox
 
         result = self._result()
@@ -331,12 +380,29 @@ class Session:
             raise UsageError("there are no tests to run; add assert statements first")
         self.state.tests = list(tests)
         item = self._candidate(position)
-        outcome = sandbox.run(item.candidate.code, tests)
+        home = result.home
+        if home is not None and item.candidate.sample in home.texts:
+            outcome = _run_in_module(home, item.candidate.sample, tests)
+        else:
+            outcome = sandbox.run(item.candidate.code, tests)
         candidates = list(result.candidates)
         # Only this candidate gets an exec score; the others show none until they are run too.
         candidates[position] = Ranked(item.candidate, {**item.scores, "exec": _exec_score(outcome)})
         self.state.result = replace(result, candidates=candidates)
         return outcome
+
+    def may_apply(self, position: int) -> str | None:
+        """Why the candidate at `position` may not be written without insisting (it did not pass the tests the
+        candidates have), or None (:func:`assistant.core.rank.may_write`: the rule every door follows)."""
+        from assistant.core.rank import may_write, passed_tests
+
+        result = self._result()
+        item = self._candidate(position)
+        pick = may_write(result.candidates, self.state.tested)
+        if not pick.tested or passed_tests(item):
+            return None
+        best = "none passed them" if pick.position is None else f"#{pick.position + 1} passed them"
+        return f"candidate #{position + 1} did not pass {self.state.tests_label()}; {best}"
 
     # -- apply and undo ----------------------------------------------------------------------------------
 
@@ -354,11 +420,15 @@ class Session:
         """Why applying would put work that git cannot restore at risk (unstaged changes...), or None."""
         return unstaged_changes(self.edit(position).path)
 
-    def apply(self, position: int, confirmed: bool = False) -> Applied:
+    def apply(self, position: int, confirmed: bool = False, force: bool = False) -> Applied:
         """Write the candidate into the target file atomically; `undo` puts the file back. `confirmed`: you
         accepted :meth:`apply_needs_confirmation`'s reason (work git cannot restore); a link out of the repo or
-        a file with other hard links is refused all the same."""
+        a file with other hard links is refused all the same. A candidate that did not pass the tests the
+        candidates have (:meth:`may_apply`) is written only with `force`."""
         edit = self.edit(position)
+        refused = None if force else self.may_apply(position)
+        if refused:
+            raise UsageError(f"nothing written: {refused}")
         code = self._candidate(position).candidate.code
         apply_edit(edit, unsaved_ok=confirmed)
         applied = Applied(
@@ -428,8 +498,8 @@ class Session:
             self.state.result = replace(result, edits=edits)
             return
         for item in result.candidates:
-            try:
-                edits.append(file.plan_edit(item.candidate.code, self.root or self.start) if file else None)
+            try:  # the rule generate planned them by: the file's own definitions are left as they are
+                edits.append(file.plan_edit(item.candidate.code, self.root or self.start, ()) if file else None)
             except AssistError:
                 edits.append(None)
         self.state.result = replace(result, edits=edits)
@@ -490,6 +560,21 @@ class Session:
         if not 0 <= position < len(result.candidates):
             raise UsageError(f"there is no candidate #{position + 1}")
         return result.candidates[position]
+
+
+def _run_in_module(home: ModuleHome, sample: int, tests: Sequence[str]) -> SandboxResult:
+    """The tests on one candidate's file in a copy of its project, as a sandbox result (what the screen shows)."""
+    from assistant.core.module_runs import passed_in_module
+
+    started = time.perf_counter()
+    passed = passed_in_module(home, [sample], tests)
+    seconds = time.perf_counter() - started
+    if isinstance(passed, str):  # nothing ran
+        return SandboxResult("error", 0, len(tests), None, "ProjectError", passed, seconds, "", "")
+    done = passed[0]
+    failed = next((test for j, test in enumerate(tests) if j not in done), None)
+    status = "passed" if failed is None else "failed"
+    return SandboxResult(status, len(done), len(tests), failed, None, None, seconds, "", "")
 
 
 def _exec_score(outcome: SandboxResult) -> Score:

@@ -37,7 +37,9 @@ from assistant.code.examples import Example
 from assistant.code.extract import EXTRACTORS, git_blob_hash
 from assistant.core.home import ModuleHome, import_name
 from assistant.core.rank import Problem, Ranker
+from assistant.core.repair import RepairOptions
 from assistant.core.retrieve import Exclude, Hit, Retriever
+from assistant.core.spec_tests import tests_source
 from assistant.core.stubs import (
     WROTE_NOTHING,
     StubRequest,
@@ -54,6 +56,7 @@ from assistant.evaluate.codegen import auto_pick, picks, task_seed
 from assistant.evaluate.metrics import bootstrap_ci, paired_difference, pass_at_k
 from assistant.evaluate.metrics import interval_cell as _cell
 from assistant.evaluate.repo.projects import Project, python_files
+from assistant.evaluate.repo.repair import repair_record, tested
 from assistant.evaluate.repo.tasks import FunctionTask, LineTask
 from assistant.indexing.fragments import fragment_holding, split_fragments
 from assistant.indexing.index import Index, TextEncoder, build_index
@@ -400,10 +403,13 @@ def task_request(
     retriever: Retriever | None,
     backend: Backend,
     demos: int,
+    tests_in_prompt: bool = False,
 ) -> StubRequest:
     """A function task's prompt under `strategy` (its `retriever` from `_retriever`), with the leak control: the
     hidden function, the files holding the covering tests' code (:func:`covering_test_files`), and copies of the
-    hidden body anywhere, are never retrieved nor shown."""
+    hidden body anywhere, are never retrieved nor shown. `tests_in_prompt` lifts it for the covering tests alone:
+    their test functions are shown as the stub's specification, as `generate` shows a repo's tests that mention
+    a stub (:func:`assistant.core.spec_tests.tests_source`)."""
     test_files = covering_test_files(task, ix.project)
     wanted = _code_lines(task.body)
     # Where copies of the body sit: a 20-line fragment holding only part of one (it crosses a window's edge) is a
@@ -435,6 +441,7 @@ def task_request(
         fragments=excluding if fragments else None,
         own_file=shows_own_file(strategy),
         attributes=shows_attributes(strategy),
+        spec_tests=tests_source(ix.project.root, task.tests, count=token_counter(backend)) if tests_in_prompt else "",
     )
 
 
@@ -453,9 +460,14 @@ def run_function_tasks(
     held_out: Sequence[FunctionTask] | None = None,
     progress: Progress | None = None,
     redraw: bool = False,
+    repair: RepairOptions | None = None,
+    tests_in_prompt: bool = False,
 ) -> list[dict]:
     """Run (or resume) the function-level tasks; one record per (task, strategy), also in out/function.jsonl.
-    With `redraw`, samples that wrote nothing are drawn once more, as `generate --redraw` does.
+    With `redraw`, samples that wrote nothing are drawn once more, as `generate --redraw` does. With `repair`
+    (rounds > 0), a task none of whose samples passes its covering tests gets repair rounds, as `generate` runs
+    them with tests (:mod:`assistant.evaluate.repo.repair`: the record keeps the first round's result and the
+    repaired one apart). `tests_in_prompt`: the covering tests are shown in the prompt (see :func:`task_request`).
 
     Each distinct completed file is tested once (cached by its text), under `limits`. `held_out`: the functions
     a trained strategy (tstr) never learns from, every function task of the projects (default: `tasks`), so that
@@ -492,7 +504,8 @@ def run_function_tasks(
         prepared = []
         for strategy in strategies:
             started = time.perf_counter()
-            request = task_request(task, ix, target, strategy, retrievers[(task.project, strategy)], backend, demos)
+            retriever = retrievers[(task.project, strategy)]
+            request = task_request(task, ix, target, strategy, retriever, backend, demos, tests_in_prompt)
             key = cache_key(
                 kind="repo-function",
                 backend=backend.identity.kind,
@@ -501,7 +514,9 @@ def run_function_tasks(
                 params={**sample_params.__dict__, "max_new_tokens": request.limit},
             )
             # With redraw the records differ from those without (the first samples are the same).
-            extra = {"redraw": 1} if redraw else {}
+            extra: dict[str, object] = {"redraw": 1} if redraw else {}
+            if repair is not None and repair.rounds > 0:  # a record with repair holds more than one without
+                extra["repair"] = [repair.rounds, repair.n, repair.budget_s]
             record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, **extra)
             current[(task.task_id, strategy)] = record_key
             prepared.append((strategy, request, key, record_key, time.perf_counter() - started))
@@ -568,7 +583,9 @@ def run_function_tasks(
             # demonstrations).
             share = 1 / len(fresh) / users[key] if key in fresh else 0.0
             sampled_s = prepare_s + batch_s * share
+            tests_started = time.perf_counter()
             samples, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
+            testing_s = time.perf_counter() - tests_started
             superseded = _superseded(_completions(data), request, sample_params)
             scores = {}
             record = {
@@ -590,7 +607,14 @@ def run_function_tasks(
                 "usage": {name: value * share for name, value in usage.items()} if share else {},
                 "seconds": round(sampled_s + time.perf_counter() - started, 2),
                 "sampling_seconds": round(sampled_s, 2),
+                "testing_seconds": round(testing_s, 2),
             }
+            if repair is not None and repair.rounds > 0:
+                fields = repair_record(
+                    task, request, completions, target, project, backend, sample_params, tests_cache, limits, repair
+                )
+                record.update(fields, testing_seconds=record["testing_seconds"] + fields["testing_seconds"])
+                record["seconds"] = round(record["seconds"] + fields["repair_seconds"], 2)
             records.put(record_key, record)
             results.append(record)
             done += 1
@@ -675,11 +699,7 @@ def _read_samples(
         new_text = plan_fill(target, request.stub, taken, project.root).new
         texts[number] = new_text
         body = taken.body
-        test_key = cache_key(kind="repo-test", task=task.task_id, text=new_text)
-        if test_key not in tests_cache:
-            run = project.run_tests(task.tests, task.path, new_text, limits)
-            tests_cache.put(test_key, {"status": run.status, "seconds": round(run.duration_s, 2)})
-        verdict = tests_cache.get(test_key)
+        verdict = tested(task, project, new_text, tests_cache, limits, failure=False)
         sample.update(
             code=candidate.code,
             parsed=True,
@@ -980,6 +1000,8 @@ def summarize_functions(
         row["wrote_nothing"] = sum(s.get("status") in WROTE_NOTHING for r in mine for s in r["samples"])
         row["redrawn"] = sum(len(r.get("redrawn", ())) for r in mine)
         row["seconds_per_task"] = sum(r["seconds"] for r in mine) / max(1, len(mine))
+        if mine and all("tests_repaired" in r for r in mine):
+            row.update(_repair_summary(mine))
         for base in versus:
             if strategy != base and base in pass1:
                 row[f"vs_{base}"] = paired_difference(pass1.get(strategy, {}), pass1[base])
@@ -987,6 +1009,24 @@ def summarize_functions(
                 row[f"auto_vs_{base}"] = paired_difference(auto[strategy], auto[base])
         rows.append(row)
     return rows
+
+
+def _repair_summary(mine: Sequence[dict]) -> dict:
+    """With the covering tests visible: the share of tasks where a first-round sample passed (what `--apply`
+    writes; nothing written counts as a miss) and where one passed after the repair rounds, their paired
+    difference, and the mean seconds of sampling, testing and repair per task."""
+    first = {r["task_id"]: float(r["tests_first"]) for r in mine}
+    repaired = {r["task_id"]: float(r["tests_repaired"]) for r in mine}
+    count = max(1, len(mine))
+    return {
+        "tests_first": bootstrap_ci(list(first.values())),
+        "tests_repaired": bootstrap_ci(list(repaired.values())),
+        "repaired_vs_first": paired_difference(repaired, first),
+        "repair_rounds": sum(len(r["repair"]["rounds"]) for r in mine) / count,
+        "sampling_s": sum(r.get("sampling_seconds", 0.0) for r in mine) / count,
+        "testing_s": sum(r.get("testing_seconds", 0.0) for r in mine) / count,
+        "repair_s": sum(r.get("repair_seconds", 0.0) for r in mine) / count,
+    }
 
 
 def summarize_lines(records: Sequence[dict]) -> list[dict]:
@@ -1037,6 +1077,23 @@ def function_table(rows: Sequence[dict]) -> str:
             + f"{r['cut_off']} | {_share(r['wrote_nothing'], r['samples'])} ({r['redrawn']}) | "
             f"{r['seconds_per_task']:.1f} |"
         )
+    repaired = [r for r in rows if "tests_repaired" in r]
+    if repaired:
+        lines += [
+            "",
+            "With the covering tests visible (what `--apply` writes: the first sample that passes them, else nothing, "
+            "a miss), before and after the repair rounds; seconds per task:",
+            "",
+            "| strategy | first round | after repair | repair vs first | rounds/task | sampling s | tests s | "
+            "repair s |",
+            "|" + "---|" * 8,
+        ]
+        for r in repaired:
+            lines.append(
+                f"| {r['strategy']} | {_cell(r['tests_first'])} | {_cell(r['tests_repaired'])} | "
+                f"{_cell(r['repaired_vs_first'], signed=True)} | {r['repair_rounds']:.2f} | {r['sampling_s']:.1f} | "
+                f"{r['testing_s']:.1f} | {r['repair_s']:.1f} |"
+            )
     ranked = [r for r in rows if "agree" in r]
     if ranked:
         against = [v for v in ("zero", "bm25") if any(f"auto_vs_{v}" in r for r in ranked)]

@@ -1,0 +1,305 @@
+"""Repair from the test output: when tests exist and no candidate passes them, show the model its best failing
+candidate(s) and what failed, sample again, test the new candidates, and stop at the first round where one passes.
+
+This is Self-Debugging's loop (Chen et al., 2023) and Aider's `--auto-test` in one library call: the prompt is
+the first round's conversation (the requirement or the stub, with everything it showed) followed by the best
+failing candidate as the model's answer and a user turn (`prompts/repair.jinja`) with the failing assertion or
+traceback, trimmed to what matters (:func:`pytest_failure`, :func:`sandbox_failure`). The new candidates are
+scored by the first round's rankers and tests (the caller's `score`), merged with the first round's and ranked
+again, so a passing repair ranks first and is what `--apply` writes.
+
+Defaults (:class:`RepairOptions`): up to 2 rounds of 3 samples each, within 120 s. The budget is checked before
+each round starts (a round that started finishes: its samples are already paid for), so a round that begins
+just before the budget ends can run past it by one round's time.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from assistant.backends import Backend, Completion, Prompt, SamplingParams
+from assistant.backends.prompts import ANSWER_PREFIX, render
+from assistant.code.edit import Edit
+from assistant.config import DEFAULT_REPAIR, DEFAULT_TEMPERATURE, REPAIR_BUDGET_S, REPAIR_N
+from assistant.core.candidates import Candidate, collect, normal_form
+from assistant.core.generation import GenerateResult, plan_edits
+from assistant.core.rank import Ranked, Score
+from assistant.core.target import Target
+from assistant.errors import UsageError
+from assistant.progress import Progress
+
+SHOWN_FAILING = 2  # failing candidates shown in a repair prompt: the best as the model's answer, one more in the turn
+# The scores that carry a test verdict (`details["status"]`): the repo's tests, then the exec sandbox's.
+TEST_SCORES = ("repo-tests", "exec")
+
+# Scores the new candidates of a round (with their edits, None without a target file) as the first round's were:
+# the same rankers and tests, same names. Returns them ranked or not; the loop sorts.
+ScoreNew = Callable[[list[Candidate], list[Edit | None]], list[Ranked]]
+
+
+@dataclass(frozen=True)
+class RepairOptions:
+    """How much repair: `rounds` (0: none), `budget_s` (seconds for all rounds, checked before each), `n`
+    (samples per round)."""
+
+    rounds: int = DEFAULT_REPAIR
+    budget_s: float = REPAIR_BUDGET_S
+    n: int = REPAIR_N
+
+
+@dataclass(frozen=True)
+class RepairTask:
+    """What the candidates were for: the target file as read (None without one), the stub filled (its
+    qualified name; None for a plain requirement), where display paths are relative to, and the first round's
+    sampling parameters (temperature, top-p, token limit and seed carry over)."""
+
+    target: Target | None = None
+    function: str | None = None
+    root: Path | None = None
+    params: SamplingParams = field(default_factory=SamplingParams)
+
+
+@dataclass(frozen=True)
+class RepairRound:
+    """One round: how many new candidates it gave, how many passed every test, and its seconds."""
+
+    number: int
+    candidates: int
+    passes: int
+    seconds: float
+    best: str = ""  # the best new candidate's test verdict, for people
+
+    def to_json(self) -> dict:
+        return {
+            "round": self.number,
+            "candidates": self.candidates,
+            "passes": self.passes,
+            "seconds": round(self.seconds, 3),
+            "best": self.best,
+        }
+
+
+@dataclass
+class Repaired:
+    """The result after repair (the first round's candidates and the repairs, ranked together), each round, why
+    the loop stopped, and which candidates (by sample number) each round added."""
+
+    result: GenerateResult
+    rounds: list[RepairRound]
+    # "passed", "rounds", "budget", "off", "no candidate", "no tests", "already passed", or "error: ..."
+    stopped: str
+    seconds: float = 0.0
+    first_passed: bool = False  # whether a first-round candidate passed every test
+    origin: dict[int, int] = field(default_factory=dict)  # sample number -> the round that made it
+
+    @property
+    def passed(self) -> bool:
+        """Whether the best candidate now passes every test."""
+        return bool(self.result.candidates) and passes(self.result.candidates[0]) is True
+
+    def to_json(self) -> dict:
+        return {
+            "rounds": [r.to_json() for r in self.rounds],
+            "stopped": self.stopped,
+            "seconds": round(self.seconds, 3),
+            "first_passed": self.first_passed,
+            "passed": self.passed,
+            "repaired_samples": {str(sample): number for sample, number in sorted(self.origin.items())},
+        }
+
+
+def verdicts(item: Ranked) -> list[Score]:
+    """The candidate's test verdicts: the repo's tests' score, then the exec sandbox's (those that ran)."""
+    found = (item.scores.get(name) for name in TEST_SCORES)
+    return [score for score in found if score is not None and "status" in score.details]
+
+
+def verdict(item: Ranked) -> Score | None:
+    """The candidate's first failing test verdict, else its first (None: no tests ran on it)."""
+    scores = verdicts(item)
+    failing = [score for score in scores if score.details.get("status") != "passed"]
+    return (failing or scores or [None])[0]
+
+
+def passes(item: Ranked) -> bool | None:
+    """Whether the candidate passed every test it was run on (None: no tests ran on it)."""
+    scores = verdicts(item)
+    return all(score.details.get("status") == "passed" for score in scores) if scores else None
+
+
+def failure_of(item: Ranked) -> str:
+    """What the tests said of a failing candidate: the failure kept with its verdict, else its one-line why."""
+    score = verdict(item)
+    if score is None:
+        return ""
+    return str(score.details.get("failure") or score.why)
+
+
+def repair_prompt(result: GenerateResult, failing: Sequence[Ranked], function: str | None) -> Prompt:
+    """The first round's prompt, then the best failing candidate as the model's answer and a user turn
+    (`repair.jinja`) with its failure and the next failing candidate's; the answer starts as the first round's did
+    (a stub's own head, where the backend prefills)."""
+    best, *others = failing
+    prefilled = function is not None and result.prompt.answer_prefix != ANSWER_PREFIX
+    name = function.rsplit(".", 1)[-1] if function else ""
+    turn = render(
+        "repair.jinja",
+        failure=failure_of(best),
+        others=[{"code": item.candidate.code.strip("\n"), "failure": failure_of(item)} for item in others],
+        name=name,
+        prefilled=prefilled,
+    )
+    answer = render("answer.jinja", code=best.candidate.code.strip("\n"))
+    messages = (*result.prompt.messages, {"role": "assistant", "content": answer}, {"role": "user", "content": turn})
+    return replace(result.prompt, messages=messages)
+
+
+def read_candidates(
+    completions: Sequence[Completion], result: GenerateResult, task: RepairTask, first: int
+) -> tuple[list[Candidate], list[Edit | None]]:
+    """The round's new candidates (numbered from sample `first`) and their edits, read as the first round's
+    were: a stub's bodies put into its file, a plain request's code merged into the target file (if any).
+    Candidates the result already holds (same syntax tree) are dropped."""
+    seen = {normal_form(item.candidate.code) for item in result.candidates}
+    if task.function is not None and task.target is not None:
+        pairs = _stub_candidates(completions, result, task)
+    else:
+        kept, _ = collect(completions)
+        ranked, edits, _ = plan_edits([Ranked(c, {}) for c in kept], task.target, task.root)
+        pairs = [(item.candidate, edit) for item, edit in zip(ranked, edits, strict=True)]
+    fresh = [(c, e) for c, e in pairs if normal_form(c.code) not in seen]
+    return [replace(c, sample=first + c.sample) for c, _ in fresh], [e for _, e in fresh]
+
+
+def _stub_candidates(
+    completions: Sequence[Completion], result: GenerateResult, task: RepairTask
+) -> list[tuple[Candidate, Edit | None]]:
+    from assistant.core.stubs import collect_stub, find_stub, plan_fill
+
+    assert task.target is not None and task.function is not None
+    target = task.target
+    stub = find_stub(target.text, task.function, str(target.given), requirement_given=True, tree=target.tree)
+    prefix = result.prompt.answer_prefix.removeprefix(ANSWER_PREFIX)
+    defined = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    existing = [n.name for n in ast.walk(target.tree) if isinstance(n, defined) and n.name != stub.name]
+    kept, _, _ = collect_stub(completions, stub, prefix, existing)
+    return [(candidate, plan_fill(target, stub, taken, task.root)) for candidate, taken in kept]
+
+
+def _merge(result: GenerateResult, new: Sequence[Ranked], edits: Sequence[Edit | None], samples: int) -> GenerateResult:
+    """`result` with the new candidates added and everything ranked again by the result's rankers."""
+    by_sample = {item.candidate.sample: edit for item, edit in zip(result.candidates, result.edits, strict=True)}
+    by_sample.update({item.candidate.sample: edit for item, edit in zip(new, edits, strict=True)})
+    ranked = sorted([*result.candidates, *new], key=lambda item: item.key(result.rankers))
+    return replace(
+        result,
+        candidates=ranked,
+        edits=[by_sample[item.candidate.sample] for item in ranked],
+        samples=result.samples + samples,
+    )
+
+
+def _round_params(task: RepairTask, options: RepairOptions, result: GenerateResult, number: int) -> SamplingParams:
+    """Sampling for a round: `options.n` samples, never greedy (n greedy samples would be one), the first
+    round's token limit, and a seed moved per round."""
+    first = task.params
+    return replace(
+        first,
+        n=options.n,
+        temperature=first.temperature or DEFAULT_TEMPERATURE,
+        max_new_tokens=result.max_new_tokens or first.max_new_tokens,
+        seed=None if first.seed is None else first.seed + 104729 * number,
+    )
+
+
+def _sample_round(
+    task: RepairTask, result: GenerateResult, backend: Backend, options: RepairOptions, number: int, report: Progress
+) -> list[Completion]:
+    """One round's samples from :func:`repair_prompt` on the best failing candidates; its stage names the round,
+    so a status line shows it live."""
+    stage = f"repair round {number} of {options.rounds}: sampling again from the test output"
+    report(stage, 0, options.n)
+    failing = [item for item in result.candidates if passes(item) is False][:SHOWN_FAILING]
+    prompt = repair_prompt(result, failing, task.function)
+    params = _round_params(task, options, result, number)
+    return backend.sample(prompt, params, step=lambda done, total: report(stage, done, total))
+
+
+def _score_round(
+    task: RepairTask, result: GenerateResult, completions: Sequence[Completion], score: ScoreNew
+) -> tuple[GenerateResult, list[Ranked]]:
+    """The round's new candidates scored (`score`) and ranked with the others; also the new ones alone."""
+    first = max((item.candidate.sample for item in result.candidates), default=-1) + 1
+    candidates, edits = read_candidates(completions, result, task, first)
+    ranked = score(candidates, edits) if candidates else []
+    by_sample = dict(zip((c.sample for c in candidates), edits, strict=True))
+    merged = _merge(result, ranked, [by_sample[item.candidate.sample] for item in ranked], len(completions))
+    return merged, ranked
+
+
+def _checked(result: GenerateResult, options: RepairOptions) -> Repaired | None:
+    """The answer when no round should run (off, nothing to repair, no tests, one passes already), else None."""
+    verdicts = [passes(item) for item in result.candidates]
+    first_passed = any(v is True for v in verdicts)
+    if options.rounds <= 0:
+        return Repaired(result, [], "off", first_passed=first_passed)
+    if not result.candidates:
+        return Repaired(result, [], "no candidate")
+    if all(v is None for v in verdicts):
+        return Repaired(result, [], "no tests")
+    if first_passed:
+        return Repaired(result, [], "already passed", first_passed=True)
+    return None
+
+
+def repair(
+    task: RepairTask,
+    result: GenerateResult,
+    backend: Backend,
+    options: RepairOptions,
+    score: ScoreNew,
+    *,
+    progress: Progress | None = None,
+    on_round: Callable[[RepairRound], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Repaired:
+    """Repair rounds on `result` (its candidates ranked, with their test verdicts) until a candidate passes every
+    test, `options.rounds` ran, or `options.budget_s` is spent (checked before each round). Each round samples
+    `options.n` candidates from :func:`repair_prompt`, scores them with `score` and ranks them with the others;
+    `on_round` hears each round as it ends. Nothing runs without tests, or when a candidate already passes."""
+    done = _checked(result, options)
+    if done is not None:
+        return done
+    report = progress or (lambda stage, done, total: None)
+    started = clock()
+    rounds: list[RepairRound] = []
+    origin: dict[int, int] = {}
+    stopped = "rounds"
+    for number in range(1, options.rounds + 1):
+        if clock() - started >= options.budget_s:
+            stopped = "budget"
+            break
+        round_started = clock()
+        try:
+            completions = _sample_round(task, result, backend, options, number, report)
+        except UsageError as exc:  # e.g. the longer prompt no longer fits the context
+            stopped = f"error: {exc}"
+            break
+        result, ranked = _score_round(task, result, completions, score)
+        origin.update({item.candidate.sample: number for item in ranked})
+        good = sum(bool(passes(item)) for item in ranked)
+        top = verdict(min(ranked, key=lambda item: item.key(result.rankers))) if ranked else None
+        shown = top.why if top is not None else "no new candidate"
+        rounds.append(RepairRound(number, len(ranked), good, clock() - round_started, shown))
+        if on_round is not None:
+            on_round(rounds[-1])
+        if good:
+            stopped = "passed"
+            break
+    seconds = clock() - started
+    result = replace(result, timings={**result.timings, "repair": seconds})
+    return Repaired(result, rounds, stopped, seconds, False, origin)

@@ -1,0 +1,246 @@
+"""Repair from the test output: with tests and no candidate passing them, the model sees its best failing candidate
+and the failing assertion, samples again, and a repaired candidate that passes ranks first and is what `--apply`
+writes. The repo's tests that mention a stub are shown in its prompt (`generate.tests_in_prompt`).
+
+The scripted backend stands in for the model only; the tests run for real: the repo's in the project sandbox
+(pytest in a Landlock-bound copy of the repo), `--test` asserts in the exec sandbox."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assistant.backends import Prompt
+from assistant.pipeline import GenerationOptions, Pipeline, Request
+
+from .conftest import ScriptedBackend, assist_here, git, register_scripted
+
+MODULE = '''"""Geometry helpers."""
+
+
+def square(x: float) -> float:
+    """Return x times x."""
+    ...
+
+
+def cube(x: float) -> float:
+    """Return x to the third power."""
+    return x * x * x
+'''
+
+TESTS = """from geo import cube, square
+
+
+def test_square():
+    assert square(3) == 9
+
+
+class TestCube:
+    def test_cube(self):
+        assert cube(2) == 8
+
+    def test_both(self):
+        assert square(cube(1)) == 1
+"""
+
+WRONG = "def square(x: float) -> float:\n    return x + x\n"
+RIGHT = "def square(x: float) -> float:\n    return x * x\n"
+REPAIR_TURN = "That code fails the tests"
+
+
+def text_of(prompt: Prompt) -> str:
+    return "\n".join(m["content"] for m in prompt.messages) + prompt.answer_prefix
+
+
+def wrong_then_right(prompt: Prompt, number: int) -> str:
+    """The first round writes x + x; a repair round (its prompt shows the failure) writes x * x."""
+    return RIGHT if REPAIR_TURN in text_of(prompt) else WRONG
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "proj"
+    (path / "tests").mkdir(parents=True)
+    (path / "geo.py").write_text(MODULE, encoding="utf-8")
+    (path / "tests" / "test_geo.py").write_text(TESTS, encoding="utf-8")
+    (path / "tests" / "test_other.py").write_text("def test_nothing():\n    assert True\n", encoding="utf-8")
+    (path / "bank.jsonl").write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    git(path, "init", "-q")
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "init")
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    return path
+
+
+def fill(project: Path, *extra: str, env: dict[str, str] | None = None) -> dict:
+    common = ["--backend", "scripted", "--bank", "bank.jsonl", "-k", "0", "--ranker", "first", "--json"]
+    shown = assist_here("generate", "--file", "geo.py", "--function", "square", *common, *extra, cwd=project, env=env)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    return json.loads(shown.stdout)
+
+
+def test_a_repair_round_sees_the_failing_assertion_and_its_passing_candidate_is_written(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = register_scripted(monkeypatch, ScriptedBackend(wrong_then_right))
+    data = fill(project, "-n", "2", "--apply")
+    # The first round (both samples x + x, one candidate) failed the repo's real tests; one repair round followed.
+    assert len(backend.prompts) == 2
+    repair_prompt = text_of(backend.prompts[1])
+    assert REPAIR_TURN in repair_prompt
+    assert "assert 6 == 9" in repair_prompt and "test_square" in repair_prompt  # pytest's own report, trimmed
+    assert "return x + x" in repair_prompt  # the failing candidate, as the model's answer
+    assert data["repair"]["first_passed"] is False and data["repair"]["passed"] is True
+    assert data["repair"]["stopped"] == "passed"
+    assert [(r["round"], r["candidates"], r["passes"]) for r in data["repair"]["rounds"]] == [(1, 1, 1)]
+    assert data["repair"]["rounds"][0]["seconds"] > 0
+    best = data["candidates"][0]
+    assert "return x * x" in best["code"] and best["scores"]["repo-tests"]["value"] == 1.0
+    assert data["applied"] is True
+    assert (project / "geo.py").read_text(encoding="utf-8") == MODULE.replace("    ...\n", "    return x * x\n", 1)
+
+
+def test_repair_0_runs_no_round_and_the_setting_does_the_same(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = register_scripted(monkeypatch, ScriptedBackend(wrong_then_right))
+    data = fill(project, "-n", "1", "--repair", "0")
+    assert len(backend.prompts) == 1 and data["repair"] is None
+    assert "return x + x" in data["candidates"][0]["code"]
+    fill(project, "-n", "1", env={"ASSIST_GENERATE_REPAIR": "0"})
+    assert len(backend.prompts) == 2  # one more first round, no repair
+    bad = assist_here("generate", "--file", "geo.py", "--function", "square", "--repair", "9", cwd=project)
+    assert bad.returncode == 2 and "--repair" in bad.stderr
+
+
+def test_explain_shows_each_round(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    register_scripted(monkeypatch, ScriptedBackend(wrong_then_right))
+    common = ["--backend", "scripted", "--bank", "bank.jsonl", "-k", "0", "--ranker", "first", "-n", "1"]
+    shown = assist_here("generate", "--file", "geo.py", "--function", "square", *common, "--explain", cwd=project)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    text = shown.stdout.replace("\n", " ")
+    assert "Repair: 1 round after no candidate passed the tests, 1 new candidate, 1 passed" in text
+    assert "round 1: 1 candidates, 1 passed" in text
+
+
+def test_the_exec_sandbox_failure_reaches_the_repair_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wrong, right = "def double(x):\n    return x + 1\n", "def double(x):\n    return 2 * x\n"
+    backend = register_scripted(
+        monkeypatch, ScriptedBackend(lambda prompt, n: right if REPAIR_TURN in text_of(prompt) else wrong)
+    )
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    args = ["generate", "double a number", "--test", "assert double(2) == 4", "--backend", "scripted"]
+    shown = assist_here(*args, "--bank", bank, "-k", "0", "-n", "1", "--json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    data = json.loads(shown.stdout)
+    repair_prompt = text_of(backend.prompts[-1])
+    assert "assert double(2) == 4" in repair_prompt and "AssertionError" in repair_prompt
+    assert data["repair"]["stopped"] == "passed"
+    assert data["candidates"][0]["code"].strip() == right.strip()
+    assert data["candidates"][0]["scores"]["exec"]["value"] == 1.0
+
+
+def test_the_budget_stops_the_rounds(tmp_path: Path) -> None:
+    from assistant.core.repair import RepairOptions  # here: the module is new, so the other tests fail alone
+
+    # Each sample takes at least 10 x 0.05 s: the first repair round outlasts a 0.2 s budget, so no second starts.
+    backend = ScriptedBackend("def double(x):\n    return x + 1\n", delay=0.05)
+    pipeline = Pipeline(GenerationOptions(k=0, n=1, ranker="exec"), backend=backend, start=tmp_path)
+    request = Request("double a number", tests=["assert double(2) == 4"])
+    first = pipeline.generate(request)
+    assert first.candidates[0].scores["exec"].details["status"] == "failed"
+    repaired = pipeline.repair(first, request, limits=RepairOptions(rounds=3, budget_s=0.2, n=1))
+    assert repaired.stopped == "budget" and len(repaired.rounds) == 1
+    assert len(backend.prompts) == 2
+    unlimited = pipeline.repair(first, request, limits=RepairOptions(rounds=2, budget_s=60, n=1))
+    assert unlimited.stopped == "rounds" and len(unlimited.rounds) == 2  # the same sample: nothing new to test
+    assert [r.candidates for r in unlimited.rounds] == [0, 0]
+
+
+def test_the_repos_tests_are_in_the_stubs_prompt_unless_turned_off(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = register_scripted(monkeypatch, ScriptedBackend(RIGHT))
+    fill(project, "-n", "1")
+    shown = text_of(backend.prompts[0])
+    assert "def test_square():\n    assert square(3) == 9" in shown
+    assert "# tests/test_geo.py::TestCube::test_both\ndef test_both(self):" in shown
+    assert "def test_cube(self)" not in shown and "test_nothing" not in shown  # they do not mention square
+    fill(project, "-n", "1", env={"ASSIST_GENERATE_TESTS_IN_PROMPT": "false"})
+    assert "test_square" not in text_of(backend.prompts[1])
+
+
+def test_eval_repo_keeps_the_first_round_and_the_repaired_result_apart(tmp_path: Path, encoder) -> None:
+    import sys
+
+    from assistant.backends import SamplingParams
+    from assistant.core.repair import RepairOptions
+    from assistant.evaluate.repo.projects import Project, ProjectSpec
+    from assistant.evaluate.repo.run import function_table, index_project, run_function_tasks, summarize_functions
+    from assistant.evaluate.repo.tasks import function_tasks
+    from assistant.sandbox.project import run_pytest
+
+    from .test_repo_bench import MODULE as BENCH_MODULE
+    from .test_repo_bench import QUICK
+    from .test_repo_bench import TESTS as BENCH_TESTS
+
+    root = tmp_path / "tiny-0"  # test_repo_bench's tiny project: one task, `double`, covered by test_double
+    (root / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "mod.py").write_text(BENCH_MODULE)
+    (root / "tests" / "test_mod.py").write_text(BENCH_TESTS)
+    run = run_pytest(root, Path(sys.executable), ["tests"], trace=True)
+    assert run.ok, run.output
+    project = Project(ProjectSpec("tiny", "0", "", package="pkg", tests="tests"), root, Path(sys.executable),
+                      sorted(run.passed()), run.calls)  # fmt: skip
+    tasks = function_tasks(project)
+    indexes = {"tiny": index_project(project, encoder)}
+    # The first round's bodies return x + 1; a repair round, shown pytest's report, returns x * 2.
+    backend = ScriptedBackend(
+        lambda prompt, n: "    return x * 2\n```" if REPAIR_TURN in text_of(prompt) else "    return x + 1\n```",
+        prefills_answer=True,
+    )
+    common = {"params": SamplingParams(n=2), "demos": 0, "limits": QUICK, "repair": RepairOptions(rounds=2, n=1)}
+    (record,) = run_function_tasks(tasks, indexes, ["zero"], backend, tmp_path / "a", tests_in_prompt=True, **common)
+    assert record["correct"] == 0 and record["tests_first"] is False and record["tests_repaired"] is True
+    assert [(r["round"], r["candidates"], r["passes"]) for r in record["repair"]["rounds"]] == [(1, 1, 1)]
+    assert record["repair_seconds"] > 0 and record["testing_seconds"] > 0 and "sampling_seconds" in record
+    first, repair = text_of(backend.prompts[0]), text_of(backend.prompts[-1])
+    assert "def test_double():\n    assert double(2) == 4" in first  # the covering test, shown on request
+    assert "assert 3 == 4" in repair and "return x + 1" in repair  # pytest's report of the failing sample
+    rows = summarize_functions([record], [1])
+    assert rows[0]["tests_first"][0] == 0.0 and rows[0]["tests_repaired"][0] == 1.0
+    assert "| zero | 0.0 [0.0, 0.0] | 100.0 [100.0, 100.0] |" in function_table(rows)
+    # The leak control keeps the covering tests out of the prompt unless asked.
+    before = len(backend.prompts)
+    run_function_tasks(tasks, indexes, ["zero"], backend, tmp_path / "b", **common)
+    assert "def test_double" not in text_of(backend.prompts[before])
+
+
+def test_tests_typed_in_a_session_get_repair_rounds_shown_as_they_run(tmp_path: Path) -> None:
+    from assistant.ui.session import Options, Session
+
+    wrong, right = "def double(x):\n    return x + 1\n", "def double(x):\n    return 2 * x\n"
+    backend = ScriptedBackend(lambda prompt, n: right if REPAIR_TURN in text_of(prompt) else wrong)
+    session = Session(tmp_path, options=Options(n=1, k=0, ranker="exec"), backend=backend)
+    stages: list[str] = []
+    result = session.generate(
+        "double a number", tests=["assert double(2) == 4"], progress=lambda stage, done, total: stages.append(stage)
+    )
+    assert [item.candidate.code.strip() for item in result.candidates] == [right.strip(), wrong.strip()]
+    assert result.candidates[0].scores["exec"].details["status"] == "passed"
+    assert "repair round 1 of 2: sampling again from the test output" in stages  # the TUI's status line
+    assert session.state.result is result
+
+
+def test_the_tests_shown_fit_their_token_budget_whole(project: Path) -> None:
+    from assistant.core.spec_tests import spec_tests
+
+    both = spec_tests(project, "geo.py", "square")
+    assert both.count("# tests/test_geo.py::") == 2
+    one = spec_tests(project, "geo.py", "square", budget=25)  # room for test_square (the first) alone, whole
+    assert one == "# tests/test_geo.py::test_square\ndef test_square():\n    assert square(3) == 9"
+    assert spec_tests(project, "geo.py", "missing") == ""
+    assert spec_tests(project.parent, "proj/geo.py", "square") == ""  # not a git work tree: nothing is read
