@@ -244,3 +244,28 @@ def test_the_tests_shown_fit_their_token_budget_whole(project: Path) -> None:
     assert one == "# tests/test_geo.py::test_square\ndef test_square():\n    assert square(3) == 9"
     assert spec_tests(project, "geo.py", "missing") == ""
     assert spec_tests(project.parent, "proj/geo.py", "square") == ""  # not a git work tree: nothing is read
+
+
+def test_a_plain_requests_candidates_are_repaired_in_their_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "calc"
+    root.mkdir()
+    (root / "calc.py").write_text('"""Arithmetic."""\n\nFACTOR = 2\n', encoding="utf-8")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "init")
+    # The first round's code uses the module's FACTOR wrongly; the repair round's uses it right.
+    wrong, right = "def double(x):\n    return x + FACTOR\n", "def double(x):\n    return x * FACTOR\n"
+    backend = register_scripted(
+        monkeypatch, ScriptedBackend(lambda prompt, n: right if REPAIR_TURN in text_of(prompt) else wrong)
+    )
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    args = ["generate", "double a number", "--file", "calc.py", "--test", "assert double(3) == 6", "-n", "1"]
+    shown = assist_here(*args, "--backend", "scripted", "--bank", bank, "-k", "0", "--json", "--apply", cwd=root)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    data = json.loads(shown.stdout)
+    assert "this test failed:\nassert double(3) == 6" in text_of(backend.prompts[-1])
+    assert data["repair"]["stopped"] == "passed" and data["applied"] is True
+    assert (root / "calc.py").read_text(encoding="utf-8").endswith("return x * FACTOR\n")

@@ -155,6 +155,7 @@ class ExecRanker:
     def _in_module(self, problem: Problem, candidates: Sequence[Candidate]) -> list[Score]:
         """The tests run on each candidate's edited file in a copy of its project (`problem.home`), where the
         module's imports and names resolve, as :func:`assistant.core.module_runs.passed_in_module` runs them."""
+        from assistant.core.failures import sandbox_failure
         from assistant.core.module_runs import passed_in_module
 
         assert problem.home is not None
@@ -167,9 +168,11 @@ class ExecRanker:
             status = "passed" if len(tests_passed) == total else "failed"
             why = f"{len(tests_passed)}/{total} tests passed in its module"
             failed = [test for j, test in enumerate(problem.tests) if j not in tests_passed]
+            details = {"status": status}
             if failed:
                 why += f"; failed: {failed[0].strip().splitlines()[0][:80]}"
-            scores.append(Score(len(tests_passed) / total, why, {"status": status}))
+                details["failure"] = sandbox_failure(failed[0], None, None)  # what a repair round shows the model
+            scores.append(Score(len(tests_passed) / total, why, details))
         return scores
 
 
