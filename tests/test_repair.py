@@ -98,6 +98,7 @@ def test_a_repair_round_sees_the_failing_assertion_and_its_passing_candidate_is_
     assert data["repair"]["rounds"][0]["seconds"] > 0
     best = data["candidates"][0]
     assert "return x * x" in best["code"] and best["scores"]["repo-tests"]["value"] == 1.0
+    assert [c["repair_round"] for c in data["candidates"]] == [1, None]
     assert data["applied"] is True
     assert (project / "geo.py").read_text(encoding="utf-8") == MODULE.replace("    ...\n", "    return x * x\n", 1)
 
@@ -120,7 +121,7 @@ def test_explain_shows_each_round(project: Path, monkeypatch: pytest.MonkeyPatch
     assert shown.returncode == 0, shown.stdout + shown.stderr
     text = shown.stdout.replace("\n", " ")
     assert "Repair: 1 round after no candidate passed the tests, 1 new candidate, 1 passed" in text
-    assert "round 1: 1 candidates, 1 passed" in text
+    assert "round 1: 1 candidates, 1 passed" in text and "repaired candidates: #1 (round 1)" in text
 
 
 def test_the_exec_sandbox_failure_reaches_the_repair_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -506,6 +506,8 @@ def generate(
         data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
         data["repo_tests_skipped"] = skipped  # why none ran (None: they ran, or none mention the function)
         data["repair"] = None if repaired is None else repaired.to_json()
+        for shown in data["candidates"]:  # which repair round made it (None: the first round)
+            shown["repair_round"] = None if repaired is None else repaired.origin.get(shown["sample"])
         out.print_json(json.dumps(data))
         if verdict and pick.refused:
             err.print(verdict, markup=False, highlight=False)
@@ -559,17 +561,21 @@ def _print_repair(repaired: Repaired, explain: bool) -> None:
     stopped = {
         "passed": "a repaired candidate passed",
         "rounds": "no round's candidate passed",
-        "budget": f"the {repaired.seconds:.0f} s time budget was spent",
+        "budget": "its time budget was spent",
     }.get(repaired.stopped, repaired.stopped)
-    made = sum(r.candidates for r in repaired.rounds)
+    new = sum(r.candidates for r in repaired.rounds)
     good = sum(r.passes for r in repaired.rounds)
     rounds = len(repaired.rounds)
     out.print(
         f"\n[bold]Repair[/]: {rounds} round{'s' if rounds != 1 else ''} after no candidate passed the tests, "
-        f"{made} new candidate{'s' if made != 1 else ''}, {good} passed, {repaired.seconds:.1f} s; "
+        f"{new} new candidate{'s' if new != 1 else ''}, {good} passed, {repaired.seconds:.1f} s; "
         f"stopped: {escape(stopped)}",
         markup=True,
     )
+    made = [(n, repaired.origin[item.candidate.sample]) for n, item in enumerate(repaired.result.candidates, start=1)
+            if item.candidate.sample in repaired.origin]  # fmt: skip
+    if made:
+        out.print("  repaired candidates: " + ", ".join(f"#{n} (round {number})" for n, number in made))
     if explain:
         for done in repaired.rounds:
             out.print(
