@@ -270,3 +270,19 @@ def test_a_plain_requests_candidates_are_repaired_in_their_module(
     assert "this test failed:\nassert double(3) == 6" in text_of(backend.prompts[-1])
     assert data["repair"]["stopped"] == "passed" and data["applied"] is True
     assert (root / "calc.py").read_text(encoding="utf-8").endswith("return x * FACTOR\n")
+
+
+def test_a_failing_backend_in_a_repair_round_leaves_the_first_round_standing(tmp_path: Path) -> None:
+    from assistant.errors import AssistError, Cancelled
+
+    backend = ScriptedBackend("def double(x):\n    return x + 1\n")
+    pipeline = Pipeline(GenerationOptions(k=0, n=1, ranker="exec"), backend=backend, start=tmp_path)
+    request = Request("double a number", tests=["assert double(2) == 4"])
+    first = pipeline.generate(request)
+    backend.fail = AssistError("the server went away")
+    repaired = pipeline.repair(first, request)
+    assert repaired.stopped == "error: the server went away" and repaired.rounds == []
+    assert [item.candidate.code for item in repaired.result.candidates] == [first.candidates[0].candidate.code]
+    backend.fail = Cancelled("generate cancelled")  # Escape in the TUI still stops it
+    with pytest.raises(Cancelled):
+        pipeline.repair(first, request)

@@ -29,7 +29,7 @@ from assistant.core.candidates import Candidate, collect, normal_form
 from assistant.core.generation import GenerateResult, plan_edits
 from assistant.core.rank import Ranked, Score
 from assistant.core.target import Target
-from assistant.errors import UsageError
+from assistant.errors import AssistError, Cancelled
 from assistant.progress import Progress
 
 SHOWN_FAILING = 2  # failing candidates shown in a repair prompt: the best as the model's answer, one more in the turn
@@ -286,7 +286,9 @@ def repair(
         round_started = clock()
         try:
             completions = _sample_round(task, result, backend, options, number, report)
-        except UsageError as exc:  # e.g. the longer prompt no longer fits the context
+        except Cancelled:
+            raise
+        except AssistError as exc:  # the longer prompt no longer fits, a server failed: the first round's stand
             stopped = f"error: {exc}"
             break
         result, ranked = _score_round(task, result, completions, score)
