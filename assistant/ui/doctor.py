@@ -147,7 +147,7 @@ def _generator_in_use_check() -> list[Check]:
         return []
     if not settings.backend.startswith("local") or in_use != DEFAULT_GENERATOR:
         return []
-    fast = f"{FAST_GENERATOR} is the fast, low-memory choice (--model {FAST_GENERATOR}, or model = in the config)"
+    fast = f'{FAST_GENERATOR} is the fast, low-memory choice (--model {FAST_GENERATOR}, or model = "{FAST_GENERATOR}")'
     return [Check("model in use", True, f"{in_use} (the default); {fast}")]
 
 
