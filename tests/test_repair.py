@@ -170,6 +170,12 @@ def test_the_repos_tests_are_in_the_stubs_prompt_unless_turned_off(
     assert "def test_cube(self)" not in shown and "test_nothing" not in shown  # they do not mention square
     fill(project, "-n", "1", env={"ASSIST_GENERATE_TESTS_IN_PROMPT": "false"})
     assert "test_square" not in text_of(backend.prompts[1])
+    fill(project, "-n", "1", "--no-tests-in-prompt")
+    assert "test_square" not in text_of(backend.prompts[2])
+    fill(project, "-n", "1", "--tests-in-prompt", env={"ASSIST_GENERATE_TESTS_IN_PROMPT": "false"})
+    assert "def test_square():" in text_of(backend.prompts[3])  # the flag wins over the setting
+    plain = assist_here("generate", "x", "--tests-in-prompt", cwd=project)
+    assert plain.returncode == 2 and "--tests-in-prompt is for filling a stub" in plain.stderr
 
 
 def test_eval_repo_keeps_the_first_round_and_the_repaired_result_apart(tmp_path: Path, encoder) -> None:

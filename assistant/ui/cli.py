@@ -244,6 +244,16 @@ def generate(
             show_default=False,
         ),
     ] = None,
+    tests_in_prompt: Annotated[
+        bool | None,
+        typer.Option(
+            "--tests-in-prompt/--no-tests-in-prompt",
+            help="With --function: show the model the repo's test functions that mention the function, as its "
+            "specification (whole, nearest test file first, within 512 tokens). Default: generate.tests_in_prompt "
+            "in the config, else on.",
+            show_default=False,
+        ),
+    ] = None,
     redraw: Annotated[
         bool | None,
         typer.Option(
@@ -429,7 +439,13 @@ def generate(
         backend, model, base_url, api, timeout, start=start if start.exists() else None, engine=engine
     )
     flags = {"n": n, "k": k, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
-    for given, flag in ((apis, "--apis"), (redraw, "--redraw"), (fragments, "--fragments"), (own_file, "--own-file")):
+    for given, flag in (
+        (apis, "--apis"),
+        (redraw, "--redraw"),
+        (fragments, "--fragments"),
+        (own_file, "--own-file"),
+        (tests_in_prompt, "--tests-in-prompt"),
+    ):
         if given and function is None:
             raise UsageError(f"{flag} is for filling a stub: give --function too")
     if fragments and bank is not None:
@@ -447,6 +463,7 @@ def generate(
         redraw=redraw,
         fragments=fragments,
         own_file=own_file,
+        tests_in_prompt=tests_in_prompt,
         repair=repair,
         **flags,
     )
