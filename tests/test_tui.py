@@ -66,8 +66,9 @@ def test_session_generates_ranks_applies_and_undoes(indexed_repo: Path, encoder)
     applied = session.apply(1)
     assert "v ** 2" in (indexed_repo / "mathutils.py").read_text()
     assert applied.display_path == "mathutils.py"
-    # The other candidates' diffs are re-planned against the new content.
-    assert "replace square_all" in session.state.result.edits[0].actions
+    # The other candidates' diffs are re-planned against the new content, by the same rule: the function just
+    # written is the file's own now, so another candidate's version of it is left out, not swapped in (undo first).
+    assert session.state.result.edits[0].actions == ("dropped: rewrites square_all()",)
 
     session.undo()
     assert (indexed_repo / "mathutils.py").read_text() == original

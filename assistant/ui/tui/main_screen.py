@@ -68,6 +68,10 @@ class MainScreen(Screen[None]):
         self.target = target
         self.function: str | None = None  # the stub of the target file to fill (f3), if any
         self.tests: list[str] = []
+        # The request the tests last ranked (requirement, target, stub): another request does not run them unless
+        # the user keeps them (saves them again with ctrl+t).
+        self.tests_for: tuple[str, str | None, str | None] | None = None
+        self.set_aside: list[str] = []  # the tests last set aside: ctrl+t offers them again
         self.hits: list[Hit] = []
         self.hits_for = ""  # the query the demonstrations were retrieved for
         self.chosen: list[Hit] = []  # the demonstrations switched on (DemonstrationList.Toggled)
@@ -233,6 +237,16 @@ class MainScreen(Screen[None]):
             return
         function = self.function
         target = self.target
+        if self.tests and self.tests_for not in (None, (requirement, target, function)):
+            # Typed for an earlier request: they would rank this one by tests it was never meant to pass.
+            self.app.notify(
+                f"The {len(self.tests)} tests typed for an earlier request are set aside; ctrl+t to keep them for "
+                "this one",
+                severity="warning",
+            )
+            self.set_aside, self.tests = self.tests, []
+            self.show_info()
+        self.tests_for = (requirement, target, function) if self.tests else None
         tests = list(self.tests)
         try:
             query = self.session.query(requirement, target, function)
@@ -270,9 +284,11 @@ class MainScreen(Screen[None]):
         seconds = sum(result.timings.values())
         cut = f"; {len(result.cut_off)} cut off at {result.max_new_tokens} tokens" if result.cut_off else ""
         cut += f"; {result.redrawn} redrawn after writing nothing" if result.redrawn else ""
+        state = self.session.state
+        tests = f"ranked by {'+'.join(result.rankers)}, tests: {state.tests_label()}"
         self.set_message(
             f"{len(result.candidates)} candidates from {result.samples} samples in {seconds:.1f} s "
-            f"({result.model}){cut}; ↑↓ in the table to compare, ctrl+s applies"
+            f"({result.model}){cut}; {tests}; ↑↓ in the table to compare, ctrl+s applies"
         )
         if result.cut_off:
             note = cut_off_note(
@@ -312,26 +328,45 @@ class MainScreen(Screen[None]):
             return
         position = self.selected
         try:
+            failed = self.session.may_apply(position)
+        except AssistError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        if failed is None:
+            self._confirm_unsaved(position, force=False)
+            return
+
+        def insisted(yes: bool | None) -> None:
+            if yes:
+                self._confirm_unsaved(position, force=True)
+            else:  # the verdict is the last thing said
+                self.set_message(f"Nothing written: {failed}")
+
+        self.app.push_screen(ConfirmScreen(f"{failed}.\nWrite it anyway? (ctrl+r undoes it)"), insisted)
+
+    def _confirm_unsaved(self, position: int, force: bool) -> None:
+        try:
             reason = self.session.apply_needs_confirmation(position)
         except AssistError as exc:
             self.app.notify(str(exc), severity="error")
             return
         if reason is None:
-            self._apply(position, confirmed=False)
+            self._apply(position, confirmed=False, force=force)
             return
         path = self.session.edit(position).display_path
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._apply(position, confirmed=True)
+                self._apply(position, confirmed=True, force=force)
 
         self.app.push_screen(ConfirmScreen(f"{path}: {reason}.\nApply anyway? (ctrl+r undoes it)"), answered)
 
-    def _apply(self, position: int, confirmed: bool) -> None:
+    def _apply(self, position: int, confirmed: bool, force: bool = False) -> None:
         try:
-            applied = self.session.apply(position, confirmed=confirmed)
+            applied = self.session.apply(position, confirmed=confirmed, force=force)
         except AssistError as exc:
             self.app.notify(str(exc), severity="error")
+            self.set_message(str(exc))
             return
         self.show_result()
         self.set_message(f"Applied candidate #{position + 1} to {applied.display_path}; ctrl+r undoes it")
@@ -361,13 +396,14 @@ class MainScreen(Screen[None]):
         def edited(tests: list[str] | None) -> None:
             if tests is None:
                 return
-            self.tests = tests
+            self.tests, self.set_aside = tests, []
+            self.tests_for = None  # saved just now: they rank the next request, whatever it is
             self.show_info()
             if tests and self.session.state.result is not None and self.session.state.result.candidates:
                 position = self.selected
                 self.run_job("Running tests", partial(self._tests_job, position, tests), self.tested)
 
-        self.app.push_screen(TestsEditor(self.tests), edited)
+        self.app.push_screen(TestsEditor(self.tests or self.set_aside), edited)
 
     def _tests_job(self, position: int, tests: list[str], progress: Progress) -> Any:
         progress("exec", 0, 1)
