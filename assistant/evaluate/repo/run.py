@@ -584,10 +584,16 @@ def run_function_tasks(
             share = 1 / len(fresh) / users[key] if key in fresh else 0.0
             sampled_s = prepare_s + batch_s * share
             tests_started = time.perf_counter()
-            samples, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
+            repairing = repair is not None and repair.rounds > 0
+            samples, texts = _read_samples(
+                task, request, completions, target, project, tests_cache, limits, failure=repairing
+            )
             testing_s = time.perf_counter() - tests_started
             superseded = _superseded(_completions(data), request, sample_params)
             scores = {}
+            ranking_started = time.perf_counter()
+            picked = picks(samples, _problem(request, task, project, texts), rankers, scores=scores)
+            ranking_s = time.perf_counter() - ranking_started
             record = {
                 "task_id": task.task_id,
                 "project": task.project,
@@ -602,14 +608,15 @@ def run_function_tasks(
                 "sample_key": key,  # its samples in function-samples.jsonl (the redraws under _redraw_key(key))
                 "correct": sum(s["passed"] for s in samples),
                 "samples": samples,
-                "picks": picks(samples, _problem(request, task, project, texts), rankers, scores=scores),
+                "picks": picked,
                 "scores": scores,  # each ranker's score of each sample (None: unparsable)
                 "usage": {name: value * share for name, value in usage.items()} if share else {},
                 "seconds": round(sampled_s + time.perf_counter() - started, 2),
                 "sampling_seconds": round(sampled_s, 2),
-                "testing_seconds": round(testing_s, 2),
+                "testing_seconds": round(testing_s, 2),  # the covering tests (cached verdicts cost nothing)
+                "ranking_seconds": round(ranking_s, 2),  # the rankers' picks (agree's model calls and runs)
             }
-            if repair is not None and repair.rounds > 0:
+            if repairing:
                 fields = repair_record(
                     task, request, completions, target, project, backend, sample_params, tests_cache, limits, repair
                 )
@@ -680,9 +687,11 @@ def _read_samples(
     project: Project,
     tests_cache: JsonlCache,
     limits: ProjectLimits,
+    failure: bool = False,
 ) -> tuple[list[dict], dict[int, str]]:
     """Each sample's record (its body put into the file and the covering tests run on it, each distinct file
-    once, cached by its text), and the whole file of each sample that gave a body, by sample number."""
+    once, cached by its text), and the whole file of each sample that gave a body, by sample number. With
+    `failure` (repair rounds follow), a failing run's report is kept with its verdict."""
     samples = []
     texts: dict[int, str] = {}
     for number, completion in enumerate(completions):
@@ -699,7 +708,7 @@ def _read_samples(
         new_text = plan_fill(target, request.stub, taken, project.root).new
         texts[number] = new_text
         body = taken.body
-        verdict = tested(task, project, new_text, tests_cache, limits, failure=False)
+        verdict = tested(task, project, new_text, tests_cache, limits, failure)
         sample.update(
             code=candidate.code,
             parsed=True,
@@ -1024,6 +1033,7 @@ def _repair_summary(mine: Sequence[dict]) -> dict:
         "repaired_vs_first": paired_difference(repaired, first),
         "repair_rounds": sum(len(r["repair"]["rounds"]) for r in mine) / count,
         "sampling_s": sum(r.get("sampling_seconds", 0.0) for r in mine) / count,
+        "ranking_s": sum(r.get("ranking_seconds", 0.0) for r in mine) / count,
         "testing_s": sum(r.get("testing_seconds", 0.0) for r in mine) / count,
         "repair_s": sum(r.get("repair_seconds", 0.0) for r in mine) / count,
     }
@@ -1084,15 +1094,15 @@ def function_table(rows: Sequence[dict]) -> str:
             "With the covering tests visible (what `--apply` writes: the first sample that passes them, else nothing, "
             "a miss), before and after the repair rounds; seconds per task:",
             "",
-            "| strategy | first round | after repair | repair vs first | rounds/task | sampling s | tests s | "
-            "repair s |",
-            "|" + "---|" * 8,
+            "| strategy | first round | after repair | repair vs first | rounds/task | sampling s | ranking s | "
+            "tests s | repair s |",
+            "|" + "---|" * 9,
         ]
         for r in repaired:
             lines.append(
                 f"| {r['strategy']} | {_cell(r['tests_first'])} | {_cell(r['tests_repaired'])} | "
                 f"{_cell(r['repaired_vs_first'], signed=True)} | {r['repair_rounds']:.2f} | {r['sampling_s']:.1f} | "
-                f"{r['testing_s']:.1f} | {r['repair_s']:.1f} |"
+                f"{r['ranking_s']:.1f} | {r['testing_s']:.1f} | {r['repair_s']:.1f} |"
             )
     ranked = [r for r in rows if "agree" in r]
     if ranked:
