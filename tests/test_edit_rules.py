@@ -266,3 +266,24 @@ def test_item5a_a_missing_standard_library_import_comes_with_the_edit(tmp_path: 
     # Names the body binds itself, or the file imports, need nothing.
     bound = plan_edit(target, "def firsts(xs):\n    import os\n    return os.sep, islice\n", tmp_path)
     assert bound.actions == ("insert firsts",)
+
+
+REWRITTEN = '''def apply_discount(price: Decimal, percent: int) -> Decimal:
+    """The price less `percent` per cent."""
+    return price - price * percent / 100
+```'''
+
+
+def test_item1_function_with_a_requirement_rewrites_that_one_function_only(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Replacing working code is explicit: --function NAME names it; the repo's tests still decide what is written.
+    register_scripted(monkeypatch, ScriptedBackend([REWRITTEN]))
+    args = ("subtract the discount from the price", "--file", "inventory/pricing.py", "--function", "apply_discount")
+    shown = assist_here("generate", *args, "-k", "0", "-n", "1", "--backend", "scripted", "--apply", cwd=shop)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "Rewriting apply_discount (line 6) from the requirement given" in shown.stdout
+    after = segments((shop / "inventory" / "pricing.py").read_text(encoding="utf-8"))
+    assert "return price - price * percent / 100" in after["apply_discount"]
+    assert all(after[name] == segments(PRICING)[name] for name in FOUR if name != "apply_discount")
+    assert shown.stdout.rstrip().splitlines()[-1].endswith("it passed the tests.")

@@ -169,7 +169,10 @@ def test_overload_declarations_are_never_the_stub_and_a_docstring_on_the_def_lin
     assert find_stub(source, "f").line == 8 and [s.line for s in list_stubs(source)] == [8]
     filled = source.replace('    """Echo x."""\n    ...\n', "    return x\n")
     with pytest.raises(UsageError, match=r"f \(the file:8\) is not a stub"):  # not the second @overload
-        find_stub(filled, "f", requirement_given=True)
+        find_stub(filled, "f")
+    # With a requirement, the implementation's body is the one to rewrite (never an @overload declaration).
+    rewrite = find_stub(filled, "f", requirement_given=True)
+    assert (rewrite.line, rewrite.form) == (8, "body")
     with pytest.raises(UsageError, match="only declared with @overload; write its implementation"):
         find_stub("import typing\n\n\n@typing.overload\ndef f(x: int) -> int: ...\n", "f", requirement_given=True)
     for inline in ('def f(x): "Add one."; ...\n', 'def f(\n    x,\n): """Add one."""\n'):

@@ -240,7 +240,8 @@ def find_stub(
     tree: ast.Module | None = None,
 ) -> Stub:
     """The stub called `function` ("name" or "Class.method"; a bare name also finds a unique method), or a
-    one-line UsageError: no such function, more than one, not a stub, or no docstring and no requirement."""
+    one-line UsageError: no such function, more than one, not a stub, or no docstring and no requirement. With a
+    requirement, a function with a body is found too (its `form` is "body"): its body is the one to rewrite."""
     functions = find_functions(text, name, tree)
     matches = [f for f in functions if f.qualname == function]
     if not matches:
@@ -268,10 +269,11 @@ def find_stub(
     # A redefinition wins, as at run time, unless only an earlier one is a stub (a property's getter, written
     # before its setter, is the one to fill).
     stub = ([m for m in declared if m.is_stub] or declared)[-1]
-    if not stub.is_stub:
+    if not stub.is_stub and not requirement_given:
+        # A body is rewritten only when asked with a requirement: what it should do now is not its docstring's.
         raise UsageError(
             f"{stub.qualname} ({name}:{stub.line}) is not a stub: its body has {stub.body_lines} line(s) of code; "
-            "replace the body with `...` to have it written"
+            "give a requirement to have it rewritten, or replace the body with `...` to have it written"
         )
     if stub.inline_docstring:
         raise UsageError(
@@ -825,7 +827,9 @@ def collect_stub(
         taken = take_body(code, stub.name, existing, finished)
         if isinstance(taken, str):
             if taken == "cut off":
-                cut.append(CutOff(number, completion.tokens, completion.text, repeats_itself(completion.text)))
+                looping = completion.cut_reason == "looping" or repeats_itself(completion.text)
+                reason = completion.cut_reason or "token limit"  # the engine may end a straggler early
+                cut.append(CutOff(number, completion.tokens, completion.text, looping, reason))
             dropped[taken] += 1
             continue
         function = head + "\n" + "\n".join(indent_body(taken.body, _relative(stub))) + "\n"

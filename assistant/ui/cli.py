@@ -202,7 +202,8 @@ def generate(
         typer.Option(
             "--function",
             help="Fill this stub of --file (NAME or Class.method; its body `...`, `pass` or `raise "
-            "NotImplementedError`): the docstring is the requirement, and only the body is replaced.",
+            "NotImplementedError`): the docstring is the requirement, and only the body is replaced. With a "
+            "requirement, a function that has a body is rewritten the same way.",
         ),
     ] = None,
     replace: Annotated[
@@ -654,8 +655,10 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: int |
     if result.function:
         stub = result.function
         requirement = "its docstring" if result.requirement == (stub["docstring"] or "") else "the requirement given"
+        # A function with a body (not a stub) is rewritten: only with a requirement, so it is never silent.
+        doing, body = ("Rewriting", "") if stub["form"] == "body" else ("Filling", f", body {escape(stub['form'])}")
         out.print(
-            f"[bold]Filling[/] {escape(stub['function'])} (line {stub['line']}, body {escape(stub['form'])}) "
+            f"[bold]{doing}[/] {escape(stub['function'])} (line {stub['line']}{body}) "
             f"from {requirement}; up to {result.max_new_tokens} new tokens per sample",
             markup=True,
         )
@@ -725,6 +728,7 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: int |
         for cut in result.cut_off:
             tail = cut.text.rstrip()[-200:]
             loop = " (repeating its lines)" if cut.repeating else ""
+            loop = f" (cut off: {cut.reason})" if cut.reason != "token limit" else loop
             out.print(f"  sample #{cut.sample + 1}, {cut.tokens} tokens{loop}, ending: {tail!r}", markup=False)
 
 
