@@ -394,7 +394,7 @@ class Session:
     def may_apply(self, position: int) -> str | None:
         """Why the candidate at `position` may not be written without insisting (it did not pass the tests the
         candidates have), or None (:func:`assistant.core.rank.may_write`: the rule every door follows)."""
-        from assistant.core.rank import may_write, passed_tests
+        from assistant.core.rank import TEST_SCORES, may_write, passed_tests
 
         result = self._result()
         item = self._candidate(position)
@@ -402,6 +402,8 @@ class Session:
         if not pick.tested or passed_tests(item):
             return None
         best = "none passed them" if pick.position is None else f"#{pick.position + 1} passed them"
+        if not any(name in item.scores for name in TEST_SCORES):  # typed after generating: run on others only
+            return f"candidate #{position + 1} was not run on {self.state.tests_label()} (ctrl+t runs them); {best}"
         return f"candidate #{position + 1} did not pass {self.state.tests_label()}; {best}"
 
     # -- apply and undo ----------------------------------------------------------------------------------
