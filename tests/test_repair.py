@@ -293,3 +293,20 @@ def test_a_failing_backend_in_a_repair_round_leaves_the_first_round_standing(tmp
     backend.fail = Cancelled("generate cancelled")  # Escape in the TUI still stops it
     with pytest.raises(Cancelled):
         pipeline.repair(first, request)
+
+
+def test_the_repair_prompt_shows_the_candidate_that_passed_most_whatever_ranks_first(tmp_path: Path) -> None:
+    none, half = "def double(x):\n    return 0\n", "def double(x):\n    return x + 2\n"  # 0 and 1 of 2 tests
+    right = "def double(x):\n    return 2 * x\n"
+    script = [none, half]
+    backend = ScriptedBackend(lambda prompt, n: right if REPAIR_TURN in text_of(prompt) else script[n % 2])
+    pipeline = Pipeline(GenerationOptions(k=0, n=2, ranker="first+exec"), backend=backend, start=tmp_path)
+    request = Request("double a number", tests=["assert double(2) == 4", "assert double(3) == 6"])
+    first = pipeline.generate(request)
+    assert [item.candidate.code for item in first.candidates] == [none.strip(), half.strip()]  # sampling order
+    repaired = pipeline.repair(first, request)
+    shown = backend.prompts[-1].messages[-2]["content"]  # the failing candidate, as the model's answer
+    assert "return x + 2" in shown and "return 0" not in shown
+    assert "return 0" in backend.prompts[-1].messages[-1]["content"]  # the other one, in the repair turn
+    # Ranked by sampling order first, the repair comes last; it passes, so there is one to write.
+    assert repaired.result.candidates[-1].candidate.code == right.strip() and repaired.passed

@@ -4,7 +4,7 @@ candidate(s) and what failed, sample again, test the new candidates, and stop at
 This is Self-Debugging's loop (Chen et al., 2023) and Aider's `--auto-test` in one library call: the prompt is
 the first round's conversation (the requirement or the stub, with everything it showed) followed by the best
 failing candidate as the model's answer and a user turn (`prompts/repair.jinja`) with the failing assertion or
-traceback, trimmed to what matters (:func:`pytest_failure`, :func:`sandbox_failure`). The new candidates are
+traceback, trimmed to what matters (:mod:`assistant.core.failures`). The new candidates are
 scored by the first round's rankers and tests (the caller's `score`), merged with the first round's and ranked
 again, so a passing repair ranks first and is what `--apply` writes.
 
@@ -98,8 +98,8 @@ class Repaired:
 
     @property
     def passed(self) -> bool:
-        """Whether the best candidate now passes every test."""
-        return bool(self.result.candidates) and passes(self.result.candidates[0]) is True
+        """Whether a candidate now passes every test (so `--apply` has one to write)."""
+        return any(passes(item) for item in self.result.candidates)
 
     def to_json(self) -> dict:
         return {
@@ -223,7 +223,9 @@ def _sample_round(
     so a status line shows it live."""
     stage = f"repair round {number} of {options.rounds}: sampling again from the test output"
     report(stage, 0, options.n)
-    failing = [item for item in result.candidates if passes(item) is False][:SHOWN_FAILING]
+    failing = [item for item in result.candidates if passes(item) is False]
+    # The best by tests passed (the ranking may put another ranker first); ties keep the ranking's order.
+    failing = sorted(failing, key=lambda item: -min(score.value for score in verdicts(item)))[:SHOWN_FAILING]
     prompt = repair_prompt(result, failing, task.function)
     params = _round_params(task, options, result, number)
     return backend.sample(prompt, params, step=lambda done, total: report(stage, done, total))
