@@ -287,3 +287,19 @@ def test_item1_function_with_a_requirement_rewrites_that_one_function_only(
     assert "return price - price * percent / 100" in after["apply_discount"]
     assert all(after[name] == segments(PRICING)[name] for name in FOUR if name != "apply_discount")
     assert shown.stdout.rstrip().splitlines()[-1].endswith("it passed the tests.")
+
+
+def test_item5a_a_filled_stubs_missing_standard_library_import_comes_with_its_edit(tmp_path: Path) -> None:
+    # As in a real repository: the module does `from itertools import islice`; the body wrote `itertools.islice`.
+    from assistant.core.stubs import Taken, find_stub, plan_fill
+
+    source = 'from itertools import islice\n\n\ndef head(xs, n):\n    """The first n items."""\n    ...\n'
+    target = tmp_path / "seq.py"
+    target.write_text(source)
+    stub = find_stub(source, "head")
+    edit = plan_fill(target, stub, Taken("return list(itertools.islice(xs, n))\n", (), ()), tmp_path)
+    assert edit.new.startswith("from itertools import islice\nimport itertools\n")
+    assert "insert import itertools (missing: the code uses it)" in edit.actions
+    namespace: dict = {}
+    exec(compile(edit.new, "seq.py", "exec"), namespace)
+    assert namespace["head"]("abc", 2) == ["a", "b"]
