@@ -4,16 +4,27 @@ Every rewrite is atomic (a temporary file beside it, then a rename) and keeps wh
 permissions, owner and group, a symlink (written through to its target, refused outside the repo unless
 forced). A read-only file is refused, and so is a file with several hard links unless forced, in which
 case it is rewritten in place so that all its names keep sharing one content.
+
+A rewrite that must not overwrite an edit (`expected`: the bytes the caller read) compares the file just before
+the rename; an editor that saves by renaming its own file over the name in the moment between that check and the
+rename would lose its save. On Linux (renameat2's RENAME_EXCHANGE: ext4, xfs, btrfs, tmpfs and most local
+filesystems) the new file is swapped in atomically and the file it displaced is compared afterwards: a save
+made meanwhile is swapped back and the rewrite refused, so no save is lost. Elsewhere (macOS, Windows, a
+filesystem without the exchange such as some network ones) the window remains, a few microseconds wide; and a
+save written into the file in place (not by rename) after the check is overwritten on every platform.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import os
 import secrets
 import stat
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import platformdirs
@@ -115,20 +126,31 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _usable_folder(path: Path, setting: str) -> Path:
+    """`path`, created if missing, or a one-line UsageError naming the environment variable that sets it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{path} is not a folder; set {setting} to a folder assist may write") from None
+    except OSError as exc:
+        raise UsageError(f"cannot create {path} ({exc.strerror}); set {setting} to a folder assist may write") from None
+    return path  # not checked for writing: a read-only folder of models prepared for you is fine to read
+
+
 def cache_dir() -> Path:
-    """The user cache: converted models and indexes of banks. `ASSIST_CACHE_DIR` overrides the XDG default."""
+    """The user cache: converted models and indexes of banks. `ASSIST_CACHE_DIR` overrides the XDG default
+    (`XDG_CACHE_HOME`). A path that is not a folder, or that cannot be created, is a one-line UsageError."""
     override = os.environ.get("ASSIST_CACHE_DIR")
     path = Path(override) if override else Path(platformdirs.user_cache_dir("assist"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    setting = "ASSIST_CACHE_DIR" if override else "ASSIST_CACHE_DIR (or XDG_CACHE_HOME)"
+    return _usable_folder(path, setting)
 
 
 def models_dir() -> Path:
     """Where converted models live: `ASSIST_MODELS_DIR`, else `<cache>/models`."""
     override = os.environ.get("ASSIST_MODELS_DIR")
     path = Path(override) if override else cache_dir() / "models"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return _usable_folder(path, "ASSIST_MODELS_DIR")
 
 
 def data_path(*parts: str) -> Path:
@@ -210,6 +232,86 @@ def _check_unchanged(target: Path, expected: bytes | None) -> None:
         raise ChangedOnDisk(f"{target} changed since it was read; not written")
 
 
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _renameat2() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2  # glibc 2.28+
+    except (AttributeError, OSError):
+        return None
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two existing names in one step (Linux's renameat2 RENAME_EXCHANGE); False where the platform or the
+    filesystem cannot, and nothing was changed."""
+    function = _renameat2() if os.name == "posix" else None
+    if function is None:
+        return False
+    if function(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM):
+        return False
+    raise OSError(code, os.strerror(code), str(second))
+
+
+def _identity(path: Path | int) -> tuple[int, int]:
+    info = os.fstat(path) if isinstance(path, int) else path.stat()
+    return info.st_dev, info.st_ino
+
+
+def _open(path: Path) -> int:
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+
+def _replace_unchanged(tmp: Path, target: Path, expected: bytes | None) -> None:
+    """Rename `tmp` over `target` when `target` still holds `expected` (None: whatever it holds), else
+    ChangedOnDisk and `target` keeps what it holds; where the platform swaps names atomically, a save renamed
+    over `target` between the check and the rename is not lost either (see the module's docstring)."""
+    _check_unchanged(target, expected)
+    if expected is None:
+        os.replace(tmp, target)
+        return
+    # Files are told apart by inode number below; each is held open meanwhile, so that a save cannot be given
+    # the number of one an editor's rename just freed.
+    held = [_open(tmp)]
+    try:
+        if not _exchange(tmp, target):
+            os.replace(tmp, target)
+            return
+        held.append(_open(tmp))  # the displaced file: what was checked, or a save made since
+        with os.fdopen(os.dup(held[-1]), "rb") as displaced:
+            same = displaced.read() == expected
+        if same:
+            tmp.unlink()
+            return
+        _put_back(tmp, target, held)
+        raise ChangedOnDisk(f"{target} changed since it was read; not written")
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def _put_back(tmp: Path, target: Path, held: list[int]) -> None:
+    """Swap `tmp` (a save the exchange displaced) back over `target`, where we placed our file (`held[0]`); if
+    yet another save was renamed over ours meanwhile, the newest goes back in place. The file swapped out last
+    is removed. Every file moved is added to `held` (kept open by the caller)."""
+    placed = _identity(held[0])
+    for _ in range(100):
+        moving = held[-1]  # the file `tmp` names now
+        _exchange(tmp, target)
+        if _identity(tmp) == placed:  # `target` still held what we put there: it now holds the newest save
+            tmp.unlink()
+            return
+        placed = _identity(moving)  # an editor renamed a newer save over it: that one goes back next
+        held.append(_open(tmp))
+    kept = tmp.with_name(f"{tmp.name}.kept")
+    os.rename(tmp, kept)
+    raise ChangedOnDisk(f"{target} kept changing while it was written; not written (a save may be at {kept})")
+
+
 def _write_in_place(target: Path, data: bytes, expected: bytes | None) -> None:
     """Overwrite a hard-linked file's content without replacing its inode (every link sees the new text)."""
     with open(target, "r+b") as handle:
@@ -265,6 +367,7 @@ def atomic_write_bytes(
     if mode is None and info is not None:
         mode = stat.S_IMODE(info.st_mode)
     fd, tmp = _new_temp_file(target)
+    ours = _identity(fd)  # unique while `tmp` names it: a displaced save is never removed below
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -276,10 +379,11 @@ def atomic_write_bytes(
             os.chmod(tmp, mode)
         if info is not None:
             _keep_owner(tmp, info)
-        _check_unchanged(target, expected)
-        os.replace(tmp, target)
+        _replace_unchanged(tmp, target, expected)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if _identity(tmp) == ours:
+                tmp.unlink()
         raise
 
 

@@ -265,3 +265,102 @@ except OSError as exc:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.startswith("refused"), done.stdout + done.stderr
     assert target.read_bytes() == old and (tmp_path / "other-name.py").read_bytes() == old
+
+
+# -- a save made in the check-then-rename window (issue 67, item 9) ---------------------------------------------
+
+# An editor in its own process that saves by rename ("save N" to a temporary file, then over the name) in a tight
+# loop; before each save it reads the file: "ours after K" there while its last save was not K means a rewrite
+# replaced a save it had not read (the save is lost), unless that rewrite is swapping the save back: the file is
+# read again for up to half a second (the swap takes microseconds, longer on a busy machine). It prints how many
+# it lost.
+EDITOR = r"""
+import os, sys, time
+path, saves = sys.argv[1], int(sys.argv[2])
+
+def replaced(number):
+    with open(path, "rb") as handle:
+        now = handle.read()
+    return now.startswith(b"ours after ") and int(now.split()[-1]) != number - 1
+
+lost = 0
+for number in range(1, saves + 1):
+    deadline = time.monotonic() + 0.5
+    while replaced(number):
+        if time.monotonic() > deadline:
+            lost += 1
+            break
+        time.sleep(0.001)
+    with open(path + ".editor", "wb") as handle:
+        handle.write(b"save %d" % number)
+    os.replace(path + ".editor", path)
+    time.sleep(0.0002)
+print(lost)
+"""
+
+
+def _can_exchange(folder: Path) -> bool:
+    """Whether this platform and filesystem swap two names atomically (renameat2 RENAME_EXCHANGE), probed here
+    independently of the code under test."""
+    import ctypes
+
+    (folder / "a").write_text("a")
+    (folder / "b").write_text("b")
+    try:
+        swap = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    swapped = swap(-100, bytes(folder / "a"), -100, bytes(folder / "b"), 2) == 0
+    (folder / "a").unlink()
+    (folder / "b").unlink()
+    return swapped
+
+
+def test_a_save_renamed_over_the_file_while_it_is_rewritten_is_never_lost(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from assistant.paths import ChangedOnDisk
+
+    if not _can_exchange(tmp_path):
+        pytest.skip("no atomic exchange of names here: the window is documented, not closed")
+    path = tmp_path / "edited.txt"
+    path.write_bytes(b"save 0")
+    editor = subprocess.Popen([sys.executable, "-c", EDITOR, str(path), "3000"], stdout=subprocess.PIPE, text=True)
+    written = refused = 0
+    while editor.poll() is None:
+        read = path.read_bytes()
+        if not read.startswith(b"save "):
+            continue
+        try:
+            atomic_write_text(path, f"ours after {int(read.split()[-1])}", expected=read)
+            written += 1
+        except ChangedOnDisk:
+            refused += 1
+    lost = int(editor.communicate()[0])
+    final = path.read_bytes()
+    if final.startswith(b"ours after "):  # the last rewrite came after the editor's last save: it had read it
+        assert final == b"ours after 3000"
+    assert lost == 0, f"{lost} saves lost ({written} rewrites, {refused} refused)"
+    assert written and refused  # the two raced
+    assert _leftovers(tmp_path) == [] and not list(tmp_path.glob("*.kept"))
+
+
+@pytest.mark.parametrize(
+    "env, named",
+    [
+        ({"ASSIST_CACHE_DIR": "{file}"}, "{file} is not a folder; set ASSIST_CACHE_DIR"),
+        ({"ASSIST_CACHE_DIR": "/dev/null"}, "/dev/null is not a folder; set ASSIST_CACHE_DIR"),
+        ({"ASSIST_CACHE_DIR": "", "XDG_CACHE_HOME": "/proc"}, "cannot create /proc/assist"),
+    ],
+)
+def test_a_cache_folder_that_is_not_one_is_a_one_line_error(tmp_path: Path, env: dict, named: str) -> None:
+    from .conftest import assist
+
+    file = tmp_path / "a-file"
+    file.write_text("")
+    env = {key: value.format(file=file) for key, value in env.items()}
+    result = assist("models", "list", cwd=tmp_path, env={**env, "ASSIST_MODELS_DIR": ""})
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and named.format(file=file) in line, line
