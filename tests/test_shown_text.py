@@ -103,3 +103,29 @@ def test_the_tui_code_and_diff_panes_write_out_hidden_characters_and_flag_bidi(t
     for shown in (code, diff_shown):
         assert '"admin\\u0008" or name in ("ro\\u200bot", "su\\u00ad", "\\u2060x")  # \\u202e }' in shown
         assert not any(hidden in shown for hidden in "\b\u200b\u00ad\u2060\u202e")
+
+
+def test_the_tui_demonstrations_list_keeps_a_repos_file_name_on_one_line() -> None:
+    from textual.app import App, ComposeResult
+
+    from assistant.code.examples import Example
+    from assistant.core.retrieve import Hit
+    from assistant.ui.tui.widgets import DemonstrationList
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield DemonstrationList()
+
+    example = Example("Check a name.\nSecond line", "def f():\n    return 1\n", name="", path="evil\n  2. forged.py")
+    hit = Hit(example, 0.5, "bm25", "")
+
+    async def run() -> str:
+        app = Host()
+        async with app.run_test(size=(120, 20)) as pilot:
+            demonstrations = app.query_one(DemonstrationList)
+            demonstrations.show([hit])
+            await pilot.pause()
+            return str(demonstrations.get_option_at_index(0).prompt)
+
+    shown = asyncio.run(run())
+    assert "\n" not in shown and "evil\\n  2. forged.py" in shown and "Check a name.\\nSecond line" in shown

@@ -11,7 +11,7 @@ from textual.widgets import SelectionList
 from textual.widgets.selection_list import Selection
 
 from assistant.core.retrieve import Hit
-from assistant.ui.text import one_line, printable
+from assistant.ui.text import one_line
 
 
 class DemonstrationList(SelectionList[int]):
@@ -49,7 +49,7 @@ class DemonstrationList(SelectionList[int]):
         self.retrieved = True
         self.clear_options()
         for number, hit in enumerate(self.hits):
-            name = printable(hit.example.name or hit.example.requirement[:40])  # the repo's text: shown, not sent
+            name = one_line(hit.example.name or hit.example.requirement[:40])  # the repo's text: shown, not sent
             prompt = Text.assemble(
                 (one_line(hit.example.source), "bold"), f"  {name}  ", (f"{hit.retriever} {hit.score:.3f}", "dim")
             )
