@@ -87,6 +87,9 @@ SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
 # transformers fp32, which stays for what needs the model's internals (training, hidden states, bf16 labeling).
 LOCAL_ENGINES = {"openvino": "local-ov", "transformers": "local", "ct2": "local-ct2"}
 DEFAULT_ENGINE = "openvino"
+# How the openvino engine decodes: plain; speculative (a smaller model drafts tokens the generator checks);
+# prompt-lookup (the prompt drafts them); auto: what measured faster for the model (assistant.backends.ov).
+LOCAL_DECODINGS = ("auto", "plain", "speculative", "prompt-lookup")
 TRUST_FILE = "trusted.json"
 TRUST_HINT = "`assist config trust` (undo: `assist config untrust`)"
 
@@ -224,6 +227,14 @@ FIELDS: tuple[Field, ...] = (
         "ASSIST_LOCAL_ENGINE",
         "the local engine: openvino (int8, the fast default), transformers (fp32; what training uses) or ct2 "
         "(CTranslate2 int8; pip install 'assist[fast]')",
+    ),
+    Field(
+        "local.decoding",
+        _choice(*LOCAL_DECODINGS),
+        "auto",
+        "ASSIST_LOCAL_DECODING",
+        "how the openvino engine decodes: auto (what measured faster for the model), plain, speculative (the 0.5B "
+        "drafts for the 1.5B) or prompt-lookup (the prompt drafts)",
     ),
     Field("openai.api_key", _str, None, "OPENAI_API_KEY", "API key (user config or environment only)", secret=True),
     Field("openai.api", _choice("chat", "completions"), "chat", "ASSIST_OPENAI_API", "chat or completions endpoint"),

@@ -78,3 +78,15 @@ def test_batched_prompts_sample_as_if_alone(backend):
     assert [len(group) for group in together] == [2, 2]
     assert [c.text for c in together[1]] == [c.text for c in alone[0]]
     assert together[1][0].text != together[1][1].text or together[1][0].logprobs != together[1][1].logprobs
+
+
+def test_a_looping_row_leaves_the_batch_cut_off(backend):
+    from dataclasses import replace
+
+    prompt = build_prompt("Write a function series(r) that sums many range tuples.")
+    head = "def series(r):\n    total = 0\n" + "".join(
+        f"    total += sum(tuple(range(r - 1, {k}, -1)))\n" for k in range(3, 27)
+    )
+    prompt = replace(prompt, answer_prefix=prompt.answer_prefix + "```python\n" + head)
+    (greedy,) = backend.sample(prompt, SamplingParams(n=1, temperature=0, max_new_tokens=800))
+    assert greedy.cut_reason == "looping" and greedy.finish_reason == "length" and greedy.tokens < 400

@@ -196,3 +196,54 @@ def test_an_engine_that_reads_every_prompt_afresh_scores_on_its_one_pipeline(ov)
     assert afresh._scoring_pipeline() is afresh.pipeline  # no second copy of the model
     assert ov._scoring_pipeline() is not ov.pipeline  # the default caches prefixes, so it cannot score on it
     assert scored.logprobs == pytest.approx(ov.logprob(pairs)[0].logprobs, abs=1e-4)
+
+
+def _looping_prompt():
+    """A prompt the 0.5B answers by counting on, line after line, with a number changing in every line (measured:
+    greedy, it was still counting at 500 tokens before the straggler check)."""
+    from dataclasses import replace
+
+    prompt = build_prompt("Write a function series(r) that sums many range tuples.")
+    head = "def series(r):\n    total = 0\n" + "".join(
+        f"    total += sum(tuple(range(r - 1, {k}, -1)))\n" for k in range(3, 27)
+    )
+    return replace(prompt, answer_prefix=prompt.answer_prefix + "```python\n" + head)
+
+
+def test_a_looping_sample_is_cut_off_early_and_says_why(ov) -> None:
+    started = time.perf_counter()
+    (greedy,) = ov.sample(_looping_prompt(), SamplingParams(n=1, temperature=0, max_new_tokens=800))
+    assert greedy.cut_reason == "looping" and greedy.finish_reason == "length"
+    assert greedy.tokens < 400  # measured: 209
+    assert "total += sum(tuple(range(r - 1, 30, -1)))" in greedy.text
+    # Sampled rows are one-row requests, each watched on its own and seeded by its number.
+    params = SamplingParams(n=3, temperature=0.8, top_p=0.95, max_new_tokens=800, seed=4)
+    sampled = ov.sample(_looping_prompt(), params)
+    assert len(sampled) == 3 and any(c.cut_reason == "looping" for c in sampled)
+    assert all(c.tokens < 800 for c in sampled)
+    assert [c.text for c in ov.sample(_looping_prompt(), params)] == [c.text for c in sampled]
+    assert time.perf_counter() - started < 240
+
+
+@pytest.mark.parametrize("decoding", ["speculative", "prompt-lookup"])
+def test_drafted_decoding_follows_the_plain_greedy_answer(ov, decoding: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The 0.5B drafting for itself runs the same plumbing as the 0.5B drafting for the 1.5B, at a test's cost.
+    from assistant.backends import ov as engine
+
+    monkeypatch.setitem(engine.DRAFT_MODELS, PLUMBING_MODEL, PLUMBING_MODEL)
+    drafted = engine.OpenVINOBackend.load(PLUMBING_MODEL, decoding=decoding)
+    assert drafted.identity.kind == f"local-ov-{decoding}" and drafted.identity.label == ov.identity.label
+    prompt = build_prompt(REQUIREMENTS[1])
+    params = SamplingParams(n=1, temperature=0, max_new_tokens=80)
+    (fast,), (plain,) = drafted.sample(prompt, params), ov.sample(prompt, params)
+    # Not the same text: the generator checks a draft in one pass over several tokens, whose float noise parts
+    # from plain decoding at a near tie (measured: at character 243 of this answer, "the two lists" for "list1
+    # and list2"), so `local.decoding = "auto"` never drafts a greedy request.
+    at = _first_difference(fast.text, plain.text)
+    assert at >= 100
+    shared = len(ov.tokenizer(fast.text[:at], add_special_tokens=False)["input_ids"]) - 1
+    # The recorded log-probabilities are the generator's own, as plain decoding records them.
+    assert fast.logprobs[:shared] == pytest.approx(plain.logprobs[:shared], abs=0.05)
+    # Sampled rows are one-row requests, which drafted decoding takes (it refuses requests for several rows).
+    rows = drafted.sample(prompt, SamplingParams(n=3, temperature=0.8, max_new_tokens=24, seed=2))
+    assert len(rows) == 3 and all(c.tokens > 0 for c in rows)

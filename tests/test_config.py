@@ -35,7 +35,7 @@ def test_defaults() -> None:
     settings = load_settings(start=Path("/"))
     assert settings.backend == "local" and settings.model is None
     assert settings.values["openai.timeout"].source == "default"
-    assert settings.backend_options() == {"context": 8192, "engine": "openvino"}  # the local table
+    assert settings.backend_options() == {"context": 8192, "engine": "openvino", "decoding": "auto"}  # the local table
 
 
 def test_layers_override_in_order(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,10 +107,14 @@ def test_a_timeout_must_be_a_finite_positive_number(raw: str, monkeypatch: pytes
 def test_local_context_reaches_the_local_backend_and_is_checked(monkeypatch) -> None:
     from assistant.config import backend_settings
 
-    assert backend_settings("local", None).backend_options() == {"context": 8192, "engine": "openvino"}
+    assert backend_settings("local", None).backend_options() == {
+        "context": 8192,
+        "engine": "openvino",
+        "decoding": "auto",
+    }
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "4096")
     settings = backend_settings("local", None)
-    assert settings.backend_options() == {"context": 4096, "engine": "openvino"}
+    assert settings.backend_options() == {"context": 4096, "engine": "openvino", "decoding": "auto"}
     assert settings.values["local.context"].source == "env ASSIST_LOCAL_CONTEXT"
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "12")
     with pytest.raises(UsageError, match=r"local\.context"):
@@ -145,7 +149,7 @@ def test_local_engine_setting_picks_the_backend(monkeypatch, tmp_path):
     settings = backend_settings("local", None, engine="transformers")  # the --engine flag wins
     pipeline.load_generator(settings.backend, settings.model, **settings.backend_options(), precision="fp32")
     assert loaded == [
-        ("local-ov", {"context": 8192}),
+        ("local-ov", {"context": 8192, "decoding": "auto"}),
         ("local-ct2", {"context": 8192}),
         ("local", {"context": 8192, "precision": "fp32"}),
     ]

@@ -44,6 +44,9 @@ class Completion:
     finish_reason: str  # "stop" (closing fence) or "length"
     # Raw log-probabilities of the text's tokens, when the backend reports them (free with local sampling).
     logprobs: tuple[float, ...] | None = None
+    # Why the engine ended the row before its end ("looping", "ran past the others": `assistant.backends.loops`);
+    # `finish_reason` is then "length", so every caller treats the row as unfinished, as one cut by the limit.
+    cut_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from assistant.backends import (
     check_prompt,
     check_text,
 )
+from assistant.backends.loops import RowWatch
 from assistant.backends.models import ModelSpec, generator_dir, pull, quiet_transformers, resolve
 from assistant.backends.prompts import Prompt
 from assistant.errors import ModelError, UsageError
@@ -261,6 +262,9 @@ class LocalBackend(Backend):
         generated: list[list[int]] = [[] for _ in range(rows)]
         logprobs: list[list[float]] = [[] for _ in range(rows)]
         ends = self._end_ids
+        # Each prompt's rows are watched together: a looping row, or one running far past its finished
+        # siblings, ends early (cut off) and leaves the batch.
+        watches = [RowWatch(n, self.tokenizer.decode) for _ in prompts]
         report: Step = step or (lambda done, total: None)
         with torch.inference_mode():
             cache = DynamicCache(config=self.lm.config)
@@ -286,12 +290,16 @@ class LocalBackend(Backend):
                 picked = raw.gather(1, chosen[:, None]).squeeze(1).tolist()
                 keep = []
                 for slot, (row, token) in enumerate(zip(active, chosen.tolist(), strict=True)):
+                    watch = watches[owner[row]]
                     if token in ends:
+                        watch.finish(row % n, len(generated[row]))
                         continue
                     generated[row].append(token)
                     logprobs[row].append(picked[slot])
                     tail = self.tokenizer.decode(generated[row][-window:], skip_special_tokens=True)
-                    if not any(stop in tail for stop in stops[row]):
+                    if any(stop in tail for stop in stops[row]):
+                        watch.finish(row % n, len(generated[row]))
+                    elif watch.verdict(row % n, generated[row]) is None:  # a straggler leaves the batch here
                         keep.append(slot)
                 if not keep or done + 1 == params.max_new_tokens:
                     break
@@ -312,7 +320,10 @@ class LocalBackend(Backend):
         results: list[list[Completion]] = [[] for _ in prompts]
         for row in range(rows):
             stops = prompts[owner[row]].stop
-            results[owner[row]].append(self._completion(generated[row], logprobs[row], stops, params.max_new_tokens))
+            reason = watches[owner[row]].cut.get(row % n)
+            results[owner[row]].append(
+                self._completion(generated[row], logprobs[row], stops, params.max_new_tokens, reason)
+            )
         self.usage.add(
             sum(len(t) for t in encoded),
             sum(c.tokens for group in results for c in group),
@@ -329,15 +340,27 @@ class LocalBackend(Backend):
         ends = {self.tokenizer.pad_token_id, self.tokenizer.eos_token_id, *configured}
         return {t for t in ends if t is not None}
 
-    def _completion(self, tokens: list[int], logprobs: Sequence[float], stops: Sequence[str], limit: int) -> Completion:
+    def _completion(
+        self,
+        tokens: list[int],
+        logprobs: Sequence[float],
+        stops: Sequence[str],
+        limit: int,
+        cut_reason: str | None = None,
+    ) -> Completion:
         """A decoded row as a candidate: its text up to the first stop string, the log-probabilities of the tokens
-        before it, and "length" when it ran to `limit` tokens without stopping (shared by every local engine)."""
+        before it, and "length" when it ran to `limit` tokens without stopping or was ended early for
+        `cut_reason` (a straggler: `assistant.backends.loops`); shared by every local engine."""
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         cut = min((text.find(s) for s in stops if s in text), default=-1)
-        finish = "stop" if cut >= 0 or len(tokens) < limit else "length"
+        if cut >= 0:
+            cut_reason = None  # it reached its stop string after all: a finished row
+        finish = "stop" if cut >= 0 or (len(tokens) < limit and cut_reason is None) else "length"
         code = text[:cut] if cut >= 0 else text
         kept = self._tokens_within(tokens, len(code)) if cut >= 0 else len(tokens)
-        return Completion(text=code, tokens=len(tokens), finish_reason=finish, logprobs=tuple(logprobs[:kept]))
+        return Completion(
+            text=code, tokens=len(tokens), finish_reason=finish, logprobs=tuple(logprobs[:kept]), cut_reason=cut_reason
+        )
 
     def _tokens_within(self, tokens: list[int], chars: int) -> int:
         """How many leading tokens decode to at most `chars` characters (the code before the stop string)."""

@@ -9,8 +9,11 @@ never mix its samples or scores with the fp32 ones:
 - Log-probabilities come from int8 (Q8_0) weights; against transformers fp32 the mean token log-probability of a
   continuation moves by about 0.01 (tests/test_backend_ov.py, benchmarks/generation_speed.py).
 - Seeds: each request has its own random generator (`rng_seed`), so a prompt's samples do not depend on the other
-  prompts of a batch; the n rows of a request are drawn from that one stream (no per-row seeds), so its samples
-  differ from the transformers backend's for the same seed.
+  prompts of a batch. The pipeline streams the tokens of one-row requests only, so a prompt's n samples are n
+  one-row requests (row i seeded with seed * 1009 + i, as the transformers engine seeds its rows, from another
+  generator: the samples differ from its own), each watched on its own: a row going round in a loop, or running
+  far past its finished siblings, is ended there and reported as cut off (`assistant.backends.loops`). The
+  first row reads the prompt; the others are added once it has, and read it from the prefix cache.
 - Teacher-forced scoring is a one-token request with `echo`: the pipeline returns the log-probability of every
   prompt token, and the continuation's are read off its tail.
 - Sampling caches prompt prefixes: a prompt read before (a redraw, a retry, the same function asked for again)
@@ -24,7 +27,8 @@ import os
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +42,12 @@ from assistant.backends import (
     Usage,
 )
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
+from assistant.backends.loops import RowWatch
 from assistant.backends.models import ModelSpec, ov_path, resolve, tokenizer_dir
 from assistant.backends.prompts import Prompt
 from assistant.backends.watchdog import Watchdog, stall_limit
-from assistant.errors import ModelError
+from assistant.config import LOCAL_DECODINGS as DECODINGS
+from assistant.errors import ModelError, UsageError
 
 # Tokens the pipeline computes in one step (prompt chunks and decode rows together): bounds the memory of scoring
 # (a scored position holds the whole vocabulary's logits, 0.6 MB) while keeping prompts in large chunks.
@@ -54,6 +60,17 @@ STALL_S = 300.0
 CACHE_GB = 1
 # Tokens of scored pairs handed to the pipeline at once (well within the attention cache).
 SCORE_GROUP_TOKENS = 16384
+# Speculative decoding: the smaller model with the same tokenizer that drafts tokens for each generator, and how
+# many it drafts a step (the generator checks them all in one pass and keeps those it would have chosen).
+DRAFT_MODELS = {"qwen2.5-coder-1.5b": "qwen2.5-coder-0.5b"}
+ASSISTANT_TOKENS = 4
+# Prompt-lookup decoding: the longest run of the last tokens looked up in the prompt, whose continuation there is
+# offered as the draft (an answer that copies its prompt's names gains; others pay a little).
+LOOKUP_NGRAM = 3
+LOOKUP_TOKENS = 4
+# What `local.decoding = "auto"` picks, per model, for the requests where the pipeline can use it (one row:
+# greedy, or each sampled row; benchmarks/decoding_speed.py measured it on a 2-core CPU).
+AUTO_DECODING: dict[str, str] = {}
 
 
 class OpenVINOBackend(ConvertedBackend):
@@ -71,6 +88,8 @@ class OpenVINOBackend(ConvertedBackend):
         threads: int | None = None,
         context: int | None = None,
         prefix_caching: bool = True,
+        decoding: str = "auto",
+        progress: Progress | None = None,
     ) -> None:
         self.spec = spec
         self.model = spec.name
@@ -82,15 +101,26 @@ class OpenVINOBackend(ConvertedBackend):
         self._watchdog = Watchdog(stall_limit(STALL_S), "the OpenVINO engine")
         self._next_id = 0
         self._scorer: Any = None  # the pipeline that scores, made on first use (see `_scoring_pipeline`)
+        self.prefix_caching = prefix_caching
+        self.decoding = decoding_for(spec.name, decoding)
+        draft = self._draft_directory(progress) if self.decoding == "speculative" else None
+        if draft is not None:
+            # OpenVINO GenAI 2026.4 fails a speculative request whose prompt it cached before ("content_length <=
+            # prompt_ids.size() + m_generated_ids.size()"): speculative decoding reads every prompt afresh.
+            prefix_caching = self.prefix_caching = False
         try:
             read_prompt_files(self, spec, tokenizer_directory, context)
-            self.pipeline = self._make_pipeline(prefix_caching=prefix_caching)
-            if not prefix_caching:
+            self.pipeline = self._make_pipeline(prefix_caching=prefix_caching, decoding=self.decoding, draft=draft)
+            if not prefix_caching and self.decoding == "plain":
                 self._scorer = self.pipeline  # it computes every position: it can score, no second copy needed
         except Exception as exc:  # a bad folder, tokenizer or converted model
             raise self._load_error(exc) from None
 
-    def _make_pipeline(self, prefix_caching: bool) -> Any:
+    def _draft_directory(self, progress: Progress | None) -> Path:
+        """The converted draft model of speculative decoding (converted on first use, like the generator)."""
+        return ov_path(resolve(DRAFT_MODELS[self.spec.name], "generator"), progress=progress)
+
+    def _make_pipeline(self, prefix_caching: bool, decoding: str = "plain", draft: Path | None = None) -> Any:
         """A continuous-batching pipeline over the converted model.
 
         With `prefix_caching`, the attention cache keeps what a prompt computed, and a later request that starts
@@ -105,11 +135,13 @@ class OpenVINOBackend(ConvertedBackend):
         scheduler.cache_size = CACHE_GB
         scheduler.max_num_batched_tokens = STEP_TOKENS
         scheduler.enable_prefix_caching = prefix_caching
+        properties: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads}
+        if draft is not None:
+            properties["draft_model"] = openvino_genai.draft_model(str(draft), "CPU")
+        elif decoding == "prompt-lookup":
+            properties["prompt_lookup"] = True
         return openvino_genai.ContinuousBatchingPipeline(
-            str(self.directory),
-            scheduler_config=scheduler,
-            device="CPU",
-            properties={"INFERENCE_NUM_THREADS": self.threads},
+            str(self.directory), scheduler_config=scheduler, device="CPU", properties=properties
         )
 
     def _load_error(self, exc: Exception) -> ModelError:
@@ -138,10 +170,13 @@ class OpenVINOBackend(ConvertedBackend):
         context: int | None = None,
         threads: int | None = None,
         prefix_caching: bool = True,
+        decoding: str = "auto",
     ) -> OpenVINOBackend:
         """Load a registered generator, converting it to OpenVINO first if this is its first use (~30 s once, and
         a few seconds for its tokenizer if the model was never pulled). `prefix_caching=False` reads every prompt
-        afresh (what `benchmarks/redraw_cost.py` compares against)."""
+        afresh (what `benchmarks/redraw_cost.py` compares against). `decoding` (the `local.decoding` setting):
+        plain, speculative (a smaller model drafts, `DRAFT_MODELS`), prompt-lookup (the prompt drafts), or auto
+        (what measured faster for this model on a CPU, `AUTO_DECODING`; plain where nothing did)."""
         spec = resolve(model, "generator")
         directory = ov_path(spec, progress=progress)
         return cls(
@@ -151,17 +186,22 @@ class OpenVINOBackend(ConvertedBackend):
             threads=threads,
             context=context,
             prefix_caching=prefix_caching,
+            decoding=decoding,
+            progress=progress,
         )
 
     @property
     def identity(self) -> BackendIdentity:
-        """Its own name, kind and label: samples and scores from int8 weights are keyed apart from fp32 ones."""
+        """Its own name, kind and label: samples and scores from int8 weights are keyed apart from fp32 ones, and
+        samples drawn with a draft (speculative, prompt-lookup: the same model's draws, but not the same draws for a
+        seed) apart from plain ones. Scores are always plain, so the label stays."""
+        plain = self.decoding == "plain"
         return BackendIdentity(
             self.name,
             self.model,
-            kind=self.name,
+            kind=self.name if plain else f"{self.name}-{self.decoding}",
             label=f"{self.model}@ov-int8",
-            details=(("engine", "openvino"), ("precision", "int8")),
+            details=(("engine", "openvino"), ("precision", "int8"), *(() if plain else (("decoding", self.decoding),))),
         )
 
     def _request_id(self) -> int:
@@ -169,11 +209,21 @@ class OpenVINOBackend(ConvertedBackend):
         return self._next_id
 
     def _run(
-        self, requests: list[tuple[list[int], Any]], report: Step | None, total: int, scoring: bool = False
+        self,
+        requests: list[tuple[list[int], Any]],
+        report: Step | None,
+        total: int,
+        scoring: bool = False,
+        watch: _Watch | None = None,
     ) -> list[list[list[Any]]]:
         """Add every request, step the pipeline until all are done, and return each one's rows in sampling order,
         each as [token ids, their log-probabilities] (a row ends at its limit, an end token or a stop string).
         `scoring` requests (echo) run on the pipeline that computes every prompt position.
+
+        `watch` (sampling) groups one-row requests by prompt: a row going round in a loop, or running far past
+        its finished siblings, is stopped there (its tokens so far kept, its reason in `watch.cut`), and the
+        rows it names as `later` are added once their prompt's first row has read the prompt, so they read it
+        from the prefix cache instead of each reading it afresh.
 
         `report` hears the progress after every step: a running request gains one token a step (all its rows
         decode together), a finished one counts as complete. The pipeline streams no tokens for several rows, so
@@ -184,43 +234,44 @@ class OpenVINOBackend(ConvertedBackend):
         import openvino_genai
 
         running = openvino_genai.GenerationStatus.RUNNING
-        handles = []
+        watch = watch or _Watch([], {}, set())
+        handles: dict[int, Any] = {}
         rows: list[dict[int, list[Any]]] = [{} for _ in requests]
-        each = total // max(1, len(requests))
         steps = [0] * len(requests)
         with self._lock:
             pipeline = self._scoring_pipeline() if scoring else self.pipeline
+
+            def add(position: int) -> None:
+                ids, config = requests[position]
+                tensor = ov.Tensor(np.asarray([ids], dtype=np.int64))
+                handles[position] = pipeline.add_request(self._request_id(), tensor, config)
+
             try:
-                for ids, config in requests:
-                    tensor = ov.Tensor(np.asarray([ids], dtype=np.int64))
-                    handles.append(pipeline.add_request(self._request_id(), tensor, config))
-                while pipeline.has_non_finished_requests():
+                for position in range(len(requests)):
+                    if position not in watch.later:
+                        add(position)
+                while pipeline.has_non_finished_requests() or len(handles) < len(requests):
                     with self._watchdog.watch():
                         pipeline.step()
-                    for handle, own in zip(handles, rows, strict=True):
-                        _collect(handle, own)
-                    if report is None:
-                        continue
-                    done = 0
-                    for position, handle in enumerate(handles):
-                        if handle.get_status() == running:
-                            steps[position] += 1
-                            done += min(steps[position], each)
-                        else:
-                            done += each
-                    report(min(done, total), total)
+                    for position, handle in handles.items():
+                        _collect(handle, rows[position])
+                    for position in watch.ready(handles, rows, running):
+                        add(position)
+                    watch.cut_stragglers(handles, rows, running)
+                    if report is not None:
+                        report(*_progress(requests, handles, steps, running, total))
             except BaseException:
-                for handle in handles:
+                for handle in handles.values():
                     handle.cancel()
                 with contextlib.suppress(Exception):  # the first error is the one to report
                     while pipeline.has_non_finished_requests():  # release the cancelled requests
                         with self._watchdog.watch():
                             pipeline.step()
                 raise
-            for handle, own in zip(handles, rows, strict=True):
-                _collect(handle, own)
+            for position, handle in handles.items():
+                _collect(handle, rows[position])
             finished = openvino_genai.GenerationStatus.FINISHED
-            if any(handle.get_status() != finished for handle in handles):
+            if any(h.get_status() != finished for p, h in handles.items() if p not in watch.cut):
                 # The scheduler drops a request its attention cache cannot hold: never return fewer rows quietly.
                 raise ModelError(
                     f"the OpenVINO engine could not hold this request in its {CACHE_GB} GB attention cache; "
@@ -238,6 +289,11 @@ class OpenVINOBackend(ConvertedBackend):
         config.stop_token_ids = set(self.end_ids)
         config.stop_strings = set(stops)
         config.include_stop_str_in_output = True  # cut below, the same way for every engine
+        if self.decoding == "speculative":
+            config.num_assistant_tokens = ASSISTANT_TOKENS
+        elif self.decoding == "prompt-lookup":
+            config.num_assistant_tokens = LOOKUP_TOKENS
+            config.max_ngram_size = LOOKUP_NGRAM
         if params.temperature <= 0:
             config.do_sample = False
         else:
@@ -285,31 +341,58 @@ class OpenVINOBackend(ConvertedBackend):
         prompt_tokens: int | None = None,
     ) -> list[list[Completion]]:
         """`sample_batch` on prompts already rendered as text (what `assist serve` is sent): each text's
-        candidates, cut at the first of its `stops`."""
+        candidates, cut at the first of its `stops`. A row going round in a loop, or running far past the
+        others of its prompt, is ended early and reported as cut off (`Completion.cut_reason`)."""
         started = time.perf_counter()
-        requests = []
+        requests: list[tuple[list[int], Any]] = []
+        owners: list[int] = []  # the prompt each request answers
+        watch = _Watch([], {}, set())
+        # The pipeline streams only one-row requests: a prompt's n samples are asked for as n one-row requests
+        # (each seeded by its number), so each row can be read, and ended, on its own. Without the prefix cache
+        # each would read the prompt afresh: then the n rows stay one request, unwatched, unless drafted decoding
+        # (which takes one-row requests only) is on.
+        split = params.temperature > 0 and params.n > 1 and (self.prefix_caching or self.decoding != "plain")
         for position, text in enumerate(texts):
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
             seed = params.seed if seeds is None else seeds[position]
-            requests.append((ids, self._config(params, stops[position], seed)))
+            rows = params.n if split else 1
+            watch.watches[position] = RowWatch(rows, self._decode)
+            first = len(requests)
+            owners += [position] * rows
+            if not split:
+                requests.append((ids, self._config(params, stops[position], seed)))
+                watched = params.temperature <= 0 or params.n == 1
+                watch.groups.append((position, 0, first) if watched else None)
+                continue
+            for row in range(rows):
+                own = None if seed is None else seed * 1009 + row
+                requests.append((ids, self._config(replace(params, n=1), stops[position], own)))
+                watch.groups.append((position, row, first))
+                if row and self.prefix_caching:
+                    watch.later.add(first + row)
         total = params.max_new_tokens * len(texts)
         if step is not None:
             step(0, total)
-        rows = self._run(requests, step, total)
+        rows_by_request = self._run(requests, step, total, watch=watch)
         ends = set(self.end_ids)
-        results = []
-        for own_stops, own in zip(stops, rows, strict=True):
-            completions = []
+        results: list[list[Completion]] = [[] for _ in texts]
+        for position, own in enumerate(rows_by_request):
+            prompt = owners[position]
             for ids, values in own:
                 kept = [(t, v) for t, v in zip(ids, values, strict=True) if t not in ends]
                 tokens, logprobs = [t for t, _ in kept], [float(v) for _, v in kept]
-                completions.append(self._completion(tokens, logprobs, own_stops, params.max_new_tokens))
-            results.append(completions)
+                completion = self._completion(
+                    tokens, logprobs, stops[prompt], params.max_new_tokens, watch.cut.get(position)
+                )
+                results[prompt].append(completion)
         generated = sum(c.tokens for own in results for c in own)
         if prompt_tokens is None:
-            prompt_tokens = sum(len(ids) for ids, _ in requests)
+            prompt_tokens = sum(len(requests[owners.index(p)][0]) for p in range(len(texts)))
         self.usage.add(prompt_tokens, generated, time.perf_counter() - started, len(texts))
         return results
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
     def echo(self, text: str) -> list[tuple[int, str, float | None]]:
         """Every token of `text` with its character offset and log-probability given the tokens before it (None
@@ -346,6 +429,19 @@ class OpenVINOBackend(ConvertedBackend):
         return results
 
 
+def decoding_for(model: str, decoding: str) -> str:
+    """The decoding the engine uses for `model` when asked for `decoding` (auto: `AUTO_DECODING`'s, else plain);
+    speculative decoding for a model without a draft model is a one-line error."""
+    if decoding not in DECODINGS:
+        raise UsageError(f"unknown decoding {decoding!r}; choose {', '.join(DECODINGS)}")
+    if decoding == "auto":
+        return AUTO_DECODING.get(model, "plain")
+    if decoding == "speculative" and model not in DRAFT_MODELS:
+        drafted = ", ".join(DRAFT_MODELS)
+        raise UsageError(f"speculative decoding needs a draft model, and {model} has none (those that do: {drafted})")
+    return decoding
+
+
 def _collect(handle: Any, rows: dict[int, list[Any]]) -> None:
     """Add what a request's handle has ready to its rows ({sequence id: [token ids, log-probs]}).
 
@@ -357,3 +453,63 @@ def _collect(handle: Any, rows: dict[int, list[Any]]) -> None:
             row = rows.setdefault(key, [[], []])
             row[0].extend(output.generated_ids)
             row[1].extend(output.generated_log_probs)
+
+
+@dataclass
+class _Watch:
+    """How `OpenVINOBackend._run` watches sampling requests for stragglers (`assistant.backends.loops`)."""
+
+    # Per request: (its prompt, its row among the prompt's, the prompt's first request), or None: not watched
+    # (a request for several rows, which the pipeline hands over only when all of them are done).
+    groups: list[tuple[int, int, int] | None]
+    watches: dict[int, RowWatch]  # per prompt
+    later: set[int]  # requests added once their prompt's first request has read the prompt
+    cut: dict[int, str] = field(default_factory=dict)  # request -> why it was ended early
+
+    def _watched(self, handles: dict[int, Any]) -> Iterator[tuple[int, Any, tuple[int, int, int]]]:
+        for position, handle in handles.items():
+            place = self.groups[position] if position < len(self.groups) else None
+            if place is not None:
+                yield position, handle, place
+
+    def ready(self, handles: dict[int, Any], rows: list[dict[int, list[Any]]], running: Any) -> list[int]:
+        """The later requests to add now: their prompt's first request has a token (it read the prompt, which
+        the prefix cache now holds) or has ended."""
+        due = []
+        for position in sorted(self.later - handles.keys()):
+            place = self.groups[position]
+            leader = handles[place[2]] if place else None
+            if leader is not None and (rows[place[2]] or leader.get_status() != running):
+                due.append(position)
+        return due
+
+    def cut_stragglers(self, handles: dict[int, Any], rows: list[dict[int, list[Any]]], running: Any) -> None:
+        """Record the rows that ended, and stop the running ones that loop or run far past their siblings."""
+        for position, handle, (prompt, row, _) in self._watched(handles):
+            if position in self.cut:
+                continue
+            ids = next(iter(rows[position].values()))[0] if rows[position] else []
+            watch = self.watches[prompt]
+            if handle.get_status() != running:
+                watch.finish(row, len(ids))
+                continue
+            reason = watch.verdict(row, ids)
+            if reason is not None:
+                handle.stop()  # its tokens so far were read; the pipeline frees it at the next step
+                self.cut[position] = reason
+
+
+def _progress(
+    requests: list[tuple[list[int], Any]], handles: dict[int, Any], steps: list[int], running: Any, total: int
+) -> tuple[int, int]:
+    """(done, total) after a step: each added request's tokens so far (one a step while it runs, its limit once it
+    ended), out of every request's limit, scaled to `total`."""
+    limits = [config.max_new_tokens for _, config in requests]
+    done = 0
+    for position, handle in handles.items():
+        if handle.get_status() == running:
+            steps[position] += 1
+            done += min(steps[position], limits[position])
+        else:
+            done += limits[position]
+    return min(total, done * total // max(1, sum(limits))), total

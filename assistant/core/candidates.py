@@ -33,9 +33,17 @@ class CutOff:
     tokens: int
     text: str
     repeating: bool = False  # it was going round in a loop (see `repeats_itself`)
+    # What ended it: the token limit, or the engine ending a straggler early (`assistant.backends.loops`).
+    reason: str = "token limit"
 
     def to_json(self) -> dict:
-        return {"sample": self.sample, "tokens": self.tokens, "text": self.text, "repeating": self.repeating}
+        return {
+            "sample": self.sample,
+            "tokens": self.tokens,
+            "text": self.text,
+            "repeating": self.repeating,
+            "reason": f"cut off: {self.reason}",
+        }
 
 
 def repeats_itself(text: str, times: int = 3, least: int = 6) -> bool:

@@ -80,7 +80,11 @@ def load_generator(name: str, model: str | None = None, progress: Progress | Non
         if name != "local":
             if options.get("precision") not in (None, "fp32"):
                 raise UsageError(f"--precision is a transformers setting; the {engine} engine runs int8")
-            options = {key: value for key, value in options.items() if key in ("context", "threads")}
+            # `decoding` (the local.decoding setting) is the openvino engine's; the others decode plainly.
+            kept = ("context", "threads", "decoding") if name == "local-ov" else ("context", "threads")
+            options = {key: value for key, value in options.items() if key in kept}
+        else:
+            options.pop("decoding", None)
     return load_backend(name, model, progress=progress, **options)
 
 
