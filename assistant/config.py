@@ -83,6 +83,16 @@ REPAIR_BUDGET_S = 120.0
 # Filling a stub: the repo's test functions that mention it are shown in the prompt as its specification.
 DEFAULT_TESTS_IN_PROMPT = True
 SEED_MAX = 2**32 - 1  # numpy's and torch's seeds
+# Upper bounds of the numeric settings, checked where a value enters (config files, environment, flags): a
+# repo's `.assist.toml` needs no trust to set `n`, and `n = 10**12` once built 10^12 seeds until memory ran out.
+MAX_N = 64  # candidates per request (`assist serve` caps a request's n at the same)
+MAX_K = 64  # demonstrations: more never fit a context window
+MAX_NEW_TOKENS_LIMIT = 32768  # the longest answer of any model assist runs
+MAX_CONTEXT = 1 << 20  # tokens in a context window
+MAX_TEMPERATURE = 2.0  # OpenAI's own bound; above it samples are noise
+MAX_TIMEOUT = 86400.0  # seconds per request: a day
+MAX_RETRIES = 10  # the backoff doubles each time: ten retries already wait many minutes
+MAX_CONCURRENCY = 64
 # The local model's engines, by the backend each one is: openvino is several times faster on a CPU than
 # transformers fp32, which stays for what needs the model's internals (training, hidden states, bf16 labeling).
 LOCAL_ENGINES = {"openvino": "local-ov", "transformers": "local", "ct2": "local-ct2"}
@@ -120,20 +130,25 @@ def _str(value: Any) -> str:
     return value.strip()
 
 
-def _positive_float(value: Any) -> float:
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:  # NaN and inf pass `<= 0`: refuse them by name
-        raise ValueError("expected a finite number above 0")
-    return number
+def _positive_float(maximum: float) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        if isinstance(value, bool):
+            raise ValueError("expected a number")
+        number = float(value)
+        if not math.isfinite(number) or not 0 < number <= maximum:  # NaN and inf pass `<= 0`: refuse them by name
+            raise ValueError(f"expected a finite number above 0 and at most {maximum:g}")
+        return number
+
+    return parse
 
 
-def _count(minimum: int) -> Callable[[Any], int]:
+def _count(minimum: int, maximum: int) -> Callable[[Any], int]:
     def parse(value: Any) -> int:
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise ValueError("expected a whole number")
         number = int(value)
-        if number < minimum:
-            raise ValueError(f"expected a whole number of at least {minimum}")
+        if not minimum <= number <= maximum:
+            raise ValueError(f"expected a whole number from {minimum} to {maximum}")
         return number
 
     return parse
@@ -150,12 +165,12 @@ def _bool(value: Any) -> bool:
     raise ValueError("expected true or false")
 
 
-def _non_negative_float(value: Any) -> float:
+def _temperature(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a number")
     number = float(value)
-    if not math.isfinite(number) or number < 0:
-        raise ValueError("expected a finite number of at least 0")
+    if not math.isfinite(number) or not 0 <= number <= MAX_TEMPERATURE:
+        raise ValueError(f"expected a number from 0 to {MAX_TEMPERATURE:g}")
     return number
 
 
@@ -169,10 +184,7 @@ def _probability(value: Any) -> float:
 
 
 def _seed(value: Any) -> int:
-    number = _count(0)(value)
-    if number > SEED_MAX:
-        raise ValueError(f"expected a whole number from 0 to {SEED_MAX}")
-    return number
+    return _count(0, SEED_MAX)(value)
 
 
 def _repair_rounds(value: Any) -> int:
@@ -215,7 +227,7 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "local.context",
-        _count(256),
+        _count(256, MAX_CONTEXT),
         8192,
         "ASSIST_LOCAL_CONTEXT",
         "tokens (prompt + answer) the local model may take; its window is larger, but a CPU needs minutes for more",
@@ -238,10 +250,34 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field("openai.api_key", _str, None, "OPENAI_API_KEY", "API key (user config or environment only)", secret=True),
     Field("openai.api", _choice("chat", "completions"), "chat", "ASSIST_OPENAI_API", "chat or completions endpoint"),
-    Field("openai.timeout", _positive_float, 120.0, "ASSIST_OPENAI_TIMEOUT", "seconds to wait for one request"),
-    Field("openai.retries", _count(0), 3, "ASSIST_OPENAI_RETRIES", "retries on 429/5xx/connection errors (backoff)"),
-    Field("openai.concurrency", _count(1), 4, "ASSIST_OPENAI_CONCURRENCY", "parallel requests when n is ignored"),
-    Field("openai.context", _count(1), None, "ASSIST_OPENAI_CONTEXT", "the server's context window, in tokens"),
+    Field(
+        "openai.timeout",
+        _positive_float(MAX_TIMEOUT),
+        120.0,
+        "ASSIST_OPENAI_TIMEOUT",
+        "seconds to wait for one request",
+    ),
+    Field(
+        "openai.retries",
+        _count(0, MAX_RETRIES),
+        3,
+        "ASSIST_OPENAI_RETRIES",
+        "retries on 429/5xx/connection errors (backoff)",
+    ),
+    Field(
+        "openai.concurrency",
+        _count(1, MAX_CONCURRENCY),
+        4,
+        "ASSIST_OPENAI_CONCURRENCY",
+        "parallel requests when n is ignored",
+    ),
+    Field(
+        "openai.context",
+        _count(1, MAX_CONTEXT),
+        None,
+        "ASSIST_OPENAI_CONTEXT",
+        "the server's context window, in tokens",
+    ),
     Field("openai.logprobs", _bool, True, "ASSIST_OPENAI_LOGPROBS", "ask for token log-probabilities"),
     Field("openai.tokenizer", _str, None, "ASSIST_OPENAI_TOKENIZER", "local model whose tokenizer counts tokens"),
     # What generation does (not where it goes): a repo file may set these without trust.
@@ -261,11 +297,11 @@ FIELDS: tuple[Field, ...] = (
         "auto, first, random, logprob, exec, agree, reviewer, coder-reviewer or condor; combine with + "
         "(e.g. exec+logprob)",
     ),
-    Field("generate.n", _count(1), DEFAULT_N, "ASSIST_GENERATE_N", "candidates to sample"),
-    Field("generate.k", _count(0), DEFAULT_K, "ASSIST_GENERATE_K", "demonstrations to retrieve (0: zero-shot)"),
+    Field("generate.n", _count(1, MAX_N), DEFAULT_N, "ASSIST_GENERATE_N", "candidates to sample"),
+    Field("generate.k", _count(0, MAX_K), DEFAULT_K, "ASSIST_GENERATE_K", "demonstrations to retrieve (0: zero-shot)"),
     Field(
         "generate.temperature",
-        _non_negative_float,
+        _temperature,
         DEFAULT_TEMPERATURE,
         "ASSIST_GENERATE_TEMPERATURE",
         "sampling temperature (0: greedy, one candidate)",
@@ -273,7 +309,7 @@ FIELDS: tuple[Field, ...] = (
     Field("generate.top_p", _probability, DEFAULT_TOP_P, "ASSIST_GENERATE_TOP_P", "nucleus sampling threshold"),
     Field(
         "generate.max_new_tokens",
-        _count(1),
+        _count(1, MAX_NEW_TOKENS_LIMIT),
         None,
         "ASSIST_GENERATE_MAX_NEW_TOKENS",
         f"longest candidate in tokens (unset: {DEFAULT_MAX_NEW_TOKENS}; filling a stub: sized to its docstring)",
@@ -421,7 +457,7 @@ def _read_file(path: Path, repo: bool) -> dict[str, Any]:
 def _parse(field_: Field, raw: Any, source: str) -> Any:
     try:
         return field_.parse(raw)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # float(10**400) overflows
         raise UsageError(f"bad value for {field_.key} from {source}: {exc}") from None
 
 

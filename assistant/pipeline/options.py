@@ -25,7 +25,11 @@ from assistant.config import (
     DEFAULT_TEMPERATURE,
     DEFAULT_TESTS_IN_PROMPT,
     DEFAULT_TOP_P,
+    MAX_K,
+    MAX_N,
+    MAX_NEW_TOKENS_LIMIT,
     MAX_REPAIR,
+    MAX_TEMPERATURE,
     SEED_MAX,
     Settings,
 )
@@ -94,9 +98,13 @@ class GenerationOptions:
             raise UsageError(f"unknown retriever {self.retriever!r}; choose from: {', '.join(RETRIEVER_CHOICES)}")
         if self.ranker != "auto":
             parse_rankers(self.ranker)
-        too_long = self.max_new_tokens is not None and self.max_new_tokens < 1
-        if self.n < 1 or self.k < 0 or too_long or self.temperature < 0:
-            raise UsageError("n and max new tokens must be at least 1; k and temperature 0 or more")
+        tokens = self.max_new_tokens
+        if not 1 <= self.n <= MAX_N or not 0 <= self.k <= MAX_K or not 0 <= self.temperature <= MAX_TEMPERATURE:
+            raise UsageError(
+                f"n must be from 1 to {MAX_N}, k from 0 to {MAX_K}, temperature from 0 to {MAX_TEMPERATURE:g}"
+            )
+        if tokens is not None and not 1 <= tokens <= MAX_NEW_TOKENS_LIMIT:
+            raise UsageError(f"max new tokens must be from 1 to {MAX_NEW_TOKENS_LIMIT}")
         if not 0 < self.top_p <= 1:
             raise UsageError("top-p must be above 0 and at most 1")
         if not 0 <= self.repair <= MAX_REPAIR:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from assistant.config import MAX_K
 from assistant.errors import UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
 from assistant.ui.options import BackendOpt, BaseUrlOpt, EngineOpt, ModelOpt, backend_settings, check_range
@@ -247,7 +248,7 @@ def docstring(
 
     check_range("--max-functions", max_functions, 1)
     check_range("--time-budget", time_budget, 0, low_open=True)
-    check_range("-k", k, 0)
+    check_range("-k", k, 0, MAX_K)
     if style != "auto" and style not in STYLES:
         raise UsageError(f"unknown style {style!r}; choose from: auto, {', '.join(STYLES)}")
     if staged and files:

@@ -11,7 +11,19 @@ from typing import Annotated
 
 import typer
 
-from assistant.config import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MAX_REPAIR, REPAIR_BUDGET_S, REPAIR_N, Settings
+from assistant.config import (
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    MAX_K,
+    MAX_N,
+    MAX_NEW_TOKENS_LIMIT,
+    MAX_REPAIR,
+    MAX_TEMPERATURE,
+    MAX_TIMEOUT,
+    REPAIR_BUDGET_S,
+    REPAIR_N,
+    Settings,
+)
 from assistant.datasets import MBPP_DEFAULT_PATH, is_mbpp, parse_dataset
 from assistant.errors import UsageError
 from assistant.paths import atomic_write_text
@@ -284,12 +296,12 @@ def codegen(
 
     check_range("--limit", limit, 1)
     check_seed(seed)
-    check_range("-n", n, 1)
-    check_range("--demos", demos, 0)
-    check_range("--timeout", timeout, 0, low_open=True)
-    check_range("--temperature", temperature, 0)
+    check_range("-n", n, 1, MAX_N)
+    check_range("--demos", demos, 0, MAX_K)
+    check_range("--timeout", timeout, 0, MAX_TIMEOUT, low_open=True)
+    check_range("--temperature", temperature, 0, MAX_TEMPERATURE)
     check_range("--top-p", top_p, 0, 1, low_open=True)
-    check_range("--max-new-tokens", max_new_tokens, 1)
+    check_range("--max-new-tokens", max_new_tokens, 1, MAX_NEW_TOKENS_LIMIT)
     check_range("--batch", batch, 1)
     ks = _parse_ks(k)
     if ks[-1] > n:
@@ -522,10 +534,10 @@ def repo(
 
     check_range("--limit", limit, 1)
     check_seed(seed)
-    check_range("-n", n, 1)
-    check_range("--demos", demos, 0)
-    check_range("--timeout", timeout, 0, low_open=True)
-    check_range("--temperature", temperature, 0)
+    check_range("-n", n, 1, MAX_N)
+    check_range("--demos", demos, 0, MAX_K)
+    check_range("--timeout", timeout, 0, MAX_TIMEOUT, low_open=True)
+    check_range("--temperature", temperature, 0, MAX_TEMPERATURE)
     check_range("--top-p", top_p, 0, 1, low_open=True)
     check_range("--repair", repair, 0, MAX_REPAIR)
     if task not in ("function", "line", "both", "retrieval"):
@@ -748,7 +760,7 @@ def likelihood(
 
     check_range("--limit", limit, 1)
     check_seed(seed)
-    check_range("--demos", demos, 0)
+    check_range("--demos", demos, 0, MAX_K)
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     settings = backend_settings(backend, model, engine=engine)
     name = parse_dataset(dataset).name

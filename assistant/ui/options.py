@@ -125,7 +125,7 @@ def check_range(
     """
     if value is None:
         return
-    ok = math.isfinite(value)
+    ok = isinstance(value, int) or math.isfinite(value)  # a 400-digit int overflows isfinite: compare it whole
     if ok and low is not None:
         ok = value > low if low_open else value >= low
     if ok and high is not None:
@@ -146,7 +146,10 @@ def check_seed(seed: int | None) -> None:
 
 
 def _show(value: float) -> str:
-    """A number as the user would type it: 1 rather than 1.0, whole numbers in full."""
-    if isinstance(value, int) or (math.isfinite(value) and value.is_integer()):
+    """A number as the user would type it: 1 rather than 1.0, whole numbers in full (a huge one cut short)."""
+    if isinstance(value, int):
+        text = str(value) if abs(value) < 10**30 else f"{str(value)[:12]}... ({len(str(abs(value)))} digits)"
+        return text
+    if math.isfinite(value) and value.is_integer():
         return str(int(value))
     return f"{value:g}"
