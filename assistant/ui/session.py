@@ -490,6 +490,8 @@ class Session:
                 )
             except (AssistError, AssertionError):
                 stub = None
+            if stub is not None and not stub.is_stub:  # filled by the apply: nothing to fill until undo
+                stub = None
             for item in result.candidates:
                 taken = take_body(item.candidate.code, stub.name, [], finished=True) if stub else None
                 if stub is None or not isinstance(taken, Taken):
