@@ -630,7 +630,7 @@ def test_write_refuses_a_file_python_would_not_compile(scratch_repo: Path, monke
         (["--max-functions", "-3"], "--max-functions must be at least 1, not -3"),
         (["--time-budget", "0"], "--time-budget must be above 0, not 0"),
         (["--time-budget", "nan"], "--time-budget must be above 0, not nan"),
-        (["-k", "-1"], "-k must be at least 0, not -1"),
+        (["-k", "-1"], "-k must be at least 0 and at most 64, not -1"),
     ],
 )
 def test_numeric_options_are_checked_before_any_work(scratch_repo: Path, option: list[str], message: str) -> None:
