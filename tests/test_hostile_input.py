@@ -96,3 +96,106 @@ def test_the_library_refuses_a_trillion_candidates() -> None:
         GenerationOptions(n=10**12).check()
     with pytest.raises(UsageError, match="max new tokens must be from 1 to"):
         GenerationOptions(max_new_tokens=10**12).check()
+
+
+# -- item 4: an expression too deep to parse is "does not parse" on every road ---------------------------------------
+
+# What crashed `ast.parse` (RecursionError, MemoryError), and a tree that parses but overflows `ast.unparse`,
+# `copy.deepcopy`, NodeVisitors and `compile` after it.
+DEEP = {
+    "5000 terms": "x = 1" + " + 1" * 5000,
+    "20000 minus signs": "x = " + "-" * 20000 + "1",
+    "3000 lambdas": "f = " + "lambda: " * 3000 + "0",
+    "600 terms": "x = 1" + " + 1" * 600,
+}
+
+
+@pytest.fixture(params=list(DEEP))
+def deep(request: pytest.FixtureRequest) -> str:
+    return DEEP[request.param]
+
+
+def test_parse_python_turns_every_deep_source_into_a_syntax_error(deep: str) -> None:
+    from assistant.code.parse import Unparsable, parse_python, try_parse
+
+    with pytest.raises(Unparsable):
+        parse_python(deep)
+    assert try_parse(deep) is None
+    assert try_parse("def f():\n    return 1 + 2\n") is not None
+
+
+def test_index_skips_and_counts_a_file_too_deep_to_parse(scratch_repo: Path, deep: str) -> None:
+    from assistant.indexing.index import index_repo
+
+    from .test_inputs import ENCODER
+
+    (scratch_repo / "deep.py").write_text(f"def deep():\n    {deep}\n", encoding="utf-8")
+    git(scratch_repo, "add", "deep.py")
+    index, stats = index_repo(scratch_repo, ENCODER)
+    assert stats.files_unparsed == 1
+    assert index.examples and "deep" not in {e.name for e in index.examples}  # the other files are indexed
+
+
+def test_cli_index_says_how_many_files_did_not_parse(scratch_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import assistant.pipeline.pipeline
+
+    from .test_inputs import ENCODER
+
+    monkeypatch.setattr(assistant.pipeline.pipeline, "load_encoder", lambda *a, **k: ENCODER)
+    (scratch_repo / "deep.py").write_text(DEEP["5000 terms"] + "\n", encoding="utf-8")
+    git(scratch_repo, "add", "deep.py")
+    result = CliRunner().invoke(app, ["index", str(scratch_repo)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "skipped 1 file(s) that do not parse" in result.output
+
+
+def test_docstring_check_and_generate_file_say_a_deep_file_does_not_parse(tmp_path: Path, deep: str) -> None:
+    path = tmp_path / "deep.py"
+    path.write_text(f"def f():\n    {deep}\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["docstring", "--check", str(path)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (result.output, result.exception)
+    assert "deep.py does not parse (too deeply nested" in result.output or "levels deep" in result.output
+    line = one_line_error(["generate", "add two numbers", "--file", str(path), *UNREACHABLE])
+    assert "does not parse" in line, line
+
+
+def test_the_users_test_too_deep_to_parse_is_one_line(deep: str) -> None:
+    line = one_line_error(["generate", "add two numbers", "--test", f"assert {deep[4:]}", *UNREACHABLE])
+    assert "does not parse" in line, line
+
+
+def test_a_candidate_too_deep_to_parse_is_dropped(deep: str) -> None:
+    from assistant.backends import Completion
+    from assistant.core.candidates import collect
+    from assistant.methods.condor.data import normal_form
+
+    kept, dropped = collect([Completion(f"```python\n{deep}\n```", 10, "stop"), Completion("y = 2\n", 3, "stop")])
+    assert [c.code.strip() for c in kept] == ["y = 2"] and dropped["syntax"] == 1
+    assert normal_form(deep) == deep  # condor's: the raw text when it does not parse
+
+
+def test_a_model_written_test_too_deep_to_parse_is_dropped(deep: str) -> None:
+    from assistant.core.agreement import tests_request, written_tests
+    from assistant.core.rank import Problem
+
+    from .conftest import ScriptedBackend
+
+    replies = (f"assert add(1, 2) == 3\nassert add(0, 0) == ({deep[4:]})\n",)
+    backend = ScriptedBackend(replies)
+    prompt = tests_request("add two numbers", "add", "def add(a, b):", backend.model, 1, 64)[0]
+    problem = Problem("add two numbers", prompt)
+    tests = written_tests(problem, "add", "def add(a, b):", backend, samples=1, tokens=30000)  # none cut short
+    assert tests == ["assert add(1, 2) == 3"]
+
+
+@pytest.mark.parametrize("mode", [["--check"], ["--write", "--fail-on-change", *UNREACHABLE]])
+def test_the_pre_commit_hook_says_a_deep_staged_file_does_not_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: list[str]
+) -> None:
+    git(tmp_path, "init", "-q")
+    (tmp_path / "deep.py").write_text(f"def f():\n    {DEEP['5000 terms']}\n", encoding="utf-8")
+    git(tmp_path, "add", "deep.py")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["docstring", "--staged", *mode])  # what the hook runs
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "deep.py does not parse (too deeply nested or too long to parse)" in result.output, result.output

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 from assistant.code.edit import source_lines
+from assistant.code.parse import parse_module, syntax_problem
 from assistant.errors import UsageError
 
 
@@ -15,9 +16,9 @@ def split_asserts(source: str, origin: str = "the tests") -> list[str]:
     Text that does not parse, or holds no assert, is a one-line :class:`UsageError` naming `origin`.
     """
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
     except SyntaxError as exc:
-        raise UsageError(f"{origin} does not parse (line {exc.lineno}: {exc.msg})") from None
+        raise UsageError(f"{origin} does not parse ({syntax_problem(exc)})") from None
     except ValueError as exc:  # e.g. a NUL byte
         raise UsageError(f"{origin} does not parse ({exc})") from None
     lines = source_lines(source)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from assistant.code.definitions import Definition, is_overload, walk_definitions
 from assistant.code.edit import python_text, source_lines
+from assistant.code.parse import parse_module, syntax_problem
 from assistant.errors import UsageError
 from assistant.paths import read_regular_file
 
@@ -91,7 +92,7 @@ def find_missing(source: str) -> list[Target]:
 
     Raises SyntaxError for a file that does not parse.
     """
-    tree = ast.parse(source)
+    tree = parse_module(source)
     lines = source_lines(source, keepends=True)  # numbered as ast numbers them
     unit = _indent_unit(source)
     targets: list[Target] = []
@@ -181,7 +182,7 @@ def drop_docstrings(tree: ast.AST) -> ast.AST:
 def bare_code(code: str) -> str:
     """`code` without docstrings or comments (normalized by `ast.unparse`); unparsable code as it is."""
     try:
-        return ast.unparse(drop_docstrings(ast.parse(code)))
+        return ast.unparse(drop_docstrings(parse_module(code)))
     except (SyntaxError, ValueError, RecursionError):
         return code
 
@@ -218,10 +219,10 @@ def insert_docstrings(source: str, docstrings: Mapping[str, str], width: int = D
             lines[index + 1 : index + 1] = block
     result = "".join(lines)
     try:
-        new_tree = ast.parse(result)
+        new_tree = parse_module(result)
     except SyntaxError as exc:  # pragma: no cover - a bug here must never reach the user's file
-        raise ValueError(f"inserting docstrings would break the file (line {exc.lineno}: {exc.msg})") from None
-    if _strip_docstrings(new_tree) != _strip_docstrings(ast.parse(source)):
+        raise ValueError(f"inserting docstrings would break the file ({syntax_problem(exc)})") from None
+    if _strip_docstrings(new_tree) != _strip_docstrings(parse_module(source)):
         raise ValueError("inserting docstrings would change more than the docstrings")  # pragma: no cover
     return result
 
@@ -262,7 +263,7 @@ def repo_docstrings(paths: Iterable[Path]) -> list[str]:
         if data is None:
             continue
         try:
-            tree = ast.parse(data.decode("utf-8-sig"))
+            tree = parse_module(data.decode("utf-8-sig"))
         except (UnicodeDecodeError, SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):

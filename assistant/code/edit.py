@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
+from assistant.code.parse import parse_module, syntax_problem
 from assistant.errors import UsageError
 from assistant.paths import GIT, ChangedOnDisk, atomic_write_bytes, committed_link, git_toplevel, write_target
 
@@ -55,9 +56,9 @@ def check_compiles(data: bytes, name: str, what: str = "the new text") -> None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences and the like are the file's business
-            compile(data, name, "exec", dont_inherit=True)
+            compile(parse_module(data, name), name, "exec", dont_inherit=True)  # a tree too deep is refused first
     except SyntaxError as exc:
-        raise UsageError(f"{name}: {what} would not compile (line {exc.lineno}: {exc.msg}); not written") from None
+        raise UsageError(f"{name}: {what} would not compile ({syntax_problem(exc)}); not written") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise UsageError(f"{name}: {what} would not compile ({exc}); not written") from None
 
@@ -301,10 +302,10 @@ def merge(
     """
     newline = newline or dominant_newline(old)
     try:
-        tree = ast.parse(old)
+        tree = parse_module(old)
     except SyntaxError as exc:
-        raise UsageError(f"the target file does not parse (line {exc.lineno}: {exc.msg}); fix it first") from None
-    new_tree = ast.parse(code)
+        raise UsageError(f"the target file does not parse ({syntax_problem(exc)}); fix it first") from None
+    new_tree = parse_module(code)
     code_lines = [line + newline for line in source_lines(code)]
     lines = source_lines(old, keepends=True)  # numbered as ast numbers them
     if lines and not lines[-1].endswith(("\n", "\r")):
@@ -431,7 +432,7 @@ def missing_stdlib_imports(old: str, new: str) -> list[str]:
     read as `module.name` while nothing binds `module`: a body that writes `itertools.islice(...)` in a module that
     only does `from itertools import islice` fails with NameError. Each as its `import` statement, in order."""
     try:
-        old_tree, new_tree = ast.parse(old), ast.parse(new)
+        old_tree, new_tree = parse_module(old), parse_module(new)
     except (SyntaxError, ValueError):
         return []
     kinds = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -523,9 +524,9 @@ def python_source(raw: bytes, name: str) -> tuple[str, ast.Module]:
         shown = "UTF-8" if coding.startswith("utf-8") else coding
         raise UsageError(f"{name} is not {shown} text") from None
     try:
-        tree = ast.parse(text)
+        tree = parse_module(text)
     except SyntaxError as exc:
-        raise UsageError(f"{name} does not parse (line {exc.lineno}: {exc.msg})") from None
+        raise UsageError(f"{name} does not parse ({syntax_problem(exc)})") from None
     except ValueError:  # NUL bytes
         raise UsageError(f"{name} does not parse (it holds NUL bytes)") from None
     return text, tree

@@ -13,6 +13,7 @@ from pathlib import Path
 from assistant.code.definitions import walk_functions
 from assistant.code.edit import declared_coding, source_lines
 from assistant.code.examples import Example
+from assistant.code.parse import parse_module
 from assistant.errors import UsageError
 from assistant.paths import read_regular_file
 
@@ -59,11 +60,24 @@ def extract_python(source: str, path: str = "", blob: str = "") -> list[Example]
     The requirement is the docstring's first paragraph, or, for undocumented code, the name in words plus
     the signature. Files that do not parse yield nothing (an index must not fail on one broken file).
     """
+    return python_examples(source, path, blob) or []
+
+
+def extract_file(suffix: str, text: str, path: str = "", blob: str = "") -> list[Example] | None:
+    """The examples of a file with this suffix (one of EXTRACTORS), or None when it is Python that does not
+    parse (see :func:`assistant.code.parse.parse_python`), so that an index can count what it skipped."""
+    if suffix == ".py":
+        return python_examples(text, path, blob)
+    return EXTRACTORS[suffix](text, path, blob)
+
+
+def python_examples(source: str, path: str = "", blob: str = "") -> list[Example] | None:
+    """:func:`extract_python`, but None for a source that does not parse."""
     source = source.removeprefix("\ufeff")  # a UTF-8 BOM decoded as text: Python ignores it, ast does not
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
+        tree = parse_module(source)
+    except SyntaxError:  # Unparsable too: nested too deep for the parser or for what walks the tree after it
+        return None
     lines = source_lines(source)  # numbered as ast numbers them (str.splitlines also breaks at form feeds)
     examples = []
     # Module and class level only: a platform's or a version's variant behind `if`/`try` would enter the index
@@ -101,7 +115,7 @@ def written_requirement(example: Example) -> bool:
     if not example.path or example.kind != "function":
         return True
     try:
-        tree = ast.parse(example.code)
+        tree = parse_module(example.code)
     except (SyntaxError, ValueError):
         return False
     node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)

@@ -30,6 +30,7 @@ from assistant.backends import Backend, SamplingParams, Step
 from assistant.backends.prompts import Prompt, build_tests_prompt
 from assistant.cache import JsonlCache, LayeredCache, cache_key
 from assistant.code.fences import code_span
+from assistant.code.parse import parse_module, parse_python
 from assistant.core.candidates import Candidate
 from assistant.core.module_runs import (  # noqa: F401 (agree's module runs, named here as before)
     MODULE_TEST_FILE,
@@ -72,7 +73,7 @@ def main_function(code: str) -> str | None:
     (no parameters, as `main()`, or a `test...` one; its calls do not count); else its first function. None when
     it defines none or does not parse."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except (SyntaxError, ValueError, RecursionError):
         return None
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
@@ -126,7 +127,7 @@ def under_name(code: str, name: str) -> str:
     would go by name, not by behaviour. Nothing is bound where the code reads `name` as a global (it means
     something else there, and binding it could make the function call itself)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except (SyntaxError, ValueError, RecursionError):
         return code
     main = main_function(code)
@@ -160,7 +161,7 @@ def signature(candidates: Sequence[Candidate], name: str) -> str:
     """The `def` line of `name` as the first candidate that defines it writes it (body left out)."""
     for candidate in candidates:
         try:
-            tree = ast.parse(candidate.code)
+            tree = parse_module(candidate.code)
         except (SyntaxError, ValueError):
             continue
         for node in tree.body:
@@ -175,7 +176,7 @@ def free_names(code: str) -> set[str]:
     rest of its file). Scopes are not told apart, so a name bound anywhere counts as bound; unparsable code
     has none."""
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except (SyntaxError, ValueError, RecursionError):
         return set()
     read: set[str] = set()
@@ -200,7 +201,7 @@ def free_names(code: str) -> set[str]:
 
 def _mentions(source: str, name: str) -> bool:
     try:
-        tree = ast.parse(source)
+        tree = parse_module(source)
     except (SyntaxError, ValueError):
         return False
     return any(isinstance(node, ast.Name) and node.id == name for node in ast.walk(tree))
@@ -236,7 +237,7 @@ def _longest(text: str, accept: Any) -> str | None:
         if not piece or piece.endswith((",", ".")):
             continue
         try:
-            node = ast.parse(piece, mode="eval").body
+            node = parse_python(piece, mode="eval").body
         except (SyntaxError, ValueError, RecursionError):
             continue
         if accept(node):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from assistant.backends import Completion
 from assistant.code.fences import extract_code
+from assistant.code.parse import parse_module
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def cut_off_note(cut: int, samples: int, limit: int | None, loops: int, more_roo
 def normal_form(code: str) -> str:
     """The code's syntax tree as text: equal for programs that differ only in formatting and comments."""
     # ast.dump ignores formatting and comments, so two samples that differ only there count once.
-    return ast.dump(ast.parse(code))
+    return ast.dump(parse_module(code))
 
 
 def collect(completions: Sequence[Completion]) -> tuple[list[Candidate], Counter[str]]:

@@ -22,6 +22,7 @@ from assistant.backends.prompts import Prompt, render
 from assistant.code.docstrings import Target
 from assistant.code.edit import source_lines
 from assistant.code.examples import Example
+from assistant.code.parse import parse_module
 from assistant.core.retrieve import top_rows
 from assistant.indexing.index import TextEncoder
 
@@ -50,7 +51,7 @@ def parameter_names(target: Target) -> list[str]:
     if target.kind == "class":
         return []
     try:
-        tree = ast.parse(textwrap.dedent(target.code))
+        tree = parse_module(textwrap.dedent(target.code))
     except SyntaxError:
         return []
     node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
@@ -70,7 +71,7 @@ def parameter_names(target: Target) -> list[str]:
 
 def split_docstring(code: str) -> tuple[str, str]:
     """A definition's code without its docstring, and the docstring ("" when it has none)."""
-    tree = ast.parse(code)
+    tree = parse_module(code)
     node = next((n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)), None)
     if node is None:
         return code, ""
@@ -114,7 +115,7 @@ def shown_code(target: Target) -> str:
     if target.kind != "class":
         return target.code
     try:
-        tree = ast.parse(target.code)
+        tree = parse_module(target.code)
     except SyntaxError:
         return target.code
     node = next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)

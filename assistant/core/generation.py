@@ -15,6 +15,7 @@ from assistant.backends.prompts import Prompt, build_prompt
 from assistant.code.asserts import split_asserts
 from assistant.code.edit import Edit, source_lines
 from assistant.code.extract import first_paragraph
+from assistant.code.parse import parse_module
 from assistant.code.tokenize import tokenize
 from assistant.config import DEFAULT_TEMPERATURE
 from assistant.core.candidates import Candidate, CutOff, collect, normal_form
@@ -121,7 +122,7 @@ def file_context(
     text, tree = target.text, target.tree
     if "\r" in text:  # shown as text mode reads it: universal newlines (an outline of a CRLF file parses again)
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-        tree = ast.parse(text)
+        tree = parse_module(text)
     lines = source_lines(text)  # numbered as ast numbers them (str.splitlines also breaks at form feeds, U+2028)
 
     def summarize(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, indent: str) -> list[str]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 
 from assistant.code.extract import read_repo_file
+from assistant.code.parse import parse_module
 from assistant.core.failures import pytest_failure
 from assistant.core.generation import GenerateResult
 from assistant.core.home import git_files, project_python, search_path, too_wide, unwalled
@@ -119,7 +120,7 @@ def find_tests(root: Path, path: str | Path, function: str) -> list[str]:
         if data is None:
             continue
         try:
-            tree = ast.parse(data.decode("utf-8", errors="replace"))
+            tree = parse_module(data.decode("utf-8", errors="replace"))
         except (SyntaxError, ValueError):
             continue
         # Nearness: the test file's name names the module (test_util.py for util.py), then shared folders.

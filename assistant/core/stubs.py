@@ -36,6 +36,7 @@ from assistant.code.edit import (
 from assistant.code.examples import Example
 from assistant.code.extract import first_paragraph
 from assistant.code.fences import code_span
+from assistant.code.parse import parse_module, syntax_problem
 from assistant.core.candidates import Candidate, CutOff, repeats_itself
 from assistant.core.rank import Rankers
 from assistant.core.retrieve import Hit, Retriever, demonstration_filter
@@ -198,9 +199,9 @@ def _describe(text: str, lines: list[str], offsets: list[int], qualname: str, no
 
 def _parse(text: str, name: str) -> ast.Module:
     try:
-        return ast.parse(text)
+        return parse_module(text)
     except SyntaxError as exc:
-        raise UsageError(f"{name} does not parse (line {exc.lineno}: {exc.msg}); fix it first") from None
+        raise UsageError(f"{name} does not parse ({syntax_problem(exc)}); fix it first") from None
     except ValueError:
         raise UsageError(f"{name} does not parse (it holds NUL bytes)") from None
 
@@ -611,7 +612,7 @@ def _cut_to_parse(code: str) -> tuple[ast.Module, str] | None:
         if lines[cut][:1] not in ("", " ", "\t", "\n", "\r", "#"):
             prefix = "".join(lines[:cut])
             try:
-                return ast.parse(prefix), prefix
+                return parse_module(prefix), prefix
             except (SyntaxError, ValueError):
                 continue
     return None
@@ -624,7 +625,7 @@ def take_body(code: str, name: str, existing: Sequence[str], finished: bool) -> 
     A sample that was cut off (`finished` False) counts only if the function ended before the cut.
     """
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except (SyntaxError, ValueError):
         if finished:
             return "syntax"
@@ -753,7 +754,7 @@ def _nested_indent(body: str, lines: Sequence[str]) -> str:
     """The leading whitespace of the first statement that starts its own line indented, or "" (none, or `body`
     does not parse at column 0)."""
     try:
-        tree = ast.parse(body)
+        tree = parse_module(body)
     except (SyntaxError, ValueError):
         return ""
     nested = sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.col_offset > 0), key=lambda n: n.lineno)
@@ -834,7 +835,7 @@ def collect_stub(
             continue
         function = head + "\n" + "\n".join(indent_body(taken.body, _relative(stub))) + "\n"
         try:
-            tree = ast.parse(function)
+            tree = parse_module(function)
         except (SyntaxError, ValueError):
             dropped["syntax"] += 1
             continue

@@ -23,6 +23,7 @@ from pathlib import PurePosixPath
 from assistant.code.edit import leading_whitespace
 from assistant.code.examples import Example
 from assistant.code.extract import first_paragraph
+from assistant.code.parse import parse_module
 from assistant.core.repo_tests import is_test_file
 from assistant.core.tokens import Count, approximate_tokens
 
@@ -100,7 +101,7 @@ def _shown(example: Example) -> list[str]:
     """An example function as its signature and docstring summary, with where it is defined."""
     code = textwrap.dedent(example.code)
     try:
-        tree = ast.parse(code)
+        tree = parse_module(code)
     except SyntaxError:
         return []
     nodes = [n for n in tree.body if isinstance(n, FunctionNode)]

@@ -35,7 +35,7 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 
 from assistant.code.examples import Example, read_bank
-from assistant.code.extract import EXTRACTORS, git_blob_hash, read_repo_file, source_text
+from assistant.code.extract import EXTRACTORS, extract_file, git_blob_hash, read_repo_file, source_text
 from assistant.code.git import tracked_files
 from assistant.code.tokenize import tokenize
 from assistant.errors import UsageError
@@ -177,6 +177,7 @@ class IndexStats:
     files_parsed: int = 0
     files_removed: int = 0
     files_skipped: int = 0  # tracked, but a symlink, outside the repo once resolved, or not a regular file
+    files_unparsed: int = 0  # Python that does not parse (or nests too deep to): no functions from it
     rebuilt: bool = False  # the old index was unreadable and was rebuilt from scratch
     examples: int = 0
     fragments: int = 0  # 20-line windows of the files, indexed beside the functions
@@ -581,7 +582,10 @@ def _index_repo_locked(
             continue
         stats.files_parsed += 1
         text = source_text(rel, data)
-        examples.extend(by_path.get(rel, []) if same else EXTRACTORS[Path(rel).suffix](text, rel, blob))
+        found = by_path.get(rel, []) if same else extract_file(Path(rel).suffix, text, rel, blob)
+        if found is None:
+            stats.files_unparsed += 1
+        examples.extend(found or [])
         fragments.extend(fragments_by_path.get(rel, []) if same_fragments else split_fragments(text, rel, blob))
     stats.parse_s = time.perf_counter() - parse_started
     stats.files_removed = len(set(old_files) - set(files))

@@ -182,6 +182,7 @@ def index(
         f"embedded {stats.embedded} {what[:-1] if stats.embedded == 1 else what} ({stats.reused} reused) "
         f"in {stats.total_s:.1f} s"
         + (f"\n  and {stats.fragments} 20-line fragments ({stats.fragments_embedded} embedded)" if bank is None else "")
+        + (f"\n  skipped {stats.files_unparsed} file(s) that do not parse" if stats.files_unparsed else "")
     )
 
 
