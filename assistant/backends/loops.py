@@ -21,7 +21,8 @@ import statistics
 from collections.abc import Callable, Sequence
 
 # Shapes the repeated period must cover, and rounds it must make. The looping 1.5B sample makes ~27 shapes a round,
-# so it is caught after ~8 rounds (~220 tokens); the longest run of one shape in the stdlib bodies is 167.
+# so it is caught after ~8 rounds (~220 tokens). Over the 6,048 function bodies of the standard library's top-level
+# modules, checked at every line end, the longest repeated run is 185 shapes (random._test's 15 alike calls).
 LOOP_SPAN = 200
 LOOP_REPEATS = 4
 # The longest period looked for, in shapes (a round of a loop that long is a loop over whole statements).
