@@ -303,3 +303,21 @@ def test_item5a_a_filled_stubs_missing_standard_library_import_comes_with_its_ed
     namespace: dict = {}
     exec(compile(edit.new, "seq.py", "exec"), namespace)
     assert namespace["head"]("abc", 2) == ["a", "b"]
+
+
+def test_item4_a_stubs_candidates_run_the_given_tests_in_their_module(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --test on a stub: the body reads Decimal and line_total from its module, so it runs there.
+    stub = '\n\ndef order_total(lines) -> Decimal:\n    """Return the rounded total of an order."""\n    ...\n'
+    (shop / "inventory" / "pricing.py").write_text(PRICING + stub, encoding="utf-8")
+    git(shop, "commit", "-qam", "a stub")
+    register_scripted(monkeypatch, ScriptedBackend([RIGHT]))
+    args = ("--file", "inventory/pricing.py", "--function", "order_total", "--no-repo-tests", "--repair", "0")
+    test = f"{SETUP_IMPORT}\n{ORDER_TEST}"
+    shown = assist_here(
+        "generate", *args, "-k", "0", "-n", "1", "--backend", "scripted", "--test", test, "--json", cwd=shop
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    verdict = json.loads(shown.stdout)["candidates"][0]["scores"]["exec"]
+    assert verdict["value"] == 1.0 and "in its module" in verdict["why"], verdict

@@ -92,6 +92,8 @@ def test_filling_a_stub_in_the_session_runs_the_repos_tests(shop: Path) -> None:
     assert result.candidates[0].scores["repo-tests"].details["status"] == "passed"
     assert "the repo's tests (found: pytest tests/test_pricing.py::test_order_total" in session.state.tests_label()
     assert session.may_apply(0) is None and "did not pass" in (session.may_apply(1) or "")
+    # ctrl+t's tests run in the stub's module too (its result has no home: the repo's tests ranked it).
+    assert session.run_tests(0, [TYPED]).status == "passed"
     body = ast.parse((shop / TARGET).read_text(encoding="utf-8")).body[-1]
     assert isinstance(body, ast.FunctionDef) and isinstance(body.body[-1], ast.Expr)  # still a stub: nothing applied
 

@@ -478,8 +478,9 @@ def generate(
         tests=tests,
         target=target,
         python=python,
-        # The repo's own tests rank the candidates when there are some (agree then only costs time), unless asked.
-        run_in_module=plan is None or "agree" in options.ranker,
+        # The repo's own tests rank the candidates when there are some (agree then only costs time), unless asked;
+        # tests given run in the module too.
+        run_in_module=plan is None or "agree" in options.ranker or bool(tests),
         replace=tuple(replace or ()),
     )
 

@@ -312,7 +312,7 @@ class Session:
         )
         plan = self._repo_tests(file, function)
         if plan is not None:  # the repo's own tests rank a stub's candidates (agree would only cost time)
-            request = replace(request, run_in_module="agree" in options.ranker)
+            request = replace(request, run_in_module="agree" in options.ranker or bool(tests))
         result = self.pipeline.generate(request, progress=progress, options=options, every_ranker=True)
         if plan is not None and result.candidates:
             from assistant.core.repo_tests import test_candidates
@@ -380,7 +380,7 @@ class Session:
             raise UsageError("there are no tests to run; add assert statements first")
         self.state.tests = list(tests)
         item = self._candidate(position)
-        home = result.home
+        home = result.home or self._home(position)
         if home is not None and item.candidate.sample in home.texts:
             outcome = _run_in_module(home, item.candidate.sample, tests)
         else:
@@ -390,6 +390,18 @@ class Session:
         candidates[position] = Ranked(item.candidate, {**item.scores, "exec": _exec_score(outcome)})
         self.state.result = replace(result, candidates=candidates)
         return outcome
+
+    def _home(self, position: int) -> ModuleHome | None:
+        """Where the candidate at `position` can run when its result has no home yet (a stub ranked by the repo's
+        tests, which needed none): its edited file in a copy of the project, if it can run there."""
+        from assistant.core.home import module_home
+
+        result = self._result()
+        edit = result.edits[position]
+        if edit is None:
+            return None
+        qualname = result.function["function"] if result.function else ""
+        return module_home(edit.path, qualname, {result.candidates[position].candidate.sample: edit.new})
 
     def may_apply(self, position: int) -> str | None:
         """Why the candidate at `position` may not be written without insisting (it did not pass the tests the
