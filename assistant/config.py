@@ -187,16 +187,6 @@ def _seed(value: Any) -> int:
     return _count(0, SEED_MAX)(value)
 
 
-def _repair_rounds(value: Any) -> int:
-    """`generate.repair`: a whole number of rounds from 0 to MAX_REPAIR."""
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError("expected a whole number")
-    number = int(value)
-    if not 0 <= number <= MAX_REPAIR:
-        raise ValueError(f"expected a whole number from 0 to {MAX_REPAIR}")
-    return number
-
-
 def _choice(*choices: str) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         text = _str(value)
@@ -346,7 +336,7 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "generate.repair",
-        _repair_rounds,
+        _count(0, MAX_REPAIR),
         DEFAULT_REPAIR,
         "ASSIST_GENERATE_REPAIR",
         f"with tests and no candidate passing: repair rounds (0: none), {REPAIR_N} samples each, within "
