@@ -57,6 +57,8 @@ from assistant.ui.text import one_line
 from assistant.ui.train_cmd import train_app
 
 if TYPE_CHECKING:
+    from assistant.core.generation import GenerateResult
+    from assistant.core.rank import Pick
     from assistant.core.repair import Repaired, RepairRound
     from assistant.core.repo_tests import RepoTests
 
@@ -543,7 +545,7 @@ def generate(
         raise typer.Exit(1)
 
 
-def _verdict(result: Any, pick: Any, apply: bool, applied: int | None) -> str | None:
+def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | None) -> str | None:
     """The one line that ends the output: which candidate was written and how it did on the tests, or, with tests
     that no candidate passed, that nothing may be written and how to write the best one anyway."""
     total = len(result.candidates)
