@@ -365,3 +365,11 @@ def test_a_class_the_file_has_is_merged_member_by_member():
     # Other bases: another class, replaced whole.
     replaced, more = merge(old, "class Stack(list):\n    pass\n")
     assert more == ["replace Stack"] and "def pop" not in replaced
+    # Only what `replace` names may be replaced (issue 66): a re-typed method is left out and named, a new one goes in.
+    kept, said = merge(old, code, replace=())
+    assert said == ["dropped: rewrites Stack.push()", "insert Stack.is_empty"]
+    added = "\n\n    def is_empty(self):\n      return not self.items"
+    assert kept.replace(added, "") == old  # push (and the rest) as it was, byte for byte
+    assert merge(old, code, replace=("Stack.push",))[1] == actions
+    assert merge(old, code, replace=("Stack",))[1] == actions  # a class named lets its methods be replaced
+    assert merge(old, "class Stack(list):\n    pass\n", replace=())[1] == ["dropped: rewrites Stack()"]
