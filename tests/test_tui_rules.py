@@ -129,3 +129,12 @@ async def test_tests_typed_for_one_request_do_not_rank_the_next(shop: Path) -> N
         await pilot.press("ctrl+t")
         await pilot.pause()
         assert app.screen.query_one("#tests-text", TextArea).text.strip() == TYPED
+
+
+def test_a_resampled_candidate_runs_the_tests_where_the_others_ran(shop: Path) -> None:  # noqa: F811
+    session = session_for(shop, [WRONG, RIGHT], n=1, repair=0)
+    session.generate(REQUIREMENT, target=TARGET, tests=[TYPED])
+    result = session.resample(0)
+    verdict = result.candidates[0].scores["exec"]
+    assert verdict.value == 1.0 and "in its module" in verdict.why, verdict
+    assert session.may_apply(0) is None

@@ -425,8 +425,13 @@ def resample(
         raise AssistError("the new sample repeats another candidate; try again")
     if target is None and file:
         target = Target.read(file)
-    # Only the new sample is scored: the others keep the scores they have (tests are not run again).
-    problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests))
+    # Only the new sample is scored: the others keep the scores they have (tests are not run again). It runs where
+    # they ran: its edited file joins their home.
+    home = result.home
+    if home is not None and target is not None:
+        _, planned, _ = plan_candidates([candidate], target, root, replace)
+        home = replace_field(home, texts={**home.texts, **{s: e.new for s, e in planned.items()}})
+    problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests), home=home)
     new = rank(problem, [candidate], choose(rankers, problem, [candidate]))
     ranked, edits, unchanged = plan_edits([*others, *new], target, root, replace)
     paired = sorted(zip(ranked, edits, strict=True), key=lambda pair: pair[0].key(result.rankers))
@@ -441,4 +446,5 @@ def resample(
         samples=result.samples + 1,
         timings=timings,
         usage=backend.usage.since(usage_before),
+        home=home,
     )
