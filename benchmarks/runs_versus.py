@@ -6,7 +6,9 @@ first run was made). Reads each folder's records, keeps the tasks both hold, and
 (95% bootstrap intervals) and the paired difference, first minus second:
 
 - `eval codegen` folders (records.jsonl) and `eval repo` function-level folders (function.jsonl): pass@1 (each
-  task's share of correct samples) and, for every ranker both runs recorded, top-1 after ranking;
+  task's share of correct samples) and, for every ranker both runs recorded, top-1 after ranking; where both ran
+  `eval repo --repair N`, top-1 with the covering tests visible (what `--apply` writes: a passing sample, else
+  nothing, a miss) before and after the repair rounds;
 - `eval repo --task retrieval` folders (line-retrieval.jsonl): R@1, R@10 and MRR@10 of the positive fragment.
 
 A side may pool runs of disjoint tasks, their folders joined by "+" (`A+B+C:hybrid`). `--skip FILE` leaves out
@@ -87,6 +89,9 @@ def metrics(kind: str, first: dict[str, dict], second: dict[str, dict]) -> dict[
         chosen[f"top-1 by {ranker}"] = _pick_passed(ranker)
     if all("agree" in r.get("scores", {}) for run in (first, second) for r in run.values()):
         chosen["top-1 by auto"] = _auto_passed  # what `generate` shows first: agree, ties by log-probability
+    if all("tests_repaired" in r for run in (first, second) for r in run.values()):  # `eval repo --repair N`
+        chosen["top-1 with tests, first round"] = lambda r: float(r["tests_first"])
+        chosen["top-1 with tests, after repair"] = lambda r: float(r["tests_repaired"])
     return chosen
 
 
@@ -123,10 +128,12 @@ def main() -> None:
             "difference": paired_difference(mine, theirs),
         }
     if kind == "codegen":  # what each run spent drawing samples, on the shared tasks (a cache hit costs ~0)
-        result["sampling_seconds"] = {
-            side: sum(run[t].get("sampling_seconds", 0.0) for t in shared)
-            for side, run in (("first", a), ("second", b))
-        }
+        for part in ("sampling", "ranking", "testing", "repair"):  # all but sampling: where the records keep them
+            key = f"{part}_seconds"
+            if part == "sampling" or any(key in run[t] for run in (a, b) for t in shared):
+                result[key] = {
+                    side: sum(run[t].get(key, 0.0) for t in shared) for side, run in (("first", a), ("second", b))
+                }
     if args.json:
         print(json.dumps(result))
         return
@@ -140,12 +147,12 @@ def main() -> None:
             for key in ("first", "second", "difference")
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    if "sampling_seconds" in result:
-        spent = result["sampling_seconds"]
-        print(
-            f"\nsampling seconds per task: first {spent['first'] / max(1, len(shared)):.1f}, "
-            f"second {spent['second'] / max(1, len(shared)):.1f}"
-        )
+    parts = [part for part in ("sampling", "ranking", "testing", "repair") if f"{part}_seconds" in result]
+    if parts:
+        print()
+    for part in parts:
+        spent, count = result[f"{part}_seconds"], max(1, len(shared))
+        print(f"{part} seconds per task: first {spent['first'] / count:.1f}, second {spent['second'] / count:.1f}")
 
 
 if __name__ == "__main__":

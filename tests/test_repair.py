@@ -8,6 +8,7 @@ The scripted backend stands in for the model only; the tests run for real: the r
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -179,8 +180,6 @@ def test_the_repos_tests_are_in_the_stubs_prompt_unless_turned_off(
 
 
 def test_eval_repo_keeps_the_first_round_and_the_repaired_result_apart(tmp_path: Path, encoder) -> None:
-    import sys
-
     from assistant.backends import SamplingParams
     from assistant.core.repair import RepairOptions
     from assistant.evaluate.repo.projects import Project, ProjectSpec
@@ -310,3 +309,28 @@ def test_the_repair_prompt_shows_the_candidate_that_passed_most_whatever_ranks_f
     assert "return 0" in backend.prompts[-1].messages[-1]["content"]  # the other one, in the repair turn
     # Ranked by sampling order first, the repair comes last; it passes, so there is one to write.
     assert repaired.result.candidates[-1].candidate.code == right.strip() and repaired.passed
+
+
+def test_runs_versus_pairs_two_repair_runs_before_and_after_repair(tmp_path: Path, monkeypatch, capsys) -> None:
+    from assistant.cache import JsonlCache
+
+    from .test_benchmarks import _load
+
+    module = _load(Path(__file__).resolve().parent.parent / "benchmarks" / "runs_versus.py", monkeypatch)
+
+    def folder(name: str, first: dict[str, bool], repaired: dict[str, bool]) -> Path:
+        records = JsonlCache(tmp_path / name / "function.jsonl")
+        for task in first:
+            record = {"task_id": task, "strategy": "hybrid+file", "n": 5, "correct": 0, "samples": [], "picks": {}}
+            record.update(tests_first=first[task], tests_repaired=repaired[task], sampling_seconds=2.0)
+            records.put(f"{name}-{task}", {**record, "repair_seconds": 3.0, "testing_seconds": 1.0})
+        return tmp_path / name
+
+    big = folder("big", {"t1": True, "t2": False}, {"t1": True, "t2": True})
+    small = folder("small", {"t1": False, "t2": False}, {"t1": False, "t2": True})
+    monkeypatch.setattr(sys, "argv", ["runs_versus", f"{big}:hybrid+file", f"{small}:hybrid+file", "--json"])
+    module.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["metrics"]["top-1 with tests, first round"]["difference"][0] == pytest.approx(0.5)
+    assert result["metrics"]["top-1 with tests, after repair"]["difference"][0] == pytest.approx(0.5)
+    assert result["repair_seconds"] == {"first": 6.0, "second": 6.0} and "ranking_seconds" not in result
