@@ -476,8 +476,11 @@ def _save_trust(data: dict[str, Any]) -> None:
     from assistant.paths import atomic_write_text
 
     path = trust_file_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    except OSError as exc:  # a read-only or missing config folder (ASSIST_CONFIG_DIR): nothing was recorded
+        raise UsageError(f"cannot write the trust record {path}: {exc.strerror or exc}; nothing was changed") from None
 
 
 @dataclass(frozen=True)

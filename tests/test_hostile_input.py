@@ -6,7 +6,12 @@ Each test here failed on the code before its fix (see the commits that added the
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -199,3 +204,135 @@ def test_the_pre_commit_hook_says_a_deep_staged_file_does_not_parse(
     result = CliRunner().invoke(app, ["docstring", "--staged", *mode])  # what the hook runs
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert "deep.py does not parse (too deeply nested or too long to parse)" in result.output, result.output
+
+
+# -- item 7: bad paths, URLs, folders and names are one line, never a traceback, a hang or gigabytes ----------------
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://h:abc/v1", "http://[::1]:99999/v1", "http://", "ftp://h/v1"])
+def test_a_malformed_base_url_is_one_line(url: str) -> None:
+    line = one_line_error(["generate", "add two numbers", "--base-url", url])
+    assert f"the base URL {url!r} is not a server's URL" in line, line
+
+
+def test_config_trust_with_a_config_folder_it_cannot_write_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git(tmp_path, "init", "-q")
+    (tmp_path / ".assist.toml").write_text("[generate]\nn = 3\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ASSIST_CONFIG_DIR", "/proc/assist-config")  # nobody, root included, can create it
+    line = one_line_error(["config", "trust"])
+    assert "cannot write the trust record /proc/assist-config/trusted.json" in line, line
+
+
+def test_hook_install_when_the_hooks_folder_is_a_file_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git(tmp_path, "init", "-q")
+    hooks = tmp_path / ".git" / "hooks"
+    shutil.rmtree(hooks, ignore_errors=True)
+    hooks.write_text("not a folder\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    line = one_line_error(["hook", "install"])
+    assert f"{hooks} is not a folder" in line, line
+    assert hooks.read_text(encoding="utf-8") == "not a folder\n"
+
+
+def test_tests_from_a_device_or_a_fifo_are_refused_without_reading(tmp_path: Path) -> None:
+    fifo = tmp_path / "tests.fifo"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    for path in ("/dev/zero", str(fifo)):  # /dev/zero filled 5 GB in 3 s; a FIFO with no writer hung
+        line = one_line_error(["generate", "add", "--tests", path, *UNREACHABLE])
+        assert f"tests file {path} does not exist or is not a regular file" in line, line
+    assert time.monotonic() - started < 30
+
+
+def test_a_tests_file_linked_to_a_device_or_too_large_is_refused(tmp_path: Path) -> None:
+    link = tmp_path / "tests.py"
+    link.symlink_to("/dev/zero")
+    line = one_line_error(["generate", "add", "--tests", str(link), *UNREACHABLE])
+    assert "is not a regular file" in line, line
+    huge = tmp_path / "huge.py"
+    with huge.open("wb") as handle:
+        handle.truncate(64 << 20)  # sparse: no disk used
+    line = one_line_error(["generate", "add", "--tests", str(huge), *UNREACHABLE])
+    assert f"tests file {huge} is larger than 16 MB" in line, line
+    ok = tmp_path / "ok.py"
+    ok.write_text("assert add(1, 2) == 3\n", encoding="utf-8")
+    from assistant.core.generation import read_tests
+
+    assert read_tests(ok) == ["assert add(1, 2) == 3"]
+
+
+def test_models_pull_refuses_an_empty_name() -> None:
+    line = one_line_error(["models", "pull", ""])
+    assert "the model name is empty" in line, line
+
+
+FULL_DISK = r"""
+import hashlib, subprocess, sys
+from pathlib import Path
+
+import numpy as np
+from typer.testing import CliRunner
+
+import assistant.pipeline.pipeline
+from assistant.indexing.index import TextEncoder, load_repo_index
+from assistant.ui.cli import app
+
+
+class Wide(TextEncoder):
+    name, dim = "wide-test", int(sys.argv[2])
+
+    def encode(self, texts, progress=None):
+        rows = [np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:8], 16)).random(self.dim)
+                for t in texts]
+        vectors = np.asarray(rows, dtype="float32").reshape(len(texts), self.dim) + 0.1
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+assistant.pipeline.pipeline.load_encoder = lambda *a, **k: Wide()
+repo = Path(sys.argv[1])
+first = CliRunner().invoke(app, ["index", str(repo)])
+assert first.exit_code == 0, first.output
+before = sorted(e.name for e in load_repo_index(repo).examples)
+many = "".join(f"def function_{i}(x):\n    '''Return x plus {i}, written out at length.'''\n    return x + {i}\n\n"
+               for i in range(int(sys.argv[3])))
+(repo / "many.py").write_text(many)
+subprocess.run(["git", "add", "many.py"], cwd=repo, check=True)
+second = CliRunner().invoke(app, ["index", str(repo)])
+print("EXIT", second.exit_code, repr(second.exception))
+print("OUTPUT", second.output.strip())
+assert sorted(e.name for e in load_repo_index(repo).examples) == before  # the old index is whole
+print("INTACT")
+"""
+
+
+@pytest.mark.parametrize(
+    ("dim", "functions", "says"),
+    [(16, 3000, "No space left on device"), (8192, 8, "faiss:")],  # examples.jsonl, then the vectors, fill it
+)
+def test_a_full_disk_while_indexing_is_one_line_and_the_old_index_stays(
+    scratch_repo: Path, dim: int, functions: int, says: str
+) -> None:
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"]).returncode != 0:
+        pytest.skip("needs unshare -rm (user and mount namespaces) to mount a small tmpfs")
+    folder = scratch_repo / ".assist"
+    folder.mkdir(exist_ok=True)
+    script = f'mount -t tmpfs -o size=256k tmpfs "{folder}" && exec "{sys.executable}" -c "$0" "$@"'
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, FULL_DISK, str(scratch_repo), str(dim), str(functions)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"},
+    )
+    assert "INTACT" in result.stdout, result.stdout + result.stderr
+    output = result.stdout.split("OUTPUT ", 1)[1].split("\nINTACT")[0]
+    assert "EXIT 1 SystemExit" in result.stdout and len(output.splitlines()) == 1, result.stdout
+    assert output.startswith("error: cannot write the index to ") and says in output, output
+    assert "the index there before is unchanged" in output

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from assistant.core.retrieve import BM25Retriever, DenseRetriever, HybridRetriever
-from assistant.errors import UsageError
+from assistant.errors import AssistError, UsageError
 from assistant.indexing.index import Index, index_bank, index_repo
 from assistant.indexing.sources import open_source
 from assistant.pipeline.registry import make_retriever
@@ -74,7 +74,7 @@ def test_failed_save_keeps_previous_index(scratch_repo, encoder, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr("faiss.write_index", boom)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(AssistError, match=r"cannot write the index .*: disk full; the index there before is unchanged"):
         index_repo(scratch_repo, encoder)
     assert (scratch_repo / ".assist" / "index" / "examples.jsonl").read_text() == before
     # No staging folder left behind; the lock file that serializes writers stays (it must outlive the swaps).

@@ -113,7 +113,7 @@ def test_missing_base_url_and_key_is_a_usage_error(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(UsageError, match="--base-url"):
         load_backend("openai")
-    with pytest.raises(UsageError, match="'notaurl' is not an http"):  # at once, not after retries
+    with pytest.raises(UsageError, match="'notaurl' is not a server's URL"):  # at once, not after retries
         load_backend("openai", base_url="notaurl")
 
 

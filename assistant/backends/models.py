@@ -109,8 +109,12 @@ _ALIASES = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b", "minilm"
 
 
 def resolve(name: str | None, kind: str | None = "generator") -> ModelSpec:
-    """The spec for a model name (or alias); None means the default of that kind. `kind=None` takes any kind."""
-    if not name:
+    """The spec for a model name (or alias); None means the default of that kind. `kind=None` takes any kind.
+
+    An empty name is refused: `assist models pull ""` (an unset shell variable) once pulled the default."""
+    if name is not None and not name.strip():
+        raise UsageError("the model name is empty; see `assist models list` (leave it out for the default)")
+    if name is None:
         name = DEFAULT_ENCODER if kind == "encoder" else DEFAULT_GENERATOR
     spec = REGISTRY.get(_ALIASES.get(name, name))
     if spec is None:

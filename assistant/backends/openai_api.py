@@ -25,6 +25,7 @@ import logging
 import math
 import random
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -438,8 +439,8 @@ def make_client(
             f"{what} needs --base-url (e.g. http://127.0.0.1:8080/v1; `assist serve` starts a local server) "
             "or OPENAI_API_KEY for api.openai.com"
         )
-    if base_url is not None and not base_url.lower().startswith(("http://", "https://")):
-        raise UsageError(f"the base URL {base_url!r} is not an http(s) URL; e.g. http://127.0.0.1:8080/v1")
+    if base_url is not None:
+        check_base_url(base_url)
     client = openai.OpenAI(
         base_url=base_url,
         api_key=api_key or "not-needed",  # local servers take any key; the client insists on one
@@ -447,6 +448,24 @@ def make_client(
         max_retries=retries,
     )
     return client, str(client.base_url).rstrip("/")
+
+
+def check_base_url(base_url: str) -> None:
+    """Refuse, with one line, a server URL that is not http(s)://host[:port]/...: `http://[::1` once reached the
+    HTTP client, whose InvalidURL was a traceback."""
+    problem = None
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        parts.port  # noqa: B018 - a port that is not a number from 0 to 65535 raises here
+    except ValueError as exc:
+        problem = str(exc)
+    else:
+        if parts.scheme.lower() not in ("http", "https"):
+            problem = "not an http(s) URL"
+        elif not parts.hostname or any(c.isspace() for c in base_url):
+            problem = "no host" if not parts.hostname else "it holds a space"
+    if problem is not None:
+        raise UsageError(f"the base URL {base_url!r} is not a server's URL ({problem}); e.g. http://127.0.0.1:8080/v1")
 
 
 def call_api(

@@ -123,8 +123,13 @@ def install_hook(root: Path, check_only: bool = False, force: bool = False) -> P
         "# Remove this file (or run `assist hook uninstall`) to stop it; `git commit --no-verify` skips it once.\n"
         f"exec {shlex.quote(sys.executable)} -P -m assistant docstring --staged {mode}\n"
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, script, 0o755, root=root, force=force)  # a symlinked hook: see write_target
+    if path.parent.exists() and not path.parent.is_dir():
+        raise UsageError(f"{path.parent} is not a folder, so no hook can go in it; move it away and run this again")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, script, 0o755, root=root, force=force)  # a symlinked hook: see write_target
+    except OSError as exc:
+        raise UsageError(f"cannot write the hook {path}: {exc.strerror or exc}") from None
     return path
 
 

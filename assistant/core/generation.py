@@ -92,13 +92,29 @@ class GenerateResult:
         }
 
 
+TESTS_FILE_BYTES = 16 << 20  # a file of asserts larger than this is not one a person wrote for a request
+
+
 def read_tests(path: str | Path) -> list[str]:
-    """Test chunks from a Python file (:func:`~assistant.code.asserts.split_asserts`)."""
+    """Test chunks from a Python file (:func:`~assistant.code.asserts.split_asserts`). Only a regular file (a
+    link to one counts) of at most TESTS_FILE_BYTES: /dev/zero once filled 5 GB in 3 s, and a FIFO hung."""
+    from assistant.paths import read_regular_file
+
     path = Path(path)
     try:
-        source = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise UsageError(f"cannot read tests file {path}: {exc.strerror}") from None
+        resolved = path.resolve()
+        size = resolved.stat().st_size if resolved.is_file() else None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise UsageError(f"cannot read tests file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if size is None:
+        raise UsageError(f"tests file {path} does not exist or is not a regular file")
+    if size > TESTS_FILE_BYTES:
+        raise UsageError(f"tests file {path} is larger than {TESTS_FILE_BYTES >> 20} MB")
+    data = read_regular_file(resolved, TESTS_FILE_BYTES)  # no FIFO or device put there since the check
+    if data is None:
+        raise UsageError(f"cannot read tests file {path}")
+    try:
+        source = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise UsageError(f"tests file {path} is not UTF-8 text") from None
     return split_asserts(source, f"tests file {path}")

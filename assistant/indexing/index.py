@@ -38,7 +38,7 @@ from assistant.code.examples import Example, read_bank
 from assistant.code.extract import EXTRACTORS, extract_file, git_blob_hash, read_repo_file, source_text
 from assistant.code.git import tracked_files
 from assistant.code.tokenize import tokenize
-from assistant.errors import UsageError
+from assistant.errors import AssistError, UsageError
 from assistant.indexing.fragments import split_fragments
 
 if TYPE_CHECKING:  # faiss loads when vectors are searched, saved or read (`train ... --corpus` needs none of it)
@@ -49,6 +49,7 @@ from assistant.progress import Progress
 log = logging.getLogger("assistant")
 
 FORMAT_VERSION = 1
+UNCHANGED = "the index there before is unchanged"
 
 
 def extraction_digest() -> str:
@@ -246,24 +247,20 @@ class Index:
         Holds the index's lock, so concurrent savers take turns; leftovers of writers that died are removed.
         """
         directory = Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        with index_lock(directory):
-            _remove_leftovers(directory)
-            self._save_locked(directory)
+        try:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            with index_lock(directory):
+                _remove_leftovers(directory)
+                self._save_locked(directory)
+        except OSError as exc:  # a full disk, a read-only cache: one line, and the old index is still whole
+            raise AssistError(f"cannot write the index to {directory}: {exc.strerror or exc}; {UNCHANGED}") from None
 
     def _save_locked(self, directory: Path) -> None:
-        import faiss
-
         staging = directory.with_name(directory.name + f".tmp-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
         try:
-            with open(staging / "examples.jsonl", "w", encoding="utf-8") as handle:
-                for example in self.examples:
-                    handle.write(json.dumps(example.to_json(), ensure_ascii=False) + "\n")
-            faiss.write_index(self.dense, str(staging / "vectors.faiss"))
-            meta = dict(self.meta, version=FORMAT_VERSION, count=len(self.examples))
-            (staging / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+            self._write_files(staging, directory)
             old = directory.with_name(directory.name + f".old-{os.getpid()}")
             if directory.exists():
                 os.replace(directory, old)
@@ -274,6 +271,21 @@ class Index:
                 shutil.rmtree(trash, ignore_errors=True)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    def _write_files(self, staging: Path, directory: Path) -> None:
+        """The index's three files, written into `staging` (before anything replaces `directory`)."""
+        import faiss
+
+        with open(staging / "examples.jsonl", "w", encoding="utf-8") as handle:
+            for example in self.examples:
+                handle.write(json.dumps(example.to_json(), ensure_ascii=False) + "\n")
+        try:
+            faiss.write_index(self.dense, str(staging / "vectors.faiss"))
+        except RuntimeError as exc:  # faiss reports a full disk as a multi-line "Error in ... write error"
+            last = str(exc).strip().splitlines()[-1:] or ["write error"]
+            raise AssistError(f"cannot write the index to {directory}: faiss: {last[0]}; {UNCHANGED}") from None
+        meta = dict(self.meta, version=FORMAT_VERSION, count=len(self.examples))
+        (staging / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
     @classmethod
     def load(cls, directory: Path) -> Index:
