@@ -336,3 +336,16 @@ def test_a_full_disk_while_indexing_is_one_line_and_the_old_index_stays(
     assert "EXIT 1 SystemExit" in result.stdout and len(output.splitlines()) == 1, result.stdout
     assert output.startswith("error: cannot write the index to ") and says in output, output
     assert "the index there before is unchanged" in output
+
+
+def test_a_repo_test_file_too_deep_to_parse_is_passed_over(scratch_repo: Path, deep: str) -> None:
+    from assistant.core.repo_tests import find_tests
+    from assistant.core.spec_tests import tests_source
+
+    tests = scratch_repo / "tests"
+    tests.mkdir(exist_ok=True)
+    (tests / "test_deep.py").write_text(f"def test_add():\n    add(1, 2)\n    {deep}\n", encoding="utf-8")
+    (tests / "test_ok.py").write_text("def test_add():\n    assert add(1, 2) == 3\n", encoding="utf-8")
+    git(scratch_repo, "add", "tests")
+    assert find_tests(scratch_repo, "util.py", "add") == ["tests/test_ok.py::test_add"]
+    assert tests_source(scratch_repo, ["tests/test_deep.py::test_add"]) == ""

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from assistant.code.extract import read_repo_file
+from assistant.code.parse import parse_module
 from assistant.core.home import git_files, too_wide
 from assistant.core.repo_tests import find_tests
 from assistant.core.tokens import Count, approximate_tokens
@@ -49,7 +50,7 @@ def tests_source(
             data = read_repo_file(root, path)  # not a link, nor outside the repo
             texts[path] = "" if data is None else data.decode("utf-8", errors="replace")
             try:
-                parsed[path] = ast.parse(texts[path]) if data is not None else None
+                parsed[path] = parse_module(texts[path]) if data is not None else None
             except (SyntaxError, ValueError):
                 parsed[path] = None
         tree = parsed[path]

@@ -11,7 +11,6 @@ that resumes such a folder ranks those records again with the users' rankers (no
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from assistant import sandbox
 from assistant.backends import Backend, SamplingParams
 from assistant.cache import JsonlCache, LayeredCache, cache_key, jsonl_exists, supersede
 from assistant.code.fences import extract_code
+from assistant.code.parse import parse_module
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem, Ranker, rank
 from assistant.datasets import Task
@@ -68,7 +68,7 @@ def sample_blocks(params: SamplingParams, seed: int, task_id: str) -> list[Sampl
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        parse_module(code)
         return True
     except (SyntaxError, ValueError):
         return False

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from assistant.code.parse import parse_module
 from assistant.core.stubs import Stub, fill_body, find_functions
 from assistant.evaluate.repo.projects import Project, bench_dir
 from assistant.paths import atomic_write_text
@@ -211,7 +212,7 @@ def line_tasks(project: Project, per_project: int = LINE_TASKS_PER_PROJECT) -> l
     for rel in project.source_files():
         text = (project.root / rel).read_text(encoding="utf-8")
         try:
-            tree = ast.parse(text)
+            tree = parse_module(text)
         except SyntaxError:
             continue
         lines = text.splitlines()

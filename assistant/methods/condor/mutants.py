@@ -36,6 +36,8 @@ import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from assistant.code.parse import parse_module
+
 OPERATORS = ("compare", "boolop", "anyall", "not", "number", "range", "arith", "variable", "return")
 PRESERVING = ("rename",)
 
@@ -249,7 +251,7 @@ def _used_outside(tree: ast.AST, function: ast.AST, name: str) -> bool:
 
 def _parse(code: str) -> ast.AST | None:
     try:
-        return ast.parse(code)
+        return parse_module(code)
     except (SyntaxError, ValueError):
         return None
 
