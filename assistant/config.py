@@ -411,11 +411,18 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+CONFIG_BYTES = 1 << 20  # a settings file is a few lines; a repo's gigabyte .assist.toml is not read into memory
+
+
 def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        with path.open("rb") as handle:
+            data = handle.read(CONFIG_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > CONFIG_BYTES:
+        raise UsageError(f"{path} is larger than {CONFIG_BYTES >> 20} MB; a settings file is a few lines")
+    return data
 
 
 def _parse_layer(path: Path, data: bytes, repo: bool) -> dict[str, Any]:

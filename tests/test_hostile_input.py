@@ -349,3 +349,10 @@ def test_a_repo_test_file_too_deep_to_parse_is_passed_over(scratch_repo: Path, d
     git(scratch_repo, "add", "tests")
     assert find_tests(scratch_repo, "util.py", "add") == ["tests/test_ok.py::test_add"]
     assert tests_source(scratch_repo, ["tests/test_deep.py::test_add"]) == ""
+
+
+def test_a_huge_repo_config_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    with (tmp_path / ".assist.toml").open("wb") as handle:
+        handle.truncate(4 << 30)  # sparse: a 4 GB file that uses no disk, and would use 4 GB of memory
+    with pytest.raises(UsageError, match=r"\.assist\.toml is larger than 1 MB"):
+        load_settings(start=tmp_path)
