@@ -10,8 +10,9 @@ the rename; an editor that saves by renaming its own file over the name in the m
 rename would lose its save. On Linux (renameat2's RENAME_EXCHANGE: ext4, xfs, btrfs, tmpfs and most local
 filesystems) the new file is swapped in atomically and the file it displaced is compared afterwards: a save
 made meanwhile is swapped back and the rewrite refused, so no save is lost. Elsewhere (macOS, Windows, a
-filesystem without the exchange such as some network ones) the window remains, a few microseconds wide; and a
-save written into the file in place (not by rename) after the check is overwritten on every platform.
+filesystem without the exchange such as some network ones) the window remains, tens of microseconds wide (an
+editor saving by rename every 0.2 ms lost 5 to 9 saves to about 150 rewrites); and a save written into the file
+in place (not by rename) after the check is overwritten on every platform.
 """
 
 from __future__ import annotations
