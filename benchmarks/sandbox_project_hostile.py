@@ -12,12 +12,14 @@ expected. From the repo root (about 10 s):
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import textwrap
 import time
 from pathlib import Path
 
+from assistant.sandbox.disk import remove_tree
 from assistant.sandbox.project import run_pytest
 
 HEADER = "import errno, os, resource, subprocess, sys\n\nimport pytest\n\n\n"
@@ -110,7 +112,19 @@ def make_project(root: Path) -> Path:
 
 def main() -> int:
     """Run every probe; print the table; return the number of rows not as expected."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="assist-project-hostile-"))
+    saved = tempfile.tempdir
+    try:
+        return table(work)
+    finally:
+        tempfile.tempdir = saved
+        remove_tree(str(work))
+
+
+def table(work: Path) -> int:
+    """Run every probe with `work` as $TMPDIR's parent; print the table; return the rows not as expected."""
     project = make_project(work / "project")
     base = work / "tmp"
     base.mkdir()
