@@ -356,7 +356,7 @@ def engine_stalled(stderr: str) -> bool:
 def test_both_stages_train_on_a_repo_with_the_real_model(tmp_path: Path) -> None:
     import json
 
-    from tests.conftest import assist, git
+    from tests.conftest import PLUMBING_MODEL, assist, git
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -372,6 +372,7 @@ def test_both_stages_train_on_a_repo_with_the_real_model(tmp_path: Path) -> None
     git(repo, "commit", "-qm", "init")
     args = ("train", "retriever", "--method", "selfracg", "--pairs", "4", "--batch", "2", "--synthetic", "2")
     args += ("--device", "cpu")  # the CPU path (OpenVINO writes the continuations) wherever the test runs
+    args += ("--model", PLUMBING_MODEL)  # `train retriever` takes its model from --model, not the settings
     # In its own process, as a user runs it: both engines (torch trains, OpenVINO writes) start fresh there.
     result = assist(*args, "--stage2-epochs", "1", "--json", cwd=repo)
     if result.returncode != 0 and engine_stalled(result.stderr):
