@@ -4,9 +4,10 @@ decoding, with the 0.5B's plain speed for reference (what `local.decoding = "aut
 Two fixed prompts: a stub fill (a module's functions, then a stub whose body uses their names: prompt lookup's
 best case) and a plain request. For each engine and prompt: a greedy one-row request and a sampled request of n
 rows (as `assist generate` samples; each row is a one-row request of its own, see `assistant.backends.ov`). Each
-prompt is read once before it is timed, so the figures are decoding (the prefix cache holds the prompt). Prints a
-table of decode tokens/s (all rows together for n rows) and whether each greedy answer equals the plain one. It
-asserts nothing. Run from the repo root, on an otherwise idle machine:
+prompt is read once before it is timed, so the figures are decoding (the prefix cache holds the prompt), except
+speculative decoding's: on OpenVINO GenAI 2026.4 it runs without the prefix cache, so its figures include reading
+the prompt (once a row). Prints a table of tokens/s (all rows together for n rows) and whether each greedy answer
+equals the plain one. It asserts nothing. Run from the repo root, on an otherwise idle machine:
 
     .venv/bin/python benchmarks/decoding_speed.py [--tokens 96] [--n 5] [--json]
 """
