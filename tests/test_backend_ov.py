@@ -249,3 +249,17 @@ def test_drafted_decoding_follows_the_plain_greedy_answer(ov, decoding: str, mon
     # Sampled rows are one-row requests, which drafted decoding takes (it refuses requests for several rows).
     rows = drafted.sample(prompt, SamplingParams(n=3, temperature=0.8, max_new_tokens=24, seed=2))
     assert len(rows) == 3 and all(c.tokens > 0 for c in rows)
+
+
+def test_auto_drafts_sampled_rows_only_and_keeps_greedy_answers_plain(ov, monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.backends import ov as engine
+
+    monkeypatch.setitem(engine.AUTO_DECODING, PLUMBING_MODEL, "prompt-lookup")
+    auto = engine.OpenVINOBackend.load(PLUMBING_MODEL, decoding="auto")
+    assert auto.identity.kind == "local-ov-prompt-lookup" and auto._lanes["plain"][0] is auto.pipeline
+    prompt = build_prompt(REQUIREMENTS[1])
+    params = SamplingParams(n=1, temperature=0, max_new_tokens=80)
+    (greedy,), (plain,) = auto.sample(prompt, params), ov.sample(prompt, params)
+    assert greedy.text == plain.text and greedy.logprobs == plain.logprobs
+    rows = auto.sample(prompt, SamplingParams(n=3, temperature=0.8, max_new_tokens=24, seed=2))
+    assert len(rows) == 3 and all(c.tokens > 0 for c in rows)

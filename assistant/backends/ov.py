@@ -102,17 +102,24 @@ class OpenVINOBackend(ConvertedBackend):
         self._next_id = 0
         self._scorer: Any = None  # the pipeline that scores, made on first use (see `_scoring_pipeline`)
         self.prefix_caching = prefix_caching
-        self.decoding = decoding_for(spec.name, decoding)
+        self.decoding = decoding_for(spec.name, decoding)  # how sampled rows decode
+        # `auto` drafts sampled rows only: a drafted greedy answer parts from the plain one at near ties, and the
+        # pipeline drafts every request or none, so greedy requests then have a plain pipeline of their own.
+        self.greedy_decoding = "plain" if decoding == "auto" else self.decoding
         draft = self._draft_directory(progress) if self.decoding == "speculative" else None
-        if draft is not None:
-            # OpenVINO GenAI 2026.4 fails a speculative request whose prompt it cached before ("content_length <=
-            # prompt_ids.size() + m_generated_ids.size()"): speculative decoding reads every prompt afresh.
-            prefix_caching = self.prefix_caching = False
+        self._lanes: dict[str, tuple[Any, bool]] = {}  # decoding -> (its pipeline, whether it caches prefixes)
         try:
             read_prompt_files(self, spec, tokenizer_directory, context)
-            self.pipeline = self._make_pipeline(prefix_caching=prefix_caching, decoding=self.decoding, draft=draft)
-            if not prefix_caching and self.decoding == "plain":
-                self._scorer = self.pipeline  # it computes every position: it can score, no second copy needed
+            for lane in dict.fromkeys((self.greedy_decoding, self.decoding)):
+                # OpenVINO GenAI 2026.4 fails a speculative request whose prompt it cached before ("content_length
+                # <= prompt_ids.size() + m_generated_ids.size()"): speculative decoding reads every prompt afresh.
+                caches = prefix_caching and lane != "speculative"
+                pipeline = self._make_pipeline(caches, lane, draft if lane == "speculative" else None)
+                self._lanes[lane] = (pipeline, caches)
+            self.pipeline = self._lanes[self.greedy_decoding][0]
+            if self._lanes.get("plain", (None, True))[1] is False:
+                # it computes every position: it can score, no second copy needed
+                self._scorer = self._lanes["plain"][0]
         except Exception as exc:  # a bad folder, tokenizer or converted model
             raise self._load_error(exc) from None
 
@@ -176,7 +183,8 @@ class OpenVINOBackend(ConvertedBackend):
         a few seconds for its tokenizer if the model was never pulled). `prefix_caching=False` reads every prompt
         afresh (what `benchmarks/redraw_cost.py` compares against). `decoding` (the `local.decoding` setting):
         plain, speculative (a smaller model drafts, `DRAFT_MODELS`), prompt-lookup (the prompt drafts), or auto
-        (what measured faster for this model on a CPU, `AUTO_DECODING`; plain where nothing did)."""
+        (sampled rows as measured faster for this model on a CPU, `AUTO_DECODING`, plain where nothing did; greedy
+        requests always plain, on a pipeline of their own when the sampled rows are drafted)."""
         spec = resolve(model, "generator")
         directory = ov_path(spec, progress=progress)
         return cls(
@@ -215,10 +223,12 @@ class OpenVINOBackend(ConvertedBackend):
         total: int,
         scoring: bool = False,
         watch: _Watch | None = None,
+        pipeline: Any = None,
     ) -> list[list[list[Any]]]:
         """Add every request, step the pipeline until all are done, and return each one's rows in sampling order,
         each as [token ids, their log-probabilities] (a row ends at its limit, an end token or a stop string).
-        `scoring` requests (echo) run on the pipeline that computes every prompt position.
+        `scoring` requests (echo) run on the pipeline that computes every prompt position, others on `pipeline`
+        (default: the greedy requests' one).
 
         `watch` (sampling) groups one-row requests by prompt: a row going round in a loop, or running far past
         its finished siblings, is stopped there (its tokens so far kept, its reason in `watch.cut`), and the
@@ -239,7 +249,7 @@ class OpenVINOBackend(ConvertedBackend):
         rows: list[dict[int, list[Any]]] = [{} for _ in requests]
         steps = [0] * len(requests)
         with self._lock:
-            pipeline = self._scoring_pipeline() if scoring else self.pipeline
+            pipeline = self._scoring_pipeline() if scoring else (pipeline or self.pipeline)
 
             def add(position: int) -> None:
                 ids, config = requests[position]
@@ -279,7 +289,9 @@ class OpenVINOBackend(ConvertedBackend):
                 )
         return [[own[key] for key in sorted(own)] for own in rows]
 
-    def _config(self, params: SamplingParams, stops: Sequence[str], seed: int | None) -> Any:
+    def _config(self, params: SamplingParams, stops: Sequence[str], seed: int | None, lane: str = "plain") -> Any:
+        """A request's generation config; `lane` is the decoding of the pipeline it goes to (which drafts every
+        request or none)."""
         import openvino_genai
 
         config = openvino_genai.GenerationConfig()
@@ -289,9 +301,9 @@ class OpenVINOBackend(ConvertedBackend):
         config.stop_token_ids = set(self.end_ids)
         config.stop_strings = set(stops)
         config.include_stop_str_in_output = True  # cut below, the same way for every engine
-        if self.decoding == "speculative":
+        if lane == "speculative":
             config.num_assistant_tokens = ASSISTANT_TOKENS
-        elif self.decoding == "prompt-lookup":
+        elif lane == "prompt-lookup":
             config.num_assistant_tokens = LOOKUP_TOKENS
             config.max_ngram_size = LOOKUP_NGRAM
         if params.temperature <= 0:
@@ -351,7 +363,9 @@ class OpenVINOBackend(ConvertedBackend):
         # (each seeded by its number), so each row can be read, and ended, on its own. Without the prefix cache
         # each would read the prompt afresh: then the n rows stay one request, unwatched, unless drafted decoding
         # (which takes one-row requests only) is on.
-        split = params.temperature > 0 and params.n > 1 and (self.prefix_caching or self.decoding != "plain")
+        lane = self.decoding if params.temperature > 0 else self.greedy_decoding
+        pipeline, caches = self._lanes[lane]
+        split = params.temperature > 0 and params.n > 1 and (caches or lane != "plain")
         for position, text in enumerate(texts):
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
             seed = params.seed if seeds is None else seeds[position]
@@ -360,20 +374,20 @@ class OpenVINOBackend(ConvertedBackend):
             first = len(requests)
             owners += [position] * rows
             if not split:
-                requests.append((ids, self._config(params, stops[position], seed)))
+                requests.append((ids, self._config(params, stops[position], seed, lane)))
                 watched = params.temperature <= 0 or params.n == 1
                 watch.groups.append((position, 0, first) if watched else None)
                 continue
             for row in range(rows):
                 own = None if seed is None else seed * 1009 + row
-                requests.append((ids, self._config(replace(params, n=1), stops[position], own)))
+                requests.append((ids, self._config(replace(params, n=1), stops[position], own, lane)))
                 watch.groups.append((position, row, first))
-                if row and self.prefix_caching:
+                if row and caches:
                     watch.later.add(first + row)
         total = params.max_new_tokens * len(texts)
         if step is not None:
             step(0, total)
-        rows_by_request = self._run(requests, step, total, watch=watch)
+        rows_by_request = self._run(requests, step, total, watch=watch, pipeline=pipeline)
         ends = set(self.end_ids)
         results: list[list[Completion]] = [[] for _ in texts]
         for position, own in enumerate(rows_by_request):
