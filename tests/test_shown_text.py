@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from pathlib import Path
 
 from rich.console import Console
@@ -66,6 +67,19 @@ def test_generate_shows_the_hidden_characters_it_applies_and_flags_bidi(tmp_path
     # The demonstrations list: the newline in the file name cannot forge a line.
     assert "  1. evil\\n  9. forged.py:1  forged  — Check an admin name." in lines
     assert not any(line.startswith("  9. forged.py") for line in lines)
+
+
+def test_json_flags_a_candidate_holding_bidi_controls(tmp_path: Path) -> None:
+    from .openai_server import Script, openai_server
+
+    root = _repo(tmp_path / "repo")
+    assert assist_here("index", cwd=root).returncode == 0
+    with openai_server(Script(answers=[(HIDDEN, "stop")])) as (url, _):
+        request = ["generate", "check an admin name", "-n", "1", "--base-url", url, "--file", "target.py", "--json"]
+        result = assist_here(*request, cwd=root)
+    assert result.returncode == 0, result.stderr
+    (shown,) = json.loads(result.stdout)["candidates"]
+    assert "\u202e" in shown["code"] and shown["bidi_controls"] == ["\\u202e"]
 
 
 def test_the_tui_code_and_diff_panes_write_out_hidden_characters_and_flag_bidi(tmp_path: Path) -> None:

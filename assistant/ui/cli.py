@@ -53,7 +53,7 @@ from assistant.ui.options import (
     check_range,
     check_seed,
 )
-from assistant.ui.text import one_line
+from assistant.ui.text import bidi_controls, one_line
 from assistant.ui.train_cmd import train_app
 
 if TYPE_CHECKING:
@@ -530,6 +530,7 @@ def generate(
         data["repair"] = None if repaired is None else repaired.to_json()
         for shown in data["candidates"]:  # which repair round made it (None: the first round)
             shown["repair_round"] = None if repaired is None else repaired.origin.get(shown["sample"])
+            shown["bidi_controls"] = bidi_controls(shown["code"])  # code that may run otherwise than it reads
         out.print_json(json.dumps(data))
         if verdict and pick.refused:
             err.print(verdict, markup=False, highlight=False)
