@@ -209,3 +209,14 @@ def test_a_row_the_engine_cut_is_reported_with_its_reason() -> None:
         "cut off: token limit",
     ]
     assert [c.repeating for c in cut] == [True, False, False]  # a loop is not worth more room
+
+
+def test_the_warning_says_which_samples_the_engine_ended_early() -> None:
+    from assistant.core.candidates import CutOff, cut_early_note
+
+    cut = [CutOff(0, 200, "", True, LOOPING), CutOff(1, 300, "", False, RAN_PAST), CutOff(2, 1024, "")]
+    cut.append(CutOff(3, 220, "", True, LOOPING))
+    assert cut_early_note(cut) == (
+        "2 of them were ended early (cut off: looping); 1 of them was ended early (cut off: ran past the others)"
+    )
+    assert cut_early_note(cut[2:3]) == ""

@@ -77,6 +77,17 @@ def cut_off_note(cut: int, samples: int, limit: int | None, loops: int, more_roo
     )
 
 
+def cut_early_note(cut_off: Sequence[CutOff]) -> str:
+    """What the warning adds for samples the engine ended early rather than the token limit (a loop, or one
+    running far past the others: `assistant.backends.loops`), e.g. "1 of them was ended early (cut off:
+    looping)"; "" when the limit cut them all."""
+    reasons = Counter(c.reason for c in cut_off if c.reason != "token limit")
+    return "; ".join(
+        f"{count} of them {'was' if count == 1 else 'were'} ended early (cut off: {reason})"
+        for reason, count in reasons.items()
+    )
+
+
 def normal_form(code: str) -> str:
     """The code's syntax tree as text: equal for programs that differ only in formatting and comments."""
     # ast.dump ignores formatting and comments, so two samples that differ only there count once.

@@ -621,7 +621,7 @@ def _warn_cut_off(result: Any) -> None:
     """Say on stderr how many samples the token limit cut off: they are never dropped in silence."""
     cut = len(result.cut_off) or result.dropped.get("cut off", 0)
     if cut:
-        from assistant.core.candidates import cut_off_note
+        from assistant.core.candidates import cut_early_note, cut_off_note
 
         loops = sum(c.repeating for c in result.cut_off)
         note = cut_off_note(
@@ -632,7 +632,8 @@ def _warn_cut_off(result: Any) -> None:
             more_room="raise --max-new-tokens to give them room",
             sample_instead="sample several instead (--temperature 0.8 -n 5)",
         )
-        err.print(f"warning: {note}", markup=False, highlight=False)
+        early = cut_early_note(result.cut_off)
+        err.print(f"warning: {note}{'; ' + early if early else ''}", markup=False, highlight=False)
 
 
 def _usage_note(usage: dict[str, float]) -> str:
