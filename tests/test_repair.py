@@ -334,3 +334,55 @@ def test_runs_versus_pairs_two_repair_runs_before_and_after_repair(tmp_path: Pat
     assert result["metrics"]["top-1 with tests, first round"]["difference"][0] == pytest.approx(0.5)
     assert result["metrics"]["top-1 with tests, after repair"]["difference"][0] == pytest.approx(0.5)
     assert result["repair_seconds"] == {"first": 6.0, "second": 6.0} and "ranking_seconds" not in result
+
+
+def test_a_repair_round_replaces_what_replace_names_as_the_first_round_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "calc"
+    root.mkdir()
+    module = '"""Arithmetic."""\n\n\ndef double(x):\n    return x + 2\n\n\ndef triple(x):\n    return 3 * x\n'
+    (root / "calc.py").write_text(module, encoding="utf-8")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "init")
+    # Both rounds rewrite double (named by --replace) and re-type triple (not named: left out); only the repair
+    # round's double is right.
+    retyped = "\n\ndef triple(x):\n    return x\n"
+    wrong, right = f"def double(x):\n    return x + 1\n{retyped}", f"def double(x):\n    return x * 2\n{retyped}"
+    register_scripted(
+        monkeypatch, ScriptedBackend(lambda prompt, n: right if REPAIR_TURN in text_of(prompt) else wrong)
+    )
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    args = ["generate", "fix double", "--file", "calc.py", "--replace", "double", "--test", "assert double(3) == 6"]
+    shown = assist_here(
+        *args, "-n", "1", "--backend", "scripted", "--bank", bank, "-k", "0", "--json", "--apply", cwd=root
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    data = json.loads(shown.stdout)
+    assert data["repair"]["stopped"] == "passed" and data["applied"] is True
+    assert [(r["round"], r["candidates"], r["passes"]) for r in data["repair"]["rounds"]] == [(1, 1, 1)]
+    first, repaired = sorted(data["candidates"], key=lambda c: c["repair_round"] or 0)
+    for candidate in (first, repaired):  # the same rule in both rounds: double replaced, triple left out
+        actions = candidate["edit"]["actions"]
+        assert "replace double" in actions and "dropped: rewrites triple()" in actions, actions
+    assert (root / "calc.py").read_text(encoding="utf-8") == module.replace("return x + 2", "return x * 2")
+
+
+def test_one_rule_for_passed_the_tests_an_exec_ranker_with_no_tests_to_run_is_no_verdict(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--ranker exec` with no --test: exec scores "no tests" (no verdict) and the repo's tests pass candidate #1.
+    # Repair and --apply read the same rule (rank.passed_tests): it passed, so no round runs and it is written.
+    register_scripted(monkeypatch, ScriptedBackend(RIGHT))
+    common = ["--backend", "scripted", "--bank", "bank.jsonl", "-k", "0", "-n", "1", "--json", "--apply"]
+    shown = assist_here(
+        "generate", "--file", "geo.py", "--function", "square", "--ranker", "exec", *common, cwd=project
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    data = json.loads(shown.stdout)
+    scores = data["candidates"][0]["scores"]
+    assert scores["exec"]["why"] == "no tests" and scores["repo-tests"]["value"] == 1.0
+    assert data["repair"]["stopped"] == "already passed" and data["applied"] is True
+    assert (project / "geo.py").read_text(encoding="utf-8") == MODULE.replace("    ...\n", "    return x * x\n", 1)

@@ -176,14 +176,22 @@ class ExecRanker:
         return scores
 
 
-# The scores that come from tests the user has (given, or the repo's own): a candidate passed them all when each of
-# these it has says "passed".
-TEST_SCORES = ("exec", "repo-tests")
+# The scores that come from tests the user has (the repo's own, then given ones): a candidate passed them all when
+# each of these that ran tests on it (a verdict: `details["status"]`) says "passed".
+TEST_SCORES = ("repo-tests", "exec")
+
+
+def verdicts_of(ranked: Ranked) -> list[Score]:
+    """The candidate's test verdicts, the repo's tests' first: the scores in TEST_SCORES that ran tests on it (exec
+    with no tests to run gives no verdict)."""
+    found = (ranked.scores.get(name) for name in TEST_SCORES)
+    return [score for score in found if score is not None and "status" in score.details]
 
 
 def passed_tests(ranked: Ranked) -> bool:
-    """Whether a candidate passed every test it was run on (False when no tests scored it)."""
-    verdicts = [ranked.scores[name] for name in TEST_SCORES if name in ranked.scores]
+    """Whether a candidate passed every test it was run on (False when no tests ran on it). The one rule for
+    "passed": what may be written (:func:`may_write`) and where repair stops (:mod:`assistant.core.repair`)."""
+    verdicts = verdicts_of(ranked)
     return bool(verdicts) and all(score.details.get("status") == "passed" for score in verdicts)
 
 

@@ -26,15 +26,13 @@ from assistant.backends.prompts import ANSWER_PREFIX, render
 from assistant.code.edit import Edit
 from assistant.config import DEFAULT_REPAIR, DEFAULT_TEMPERATURE, REPAIR_BUDGET_S, REPAIR_N
 from assistant.core.candidates import Candidate, collect, normal_form
-from assistant.core.generation import GenerateResult, plan_edits
-from assistant.core.rank import Ranked, Score
+from assistant.core.generation import GenerateResult, plan_candidates
+from assistant.core.rank import Ranked, Score, may_write, passed_tests, verdicts_of
 from assistant.core.target import Target
 from assistant.errors import AssistError, Cancelled
 from assistant.progress import Progress
 
 SHOWN_FAILING = 2  # failing candidates shown in a repair prompt: the best as the model's answer, one more in the turn
-# The scores that carry a test verdict (`details["status"]`): the repo's tests, then the exec sandbox's.
-TEST_SCORES = ("repo-tests", "exec")
 
 # Scores the new candidates of a round (with their edits, None without a target file) as the first round's were:
 # the same rankers and tests, same names. Returns them ranked or not; the loop sorts.
@@ -54,13 +52,15 @@ class RepairOptions:
 @dataclass(frozen=True)
 class RepairTask:
     """What the candidates were for: the target file as read (None without one), the stub filled (its
-    qualified name; None for a plain requirement), where display paths are relative to, and the first round's
-    sampling parameters (temperature, top-p, token limit and seed carry over)."""
+    qualified name; None for a plain requirement), where display paths are relative to, the first round's
+    sampling parameters (temperature, top-p, token limit and seed carry over), and the file's definitions a plain
+    request's candidates may replace (the request's: a repair's edits follow the first round's rule)."""
 
     target: Target | None = None
     function: str | None = None
     root: Path | None = None
     params: SamplingParams = field(default_factory=SamplingParams)
+    replace: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,8 +98,8 @@ class Repaired:
 
     @property
     def passed(self) -> bool:
-        """Whether a candidate now passes every test (so `--apply` has one to write)."""
-        return any(passes(item) for item in self.result.candidates)
+        """Whether a candidate now passes every test, so that one may be written (:func:`may_write`)."""
+        return may_write(self.result.candidates, tested=True).position is not None
 
     def to_json(self) -> dict:
         return {
@@ -112,23 +112,11 @@ class Repaired:
         }
 
 
-def verdicts(item: Ranked) -> list[Score]:
-    """The candidate's test verdicts: the repo's tests' score, then the exec sandbox's (those that ran)."""
-    found = (item.scores.get(name) for name in TEST_SCORES)
-    return [score for score in found if score is not None and "status" in score.details]
-
-
 def verdict(item: Ranked) -> Score | None:
     """The candidate's first failing test verdict, else its first (None: no tests ran on it)."""
-    scores = verdicts(item)
+    scores = verdicts_of(item)
     failing = [score for score in scores if score.details.get("status") != "passed"]
     return (failing or scores or [None])[0]
-
-
-def passes(item: Ranked) -> bool | None:
-    """Whether the candidate passed every test it was run on (None: no tests ran on it)."""
-    scores = verdicts(item)
-    return all(score.details.get("status") == "passed" for score in scores) if scores else None
 
 
 def failure_of(item: Ranked) -> str:
@@ -162,15 +150,15 @@ def read_candidates(
     completions: Sequence[Completion], result: GenerateResult, task: RepairTask, first: int
 ) -> tuple[list[Candidate], list[Edit | None]]:
     """The round's new candidates (numbered from sample `first`) and their edits, read as the first round's
-    were: a stub's bodies put into its file, a plain request's code merged into the target file (if any).
-    Candidates the result already holds (same syntax tree) are dropped."""
+    were: a stub's bodies put into its file, a plain request's code merged into the target file (if any) by the
+    first round's rule (:func:`plan_candidates`, with the definitions `task.replace` names). Candidates the result
+    already holds (same syntax tree) are dropped."""
     seen = {normal_form(item.candidate.code) for item in result.candidates}
     if task.function is not None and task.target is not None:
         pairs = _stub_candidates(completions, result, task)
     else:
-        kept, _ = collect(completions)
-        ranked, edits, _ = plan_edits([Ranked(c, {}) for c in kept], task.target, task.root)
-        pairs = [(item.candidate, edit) for item, edit in zip(ranked, edits, strict=True)]
+        kept, planned, _ = plan_candidates(collect(completions)[0], task.target, task.root, task.replace)
+        pairs = [(candidate, planned.get(candidate.sample)) for candidate in kept]
     fresh = [(c, e) for c, e in pairs if normal_form(c.code) not in seen]
     return [replace(c, sample=first + c.sample) for c, _ in fresh], [e for _, e in fresh]
 
@@ -223,9 +211,9 @@ def _sample_round(
     so a status line shows it live."""
     stage = f"repair round {number} of {options.rounds}: sampling again from the test output"
     report(stage, 0, options.n)
-    failing = [item for item in result.candidates if passes(item) is False]
+    failing = [item for item in result.candidates if verdicts_of(item) and not passed_tests(item)]
     # The best by tests passed (the ranking may put another ranker first); ties keep the ranking's order.
-    failing = sorted(failing, key=lambda item: -min(score.value for score in verdicts(item)))[:SHOWN_FAILING]
+    failing = sorted(failing, key=lambda item: -min(score.value for score in verdicts_of(item)))[:SHOWN_FAILING]
     prompt = repair_prompt(result, failing, task.function)
     params = _round_params(task, options, result, number)
     return backend.sample(prompt, params, step=lambda done, total: report(stage, done, total))
@@ -245,13 +233,12 @@ def _score_round(
 
 def _checked(result: GenerateResult, options: RepairOptions) -> Repaired | None:
     """The answer when no round should run (off, nothing to repair, no tests, one passes already), else None."""
-    verdicts = [passes(item) for item in result.candidates]
-    first_passed = any(v is True for v in verdicts)
+    first_passed = may_write(result.candidates, tested=True).position is not None
     if options.rounds <= 0:
         return Repaired(result, [], "off", first_passed=first_passed)
     if not result.candidates:
         return Repaired(result, [], "no candidate")
-    if all(v is None for v in verdicts):
+    if not any(verdicts_of(item) for item in result.candidates):
         return Repaired(result, [], "no tests")
     if first_passed:
         return Repaired(result, [], "already passed", first_passed=True)
@@ -295,7 +282,7 @@ def repair(
             break
         result, ranked = _score_round(task, result, completions, score)
         origin.update({item.candidate.sample: number for item in ranked})
-        good = sum(bool(passes(item)) for item in ranked)
+        good = sum(passed_tests(item) for item in ranked)
         top = verdict(min(ranked, key=lambda item: item.key(result.rankers))) if ranked else None
         shown = top.why if top is not None else "no new candidate"
         rounds.append(RepairRound(number, len(ranked), good, clock() - round_started, shown))

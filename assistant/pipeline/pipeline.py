@@ -600,6 +600,7 @@ class Pipeline:
             function=request.function,
             root=request.root if request.root is not None else self._source_root(progress, options.k),
             params=options.params(),
+            replace=tuple(request.replace),  # a repair's edits replace what the first round's may
         )
         limits = limits or RepairOptions(rounds=options.repair, n=min(options.n, REPAIR_N))
         return repair_loop(task, result, backend, limits, score, progress=progress, on_round=on_round)
