@@ -239,7 +239,14 @@ def rank(
     problem: Problem, candidates: Sequence[Candidate], rankers: Sequence[Ranker], step: Step | None = None
 ) -> list[Ranked]:
     """Score candidates with each ranker and sort best first (ties keep sampling order); `step` goes to each."""
-    per_ranker = {r.name: r.score(problem, candidates, step) for r in rankers}
-    ranked = [Ranked(c, {name: scores[i] for name, scores in per_ranker.items()}) for i, c in enumerate(candidates)]
     names = [r.name for r in rankers]
-    return sorted(ranked, key=lambda item: item.key(names))
+    return sorted(score_all(problem, candidates, rankers, step), key=lambda item: item.key(names))
+
+
+def score_all(
+    problem: Problem, candidates: Sequence[Candidate], rankers: Sequence[Ranker], step: Step | None = None
+) -> list[Ranked]:
+    """Each candidate with every ranker's score, in the candidates' order (unsorted: a caller that pairs them with
+    their edits by position sorts both together)."""
+    per_ranker = {r.name: r.score(problem, candidates, step) for r in rankers}
+    return [Ranked(c, {name: scores[i] for name, scores in per_ranker.items()}) for i, c in enumerate(candidates)]

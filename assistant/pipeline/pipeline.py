@@ -29,7 +29,7 @@ from assistant.core.generation import GenerateResult
 from assistant.core.generation import generate as generate_code
 from assistant.core.generation import resample as resample_one
 from assistant.core.home import ModuleHome
-from assistant.core.rank import Problem, Ranked, Ranker
+from assistant.core.rank import Problem, Ranked, Ranker, score_all
 from assistant.core.repair import Repaired, RepairOptions, RepairRound, RepairTask
 from assistant.core.repair import repair as repair_loop
 from assistant.core.repo_tests import RANKER as REPO_TESTS
@@ -590,8 +590,7 @@ class Pipeline:
                 texts = {c.sample: e.new for c, e in zip(candidates, edits, strict=True) if e is not None}
                 home = replace(home, texts={**home.texts, **texts})
             problem = Problem(result.requirement, prompt, tuple(request.tests), home=home)
-            per_ranker = {ranker.name: ranker.score(problem, candidates) for ranker in rankers}
-            ranked = [Ranked(c, {n: s[i] for n, s in per_ranker.items()}) for i, c in enumerate(candidates)]
+            ranked = score_all(problem, candidates, rankers)  # in the edits' order, for test_candidates
             fresh = replace(result, candidates=ranked, edits=list(edits), rankers=names)
             return test_candidates(fresh, repo_tests).candidates if repo_tests is not None else ranked
 
