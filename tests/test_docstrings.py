@@ -431,6 +431,7 @@ def _fake_generation(monkeypatch: pytest.MonkeyPatch, during=None, skip: tuple[s
     import assistant.backends.encoder
     import assistant.core.docwriter
     import assistant.indexing.sources
+    import assistant.pipeline.pipeline
     from assistant.core.docwriter import Written
 
     calls: list[str] = []
@@ -446,7 +447,10 @@ def _fake_generation(monkeypatch: pytest.MonkeyPatch, during=None, skip: tuple[s
 
     monkeypatch.setattr(assistant.backends.encoder.Encoder, "load", classmethod(lambda cls, spec=None: object()))
     monkeypatch.setattr(assistant.indexing.sources, "open_source", lambda *args, **kwargs: None)
+    # Where the pipeline calls it (it imports the name): patched only in assistant.backends, the real default
+    # model loaded here, unseen, until the tests' models folder refused the 1.5B.
     monkeypatch.setattr(assistant.backends, "load_backend", lambda *args, **kwargs: object())
+    monkeypatch.setattr(assistant.pipeline.pipeline, "load_backend", lambda *args, **kwargs: object())
     monkeypatch.setattr(assistant.core.docwriter, "write_docstrings", write_docstrings)
     return calls
 
