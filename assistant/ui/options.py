@@ -6,7 +6,9 @@ import math
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
+from typer.core import TyperCommand
 
 from assistant.backends.models import DEFAULT_GENERATOR, FAST_GENERATOR
 from assistant.config import DEFAULT_K, DEFAULT_MAX_NEW_TOKENS, DEFAULT_N, SEED_MAX, backend_settings
@@ -22,6 +24,7 @@ __all__ = [
     "EngineOpt",
     "MaxTokensOpt",
     "ModelOpt",
+    "PanelCommand",
     "RankerOpt",
     "RetrieverOpt",
     "SeedOpt",
@@ -29,9 +32,53 @@ __all__ = [
     "backend_settings",
 ]
 
+# The help panels of `assist generate`, `tui` and `docstring`, in the order the help shows them.
+BASICS = "Basics"
+STUB = "Filling a stub"
+TESTS = "Tests and repair"
+RETRIEVAL = "Retrieval"
+RANKING = "Ranking"
+MODEL = "Model"
+OUTPUT = "Output"
+ADVANCED = "Advanced (research knobs; each also a config setting)"
+PANELS = (BASICS, STUB, TESTS, RETRIEVAL, RANKING, MODEL, OUTPUT, ADVANCED)
+
+
+class PanelCommand(TyperCommand):
+    """A command whose plain-text help lists its options under their `rich_help_panel` headings.
+
+    The CLI prints plain help (no Rich boxes, so `assist[serve]` and pipes read as typed), and Typer's plain
+    help ignores panels: this groups them, in PANELS order, with options given no panel last under "Options".
+    """
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Arguments first, then one section per panel."""
+        arguments: list[tuple[str, str]] = []
+        panels: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append(record)
+            else:
+                panels.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(record)
+        if arguments:
+            with formatter.section("Arguments"):
+                formatter.write_dl(arguments)
+        order = {name: place for place, name in enumerate(PANELS)}
+        for name in sorted(panels, key=lambda panel: order.get(panel, len(PANELS))):
+            with formatter.section(name):
+                formatter.write_dl(panels[name])
+
+
 BackendOpt = Annotated[
     str | None,
-    typer.Option("--backend", help="Generation backend: local or openai (default: from config, else local)."),
+    typer.Option(
+        "--backend",
+        help="Generation backend: local or openai (default: from config, else local).",
+        rich_help_panel=MODEL,
+    ),
 ]
 EngineOpt = Annotated[
     str | None,
@@ -39,6 +86,7 @@ EngineOpt = Annotated[
         "--engine",
         help="local backend: openvino (int8, fast), transformers (fp32) or ct2 (default: local.engine, else openvino).",
         show_default=False,
+        rich_help_panel=MODEL,
     ),
 ]
 ModelOpt = Annotated[
@@ -48,24 +96,38 @@ ModelOpt = Annotated[
         help=f"Model name: see `assist models list` (local: default {DEFAULT_GENERATOR}; {FAST_GENERATOR} is the "
         "fast, low-memory choice), or the server's (openai).",
         show_default=False,
+        rich_help_panel=MODEL,
     ),
 ]
 BaseUrlOpt = Annotated[
     str | None,
-    typer.Option("--base-url", help="openai backend: the server, e.g. http://127.0.0.1:8080/v1 (env OPENAI_BASE_URL)."),
+    typer.Option(
+        "--base-url",
+        help="openai backend: the server, e.g. http://127.0.0.1:8080/v1 (env OPENAI_BASE_URL).",
+        rich_help_panel=MODEL,
+    ),
 ]
 ApiOpt = Annotated[
-    str | None, typer.Option("--api", help="openai backend: chat or completions endpoint (default chat).")
+    str | None,
+    typer.Option("--api", help="openai backend: chat or completions endpoint (default chat).", rich_help_panel=MODEL),
 ]
 TimeoutOpt = Annotated[
-    float | None, typer.Option("--timeout", help="openai backend: seconds to wait for one request (default 120).")
+    float | None,
+    typer.Option(
+        "--timeout", help="openai backend: seconds to wait for one request (default 120).", rich_help_panel=MODEL
+    ),
 ]
 
 # What `assist generate` and `assist tui` share. None = not given: the `[generate]` setting stands
 # (config files, ASSIST_GENERATE_* in the environment), else the default the help names.
 CandidatesOpt = Annotated[
     int | None,
-    typer.Option("-n", help=f"Candidates to sample (default: generate.n, else {DEFAULT_N}).", show_default=False),
+    typer.Option(
+        "-n",
+        help=f"Candidates to sample (default: generate.n, else {DEFAULT_N}).",
+        show_default=False,
+        rich_help_panel=BASICS,
+    ),
 ]
 DemosOpt = Annotated[
     int | None,
@@ -73,18 +135,26 @@ DemosOpt = Annotated[
         "-k",
         help=f"Demonstrations to retrieve, 0 for zero-shot (default: generate.k, else {DEFAULT_K}).",
         show_default=False,
+        rich_help_panel=RETRIEVAL,
     ),
 ]
-BankOpt = Annotated[Path | None, typer.Option(help="Retrieve from this JSONL bank instead of the repo's index.")]
+BankOpt = Annotated[
+    Path | None,
+    typer.Option(help="Retrieve from this JSONL bank instead of the repo's index.", rich_help_panel=RETRIEVAL),
+]
 MaxTokensOpt = Annotated[
     int | None,
     typer.Option(
         help=f"Longest candidate, in tokens (default: generate.max_new_tokens, else {DEFAULT_MAX_NEW_TOKENS}).",
         show_default=False,
+        rich_help_panel=MODEL,
     ),
 ]
 SeedOpt = Annotated[
-    int | None, typer.Option(help="Random seed, for repeatable samples (default: generate.seed, else fresh).")
+    int | None,
+    typer.Option(
+        help="Random seed, for repeatable samples (default: generate.seed, else fresh).", rich_help_panel=BASICS
+    ),
 ]
 RetrieverOpt = Annotated[
     str | None,
@@ -93,6 +163,7 @@ RetrieverOpt = Annotated[
         "this pool if there is one — lail, then tstr — else hybrid). Default: generate.retriever in the config, "
         "else auto.",
         show_default=False,
+        rich_help_panel=RETRIEVAL,
     ),
 ]
 RankerOpt = Annotated[
@@ -105,6 +176,7 @@ RankerOpt = Annotated[
         "its module's copy in a git work tree, not a method's), then condor once trained (`assist train "
         "discriminator`), else logprob, else first. Default: generate.ranker in the config, else auto.",
         show_default=False,
+        rich_help_panel=RANKING,
     ),
 ]
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from assistant.methods.selfracg import SelfRacgConfig
 
 train_app = typer.Typer(
+    short_help="Train retrievers and the discriminator on your code.",
     help="Train what assist learns from your code: retrievers that pick the demonstrations this model finds useful, "
     "and a discriminator that picks the correct candidate without running it.",
     no_args_is_help=True,
