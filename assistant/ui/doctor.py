@@ -131,7 +131,8 @@ def model_checks() -> list[Check]:
         if default:
             checks.append(Check(name, False, f"{state} (the default {spec.kind})", pull))
         else:
-            checks.append(Check(name, None, f"{state} (optional {spec.kind}: {spec.description})", pull))
+            # An optional model not downloaded is not a problem: say what it is and how to get it, as an OK line.
+            checks.append(Check(name, True, f"{state} (optional {spec.kind}: {spec.description}; {pull})"))
     return checks + _generator_in_use_check()
 
 
@@ -365,24 +366,24 @@ def _namespaces_check() -> Check:
 # --- optional extras -----------------------------------------------------------------------------------------
 
 _EXTRAS = (
-    ("matplotlib", "eval", "PNG charts in `assist eval report`"),
-    ("llama_cpp", "serve", "`assist serve` (llama.cpp's server; pip builds it, up to an hour on 2 cores)"),
+    ("matplotlib", "eval", "PNG charts in `assist eval report`", "the report is written without its charts"),
+    (
+        "llama_cpp",
+        "serve",
+        "`assist serve --engine llama.cpp` (llama.cpp's server; pip builds it, up to an hour on 2 cores)",
+        "`assist serve` runs on the built-in OpenVINO engine",
+    ),
 )
 
 
 def extra_checks() -> list[Check]:
-    """Optional extras: installed, or how to install them (a warning only: assist works without them)."""
+    """Optional extras, installed or not: every line is OK, since assist works without them (a missing one says
+    what it would add, what happens without it, and how to install it)."""
     checks = []
-    for module, extra, purpose in _EXTRAS:
+    for module, extra, purpose, without in _EXTRAS:
         if importlib.util.find_spec(module) is not None:
             checks.append(Check(f"extra {extra}", True, f"{module} installed: {purpose}"))
         else:
-            checks.append(
-                Check(
-                    f"extra {extra}",
-                    None,
-                    f"{module} not installed: needed for {purpose}",
-                    f"pip install 'assist[{extra}]'",
-                )
-            )
+            detail = f"{module} not installed (optional; {without}): for {purpose}, pip install 'assist[{extra}]'"
+            checks.append(Check(f"extra {extra}", True, detail))
     return checks
