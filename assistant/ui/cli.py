@@ -239,9 +239,8 @@ def generate(
         bool | None,
         typer.Option(
             "--apis/--no-apis",
-            help="With --function: also show the model the repo's functions from other files that the file calls "
-            "or imports (signatures and docstring summaries, nearest use first; needs `assist index`). Default: "
-            "generate.apis in the config, else off.",
+            help="With --function: also show the signatures of the repo's functions from other files that the "
+            "file uses (needs `assist index`). Default: generate.apis in the config, else off.",
             show_default=False,
             rich_help_panel=ADVANCED,
         ),
@@ -250,9 +249,8 @@ def generate(
         bool | None,
         typer.Option(
             "--fragments/--no-fragments",
-            help="With --function: show the model -k 20-line fragments of the repo's other files, found with the "
-            "code just before the body, instead of demonstrations (the context RepoEval and RepoCoder use; needs "
-            "`assist index`). Default: generate.fragments in the config, else off.",
+            help="With --function: show -k 20-line fragments of the repo's other files instead of demonstrations "
+            "(needs `assist index`). Default: generate.fragments in the config, else off.",
             show_default=False,
             rich_help_panel=ADVANCED,
         ),
@@ -261,8 +259,7 @@ def generate(
         bool | None,
         typer.Option(
             "--own-file/--no-own-file",
-            help="With --function: the demonstrations may be the file's own other functions, whole (the prompt "
-            "shows most of them as signatures only); the stub itself never is. --no-own-file: only other files'. "
+            help="With --function: the file's own other functions may be demonstrations (never the stub). "
             "Default: generate.own_file in the config, else on.",
             show_default=False,
             rich_help_panel=ADVANCED,
@@ -272,9 +269,8 @@ def generate(
         bool | None,
         typer.Option(
             "--tests-in-prompt/--no-tests-in-prompt",
-            help="With --function: show the model the repo's test functions that mention the function, as its "
-            "specification (whole, nearest test file first, within 512 tokens). Default: generate.tests_in_prompt "
-            "in the config, else on.",
+            help="With --function: show the repo's tests that mention the function, as its specification. "
+            "Default: generate.tests_in_prompt in the config, else on.",
             show_default=False,
             rich_help_panel=ADVANCED,
         ),
@@ -283,9 +279,8 @@ def generate(
         bool | None,
         typer.Option(
             "--redraw/--no-redraw",
-            help="With --function: draw once more each sample that wrote nothing (the small model re-types the "
-            "stub in about one sample in ten); more usable candidates for a few percent more time with the default "
-            "engine, which reuses the prompt it read. Default: generate.redraw in the config, else on.",
+            help="With --function: draw again each sample that wrote nothing (a few percent more time). "
+            "Default: generate.redraw in the config, else on.",
             show_default=False,
             rich_help_panel=ADVANCED,
         ),

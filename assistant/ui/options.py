@@ -169,12 +169,10 @@ RetrieverOpt = Annotated[
 RankerOpt = Annotated[
     str | None,
     typer.Option(
-        help="first, random, logprob, exec, agree (agreement on tests the model writes, CodeT), reviewer "
-        "(how likely the requirement is given each candidate), coder-reviewer (reviewer + logprob), condor (the "
-        "trained discriminator); combine with +, e.g. exec+condor. auto: exec+ with tests, else agree+ when "
-        "two or more candidates define a function (one more model call; a --function stub's too, run in "
-        "its module's copy in a git work tree, not a method's), then condor once trained (`assist train "
-        "discriminator`), else logprob, else first. Default: generate.ranker in the config, else auto.",
+        help="first, random, logprob, exec (tests passed), agree (agreement on tests the model writes, CodeT), "
+        "reviewer, coder-reviewer or condor (the trained discriminator); combine with +, e.g. exec+condor. auto: "
+        "exec+ with tests, else agree+ when two or more candidates define a function, then condor once trained, "
+        "else logprob. Default: generate.ranker in the config, else auto.",
         show_default=False,
         rich_help_panel=RANKING,
     ),
