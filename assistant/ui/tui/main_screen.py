@@ -29,6 +29,7 @@ from assistant.core.retrieve import Hit
 from assistant.errors import AssistError, Cancelled
 from assistant.progress import Progress
 from assistant.ui.session import Session
+from assistant.ui.tui.saved import changed_keys, form_settings, save_user_settings
 from assistant.ui.tui.screens import ConfirmScreen, FilePicker, HistoryScreen, SettingsScreen, TestsEditor
 from assistant.ui.tui.widgets import (
     CandidateTable,
@@ -47,17 +48,19 @@ TALL = 40  # rows from which the lists get more room
 class MainScreen(Screen[None]):
     """Ask, look at what was retrieved, compare candidates, read diffs, apply, undo, ask again."""
 
+    # The footer's order: at 80 columns what comes after Zoom is cut (Log is also in the ctrl+p palette).
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "app.quit", "Quit", priority=True),  # first: the key table always says how to leave
         Binding("ctrl+g", "generate", "Generate", priority=True),
-        Binding("ctrl+n", "resample", "Resample", priority=True),
+        Binding("ctrl+n", "resample", "Retry", priority=True),  # "Retry": 80 columns hold Quit to Zoom
         Binding("ctrl+s", "apply", "Apply", priority=True),
         Binding("ctrl+r", "undo", "Undo", priority=True),
         Binding("ctrl+t", "tests", "Test", priority=True),
         Binding("ctrl+f", "pick_file", "File", priority=True),
         Binding("ctrl+o", "settings", "Setup", priority=True),
+        Binding("f11", "zoom", "Zoom"),
         Binding("ctrl+l", "history", "Log", priority=True),
         Binding("f2", "copy", "Copy"),
-        Binding("f11", "zoom", "Zoom", show=False),
         Binding("f3", "pick_stub", "Stub", show=False),  # also in the ctrl+p palette: "Fill a stub"
         Binding("escape", "cancel", "Cancel", show=False),
     ]
@@ -89,7 +92,7 @@ class MainScreen(Screen[None]):
             yield CandidateTable(id="candidates")
         yield CandidateView(id="views")
         yield StatusBar(id="status")
-        yield Footer(compact=True, show_command_palette=False)  # 80 columns hold every binding
+        yield Footer(compact=True, show_command_palette=False)
 
     @property
     def requirement_box(self) -> RequirementBox:
@@ -206,6 +209,8 @@ class MainScreen(Screen[None]):
         try:
             value = job(progress)
         except Cancelled:
+            # Said on the status line too: "Cancelling …" is not a progress message, so `done` would keep it.
+            call(self.set_message, f"{label} cancelled")
             call(self.app.notify, f"{label} cancelled", severity="warning")
         except AssistError as exc:
             call(self.app.notify, str(exc), title=label, severity="error", timeout=10)
@@ -496,8 +501,12 @@ class MainScreen(Screen[None]):
                 own_file=values["own_file"],
             )
             before = self.session.options
+            changed = changed_keys(self.session.settings, form_settings(values))  # against the settings shown
             try:
                 self.session.configure(options, values["backend"], values["model"], values["base_url"])
+                if changed:  # what the user changed holds in the next session too
+                    where = save_user_settings(changed)
+                    self.app.notify(f"Saved {', '.join(sorted(changed))} to {where}")
             except AssistError as exc:
                 self.app.notify(str(exc), title="Settings not saved", severity="error")
                 return
@@ -508,8 +517,14 @@ class MainScreen(Screen[None]):
             self.show_result()
             self.run_job("Loading models", self.session.load, lambda _: self.loaded())
 
+        running = self.session.pipeline.loaded_backend
+        local = running is not None and settings.backend == "local"  # an engine of the local backend runs it
+        engine = getattr(running, "description", running.name) if local else None
         self.app.push_screen(
-            SettingsScreen(self.session.options, settings.backend, settings.model, settings["openai.base_url"]), saved
+            SettingsScreen(
+                self.session.options, settings.backend, settings.model, settings["openai.base_url"], engine=engine
+            ),
+            saved,
         )
 
     def action_history(self) -> None:
@@ -525,10 +540,15 @@ class MainScreen(Screen[None]):
         self.app.push_screen(HistoryScreen(self.session.history()), chosen)
 
     def action_zoom(self) -> None:
+        """Maximize the candidate's code (or the diff, when it has the focus), or give the room back: at 80x24
+        the code pane has a few lines, zoomed it has the whole screen, and it keeps the focus to scroll."""
         if self.maximized is not None:
             self.minimize()
-        elif self.focused is not None:
-            self.maximize(self.focused)
+            return
+        pane = self.focused if self.focused is not None and self.focused.id == "diff-pane" else None
+        pane = pane or self.query_one("#code-pane")
+        pane.focus()
+        self.maximize(pane)
 
     def action_reindex(self) -> None:
         self.run_job("Indexing the repo", self.session.reindex, self._reindexed)

@@ -180,8 +180,13 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
         Binding("escape", "cancel", "Cancel"),
     ]
 
-    def __init__(self, options: Options, backend: str, model: str | None, base_url: str | None) -> None:
+    def __init__(
+        self, options: Options, backend: str, model: str | None, base_url: str | None, engine: str | None = None
+    ) -> None:
+        """`engine` says what runs the chosen backend when it is not what the registry describes (the local
+        backend runs on OpenVINO by default, and its registry entry describes the transformers engine)."""
         super().__init__()
+        self.engine = engine
         self.options = options
         self.backend = backend
         self.model = model
@@ -195,6 +200,8 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 yield Label("Backend")
                 backends = describe_backends()  # the registry, with what each backend is
                 backends.setdefault(self.backend, "")
+                if self.engine:
+                    backends[self.backend] = f"running now: {self.engine}"
                 choices = [(f"{name}: {what}" if what else name, name) for name, what in backends.items()]
                 yield Select(choices, value=self.backend, allow_blank=False, id="backend")
                 yield Label("Model")

@@ -19,13 +19,19 @@ WIDE = 140  # columns from which code and diff sit side by side
 SYNTAX_THEME = "ansi_dark"  # the terminal's own palette; Textual turns it monochrome under NO_COLOR
 
 
+class Pane(VerticalScroll):
+    """A scrolling pane that f11 may maximize (Textual's scroll containers refuse by default)."""
+
+    ALLOW_MAXIMIZE = True
+
+
 class CandidateView(Container):
     """Two scrolling panes, code and diff; display only (the screen calls :meth:`show` or :meth:`hint`)."""
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="code-pane"):
+        with Pane(id="code-pane"):
             yield Static(id="code")
-        with VerticalScroll(id="diff-pane"):
+        with Pane(id="diff-pane"):
             yield Static(id="diff")
 
     def on_mount(self) -> None:
@@ -75,4 +81,5 @@ class CandidateView(Container):
 
 def _syntax(code: str, lexer: str) -> Syntax:
     # The code and diffs come from models and repos: control and invisible characters are written out, never sent.
-    return Syntax(printable(code), lexer, theme=SYNTAX_THEME, background_color="default")
+    # Long lines wrap: a narrow pane would cut them, and a candidate must be read whole before it is applied.
+    return Syntax(printable(code), lexer, theme=SYNTAX_THEME, background_color="default", word_wrap=True)
