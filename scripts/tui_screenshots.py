@@ -2,7 +2,7 @@
 
     python scripts/tui_screenshots.py [--out docs]
 
-Writes tui-160x48.svg and tui-80x24.svg: the main screen after generating candidates for a requirement,
+Writes tui-160x45.svg and tui-80x24.svg: the main screen after generating candidates for a requirement,
 with the second candidate selected (its code and its diff against the target file).
 """
 
@@ -49,7 +49,7 @@ async def shoot(root: Path, out: Path) -> None:
     session = Session(root, options=Options(n=3, seed=0))
     index_repo(root, session.encoder())
     app = AssistApp(session, target="mathutils.py")
-    async with app.run_test(size=(160, 48)) as pilot:
+    async with app.run_test(size=(160, 45)) as pilot:
         await app.workers.wait_for_complete()
         await pilot.click("#requirement")
         await pilot.press(*"return the squares of the numbers in a list")
@@ -59,7 +59,7 @@ async def shoot(root: Path, out: Path) -> None:
         await pilot.pause()
         await pilot.press("down")
         await pilot.pause()
-        app.save_screenshot(str(out / "tui-160x48.svg"))
+        app.save_screenshot(str(out / "tui-160x45.svg"))
         await pilot.resize_terminal(80, 24)
         await pilot.pause(0.5)
         app.save_screenshot(str(out / "tui-80x24.svg"))
@@ -72,7 +72,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as base:
         asyncio.run(shoot(scratch_repo(Path(base)), args.out.resolve()))
-    print(f"wrote {args.out / 'tui-160x48.svg'} and {args.out / 'tui-80x24.svg'}")
+    print(f"wrote {args.out / 'tui-160x45.svg'} and {args.out / 'tui-80x24.svg'}")
 
 
 if __name__ == "__main__":

@@ -499,9 +499,19 @@ async def _generated(pilot) -> None:
     await pilot.pause()
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)], ids=["80x24", "160x45"])
 def test_main_screen_snapshot(size, indexed_repo: Path, encoder, snap_compare) -> None:
     assert snap_compare(_snapshot_app(indexed_repo, encoder), terminal_size=size, run_before=_generated)
+
+
+async def _zoomed(pilot) -> None:
+    await _generated(pilot)
+    await pilot.press("f11")  # the code pane takes the screen: the whole candidate at 80x24
+    await pilot.pause()
+
+
+def test_zoomed_code_snapshot(indexed_repo: Path, encoder, snap_compare) -> None:
+    assert snap_compare(_snapshot_app(indexed_repo, encoder), terminal_size=(80, 24), run_before=_zoomed)
 
 
 # -- the same flow with the default local model ----------------------------------------------------------
