@@ -50,3 +50,45 @@ def test_ctrl_c_ends_generate_within_a_second_with_nothing_left(tmp_path: Path) 
     assert seconds < 1.0
     assert status != 0
     assert not left
+
+
+def _group_left(group: int, pressed: float) -> str:
+    """What of process group `group` still runs 1 s after Ctrl-C was pressed ("" when nothing)."""
+    time.sleep(max(0.0, pressed + 1.0 - time.monotonic()))
+    found = subprocess.run(["ps", "-o", "pid=,stat=,args=", "-g", str(group)], capture_output=True, text=True)
+    # A zombie has ended: git left its hook to be reaped by init, which in a container may never reap it.
+    return "\n".join(line for line in found.stdout.splitlines() if not line.split()[1].startswith("Z"))
+
+
+def test_ctrl_c_ends_the_writing_hook_within_a_second_with_nothing_left(scratch_repo: Path) -> None:
+    from .conftest import git
+    from .test_docstrings import _run
+
+    assert _run(["hook", "install"], scratch_repo).exit_code == 0
+    (scratch_repo / "bare.py").write_text("def add(a, b):\n    return a + b\n")  # no docstring: the hook writes one
+    git(scratch_repo, "add", "bare.py")
+    head = git(scratch_repo, "rev-parse", "HEAD")
+    with openai_server(Script(delay_s=30.0)) as (url, script):
+        env = {**os.environ, "ASSIST_BACKEND": "openai", "OPENAI_BASE_URL": url, "ASSIST_OPENAI_API": "completions"}
+        commit = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "work"]
+        process = subprocess.Popen(
+            commit, cwd=scratch_repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not script.requests and time.monotonic() < deadline and process.poll() is None:
+                time.sleep(0.02)
+            assert script.requests, process.communicate(timeout=5)
+            pressed = time.monotonic()
+            os.killpg(process.pid, signal.SIGINT)
+            status = process.wait(timeout=10)
+            seconds = time.monotonic() - pressed
+            left = _group_left(process.pid, pressed)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate(timeout=10)
+    assert seconds < 1.0 and status != 0
+    assert not left, left
+    assert git(scratch_repo, "rev-parse", "HEAD") == head  # nothing committed
+    assert (scratch_repo / "bare.py").read_text() == "def add(a, b):\n    return a + b\n"
