@@ -138,3 +138,16 @@ async def test_at_80x24_f11_zooms_the_code_pane_and_long_lines_wrap(indexed_repo
         await pilot.press("f11")
         await pilot.pause()
         assert app.screen.maximized is None
+
+
+def test_saving_keeps_the_user_configs_other_keys_and_removes_a_cleared_one(tmp_path: Path) -> None:
+    from assistant.ui.tui.saved import save_user_settings
+
+    path = tmp_path / "config.toml"
+    path.write_text('backend = "openai"\nmodel = "big"\n\n[openai]\nbase_url = "http://127.0.0.1:8080/v1"\n')
+    save_user_settings({"generate.n": 7, "model": None, "generate.ranker": 'exec "x"'}, path)
+    assert tomllib.loads(path.read_text()) == {
+        "backend": "openai",
+        "openai": {"base_url": "http://127.0.0.1:8080/v1"},
+        "generate": {"n": 7, "ranker": 'exec "x"'},
+    }

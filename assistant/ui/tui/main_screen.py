@@ -504,12 +504,15 @@ class MainScreen(Screen[None]):
             changed = changed_keys(self.session.settings, form_settings(values))  # against the settings shown
             try:
                 self.session.configure(options, values["backend"], values["model"], values["base_url"])
-                if changed:  # what the user changed holds in the next session too
-                    where = save_user_settings(changed)
-                    self.app.notify(f"Saved {', '.join(sorted(changed))} to {where}")
             except AssistError as exc:
                 self.app.notify(str(exc), title="Settings not saved", severity="error")
                 return
+            try:
+                if changed:  # what the user changed holds in the next session too
+                    where = save_user_settings(changed)
+                    self.app.notify(f"Saved {', '.join(sorted(changed))} to {where}")
+            except (AssistError, OSError) as exc:  # this session has them all the same
+                self.app.notify(str(exc), title="Settings not kept for the next session", severity="warning")
             retrieval = ("retriever", "k", "own_file", "fragments")
             if any(getattr(before, name) != getattr(options, name) for name in retrieval):
                 self.hits_for = ""  # the demonstrations shown were retrieved otherwise: the next generate retrieves
