@@ -135,10 +135,20 @@ def remove_tree(path: str) -> bool:
 
 def _owner_rights(name: str, dir_fd: int) -> None:
     """Give the folder `name` of `dir_fd` its owner's rights back (only after we were refused: as root we never
-    are). chmod follows links, so it is checked to be a folder first."""
+    are). Never through a link: a process that outlived the run could swap the folder for a link to one outside
+    between a check and a chmod that follows links, so the folder is held by an O_PATH descriptor that cannot be
+    a link (O_NOFOLLOW | O_DIRECTORY) and changed through it."""
+    flags = getattr(os, "O_PATH", 0) | os.O_NOFOLLOW | os.O_DIRECTORY
+    if not flags & getattr(os, "O_PATH", 0):  # no O_PATH (not Linux): a folder without rights stays behind
+        with contextlib.suppress(OSError, NotImplementedError, ValueError):
+            os.chmod(name, stat.S_IRWXU, dir_fd=dir_fd, follow_symlinks=False)
+        return
     with contextlib.suppress(OSError):
-        if stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
-            os.chmod(name, stat.S_IRWXU, dir_fd=dir_fd)
+        held = os.open(name, flags, dir_fd=dir_fd)
+        try:
+            os.chmod(f"/proc/self/fd/{held}", stat.S_IRWXU)  # the folder the descriptor holds, never a link
+        finally:
+            os.close(held)
 
 
 def _empty(top: int, name: str | None, pending: list[str | None]) -> None:
