@@ -264,7 +264,8 @@ def _identity(path: Path | int) -> tuple[int, int]:
 
 
 def _open(path: Path) -> int:
-    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    # Non-blocking: what an exchange displaced may be a FIFO a stranger put there, which must not hang the open.
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
 
 
 def _replace_unchanged(tmp: Path, target: Path, expected: bytes | None) -> None:
@@ -283,8 +284,10 @@ def _replace_unchanged(tmp: Path, target: Path, expected: bytes | None) -> None:
             os.replace(tmp, target)
             return
         held.append(_open(tmp))  # the displaced file: what was checked, or a save made since
-        with os.fdopen(os.dup(held[-1]), "rb") as displaced:
-            same = displaced.read() == expected
+        same = False  # a folder or a FIFO put there since the check is no file that was read: it goes back
+        if stat.S_ISREG(os.fstat(held[-1]).st_mode):
+            with os.fdopen(os.dup(held[-1]), "rb") as displaced:
+                same = displaced.read() == expected
         if same:
             tmp.unlink()
             return

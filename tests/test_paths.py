@@ -364,3 +364,29 @@ def test_a_cache_folder_that_is_not_one_is_a_one_line_error(tmp_path: Path, env:
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error: ") and named.format(file=file) in line, line
+
+
+def test_a_folder_put_in_the_files_place_after_the_check_is_swapped_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window between the check and the exchange, made deterministic: a folder takes the file's name there.
+    # It is no save that was read, so it goes back where it was and the write is refused, not left renamed aside.
+    from assistant import paths
+
+    if not _can_exchange(tmp_path):
+        pytest.skip("this filesystem cannot swap two names atomically")
+    target = tmp_path / "a.py"
+    target.write_text("old\n")
+    checked = paths._check_unchanged
+
+    def check_then_a_folder(path: Path, expected: bytes | None) -> None:
+        checked(path, expected)
+        path.unlink()
+        path.mkdir()
+        (path / "inside").write_text("keep")
+
+    monkeypatch.setattr(paths, "_check_unchanged", check_then_a_folder)
+    with pytest.raises(paths.ChangedOnDisk):
+        paths.atomic_write_bytes(target, b"new\n", expected=b"old\n")
+    assert target.is_dir() and (target / "inside").read_text() == "keep"
+    assert [entry.name for entry in tmp_path.iterdir()] == ["a.py"]
