@@ -417,6 +417,19 @@ def seccomp_available() -> bool:
     return True
 
 
+def seccomp_refusal(disabled: bool, no_new_privs: bool) -> str | None:
+    """Why no seccomp filter can go in here (the sandbox's layer line), or None when one can."""
+    if disabled:
+        return "disabled by ASSIST_SANDBOX_DISABLE"
+    if not supported_arch():
+        return f"no filter written for {MACHINE} (x86_64 and aarch64 only)"
+    if not no_new_privs:
+        return "needs no_new_privs"
+    if not seccomp_available():
+        return "the kernel refuses seccomp filters"
+    return None
+
+
 def seccomp_program(pid: int, machine: str = MACHINE) -> bytes:
     """The BPF filter for a candidate process `pid`, as packed ``struct sock_filter`` entries.
 

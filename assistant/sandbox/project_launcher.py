@@ -255,14 +255,9 @@ def apply_boundary(job, layers):
 def memfd_filter(boundary, disabled, nnp, layers):
     """A seccomp filter with one purpose (pytest and the tests may fork and exec, so not the candidates' filter):
     memfd_create fails, whose pages RLIMIT_AS does not count (a run held 2 GB under a 256 MB limit)."""
-    if "seccomp" in disabled:
-        layers["seccomp"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
-    elif not boundary.supported_arch():
-        layers["seccomp"] = (False, f"no filter written for {boundary.MACHINE} (x86_64 and aarch64 only)")
-    elif not nnp:
-        layers["seccomp"] = (False, "needs no_new_privs")
-    elif not boundary.seccomp_available():
-        layers["seccomp"] = (False, "the kernel refuses seccomp filters")
+    refusal = boundary.seccomp_refusal("seccomp" in disabled, nnp)
+    if refusal is not None:
+        layers["seccomp"] = (False, refusal)
     else:
         try:
             layers["seccomp"] = (True, boundary.install_memfd_filter() + "; fork and exec stay allowed")

@@ -196,14 +196,9 @@ def apply_boundary(job, layers):
             "landlock", lambda: boundary.apply_landlock(read_paths(), [os.getcwd()], list(DEVICE_PATHS), abi)
         )
     seccomp = False
-    if "seccomp" in disabled:
-        layers["seccomp"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
-    elif not boundary.supported_arch():
-        layers["seccomp"] = (False, f"no filter written for {boundary.MACHINE} (x86_64 and aarch64 only)")
-    elif not nnp:
-        layers["seccomp"] = (False, "needs no_new_privs")
-    elif not boundary.seccomp_available():
-        layers["seccomp"] = (False, "the kernel refuses seccomp filters")
+    refusal = boundary.seccomp_refusal("seccomp" in disabled, nnp)
+    if refusal is not None:
+        layers["seccomp"] = (False, refusal)
     else:
         boundary.seccomp_program(os.getpid())  # build once here: a bug shows up as a runner error
         layers["seccomp"] = (True, f"{boundary.MACHINE} filter, installed in the candidate's process")
