@@ -940,6 +940,7 @@ def prepare_stub(
     own_file: bool = False,
     attributes: bool = False,
     spec_tests: str = "",
+    stub: Stub | None = None,
 ) -> StubRequest:
     """Find the stub, retrieve demonstrations for it and build its prompt (see :func:`fill_stub`).
 
@@ -955,7 +956,10 @@ def prepare_stub(
     the file, as signatures and docstring summaries (:func:`assistant.core.usages.used_definitions`). Empty (the
     default): none are. `fragments`: a retriever over the repository's 20-line fragments; with it, the `k` it
     finds for :func:`fragment_query` in the repository's other files are shown first (the code the papers'
-    function-level benchmarks retrieve; `retriever` None leaves the demonstrations out)."""
+    function-level benchmarks retrieve; `retriever` None leaves the demonstrations out).
+
+    `stub`: the stub `function` names in `target`, when the caller found it already (:func:`find_stub` with this
+    target, its display name and whether a requirement is given); None finds it here."""
     from assistant.backends import check_text
     from assistant.backends.prompts import build_stub_prompt
     from assistant.core.generation import retrieve_step
@@ -970,7 +974,8 @@ def prepare_stub(
     requirement = (requirement or "").strip()
     if requirement:
         check_text(requirement, "the requirement")
-    stub = find_stub(text, function, display, requirement_given=bool(requirement), tree=target.tree)
+    if stub is None:
+        stub = find_stub(text, function, display, requirement_given=bool(requirement), tree=target.tree)
     query = requirement or stub.docstring or stub.name
     check_text(query, "the docstring")
     timings = timings if timings is not None else {}
@@ -1178,6 +1183,7 @@ def fill_stub(
     fragments: Retriever | None = None,
     own_file: bool = False,
     spec_tests: str = "",
+    stub: Stub | None = None,
 ) -> GenerateResult:
     """Ranked candidates for the body of the stub `function` in `file`; each candidate's edit replaces only
     that body. `file` names the file, or `target` is the file already read (one of them is needed).
@@ -1195,6 +1201,7 @@ def fill_stub(
     the project's functions, whose ones the file uses are shown in the prompt (see :func:`prepare_stub`);
     `own_file` lets the demonstrations be the file's other functions (the same). `spec_tests`: the repo's test
     functions that use the stub, shown in the prompt as its specification (:mod:`assistant.core.spec_tests`).
+    `stub`: the stub already found in `target` (see :func:`prepare_stub`); None finds it.
     """
     from assistant.backends.prompts import ANSWER_PREFIX
     from assistant.core.generation import GenerateResult, rank_step, retriever_label
@@ -1228,6 +1235,7 @@ def fill_stub(
         fragments=fragments,
         own_file=own_file,
         spec_tests=spec_tests,
+        stub=stub,
     )
     started = time.perf_counter()
     usage_before = backend.usage.to_json()
