@@ -17,10 +17,6 @@ from typer._click.exceptions import UsageError as ClickUsageError
 
 from assistant.backends.models import DEFAULT_GENERATOR, FAST_GENERATOR
 from assistant.config import (
-    DEFAULT_MAX_NEW_TOKENS,
-    DEFAULT_REPAIR,
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TOP_P,
     MAX_CONTEXT,
     MAX_K,
     MAX_N,
@@ -28,34 +24,53 @@ from assistant.config import (
     MAX_REPAIR,
     MAX_TEMPERATURE,
     MAX_TIMEOUT,
-    REPAIR_BUDGET_S,
-    REPAIR_N,
 )
 from assistant.errors import AssistError, UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_code, setup_logging, show_progress
 from assistant.ui.docstring_cmd import docstring, hook_app
 from assistant.ui.eval_cmd import eval_app
 from assistant.ui.options import (
-    ADVANCED,
-    BASICS,
-    MODEL,
-    OUTPUT,
-    STUB,
-    TESTS,
     ApiOpt,
+    ApisOpt,
+    ApplyForceOpt,
+    ApplyOpt,
     BackendOpt,
     BankOpt,
     BaseUrlOpt,
     CandidatesOpt,
     DemosOpt,
     EngineOpt,
+    ExplainOpt,
+    FragmentsOpt,
+    FunctionOpt,
+    IndexBankOpt,
+    IndexPathArg,
+    JsonOpt,
     MaxTokensOpt,
     ModelOpt,
+    OwnFileOpt,
     PanelCommand,
+    PythonOpt,
     RankerOpt,
+    RedrawOpt,
+    RepairOpt,
+    ReplaceOpt,
+    RepoFileOpt,
+    RepoTestsOpt,
+    RequirementArg,
     RetrieverOpt,
     SeedOpt,
+    StatsJsonOpt,
+    StubMaxTokensOpt,
+    TargetFileOpt,
+    TemperatureOpt,
+    TestCmdOpt,
+    TestOpt,
+    TestsFileOpt,
+    TestsInPromptOpt,
     TimeoutOpt,
+    TopPOpt,
+    WorkPathArg,
     backend_settings,
     check_range,
     check_seed,
@@ -157,13 +172,9 @@ def check_sampling(
 @app.command(short_help="Index a repo's functions for retrieval.")
 @friendly_errors
 def index(
-    path: Annotated[
-        Path, typer.Argument(help="A path inside the git repo to index (default: where you stand).")
-    ] = Path("."),
-    bank: Annotated[
-        Path | None, typer.Option("--bank", help="Index a JSONL bank of {requirement, code, tests} instead.")
-    ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
+    path: IndexPathArg = Path("."),
+    bank: IndexBankOpt = None,
+    json_output: StatsJsonOpt = False,
 ) -> None:
     """Index a repo's functions (or a JSONL bank) for retrieval.
 
@@ -203,88 +214,15 @@ def index(
 @app.command(cls=PanelCommand, short_help="Generate ranked code candidates for a requirement.")
 @friendly_errors
 def generate(
-    requirement: Annotated[
-        str | None,
-        typer.Argument(
-            help="What the code should do, in plain words (with --function: the stub's docstring if left out)."
-        ),
-    ] = None,
-    file: Annotated[
-        Path | None,
-        typer.Option(
-            "--file", "-f", help="Target file: show the diff that puts the code there.", rich_help_panel=BASICS
-        ),
-    ] = None,
-    function: Annotated[
-        str | None,
-        typer.Option(
-            "--function",
-            help="Fill this stub of --file (NAME or Class.method; its body `...`, `pass` or `raise "
-            "NotImplementedError`): the docstring is the requirement, and only the body is replaced. With a "
-            "requirement, a function that has a body is rewritten the same way.",
-            rich_help_panel=STUB,
-        ),
-    ] = None,
-    replace: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--replace",
-            help="With --file and a requirement: let the code replace this existing function or class (NAME or "
-            "Class.method; repeatable). Without it, definitions the file already has are never changed: a "
-            "candidate's rewrites of them are left out of its edit.",
-            rich_help_panel=STUB,
-        ),
-    ] = None,
-    apis: Annotated[
-        bool | None,
-        typer.Option(
-            "--apis/--no-apis",
-            help="With --function: also show the signatures of the repo's functions from other files that the "
-            "file uses (needs `assist index`). Default: generate.apis in the config, else off.",
-            show_default=False,
-            rich_help_panel=ADVANCED,
-        ),
-    ] = None,
-    fragments: Annotated[
-        bool | None,
-        typer.Option(
-            "--fragments/--no-fragments",
-            help="With --function: show -k 20-line fragments of the repo's other files instead of demonstrations "
-            "(needs `assist index`). Default: generate.fragments in the config, else off.",
-            show_default=False,
-            rich_help_panel=ADVANCED,
-        ),
-    ] = None,
-    own_file: Annotated[
-        bool | None,
-        typer.Option(
-            "--own-file/--no-own-file",
-            help="With --function: the file's own other functions may be demonstrations (never the stub). "
-            "Default: generate.own_file in the config, else on.",
-            show_default=False,
-            rich_help_panel=ADVANCED,
-        ),
-    ] = None,
-    tests_in_prompt: Annotated[
-        bool | None,
-        typer.Option(
-            "--tests-in-prompt/--no-tests-in-prompt",
-            help="With --function: show the repo's tests that mention the function, as its specification. "
-            "Default: generate.tests_in_prompt in the config, else on.",
-            show_default=False,
-            rich_help_panel=ADVANCED,
-        ),
-    ] = None,
-    redraw: Annotated[
-        bool | None,
-        typer.Option(
-            "--redraw/--no-redraw",
-            help="With --function: draw again each sample that wrote nothing (a few percent more time). "
-            "Default: generate.redraw in the config, else on.",
-            show_default=False,
-            rich_help_panel=ADVANCED,
-        ),
-    ] = None,
+    requirement: RequirementArg = None,
+    file: TargetFileOpt = None,
+    function: FunctionOpt = None,
+    replace: ReplaceOpt = None,
+    apis: ApisOpt = None,
+    fragments: FragmentsOpt = None,
+    own_file: OwnFileOpt = None,
+    tests_in_prompt: TestsInPromptOpt = None,
+    redraw: RedrawOpt = None,
     n: CandidatesOpt = None,
     k: DemosOpt = None,
     backend: BackendOpt = None,
@@ -295,101 +233,21 @@ def generate(
     timeout: TimeoutOpt = None,
     retriever: RetrieverOpt = None,
     ranker: RankerOpt = None,
-    test: Annotated[
-        list[str] | None,
-        typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).', rich_help_panel=TESTS),
-    ] = None,
-    tests_file: Annotated[
-        Path | None, typer.Option("--tests", help="A Python file of assert statements.", rich_help_panel=TESTS)
-    ] = None,
-    test_cmd: Annotated[
-        str | None,
-        typer.Option(
-            "--test-cmd",
-            help="With --function: the repo's tests to run on each candidate, as a pytest command, e.g. "
-            "'pytest tests/test_util.py -k parse' (default: the test functions that mention the function; the "
-            "interpreter is --python's).",
-            rich_help_panel=TESTS,
-        ),
-    ] = None,
-    repo_tests: Annotated[
-        bool,
-        typer.Option(
-            "--repo-tests/--no-repo-tests",
-            help="With --function: run the repo's tests on each candidate's edited file in the sandbox (a copy of "
-            "the repo, no network), passing candidates ranked first.",
-            rich_help_panel=TESTS,
-        ),
-    ] = True,
-    repair: Annotated[
-        int | None,
-        typer.Option(
-            "--repair",
-            help="With tests (the repo's for --function, --test, --tests, --test-cmd) and no candidate passing them: "
-            f"up to N rounds where the model sees the failing test's output and tries again, {REPAIR_N} samples a "
-            f"round, within {REPAIR_BUDGET_S:g} s; 0 turns it off. Default: generate.repair in the config, else "
-            f"{DEFAULT_REPAIR}.",
-            show_default=False,
-            rich_help_panel=TESTS,
-        ),
-    ] = None,
-    python: Annotated[
-        Path | None,
-        typer.Option(
-            "--python",
-            help="The interpreter with the project's dependencies, for its tests (default: the repo's .venv or "
-            "venv, else the active virtualenv, else assist's own).",
-            rich_help_panel=TESTS,
-        ),
-    ] = None,
+    test: TestOpt = None,
+    tests_file: TestsFileOpt = None,
+    test_cmd: TestCmdOpt = None,
+    repo_tests: RepoTestsOpt = True,
+    repair: RepairOpt = None,
+    python: PythonOpt = None,
     bank: BankOpt = None,
-    temperature: Annotated[
-        float | None,
-        typer.Option(
-            help=f"Sampling temperature (0 = greedy, one candidate). Default: generate.temperature in the config, "
-            f"else {DEFAULT_TEMPERATURE}.",
-            show_default=False,
-            rich_help_panel=MODEL,
-        ),
-    ] = None,
-    top_p: Annotated[
-        float | None,
-        typer.Option(
-            help=f"Nucleus sampling threshold. Default: generate.top_p in the config, else {DEFAULT_TOP_P}.",
-            show_default=False,
-            rich_help_panel=MODEL,
-        ),
-    ] = None,
-    max_new_tokens: Annotated[
-        int | None,
-        typer.Option(
-            help=f"Longest candidate, in tokens (default {DEFAULT_MAX_NEW_TOKENS}; with --function sized to the "
-            "docstring, and doubled once if every sample was cut off).",
-            rich_help_panel=MODEL,
-        ),
-    ] = None,
+    temperature: TemperatureOpt = None,
+    top_p: TopPOpt = None,
+    max_new_tokens: StubMaxTokensOpt = None,
     seed: SeedOpt = None,
-    apply: Annotated[
-        bool, typer.Option("--apply", help="Write the top candidate into --file (atomically).", rich_help_panel=BASICS)
-    ] = False,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="With --apply: write even if the file has unstaged changes or other hard links, or is a symlink "
-            "out of the repo.",
-            rich_help_panel=BASICS,
-        ),
-    ] = False,
-    explain: Annotated[
-        bool,
-        typer.Option(
-            "--explain", help="Show why each demonstration was retrieved and each score.", rich_help_panel=OUTPUT
-        ),
-    ] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print the result as JSON.", rich_help_panel=OUTPUT)
-    ] = False,
+    apply: ApplyOpt = False,
+    force: ApplyForceOpt = False,
+    explain: ExplainOpt = False,
+    json_output: JsonOpt = False,
 ) -> None:
     """Generate ranked code candidates for a requirement, with retrieved demonstrations.
 
@@ -996,13 +854,8 @@ def _serve_llama_cpp(model: str | None, port: int, threads: int | None, context:
 @app.command(cls=PanelCommand, short_help="Interactive sessions: ask, compare, apply, undo.")
 @friendly_errors
 def tui(
-    path: Annotated[Path, typer.Argument(help="Where to work: a git repo (default: where you stand).")] = Path("."),
-    file: Annotated[
-        str | None,
-        typer.Option(
-            "--file", "-f", help="Target file, relative to the repo root (ctrl+f picks one).", rich_help_panel=BASICS
-        ),
-    ] = None,
+    path: WorkPathArg = Path("."),
+    file: RepoFileOpt = None,
     n: CandidatesOpt = None,
     k: DemosOpt = None,
     backend: BackendOpt = None,

@@ -11,24 +11,62 @@ import typer
 from typer.core import TyperCommand
 
 from assistant.backends.models import DEFAULT_GENERATOR, FAST_GENERATOR
-from assistant.config import DEFAULT_K, DEFAULT_MAX_NEW_TOKENS, DEFAULT_N, SEED_MAX, backend_settings
+from assistant.config import (
+    DEFAULT_K,
+    DEFAULT_MAX_NEW_TOKENS,
+    DEFAULT_N,
+    DEFAULT_REPAIR,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_P,
+    REPAIR_BUDGET_S,
+    REPAIR_N,
+    SEED_MAX,
+    backend_settings,
+)
 from assistant.errors import UsageError
 
 __all__ = [
     "ApiOpt",
+    "ApisOpt",
+    "ApplyForceOpt",
+    "ApplyOpt",
     "BackendOpt",
     "BankOpt",
     "BaseUrlOpt",
     "CandidatesOpt",
     "DemosOpt",
     "EngineOpt",
+    "ExplainOpt",
+    "FragmentsOpt",
+    "FunctionOpt",
+    "IndexBankOpt",
+    "IndexPathArg",
+    "JsonOpt",
     "MaxTokensOpt",
     "ModelOpt",
+    "OwnFileOpt",
     "PanelCommand",
+    "PythonOpt",
     "RankerOpt",
+    "RedrawOpt",
+    "RepairOpt",
+    "ReplaceOpt",
+    "RepoFileOpt",
+    "RepoTestsOpt",
+    "RequirementArg",
     "RetrieverOpt",
     "SeedOpt",
+    "StatsJsonOpt",
+    "StubMaxTokensOpt",
+    "TargetFileOpt",
+    "TemperatureOpt",
+    "TestCmdOpt",
+    "TestOpt",
+    "TestsFileOpt",
+    "TestsInPromptOpt",
     "TimeoutOpt",
+    "TopPOpt",
+    "WorkPathArg",
     "backend_settings",
 ]
 
@@ -223,3 +261,188 @@ def _show(value: float) -> str:
     if math.isfinite(value) and value.is_integer():
         return str(int(value))
     return f"{value:g}"
+
+
+# `assist generate`'s own options, one alias each, so its signature is one line per option. None = not given.
+RequirementArg = Annotated[
+    str | None,
+    typer.Argument(help="What the code should do, in plain words (with --function: the stub's docstring if left out)."),
+]
+TargetFileOpt = Annotated[
+    Path | None,
+    typer.Option("--file", "-f", help="Target file: show the diff that puts the code there.", rich_help_panel=BASICS),
+]
+FunctionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--function",
+        help="Fill this stub of --file (NAME or Class.method; its body `...`, `pass` or `raise "
+        "NotImplementedError`): the docstring is the requirement, and only the body is replaced. With a "
+        "requirement, a function that has a body is rewritten the same way.",
+        rich_help_panel=STUB,
+    ),
+]
+ReplaceOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--replace",
+        help="With --file and a requirement: let the code replace this existing function or class (NAME or "
+        "Class.method; repeatable). Without it, definitions the file already has are never changed: a "
+        "candidate's rewrites of them are left out of its edit.",
+        rich_help_panel=STUB,
+    ),
+]
+ApisOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--apis/--no-apis",
+        help="With --function: also show the signatures of the repo's functions from other files that the "
+        "file uses (needs `assist index`). Default: generate.apis in the config, else off.",
+        show_default=False,
+        rich_help_panel=ADVANCED,
+    ),
+]
+FragmentsOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--fragments/--no-fragments",
+        help="With --function: show -k 20-line fragments of the repo's other files instead of demonstrations "
+        "(needs `assist index`). Default: generate.fragments in the config, else off.",
+        show_default=False,
+        rich_help_panel=ADVANCED,
+    ),
+]
+OwnFileOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--own-file/--no-own-file",
+        help="With --function: the file's own other functions may be demonstrations (never the stub). "
+        "Default: generate.own_file in the config, else on.",
+        show_default=False,
+        rich_help_panel=ADVANCED,
+    ),
+]
+TestsInPromptOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--tests-in-prompt/--no-tests-in-prompt",
+        help="With --function: show the repo's tests that mention the function, as its specification. "
+        "Default: generate.tests_in_prompt in the config, else on.",
+        show_default=False,
+        rich_help_panel=ADVANCED,
+    ),
+]
+RedrawOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--redraw/--no-redraw",
+        help="With --function: draw again each sample that wrote nothing (a few percent more time). "
+        "Default: generate.redraw in the config, else on.",
+        show_default=False,
+        rich_help_panel=ADVANCED,
+    ),
+]
+TestOpt = Annotated[
+    list[str] | None,
+    typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).', rich_help_panel=TESTS),
+]
+TestsFileOpt = Annotated[
+    Path | None, typer.Option("--tests", help="A Python file of assert statements.", rich_help_panel=TESTS)
+]
+TestCmdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--test-cmd",
+        help="With --function: the repo's tests to run on each candidate, as a pytest command, e.g. "
+        "'pytest tests/test_util.py -k parse' (default: the test functions that mention the function; the "
+        "interpreter is --python's).",
+        rich_help_panel=TESTS,
+    ),
+]
+RepoTestsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--repo-tests/--no-repo-tests",
+        help="With --function: run the repo's tests on each candidate's edited file in the sandbox (a copy of "
+        "the repo, no network), passing candidates ranked first.",
+        rich_help_panel=TESTS,
+    ),
+]
+RepairOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--repair",
+        help="With tests (the repo's for --function, --test, --tests, --test-cmd) and no candidate passing them: "
+        f"up to N rounds where the model sees the failing test's output and tries again, {REPAIR_N} samples a "
+        f"round, within {REPAIR_BUDGET_S:g} s; 0 turns it off. Default: generate.repair in the config, else "
+        f"{DEFAULT_REPAIR}.",
+        show_default=False,
+        rich_help_panel=TESTS,
+    ),
+]
+PythonOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--python",
+        help="The interpreter with the project's dependencies, for its tests (default: the repo's .venv or "
+        "venv, else the active virtualenv, else assist's own).",
+        rich_help_panel=TESTS,
+    ),
+]
+TemperatureOpt = Annotated[
+    float | None,
+    typer.Option(
+        help=f"Sampling temperature (0 = greedy, one candidate). Default: generate.temperature in the config, "
+        f"else {DEFAULT_TEMPERATURE}.",
+        show_default=False,
+        rich_help_panel=MODEL,
+    ),
+]
+TopPOpt = Annotated[
+    float | None,
+    typer.Option(
+        help=f"Nucleus sampling threshold. Default: generate.top_p in the config, else {DEFAULT_TOP_P}.",
+        show_default=False,
+        rich_help_panel=MODEL,
+    ),
+]
+StubMaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        help=f"Longest candidate, in tokens (default {DEFAULT_MAX_NEW_TOKENS}; with --function sized to the "
+        "docstring, and doubled once if every sample was cut off).",
+        rich_help_panel=MODEL,
+    ),
+]
+ApplyOpt = Annotated[
+    bool, typer.Option("--apply", help="Write the top candidate into --file (atomically).", rich_help_panel=BASICS)
+]
+ApplyForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="With --apply: write even if the file has unstaged changes or other hard links, or is a symlink "
+        "out of the repo.",
+        rich_help_panel=BASICS,
+    ),
+]
+ExplainOpt = Annotated[
+    bool,
+    typer.Option("--explain", help="Show why each demonstration was retrieved and each score.", rich_help_panel=OUTPUT),
+]
+# `generate` and `docstring` share it.
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.", rich_help_panel=OUTPUT)]
+
+# `assist tui`'s and `assist index`'s own.
+WorkPathArg = Annotated[Path, typer.Argument(help="Where to work: a git repo (default: where you stand).")]
+RepoFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--file", "-f", help="Target file, relative to the repo root (ctrl+f picks one).", rich_help_panel=BASICS
+    ),
+]
+IndexPathArg = Annotated[Path, typer.Argument(help="A path inside the git repo to index (default: where you stand).")]
+IndexBankOpt = Annotated[
+    Path | None, typer.Option("--bank", help="Index a JSONL bank of {requirement, code, tests} instead.")
+]
+StatsJsonOpt = Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")]
