@@ -13,9 +13,17 @@ class AssistError(Exception):
 
 
 class UsageError(AssistError):
-    """Bad input from the user (empty requirement, bad path, malformed bank line)."""
+    """Bad input from the user (empty requirement, bad path, malformed bank line).
+
+    `setting`, when given, names the setting (or settings joined by "+") the message is about, in the library's
+    terms ("function", "replace+function"), so that a door can word the message in its own (a command line's
+    flags); None: the message stands as it is."""
 
     exit_code = 2
+
+    def __init__(self, *args: object, setting: str | None = None) -> None:
+        super().__init__(*args)
+        self.setting = setting
 
 
 class ModelError(AssistError):

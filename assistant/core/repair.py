@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from assistant.backends import Backend, Completion, Prompt, SamplingParams
 from assistant.backends.prompts import ANSWER_PREFIX, render
@@ -31,6 +32,9 @@ from assistant.core.rank import Ranked, Score, may_write, passed_tests, verdicts
 from assistant.core.target import Target
 from assistant.errors import AssistError, Cancelled
 from assistant.progress import Progress
+
+if TYPE_CHECKING:
+    from assistant.core.stubs import Stub
 
 SHOWN_FAILING = 2  # failing candidates shown in a repair prompt: the best as the model's answer, one more in the turn
 
@@ -53,14 +57,16 @@ class RepairOptions:
 class RepairTask:
     """What the candidates were for: the target file as read (None without one), the stub filled (its
     qualified name; None for a plain requirement), where display paths are relative to, the first round's
-    sampling parameters (temperature, top-p, token limit and seed carry over), and the file's definitions a plain
-    request's candidates may replace (the request's: a repair's edits follow the first round's rule)."""
+    sampling parameters (temperature, top-p, token limit and seed carry over), the file's definitions a plain
+    request's candidates may replace (the request's: a repair's edits follow the first round's rule), and the
+    stub as the request found it (None: found again in `target`)."""
 
     target: Target | None = None
     function: str | None = None
     root: Path | None = None
     params: SamplingParams = field(default_factory=SamplingParams)
     replace: tuple[str, ...] = ()
+    stub: Stub | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -170,7 +176,9 @@ def _stub_candidates(
 
     assert task.target is not None and task.function is not None
     target = task.target
-    stub = find_stub(target.text, task.function, str(target.given), requirement_given=True, tree=target.tree)
+    stub = task.stub or find_stub(
+        target.text, task.function, str(target.given), requirement_given=True, tree=target.tree
+    )
     prefix = result.prompt.answer_prefix.removeprefix(ANSWER_PREFIX)
     defined = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     existing = [n.name for n in ast.walk(target.tree) if isinstance(n, defined) and n.name != stub.name]

@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from assistant.core.generation import GenerateResult
 from assistant.core.generation import generate as generate_code
 from assistant.core.generation import resample as resample_one
 from assistant.core.home import ModuleHome
-from assistant.core.rank import Problem, Ranked, Ranker, score_all
+from assistant.core.rank import Pick, Problem, Ranked, Ranker, may_write, score_all
 from assistant.core.repair import Repaired, RepairOptions, RepairRound, RepairTask
 from assistant.core.repair import repair as repair_loop
 from assistant.core.repo_tests import RANKER as REPO_TESTS
@@ -48,6 +48,9 @@ from assistant.pipeline.registry import (
     resolve_rankers,
 )
 from assistant.progress import Progress, silent
+
+if TYPE_CHECKING:
+    from assistant.core.stubs import Stub
 
 Status = Callable[[str], None]
 
@@ -147,7 +150,11 @@ class Request:
     the docstring is the requirement). `tests` are assert statements the `exec` ranker runs. `demonstrations`
     replaces retrieval with these hits. `root` is what display paths are relative to (default: the source's
     repo). `target` is `file` already read (a door that checks it before loading models passes it on). `python`
-    runs a stub's candidates in their module (`agree`)."""
+    runs a stub's candidates in their module (`agree`).
+
+    :meth:`resolve` makes one with everything about its file found once: `target` read, `stub` (the stub
+    `function` names there) found, and the repo's tests for it planned (`repo_tests`, or why none run:
+    `repo_tests_skipped`); every step after uses these, never the file again."""
 
     requirement: str = ""
     file: str | Path | None = None
@@ -160,12 +167,152 @@ class Request:
     run_in_module: bool = True  # False: the repo's own tests will rank a stub's candidates (no agree needed)
     # The target file's definitions a plain request's candidates may replace (others they re-type are left out).
     replace: tuple[str, ...] = ()
+    stub: Stub | None = field(default=None, repr=False)  # `function`'s stub in `target`, found once
+    repo_tests: RepoTests | None = None  # the repo's tests that rank a stub's candidates (None: none planned)
+    repo_tests_skipped: str | None = None  # why the repo's tests do not run (None: they run, or none mention it)
+
+    @classmethod
+    def resolve(
+        cls,
+        requirement: str = "",
+        *,
+        file: str | Path | None = None,
+        function: str | None = None,
+        target: Target | None = None,
+        repo_tests: bool = True,
+        test_cmd: str | None = None,
+        python: str | Path | None = None,
+        replace: Sequence[str] = (),
+        **rest: Any,
+    ) -> Request:
+        """A request with its file read (unless `target` is given: read already), its stub found and the repo's
+        tests for that stub planned (`repo_tests` False: none; `test_cmd`: the pytest command that names them),
+        once; settings that do not go together are refused first (:func:`check_request`). `rest` are the other
+        fields as they are."""
+        check_request(
+            file=file, function=function, replace=replace, test_cmd=test_cmd, python=python, repo_tests=repo_tests
+        )
+        if target is None and file is not None:
+            target = Target.read(file)
+        if replace and target is not None:
+            from assistant.code.edit import check_replace_names
+
+            check_replace_names(target.tree, replace, str(file))
+        stub, plan, skipped = None, None, None
+        if function is not None:
+            assert target is not None  # check_request: a function needs its file
+            stub = find_request_stub(target, function, str(file), requirement)
+            if repo_tests:
+                plan, skipped = plan_repo_tests(target, function, test_cmd=test_cmd, python=python)
+        python = Path(python) if python is not None else None
+        fields = {"target": target, "python": python, "replace": tuple(replace), "stub": stub}
+        return cls(
+            requirement, file=file, function=function, repo_tests=plan, repo_tests_skipped=skipped, **fields, **rest
+        )
 
     def read_target(self) -> Target | None:
         """The target file, read and parsed once (None without one)."""
         if self.target is not None:
             return self.target
         return Target.read(self.file) if self.file is not None else None
+
+
+def check_request(
+    *,
+    file: str | Path | None,
+    function: str | None,
+    replace: Sequence[str] = (),
+    test_cmd: str | None = None,
+    python: str | Path | None = None,
+    repo_tests: bool = True,
+) -> None:
+    """Refuse settings of a request that do not go together, with one line in the library's terms; the error's
+    `setting` names the rule, for a door that words it in its own: "function" (needs a file), "replace" (needs a
+    file), "replace+function", "test_cmd" (needs a function), "python" (needs a function), "python:missing",
+    "test_cmd+repo_tests" (a test command with the repo's tests off)."""
+    if function is not None and file is None:
+        raise UsageError("a function to fill needs the target file that holds its stub", setting="function")
+    if replace and file is None:
+        raise UsageError("replace needs a target file, the file whose definitions it may replace", setting="replace")
+    if replace and function is not None:
+        raise UsageError(
+            "replace is for a requirement's new code; the function to fill already names what is rewritten",
+            setting="replace+function",
+        )
+    if test_cmd is not None and function is None:
+        raise UsageError(
+            "a test command needs a function to fill (the repo's tests run on a filled stub)", setting="test_cmd"
+        )
+    if python is not None and function is None:
+        raise UsageError(
+            "python names the interpreter the repo's tests run with: name a function to fill too", setting="python"
+        )
+    if python is not None and not Path(python).expanduser().exists():
+        raise UsageError(f"the interpreter {python} does not exist", setting="python:missing")
+    if test_cmd is not None and not repo_tests:
+        raise UsageError(
+            "a test command names the repo's tests, which are turned off; give one or the other",
+            setting="test_cmd+repo_tests",
+        )
+
+
+def find_request_stub(target: Target, function: str, name: str, requirement: str) -> Stub:
+    """The stub `function` names in `target` (`name`: the file as errors name it), or a one-line UsageError: the
+    file does not exist, or :func:`assistant.core.stubs.find_stub`'s reason."""
+    from assistant.core.stubs import find_stub
+
+    if not target.exists:
+        raise UsageError(f"{name} does not exist; --function fills a stub in an existing file", setting="function")
+    return find_stub(target.text, function, name, requirement_given=bool(requirement.strip()), tree=target.tree)
+
+
+def plan_repo_tests(
+    target: Target, function: str, *, test_cmd: str | None = None, python: str | Path | None = None
+) -> tuple[RepoTests | None, str | None]:
+    """The repo's tests for `function` of `target` (:func:`assistant.core.repo_tests.repo_tests`, in the git work
+    tree around the file as named, so a link out is seen), and why none run when they cannot (None: they can,
+    or none mention it). A reason they cannot run is an error when `test_cmd` asked for them."""
+    from assistant.code.edit import enclosing_root
+    from assistant.core.repo_tests import repo_tests
+
+    root = enclosing_root(Path(target.given).expanduser())
+    relative = target.path.relative_to(root) if target.path.is_relative_to(root) else target.path
+    try:
+        return repo_tests(root, relative, function, test_cmd=test_cmd, python=python), None
+    except UsageError as exc:
+        if test_cmd is not None:  # asked for: the reason they cannot run is the answer
+            raise
+        return None, str(exc)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What :meth:`Pipeline.answer` found for a request: the ranked `result` (repaired, when repair ran), the
+    candidate that may be written (`pick`, :func:`assistant.core.rank.may_write`), the repo's tests that ranked
+    it (`repo_tests`; why none did: `repo_tests_skipped`), the repair rounds (`repaired`; None: none ran) and the
+    demonstrations' source in words (`source`; None with k = 0)."""
+
+    result: GenerateResult
+    pick: Pick
+    repo_tests: RepoTests | None = None
+    repo_tests_skipped: str | None = None
+    repaired: Repaired | None = None
+    source: str | None = None
+
+    def to_json(self, door: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The answer as `assist generate --json` prints it: the result's keys, then `source`, then the `door`'s
+        keys (what it did with the answer: `applied`, `verdict`), then the repo's tests and the repair; each
+        candidate says which repair round made it (`repair_round`; None: the first round)."""
+        plan = self.repo_tests
+        data = self.result.to_json()
+        data["source"] = self.source
+        data.update(door or {})
+        data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
+        data["repo_tests_skipped"] = self.repo_tests_skipped  # why none ran (None: they ran, or none mention it)
+        data["repair"] = None if self.repaired is None else self.repaired.to_json()
+        for shown in data["candidates"]:
+            shown["repair_round"] = None if self.repaired is None else self.repaired.origin.get(shown["sample"])
+        return data
 
 
 def candidates_runnable(home: ModuleHome | None, whole_programs: bool) -> bool:
@@ -409,24 +556,24 @@ class Pipeline:
     ) -> GenerateResult:
         """Generate ranked candidates for a request (filling a stub when it names a `function`).
 
-        The target file is read and parsed once. The models load as needed: the index and retriever only when
+        The target file is read and parsed once, and the stub found once (both from the request when
+        :meth:`Request.resolve` made it). The models load as needed: the index and retriever only when
         demonstrations are retrieved (k > 0 and none given), then the backend. `status` hears a line when the
         model loads and when retrieval starts; `progress` every step (a callback that raises stops there).
         `options` replaces the pipeline's for this request's sampling and ranking (the retriever stays). With
         `every_ranker`, candidates are also scored by every other ranker that can score them, sorted by the
-        active ones first.
+        active ones first. A request whose repo's tests will rank a stub's candidates runs them in their module
+        (for `agree`) only when the ranker or its own tests need it.
         """
         options = options or self.options
         say = status or (lambda line: None)
         if request.function is not None and request.file is None and request.target is None:
-            raise UsageError("--function needs --file, the file that holds the stub")
+            check_request(file=None, function=request.function)
         target = request.read_target()
         # Filling a stub with --fragments: the repo's code fragments take the demonstrations' place.
         fragments = options.fragments and request.function is not None and request.demonstrations is None
         retrieving = request.demonstrations is None and options.k > 0 and not fragments
-        retriever = None
-        if retrieving:
-            retriever = self.retriever(progress)
+        retriever = self.retriever(progress) if retrieving else None
         fragment_retriever = self.fragment_retriever(progress) if fragments and options.k > 0 else None
         root = request.root if request.root is not None else self._source_root(progress, options.k)
         # Before the model loads: `apis` without a repo index is a one-line error, not a wait then an error.
@@ -434,57 +581,75 @@ class Pipeline:
         if self._backend is None:
             say("Loading the model")
         backend = self.backend(progress)
-        description = self._source.description if self._source is not None else "the index"
-
-        def report(stage: str, done: int, total: int) -> None:
-            if stage == "retrieve" and done == 0 and retrieving:
-                say(f"Retrieving from the {description}")
-            progress(stage, done, total)
-
-        def choose(problem: Problem, candidates: Sequence[Candidate]) -> list[Ranker]:
-            # A stub's body calls the rest of its module: it runs on the model's tests (agree) only in its module.
-            can_run = candidates_runnable(problem.home, whole_programs=request.function is None)
-            return self.rankers(options.ranker, candidates, bool(problem.tests), every_ranker, can_run)
-
         shared: dict[str, Any] = {
             "retriever": retriever,
             "k": options.k if request.demonstrations is None else len(request.demonstrations),
             "tests": list(request.tests),
             "root": root,
-            "rankers": choose,
-            "progress": report,
+            "rankers": self._chooser(request, options, every_ranker),
+            "progress": self._reporter(progress, say, retrieving),
             "demonstrations": request.demonstrations,
+            "python": request.python,
+            "run_in_module": request.run_in_module,
         }
-        if request.function is not None:
-            from assistant.core.stubs import fill_stub
-
-            assert target is not None
-            return fill_stub(
-                request.function,
-                backend,
-                target=target,
-                definitions=definitions,
-                fragments=fragment_retriever,
-                own_file=options.own_file,
-                redraw=options.redraw,
-                requirement=request.requirement,
-                params=options.params(),
-                max_new_tokens=options.max_new_tokens,
-                python=request.python,
-                run_in_module=request.run_in_module,
-                spec_tests=self._spec_tests(request, target, options, backend),
-                **shared,
+        if request.repo_tests is not None:  # the repo's own tests rank the candidates (agree would only cost time)
+            shared["run_in_module"] = "agree" in options.ranker or bool(request.tests)
+        if request.function is None:
+            return generate_code(
+                request.requirement, backend, target=target, params=options.params(), replace=request.replace, **shared
             )
-        return generate_code(
-            request.requirement,
+        from assistant.core.stubs import fill_stub
+
+        assert target is not None
+        return fill_stub(
+            request.function,
             backend,
             target=target,
+            stub=request.stub,
+            definitions=definitions,
+            fragments=fragment_retriever,
+            own_file=options.own_file,
+            redraw=options.redraw,
+            requirement=request.requirement,
             params=options.params(),
-            replace=request.replace,
-            python=request.python,
-            run_in_module=request.run_in_module,
+            max_new_tokens=options.max_new_tokens,
+            spec_tests=self._spec_tests(request, target, options, backend),
             **shared,
         )
+
+    def answer(
+        self,
+        request: Request,
+        *,
+        progress: Progress = silent,
+        status: Status | None = None,
+        on_round: Callable[[RepairRound], None] | None = None,
+        every_ranker: bool = False,
+    ) -> Answer:
+        """A request's whole road, one call for every door: generate (:meth:`generate`), run the repo's tests on
+        the candidates (`request.repo_tests`, planned by :meth:`Request.resolve`), rank by the request's tests on
+        every candidate (`exec`: they decide what may be written, even when another ranker orders), repair when
+        there are tests and none passes (`on_round` hears each round), and pick the candidate that may be written
+        (:func:`assistant.core.rank.may_write`). `status` hears a line as each stage starts."""
+        options = self.options
+        say = status or (lambda line: None)
+        plan = request.repo_tests
+        tests = list(request.tests)
+        result = self.generate(request, progress=progress, status=status, every_ranker=every_ranker)
+        if plan is not None and result.candidates:
+            say(f"Running the repo's tests on each candidate ({plan.describe()})")
+            result = test_candidates(result, plan, progress=progress)
+        if tests and result.candidates and "exec" not in result.rankers:
+            # The tests decide what may be written, so they run on every candidate even when another ranker orders.
+            result = self.rank(result, tests, spec="+".join([*result.rankers, "exec"]), progress=progress)
+        repaired = None
+        if result.candidates and (tests or plan is not None) and options.repair:
+            repaired = self.repair(result, request, repo_tests=plan, progress=progress, on_round=on_round)
+            result = repaired.result
+        # k = 0 retrieves nothing: no index is opened (nor the encoder loaded) just to name it.
+        source = self.source().description if options.k > 0 else None
+        pick = may_write(result.candidates, tested=bool(tests) or plan is not None)
+        return Answer(result, pick, plan, request.repo_tests_skipped, repaired, source)
 
     def rank(
         self,
@@ -600,11 +765,35 @@ class Pipeline:
             root=request.root if request.root is not None else self._source_root(progress, options.k),
             params=options.params(),
             replace=tuple(request.replace),  # a repair's edits replace what the first round's may
+            stub=request.stub,
         )
         limits = limits or RepairOptions(rounds=options.repair, n=min(options.n, REPAIR_N))
         return repair_loop(task, result, backend, limits, score, progress=progress, on_round=on_round)
 
     # -- helpers ---------------------------------------------------------------------------------------------------
+
+    def _chooser(
+        self, request: Request, options: GenerationOptions, every_ranker: bool
+    ) -> Callable[[Problem, Sequence[Candidate]], list[Ranker]]:
+        """What a request's candidates are ranked with, chosen once they are known."""
+
+        def choose(problem: Problem, candidates: Sequence[Candidate]) -> list[Ranker]:
+            # A stub's body calls the rest of its module: it runs on the model's tests (agree) only in its module.
+            can_run = candidates_runnable(problem.home, whole_programs=request.function is None)
+            return self.rankers(options.ranker, candidates, bool(problem.tests), every_ranker, can_run)
+
+        return choose
+
+    def _reporter(self, progress: Progress, say: Status, retrieving: bool) -> Progress:
+        """`progress`, with a status line as retrieval starts (naming the source it retrieves from)."""
+        description = self._source.description if self._source is not None else "the index"
+
+        def report(stage: str, done: int, total: int) -> None:
+            if stage == "retrieve" and done == 0 and retrieving:
+                say(f"Retrieving from the {description}")
+            progress(stage, done, total)
+
+        return report
 
     def _spec_tests(self, request: Request, target: Target | None, options: GenerationOptions, backend: Backend) -> str:
         """Filling a stub with `tests_in_prompt`: the repo's test functions that mention it, for its prompt."""
