@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from assistant.pipeline.options import GenerationOptions
-from assistant.pipeline.pipeline import Pipeline, Request
+from assistant.pipeline.pipeline import Answer, Pipeline, Request
 
-__all__ = ["GenerationOptions", "Pipeline", "Request"]
+__all__ = ["Answer", "GenerationOptions", "Pipeline", "Request"]
