@@ -114,6 +114,7 @@ class Field:
     env: str | None
     help: str
     secret: bool = False
+    user_only: bool = False  # never from a repo file: what runs in the background on this user's machine
     routes: bool = False  # decides where code and keys are sent: from a repo file only once it is trusted
     # ... only with these backends: a hosted gateway (OpenRouter, a LiteLLM proxy) picks the provider that
     # receives the code by the model's name, while a local model name sends nothing anywhere.
@@ -237,6 +238,15 @@ FIELDS: tuple[Field, ...] = (
         "ASSIST_LOCAL_DECODING",
         "how the openvino engine decodes: auto (what measured faster for the model), plain, speculative (the 0.5B "
         "drafts for the 1.5B) or prompt-lookup (the prompt drafts)",
+    ),
+    Field(
+        "local.warm",
+        _choice("auto", "off", "start"),
+        "auto",
+        "ASSIST_LOCAL_WARM",
+        "a warm model (`assist serve`): auto uses one of the same model and settings when it runs, start also "
+        "starts one in the background (it stops after 15 min idle), off never uses one (user config or env only)",
+        user_only=True,
     ),
     Field("openai.api_key", _str, None, "OPENAI_API_KEY", "API key (user config or environment only)", secret=True),
     Field("openai.api", _choice("chat", "completions"), "chat", "ASSIST_OPENAI_API", "chat or completions endpoint"),
@@ -441,6 +451,11 @@ def _parse_layer(path: Path, data: bytes, repo: bool) -> dict[str, Any]:
         if field_.secret and repo:
             raise UsageError(
                 f"{path} sets {key}: keep keys out of the repo; put it in {user_config_path()} or the "
+                f"{field_.env} environment variable"
+            )
+        if field_.user_only and repo:
+            raise UsageError(
+                f"{path} sets {key}: a repo's settings cannot decide that; put it in {user_config_path()} or the "
                 f"{field_.env} environment variable"
             )
         values[key] = _parse(field_, raw, str(path))

@@ -10,22 +10,33 @@ Endpoints: `GET /v1/models` (with `max_model_len`), `POST /v1/completions` (`pro
 same sampling fields). `echo` scores the prompt and generates nothing. Requests run one at a time; a generation
 whose client hung up is stopped (checked between decoding steps), and a client that leaves early is no error.
 No network access beyond the loopback interface, no authentication: it is for this machine's user.
+
+On a Unix socket (a warm server, :mod:`assistant.backends.warm`) it also answers assist's own calls, which run the
+engine's `sample_batch` and `logprob` on the prompts themselves, so the candidates and scores are exactly the
+in-process engine's: `POST /v1/assist/sample` (`prompts`, `params`, `seeds`) and `POST /v1/assist/score`
+(`pairs`). Their answers are lines of JSON: `{"step": [done, total]}` as the work goes on, then `{"result": ...}`
+or `{"error": {"kind", "message"}}`. Such a server stops itself after an idle timeout.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
+import socketserver
 import sys
 import threading
 import time
 import uuid
+from dataclasses import asdict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from assistant.backends import Completion, SamplingParams, Step
+from assistant.backends.prompts import Prompt
 from assistant.config import DEFAULT_MAX_NEW_TOKENS, SEED_MAX
 from assistant.errors import AssistError
 
@@ -54,6 +65,19 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    handle_error = _Server.handle_error
+
+    def server_bind(self) -> None:
+        # Made with no rights for group or others from the start: no moment when another user could connect.
+        old = os.umask(0o177)
+        try:
+            super().server_bind()
+        finally:
+            os.umask(old)
+
+
 def hung_up(connection: socket.socket) -> bool:
     """Whether the peer of `connection` has closed or reset it (data it sent ahead is not a hang-up)."""
     try:
@@ -80,29 +104,69 @@ def watch(connection: socket.socket) -> Step:
 
 class LocalServer:
     """An OpenAI-compatible HTTP server over a loaded local backend (one with `sample_texts` and `echo`, such as
-    `local-ov`), listening on 127.0.0.1; `start()` serves from a thread, `stop()` shuts it down."""
+    `local-ov`), listening on 127.0.0.1 (`port`) or on a Unix socket (`unix_path`); `start()` serves from a thread,
+    `stop()` shuts it down. With `idle_timeout_s`, serving ends after that long without a request."""
 
-    def __init__(self, backend: Any, port: int = 0) -> None:
+    def __init__(
+        self, backend: Any, port: int = 0, unix_path: Path | None = None, idle_timeout_s: float | None = None
+    ) -> None:
         if not hasattr(backend, "sample_texts") or not hasattr(backend, "echo"):
             raise AssistError(f"the {backend.name} backend cannot be served; use --engine openvino")
         self.backend = backend
+        self.unix_path = unix_path
+        self.idle_timeout_s = idle_timeout_s
+        self.last_used = time.monotonic()
+        self.busy = 0  # requests being answered; an idle timeout never cuts one
+        self._busy_lock = threading.Lock()
+        self.httpd: socketserver.BaseServer = self._listen(port, unix_path)
+        self._thread: threading.Thread | None = None
+
+    def _listen(self, port: int, unix_path: Path | None) -> socketserver.BaseServer:
+        if unix_path is not None:
+            unix_path.unlink(missing_ok=True)  # a stale socket of a server that is gone (its owner checked that)
+            try:
+                httpd: socketserver.BaseServer = _UnixServer(str(unix_path), _handler(self))
+            except OSError as exc:
+                raise AssistError(f"cannot listen on {unix_path} ({exc.strerror})") from None
+            self.port = None
+            self.base_url = f"unix:{unix_path}"
+            return httpd
         try:
-            self.httpd = _Server(("127.0.0.1", port), _handler(self))
+            httpd = _Server(("127.0.0.1", port), _handler(self))
         except OSError as exc:
             raise AssistError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); choose another --port") from None
-        self.port = self.httpd.server_address[1]
+        self.port = httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread: threading.Thread | None = None
+        return httpd
 
     def start(self) -> LocalServer:
         """Serve from a background thread."""
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="assist-serve", daemon=True)
+        self._thread = threading.Thread(target=self.serve_forever, name="assist-serve", daemon=True)
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
-        """Serve in this thread until `stop()` (or Ctrl-C)."""
+        """Serve in this thread until `stop()`, Ctrl-C or the idle timeout."""
+        if self.idle_timeout_s:
+            threading.Thread(target=self._stop_when_idle, name="assist-serve-idle", daemon=True).start()
         self.httpd.serve_forever()
+
+    def _stop_when_idle(self) -> None:
+        while True:
+            time.sleep(min(5.0, self.idle_timeout_s or 5.0))
+            if self.busy == 0 and self.idle_s() >= (self.idle_timeout_s or float("inf")):
+                self.httpd.shutdown()
+                return
+
+    def idle_s(self) -> float:
+        """Seconds since the last request ended (0 while one runs)."""
+        return 0.0 if self.busy else time.monotonic() - self.last_used
+
+    def working(self, delta: int) -> None:
+        """Count a request in (1) or out (-1): the idle time runs from the last one out."""
+        with self._busy_lock:
+            self.busy += delta
+            self.last_used = time.monotonic()
 
     def stop(self) -> None:
         """Stop serving and close the socket."""
@@ -122,7 +186,28 @@ class LocalServer:
     def models(self) -> dict[str, Any]:
         """`GET /v1/models`: the one model served, with its context (`max_model_len`, as vLLM says it)."""
         model = {"id": self.backend.model, "object": "model", "owned_by": "assist"}
-        return {"object": "list", "data": [model | {"max_model_len": self.backend.context}]}
+        listing: dict[str, Any] = {"object": "list", "data": [model | {"max_model_len": self.backend.context}]}
+        if self.unix_path is not None:  # what `assist serve --status` shows
+            listing["assist"] = {"idle_s": round(self.idle_s(), 1), "busy": self.busy, "pid": os.getpid()}
+        return listing
+
+    def assist_sample(self, body: dict[str, Any], step: Step | None = None) -> dict[str, Any]:
+        """`POST /v1/assist/sample`: the engine's `sample_batch` on the client's prompts, as it would run in the
+        client's process (the same prompts, parameters and seeds: the same candidates)."""
+        prompts = [prompt_from_json(p) for p in _list(body, "prompts")]
+        params = SamplingParams(**_dict(body, "params"))
+        seeds = body.get("seeds")
+        before = self.backend.usage.to_json()
+        rows = self.backend.sample_batch(prompts, params, step, seeds)
+        completions = [[asdict(c) for c in row] for row in rows]
+        return {"completions": completions, "usage": self.backend.usage.since(before)}
+
+    def assist_score(self, body: dict[str, Any], step: Step | None = None) -> dict[str, Any]:
+        """`POST /v1/assist/score`: the engine's `logprob` on the client's (prompt, continuation) pairs."""
+        pairs = [(prompt_from_json(p), str(text)) for p, text in _list(body, "pairs")]
+        before = self.backend.usage.to_json()
+        scores = self.backend.logprob(pairs)
+        return {"scores": [[s.tokens, s.logprobs] for s in scores], "usage": self.backend.usage.since(before)}
 
     def completions(self, body: dict[str, Any], step: Step | None = None) -> dict[str, Any]:
         """`POST /v1/completions`: candidates continuing the prompt text, or with `echo` its tokens' log-probs;
@@ -223,6 +308,36 @@ class LocalServer:
             )
 
 
+def prompt_to_json(prompt: Prompt) -> dict[str, Any]:
+    """A prompt as the warm server reads it back (:func:`prompt_from_json`)."""
+    return {"messages": [dict(m) for m in prompt.messages], "answer_prefix": prompt.answer_prefix, "stop": prompt.stop}
+
+
+def prompt_from_json(data: Any) -> Prompt:
+    """The prompt a client sent; a malformed one is a ValueError."""
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise ValueError("a prompt needs a list of messages")
+    messages = tuple({str(k): str(v) for k, v in m.items()} for m in data["messages"] if isinstance(m, dict))
+    stop = data.get("stop")
+    if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+        raise ValueError("a prompt's stop must be a list of strings")
+    return Prompt(messages=messages, answer_prefix=str(data.get("answer_prefix", "")), stop=tuple(stop))
+
+
+def _list(body: dict[str, Any], key: str) -> list[Any]:
+    value = body.get(key)
+    if not isinstance(value, list) or not value:
+        raise RequestError(f"{key} must be a non-empty list")
+    return value
+
+
+def _dict(body: dict[str, Any], key: str) -> dict[str, Any]:
+    value = body.get(key)
+    if not isinstance(value, dict):
+        raise RequestError(f"{key} must be an object")
+    return value
+
+
 def _sampling(body: dict[str, Any]) -> tuple[SamplingParams, tuple[str, ...]]:
     """Sampling settings from an OpenAI request body, checked (OpenAI's defaults where absent)."""
 
@@ -274,70 +389,135 @@ def _token_entries(tokenizer: Any, completion: Completion) -> list[dict[str, Any
 
 
 def _handler(server: LocalServer) -> type[BaseHTTPRequestHandler]:
+    """The request handler class of `server` (OpenAI's routes, and on a Unix socket assist's own)."""
     routes = {"/v1/completions": server.completions, "/v1/chat/completions": server.chat}
+    if server.unix_path is not None:
+        streamed = {"/v1/assist/sample": server.assist_sample, "/v1/assist/score": server.assist_score}
+    else:
+        streamed = {}
+    return type("Handler", (_Handler,), {"app": server, "routes": routes, "streamed": streamed})
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        timeout = 60  # seconds a client may take to send its request; a stalled one does not hold a thread
 
-        def log_message(self, format: str, *args: Any) -> None:  # quiet: the terminal shows assist's own lines
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 60  # seconds a client may take to send its request; a stalled one does not hold a thread
+    app: LocalServer
+    routes: dict[str, Any]
+    streamed: dict[str, Any]
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the terminal shows assist's own lines
+        return
+
+    def _refused(self) -> bool:
+        """Refuse what a web page in a browser could send: another Host (DNS rebinding) or a body that is not
+        declared JSON (a form or text/plain POST needs no permission from the page's user). A Unix socket is out
+        of a browser's reach, and only its user can open it: any Host is fine there."""
+        port = self.app.port
+        if port is not None and self.headers.get("Host", "") not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            self._error(HTTPStatus.FORBIDDEN, "only requests to 127.0.0.1 or localhost are served")
+            return True
+        if self.command == "POST" and not self.headers.get("Content-Type", "").startswith("application/json"):
+            self._error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "the body must be JSON (Content-Type: application/json)")
+            return True
+        return False
+
+    def do_GET(self) -> None:
+        if self._refused():
             return
+        if self.path.rstrip("/") == "/v1/models":
+            self._reply(HTTPStatus.OK, self.app.models())
+        else:
+            self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: GET {self.path}")
 
-        def _refused(self) -> bool:
-            """Refuse what a web page in a browser could send: another Host (DNS rebinding) or a body that is not
-            declared JSON (a form or text/plain POST needs no permission from the page's user)."""
-            if self.headers.get("Host", "") not in (f"127.0.0.1:{server.port}", f"localhost:{server.port}"):
-                self._error(HTTPStatus.FORBIDDEN, "only requests to 127.0.0.1 or localhost are served")
-                return True
-            if self.command == "POST" and not self.headers.get("Content-Type", "").startswith("application/json"):
-                self._error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "the body must be JSON (Content-Type: application/json)")
-                return True
-            return False
-
-        def do_GET(self) -> None:
-            if self._refused():
-                return
-            if self.path.rstrip("/") == "/v1/models":
-                self._reply(HTTPStatus.OK, server.models())
+    def do_POST(self) -> None:
+        if self._refused():
+            return
+        path = self.path.rstrip("/")
+        route = self.routes.get(path) or self.streamed.get(path)
+        if route is None:
+            self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: POST {self.path}")
+            return
+        body = self._body()
+        if body is None:
+            return
+        self.app.working(1)
+        try:
+            if path in self.streamed:
+                self._stream(route, body)
             else:
-                self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: GET {self.path}")
+                self._answer(route, body)
+        finally:
+            self.app.working(-1)
 
-        def do_POST(self) -> None:
-            if self._refused():
-                return
-            route = routes.get(self.path.rstrip("/"))
-            if route is None:
-                self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: POST {self.path}")
-                return
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                length = -1
-            if not 0 < length <= MAX_BODY_BYTES:
-                self._error(HTTPStatus.BAD_REQUEST, f"a JSON body of at most {MAX_BODY_BYTES} bytes is required")
-                return
-            try:
-                body = json.loads(self.rfile.read(length))
-                if not isinstance(body, dict):
-                    raise RequestError("the body must be a JSON object")
-                self._reply(HTTPStatus.OK, route(body, watch(self.connection)))
-            except ClientGone:  # its generation was stopped; there is no one to answer
-                self.close_connection = True
-            except (RequestError, ValueError) as exc:
-                self._error(HTTPStatus.BAD_REQUEST, str(exc))
-            except Exception as exc:  # the model failed: say so rather than drop the connection
-                self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+    def _body(self) -> dict[str, Any] | None:
+        """The request's JSON object, or None once a 400 says what is wrong with it."""
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 < length <= MAX_BODY_BYTES:
+            self._error(HTTPStatus.BAD_REQUEST, f"a JSON body of at most {MAX_BODY_BYTES} bytes is required")
+            return None
+        try:
+            body = json.loads(self.rfile.read(length))
+        except ValueError as exc:
+            self._error(HTTPStatus.BAD_REQUEST, str(exc))
+            return None
+        if not isinstance(body, dict):
+            self._error(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
+            return None
+        return body
 
-        def _reply(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def _answer(self, route: Any, body: dict[str, Any]) -> None:
+        try:
+            self._reply(HTTPStatus.OK, route(body, watch(self.connection)))
+        except ClientGone:  # its generation was stopped; there is no one to answer
+            self.close_connection = True
+        except (RequestError, ValueError) as exc:
+            self._error(HTTPStatus.BAD_REQUEST, str(exc))
+        except Exception as exc:  # the model failed: say so rather than drop the connection
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
 
-        def _error(self, status: HTTPStatus, message: str) -> None:
-            kind = "invalid_request_error" if status < 500 else "server_error"
-            self._reply(status, {"error": {"message": message, "type": kind, "code": int(status)}})
+    def _stream(self, route: Any, body: dict[str, Any]) -> None:
+        """Answer with lines of JSON: progress as it comes, then the result or the error (its kind kept, so the
+        client raises what the engine raised in its own process)."""
+        self.close_connection = True
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        gone = watch(self.connection)
 
-    return Handler
+        def step(done: int, total: int) -> None:
+            gone(done, total)
+            self._line({"step": [done, total]})
+
+        try:
+            self._line({"result": route(body, step)})
+        except ClientGone:
+            return
+        except (RequestError, TypeError, KeyError, ValueError) as exc:
+            self._line({"error": {"kind": "ModelError", "message": f"the warm server refused the request: {exc}"}})
+        except AssistError as exc:  # the engine's own one-line errors, as the in-process engine raises them
+            self._line({"error": {"kind": type(exc).__name__, "message": str(exc)}})
+        except Exception as exc:
+            self._line({"error": {"kind": "ModelError", "message": f"{type(exc).__name__}: {exc}"}})
+
+    def _line(self, payload: dict[str, Any]) -> None:
+        try:
+            self.wfile.write(json.dumps(payload).encode() + b"\n")
+            self.wfile.flush()
+        except OSError:
+            raise ClientGone from None
+
+    def _reply(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: HTTPStatus, message: str) -> None:
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        self._reply(status, {"error": {"message": message, "type": kind, "code": int(status)}})

@@ -15,9 +15,7 @@ from rich.table import Table
 from typer._click.exceptions import NoArgsIsHelpError  # typer is pinned; it vendors Click
 from typer._click.exceptions import UsageError as ClickUsageError
 
-from assistant.backends.models import DEFAULT_GENERATOR, FAST_GENERATOR
 from assistant.config import (
-    MAX_CONTEXT,
     MAX_K,
     MAX_N,
     MAX_NEW_TOKENS_LIMIT,
@@ -75,6 +73,7 @@ from assistant.ui.options import (
     check_range,
     check_seed,
 )
+from assistant.ui.serve_cmd import serve
 from assistant.ui.text import bidi_controls, one_line
 from assistant.ui.train_cmd import train_app
 
@@ -135,6 +134,7 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(train_app, name="train")
 app.add_typer(hook_app, name="hook")
 app.command("docstring", cls=PanelCommand, short_help="Write missing docstrings in the code's style.")(docstring)
+app.command("serve", short_help="Keep the local model loaded (a warm server), or serve it on 127.0.0.1.")(serve)
 
 
 def check_text(text: str, what: str) -> None:
@@ -768,87 +768,6 @@ def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the c
     else:
         out.print(render(checks), markup=False, highlight=False)
     raise typer.Exit(exit_code(checks))
-
-
-@app.command(short_help="Serve the local model on 127.0.0.1 (OpenAI-compatible).")
-@friendly_errors
-def serve(
-    model: Annotated[
-        str | None,
-        typer.Option(
-            help=f"A registered local model (see `assist models list`; default {DEFAULT_GENERATOR}, "
-            f"{FAST_GENERATOR} is the fast, low-memory choice).",
-            show_default=False,
-        ),
-    ] = None,
-    engine: Annotated[
-        str,
-        typer.Option(help="openvino (built in, the fast default) or llama.cpp (the optional extra assist[serve])."),
-    ] = "openvino",
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 picks a free one).")] = 8080,
-    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
-    context: Annotated[int, typer.Option(help="Context window, in tokens.")] = 8192,
-    log_file: Annotated[
-        Path | None,
-        typer.Option("--log-file", help="llama.cpp: where the server's own log goes (default: the cache dir)."),
-    ] = None,
-) -> None:
-    """Keep the local model loaded behind an OpenAI-compatible server on 127.0.0.1, until Ctrl-C.
-
-    Then `assist generate`, the TUI and the hook skip the model load: set ASSIST_BACKEND=openai,
-    OPENAI_BASE_URL to the printed URL and ASSIST_OPENAI_API=completions (the prompt is rendered exactly as the
-    local backend renders it, and scoring works). --engine llama.cpp needs pip install 'assist[serve]' (it builds
-    llama.cpp from source once: up to an hour on 2 cores).
-    """
-    check_range("--port", port, 0, 65535)
-    check_range("--threads", threads, 1, 4096)
-    check_range("--context", context, 1, MAX_CONTEXT)
-    if engine not in ("openvino", "llama.cpp"):
-        raise UsageError(f"unknown serving engine {engine!r}; choose openvino or llama.cpp")
-    if engine == "llama.cpp":
-        _serve_llama_cpp(model, port, threads, context, log_file)
-        return
-    from assistant.backends.local_server import LocalServer
-    from assistant.pipeline.pipeline import load_generator
-
-    with ProgressUI(err.is_terminal) as ui:
-        ui.status("Loading the model")
-        backend = load_generator("local", model, progress=ui, engine="openvino", context=context, threads=threads)
-        server = LocalServer(backend, port=port)
-    url = server.base_url
-    out.print(f"Serving {backend.model} (OpenVINO int8, context {backend.context}) at {url}")
-    out.print(f"  export ASSIST_BACKEND=openai OPENAI_BASE_URL={url} ASSIST_OPENAI_API=completions")
-    out.print("Ctrl-C stops it.")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        err.print("stopped")
-    finally:
-        server.httpd.server_close()
-
-
-def _serve_llama_cpp(model: str | None, port: int, threads: int | None, context: int, log_file: Path | None) -> None:
-    from assistant.backends.serve import LlamaServer
-    from assistant.paths import cache_dir
-
-    log = log_file or cache_dir() / "serve.log"
-    with ProgressUI(err.is_terminal) as ui:
-        server = LlamaServer(model, port=port, threads=threads, context=context, log_file=log, progress=ui)
-        ui.status(f"Starting llama.cpp's server for {server.spec.name}")
-        server.wait_ready()
-    url = server.base_url
-    out.print(f"Serving {server.spec.name} (llama.cpp, context {context}) at {url}")
-    out.print(f'  assist generate "..." --backend openai --base-url {url}')
-    out.print(f"  or: export ASSIST_BACKEND=openai OPENAI_BASE_URL={url} ASSIST_OPENAI_CONTEXT={context}")
-    out.print(f"Server log: {log}. Ctrl-C stops it.")
-    try:
-        code = server.process.wait()
-    except KeyboardInterrupt:
-        server.stop()
-        err.print("stopped")
-        return
-    server.stop()
-    raise AssistError(f"llama.cpp's server exited with code {code}; see {log}")
 
 
 @app.command(cls=PanelCommand, short_help="Interactive sessions: ask, compare, apply, undo.")
