@@ -53,6 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType
+from typing import Any
 
 from assistant.errors import UsageError
 from assistant.sandbox.disk import DiskWatch, remove_tree
@@ -108,10 +109,17 @@ class Limits:
     max_files: int = 10_000  # files and directories it may add there
 
     def __post_init__(self) -> None:
-        if self.timeout_s <= 0 or self.cpu_s <= 0 or self.memory_mb <= 0:
-            raise ValueError("sandbox limits must be positive")
-        if self.output_limit < 0 or self.file_size_mb < 0 or self.disk_mb < 0 or self.max_files < 0:
-            raise ValueError("sandbox output, file size and disk limits must not be negative")
+        positive = (self.timeout_s, self.cpu_s, self.memory_mb)
+        _check_limits("sandbox", positive, (self.output_limit, self.file_size_mb, self.disk_mb, self.max_files))
+
+
+def _check_limits(kind: str, positive: Sequence[float], non_negative: Sequence[float]) -> None:
+    """ValueError, naming the `kind` of limits, unless the time, CPU and memory ones are positive and the output,
+    file size and disk ones not negative (:class:`Limits`, :class:`assistant.sandbox.project.ProjectLimits`)."""
+    if any(value <= 0 for value in positive):
+        raise ValueError(f"{kind} limits must be positive")
+    if any(value < 0 for value in non_negative):
+        raise ValueError(f"{kind} output, file size and disk limits must not be negative")
 
 
 def run(code: str, tests: Sequence[str] = (), *, setup: str = "", limits: Limits = Limits()) -> SandboxResult:
@@ -292,74 +300,104 @@ def _run_in(
     report_r, report_w = os.pipe()
     payload_path = os.path.join(workdir, f".job-{secrets.token_hex(8)}")
     deadline = started + limits.timeout_s
+    job = {
+        "boundary_code": _compiled_code(BOUNDARY_PATH),
+        "report_fd": report_w,
+        "setup": setup,
+        "code": code,
+        "tests": tests,
+        "memory_mb": limits.memory_mb,
+        "cpu_s": limits.cpu_s,
+        "file_size_mb": limits.file_size_mb,
+        "deadline": deadline,  # time.monotonic() is system-wide, so the runner can use it as is
+        "disable": sorted(disabled),
+    }
     with open(payload_path, "wb") as f:
         marshal.dump(_compiled_code(RUNNER_PATH), f)
-        marshal.dump(
-            {
-                "boundary_code": _compiled_code(BOUNDARY_PATH),
-                "report_fd": report_w,
-                "setup": setup,
-                "code": code,
-                "tests": tests,
-                "memory_mb": limits.memory_mb,
-                "cpu_s": limits.cpu_s,
-                "file_size_mb": limits.file_size_mb,
-                "deadline": deadline,  # time.monotonic() is system-wide, so the runner can use it as is
-                "disable": sorted(disabled),
-            },
-            f,
-        )
+        marshal.dump(job, f)
 
     watch = DiskWatch(workdir, limits.disk_mb, limits.max_files)
     # Not -I: it implies -E, which would ignore PYTHONHASHSEED; the environment is ours anyway.
     # -s: no user site, -S: no site-packages, -P: no script dir on sys.path, -B: no .pyc writes.
     argv = [sys.executable, "-s", "-S", "-P", "-B", "-c", _BOOTSTRAP, payload_path]
+    env = _child_env(workdir, tmpdir)
+    proc = _start_reporting(argv, report_r, report_w, cwd=workdir, env=env, stderr=subprocess.PIPE)
+    # The runner kills its child at the deadline and reports; we stop waiting a little later.
+    out, err, report_bytes, timed_out, stopped = _wait_runner(
+        proc, report_r, deadline + _RUNNER_GRACE_S, limits.output_limit, watch
+    )
+    report = None if timed_out else _parse_report(report_bytes, len(tests))
+    if stopped is None and not timed_out:
+        stopped = watch.final()  # what a run too quick for the watch's looks left (e.g. folders nested too deep)
+    result = _result(report, tests, timed_out, stopped, proc.returncode, limits, started, out, err)
+    return result, (report.layers if report is not None else {})
+
+
+def _start_reporting(argv: list[str], report_r: int, report_w: int, **popen: Any) -> subprocess.Popen[bytes]:
+    """Start `argv` (the runner, or a project's launcher) with stdin closed, stdout piped and the report pipe's
+    write end passed, in a session of its own, so a timeout kills everything it started; then close our copy
+    of that end, so EOF on `report_r` means it is gone. Both ends are closed when it cannot start."""
     try:
         proc = subprocess.Popen(
             argv,
-            cwd=workdir,
-            env=_child_env(workdir, tmpdir),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
             pass_fds=(report_w,),
-            start_new_session=True,  # own process group, so a timeout kills everything it started
+            start_new_session=True,
+            **popen,
         )
     except BaseException:
         os.close(report_r)
         os.close(report_w)
         raise
-    os.close(report_w)  # only the runner holds the write end now, so EOF means it is gone
+    os.close(report_w)
+    return proc
 
-    # The runner kills its child at the deadline and reports; we stop waiting a little later.
-    runner_deadline = deadline + _RUNNER_GRACE_S
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL the process group `pid` leads, if it is still there. Safe while its leader is not reaped: the pid
+    (= the process group id) cannot have been reused, and stray descendants go with it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _wait_runner(
+    proc: subprocess.Popen[bytes], report_r: int, deadline: float, output_limit: int, watch: DiskWatch
+) -> tuple[bytes, bytes, bytes, bool, str | None]:
+    """:func:`_collect` the runner's output and report until `deadline`, then kill its group, reap it and close the
+    pipes, whatever happened: (stdout, stderr, report, timed_out, why the disk watch stopped it)."""
     try:
-        out, err, report_bytes, timed_out, stopped = _collect(
-            proc, report_r, runner_deadline, limits.output_limit, watch
-        )
+        out, err, report_bytes, timed_out, stopped = _collect(proc, report_r, deadline, output_limit, watch)
         if not timed_out and stopped is None:
-            timed_out = not _wait_exited(proc.pid, runner_deadline)
+            timed_out = not _wait_exited(proc.pid, deadline)
     finally:
-        # The runner is not reaped yet, so its pid (= the process group id) cannot have been
-        # reused: killing the group is safe and takes any stray descendants with it.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         _reap(proc)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
         os.close(report_r)
+    return out, err, report_bytes, timed_out, stopped
 
-    report = None if timed_out else _parse_report(report_bytes, len(tests))
-    if stopped is None and not timed_out:
-        stopped = watch.final()  # what a run too quick for the watch's looks left (e.g. folders nested too deep)
-    if stopped is not None:  # the group was killed for what it wrote: the runner's report, if any, is moot
+
+def _result(
+    report: _Report | None,
+    tests: list[str],
+    timed_out: bool,
+    stopped: str | None,
+    returncode: int,
+    limits: Limits,
+    started: float,
+    out: bytes,
+    err: bytes,
+) -> SandboxResult:
+    """The run's result from the runner's report; a run the disk watch `stopped` is a resource limit whatever the
+    report says (its group was killed for what it wrote)."""
+    if stopped is not None:
         status, passed, failed_test, error_type, error_message = "resource-limit", 0, None, "DiskLimit", stopped
     else:
-        status, passed, failed_test, error_type, error_message = _outcome(
-            report, tests, timed_out, proc.returncode, limits
-        )
-    result = SandboxResult(
+        status, passed, failed_test, error_type, error_message = _outcome(report, tests, timed_out, returncode, limits)
+    return SandboxResult(
         status=status,
         passed=passed,
         total=len(tests),
@@ -370,7 +408,6 @@ def _run_in(
         stdout=out.decode("utf-8", errors="replace"),
         stderr=err.decode("utf-8", errors="replace"),
     )
-    return result, (report.layers if report is not None else {})
 
 
 def _collect(
@@ -394,8 +431,7 @@ def _collect(
         while selector.get_map():
             stopped = watch.check() if watch is not None else None
             if stopped is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                _kill_group(proc.pid)
                 break
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -226,6 +226,32 @@ def set_no_new_privs() -> None:
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
+def hold_no_new_privs() -> str:
+    """Set no_new_privs for the runner and the project launcher; the layer's line in their report."""
+    set_no_new_privs()
+    return "set: nothing started here can gain privileges"
+
+
+def attempt_layer(
+    layers: dict[str, tuple[bool, str]],
+    name: str,
+    disabled: set[str],
+    action: Callable[[], str],
+    explain: Callable[[BaseException], str],
+) -> bool:
+    """Apply layer `name` with `action` (which returns its one-line description) unless `disabled` names it, and
+    record the outcome in `layers`: why it is off, or "failed: " and `explain` of the error. True when it held."""
+    if name in disabled:
+        layers[name] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
+        return False
+    try:
+        layers[name] = (True, action())
+    except Exception as exc:
+        layers[name] = (False, f"failed: {explain(exc)}")
+        return False
+    return True
+
+
 def no_new_privs() -> bool:
     """Whether no_new_privs is set on this process."""
     return LINUX and _prctl(PR_GET_NO_NEW_PRIVS) == 1
@@ -306,6 +332,17 @@ def landlock_abi() -> int:
         return _syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, LANDLOCK_CREATE_RULESET_VERSION)
     except OSError:
         return 0
+
+
+def landlock_refusal(disabled: bool, abi: int, no_new_privs: bool) -> str | None:
+    """Why no Landlock ruleset can go in here (the sandbox's layer line), or None when one can."""
+    if disabled:
+        return "disabled by ASSIST_SANDBOX_DISABLE"
+    if abi < 1:
+        return "the kernel has no Landlock"
+    if not no_new_privs:
+        return "needs no_new_privs"
+    return None
 
 
 def fs_rights(abi: int) -> int:

@@ -63,7 +63,6 @@ this process makes itself non-dumpable so that the run cannot read /proc/<our pi
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import selectors
@@ -82,8 +81,11 @@ from assistant.paths import read_regular_file
 from assistant.sandbox import (
     LAYERS,
     PROJECT_LAYERS,
+    _check_limits,
     _guard_parent_environment,
+    _kill_group,
     _remove_tree,
+    _start_reporting,
     disabled_layers,
 )
 from assistant.sandbox.disk import DiskWatch
@@ -134,10 +136,8 @@ class ProjectLimits:
     max_files: int = 100_000  # files and directories it may add there
 
     def __post_init__(self) -> None:
-        if self.timeout_s <= 0 or self.cpu_s <= 0 or self.memory_mb <= 0:
-            raise ValueError("project sandbox limits must be positive")
-        if self.output_limit < 0 or self.file_size_mb < 0 or self.disk_mb < 0 or self.max_files < 0:
-            raise ValueError("project sandbox output, file size and disk limits must not be negative")
+        positive = (self.timeout_s, self.cpu_s, self.memory_mb)
+        _check_limits("project sandbox", positive, (self.output_limit, self.file_size_mb, self.disk_mb, self.max_files))
 
 
 @dataclass(frozen=True)
@@ -310,25 +310,7 @@ def _run_in(
 ) -> ProjectRun:
     """Start the launcher in the copy, collect output and results, and build the run's account. `protect` (the
     original project) is never made readable to the run, even where the interpreter's venv names it."""
-    for name in ("home", "tmp", "plugin", "root"):
-        (run_dir / name).mkdir()
-    # pytest looks for its configuration upwards from the tests: a project without one of its own would pick up
-    # whatever pytest.ini lies above the temporary copy (another user's /tmp/pytest.ini could deselect or
-    # rewrite the tests and forge the verdict). An empty one beside the copy ends the search here.
-    (run_dir / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-    plugin_dir = run_dir / "plugin"
-    shutil.copyfile(PLUGIN_PATH, plugin_dir / f"{PLUGIN_MODULE}.py")
-    results_path = run_dir / "results.json"
-    env = _child_env(run_dir, copy, python, pythonpath, plugin_dir)
-    env.update(
-        {
-            "ASSIST_PYTEST_RESULTS": str(results_path),
-            "ASSIST_PYTEST_ROOT": str(copy),
-            "ASSIST_PYTEST_RUN_DIR": str(run_dir),
-            "ASSIST_PYTEST_TRACE": "1" if trace else "0",
-            "ASSIST_PYTEST_HOOK": "0" if "hook" in disabled else "1",
-        }
-    )
+    env, results_path = _prepare_run_dir(run_dir, copy, python, pythonpath, trace, disabled)
     # --rootdir: the copy, as it would be in the project, even when the empty configuration above is the one found.
     argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN_MODULE, f"--rootdir={copy}"]
     if stop_first:
@@ -351,34 +333,17 @@ def _run_in(
 
     watch = DiskWatch(str(run_dir), limits.disk_mb, limits.max_files)
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            # -I -S: nothing of the project runs before the boundary is up (no PYTHON* variables, no site, so
-            # no sitecustomize or .pth of the interpreter's venv, no script folder or cwd on sys.path); pytest,
-            # exec'd by the launcher inside the boundary, gets the environment and site back. -B: -I ignores
-            # PYTHONDONTWRITEBYTECODE, and the launcher's import of boundary.py wrote a .pyc beside it on every run.
-            [str(python), "-I", "-S", "-B", str(LAUNCHER_PATH), str(job_path)],
-            cwd=copy,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            pass_fds=(report_w,),
-            start_new_session=True,  # its own process group, so a timeout kills everything it started
-        )
-    except BaseException:
-        os.close(report_r)
-        os.close(report_w)
-        raise
-    os.close(report_w)  # only the launcher holds the write end now
+    # -I -S: nothing of the project runs before the boundary is up (no PYTHON* variables, no site, so
+    # no sitecustomize or .pth of the interpreter's venv, no script folder or cwd on sys.path); pytest,
+    # exec'd by the launcher inside the boundary, gets the environment and site back. -B: -I ignores
+    # PYTHONDONTWRITEBYTECODE, and the launcher's import of boundary.py wrote a .pyc beside it on every run.
+    launcher = [str(python), "-I", "-S", "-B", str(LAUNCHER_PATH), str(job_path)]
+    proc = _start_reporting(launcher, report_r, report_w, cwd=copy, env=env, stderr=subprocess.STDOUT)
     deadline = started + limits.timeout_s
     try:
         output, report, timed_out, stopped = _collect(proc, report_r, deadline, limits.output_limit, cancel, watch)
     finally:
-        # Not reaped yet, so the pid (= the process group id) cannot have been reused: killing the group
-        # is safe, and takes stray children with it.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         wait_status, cpu_s = _reap(proc)
         if proc.stdout is not None:
             proc.stdout.close()
@@ -386,29 +351,46 @@ def _run_in(
     duration = time.monotonic() - started
     if stopped is None and not timed_out:
         stopped = watch.final()  # what a run too quick for the watch's looks left (e.g. folders nested too deep)
-
-    layers = _layers(report, disabled)
     results = None if timed_out or stopped else _read_results(results_path)
-    if results is not None:
-        hook = results.get("hook")
-        if isinstance(hook, list) and len(hook) == 2:
-            layers["hook"] = (bool(hook[0]), str(hook[1]))
     outcomes = _outcomes(results)
-    calls = _calls(results) if trace else {}
-    returncode = None if timed_out else os.waitstatus_to_exitcode(wait_status)
     status = _status(timed_out, wait_status, cpu_s, limits, results, outcomes, node_ids)
-    if stopped is not None:
-        status = "resource-limit"
     text = output.decode("utf-8", errors="replace")
     return ProjectRun(
-        status=status,
+        status=status if stopped is None else "resource-limit",
         outcomes=outcomes,
-        calls=calls,
-        returncode=returncode,
+        calls=_calls(results) if trace else {},
+        returncode=None if timed_out else os.waitstatus_to_exitcode(wait_status),
         duration_s=duration,
         output=text if stopped is None else f"{text}\nassist stopped the run: {stopped}\n",
-        layers=layers,
+        layers=_layers(report, disabled, results),
     )
+
+
+def _prepare_run_dir(
+    run_dir: Path, copy: Path, python: Path, pythonpath: Sequence[str], trace: bool, disabled: frozenset[str]
+) -> tuple[dict[str, str], Path]:
+    """Make the run's folders, its empty pytest.ini and the plugin beside the copy: (the run's environment, where
+    the plugin writes its results)."""
+    for name in ("home", "tmp", "plugin", "root"):
+        (run_dir / name).mkdir()
+    # pytest looks for its configuration upwards from the tests: a project without one of its own would pick up
+    # whatever pytest.ini lies above the temporary copy (another user's /tmp/pytest.ini could deselect or
+    # rewrite the tests and forge the verdict). An empty one beside the copy ends the search here.
+    (run_dir / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    plugin_dir = run_dir / "plugin"
+    shutil.copyfile(PLUGIN_PATH, plugin_dir / f"{PLUGIN_MODULE}.py")
+    results_path = run_dir / "results.json"
+    env = _child_env(run_dir, copy, python, pythonpath, plugin_dir)
+    env.update(
+        {
+            "ASSIST_PYTEST_RESULTS": str(results_path),
+            "ASSIST_PYTEST_ROOT": str(copy),
+            "ASSIST_PYTEST_RUN_DIR": str(run_dir),
+            "ASSIST_PYTEST_TRACE": "1" if trace else "0",
+            "ASSIST_PYTEST_HOOK": "0" if "hook" in disabled else "1",
+        }
+    )
+    return env, results_path
 
 
 def _collect(
@@ -448,9 +430,7 @@ def _collect(
                     exited_at = time.monotonic()
                     if pidfd is not None:
                         selector.unregister(pidfd)
-                    # Stray children may hold the pipe: end them now that pytest is done.
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGKILL)
+                    _kill_group(proc.pid)  # stray children may hold the pipe: end them now that pytest is done
                 if exited_at is not None and (not pipes_open or time.monotonic() - exited_at > _DRAIN_AFTER_EXIT_S):
                     return bytes(buffers[out_fd]), bytes(buffers[report_r]), False, None
                 if cancel is not None and cancel.is_set():
@@ -496,8 +476,19 @@ def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, float]:
     return wait_status, usage.ru_utime + usage.ru_stime
 
 
-def _layers(report: bytes, disabled: frozenset[str]) -> dict[str, tuple[bool, str]]:
-    """The layers the launcher reported, in LAYERS order, then PROJECT_LAYERS; the hook's entry is filled later."""
+def _layers(report: bytes, disabled: frozenset[str], results: dict[str, object] | None) -> dict[str, tuple[bool, str]]:
+    """The layers the launcher reported, in LAYERS order, then PROJECT_LAYERS; the hook's entry is what the plugin
+    wrote in its `results`, where it did."""
+    layers = _reported_layers(report, disabled)
+    hook = results.get("hook") if results is not None else None
+    if isinstance(hook, list) and len(hook) == 2:
+        layers["hook"] = (bool(hook[0]), str(hook[1]))
+    return layers
+
+
+def _reported_layers(report: bytes, disabled: frozenset[str]) -> dict[str, tuple[bool, str]]:
+    """The layers the launcher reported, in LAYERS order, then PROJECT_LAYERS (the hook's: the plugin did not
+    report)."""
     try:
         raw = json.loads(report.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):

@@ -211,21 +211,9 @@ def apply_boundary(job, layers):
         return
 
     def attempt(name, action):
-        if name in disabled:
-            layers[name] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
-            return False
-        try:
-            layers[name] = (True, action())
-        except Exception as exc:
-            layers[name] = (False, f"failed: {describe(exc)}")
-            return False
-        return True
+        return boundary.attempt_layer(layers, name, disabled, action, describe)
 
-    def no_new_privs():
-        boundary.set_no_new_privs()
-        return "set: nothing started here can gain privileges"
-
-    nnp = attempt("no_new_privs", no_new_privs)
+    nnp = attempt("no_new_privs", boundary.hold_no_new_privs)
     # Not applied: exec of the (readable) interpreter sets it back, so pytest would be dumpable anyway. What
     # it guards in the runner, our process's /proc and ptrace, Landlock guards here (or our own
     # non-dumpable state, where Landlock is missing).
@@ -237,12 +225,9 @@ def apply_boundary(job, layers):
     attempt("caps", boundary.drop_capabilities)
     memfd_filter(boundary, disabled, nnp, layers)
     abi = boundary.landlock_abi()
-    if "landlock" in disabled:
-        layers["landlock"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
-    elif abi < 1:
-        layers["landlock"] = (False, "the kernel has no Landlock")
-    elif not nnp:
-        layers["landlock"] = (False, "needs no_new_privs")
+    refusal = boundary.landlock_refusal("landlock" in disabled, abi, nnp)
+    if refusal is not None:
+        layers["landlock"] = (False, refusal)
     else:
         attempt(
             "landlock",

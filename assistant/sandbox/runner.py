@@ -162,35 +162,20 @@ def apply_boundary(job, layers):
 
     def attempt(name, action):
         # Apply one layer; its one-line description (or why it is off) goes into the report.
-        if name in disabled:
-            layers[name] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
-            return False
-        try:
-            layers[name] = (True, action())
-        except Exception as exc:
-            layers[name] = (False, f"failed: {describe(exc)[1]}")
-            return False
-        return True
-
-    def no_new_privs():
-        boundary.set_no_new_privs()
-        return "set: nothing started here can gain privileges"
+        return boundary.attempt_layer(layers, name, disabled, action, lambda exc: describe(exc)[1])
 
     def not_dumpable():
         boundary.set_dumpable(False)
         return "off: /proc/<pid> of the sandbox is root-only, ptrace needs CAP_SYS_PTRACE"
 
-    nnp = attempt("no_new_privs", no_new_privs)
+    nnp = attempt("no_new_privs", boundary.hold_no_new_privs)
     attempt("dumpable", not_dumpable)
     attempt("caps", boundary.drop_capabilities)
     abi = boundary.landlock_abi()
     landlock = False
-    if "landlock" in disabled:
-        layers["landlock"] = (False, "disabled by ASSIST_SANDBOX_DISABLE")
-    elif abi < 1:
-        layers["landlock"] = (False, "the kernel has no Landlock")
-    elif not nnp:
-        layers["landlock"] = (False, "needs no_new_privs")
+    refusal = boundary.landlock_refusal("landlock" in disabled, abi, nnp)
+    if refusal is not None:
+        layers["landlock"] = (False, refusal)
     else:
         landlock = attempt(
             "landlock", lambda: boundary.apply_landlock(read_paths(), [os.getcwd()], list(DEVICE_PATHS), abi)
@@ -546,14 +531,64 @@ class IntrospectionDenied(PermissionError, ValueError):
 IntrospectionDenied.__name__ = IntrospectionDenied.__qualname__ = "PermissionError"
 
 
-def make_hook(root):
-    """The PEP 578 audit hook: defence in depth above the kernel's layers, and the only layer for some."""
-    realpath, isabs, join = os.path.realpath, os.path.isabs, os.path.join
-    fspath, fsdecode, readlink, getpid = os.fspath, os.fsdecode, os.readlink, os.getpid
-    inside_prefix = root + os.sep
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    unix_family = 1  # socket.AF_UNIX on every POSIX system; importing socket here costs time
+# Audit events the hook refuses whatever their arguments.
+ALWAYS_DENIED_EVENTS = frozenset({
+    # process creation
+    "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system",
+    "os.startfile", "subprocess.Popen", "pty.spawn", "os.killpg",
+    # network and name look-ups
+    "socket.connect", "socket.bind", "socket.getaddrinfo",
+    "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo",
+    "socket.sethostname", "socket.sendto", "socket.sendmsg",
+    # native code and raising our own limits
+    "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata",
+    "resource.setrlimit", "resource.prlimit",
+    # a sub-interpreter has no audit hook
+    "cpython.PyInterpreterState_New",
+})  # fmt: skip
+# Ways to reach the harness's frames or objects (and from there its locals). Not "code.__new__" or
+# setting __code__: types.coroutine (asyncio) does both, so crafted code objects stay possible.
+INTROSPECTION_EVENTS = frozenset({
+    "sys._getframe", "sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile",
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+})  # fmt: skip
+FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+# Fresh imports of these would hand back what prepare_interpreter() took away, open files from C
+# without an "open" event, or run code outside the hook (sub-interpreters, test helpers).
+DENIED_IMPORTS = frozenset({
+    "_ctypes", "ctypes", "_posixsubprocess", "posix", "_gdbm", "_dbm", "readline", "gc",
+    "_xxsubinterpreters", "_xxinterpchannels", "_assist_boundary",
+})  # fmt: skip
+# event -> ((index of a path argument, index of its dir_fd argument or None), ...)
+PATH_EVENTS = {
+    "os.mkdir": ((0, 2),),
+    "os.remove": ((0, 1),),
+    "os.rmdir": ((0, 1),),
+    "os.rename": ((0, 2), (1, 3)),
+    "os.link": ((0, 2), (1, 3)),
+    "os.symlink": ((1, 2),),
+    "os.chmod": ((0, 2),),
+    "os.chown": ((0, 3),),
+    "os.utime": ((0, 3),),
+    "os.truncate": ((0, None),),
+    "os.setxattr": ((0, None),),
+    "os.removexattr": ((0, None),),
+    # Landlock does not rule these (nor stat, which raises no audit event): they would list what is outside.
+    "os.listxattr": ((0, None),),
+    "os.getxattr": ((0, None),),
+    "os.chflags": ((0, None),),
+    "shutil.rmtree": ((0, 1),),
+    "shutil.move": ((0, None), (1, None)),
+    "shutil.copyfile": ((1, None),),
+    "shutil.copytree": ((1, None),),
+}
 
+# Every make_* below binds what its functions call to locals when it runs, before the candidate does: the
+# candidate may replace module attributes (os.path.realpath, ...), never these closures' cells.
+
+
+def make_denials():
+    """(deny, deny_introspection): each raises the hook's PermissionError for "sandbox: <what> is not allowed"."""
     denied_introspection = IntrospectionDenied
 
     def deny(what):
@@ -562,56 +597,15 @@ def make_hook(root):
     def deny_introspection(what):
         raise denied_introspection("sandbox: " + what + " is not allowed")
 
-    always_denied = frozenset({
-        # process creation
-        "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system",
-        "os.startfile", "subprocess.Popen", "pty.spawn", "os.killpg",
-        # network and name look-ups
-        "socket.connect", "socket.bind", "socket.getaddrinfo",
-        "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo",
-        "socket.sethostname", "socket.sendto", "socket.sendmsg",
-        # native code and raising our own limits
-        "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata",
-        "resource.setrlimit", "resource.prlimit",
-        # a sub-interpreter has no audit hook
-        "cpython.PyInterpreterState_New",
-    })  # fmt: skip
-    # Ways to reach the harness's frames or objects (and from there its locals). Not "code.__new__" or
-    # setting __code__: types.coroutine (asyncio) does both, so crafted code objects stay possible.
-    introspection = frozenset({
-        "sys._getframe", "sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile",
-        "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-    })  # fmt: skip
-    frame_attributes = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
-    # Fresh imports of these would hand back what prepare_interpreter() took away, open files from C
-    # without an "open" event, or run code outside the hook (sub-interpreters, test helpers).
-    denied_imports = frozenset({
-        "_ctypes", "ctypes", "_posixsubprocess", "posix", "_gdbm", "_dbm", "readline", "gc",
-        "_xxsubinterpreters", "_xxinterpchannels", "_assist_boundary",
-    })  # fmt: skip
-    # event -> ((index of a path argument, index of its dir_fd argument or None), ...)
-    path_events = {
-        "os.mkdir": ((0, 2),),
-        "os.remove": ((0, 1),),
-        "os.rmdir": ((0, 1),),
-        "os.rename": ((0, 2), (1, 3)),
-        "os.link": ((0, 2), (1, 3)),
-        "os.symlink": ((1, 2),),
-        "os.chmod": ((0, 2),),
-        "os.chown": ((0, 3),),
-        "os.utime": ((0, 3),),
-        "os.truncate": ((0, None),),
-        "os.setxattr": ((0, None),),
-        "os.removexattr": ((0, None),),
-        # Landlock does not rule these (nor stat, which raises no audit event): they would list what is outside.
-        "os.listxattr": ((0, None),),
-        "os.getxattr": ((0, None),),
-        "os.chflags": ((0, None),),
-        "shutil.rmtree": ((0, 1),),
-        "shutil.move": ((0, None), (1, None)),
-        "shutil.copyfile": ((1, None),),
-        "shutil.copytree": ((1, None),),
-    }
+    return deny, deny_introspection
+
+
+def make_inside(root):
+    """inside(path, dir_fd=None): whether a path (a descriptor, or relative to `dir_fd`) resolves to the sandbox
+    directory `root`, below it, or to /dev/null. Symlinks are followed, so a link inside pointing out is out."""
+    realpath, isabs, join = os.path.realpath, os.path.isabs, os.path.join
+    fspath, fsdecode, readlink = os.fspath, os.fsdecode, os.readlink
+    inside_prefix = root + os.sep
 
     def fd_target(fd):
         # Where an open descriptor points; None for pipes, sockets and the like.
@@ -637,6 +631,46 @@ def make_hook(root):
         path = resolve(path, dir_fd)
         return path is not None and (path == root or path.startswith(inside_prefix) or path == "/dev/null")
 
+    return inside
+
+
+def make_open_check(inside, deny):
+    """check_open(args): the hook's ruling on an "open" event: nothing under /proc, and writes only inside."""
+    realpath, isabs, fspath, fsdecode = os.path.realpath, os.path.isabs, os.fspath, os.fsdecode
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+    def check_open(args):
+        path, mode, flags = args
+        if isinstance(path, int):
+            return
+        resolved = realpath(fsdecode(fspath(path)))
+        if resolved == "/proc" or resolved.startswith("/proc/"):
+            deny(f"opening {path!r} (other processes' memory and environment live there)")
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & write_flags
+        )
+        if not writing:
+            return
+        # os.open() (mode is None) may carry a dir_fd that the event does not show, so a
+        # relative path there cannot be checked.
+        if mode is None and not isabs(fsdecode(fspath(path))):
+            deny("os.open() for writing with a relative path")
+        if not inside(path):
+            deny(f"writing {path!r} outside the sandbox directory")
+
+    return check_open
+
+
+def make_hook(root):
+    """The PEP 578 audit hook: defence in depth above the kernel's layers, and the only layer for some."""
+    getpid = os.getpid
+    unix_family = 1  # socket.AF_UNIX on every POSIX system; importing socket here costs time
+    deny, deny_introspection = make_denials()
+    inside = make_inside(root)
+    check_open = make_open_check(inside, deny)
+    always_denied, introspection, frame_attributes = ALWAYS_DENIED_EVENTS, INTROSPECTION_EVENTS, FRAME_ATTRIBUTES
+    denied_imports, path_events = DENIED_IMPORTS, dict(PATH_EVENTS)
+
     def hook(event, args):
         if event in always_denied:
             deny(event)
@@ -646,23 +680,7 @@ def make_hook(root):
             if args[1] in frame_attributes:
                 deny_introspection("reading " + str(args[1]))
         elif event == "open":
-            path, mode, flags = args
-            if isinstance(path, int):
-                return
-            resolved = realpath(fsdecode(fspath(path)))
-            if resolved == "/proc" or resolved.startswith("/proc/"):
-                deny(f"opening {path!r} (other processes' memory and environment live there)")
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & write_flags
-            )
-            if not writing:
-                return
-            # os.open() (mode is None) may carry a dir_fd that the event does not show, so a
-            # relative path there cannot be checked.
-            if mode is None and not isabs(fsdecode(fspath(path))):
-                deny("os.open() for writing with a relative path")
-            if not inside(path):
-                deny(f"writing {path!r} outside the sandbox directory")
+            check_open(args)
         elif event in path_events:
             for path_index, fd_index in path_events[event]:
                 dir_fd = args[fd_index] if fd_index is not None else None
