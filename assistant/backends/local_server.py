@@ -20,6 +20,7 @@ or `{"error": {"kind", "message"}}`. Such a server stops itself after an idle ti
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -29,6 +30,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -191,18 +193,20 @@ class LocalServer:
             listing["assist"] = {"idle_s": round(self.idle_s(), 1), "busy": self.busy, "pid": os.getpid()}
         return listing
 
-    def assist_sample(self, body: dict[str, Any], step: Step | None = None) -> dict[str, Any]:
+    def assist_sample(self, body: dict[str, Any], step: Step | None = None, emit: Any = None) -> dict[str, Any]:
         """`POST /v1/assist/sample`: the engine's `sample_batch` on the client's prompts, as it would run in the
-        client's process (the same prompts, parameters and seeds: the same candidates)."""
+        client's process (the same prompts, parameters and seeds: the same candidates). With `stream`, the first
+        row's text as it is written goes to `emit` as `{"text": [call, text]}` lines (for the client's terminal)."""
         prompts = [prompt_from_json(p) for p in _list(body, "prompts")]
         params = SamplingParams(**_dict(body, "params"))
         seeds = body.get("seeds")
         before = self.backend.usage.to_json()
-        rows = self.backend.sample_batch(prompts, params, step, seeds)
+        with _streaming_to(emit if body.get("stream") else None):
+            rows = self.backend.sample_batch(prompts, params, step, seeds)
         completions = [[asdict(c) for c in row] for row in rows]
         return {"completions": completions, "usage": self.backend.usage.since(before)}
 
-    def assist_score(self, body: dict[str, Any], step: Step | None = None) -> dict[str, Any]:
+    def assist_score(self, body: dict[str, Any], step: Step | None = None, emit: Any = None) -> dict[str, Any]:
         """`POST /v1/assist/score`: the engine's `logprob` on the client's (prompt, continuation) pairs."""
         pairs = [(prompt_from_json(p), str(text)) for p, text in _list(body, "pairs")]
         before = self.backend.usage.to_json()
@@ -322,6 +326,20 @@ def prompt_from_json(data: Any) -> Prompt:
     if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
         raise ValueError("a prompt's stop must be a list of strings")
     return Prompt(messages=messages, answer_prefix=str(data.get("answer_prefix", "")), stop=tuple(stop))
+
+
+@contextlib.contextmanager
+def _streaming_to(emit: Any) -> Iterator[None]:
+    """Within the block, the engine's streamed first row goes to `emit` (nothing without it, or where this
+    version of the backends has no streaming)."""
+    import assistant.backends as backends
+
+    streaming = getattr(backends, "streaming", None)
+    if emit is None or streaming is None:
+        yield
+        return
+    with streaming(emit):
+        yield
 
 
 def _list(body: dict[str, Any], key: str) -> list[Any]:
@@ -493,7 +511,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._line({"step": [done, total]})
 
         try:
-            self._line({"result": route(body, step)})
+            self._line({"result": route(body, step, lambda call, text: self._line({"text": [call, text]}))})
         except ClientGone:
             return
         except (RequestError, TypeError, KeyError, ValueError) as exc:

@@ -132,22 +132,30 @@ def slot(model: str, folder: Path | None = None) -> tuple[Path, Path]:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists (possibly another user's)."""
+    """Whether a process with this id exists (possibly another user's); a server this process started and that
+    has ended is reaped here, not counted as alive."""
+    if not isinstance(pid, int) or pid <= 1:  # 0 and -1 name groups of processes, never one server
+        return False
+    with contextlib.suppress(ChildProcessError, OSError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return pid > 0
+    return True
 
 
 def read_state(path: Path) -> ServerState:
     """A state file, checked (:func:`check_own_file`); a file that does not parse is a :class:`Refused`."""
     check_own_file(path, "file")
     try:
-        data = json.loads(path.read_bytes()[: 1 << 16])
-        return ServerState(**data)
+        state = ServerState(**json.loads(path.read_bytes()[: 1 << 16]))
+        if isinstance(state.pid, bool) or not isinstance(state.pid, int) or state.pid <= 1:
+            raise ValueError("no process id")
+        return state
     except (ValueError, TypeError) as exc:
         raise Refused(f"{path} is not a warm server's state ({type(exc).__name__}); not used") from None
 
@@ -235,11 +243,13 @@ def stop_server(state: ServerState, state_path: Path, wait_s: float = 15.0) -> b
 # -- the client ------------------------------------------------------------------------------------------------
 
 
-def ask(socket_path: str, route: str, payload: dict[str, Any] | None, step: Step | None = None) -> Any:
-    """One request to a warm server: POST `payload` (GET when None) to `route`; a streamed answer's progress
-    lines go to `step` (called again every `POLL_S` while waiting, so a step that raises cancels: the connection
-    closes, and the server stops the work). Returns the `result` (or a plain JSON answer whole); a server-side
-    error is raised as its kind."""
+def ask(
+    socket_path: str, route: str, payload: dict[str, Any] | None, step: Step | None = None, on_text: Any = None
+) -> Any:
+    """One request to a warm server: POST `payload` (GET when None) to `route`. A streamed answer's progress lines
+    go to `step` (called again every `POLL_S` while waiting, so a step that raises cancels: the connection closes,
+    and the server stops the work), its text lines to `on_text(call, text)`. Returns the `result` (or a plain JSON
+    answer whole); a server-side error is raised as its kind."""
     body = b"" if payload is None else json.dumps(payload).encode()
     head = f"{'GET' if payload is None else 'POST'} {route} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
     if payload is not None:
@@ -250,15 +260,16 @@ def ask(socket_path: str, route: str, payload: dict[str, Any] | None, step: Step
             conn.sendall(head.encode() + b"\r\n" + body)
         except OSError as exc:
             raise ModelError(f"the warm model server at {socket_path} cannot be reached ({exc.strerror})") from None
-        data = _read_all(conn, step)
+        data = _read_all(conn, step, on_text)
     header, _, text = data.partition(b"\r\n\r\n")
     if not header.startswith(b"HTTP/1."):
         raise ModelError(f"the warm model server at {socket_path} closed the connection without an answer")
     return _result(text, socket_path)
 
 
-def _read_all(conn: socket.socket, step: Step | None) -> bytes:
-    """Everything the server sends until it closes, passing streamed progress lines to `step` as they come."""
+def _read_all(conn: socket.socket, step: Step | None, on_text: Any = None) -> bytes:
+    """Everything the server sends until it closes, passing streamed progress lines to `step` and text lines to
+    `on_text` as they come."""
     chunks: list[bytes] = []
     last: tuple[int, int] | None = None
     pending = b""
@@ -272,14 +283,16 @@ def _read_all(conn: socket.socket, step: Step | None) -> bytes:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
-        if step is None:
+        if step is None and on_text is None:
             continue
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
-            if line.startswith(b'{"step"'):
+            if line.startswith(b'{"step"') and step is not None:
                 last = tuple(json.loads(line)["step"])  # type: ignore[assignment]
                 step(*last)  # type: ignore[misc]
+            elif line.startswith(b'{"text"') and on_text is not None:
+                on_text(*json.loads(line)["text"])
 
 
 def _result(text: bytes, socket_path: str) -> Any:
@@ -321,6 +334,7 @@ class WarmBackend(ConvertedBackend):
     name = "local-ov"
     description = "the local model through a running warm server (`assist serve`)"
     batches_prompts = True
+    streams = True  # the server tells the first row as it is written
 
     def __init__(self, state: ServerState, progress: Progress | None = None) -> None:
         self.state = state
@@ -360,12 +374,15 @@ class WarmBackend(ConvertedBackend):
             raise ValueError("one seed per prompt")
         for prompt in prompts:
             self.check_fits(prompt, params.max_new_tokens)
+        stream = _row_stream(prompts[0]) if prompts else None
         payload = {
             "prompts": [prompt_to_json(p) for p in prompts],
             "params": asdict(params),
             "seeds": None if seeds is None else list(seeds),
+            "stream": stream is not None,
         }
-        result = self._ask("/v1/assist/sample", payload, step)
+        on_text = None if stream is None else (lambda call, text: stream.on_text(stream.call, text))
+        result = self._ask("/v1/assist/sample", payload, step, on_text)
         return [[completion_from_json(c) for c in row] for row in result["completions"]]
 
     def logprob(self, pairs: Sequence[tuple[Prompt, str]]) -> list[TokenLogprobs]:
@@ -374,11 +391,20 @@ class WarmBackend(ConvertedBackend):
         result = self._ask("/v1/assist/score", payload, None)
         return [TokenLogprobs(tokens=list(t), logprobs=[float(v) for v in lp]) for t, lp in result["scores"]]
 
-    def _ask(self, route: str, payload: dict[str, Any], step: Step | None) -> dict[str, Any]:
-        result = ask(self.state.socket, route, payload, step)
+    def _ask(self, route: str, payload: dict[str, Any], step: Step | None, on_text: Any = None) -> dict[str, Any]:
+        result = ask(self.state.socket, route, payload, step, on_text)
         used = result["usage"]
         self.usage.add(used["prompt_tokens"], used["completion_tokens"], used["seconds"], used["requests"])
         return result
+
+
+def _row_stream(prompt: Prompt) -> Any:
+    """The terminal's stream of this sampling call's first row, where this version of the backends streams and
+    someone listens; the server's engine then tells its text as it is written."""
+    import assistant.backends as backends
+
+    row_stream = getattr(backends, "row_stream", None)
+    return None if row_stream is None else row_stream(prompt.answer_prefix, prompt.stop)
 
 
 # -- starting one ----------------------------------------------------------------------------------------------
