@@ -7,6 +7,8 @@ environment variables, with command-line flags (None = not given) on top.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -34,6 +36,68 @@ from assistant.config import (
     Settings,
 )
 from assistant.errors import UsageError
+
+# The numeric settings' bounds, in the order they are checked: (setting, low, high, low end open).
+RANGES: tuple[tuple[str, float, float, bool], ...] = (
+    ("n", 1, MAX_N, False),
+    ("k", 0, MAX_K, False),
+    ("max_new_tokens", 1, MAX_NEW_TOKENS_LIMIT, False),
+    ("seed", 0, SEED_MAX, False),
+    ("temperature", 0, MAX_TEMPERATURE, False),
+    ("top_p", 0, 1, True),
+    ("repair", 0, MAX_REPAIR, False),
+)
+# Settings that only mean something when filling a stub, in the order they are checked.
+STUB_ONLY = ("apis", "redraw", "fragments", "own_file", "tests_in_prompt")
+
+
+class SettingError(UsageError):
+    """A generation setting the library refuses, worded with the setting's name (the `generate.*` setting's).
+
+    `setting` names it, or the settings that do not go together joined by "+" ("fragments+bank"); `bounds` is a
+    range's "must be ..., not X". Enough for a door to say the same line in its own terms (the CLI's flags).
+    """
+
+    def __init__(self, message: str, setting: str, bounds: str = "") -> None:
+        super().__init__(message, setting=setting)
+        self.setting: str = setting
+        self.bounds = bounds
+
+
+def out_of_range(
+    value: float | None,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> str | None:
+    """None when `value` lies in [low, high] (or an open end) or is None (not given); else the phrase that says
+    so, "must be at least 1 and at most 64, not 0". NaN and infinity are refused."""
+    if value is None:
+        return None
+    ok = isinstance(value, int) or math.isfinite(value)  # a 400-digit int overflows isfinite: compare it whole
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if ok:
+        return None
+    bounds = []
+    if low is not None:
+        bounds.append(f"above {show_number(low)}" if low_open else f"at least {show_number(low)}")
+    if high is not None:
+        bounds.append(f"below {show_number(high)}" if high_open else f"at most {show_number(high)}")
+    return f"must be {' and '.join(bounds) or 'a finite number'}, not {show_number(value)}"
+
+
+def show_number(value: float) -> str:
+    """A number as the user would type it: 1 rather than 1.0, whole numbers in full (a huge one cut short)."""
+    if isinstance(value, int):
+        return str(value) if abs(value) < 10**30 else f"{str(value)[:12]}... ({len(str(abs(value)))} digits)"
+    if math.isfinite(value) and value.is_integer():
+        return str(int(value))
+    return f"{value:g}"
 
 
 @dataclass(frozen=True)
@@ -90,28 +154,46 @@ class GenerationOptions:
             seed=self.seed,
         )
 
-    def check(self) -> GenerationOptions:
-        """Refuse out-of-range numbers and unknown retriever or ranker names with one line; returns self."""
+    def check(
+        self, *, explicit: Collection[str] = (), stub: bool | None = None, bank: bool = False
+    ) -> GenerationOptions:
+        """Refuse out-of-range numbers, unknown retriever or ranker names and contradicting settings with one
+        line (a :class:`SettingError`, or the registry's UsageError for a name); returns self.
+
+        The combinations are checked only among the `explicit` settings (those the request set itself, not the
+        config's): stub-only settings without a stub (`stub` False; None: not known), fragments or own_file with
+        a `bank`, own_file with fragments, fragments with k = 0.
+        """
+        for name, low, high, low_open in RANGES:
+            phrase = out_of_range(getattr(self, name), low, high, low_open=low_open)
+            if phrase is not None:
+                raise SettingError(f"{name} {phrase}", name, bounds=phrase)
+        self._check_combinations(set(explicit), stub, bank)
         from assistant.pipeline.registry import RETRIEVER_CHOICES, parse_rankers
 
         if self.retriever not in RETRIEVER_CHOICES:
             raise UsageError(f"unknown retriever {self.retriever!r}; choose from: {', '.join(RETRIEVER_CHOICES)}")
         if self.ranker != "auto":
             parse_rankers(self.ranker)
-        tokens = self.max_new_tokens
-        if not 1 <= self.n <= MAX_N or not 0 <= self.k <= MAX_K or not 0 <= self.temperature <= MAX_TEMPERATURE:
-            raise UsageError(
-                f"n must be from 1 to {MAX_N}, k from 0 to {MAX_K}, temperature from 0 to {MAX_TEMPERATURE:g}"
-            )
-        if tokens is not None and not 1 <= tokens <= MAX_NEW_TOKENS_LIMIT:
-            raise UsageError(f"max new tokens must be from 1 to {MAX_NEW_TOKENS_LIMIT}")
-        if not 0 < self.top_p <= 1:
-            raise UsageError("top-p must be above 0 and at most 1")
-        if not 0 <= self.repair <= MAX_REPAIR:
-            raise UsageError(f"repair rounds must be from 0 to {MAX_REPAIR}")
-        if self.seed is not None and not 0 <= self.seed <= SEED_MAX:
-            raise UsageError(f"the seed must be from 0 to {SEED_MAX}")
         return self
+
+    def _check_combinations(self, explicit: set[str], stub: bool | None, bank: bool) -> None:
+        """The combinations :meth:`check` refuses, among the `explicit` settings."""
+        said = {name for name in explicit if getattr(self, name) is True}  # switched on by the request
+        if "fragments" in said and "k" in explicit and self.k == 0:
+            raise SettingError("fragments shows k retrieved fragments; k = 0 would show none", "fragments+k")
+        for name in STUB_ONLY if stub is False else ():
+            if name in said:
+                raise SettingError(f"{name} is for filling a stub, not free generation", name)
+        if bank and "fragments" in said:
+            raise SettingError("fragments retrieves the repository's code, not a bank's", "fragments+bank")
+        if bank and "own_file" in said:
+            raise SettingError("own_file takes demonstrations from the repository's index, not a bank", "own_file+bank")
+        if {"own_file", "fragments"} <= said:
+            raise SettingError(
+                "fragments shows fragments instead of demonstrations: own_file would change nothing",
+                "own_file+fragments",
+            )
 
     def but(self, **changes: Any) -> GenerationOptions:
         """A copy with some options changed (None leaves one as it is)."""

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace as replace_fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,16 +17,12 @@ from typer._click.exceptions import NoArgsIsHelpError  # typer is pinned; it ven
 from typer._click.exceptions import UsageError as ClickUsageError
 
 from assistant.config import (
-    MAX_K,
-    MAX_N,
-    MAX_NEW_TOKENS_LIMIT,
-    MAX_REPAIR,
-    MAX_TEMPERATURE,
     MAX_TIMEOUT,
 )
 from assistant.errors import AssistError, UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_code, setup_logging, show_progress
 from assistant.ui.docstring_cmd import docstring, hook_app
+from assistant.ui.errors import flag_errors
 from assistant.ui.eval_cmd import eval_app
 from assistant.ui.options import (
     ApiOpt,
@@ -71,7 +68,6 @@ from assistant.ui.options import (
     WorkPathArg,
     backend_settings,
     check_range,
-    check_seed,
 )
 from assistant.ui.serve_cmd import serve
 from assistant.ui.text import bidi_controls, one_line
@@ -79,9 +75,10 @@ from assistant.ui.train_cmd import train_app
 
 if TYPE_CHECKING:
     from assistant.core.generation import GenerateResult
-    from assistant.core.rank import Pick
+    from assistant.core.rank import Pick, Ranked
     from assistant.core.repair import Repaired, RepairRound
     from assistant.core.repo_tests import RepoTests
+    from assistant.pipeline import Answer, Request
 
 app = typer.Typer(
     help="assist: code from your requirements, with demonstrations retrieved from your own repo.\n\n"
@@ -147,26 +144,6 @@ def check_text(text: str, what: str) -> None:
             f"{what} is not valid UTF-8 (bytes {raw.hex(' ')} at character {exc.start + 1}); "
             "check your terminal's or script's encoding"
         ) from None
-
-
-def check_sampling(
-    n: int | None,
-    k: int | None,
-    max_new_tokens: int | None,
-    seed: int | None,
-    timeout: float | None,
-    **floats: float | None,
-) -> None:
-    """The numeric options `assist generate` and `assist tui` share, plus `temperature` / `top_p` when given."""
-    check_range("-n", n, 1, MAX_N)
-    check_range("-k", k, 0, MAX_K)
-    check_range("--max-new-tokens", max_new_tokens, 1, MAX_NEW_TOKENS_LIMIT)
-    check_seed(seed)
-    check_range("--timeout", timeout, 0, MAX_TIMEOUT, low_open=True)
-    if "temperature" in floats:
-        check_range("--temperature", floats["temperature"], 0, MAX_TEMPERATURE)
-    if "top_p" in floats:
-        check_range("--top-p", floats["top_p"], 0, 1, low_open=True)
 
 
 @app.command(short_help="Index a repo's functions for retrieval.")
@@ -255,188 +232,127 @@ def generate(
 
     Fill a stub in place: assist generate --file src/util.py --function parse_version
     """
-    from assistant.code.asserts import split_asserts
-    from assistant.code.edit import apply_edit
-    from assistant.core.generation import read_tests
-    from assistant.core.target import Target
-    from assistant.pipeline import GenerationOptions, Pipeline, Request
+    from assistant.pipeline import GenerationOptions, Pipeline
 
+    flags = {"n": n, "k": k, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
+    flags |= {"seed": seed, "repair": repair, "retriever": retriever, "ranker": ranker, "apis": apis}
+    flags |= {"redraw": redraw, "fragments": fragments, "own_file": own_file, "tests_in_prompt": tests_in_prompt}
     # Check everything the user typed before loading any model.
+    _check_requirement(requirement, function)
+    check_range("--timeout", timeout, 0, MAX_TIMEOUT, low_open=True)
+    _check_generation_flags(flags, stub=function is not None, bank=bank is not None)
+    if apply and file is None:
+        raise UsageError("--apply needs --file, the file to write the code into")
+    paths = {"file": file, "function": function, "replace": replace or (), "test_cmd": test_cmd, "python": python}
+    request = _resolve(requirement or "", test, tests_file, apply, force, repo_tests=repo_tests, **paths)
+    start = file.parent if file is not None else Path(".")
+    where = start if start.exists() else None
+    settings = backend_settings(backend, model, base_url, api, timeout, start=where, engine=engine)
+    options = GenerationOptions.from_settings(settings, **flags).check()
+    pipeline = Pipeline(options, settings, start=where or Path("."), bank=bank)
+    with ProgressUI(show_progress(json_output)) as ui:
+        answer = pipeline.answer(request, progress=ui, status=ui.status, on_round=_say_round(ui))
+    result, pick = answer.result, answer.pick
+    _warn_cut_off(result)
+    applied = _apply_pick(result, pick, force) if apply else None  # the position of the candidate written
+    verdict = _verdict(result, pick, apply, applied)
+    if json_output:
+        _print_json(answer, applied, verdict)
+    else:
+        _print_answer(answer, explain, applied, verdict, repo_tests=function is not None and repo_tests)
+    if not result.candidates or (apply and applied is None):
+        raise typer.Exit(1)
+
+
+def _check_requirement(requirement: str | None, function: str | None) -> None:
+    """The requirement typed: valid UTF-8, and not empty unless a stub's docstring stands in for it."""
     if requirement is not None:
         check_text(requirement, "the requirement")
     if function is None and not (requirement or "").strip():
         raise UsageError(
             "the requirement is empty; say what the code should do (or fill a stub: --file F --function NAME)"
         )
-    check_sampling(n, k, max_new_tokens, seed, timeout, temperature=temperature, top_p=top_p)
-    check_range("--repair", repair, 0, MAX_REPAIR)
-    if apply and file is None:
-        raise UsageError("--apply needs --file, the file to write the code into")
-    if function is not None and file is None:
-        raise UsageError("--function needs --file, the file that holds the stub")
-    if replace and file is None:
-        raise UsageError("--replace needs --file, the file whose definitions it may replace")
-    if replace and function is not None:
-        raise UsageError("--replace is for a requirement's new code; --function already names what is rewritten")
-    if test_cmd is not None and function is None:
-        raise UsageError("--test-cmd needs --function (the repo's tests run on a filled stub)")
-    if python is not None and function is None:
-        raise UsageError("--python names the interpreter the repo's tests run with: give --function too")
-    if fragments and k == 0:
-        raise UsageError("--fragments shows -k retrieved fragments; -k 0 would show none")
-    if python is not None and not Path(python).expanduser().exists():
-        raise UsageError(f"--python {python} does not exist")
-    if test_cmd is not None and not repo_tests:
-        raise UsageError("--test-cmd names the tests that --no-repo-tests turns off; give one or the other")
-    target = None
-    plan = None
-    skipped: str | None = None
-    if file is not None:
-        target = Target.read(file)  # read and parsed once for the whole request
-        if apply:  # a file --apply would refuse is refused now, not after the model's minutes
-            from assistant.code.edit import check_can_apply
 
-            check_can_apply(Path(file), force)
-        if replace:
-            from assistant.code.edit import check_replace_names
 
-            check_replace_names(target.tree, replace, str(file))
-        if function is not None:
-            if not target.exists:
-                raise UsageError(f"{file} does not exist; --function fills a stub in an existing file")
-            from assistant.core.stubs import find_stub
+def _check_generation_flags(flags: dict[str, Any], *, stub: bool | None = None, bank: bool = False) -> None:
+    """The generation flags given (None: not given), checked by the library before any setting or model loads:
+    numbers in range, names known, no two that contradict each other; its refusals said with the flags' names."""
+    from assistant.pipeline import GenerationOptions
 
-            find_stub(
-                target.text,
-                function,
-                str(file),
-                requirement_given=bool((requirement or "").strip()),
-                tree=target.tree,
-            )
-            if repo_tests:
-                from assistant.code.edit import enclosing_root
-                from assistant.core.repo_tests import repo_tests as find_repo_tests
+    given = {name for name, value in flags.items() if value is not None}
+    with flag_errors(flags):
+        GenerationOptions.from_settings(None, **flags).check(explicit=given, stub=stub, bank=bank)
 
-                root = enclosing_root(Path(target.given).expanduser())  # as named: a link out is seen
-                relative = target.path.relative_to(root) if target.path.is_relative_to(root) else target.path
-                try:
-                    plan = find_repo_tests(root, relative, function, test_cmd=test_cmd, python=python)
-                except UsageError as exc:
-                    if test_cmd is not None:  # asked for: the reason it cannot run is the answer
-                        raise
-                    skipped = str(exc)
+
+def _resolve(
+    requirement: str, test: list[str] | None, tests_file: Path | None, apply: bool, force: bool, **fields: Any
+) -> Request:
+    """The request resolved once (:meth:`Request.resolve`: --file read, its stub found, the repo's tests planned),
+    its refusals said with the flags; a file --apply would refuse is refused now, not after the model's minutes;
+    then the tests given (--test, --tests) read."""
+    from assistant.pipeline import Request
+
+    with flag_errors(fields):
+        request = Request.resolve(requirement, **fields)
+    if apply:
+        from assistant.code.edit import check_can_apply
+
+        check_can_apply(Path(fields["file"]), force)
+    return replace_fields(request, tests=_read_tests(test, tests_file))
+
+
+def _read_tests(test: list[str] | None, tests_file: Path | None) -> list[str]:
+    """The assert statements of --test (each checked and split) and of --tests' file."""
+    from assistant.code.asserts import split_asserts
+    from assistant.core.generation import read_tests
+
     tests: list[str] = []
     for number, chunk in enumerate(test or [], start=1):
         check_text(chunk, f"test {number}")
         tests += split_asserts(chunk, f"test {number}")
     if tests_file is not None:
         tests += read_tests(tests_file)
-    start = file.parent if file is not None else Path(".")
-    settings = backend_settings(
-        backend, model, base_url, api, timeout, start=start if start.exists() else None, engine=engine
-    )
-    flags = {"n": n, "k": k, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
-    for given, flag in (
-        (apis, "--apis"),
-        (redraw, "--redraw"),
-        (fragments, "--fragments"),
-        (own_file, "--own-file"),
-        (tests_in_prompt, "--tests-in-prompt"),
-    ):
-        if given and function is None:
-            raise UsageError(f"{flag} is for filling a stub: give --function too")
-    if fragments and bank is not None:
-        raise UsageError("--fragments retrieves the repository's code, not a bank's: drop --bank")
-    if own_file and bank is not None:
-        raise UsageError("--own-file takes demonstrations from the repository's index, not a bank: drop --bank")
-    if own_file and fragments:
-        raise UsageError("--fragments shows fragments instead of demonstrations: --own-file would change nothing")
-    options = GenerationOptions.from_settings(
-        settings,
-        retriever=retriever,
-        ranker=ranker,
-        seed=seed,
-        apis=apis,
-        redraw=redraw,
-        fragments=fragments,
-        own_file=own_file,
-        tests_in_prompt=tests_in_prompt,
-        repair=repair,
-        **flags,
-    )
-    options.check()
-    pipeline = Pipeline(options, settings, start=start if start.exists() else Path("."), bank=bank)
-    request = Request(
-        requirement or "",
-        file=file,
-        function=function,
-        tests=tests,
-        target=target,
-        python=python,
-        # The repo's own tests rank the candidates when there are some (agree then only costs time), unless asked;
-        # tests given run in the module too.
-        run_in_module=plan is None or "agree" in options.ranker or bool(tests),
-        replace=tuple(replace or ()),
-    )
+    return tests
 
-    with ProgressUI(show_progress(json_output)) as ui:
-        result = pipeline.generate(request, progress=ui, status=ui.status)
-        if plan is not None and result.candidates:
-            from assistant.core.repo_tests import test_candidates
 
-            ui.status(f"Running the repo's tests on each candidate ({plan.describe()})")
-            result = test_candidates(result, plan, progress=ui)
-        if tests and result.candidates and "exec" not in result.rankers:
-            # The tests decide what may be written, so they run on every candidate even when another ranker orders.
-            result = pipeline.rank(result, tests, spec="+".join([*result.rankers, "exec"]), progress=ui)
-        repaired = None
-        if result.candidates and (tests or plan is not None) and options.repair:
-            repaired = pipeline.repair(result, request, repo_tests=plan, progress=ui, on_round=_say_round(ui))
-            result = repaired.result
-    # -k 0 retrieves nothing: no index is opened (nor the encoder loaded) just to name it.
-    source = pipeline.source().description if options.k > 0 else None
-    _warn_cut_off(result)
+def _apply_pick(result: GenerateResult, pick: Pick, force: bool) -> int | None:
+    """--apply: write the candidate that may be written (with --force, #1 when none may) into its file; the
+    position written, or None when nothing may be."""
+    from assistant.code.edit import apply_edit
 
-    from assistant.core.rank import may_write
+    if not result.candidates:
+        raise AssistError("no candidate parsed, so nothing was applied; try a higher -n or rephrase")
+    position = 0 if pick.position is None and force else pick.position
+    if position is None:
+        return None
+    edit = result.edits[position]
+    assert edit is not None
+    apply_edit(edit, force=force)
+    return position
 
-    pick = may_write(result.candidates, tested=bool(tests) or plan is not None)
-    applied: int | None = None  # the position of the candidate written
-    if apply:
-        if not result.candidates:
-            raise AssistError("no candidate parsed, so nothing was applied; try a higher -n or rephrase")
-        position = 0 if pick.position is None and force else pick.position
-        if position is not None:
-            edit = result.edits[position]
-            assert edit is not None
-            apply_edit(edit, force=force)
-            applied = position
-    verdict = _verdict(result, pick, apply, applied)
 
-    if json_output:
-        data = result.to_json()
-        data["source"] = source
-        data["applied"] = applied is not None
-        data["applied_candidate"] = None if applied is None else applied + 1
-        data["verdict"] = verdict
-        data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
-        data["repo_tests_skipped"] = skipped  # why none ran (None: they ran, or none mention the function)
-        data["repair"] = None if repaired is None else repaired.to_json()
-        for shown in data["candidates"]:  # which repair round made it (None: the first round)
-            shown["repair_round"] = None if repaired is None else repaired.origin.get(shown["sample"])
-            shown["bidi_controls"] = bidi_controls(shown["code"])  # code that may run otherwise than it reads
-        out.print_json(json.dumps(data))
-        if verdict and pick.refused:
-            err.print(verdict, markup=False, highlight=False)
-    else:
-        if function is not None and repo_tests:
-            _print_repo_tests(plan, skipped)
-        _print_result(result, source, explain, applied)
-        if repaired is not None and repaired.rounds:
-            _print_repair(repaired, explain)
-        if verdict:  # the last line: what was written, or why nothing was
-            out.print(f"\n{verdict}", markup=False, highlight=False)
-    if not result.candidates or (apply and applied is None):
-        raise typer.Exit(1)
+def _print_json(answer: Answer, applied: int | None, verdict: str | None) -> None:
+    """--json: the answer with what was applied and the verdict; the verdict also on stderr when it refused to
+    write."""
+    door = {"applied": applied is not None, "applied_candidate": None if applied is None else applied + 1}
+    data = answer.to_json({**door, "verdict": verdict})
+    for shown in data["candidates"]:
+        shown["bidi_controls"] = bidi_controls(shown["code"])  # code that may run otherwise than it reads
+    out.print_json(json.dumps(data))
+    if verdict and answer.pick.refused:
+        err.print(verdict, markup=False, highlight=False)
+
+
+def _print_answer(answer: Answer, explain: bool, applied: int | None, verdict: str | None, *, repo_tests: bool) -> None:
+    """The answer as text: the repo's tests (`repo_tests`: they were asked for), the result, the repair rounds,
+    and last the verdict."""
+    if repo_tests:
+        _print_repo_tests(answer.repo_tests, answer.repo_tests_skipped)
+    _print_result(answer.result, answer.source, explain, applied)
+    if answer.repaired is not None and answer.repaired.rounds:
+        _print_repair(answer.repaired, explain)
+    if verdict:  # the last line: what was written, or why nothing was
+        out.print(f"\n{verdict}", markup=False, highlight=False)
 
 
 def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | None) -> str | None:
@@ -547,39 +463,12 @@ def _past(dropped: str) -> str:
     return dropped
 
 
-def _print_result(result: Any, source: str | None, explain: bool, applied: int | None) -> None:
-    from assistant.core.generation import GenerateResult
-
-    assert isinstance(result, GenerateResult)
+def _print_result(result: GenerateResult, source: str | None, explain: bool, applied: int | None) -> None:
+    """The result as text: the stub being filled, the demonstrations, then each candidate with its scores, code
+    and (for #1 and the one applied) diff; with --explain, the samples cut off."""
     if result.function:
-        stub = result.function
-        requirement = "its docstring" if result.requirement == (stub["docstring"] or "") else "the requirement given"
-        # A function with a body (not a stub) is rewritten: only with a requirement, so it is never silent.
-        doing, body = ("Rewriting", "") if stub["form"] == "body" else ("Filling", f", body {escape(stub['form'])}")
-        out.print(
-            f"[bold]{doing}[/] {escape(stub['function'])} (line {stub['line']}{body}) "
-            f"from {requirement}; up to {result.max_new_tokens} new tokens per sample",
-            markup=True,
-        )
-        if "apis" in stub:  # --apis: what the model was shown of the functions the file uses
-            shown = ", ".join(f"{api['name']} ({api['source']})" for api in stub["apis"]) or "none found"
-            out.print(f"[bold]Used APIs shown[/]: {escape(shown)}", markup=True)
-        if "fragments" in stub:  # --fragments: the repo's code shown instead of demonstrations
-            shown = ", ".join(stub["fragments"]) or "none found"
-            out.print(f"[bold]Code fragments shown[/] (instead of demonstrations): {escape(shown)}", markup=True)
-    fragments = bool(result.function and "fragments" in result.function)  # they took the demonstrations' place
-    if source is None:
-        out.print("[bold]Demonstrations[/]: none (-k 0, zero-shot)", markup=True)
-    elif not fragments:
-        out.print(f"[bold]Demonstrations[/] ({result.retriever}, from the {escape(source)}):", markup=True)
-    if not result.demonstrations and source is not None and not fragments:
-        out.print("  none (zero-shot)")
-    for number, hit in enumerate(result.demonstrations, start=1):
-        # The repo's names and text, one line each: a newline in a file name forged a line here.
-        shown, requirement = one_line(hit.example.name or ""), one_line(hit.example.requirement[:90])
-        out.print(f"  {number}. {one_line(hit.example.source)}  {shown}  — {requirement}")
-        if explain:
-            out.print(f"     [dim]{escape(hit.why)}[/]", markup=True)
+        _print_stub(result)
+    _print_demonstrations(result, source, explain)
     dropped = ", ".join(f"{count} {why}" for why, count in result.dropped.items())
     redrawn = f"; {result.redrawn} redrawn after writing nothing" if result.redrawn else ""
     out.print(
@@ -593,29 +482,7 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: int |
     elif not result.candidates:
         out.print("  none parsed; try a higher -n, a higher --max-new-tokens, or rephrase the requirement")
     for number, (ranked, edit) in enumerate(zip(result.candidates, result.edits, strict=True), start=1):
-        summary = "  ".join(f"{name} {score.value:.3f}" for name, score in ranked.scores.items())
-        out.print(f"\n[bold cyan]#{number}[/]  {summary}", markup=True)
-        if "repo-tests" in ranked.scores and not explain:
-            verdict = ranked.scores["repo-tests"]
-            colour = "green" if verdict.details.get("status") == "passed" else "red"
-            out.print(f"  [{colour}]tests: {escape(verdict.why)}[/]", markup=True)
-        if ranked.candidate.dropped:
-            also = ", ".join(_past(what) for what in ranked.candidate.dropped)
-            out.print(
-                f"  [yellow]also {escape(also)}: left out of its edit, and ranked below the candidates that "
-                "only wrote what was asked[/]",
-                markup=True,
-            )
-        if explain:
-            for name, score in ranked.scores.items():
-                out.print(f"    [dim]{name}: {escape(score.why)}[/]", markup=True)
-                if "tests" in score.details and "cluster" in score.details:  # agree: its cluster and the tests
-                    cluster = ", ".join(str(c) for c in score.details["cluster"])
-                    out.print(f"      [dim]its cluster: samples {cluster} (1 = first sampled)[/]", markup=True)
-                    for number, test in enumerate(score.details["tests"]):
-                        mark = "pass" if number in score.details["passed"] else "fail"
-                        out.print(f"      [dim]{mark}  {escape(test)}[/]", markup=True)
-        print_code(ranked.candidate.code)
+        _print_candidate(number, ranked, explain)
         if edit is not None and (number == 1 or number - 1 == applied):
             out.print(
                 f"\n[bold]Diff[/] for {escape(one_line(edit.display_path))} ({escape(', '.join(edit.actions))}):",
@@ -629,6 +496,71 @@ def _print_result(result: Any, source: str | None, explain: bool, applied: int |
             loop = " (repeating its lines)" if cut.repeating else ""
             loop = f" (cut off: {cut.reason})" if cut.reason != "token limit" else loop
             out.print(f"  sample #{cut.sample + 1}, {cut.tokens} tokens{loop}, ending: {tail!r}", markup=False)
+
+
+def _print_stub(result: GenerateResult) -> None:
+    """The stub being filled (or the function rewritten), from what, and what else the model was shown."""
+    stub = result.function
+    assert stub is not None
+    requirement = "its docstring" if result.requirement == (stub["docstring"] or "") else "the requirement given"
+    # A function with a body (not a stub) is rewritten: only with a requirement, so it is never silent.
+    doing, body = ("Rewriting", "") if stub["form"] == "body" else ("Filling", f", body {escape(stub['form'])}")
+    out.print(
+        f"[bold]{doing}[/] {escape(stub['function'])} (line {stub['line']}{body}) "
+        f"from {requirement}; up to {result.max_new_tokens} new tokens per sample",
+        markup=True,
+    )
+    if "apis" in stub:  # --apis: what the model was shown of the functions the file uses
+        shown = ", ".join(f"{api['name']} ({api['source']})" for api in stub["apis"]) or "none found"
+        out.print(f"[bold]Used APIs shown[/]: {escape(shown)}", markup=True)
+    if "fragments" in stub:  # --fragments: the repo's code shown instead of demonstrations
+        shown = ", ".join(stub["fragments"]) or "none found"
+        out.print(f"[bold]Code fragments shown[/] (instead of demonstrations): {escape(shown)}", markup=True)
+
+
+def _print_demonstrations(result: GenerateResult, source: str | None, explain: bool) -> None:
+    """The demonstrations retrieved, one line each (with --explain, why), unless fragments took their place."""
+    fragments = bool(result.function and "fragments" in result.function)  # they took the demonstrations' place
+    if source is None:
+        out.print("[bold]Demonstrations[/]: none (-k 0, zero-shot)", markup=True)
+    elif not fragments:
+        out.print(f"[bold]Demonstrations[/] ({result.retriever}, from the {escape(source)}):", markup=True)
+    if not result.demonstrations and source is not None and not fragments:
+        out.print("  none (zero-shot)")
+    for number, hit in enumerate(result.demonstrations, start=1):
+        # The repo's names and text, one line each: a newline in a file name forged a line here.
+        shown, requirement = one_line(hit.example.name or ""), one_line(hit.example.requirement[:90])
+        out.print(f"  {number}. {one_line(hit.example.source)}  {shown}  — {requirement}")
+        if explain:
+            out.print(f"     [dim]{escape(hit.why)}[/]", markup=True)
+
+
+def _print_candidate(number: int, ranked: Ranked, explain: bool) -> None:
+    """One candidate: its scores (with --explain, why each), the repo's tests' verdict, what was left out of its
+    edit, and its code."""
+    summary = "  ".join(f"{name} {score.value:.3f}" for name, score in ranked.scores.items())
+    out.print(f"\n[bold cyan]#{number}[/]  {summary}", markup=True)
+    if "repo-tests" in ranked.scores and not explain:
+        verdict = ranked.scores["repo-tests"]
+        colour = "green" if verdict.details.get("status") == "passed" else "red"
+        out.print(f"  [{colour}]tests: {escape(verdict.why)}[/]", markup=True)
+    if ranked.candidate.dropped:
+        also = ", ".join(_past(what) for what in ranked.candidate.dropped)
+        out.print(
+            f"  [yellow]also {escape(also)}: left out of its edit, and ranked below the candidates that "
+            "only wrote what was asked[/]",
+            markup=True,
+        )
+    if explain:
+        for name, score in ranked.scores.items():
+            out.print(f"    [dim]{name}: {escape(score.why)}[/]", markup=True)
+            if "tests" in score.details and "cluster" in score.details:  # agree: its cluster and the tests
+                cluster = ", ".join(str(c) for c in score.details["cluster"])
+                out.print(f"      [dim]its cluster: samples {cluster} (1 = first sampled)[/]", markup=True)
+                for number, test in enumerate(score.details["tests"]):
+                    mark = "pass" if number in score.details["passed"] else "fail"
+                    out.print(f"      [dim]{mark}  {escape(test)}[/]", markup=True)
+    print_code(ranked.candidate.code)
 
 
 @models_app.command("list")
@@ -798,14 +730,15 @@ def tui(
     from assistant.pipeline import GenerationOptions
     from assistant.ui.session import Session
 
-    check_sampling(n, k, max_new_tokens, seed, timeout)
+    flags = {"n": n, "k": k, "max_new_tokens": max_new_tokens, "seed": seed, "retriever": retriever, "ranker": ranker}
+    check_range("--timeout", timeout, 0, MAX_TIMEOUT, low_open=True)
+    _check_generation_flags(flags)
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory")
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise UsageError("assist tui needs a terminal; use `assist generate` in scripts")
     settings = backend_settings(backend, model, base_url, api, timeout, start=path, engine=engine)
-    flags = {"n": n, "k": k, "max_new_tokens": max_new_tokens, "seed": seed}
-    options = GenerationOptions.from_settings(settings, retriever=retriever, ranker=ranker, **flags).check()
+    options = GenerationOptions.from_settings(settings, **flags).check()
     session = Session(path, settings=settings, options=options, bank=bank)
     if file is not None:
         # A path as typed (relative to where the user stands) becomes relative to the repo root.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated
 
@@ -24,6 +23,7 @@ from assistant.config import (
     backend_settings,
 )
 from assistant.errors import UsageError
+from assistant.pipeline.options import out_of_range
 
 __all__ = [
     "ApiOpt",
@@ -231,36 +231,14 @@ def check_range(
     Every command checks its numbers here before any work: `--limit -1` once chose 499 tasks of 500 and
     `--temperature -1` reached the sampler. Click's own range errors print usage over four lines. None = not given.
     """
-    if value is None:
-        return
-    ok = isinstance(value, int) or math.isfinite(value)  # a 400-digit int overflows isfinite: compare it whole
-    if ok and low is not None:
-        ok = value > low if low_open else value >= low
-    if ok and high is not None:
-        ok = value < high if high_open else value <= high
-    if ok:
-        return
-    bounds = []
-    if low is not None:
-        bounds.append(f"above {_show(low)}" if low_open else f"at least {_show(low)}")
-    if high is not None:
-        bounds.append(f"below {_show(high)}" if high_open else f"at most {_show(high)}")
-    raise UsageError(f"{option} must be {' and '.join(bounds) or 'a finite number'}, not {_show(value)}")
+    phrase = out_of_range(value, low, high, low_open=low_open, high_open=high_open)
+    if phrase is not None:
+        raise UsageError(f"{option} {phrase}")
 
 
 def check_seed(seed: int | None) -> None:
     """`--seed`: 0 to 2**32 - 1."""
     check_range("--seed", seed, 0, SEED_MAX)
-
-
-def _show(value: float) -> str:
-    """A number as the user would type it: 1 rather than 1.0, whole numbers in full (a huge one cut short)."""
-    if isinstance(value, int):
-        text = str(value) if abs(value) < 10**30 else f"{str(value)[:12]}... ({len(str(abs(value)))} digits)"
-        return text
-    if math.isfinite(value) and value.is_integer():
-        return str(int(value))
-    return f"{value:g}"
 
 
 # `assist generate`'s own options, one alias each, so its signature is one line per option. None = not given.
