@@ -190,12 +190,13 @@ class Request:
         test_cmd: str | None = None,
         python: str | Path | None = None,
         replace: Sequence[str] = (),
+        name: str | None = None,
         **rest: Any,
     ) -> Request:
         """A request with its file read (unless `target` is given: read already), its stub found and the repo's
         tests for that stub planned (`repo_tests` False: none; `test_cmd`: the pytest command that names them),
-        once; settings that do not go together are refused first (:func:`check_request`). `rest` are the other
-        fields as they are."""
+        once; settings that do not go together are refused first (:func:`check_request`). `name` is the file as
+        errors name it (default: as given). `rest` are the other fields as they are."""
         check_request(
             file=file, function=function, replace=replace, test_cmd=test_cmd, python=python, repo_tests=repo_tests
         )
@@ -204,11 +205,11 @@ class Request:
         if replace and target is not None:
             from assistant.code.edit import check_replace_names
 
-            check_replace_names(target.tree, replace, str(file))
+            check_replace_names(target.tree, replace, name or str(file))
         stub, plan, skipped = None, None, None
         if function is not None:
             assert target is not None  # check_request: a function needs its file
-            stub = find_request_stub(target, function, str(file), requirement)
+            stub = find_request_stub(target, function, name or str(file), requirement)
             if repo_tests:
                 plan, skipped = plan_repo_tests(target, function, test_cmd=test_cmd, python=python)
         python = Path(python) if python is not None else None
@@ -269,7 +270,7 @@ def find_request_stub(target: Target, function: str, name: str, requirement: str
     from assistant.core.stubs import find_stub
 
     if not target.exists:
-        raise UsageError(f"{name} does not exist; --function fills a stub in an existing file", setting="function")
+        raise UsageError(f"{name} does not exist; --function fills a stub in an existing file")
     return find_stub(target.text, function, name, requirement_given=bool(requirement.strip()), tree=target.tree)
 
 
@@ -653,8 +654,9 @@ class Pipeline:
         if result.candidates and (tests or plan is not None) and options.repair:
             repaired = self.repair(result, request, repo_tests=plan, progress=progress, on_round=on_round)
             result = repaired.result
-        # k = 0 retrieves nothing: no index is opened (nor the encoder loaded) just to name it.
-        source = self.source().description if options.k > 0 else None
+        # k = 0 retrieves nothing: no index is opened (nor the encoder loaded) just to name it. Retrieving, or with
+        # no root given, generate opened it; demonstrations given with a root, it may be closed: none is named.
+        source = self._source.description if options.k > 0 and self._source is not None else None
         pick = may_write(result.candidates, tested=bool(tests) or plan is not None)
         return Answer(result, pick, plan, request.repo_tests_skipped, repaired, source)
 

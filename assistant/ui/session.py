@@ -117,6 +117,7 @@ class Session:
         self.bank = bank
         self.pipeline = Pipeline(options, settings, start=self.start, bank=bank, backend=backend, encoder=encoder)
         self.state = State()
+        self._prepared: tuple[tuple[int, ...] | None, Request] | None = None  # see `prepare`
         self.undo_stack: list[Applied] = []
         self.history_path = history_path(self.root, self.start)
 
@@ -240,13 +241,39 @@ class Session:
         return [stub.qualname for stub in list_stubs(read_target(self.target_path(display)), display)]
 
     def query(self, requirement: str, target: str | None, function: str | None) -> str:
-        """What to retrieve with: the requirement, else (filling a stub) the stub's docstring."""
-        if requirement.strip() or not (target and function):
+        """What to retrieve with: the requirement, else (filling a stub) the stub's docstring. Filling one, the
+        request is resolved here (its file read, its stub found) for the `retrieve` and `generate` that follow."""
+        if not (target and function):
             return requirement
-        from assistant.core.stubs import find_stub
+        request = self.prepare(requirement, target, function)
+        if requirement.strip() or request.stub is None:
+            return requirement
+        return request.stub.docstring or ""
 
-        stub = find_stub(read_target(self.target_path(target)), function, target)
-        return stub.docstring or ""
+    def prepare(self, requirement: str, target: str | None, function: str | None) -> Request:
+        """The request for `requirement` (with a `target` file; filling its stub `function`), resolved once: the
+        file read and the stub found (:meth:`Request.resolve`). It is kept: the `retrieve` and `generate` that
+        follow for the same target and stub use it while the file is unchanged, rather than read it again."""
+        if function is not None and not target:
+            raise UsageError("pick the target file first; the stub to fill is one of its functions")
+        path = self.target_path(target) if target else None
+        request = Request.resolve(requirement, file=path, function=function, repo_tests=False, name=target)
+        self._prepared = (_file_key(path), request)
+        return request
+
+    def _resolved(self, requirement: str | None, target: str | None, function: str | None) -> Request:
+        """The request :meth:`prepare` resolved for this target and stub if the file is unchanged since (and the
+        requirement was given or not as now; None: either), else resolved now."""
+        path = self.target_path(target) if target else None
+        if self._prepared is not None:
+            key, request = self._prepared
+            given = bool(request.requirement.strip())
+            same = (request.function, request.file) == (function, path) and key == _file_key(path)
+            if same and requirement is None:
+                return request
+            if same and requirement is not None and given == bool(requirement.strip()):
+                return replace(request, requirement=requirement)
+        return self.prepare(requirement or "", target, function)
 
     # -- generation --------------------------------------------------------------------------------------
 
@@ -265,9 +292,8 @@ class Session:
             return []
         qualname = None
         if function is not None and target and self.options.own_file:
-            from assistant.core.stubs import find_stub
-
-            qualname = find_stub(read_target(self.target_path(target)), function, target).qualname
+            stub = self._resolved(None, target, function).stub  # `requirement` is the query here
+            qualname = stub.qualname if stub is not None else None
         return self.pipeline.retrieve(requirement, exclude_path=target, progress=progress, function=qualname)
 
     def generate(
@@ -288,7 +314,8 @@ class Session:
             raise UsageError("pick the target file first; the stub to fill is one of its functions")
         if not requirement.strip() and function is None:
             raise UsageError("the requirement is empty; say what the code should do")
-        file = Target.read(self.target_path(target)) if target else None  # refused now, not after sampling
+        request = self._resolved(requirement, target, function)  # refused now, not after sampling
+        self._prepared = None  # the next request reads its file again
         self.state.target = target
         self.state.function = function
         self.state.tests = list(tests)
@@ -296,30 +323,20 @@ class Session:
             demonstrations = None  # the pipeline retrieves the fragments that take their place
         elif demonstrations is None:
             query = requirement
-            if file is not None and function is not None and not requirement.strip():
-                from assistant.core.stubs import find_stub
-
-                query = find_stub(file.text, function, target or "", tree=file.tree).docstring or ""
+            if request.stub is not None and not requirement.strip():
+                query = request.stub.docstring or ""
             demonstrations = self.retrieve(query, target, progress, function)
-        options = self.options
-        request = Request(
-            requirement,
-            function=function,
+        plan = self._repo_tests(request.target, function)
+        request = replace(
+            request,
             tests=tuple(tests),
             demonstrations=demonstrations,
             root=self.root or self.start,
-            target=file,
+            repo_tests=plan,
+            repo_tests_skipped=self.state.repo_tests_skipped,
         )
-        plan = self._repo_tests(file, function)
-        if plan is not None:  # the repo's own tests rank a stub's candidates (agree would only cost time)
-            request = replace(request, run_in_module="agree" in options.ranker or bool(tests))
-        result = self.pipeline.generate(request, progress=progress, options=options, every_ranker=True)
-        if plan is not None and result.candidates:
-            from assistant.core.repo_tests import test_candidates
-
-            result = test_candidates(result, plan, progress=progress)
-        if (tests or plan is not None) and result.candidates:  # none passing: repair rounds, on the status line
-            result = self.pipeline.repair(result, request, repo_tests=plan, options=options, progress=progress).result
+        # Repair rounds when there are tests and none passes, on the status line.
+        result = self.pipeline.answer(request, progress=progress, every_ranker=True).result
         self.state.result = result
         self.record("generate", requirement=result.requirement, candidates=len(result.candidates))
         return result
@@ -576,6 +593,18 @@ class Session:
         if not 0 <= position < len(result.candidates):
             raise UsageError(f"there is no candidate #{position + 1}")
         return result.candidates[position]
+
+
+def _file_key(path: Path | None) -> tuple[int, ...] | None:
+    """What tells a file's versions apart without reading it (its inode, size, and change and modification times);
+    None without a file or when it cannot be looked at."""
+    if path is None:
+        return None
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
 def _run_in_module(home: ModuleHome, sample: int, tests: Sequence[str]) -> SandboxResult:
