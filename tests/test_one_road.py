@@ -19,7 +19,7 @@ from assistant.core.stubs import find_stub
 from assistant.pipeline import GenerationOptions
 from assistant.ui.session import Session
 
-from .conftest import ScriptedBackend, assist_here, git, register_scripted
+from .conftest import ScriptedBackend, git
 
 MODULE = 'def add(a: int, b: int) -> int:\n    """Return the sum of a and b."""\n    ...\n'
 WRONG = "def add(a: int, b: int) -> int:\n    return a - b\n"
@@ -74,4 +74,3 @@ def test_the_sessions_request_reads_its_file_once_and_finds_its_stub_once(repo: 
     assert len(backend.prompts) == 2  # the first round and one repair round: the stub was used twice after it was found
     assert result.candidates and result.function["function"] == "add"
     assert (len(reads), len(finds)) == (1, 1)
-
