@@ -1,0 +1,154 @@
+"""Stub latency (issue 69): `assist generate --function NAME -n 5` on 20 stubs of the repository benchmark, cold and
+warm, side by side in one run.
+
+    python benchmarks/stub_latency.py [--model qwen2.5-coder-1.5b] [--stubs 20] [--seed 0] [--json]
+
+Each stub is a function task of the benchmark's four projects (boltons, click, tabulate, cachetools; prepared by
+`assist eval repo`, so run one of those first): its file, with the body removed as the task shows it, is put alone
+in a fresh git repo, so no repo tests run and the default ranking without tests applies (the common case). The
+stubs are the first `--stubs` of the correctness plan's task list (`results/correctness-1.5b-plan/tasks-four.txt`),
+taken in turn from each project.
+
+- **cold**: a fresh `assist generate` process with `ASSIST_LOCAL_WARM=off` (loads the model itself);
+- **warm**: the same command while an `assist serve` of the same model runs (started once, before the first warm
+  request; its start-up is reported apart), with `ASSIST_LOCAL_WARM=auto`.
+
+Cold and warm alternate per stub, so drift in the machine's load falls on both. Prints p50, p90 and the largest
+over the median for each, and each stub's seconds. Run it on an otherwise idle machine: the figures are wall times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ROOT / "results" / "correctness-1.5b-plan" / "tasks-four.txt"
+
+
+def _task_ids(count: int) -> list[str]:
+    """The first `count` task ids, one project after another in turn (the list is grouped by project)."""
+    ids = [line.strip() for line in TASKS.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    by_project: dict[str, list[str]] = {}
+    for task_id in ids:
+        by_project.setdefault(task_id.split(":", 1)[0], []).append(task_id)
+    chosen: list[str] = []
+    while len(chosen) < count and any(by_project.values()):
+        for tasks in by_project.values():
+            if tasks and len(chosen) < count:
+                chosen.append(tasks.pop(0))
+    return chosen
+
+
+def _stub_repos(task_ids: list[str], folder: Path) -> list[tuple[str, Path, str, str]]:
+    """(task id, repo, file, qualname) for each task: the stubbed file alone in a fresh git repo."""
+    from assistant.evaluate.repo.projects import parse_projects, prepare
+    from assistant.evaluate.repo.tasks import function_tasks
+
+    projects = {spec.name: prepare(spec) for spec in parse_projects(None)}
+    tasks = {task.task_id: (task, project) for project in projects.values() for task in function_tasks(project)}
+    made = []
+    for number, task_id in enumerate(task_ids):
+        task, project = tasks[task_id]
+        repo = folder / f"stub{number:02d}"
+        target = repo / task.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(task.stubbed((project.root / task.path).read_text()))
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        made.append((task_id, repo, task.path, task.qualname))
+    return made
+
+
+def _generate(repo: Path, path: str, qualname: str, model: str, seed: int, warm: str) -> tuple[float, int]:
+    """Seconds and exit code of one `assist generate --function` in a fresh process."""
+    env = {**os.environ, "ASSIST_LOCAL_WARM": warm, "HF_HUB_OFFLINE": "1"}
+    argv = [sys.executable, "-m", "assistant", "generate", "--file", path, "--function", qualname, "-n", "5"]
+    argv += ["--seed", str(seed), "--model", model, "--json"]
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True)
+    return time.perf_counter() - started, done.returncode
+
+
+def _serve(model: str) -> tuple[subprocess.Popen, float]:
+    """Start `assist serve` for `model` and wait until `--status` finds it; its start-up seconds."""
+    started = time.perf_counter()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "assistant", "serve", "--model", model],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    while server.poll() is None:
+        status = subprocess.run(
+            [sys.executable, "-m", "assistant", "serve", "--status", "--model", model], capture_output=True, text=True
+        )
+        if status.returncode == 0 and "ready" in status.stdout.lower():
+            return server, time.perf_counter() - started
+        time.sleep(2)
+    raise SystemExit(f"assist serve ended with {server.returncode} before it was ready")
+
+
+def _summary(seconds: list[float]) -> dict[str, float]:
+    median = statistics.median(seconds)
+    ordered = sorted(seconds)
+    return {
+        "p50": round(median, 1),
+        "p90": round(ordered[max(0, round(0.9 * len(ordered)) - 1)], 1),
+        "max_over_median": round(max(seconds) / median, 2),
+    }
+
+
+def main() -> None:
+    from assistant.backends.models import DEFAULT_GENERATOR
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=DEFAULT_GENERATOR, help="the model (default: assist's default)")
+    parser.add_argument("--stubs", type=int, default=20, help="how many stubs (default 20)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="assist-latency-"))
+    rows, server = [], None
+    try:
+        stubs = _stub_repos(_task_ids(args.stubs), folder)
+        for task_id, repo, path, qualname in stubs:
+            cold = _generate(repo, path, qualname, args.model, args.seed, "off")
+            if server is None:
+                server, startup = _serve(args.model)
+            warm = _generate(repo, path, qualname, args.model, args.seed, "auto")
+            rows.append({"task": task_id, "cold_s": round(cold[0], 1), "warm_s": round(warm[0], 1)})
+            rows[-1]["exit"] = [cold[1], warm[1]]
+            if not args.json:
+                print(f"{task_id}: cold {cold[0]:.1f} s, warm {warm[0]:.1f} s (exit {cold[1]}, {warm[1]})", flush=True)
+    finally:
+        if server is not None:
+            subprocess.run([sys.executable, "-m", "assistant", "serve", "--stop", "--model", args.model])
+            server.wait(timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
+    report = {
+        "model": args.model,
+        "stubs": len(rows),
+        "server_startup_s": round(startup, 1),
+        "cold": _summary([row["cold_s"] for row in rows]),
+        "warm": _summary([row["warm_s"] for row in rows]),
+        "rows": rows,
+    }
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return
+    print(f"\n{args.model}, {len(rows)} stubs, -n 5; server start-up {report['server_startup_s']} s (once)")
+    for mode in ("cold", "warm"):
+        figures = report[mode]
+        print(f"{mode}: p50 {figures['p50']} s, p90 {figures['p90']} s, largest/median {figures['max_over_median']}")
+
+
+if __name__ == "__main__":
+    main()
