@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from dataclasses import replace as replace_field
 from pathlib import Path
 
-from assistant.backends import Backend, SamplingParams, check_text
+from assistant.backends import Backend, Completion, SamplingParams, check_text
 from assistant.backends.prompts import Prompt, build_prompt
 from assistant.code.asserts import split_asserts
 from assistant.code.edit import Edit, source_lines
@@ -272,15 +272,7 @@ def generate(
     interactive user who switched some off). `progress` hears every sampled token; if it raises (e.g.
     :class:`~assistant.errors.Cancelled`), generation stops there.
     """
-    requirement = requirement.strip()
-    if not requirement:
-        raise UsageError("the requirement is empty; say what the code should do")
-    check_text(requirement, "the requirement")  # before an encoder or tokenizer meets undecodable bytes
-    if k < 0:
-        raise UsageError("-k must be 0 or more")
-    params = params or SamplingParams()
-    if params.n < 1:
-        raise UsageError("-n must be at least 1")
+    requirement, params = _checked(requirement, k, params)
     report = progress or (lambda stage, done, total: None)
     timings: dict[str, float] = {}
     if target is None and file:
@@ -290,21 +282,10 @@ def generate(
     # The target file is in the prompt already (its outline); its functions as demonstrations too would only
     # invite the model to copy them back.
     hits = retrieve_step(requirement, retriever, k, demonstrations, demonstration_filter(display), report, timings)
-    prompt = build_prompt(
-        requirement,
-        [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
-        tests=tests,
-        file_path=display,
-        file_context=file_context(target, requirement, count=token_counter(backend)) if target else "",
-    )
+    prompt = _prompt(requirement, hits, tests, target, display, backend)
     prompt_tokens = backend.count_tokens(prompt)
-
-    started = time.perf_counter()
     usage_before = backend.usage.to_json()
-    report("generate", 0, params.n)
-    completions = backend.sample(prompt, params, step=lambda done, total: report("generate", done, total))
-    report("generate", 1, 1)
-    timings["generate"] = time.perf_counter() - started
+    completions = _sample(prompt, backend, params, report, timings)
     candidates, dropped = collect(completions)
     # Planned before ranking: what an edit leaves out ranks its candidate lower, and the edited files are where
     # the candidates run (their module's names and imports resolve there).
@@ -334,6 +315,47 @@ def generate(
         max_new_tokens=params.max_new_tokens,
         home=home,
     )
+
+
+def _checked(requirement: str, k: int, params: SamplingParams | None) -> tuple[str, SamplingParams]:
+    """The requirement stripped and the sampling parameters (default ones when None), or a one-line UsageError:
+    an empty or undecodable requirement, k below 0, n below 1."""
+    requirement = requirement.strip()
+    if not requirement:
+        raise UsageError("the requirement is empty; say what the code should do")
+    check_text(requirement, "the requirement")  # before an encoder or tokenizer meets undecodable bytes
+    if k < 0:
+        raise UsageError("-k must be 0 or more")
+    params = params or SamplingParams()
+    if params.n < 1:
+        raise UsageError("-n must be at least 1")
+    return requirement, params
+
+
+def _prompt(
+    requirement: str, hits: Sequence[Hit], tests: Sequence[str], target: Target | None, display: str, backend: Backend
+) -> Prompt:
+    """A plain request's prompt: the demonstrations (most similar last, nearest the request), the target file's
+    outline (`display` names it) and the tests."""
+    return build_prompt(
+        requirement,
+        [hit.example for hit in reversed(hits)],
+        tests=tests,
+        file_path=display,
+        file_context=file_context(target, requirement, count=token_counter(backend)) if target else "",
+    )
+
+
+def _sample(
+    prompt: Prompt, backend: Backend, params: SamplingParams, report: Progress, timings: dict[str, float]
+) -> list[Completion]:
+    """The request's samples, each token reported as the `generate` stage; their seconds go in `timings`."""
+    started = time.perf_counter()
+    report("generate", 0, params.n)
+    completions = backend.sample(prompt, params, step=lambda done, total: report("generate", done, total))
+    report("generate", 1, 1)
+    timings["generate"] = time.perf_counter() - started
+    return completions
 
 
 # Why a candidate whose edit changes nothing is dropped: it repeated the file, or it only re-typed definitions the
