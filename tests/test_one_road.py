@@ -19,7 +19,7 @@ from assistant.core.stubs import find_stub
 from assistant.pipeline import GenerationOptions
 from assistant.ui.session import Session
 
-from .conftest import ScriptedBackend, git
+from .conftest import ScriptedBackend, assist_here, git, register_scripted
 
 MODULE = 'def add(a: int, b: int) -> int:\n    """Return the sum of a and b."""\n    ...\n'
 WRONG = "def add(a: int, b: int) -> int:\n    return a - b\n"
@@ -73,4 +73,15 @@ def test_the_sessions_request_reads_its_file_once_and_finds_its_stub_once(repo: 
     assert query == "Return the sum of a and b." and hits == []
     assert len(backend.prompts) == 2  # the first round and one repair round: the stub was used twice after it was found
     assert result.candidates and result.function["function"] == "add"
+    assert (len(reads), len(finds)) == (1, 1)
+
+
+def test_the_command_lines_request_reads_its_file_once_and_finds_its_stub_once(repo: Path, monkeypatch) -> None:
+    backend = register_scripted(monkeypatch, ScriptedBackend([WRONG]))
+    reads = counted(monkeypatch, read_target_source, repo / "calc.py")
+    finds = counted(monkeypatch, find_stub, repo / "calc.py")
+    args = ["generate", "--file", "calc.py", "--function", "add", "--backend", "scripted", "-k", "0", "-n", "1"]
+    shown = assist_here(*args, "--ranker", "first", "--test", TEST, "--repair", "1", cwd=repo)
+    assert shown.returncode == 0, shown.stderr
+    assert len(backend.prompts) == 2 and "none of the 1 candidate passed the tests" in shown.stdout
     assert (len(reads), len(finds)) == (1, 1)
