@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from assistant import sandbox
 from assistant.backends import Backend, SamplingParams
+from assistant.backends.prompts import Prompt
 from assistant.cache import JsonlCache, LayeredCache, cache_key, jsonl_exists, supersede
+from assistant.code.examples import Example
 from assistant.code.fences import extract_code
 from assistant.code.parse import parse_module
 from assistant.core.candidates import Candidate
@@ -148,6 +151,168 @@ def _sample_group(backend: Backend, prompts: list, params: list[SamplingParams])
     return [backend.sample(prompts[0], params[0])]
 
 
+class _Job(NamedTuple):
+    """One (strategy, task) of a codegen run: its demonstrations and prompt, its sample blocks with their cache
+    keys, and its record's key."""
+
+    strategy: str
+    task: Task
+    chosen: list[Example]
+    prompt: Prompt
+    units: list[tuple[SamplingParams, str]]
+    record_key: str
+
+
+def _plan(
+    tasks: Sequence[Task],
+    pool: Pool,
+    strategies: Sequence[str],
+    backend: Backend,
+    params: SamplingParams,
+    demos: int,
+    seed: int,
+) -> list[_Job]:
+    """Every job of the run, strategy by strategy, each with its prompt and the cache keys of its sample blocks."""
+    jobs = []
+    for strategy in strategies:
+        select = make_strategy(strategy, pool, seed)
+        for task in tasks:
+            chosen = select(task, demos)
+            prompt = task.prompt(chosen)
+            units = [
+                (
+                    block,
+                    cache_key(
+                        kind="sample",
+                        backend=backend.identity.kind,  # `local`, `openai-chat`...: the strings committed caches hold
+                        model=backend.model,
+                        prompt=prompt.to_json(),
+                        params=block.__dict__,
+                    ),
+                )
+                for block in sample_blocks(params, seed, task.task_id)
+            ]
+            # One block keeps the key records had before samples came in blocks.
+            samples_key = units[0][1] if len(units) == 1 else [key for _, key in units]
+            record_key = cache_key(kind="record", sample=samples_key, task=task.task_id, strategy=strategy)
+            jobs.append(_Job(strategy, task, chosen, prompt, units, record_key))
+    return jobs
+
+
+def _rescored(record: dict, missing: Sequence[Ranker], problem: Problem, task: Task) -> dict:
+    """A cached record with the picks and scores of the rankers it lacks, from its recorded samples: no sampling
+    and no tests."""
+    rescored: dict[str, list[float | None]] = {}
+    new = picks(record["samples"], problem, missing, task.prefix, rescored)
+    return {
+        **record,
+        "picks": {**record.get("picks", {}), **new},
+        "scores": {**record.get("scores", {}), **rescored},
+        "picks_by": PICKS_BY,
+    }
+
+
+def _draw(
+    backend: Backend,
+    job: _Job,
+    later: Sequence[_Job],
+    records: JsonlCache,
+    cache: JsonlCache | LayeredCache,
+    batch: int,
+    shares: dict[str, dict[str, float]],
+) -> None:
+    """Sample the job's uncached blocks into the cache, each call topped up with the uncached blocks of the `later`
+    jobs that have no record yet, and note in `shares` each block's share of the usage of the call that drew it."""
+    while missing := [(job.prompt, block, key) for block, key in job.units if key not in cache]:
+        # Sample this task's missing blocks together with the next uncached ones (distinct keys, and the
+        # same number of samples: one batched call draws n for every prompt).
+        group = missing[:1]
+        # Only a backend that batches prompts gains from grouping; for the others, one block at a time keeps
+        # every finished block cached the moment it is done (a server that dies loses nothing).
+        size = batch if backend.batches_prompts else 1
+        waiting = [
+            (other.prompt, block, key)
+            for other in later
+            if other.record_key not in records
+            for block, key in other.units
+        ]
+        for unit in [*missing[1:], *waiting]:
+            if len(group) >= max(1, size):
+                break
+            if unit[1].n == group[0][1].n and unit[2] not in cache and all(unit[2] != g[2] for g in group):
+                group.append(unit)
+        before = backend.usage.to_json()
+        sampled = _sample_group(backend, [g[0] for g in group], [g[1] for g in group])
+        spent = backend.usage.since(before)
+        for _, _, group_key in group:  # each block's share, counted by the task it belongs to
+            shares[group_key] = {name: value / len(group) for name, value in spent.items()}
+        for (_, _, group_key), completions in zip(group, sampled, strict=True):
+            cache.put(
+                group_key,
+                [
+                    {
+                        "text": c.text,
+                        "tokens": c.tokens,
+                        "finish": c.finish_reason,
+                        "logprobs": list(c.logprobs) if c.logprobs else None,
+                    }
+                    for c in completions
+                ],
+            )
+
+
+def _tested_samples(job: _Job, cache: JsonlCache | LayeredCache, limits: sandbox.Limits) -> list[dict]:
+    """The job's cached completions as samples: the code, whether it parses, its length and mean log-probability,
+    and whether it passed the task's tests in the sandbox."""
+    task = job.task
+    samples = []
+    for completion in [c for _, key in job.units for c in cache.get(key)]:
+        code = extract_code(completion["text"])
+        lp = completion["logprobs"]
+        samples.append(
+            {
+                "code": code,
+                "parsed": _parses(code),
+                "tokens": completion["tokens"],
+                "logprob": sum(lp) / len(lp) if lp else None,
+            }
+        )
+    runs = sandbox.run_many(
+        [((task.prefix + "\n" + s["code"]) if task.prefix else s["code"], task.tests, task.setup) for s in samples],
+        limits=limits,
+    )
+    for sample, run in zip(samples, runs, strict=True):
+        sample["passed"] = run.ok and sample["parsed"]
+        sample["status"] = run.status
+    return samples
+
+
+def _new_record(
+    job: _Job,
+    problem: Problem,
+    rankers: Sequence[Ranker],
+    backend: Backend,
+    samples: list[dict],
+    usage: dict[str, float] | None,
+) -> dict:
+    """The job's record: its tested samples, each ranker's pick and scores, and the `usage` that drew them."""
+    scores: dict[str, list[float | None]] = {}
+    chosen_by = picks(samples, problem, rankers, job.task.prefix, scores)
+    return {
+        "task_id": job.task.task_id,
+        "strategy": job.strategy,
+        "demonstrations": [e.path or e.name for e in job.chosen],
+        "prompt_tokens": backend.count_tokens(job.prompt),
+        "n": len(samples),
+        "correct": sum(s["passed"] for s in samples),
+        "samples": samples,
+        "picks": chosen_by,
+        "scores": scores,  # each ranker's score of each sample (None: unparsable, or no log-probabilities)
+        "picks_by": PICKS_BY,
+        "usage": usage,  # the calls that drew its samples (its share of each batch); None when all were cached
+    }
+
+
 def run_codegen(
     tasks: Sequence[Task],
     pool: Pool,
@@ -178,138 +343,47 @@ def run_codegen(
     records = JsonlCache(out / "records.jsonl")
     limits = limits or sandbox.Limits(timeout_s=10, cpu_s=10, memory_mb=1024)
     rankers = list(rankers) if rankers is not None else user_rankers(backend)
-    jobs = []
-    for strategy in strategies:
-        select = make_strategy(strategy, pool, seed)
-        for task in tasks:
-            chosen = select(task, demos)
-            prompt = task.prompt(chosen)
-            units = [
-                (
-                    block,
-                    cache_key(
-                        kind="sample",
-                        backend=backend.identity.kind,  # `local`, `openai-chat`...: the strings committed caches hold
-                        model=backend.model,
-                        prompt=prompt.to_json(),
-                        params=block.__dict__,
-                    ),
-                )
-                for block in sample_blocks(params, seed, task.task_id)
-            ]
-            # One block keeps the key records had before samples came in blocks.
-            samples_key = units[0][1] if len(units) == 1 else [key for _, key in units]
-            record_key = cache_key(kind="record", sample=samples_key, task=task.task_id, strategy=strategy)
-            jobs.append((strategy, task, chosen, prompt, units, record_key))
+    jobs = _plan(tasks, pool, strategies, backend, params, demos, seed)
     # A strategy whose prompts changed since an earlier run into this folder (a retrained retriever) gets new
     # record keys: its old records must go, or the report would count each task twice.
-    supersede(records, {(job[1].task_id, job[0]): job[5] for job in jobs})
+    supersede(records, {(job.task.task_id, job.strategy): job.record_key for job in jobs})
     # Progress is per strategy, and a resumed strategy reports its cached tasks at once: the rate and ETA then
     # count only the tasks this run samples.
-    per_strategy = {s: sum(1 for job in jobs if job[0] == s) for s in strategies}
+    per_strategy = {s: sum(1 for job in jobs if job.strategy == s) for s in strategies}
     # A cached record that lacks a ranker's pick (`--rankers agree` added later) counts once it is picked.
-    counted = {
-        s: sum(1 for job in jobs if job[0] == s and job[5] in records and not _missing(records.get(job[5]), rankers))
-        for s in strategies
-    }
+    done = [job for job in jobs if job.record_key in records and not _missing(records.get(job.record_key), rankers)]
+    counted = {s: sum(1 for job in done if job.strategy == s) for s in strategies}
     reported: set[str] = set()
     results = []
     shares: dict[str, dict[str, float]] = {}  # block → its share of the batched call that drew it
-    for position, (strategy, task, chosen, prompt, units, record_key) in enumerate(jobs, start=1):
-        if strategy not in reported:
-            reported.add(strategy)
-            report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
+    for position, job in enumerate(jobs, start=1):
+        if job.strategy not in reported:
+            reported.add(job.strategy)
+            report(f"codegen {job.strategy}", counted[job.strategy], per_strategy[job.strategy])
         # The requirement without the tests: a ranker must not see the hidden tests (MBPP shows them in the prompt).
-        problem = Problem(requirement=task.requirement, prompt=prompt, setup=task.setup)
-        if record_key in records:
-            record = records.get(record_key)
+        problem = Problem(requirement=job.task.requirement, prompt=job.prompt, setup=job.task.setup)
+        if job.record_key in records:
+            record = records.get(job.record_key)
             missing = _missing(record, rankers)
-            if missing:  # no sampling and no tests: only the missing rankers pick, from the recorded samples
-                rescored: dict[str, list[float | None]] = {}
-                new = picks(record["samples"], problem, missing, task.prefix, rescored)
-                record = {
-                    **record,
-                    "picks": {**record.get("picks", {}), **new},
-                    "scores": {**record.get("scores", {}), **rescored},
-                    "picks_by": PICKS_BY,
-                }
-                records.put(record_key, record)
-                counted[strategy] += 1
-                report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
-            results.append(record)
-            continue
-        while missing := [(prompt, block, key) for block, key in units if key not in cache]:
-            # Sample this task's missing blocks together with the next uncached ones (distinct keys, and the
-            # same number of samples: one batched call draws n for every prompt).
-            group = missing[:1]
-            # Only a backend that batches prompts gains from grouping; for the others, one block at a time keeps
-            # every finished block cached the moment it is done (a server that dies loses nothing).
-            size = batch if backend.batches_prompts else 1
-            later = [(job[3], block, key) for job in jobs[position:] if job[5] not in records for block, key in job[4]]
-            for unit in [*missing[1:], *later]:
-                if len(group) >= max(1, size):
-                    break
-                if unit[1].n == group[0][1].n and unit[2] not in cache and all(unit[2] != g[2] for g in group):
-                    group.append(unit)
-            before = backend.usage.to_json()
-            sampled = _sample_group(backend, [g[0] for g in group], [g[1] for g in group])
-            spent = backend.usage.since(before)
-            for _, _, group_key in group:  # each block's share, counted by the task it belongs to
-                shares[group_key] = {name: value / len(group) for name, value in spent.items()}
-            for (_, _, group_key), completions in zip(group, sampled, strict=True):
-                cache.put(
-                    group_key,
-                    [
-                        {
-                            "text": c.text,
-                            "tokens": c.tokens,
-                            "finish": c.finish_reason,
-                            "logprobs": list(c.logprobs) if c.logprobs else None,
-                        }
-                        for c in completions
-                    ],
-                )
-        spent_here = [shares.pop(key) for _, key in units if key in shares]
-        usage = {name: round(sum(s[name] for s in spent_here), 3) for name in spent_here[0]} if spent_here else None
-        samples = []
-        for completion in [c for _, key in units for c in cache.get(key)]:
-            code = extract_code(completion["text"])
-            lp = completion["logprobs"]
-            samples.append(
-                {
-                    "code": code,
-                    "parsed": _parses(code),
-                    "tokens": completion["tokens"],
-                    "logprob": sum(lp) / len(lp) if lp else None,
-                }
-            )
-        runs = sandbox.run_many(
-            [((task.prefix + "\n" + s["code"]) if task.prefix else s["code"], task.tests, task.setup) for s in samples],
-            limits=limits,
-        )
-        for sample, run in zip(samples, runs, strict=True):
-            sample["passed"] = run.ok and sample["parsed"]
-            sample["status"] = run.status
-        scores: dict[str, list[float | None]] = {}
-        chosen_by = picks(samples, problem, rankers, task.prefix, scores)
-        record = {
-            "task_id": task.task_id,
-            "strategy": strategy,
-            "demonstrations": [e.path or e.name for e in chosen],
-            "prompt_tokens": backend.count_tokens(prompt),
-            "n": len(samples),
-            "correct": sum(s["passed"] for s in samples),
-            "samples": samples,
-            "picks": chosen_by,
-            "scores": scores,  # each ranker's score of each sample (None: unparsable, or no log-probabilities)
-            "picks_by": PICKS_BY,
-            "usage": usage,  # the calls that drew its samples (its share of each batch); None when all were cached
-        }
-        records.put(record_key, record)
+            if not missing:
+                results.append(record)
+                continue
+            # No sampling and no tests: only the missing rankers pick, from the recorded samples.
+            record = _rescored(record, missing, problem, job.task)
+        else:
+            _draw(backend, job, jobs[position:], records, cache, batch, shares)
+            spent = [shares.pop(key) for _, key in job.units if key in shares]
+            record = _new_record(job, problem, rankers, backend, _tested_samples(job, cache, limits), _usage(spent))
+        records.put(job.record_key, record)
         results.append(record)
-        counted[strategy] += 1
-        report(f"codegen {strategy}", counted[strategy], per_strategy[strategy])
+        counted[job.strategy] += 1
+        report(f"codegen {job.strategy}", counted[job.strategy], per_strategy[job.strategy])
     return results
+
+
+def _usage(spent: list[dict[str, float]]) -> dict[str, float] | None:
+    """A record's usage: the sum of its blocks' shares of the calls that drew them; None when all were cached."""
+    return {name: round(sum(s[name] for s in spent), 3) for name in spent[0]} if spent else None
 
 
 def recorded_reviews(folders: Sequence[Path], tasks: Sequence[Task], backend: Backend) -> dict[str, float]:

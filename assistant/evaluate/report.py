@@ -250,12 +250,8 @@ def _repo_sections(stores: dict[str, list[dict] | None], n: int) -> list[str]:
     return sections
 
 
-def write_report(out: Path, versus: str | None = None) -> str:
-    """Build report.md (and PNG charts) from what a results folder holds; returns the markdown.
-
-    With `versus` (a strategy of the run), add tables of every strategy's paired difference from it. The choice
-    is kept in config.json, so the report a later run rewrites keeps those tables; "none" forgets it."""
-    out = Path(out)
+def _read_config(out: Path) -> dict:
+    """A results folder's config.json, refused with one line when it is missing, unreadable or not an object."""
     config_path = out / "config.json"
     if not config_path.exists():
         raise UsageError(f"{out} is not an assist results folder (no config.json)")
@@ -266,6 +262,90 @@ def write_report(out: Path, versus: str | None = None) -> str:
         raise UsageError(f"{config_path} is unreadable ({reason}); restore it from git or the run's output") from None
     if not isinstance(config, dict):
         raise UsageError(f"{config_path} holds a {type(config).__name__}, not the run's settings (an object)")
+    return config
+
+
+def _codegen_sections(out: Path, records: list[dict], ks: list[int], versus: str | None) -> tuple[list[str], list[str]]:
+    """The report's code generation sections, and the charts drawn for them in `out`."""
+    rows = summarize_codegen(records, ks)
+    sections = ["## Code generation (percent, 95% bootstrap interval over tasks)", "", codegen_table(rows, ks), ""]
+    sections += [
+        "## Rankers against the first sample, paired by task (points, 95% bootstrap interval)",
+        "",
+        ranker_gains_table(ranker_gains(records)),
+        "",
+    ]
+    charts = []
+    for k in ks:
+        labels = [r["strategy"] for r in rows if f"pass@{k}" in r]
+        if labels and bar_chart(
+            out / f"pass_at_{k}.png",
+            f"pass@{k}",
+            labels,
+            [r[f"pass@{k}"] for r in rows if f"pass@{k}" in r],
+            "fraction of tasks",
+        ):
+            charts.append(f"pass_at_{k}.png")
+    for ranker in ranker_columns(rows, every=False):
+        available = [r for r in rows if r.get(ranker) is not None]
+        if available and bar_chart(
+            out / f"top1_{ranker}.png",
+            f"pass@1 after ranking by {ranker}",
+            [r["strategy"] for r in available],
+            [r[ranker] for r in available],
+            "fraction of tasks",
+        ):
+            charts.append(f"top1_{ranker}.png")
+    if versus is not None:
+        per_task = {f"pass@{k}": per_task_pass_at_k(records, k) for k in ks}
+        sections += [
+            f"## Against {versus}, paired by task (percentage points, 95% bootstrap interval)",
+            "",
+            versus_table(per_task, versus, 100.0, 1),
+            "",
+        ]
+    usage = usage_table(rows)
+    if usage:
+        sections += ["## Backend usage (requests made in this run; cached samples cost nothing)", "", usage, ""]
+    return sections, charts
+
+
+def _likelihood_sections(out: Path, records: list[dict], versus: str | None) -> tuple[list[str], list[str]]:
+    """The report's likelihood sections, and the chart drawn for them in `out`."""
+    rows = summarize_likelihood(records)
+    sections = [
+        "## Likelihood of the reference solution (mean token log-prob, higher is better)",
+        "",
+        likelihood_table(rows),
+        "",
+    ]
+    if versus is not None:
+        sections += [
+            f"## Against {versus}, paired by task (mean log-prob difference, 95% bootstrap interval)",
+            "",
+            versus_table({"log-prob": per_task_logprob(records)}, versus, 1.0, 4),
+            "",
+        ]
+    charts = []
+    if bar_chart(
+        out / "likelihood.png",
+        "mean log-prob of the reference",
+        [r["strategy"] for r in rows],
+        [r["logprob"] for r in rows],
+        "mean token log-prob",
+    ):
+        charts.append("likelihood.png")
+    return sections, charts
+
+
+def write_report(out: Path, versus: str | None = None) -> str:
+    """Build report.md (and PNG charts) from what a results folder holds; returns the markdown.
+
+    With `versus` (a strategy of the run), add tables of every strategy's paired difference from it. The choice
+    is kept in config.json, so the report a later run rewrites keeps those tables; "none" forgets it."""
+    out = Path(out)
+    config_path = out / "config.json"
+    config = _read_config(out)
     codegen_records = read_records(out / "records.jsonl")
     likelihood_records = read_records(out / "likelihood.jsonl")
     held: dict[str, set[str]] = {}  # strategy → the task ids the folder holds records for
@@ -285,73 +365,15 @@ def write_report(out: Path, versus: str | None = None) -> str:
     known = read_retrievers(out)
     if known:
         sections += ["## Trained retrievers these figures come from", "", retrievers_table(known, held), ""]
-    charts = []
+    charts: list[str] = []
     if codegen_records is not None:
-        ks = config.get("ks", [1])
-        records = codegen_records
-        rows = summarize_codegen(records, ks)
-        sections += ["## Code generation (percent, 95% bootstrap interval over tasks)", "", codegen_table(rows, ks), ""]
-        sections += [
-            "## Rankers against the first sample, paired by task (points, 95% bootstrap interval)",
-            "",
-            ranker_gains_table(ranker_gains(records)),
-            "",
-        ]
-        for k in ks:
-            labels = [r["strategy"] for r in rows if f"pass@{k}" in r]
-            if labels and bar_chart(
-                out / f"pass_at_{k}.png",
-                f"pass@{k}",
-                labels,
-                [r[f"pass@{k}"] for r in rows if f"pass@{k}" in r],
-                "fraction of tasks",
-            ):
-                charts.append(f"pass_at_{k}.png")
-        for ranker in ranker_columns(rows, every=False):
-            available = [r for r in rows if r.get(ranker) is not None]
-            if available and bar_chart(
-                out / f"top1_{ranker}.png",
-                f"pass@1 after ranking by {ranker}",
-                [r["strategy"] for r in available],
-                [r[ranker] for r in available],
-                "fraction of tasks",
-            ):
-                charts.append(f"top1_{ranker}.png")
-        if versus is not None:
-            per_task = {f"pass@{k}": per_task_pass_at_k(records, k) for k in ks}
-            sections += [
-                f"## Against {versus}, paired by task (percentage points, 95% bootstrap interval)",
-                "",
-                versus_table(per_task, versus, 100.0, 1),
-                "",
-            ]
-        usage = usage_table(rows)
-        if usage:
-            sections += ["## Backend usage (requests made in this run; cached samples cost nothing)", "", usage, ""]
+        more, drawn = _codegen_sections(out, codegen_records, config.get("ks", [1]), versus)
+        sections += more
+        charts += drawn
     if likelihood_records is not None:
-        records = likelihood_records
-        rows = summarize_likelihood(records)
-        sections += [
-            "## Likelihood of the reference solution (mean token log-prob, higher is better)",
-            "",
-            likelihood_table(rows),
-            "",
-        ]
-        if versus is not None:
-            sections += [
-                f"## Against {versus}, paired by task (mean log-prob difference, 95% bootstrap interval)",
-                "",
-                versus_table({"log-prob": per_task_logprob(records)}, versus, 1.0, 4),
-                "",
-            ]
-        if bar_chart(
-            out / "likelihood.png",
-            "mean log-prob of the reference",
-            [r["strategy"] for r in rows],
-            [r["logprob"] for r in rows],
-            "mean token log-prob",
-        ):
-            charts.append("likelihood.png")
+        more, drawn = _likelihood_sections(out, likelihood_records, versus)
+        sections += more
+        charts += drawn
     sections += _repo_sections(repo_stores, config.get("n", 1))
     sections += [f"![{name}]({name})" for name in charts]
     text = "\n".join(sections) + "\n"

@@ -4,30 +4,74 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING
 
 import typer
 
-from assistant.config import (
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TOP_P,
-    MAX_K,
-    MAX_N,
-    MAX_NEW_TOKENS_LIMIT,
-    MAX_REPAIR,
-    MAX_TEMPERATURE,
-    MAX_TIMEOUT,
-    REPAIR_BUDGET_S,
-    REPAIR_N,
-    Settings,
-)
-from assistant.datasets import MBPP_DEFAULT_PATH, is_mbpp, parse_dataset
+from assistant.config import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MAX_NEW_TOKENS_LIMIT, MAX_REPAIR, REPAIR_N, Settings
+from assistant.datasets import is_mbpp, parse_dataset
 from assistant.errors import UsageError
 from assistant.paths import atomic_write_text
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
+from assistant.ui.eval_options import (
+    Batch,
+    CandidateRuns,
+    CodegenRankers,
+    CodegenSplit,
+    Dataset,
+    Demos,
+    DocLimit,
+    DocStrategies,
+    Epochs,
+    Exemplars,
+    Extend,
+    FromBank,
+    FromEval,
+    Holdout,
+    LikelihoodSplit,
+    Limit,
+    LineFragments,
+    MaxNewTokens,
+    Method,
+    Mutants,
+    OutDir,
+    PassKs,
+    Pool,
+    PoolJson,
+    PoolStrategies,
+    Projects,
+    Redraw,
+    Repair,
+    RepoLimit,
+    RepoRankers,
+    RepoSamples,
+    RepoStrategies,
+    RepoTask,
+    ResultFolders,
+    ResultsJson,
+    RetrievalSplit,
+    RowsJson,
+    Samples,
+    ScoringBackend,
+    Seed,
+    Strategies,
+    SummaryJson,
+    TasksFile,
+    Temperature,
+    TestsInPrompt,
+    TopP,
+    Variants,
+    Versus,
+    check_demos,
+    check_sampling,
+    check_subset,
+    parse_ks,
+    parse_rankers,
+)
 from assistant.ui.options import (
     ApiOpt,
     BackendOpt,
@@ -40,6 +84,9 @@ from assistant.ui.options import (
     check_seed,
 )
 
+if TYPE_CHECKING:
+    from assistant.backends import SamplingParams
+
 eval_app = typer.Typer(
     short_help="Measure retrievers and rankers on HumanEval and MBPP.",
     help="Measure retrieval and ranking strategies on real benchmarks (HumanEval, MBPP).\n\n"
@@ -50,44 +97,12 @@ eval_app = typer.Typer(
     no_args_is_help=True,
 )
 
-Dataset = Annotated[str, typer.Option(help=f"humaneval, or mbpp[:PATH] (default path {MBPP_DEFAULT_PATH}).")]
-Strategies = Annotated[
-    str,
-    typer.Option(
-        help="Comma-separated: zero, random, bm25, dense, hybrid, and the trained lail, tstr "
-        "(`assist train retriever` first)."
-    ),
-]
-Limit = Annotated[int | None, typer.Option(help="Evaluate a fixed subset of this many tasks (chosen by --seed).")]
-Seed = Annotated[int, typer.Option(help="Seeds the subset, the random strategy and sampling.")]
-Demos = Annotated[int, typer.Option(help="Demonstrations per prompt.")]
-Pool = Annotated[str, typer.Option(help="Where demonstrations come from: a benchmark's train split.")]
-OutDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--out",
-        help="Results folder. Default: <run name> (e.g. codegen-humaneval-all-n5-seed0) under $ASSIST_RESULTS_DIR, "
-        "else under the user data folder's results/ (~/.local/share/assist/results on Linux), never the "
-        "working folder.",
-    ),
-]
-
 
 def _default_folder(name: str) -> Path:
     """A run's folder when --out is not given (see `results_dir`)."""
     from assistant.evaluate.report import results_dir
 
     return results_dir() / name
-
-
-def _parse_ks(spec: str) -> list[int]:
-    try:
-        ks = sorted({int(part) for part in spec.split(",") if part.strip()})
-    except ValueError:
-        raise UsageError(f"-k takes comma-separated integers like 1,5, not {spec!r}") from None
-    if not ks or ks[0] < 1:
-        raise UsageError("-k values must be 1 or more")
-    return ks
 
 
 def _select_tasks(dataset: str, split: str, limit: int | None, seed: int, strategies: str) -> tuple[list, list[str]]:
@@ -239,16 +254,116 @@ def _record_retrievers(folder: Path, before: dict, now: dict, task_ids: list[str
     record_retrievers(folder, before, task_ids)
 
 
+def _backend_config(settings: Settings) -> dict:
+    """What a run's config.json records of the model that drew its samples."""
+    return {"backend": settings.backend, "engine": _engine(settings), "model": _model(settings)}
+
+
+def _run_name(command: str, dataset: str, split: str) -> str:
+    """The start of a run's default folder name: the command, the dataset and its split (`all` for HumanEval)."""
+    return f"{command}-{dataset}-{split if dataset == 'mbpp' else 'all'}"
+
+
+def _open_codegen(out_dir: Path | None, extend: Path | None, config: dict) -> tuple[Path, list[Path]]:
+    """The codegen run's folder, prepared with `config`, and the folders it extends (see `_extended`)."""
+    name = _run_name("codegen", config["dataset"], config["split"])
+    folder = out_dir or _default_folder(f"{name}-n{config['n']}-seed{config['seed']}")
+    bases = _extended(folder, extend, config)
+    if bases:
+        config["extends"] = [os.path.relpath(base, folder) for base in bases]
+    _prepare(folder, config, unrecorded=("engine",))
+    return folder, bases
+
+
+def _codegen_rankers(pipeline, extra: list[str], folder: Path, bases: list[Path], tasks: list, generator) -> list:
+    """The ranker objects `assist generate` ranks with (the users' and the `extra` ones), their caches in the
+    folder reading through to the extended folders', so a resumed run asks the model once."""
+    from assistant.core.agreement import AgreementRanker
+    from assistant.core.review import ReviewerRanker
+    from assistant.evaluate.codegen import USER_RANKERS, recorded_reviews
+
+    measured = pipeline.rankers("+".join([USER_RANKERS, *extra]))
+    reviews = None
+    for ranker in measured:
+        if isinstance(ranker, AgreementRanker):  # its tests are kept, so a resumed run asks the model once
+            ranker.cache = _layered(folder, bases, "agree-tests.jsonl")
+        if isinstance(ranker, ReviewerRanker):  # its scores too, and those the records already hold
+            if reviews is None:
+                reviews = _layered(folder, bases, "review-scores.jsonl")
+                reviews.bases.append(recorded_reviews([folder, *bases], tasks, generator))
+            ranker.cache = reviews
+    return measured
+
+
+@dataclass(frozen=True)
+class CodegenRun:
+    """What one `eval codegen` call samples, checked: the tasks and strategies, the model and sampling, the
+    demonstration pool, the extra rankers, its folder and the folders it extends."""
+
+    tasks: list
+    names: list[str]
+    settings: Settings
+    pool: str
+    params: SamplingParams
+    demos: int
+    seed: int
+    batch: int
+    extra: list[str]
+    folder: Path
+    bases: list[Path]
+
+
+def _draw_codegen(run: CodegenRun, ui: ProgressUI) -> list[dict]:
+    """Load the models, sample and score (or resume) the run, and name the trained retrievers it used."""
+    from assistant.evaluate import run_codegen
+    from assistant.evaluate.report import retriever_identities
+
+    pipeline, demo_pool, generator = _load_models(run.pool, run.settings, ui)
+    trained = retriever_identities(demo_pool.index, run.names)
+    measured = _codegen_rankers(pipeline, run.extra, run.folder, run.bases, run.tasks, generator)
+    records = run_codegen(
+        run.tasks,
+        demo_pool,
+        run.names,
+        generator,
+        run.folder,
+        params=run.params,
+        demos=run.demos,
+        seed=run.seed,
+        batch=run.batch,
+        cache=_layered(run.folder, run.bases, "samples.jsonl"),
+        rankers=measured,
+        progress=ui,
+    )
+    now = retriever_identities(demo_pool.index, run.names)
+    _record_retrievers(run.folder, trained, now, [task.task_id for task in run.tasks])
+    return records
+
+
+def _print_rows(folder: Path, tasks: int, rows: list[dict], as_json: bool, header: str, table: str, files: str) -> None:
+    """Rewrite the folder's report, then print a run's rows: as JSON, or a header, the table and where the
+    results are (`files`: what the folder shows)."""
+    from assistant.evaluate import write_report
+
+    write_report(folder)
+    if as_json:
+        out.print_json(json.dumps({"out": str(folder), "tasks": tasks, "rows": rows}))
+        return
+    out.print(header)
+    out.print(table)
+    err.print(f"results: {folder} ({files})")
+
+
 @eval_app.command("codegen")
 @friendly_errors
 def codegen(
     dataset: Dataset = "humaneval",
-    split: Annotated[str, typer.Option(help="MBPP split: test, validation, train, prompt.")] = "test",
+    split: CodegenSplit = "test",
     limit: Limit = None,
     seed: Seed = 0,
     strategies: Strategies = "zero,random,bm25,dense",
-    n: Annotated[int, typer.Option("-n", help="Samples per task.")] = 5,
-    k: Annotated[str, typer.Option("-k", help="pass@k values, e.g. 1,3,5 (each <= n).")] = "1,5",
+    n: Samples = 5,
+    k: PassKs = "1,5",
     demos: Demos = 4,
     backend: BackendOpt = None,
     engine: EngineOpt = None,
@@ -256,128 +371,58 @@ def codegen(
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
     timeout: TimeoutOpt = None,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = DEFAULT_TEMPERATURE,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = DEFAULT_TOP_P,
-    max_new_tokens: Annotated[int, typer.Option(help="Longest sample, in tokens.")] = 384,
+    temperature: Temperature = DEFAULT_TEMPERATURE,
+    top_p: TopP = DEFAULT_TOP_P,
+    max_new_tokens: MaxNewTokens = 384,
     pool: Pool = "mbpp",
-    batch: Annotated[
-        int, typer.Option(help="Tasks sampled together in one batched call (local backend; ~3x faster on a CPU).")
-    ] = 4,
-    rankers: Annotated[
-        str,
-        typer.Option(
-            "--rankers",
-            help="Rankers to measure beside first, random and logprob, comma-separated: agree (the model writes "
-            "tests for each task and the candidates run on them; a model call and ~40 sandbox runs per task), "
-            "reviewer (log p(requirement | code) under the same model; one scoring call per task), "
-            "coder-reviewer (reviewer plus logprob). "
-            "Added to a finished folder, they pick from its cached samples: nothing is sampled again.",
-        ),
-    ] = "",
-    extend: Annotated[
-        Path | None,
-        typer.Option(
-            "--extend",
-            help="A finished run of this command at a smaller -n (the same settings otherwise): its samples, "
-            "agree's written tests and the reviewer's scores are read from there (never written to), so only the "
-            "missing samples are drawn and scored. "
-            "Samples come in blocks of 5, so -n 10 adds one block to an -n 5 run.",
-        ),
-    ] = None,
+    batch: Batch = 4,
+    rankers: CodegenRankers = "",
+    extend: Extend = None,
     out_dir: OutDir = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    json_output: SummaryJson = False,
 ) -> None:
     """Pass@k per demonstration strategy, and pass@1 after each ranker (first, random, logprob, oracle)."""
     from assistant.backends import SamplingParams
-    from assistant.core.agreement import AgreementRanker
-    from assistant.core.review import ReviewerRanker
-    from assistant.evaluate import run_codegen, summarize_codegen, write_report
-    from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS, recorded_reviews
-    from assistant.evaluate.report import codegen_table, retriever_identities
+    from assistant.evaluate import summarize_codegen
+    from assistant.evaluate.report import codegen_table
 
-    check_range("--limit", limit, 1)
-    check_seed(seed)
-    check_range("-n", n, 1, MAX_N)
-    check_range("--demos", demos, 0, MAX_K)
-    check_range("--timeout", timeout, 0, MAX_TIMEOUT, low_open=True)
-    check_range("--temperature", temperature, 0, MAX_TEMPERATURE)
-    check_range("--top-p", top_p, 0, 1, low_open=True)
+    check_subset(limit, seed)
+    check_sampling(n, demos, timeout, temperature, top_p)
     check_range("--max-new-tokens", max_new_tokens, 1, MAX_NEW_TOKENS_LIMIT)
     check_range("--batch", batch, 1)
-    ks = _parse_ks(k)
+    ks = parse_ks(k)
     if ks[-1] > n:
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
-    extra = [name.strip() for name in rankers.split(",") if name.strip()]
-    for name in extra:
-        if name not in EXTRA_RANKERS:
-            raise UsageError(f"--rankers: unknown ranker {name!r}; choose from {', '.join(EXTRA_RANKERS)}")
+    extra = parse_rankers(rankers)
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     settings = backend_settings(backend, model, base_url, api, timeout, engine=engine)
-    name = parse_dataset(dataset).name
-    folder = out_dir or _default_folder(f"codegen-{name}-{split if name == 'mbpp' else 'all'}-n{n}-seed{seed}")
     config = {
         "command": "codegen",
-        "dataset": name,
+        "dataset": parse_dataset(dataset).name,
         "split": split,
         "limit": limit,
         "seed": seed,
         "n": n,
         "ks": ks,
         "demos": demos,
-        "backend": settings.backend,
-        "engine": _engine(settings),
-        "model": _model(settings),
+        **_backend_config(settings),
         "temperature": temperature,
         "top_p": top_p,
         "max_new_tokens": max_new_tokens,
         "pool": parse_dataset(pool).name,
         "strategies": names,
     }
-    bases = _extended(folder, extend, config)
-    if bases:
-        config["extends"] = [os.path.relpath(base, folder) for base in bases]
-    _prepare(folder, config, unrecorded=("engine",))
+    folder, bases = _open_codegen(out_dir, extend, config)
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
+    run = CodegenRun(tasks, names, settings, pool, params, demos, seed, batch, extra, folder, bases)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
-        pipeline, demo_pool, generator = _load_models(pool, settings, ui)
-        trained = retriever_identities(demo_pool.index, names)
-        measured = pipeline.rankers("+".join([USER_RANKERS, *extra]))  # the objects `assist generate` ranks with
-        reviews = None
-        for ranker in measured:
-            if isinstance(ranker, AgreementRanker):  # its tests are kept, so a resumed run asks the model once
-                ranker.cache = _layered(folder, bases, "agree-tests.jsonl")
-            if isinstance(ranker, ReviewerRanker):  # its scores too, and those the records already hold
-                if reviews is None:
-                    reviews = _layered(folder, bases, "review-scores.jsonl")
-                    reviews.bases.append(recorded_reviews([folder, *bases], tasks, generator))
-                ranker.cache = reviews
-        records = run_codegen(
-            tasks,
-            demo_pool,
-            names,
-            generator,
-            folder,
-            params=params,
-            demos=demos,
-            seed=seed,
-            batch=batch,
-            cache=_layered(folder, bases, "samples.jsonl"),
-            rankers=measured,
-            progress=ui,
-        )
-        now = retriever_identities(demo_pool.index, names)
-        _record_retrievers(folder, trained, now, [task.task_id for task in tasks])
+        records = _draw_codegen(run, ui)
     rows = summarize_codegen(records, ks)
-    write_report(folder)
-    if json_output:
-        out.print_json(json.dumps({"out": str(folder), "tasks": len(tasks), "rows": rows}))
-        return
-    out.print(
+    header = (
         f"{len(tasks)} tasks of {dataset} ({split}), n={n}, {demos} demonstrations from {pool}; "
         f"percent with 95% bootstrap intervals"
     )
-    out.print(codegen_table(rows, ks))
-    err.print(f"results: {folder} (report.md, charts)")
+    _print_rows(folder, len(tasks), rows, json_output, header, codegen_table(rows, ks), "report.md, charts")
 
 
 def _task_ids(path: Path) -> set[str]:
@@ -392,59 +437,90 @@ def _task_ids(path: Path) -> set[str]:
     return ids
 
 
+@dataclass(frozen=True)
+class RepoRun:
+    """One `eval repo` call's settings, checked: what runs, with which model and sampling, and where."""
+
+    specs: list
+    task: str
+    names: list[str]
+    extra: list[str]
+    wanted: set[str] | None
+    settings: Settings
+    folder: Path
+    limit: int | None
+    seed: int
+    n: int
+    demos: int
+    temperature: float
+    top_p: float
+    line_fragments: str
+    redraw: bool
+    repair: int
+    tests_in_prompt: bool
+
+    @property
+    def projects(self) -> list[str]:
+        """The projects, pinned: `name==version`."""
+        return [f"{s.name}=={s.version}" for s in self.specs]
+
+    def config(self) -> dict:
+        """What the folder's config.json records (the keys in the order the folders hold them)."""
+        return {
+            "command": "repo",
+            "projects": self.projects,
+            "task": self.task,
+            "limit": self.limit,
+            "seed": self.seed,
+            "n": self.n,
+            "demos": self.demos,
+            **_backend_config(self.settings),
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "line_fragments": self.line_fragments,
+            "redraw": self.redraw,
+            "repair": self.repair,
+            "tests_in_prompt": self.tests_in_prompt,
+            "strategies": self.names,
+            "tasks": sorted(self.wanted) if self.wanted is not None else None,
+        }
+
+    def subset(self, items: list) -> list:
+        """The tasks of `items` this run takes: those `--tasks` lists, then `--limit` of them in seeded order."""
+        if self.wanted is not None:
+            items = [t for t in items if t.task_id in self.wanted]
+        # Walked in the seeded order, not by name: a run stopped early holds a sample of every project.
+        order = sorted(items, key=lambda t: t.task_id)
+        random.Random(self.seed).shuffle(order)
+        return order[: self.limit or len(order)]
+
+
+def _repo_names(task: str, line_fragments: str, strategies: str | None) -> list[str]:
+    """`--task` and `--line-fragments` checked, and the strategy names (by default what generate does, beside its
+    baselines; +file only where a stub is filled)."""
+    from assistant.evaluate.repo.run import check_strategies
+
+    if task not in ("function", "line", "both", "retrieval"):
+        raise UsageError(f"--task is function, line, both or retrieval, not {task!r}")
+    if line_fragments not in ("other-files", "any"):
+        raise UsageError(f"--line-fragments is other-files or any, not {line_fragments!r}")
+    if strategies is None:
+        strategies = "zero,bm25,hybrid" + (",hybrid+file" if task == "function" else "")
+    names = [s.strip() for s in strategies.split(",") if s.strip()]
+    check_strategies(names, task)
+    return names
+
+
 @eval_app.command("repo")
 @friendly_errors
 def repo(
-    project: Annotated[
-        str,
-        typer.Option(
-            "--project",
-            help="Comma-separated: boltons, click, tabulate, cachetools, or `all` (those four, the default); "
-            "jinja2 and marshmallow, or `held-out` (both): projects added after the four's results, for checking "
-            "a finding on code nothing here was tuned on.",
-        ),
-    ] = "all",
-    task: Annotated[
-        str,
-        typer.Option(
-            "--task",
-            help="function, line, both, or retrieval (the line tasks' R@k and MRR@10 alone: no generation; "
-            "seconds for bm25/dense/hybrid, while selfracg-init encodes every fragment with the LLM).",
-        ),
-    ] = "both",
-    limit: Annotated[
-        int | None, typer.Option(help="At most this many tasks of each kind (a seeded subset; nested as it grows).")
-    ] = None,
-    tasks_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--tasks",
-            help="A file of task ids, one per line, as the records name them (`#` starts a comment): only those "
-            "run, e.g. the list `benchmarks/repo_callees.py FOLDER --list-unseen` prints. --limit applies after.",
-        ),
-    ] = None,
+    project: Projects = "all",
+    task: RepoTask = "both",
+    limit: RepoLimit = None,
+    tasks_file: TasksFile = None,
     seed: Seed = 0,
-    strategies: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated (default: zero,bm25,hybrid, and hybrid+file with --task function): zero, bm25, "
-            "dense, hybrid (what generate uses; filling a stub, hybrid+file), tstr "
-            "(TST^R trained in seconds on the project's functions less the benchmark's function tasks), lail (LAIL "
-            "trained on the same functions, 128 documented ones labeled by the model, 10-20 minutes a project on 2 "
-            "cores the first time, then cached; on line tasks both search the fragments with what they learned), "
-            "selfracg-init (SelfRACG's branch untrained: the generator's own attention; loads the transformers model "
-            "too), selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`). On "
-            "function tasks any of them + apis (e.g. hybrid+apis, zero+apis) also shows the project's functions from "
-            "other files that the target file calls or imports, as `generate --apis` does; any retriever @fragments "
-            "(e.g. hybrid@fragments) shows its 20-line fragments of the project's other files, found with the code "
-            "before the body, instead of demonstrations (RepoEval's context); the two combine as X@fragments+apis. "
-            "Any retriever +file (e.g. hybrid+file, hybrid+file+apis) may take its demonstrations from the target "
-            "file's other functions too, as `generate` does by default (never the hidden one). Any strategy +attrs, "
-            "last (e.g. zero+attrs, hybrid+file+attrs), shows what a method's class sets on self in the context (an "
-            "experiment; generate does not yet)."
-        ),
-    ] = None,
-    n: Annotated[int, typer.Option("-n", help="Samples per function task (line tasks are greedy).")] = 5,
+    strategies: RepoStrategies = None,
+    n: RepoSamples = 5,
     demos: Demos = 4,
     backend: BackendOpt = None,
     engine: EngineOpt = None,
@@ -452,55 +528,15 @@ def repo(
     base_url: BaseUrlOpt = None,
     api: ApiOpt = None,
     timeout: TimeoutOpt = None,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = DEFAULT_TEMPERATURE,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling threshold.")] = DEFAULT_TOP_P,
-    line_fragments: Annotated[
-        str,
-        typer.Option(
-            "--line-fragments",
-            help="Line tasks: where the prompt's fragments may come from. other-files (default): the target "
-            "file is left out, as `generate` leaves it out, since the prompt holds its code before the cut; "
-            "any: every fragment but those overlapping the hidden lines (how results/repo-n5-seed0 ran). "
-            "R@k and MRR@10 always rank every fragment.",
-        ),
-    ] = "other-files",
-    redraw: Annotated[
-        bool,
-        typer.Option(
-            "--redraw",
-            help="Function tasks: draw once more each sample that wrote nothing, as `generate` does by default "
-            "(off here, so the earlier results folders resume as they ran; results/repo-redraw-n5-seed0 ran with it).",
-        ),
-    ] = False,
-    repair: Annotated[
-        int,
-        typer.Option(
-            "--repair",
-            help="Function tasks: with the covering tests visible, a task none of whose samples passes them gets up "
-            f"to N repair rounds as `generate` runs them ({REPAIR_N} samples a round, within {REPAIR_BUDGET_S:g} s); "
-            "each record keeps the first round's result and the repaired one apart. 0 (default): none.",
-        ),
-    ] = 0,
-    tests_in_prompt: Annotated[
-        bool,
-        typer.Option(
-            "--tests-in-prompt",
-            help="Function tasks: show the covering tests in the prompt, as `generate` shows a repo's tests that "
-            "mention a stub (off by default: the leak control keeps them out).",
-        ),
-    ] = False,
-    rankers: Annotated[
-        str,
-        typer.Option(
-            "--rankers",
-            help="Function tasks: rankers to measure beside first, random and logprob, comma-separated: agree "
-            "(the model writes tests from the docstring and each candidate runs on them in a sandboxed copy of "
-            "its project; methods are left to logprob), reviewer, coder-reviewer. The report adds auto (agree, "
-            "then logprob: what generate does). Added to a finished folder, they pick from its cached samples.",
-        ),
-    ] = "",
+    temperature: Temperature = DEFAULT_TEMPERATURE,
+    top_p: TopP = DEFAULT_TOP_P,
+    line_fragments: LineFragments = "other-files",
+    redraw: Redraw = False,
+    repair: Repair = 0,
+    tests_in_prompt: TestsInPrompt = False,
+    rankers: RepoRankers = "",
     out_dir: OutDir = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    json_output: SummaryJson = False,
 ) -> None:
     """Fill functions and next lines in real projects (pinned PyPI sdists), scored by the projects' own tests.
 
@@ -509,155 +545,155 @@ def repo(
     Function tasks: pass@1/pass@5, the picks, exact match and edit similarity of the body. Line tasks: exact
     match and edit similarity of the next 1-3 lines, and the retrievers' R@1, R@10 and MRR@10.
     """
-    import random
+    from assistant.evaluate.repo.projects import parse_projects
 
+    check_subset(limit, seed)
+    check_sampling(n, demos, timeout, temperature, top_p)
+    check_range("--repair", repair, 0, MAX_REPAIR)
+    names = _repo_names(task, line_fragments, strategies)
+    run = RepoRun(
+        extra=parse_rankers(rankers),
+        specs=parse_projects(project),
+        wanted=_task_ids(tasks_file) if tasks_file is not None else None,
+        settings=backend_settings(backend, model, base_url, api, timeout, engine=engine),
+        folder=out_dir or _default_folder(f"repo-n{n}-seed{seed}"),
+        task=task,
+        names=names,
+        limit=limit,
+        seed=seed,
+        n=n,
+        demos=demos,
+        temperature=temperature,
+        top_p=top_p,
+        line_fragments=line_fragments,
+        redraw=redraw,
+        repair=repair,
+        tests_in_prompt=tests_in_prompt,
+    )
+    legacy = {"line_fragments": "any", "redraw": False, "repair": 0, "tests_in_prompt": False}
+    _prepare(run.folder, run.config(), legacy=legacy, unrecorded=("engine",))
+    if task == "retrieval":
+        _repo_retrieval(run, json_output)
+    else:
+        _run_repo(run, json_output)
+
+
+def _repo_tasks(run: RepoRun, projects: list, ui: ProgressUI) -> tuple[list, list, list]:
+    """Every function task of the projects (what the trained strategies never learn from; empty when no trained
+    strategy needs it and only line tasks run), and the function and line tasks this run takes."""
+    from assistant.evaluate.repo.run import TRAINED, retrieval_of
+    from assistant.evaluate.repo.tasks import function_tasks, line_tasks
+
+    # The trained strategies never learn from a function task, whichever tasks run, so they need the list.
+    trained = any(retrieval_of(s) in TRAINED for s in run.names)
+    every_function = (
+        [t for p in projects for t in function_tasks(p, progress=ui)] if run.task != "line" or trained else []
+    )
+    every_line = [t for p in projects for t in line_tasks(p)] if run.task != "function" else []
+    runnable = (every_function if run.task != "line" else []) + every_line
+    if run.wanted is not None:
+        missing = sorted(run.wanted - {t.task_id for t in runnable})
+        if missing:
+            kind = {"function": "function", "line": "line"}.get(run.task, "function or line")
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise UsageError(f"--tasks: {missing[0]!r} is not a {kind} task of {', '.join(run.projects)}{more}")
+    functions = run.subset(every_function) if run.task != "line" else []
+    return every_function, functions, run.subset(every_line)
+
+
+def _run_functions(
+    run: RepoRun, pipeline, generator, indexes: dict, functions: list, held_out: list, ui: ProgressUI
+) -> list[dict]:
+    """Sample, test and rank the function tasks (or resume them) with `pipeline`'s rankers; their summary rows."""
     from assistant.backends import SamplingParams
     from assistant.cache import JsonlCache
     from assistant.core.agreement import AgreementRanker
     from assistant.core.repair import RepairOptions
-    from assistant.evaluate import write_report
-    from assistant.evaluate.codegen import EXTRA_RANKERS, USER_RANKERS
-    from assistant.evaluate.repo.projects import parse_projects, prepare
-    from assistant.evaluate.repo.run import (
-        TRAINED,
-        check_strategies,
-        function_table,
-        index_project,
-        line_table,
-        retrieval_of,
-        run_function_tasks,
-        run_line_tasks,
-        summarize_functions,
-        summarize_lines,
+    from assistant.evaluate.codegen import USER_RANKERS
+    from assistant.evaluate.repo.run import run_function_tasks, summarize_functions
+
+    params = SamplingParams(n=run.n, temperature=run.temperature, top_p=run.top_p)
+    measured = pipeline.rankers("+".join([USER_RANKERS, *run.extra]))  # the objects `assist generate` ranks with
+    for ranker in measured:
+        if isinstance(ranker, AgreementRanker):  # its tests are kept, so a resumed run asks the model once
+            ranker.cache = JsonlCache(run.folder / "agree-tests.jsonl")
+    records = run_function_tasks(
+        functions,
+        indexes,
+        run.names,
+        generator,
+        run.folder,
+        params=params,
+        demos=run.demos,
+        seed=run.seed,
+        rankers=measured,
+        held_out=held_out,
+        progress=ui,
+        redraw=run.redraw,
+        repair=RepairOptions(rounds=run.repair, n=min(run.n, REPAIR_N)) if run.repair else None,
+        tests_in_prompt=run.tests_in_prompt,
     )
-    from assistant.evaluate.repo.tasks import function_tasks, line_tasks
+    return summarize_functions(records, [k for k in (1, 5) if k <= run.n])
+
+
+def _run_lines(run: RepoRun, generator, indexes: dict, lines: list, held_out: list, ui: ProgressUI) -> list[dict]:
+    """Complete the line tasks greedily (or resume them); their summary rows."""
+    from assistant.evaluate.repo.run import run_line_tasks, summarize_lines
+
+    records = run_line_tasks(
+        lines,
+        indexes,
+        run.names,
+        generator,
+        run.folder,
+        demos=run.demos,
+        other_files=run.line_fragments == "other-files",
+        held_out=held_out,
+        progress=ui,
+    )
+    return summarize_lines(records)
+
+
+def _run_repo(run: RepoRun, as_json: bool) -> None:
+    """`eval repo --task function|line|both`: prepare the projects, run their tasks, print this call's tables."""
+    from assistant.evaluate.repo.projects import prepare
+    from assistant.evaluate.repo.run import index_project
     from assistant.pipeline.pipeline import Pipeline
 
-    check_range("--limit", limit, 1)
-    check_seed(seed)
-    check_range("-n", n, 1, MAX_N)
-    check_range("--demos", demos, 0, MAX_K)
-    check_range("--timeout", timeout, 0, MAX_TIMEOUT, low_open=True)
-    check_range("--temperature", temperature, 0, MAX_TEMPERATURE)
-    check_range("--top-p", top_p, 0, 1, low_open=True)
-    check_range("--repair", repair, 0, MAX_REPAIR)
-    if task not in ("function", "line", "both", "retrieval"):
-        raise UsageError(f"--task is function, line, both or retrieval, not {task!r}")
-    if line_fragments not in ("other-files", "any"):
-        raise UsageError(f"--line-fragments is other-files or any, not {line_fragments!r}")
-    if strategies is None:  # what generate does, beside its baselines; +file only where a stub is filled
-        strategies = "zero,bm25,hybrid" + (",hybrid+file" if task == "function" else "")
-    names = [s.strip() for s in strategies.split(",") if s.strip()]
-    check_strategies(names, task)
-    extra = [name.strip() for name in rankers.split(",") if name.strip()]
-    for name in extra:
-        if name not in EXTRA_RANKERS:
-            raise UsageError(f"--rankers: unknown ranker {name!r}; choose from {', '.join(EXTRA_RANKERS)}")
-    specs = parse_projects(project)
-    wanted = _task_ids(tasks_file) if tasks_file is not None else None
-    settings = backend_settings(backend, model, base_url, api, timeout, engine=engine)
-    folder = out_dir or _default_folder(f"repo-n{n}-seed{seed}")
-    config = {
-        "command": "repo",
-        "projects": [f"{s.name}=={s.version}" for s in specs],
-        "task": task,
-        "limit": limit,
-        "seed": seed,
-        "n": n,
-        "demos": demos,
-        "backend": settings.backend,
-        "engine": _engine(settings),
-        "model": _model(settings),
-        "temperature": temperature,
-        "top_p": top_p,
-        "line_fragments": line_fragments,
-        "redraw": redraw,
-        "repair": repair,
-        "tests_in_prompt": tests_in_prompt,
-        "strategies": names,
-        "tasks": sorted(wanted) if wanted is not None else None,
-    }
-    legacy = {"line_fragments": "any", "redraw": False, "repair": 0, "tests_in_prompt": False}
-    _prepare(folder, config, legacy=legacy, unrecorded=("engine",))
-
-    def subset(items: list) -> list:
-        if wanted is not None:
-            items = [t for t in items if t.task_id in wanted]
-        # Walked in the seeded order, not by name: a run stopped early holds a sample of every project.
-        order = sorted(items, key=lambda t: t.task_id)
-        random.Random(seed).shuffle(order)
-        return order[: limit or len(order)]
-
     started = time.perf_counter()
-    if task == "retrieval":
-        _repo_retrieval(specs, names, subset, folder, json_output)
-        return
-    with ProgressUI(show_progress(json_output), plain=True) as ui:
-        projects = [prepare(spec, progress=ui) for spec in specs]
-        # The trained strategies never learn from a function task, whichever tasks run, so they need the list.
-        trained = any(retrieval_of(s) in TRAINED for s in names)
-        every_function = (
-            [t for p in projects for t in function_tasks(p, progress=ui)] if task != "line" or trained else []
-        )
-        every_line = [t for p in projects for t in line_tasks(p)] if task != "function" else []
-        runnable = (every_function if task != "line" else []) + every_line
-        if wanted is not None:
-            missing = sorted(wanted - {t.task_id for t in runnable})
-            if missing:
-                kind = {"function": "function", "line": "line"}.get(task, "function or line")
-                more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-                raise UsageError(
-                    f"--tasks: {missing[0]!r} is not a {kind} task of {', '.join(config['projects'])}{more}"
-                )
-        functions = subset(every_function) if task != "line" else []
-        lines = subset(every_line)
-        pipeline = Pipeline(settings=settings)
+    with ProgressUI(show_progress(as_json), plain=True) as ui:
+        projects = [prepare(spec, progress=ui) for spec in run.specs]
+        every_function, functions, lines = _repo_tasks(run, projects, ui)
+        pipeline = Pipeline(settings=run.settings)
         encoder = pipeline.encoder()
         indexes = {p.name: index_project(p, encoder, progress=ui) for p in projects}
         generator = pipeline.backend(progress=ui)
-        adapters = _selfracg_identity(names)
-        function_rows = line_rows = None
-        if functions:
-            params = SamplingParams(n=n, temperature=temperature, top_p=top_p)
-            measured = pipeline.rankers("+".join([USER_RANKERS, *extra]))  # the objects `assist generate` ranks with
-            for ranker in measured:
-                if isinstance(ranker, AgreementRanker):  # its tests are kept, so a resumed run asks the model once
-                    ranker.cache = JsonlCache(folder / "agree-tests.jsonl")
-            records = run_function_tasks(
-                functions,
-                indexes,
-                names,
-                generator,
-                folder,
-                params=params,
-                demos=demos,
-                seed=seed,
-                rankers=measured,
-                held_out=every_function,
-                progress=ui,
-                redraw=redraw,
-                repair=RepairOptions(rounds=repair, n=min(n, REPAIR_N)) if repair else None,
-                tests_in_prompt=tests_in_prompt,
-            )
-            function_rows = summarize_functions(records, [k for k in (1, 5) if k <= n])
-        if lines:
-            line_records = run_line_tasks(
-                lines,
-                indexes,
-                names,
-                generator,
-                folder,
-                demos=demos,
-                other_files=line_fragments == "other-files",
-                held_out=every_function,
-                progress=ui,
-            )
-            line_rows = summarize_lines(line_records)
-    _record_retrievers(folder, adapters, _selfracg_identity(names), [t.task_id for t in functions + lines])
-    elapsed = time.perf_counter() - started
+        adapters = _selfracg_identity(run.names)
+        function_rows = (
+            _run_functions(run, pipeline, generator, indexes, functions, every_function, ui) if functions else None
+        )
+        line_rows = _run_lines(run, generator, indexes, lines, every_function, ui) if lines else None
+    _record_retrievers(run.folder, adapters, _selfracg_identity(run.names), [t.task_id for t in functions + lines])
+    _print_repo(run, len(functions), len(lines), function_rows, line_rows, time.perf_counter() - started, as_json)
+
+
+def _print_repo(
+    run: RepoRun,
+    functions: int,
+    lines: int,
+    function_rows: list[dict] | None,
+    line_rows: list[dict] | None,
+    elapsed: float,
+    as_json: bool,
+) -> None:
+    """Rewrite the folder's report (every record it holds, earlier calls' strategies too) and print this call's
+    tables, or its rows as JSON."""
+    from assistant.evaluate import write_report
+    from assistant.evaluate.repo.run import function_table, line_table
+
     header = (
-        f"{len(functions)} function tasks and {len(lines)} line tasks from "
-        f"{', '.join(config['projects'])}; n={n}, {demos} demonstrations or fragments; {elapsed / 60:.1f} min"
+        f"{functions} function tasks and {lines} line tasks from "
+        f"{', '.join(run.projects)}; n={run.n}, {run.demos} demonstrations or fragments; {elapsed / 60:.1f} min"
     )
     report = [f"# assist eval repo\n\n{header}\n"]
     if function_rows:
@@ -666,15 +702,16 @@ def repo(
     if line_rows:
         report += ["## Line level (EM, ES in percent; R@k and MRR@10 of the fragment holding the line)\n",
                    line_table(line_rows), ""]  # fmt: skip
-    # report.md covers every record the folder holds (earlier calls' strategies too); the terminal, this call's.
-    write_report(folder)
-    if json_output:
+    write_report(run.folder)
+    if as_json:
         out.print_json(
-            json.dumps({"out": str(folder), "seconds": round(elapsed, 1), "function": function_rows, "line": line_rows})
+            json.dumps(
+                {"out": str(run.folder), "seconds": round(elapsed, 1), "function": function_rows, "line": line_rows}
+            )
         )
         return
     out.print("\n".join(report))
-    err.print(f"results: {folder} (report.md)")
+    err.print(f"results: {run.folder} (report.md)")
 
 
 def _selfracg_identity(names: list[str]) -> dict[str, dict]:
@@ -692,10 +729,9 @@ def _selfracg_identity(names: list[str]) -> dict[str, dict]:
     return {name: identity for name in using} if identity is not None else {}
 
 
-def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list], folder: Path, as_json: bool) -> None:
+def _repo_retrieval(run: RepoRun, as_json: bool) -> None:
     """`eval repo --task retrieval`: each retriever's rank of the positive fragment for the line tasks."""
     from assistant.cache import JsonlCache, cache_key
-    from assistant.evaluate import write_report
     from assistant.evaluate.repo.projects import prepare
     from assistant.evaluate.repo.run import (
         TRAINED,
@@ -707,11 +743,12 @@ def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list
     from assistant.evaluate.repo.tasks import function_tasks, line_tasks
     from assistant.pipeline.pipeline import load_encoder
 
+    names, folder = run.names, run.folder
     if names == ["zero"]:
         raise UsageError("--task retrieval needs a retriever among --strategies (zero retrieves nothing)")
     with ProgressUI(show_progress(as_json), plain=True) as ui:
-        projects = [prepare(spec, progress=ui) for spec in specs]
-        lines = subset([t for p in projects for t in line_tasks(p)])
+        projects = [prepare(spec, progress=ui) for spec in run.specs]
+        lines = run.subset([t for p in projects for t in line_tasks(p)])
         # What the trained strategies never learn from: every function task of the projects.
         held_out = [t for p in projects for t in function_tasks(p, progress=ui)] if set(names) & set(TRAINED) else []
         encoder = load_encoder()
@@ -722,50 +759,37 @@ def _repo_retrieval(specs: list, names: list[str], subset: Callable[[list], list
     for record in records:
         store.put(cache_key(kind="retrieval", task=record["task_id"], strategy=record["strategy"]), record)
     _record_retrievers(folder, adapters, _selfracg_identity(names), [t.task_id for t in lines])
-    write_report(folder)
     rows = summarize_retrieval(records)
-    if as_json:
-        out.print_json(json.dumps({"out": str(folder), "tasks": len(lines), "rows": rows}))
-        return
-    out.print(f"{len(lines)} line tasks; the positive is the 20-line fragment holding the first hidden line\n")
-    out.print(retrieval_table(rows))
-    err.print(f"results: {folder} (report.md)")
+    header = f"{len(lines)} line tasks; the positive is the 20-line fragment holding the first hidden line\n"
+    _print_rows(folder, len(lines), rows, as_json, header, retrieval_table(rows), "report.md")
 
 
 @eval_app.command("likelihood")
 @friendly_errors
 def likelihood(
     dataset: Dataset = "mbpp",
-    split: Annotated[str, typer.Option(help="MBPP split.")] = "test",
+    split: LikelihoodSplit = "test",
     limit: Limit = None,
     seed: Seed = 0,
     strategies: Strategies = "zero,random,bm25,dense",
     demos: Demos = 4,
-    backend: Annotated[
-        str | None,
-        typer.Option(
-            "--backend",
-            help="Scoring backend: local, or openai when the configured server (OPENAI_BASE_URL, "
-            "ASSIST_OPENAI_API=completions) echoes prompt log-probabilities, as vLLM does.",
-        ),
-    ] = None,
+    backend: ScoringBackend = None,
     engine: EngineOpt = None,
     model: ModelOpt = None,
     pool: Pool = "mbpp",
     out_dir: OutDir = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    json_output: SummaryJson = False,
 ) -> None:
     """Mean log-probability of each task's reference solution given each strategy's demonstrations."""
-    from assistant.evaluate import run_likelihood, summarize_likelihood, write_report
+    from assistant.evaluate import run_likelihood, summarize_likelihood
     from assistant.evaluate.report import likelihood_table, retriever_identities
 
-    check_range("--limit", limit, 1)
-    check_seed(seed)
-    check_range("--demos", demos, 0, MAX_K)
+    check_subset(limit, seed)
+    check_demos(demos)
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
     settings = backend_settings(backend, model, engine=engine)
     name = parse_dataset(dataset).name
-    folder = out_dir or _default_folder(f"likelihood-{name}-{split if name == 'mbpp' else 'all'}-seed{seed}")
+    folder = out_dir or _default_folder(f"{_run_name('likelihood', name, split)}-seed{seed}")
     config = {
         "command": "likelihood",
         "dataset": name,
@@ -773,9 +797,7 @@ def likelihood(
         "limit": limit,
         "seed": seed,
         "demos": demos,
-        "backend": settings.backend,
-        "engine": _engine(settings),
-        "model": _model(settings),
+        **_backend_config(settings),
         "pool": parse_dataset(pool).name,
         "strategies": names,
     }
@@ -789,38 +811,17 @@ def likelihood(
         now = retriever_identities(demo_pool.index, names)
         _record_retrievers(folder, trained, now, [task.task_id for task in tasks])
     rows = summarize_likelihood(records)
-    write_report(folder)
-    if json_output:
-        out.print_json(json.dumps({"out": str(folder), "tasks": len(tasks), "rows": rows}))
-        return
-    out.print(f"{len(tasks)} tasks of {dataset} ({split}), {demos} demonstrations from {pool}; 95% bootstrap intervals")
-    out.print(likelihood_table(rows))
-    err.print(f"results: {folder} (report.md, charts)")
+    header = f"{len(tasks)} tasks of {dataset} ({split}), {demos} demonstrations from {pool}; 95% bootstrap intervals"
+    _print_rows(folder, len(tasks), rows, json_output, header, likelihood_table(rows), "report.md, charts")
 
 
 @eval_app.command("report")
 @friendly_errors
 def report(
-    results: Annotated[
-        list[Path],
-        typer.Argument(
-            help="A results folder written by assist eval; or several `eval repo` folders of disjoint function "
-            "tasks, run with the same settings, to pool into one table (printed, no folder is written)."
-        ),
-    ],
-    versus: Annotated[
-        str | None,
-        typer.Option(
-            help="Add each strategy's difference from this one (e.g. dense), paired by task, with 95% CIs. "
-            "Remembered in the folder's config.json, so later runs keep these tables; `none` forgets it. Pooling: "
-            "a column of pass@1 against it."
-        ),
-    ] = None,
-    strategies: Annotated[
-        str | None,
-        typer.Option(help="Pooling: the strategies to compare, comma-separated (default: those every folder ran)."),
-    ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Pooling: print the rows as JSON.")] = False,
+    results: ResultFolders,
+    versus: Versus = None,
+    strategies: PoolStrategies = None,
+    json_output: PoolJson = False,
 ) -> None:
     """Rebuild report.md (tables) and PNG charts from a results folder, or pool `eval repo` runs of disjoint
     function tasks into one function-level table (paired by task against zero-shot and bm25); no model is loaded."""
@@ -834,6 +835,11 @@ def report(
             raise UsageError("--strategies and --json are for pooling several eval repo folders")
         out.print(write_report(results[0], versus=versus))
         return
+    _pool_report(results, versus, strategies, json_output)
+
+
+def _pool_report(results: list[Path], versus: str | None, strategies: str | None, as_json: bool) -> None:
+    """`eval report A B ...`: pool `eval repo` folders of disjoint function tasks into one printed table."""
     from assistant.evaluate.repo.pool import pooled_records
     from assistant.evaluate.repo.run import VERSUS, function_table, summarize_functions
 
@@ -844,7 +850,7 @@ def report(
     n = min(r["n"] for r in records)
     baselines = [*VERSUS, *([versus] if versus and versus not in VERSUS else [])]
     rows = summarize_functions(records, [k for k in (1, 5) if k <= n], versus=baselines)
-    if json_output:
+    if as_json:
         out.print_json(json.dumps({"tasks": counts, "rows": rows}))
         return
     parts = ", ".join(f"{folder} {tasks}" for folder, tasks in counts.items())
@@ -860,13 +866,13 @@ def report(
 @eval_app.command("retrieval")
 @friendly_errors
 def retrieval(
-    method: Annotated[str, typer.Option(help="The trained retriever to evaluate: tstr.")] = "tstr",
+    method: Method = "tstr",
     dataset: Dataset = "mbpp",
-    split: Annotated[str, typer.Option(help="MBPP split the references come from.")] = "test",
+    split: RetrievalSplit = "test",
     limit: Limit = None,
     seed: Seed = 0,
     pool: Pool = "mbpp",
-    json_output: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
+    json_output: RowsJson = False,
 ) -> None:
     """Pairwise ranking accuracy on (reference, closer code, farther code) triplets; no LLM involved.
 
@@ -878,8 +884,7 @@ def retrieval(
     from assistant.evaluate.retrieval import run_retrieval_eval
     from assistant.pipeline.pipeline import Pipeline
 
-    check_range("--limit", limit, 1)
-    check_seed(seed)
+    check_subset(limit, seed)
     if method != "tstr":
         raise UsageError("eval retrieval measures TST^R (--method tstr)")
     tasks = subset(load_dataset(dataset, split), limit, seed)
@@ -919,32 +924,49 @@ def retrieval(
     out.print("\n".join(lines))
 
 
+def _docstring_indexes(names: list[str], pool: list, pipeline, seed: int) -> dict:
+    """strategy → the exemplar index it retrieves from (None for zero-shot); JOINTCOM's must have been trained on
+    this split."""
+    from assistant.core.docwriter import ExemplarIndex
+
+    indexes = {}
+    for name in names:
+        if name == "jointcom":
+            from assistant.methods.jointcom import retriever_dir, trained_encoder
+
+            trained = trained_encoder(retriever_dir(pool))
+            if trained is None:
+                raise UsageError(
+                    "no JOINTCOM retriever trained on this split: run "
+                    f"`assist train docstring-retriever --stdlib --seed {seed}` first"
+                )
+            indexes[name] = ExemplarIndex(pool, trained)
+        else:
+            indexes[name] = (
+                None if name == "zero" else ExemplarIndex(pool, pipeline.encoder() if name == "dense" else None)
+            )
+    return indexes
+
+
 @eval_app.command("docstring")
 @friendly_errors
 def docstring_eval(
-    strategies: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated: zero, bm25 (RAF_BM25: exemplar by code tokens), dense, jointcom (the retriever "
-            "trained by `assist train docstring-retriever --stdlib`)."
-        ),
-    ] = "zero,bm25,dense",
-    limit: Annotated[int | None, typer.Option(help="Test functions (a seeded sample of the held-out modules).")] = 200,
-    k: Annotated[int, typer.Option("-k", help="Exemplars per prompt (JOINTCOM uses the single best).")] = 1,
+    strategies: DocStrategies = "zero,bm25,dense",
+    limit: DocLimit = 200,
+    k: Exemplars = 1,
     seed: Seed = 0,
     backend: BackendOpt = None,
     engine: EngineOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     out_dir: OutDir = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    json_output: SummaryJson = False,
 ) -> None:
     """Docstring generation on held-out standard-library modules: corpus/sentence BLEU-4, ROUGE-L, METEOR.
 
     The stdlib's modules are split (seeded) into exemplar modules and test modules; split.json in the
     results folder names them. Cached and resumable.
     """
-    from assistant.core.docwriter import ExemplarIndex
     from assistant.evaluate.docstring_eval import (
         STRATEGIES,
         docstring_table,
@@ -952,7 +974,6 @@ def docstring_eval(
         run_docstring_eval,
         summarize_docstrings,
     )
-    from assistant.paths import atomic_write_text
     from assistant.pipeline.pipeline import Pipeline
 
     check_range("--limit", limit, 1)
@@ -972,22 +993,7 @@ def docstring_eval(
         atomic_write_text(folder / "split.json", json.dumps(split, indent=1))
         ui.status(f"{len(items)} test functions from {len(split['test_modules'])} held-out modules; "
                   f"{len(pool)} exemplars")  # fmt: skip
-        indexes = {}
-        for name in names:
-            if name == "jointcom":
-                from assistant.methods.jointcom import retriever_dir, trained_encoder
-
-                trained = trained_encoder(retriever_dir(pool))
-                if trained is None:
-                    raise UsageError(
-                        "no JOINTCOM retriever trained on this split: run "
-                        f"`assist train docstring-retriever --stdlib --seed {seed}` first"
-                    )
-                indexes[name] = ExemplarIndex(pool, trained)
-            else:
-                indexes[name] = (
-                    None if name == "zero" else ExemplarIndex(pool, pipeline.encoder() if name == "dense" else None)
-                )
+        indexes = _docstring_indexes(names, pool, pipeline, seed)
         generator = pipeline.backend(progress=ui)
         records = run_docstring_eval(items, indexes, generator, folder, k=k, progress=ui)
     rows = summarize_docstrings(records)
@@ -1001,63 +1007,14 @@ def docstring_eval(
         out.print(table, markup=False, highlight=False)
 
 
-@eval_app.command("discriminator")
-@friendly_errors
-def discriminator_eval(
-    from_bank: Annotated[
-        str, typer.Option("--from-bank", help="Training problems with tests: mbpp[:PATH] (MBPP's train split).")
-    ] = "mbpp",
-    from_eval: Annotated[
-        list[Path] | None,
-        typer.Option("--from-eval", help="Add the model's candidates from a codegen run on MBPP train. Repeatable."),
-    ] = None,
-    candidates: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--candidates",
-            help="Rank the cached candidates of a codegen run (a test split) with each variant; each strategy "
-            "in it is ranked and reported on its own.",
-        ),
-    ] = None,
-    variants: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated: condor, no-contrastive, no-partial-fixes, plain (CodeRanker-style): MiniLM "
-            "fine-tuned; generator: the local generator frozen, a head over its hidden states."
-        ),
-    ] = "condor,no-contrastive,no-partial-fixes,plain",
-    mutants: Annotated[int, typer.Option(help="Mutants per known-correct program.")] = 4,
-    epochs: Annotated[int, typer.Option(help="Classifier epochs.")] = 2,
-    holdout: Annotated[float, typer.Option(help="Share of training problems held out for P/R/F1.")] = 0.2,
-    seed: Seed = 0,
-    out_dir: OutDir = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
-) -> None:
-    """Condor against its ablations: P/R/F1 on held-out problems, and pass@1 after ranking cached candidates.
-
-    Every variant is trained on the same data and split; pass@1 compares them with the first sample, a
-    random choice, mean log-probability and the oracle on the SAME samples (those of --candidates runs).
-    """
+def _candidate_runs(candidates: list[Path], from_bank: str) -> list[tuple[str, list[dict], dict[str, str]]]:
+    """The cached candidates of each `--candidates` codegen run: (strategy, records, task id → requirement) per
+    strategy, the requirements read from the dataset the run used."""
     from assistant.evaluate import load_dataset
-    from assistant.evaluate.discriminator import (
-        discriminator_tables,
-        load_candidates,
-        parse_variants,
-        run_discriminator_eval,
-    )
-    from assistant.methods.condor.data import build_dataset, training_problems
-    from assistant.methods.condor.model import CondorConfig, verification_cache
-    from assistant.paths import atomic_write_text
+    from assistant.evaluate.discriminator import load_candidates
 
-    check_range("--mutants", mutants, 0)
-    check_range("--epochs", epochs, 1)
-    check_range("--holdout", holdout, 0, 1, low_open=True, high_open=True)
-    check_seed(seed)
-    names = parse_variants(variants)
-    if not is_mbpp(from_bank):
-        raise UsageError("eval discriminator trains on MBPP's train split: --from-bank mbpp[:PATH]")
     runs = []
-    for folder in candidates or []:
+    for folder in candidates:
         config, groups = load_candidates(folder)
         spec = config["dataset"] if config["dataset"] != "mbpp" else from_bank
         texts = {t.task_id: t.requirement for t in load_dataset(spec, config.get("split", "test"))}
@@ -1067,6 +1024,40 @@ def discriminator_eval(
                 f"{folder} has tasks ({', '.join(unknown[:3])}...) that {spec} does not: was it run on another file?"
             )
         runs += [(name, records, texts) for name, records in groups]
+    return runs
+
+
+@eval_app.command("discriminator")
+@friendly_errors
+def discriminator_eval(
+    from_bank: FromBank = "mbpp",
+    from_eval: FromEval = None,
+    candidates: CandidateRuns = None,
+    variants: Variants = "condor,no-contrastive,no-partial-fixes,plain",
+    mutants: Mutants = 4,
+    epochs: Epochs = 2,
+    holdout: Holdout = 0.2,
+    seed: Seed = 0,
+    out_dir: OutDir = None,
+    json_output: ResultsJson = False,
+) -> None:
+    """Condor against its ablations: P/R/F1 on held-out problems, and pass@1 after ranking cached candidates.
+
+    Every variant is trained on the same data and split; pass@1 compares them with the first sample, a
+    random choice, mean log-probability and the oracle on the SAME samples (those of --candidates runs).
+    """
+    from assistant.evaluate.discriminator import discriminator_tables, parse_variants, run_discriminator_eval
+    from assistant.methods.condor.data import build_dataset, training_problems
+    from assistant.methods.condor.model import CondorConfig, verification_cache
+
+    check_range("--mutants", mutants, 0)
+    check_range("--epochs", epochs, 1)
+    check_range("--holdout", holdout, 0, 1, low_open=True, high_open=True)
+    check_seed(seed)
+    names = parse_variants(variants)
+    if not is_mbpp(from_bank):
+        raise UsageError("eval discriminator trains on MBPP's train split: --from-bank mbpp[:PATH]")
+    runs = _candidate_runs(candidates or [], from_bank)
     problems, _ = training_problems(from_bank, from_eval or [], None)
     base = CondorConfig(epochs=epochs, seed=seed)
     folder = out_dir or _default_folder(f"discriminator-mbpp-seed{seed}")

@@ -10,8 +10,9 @@ of the first round passed, so one would be written) and `tests_repaired` (after 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from assistant.backends import Backend, Completion, SamplingParams
 from assistant.cache import JsonlCache, cache_key
@@ -54,17 +55,16 @@ def _score(verdict: dict) -> Score:
 
 
 def first_round(
-    task: FunctionTask,
     request: StubRequest,
     completions: Sequence[Completion],
     target: Target,
-    project: Project,
+    root: Path,
     backend: Backend,
-    tests_cache: JsonlCache,
-    limits: ProjectLimits,
+    verdict_of: Callable[[str], dict],
 ) -> GenerateResult:
-    """The task's samples as `generate --function` ranks them by the repo's tests: each body in its file, its
-    covering tests' verdict (with the failure's report) as the `repo-tests` score, passing ones first."""
+    """The task's samples as `generate --function` ranks them by the repo's tests: each body in its file (the
+    project at `root`), its covering tests' verdict (`verdict_of` the file's text, with the failure's report) as
+    the `repo-tests` score, passing ones first."""
     candidates: list[Ranked] = []
     edits: list[Edit | None] = []
     for number, completion in enumerate(completions):
@@ -72,8 +72,8 @@ def first_round(
         if not kept:
             continue
         candidate, taken = kept[0]
-        edit = plan_fill(target, request.stub, taken, project.root)
-        verdict = tested(task, project, edit.new, tests_cache, limits, failure=True)
+        edit = plan_fill(target, request.stub, taken, root)
+        verdict = verdict_of(edit.new)
         candidates.append(Ranked(replace(candidate, sample=number), {RANKER: _score(verdict)}))
         edits.append(edit)
     order = sorted(range(len(candidates)), key=lambda i: candidates[i].key([RANKER]))
@@ -108,12 +108,16 @@ def repair_record(
 ) -> dict:
     """The record's repair fields: `tests_first`, `tests_repaired`, `repair` (rounds, stopped, seconds) and
     `testing_seconds` (the first round's test runs, cached ones cost nothing)."""
+
+    def verdict_of(text: str) -> dict:
+        return tested(task, project, text, tests_cache, limits, failure=True)
+
     started = time.perf_counter()
-    result = first_round(task, request, completions, target, project, backend, tests_cache, limits)
+    result = first_round(request, completions, target, project.root, backend, verdict_of)
     testing_s = time.perf_counter() - started
 
     def score(candidates: list[Candidate], edits: list[Edit | None]) -> list[Ranked]:
-        verdicts = [tested(task, project, e.new, tests_cache, limits, True) if e else None for e in edits]
+        verdicts = [verdict_of(e.new) if e else None for e in edits]
         return [
             Ranked(c, {RANKER: _score(v or {"status": "error"})}) for c, v in zip(candidates, verdicts, strict=True)
         ]
