@@ -282,6 +282,10 @@ def check_replace_names(tree: ast.Module, names: Collection[str], display: str) 
             raise UsageError(f"there is no function or class {name!r} in {display} to replace (it defines: {shown})")
 
 
+# A change to the file's lines: (from, to, order at one place, new lines), applied as lines[from:to] = new lines.
+_Change = tuple[int, int, int, list[str]]
+
+
 def merge(
     old: str,
     code: str,
@@ -310,38 +314,24 @@ def merge(
     lines = source_lines(old, keepends=True)  # numbered as ast numbers them
     if lines and not lines[-1].endswith(("\n", "\r")):
         lines[-1] += newline
-    future_at = _future_position(tree, lines)
-    existing = _definitions(tree)
     actions: list[str] = []
     # Every change is made against the file's own line numbers and applied bottom-up in one pass, so no change
     # moves the place of another (an import inserted after a shorter replacement once landed inside a string).
-    changes: list[tuple[int, int, int, list[str]]] = []  # (from, to, order, new lines): lines[from:to] = new
+    changes: list[_Change] = []
     appended: list[list[str]] = []
     imports: list[str] = []
-    have_imports = {ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
-    # Each name the file imports one by one (`from decimal import Decimal` is in `from decimal import A, Decimal`).
-    have_imports |= {
-        ast.unparse(ast.ImportFrom(n.module, [alias], n.level))
-        for n in tree.body
-        if isinstance(n, ast.ImportFrom)
-        for alias in n.names
-    }
-    have_features = {alias.name for n in tree.body if _is_future(n) for alias in n.names}
     features: list[str] = []
-    new_definitions = _definitions(new_tree)
+    have_imports = _imported(tree)
+    have_features = {alias.name for n in tree.body if _is_future(n) for alias in n.names}
+    existing, new_definitions = _definitions(tree), _definitions(new_tree)
     replaceable = replaceable_names(replace)
     for node in new_tree.body:
         start, end = _span(node)
-        segment = code_lines[start - 1 : end]
         if _is_future(node):
             features += [a.name for a in node.names if a.name not in have_features and a.name not in features]
         elif isinstance(node, ast.Import | ast.ImportFrom):
-            if isinstance(node, ast.ImportFrom) and all(
-                ast.unparse(ast.ImportFrom(node.module, [alias], node.level)) in have_imports for alias in node.names
-            ):
-                continue  # every name it imports, the file imports already
-            if ast.unparse(node) not in have_imports and not _imports_module(node, own_module):
-                imports.extend(segment)
+            if _adds_import(node, have_imports, own_module):
+                imports.extend(code_lines[start - 1 : end])
                 actions.append(f"insert {ast.unparse(node)}")
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             first, last, group = new_definitions[node.name]
@@ -349,53 +339,117 @@ def merge(
                 continue  # one of a run of one name's definitions (overloads): the run goes in whole, once
             segment = code_lines[first - 1 : last]
             if node.name in existing:
-                old_start, old_end, old_group = existing[node.name]
-                if [ast.dump(n) for n in old_group] == [ast.dump(n) for n in group]:
-                    continue  # the same definition the file already has: not a change
-                if isinstance(node, ast.ClassDef) and len(group) == len(old_group) == 1:
-                    old_class = old_group[0]
-                    assert isinstance(old_class, ast.ClassDef)
-                    member_changes = _merge_class(old_class, node, lines, code_lines, newline, actions, replaceable)
-                    if member_changes is not None:
-                        changes.extend(member_changes)
-                        continue
-                if not replaceable(node.name):
-                    actions.append(f"{LEFT_OUT}rewrites {node.name}()")
-                    continue
-                changes.append((old_start - 1, old_end, 0, segment))
-                actions.append(f"replace {node.name}")
+                old_place = existing[node.name]
+                changes += _redefinition(
+                    node, group, old_place, segment, lines, code_lines, newline, actions, replaceable
+                )
             else:
                 appended.append(segment)
                 actions.append(f"insert {node.name}")
         # Other top-level statements (example calls, prints) are not put into the user's file.
-    if appended:
-        guard = _main_guard(tree)
-        if guard is not None:  # above `if __name__ == "__main__":`, which may call them
-            block = [line for segment in appended for line in [*segment, newline, newline]]
-            changes.append((_span(guard)[0] - 1, _span(guard)[0] - 1, 0, block))
-            appended = []
+    guard = _main_guard(tree) if appended else None
+    if guard is not None:  # above `if __name__ == "__main__":`, which may call them
+        block = [line for segment in appended for line in [*segment, newline, newline]]
+        changes.append((_span(guard)[0] - 1, _span(guard)[0] - 1, 0, block))
+        appended = []
+    future_at = _future_position(tree, lines)
+    import_at = None
     if imports:
-        import_nodes = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
-        if import_nodes:
-            at = max((n.end_lineno or n.lineno) for n in import_nodes)
-        else:
-            docstring = _module_docstring(tree)
-            at = (docstring.end_lineno or 0) if docstring else 0
-            while not docstring and at < len(lines) and lines[at].lstrip().startswith("#"):
-                at += 1  # below a shebang, a coding cookie (it counts only on line 1 or 2) and a licence header
-        block = imports + ([newline] if not import_nodes and lines[at:] else [])
-        changes.append((at, at, 1, block))
-        future_at = min(future_at, at)  # future imports must precede the ones just inserted
-    if features:
-        # Python requires them before every other statement.
-        statement = f"from __future__ import {', '.join(features)}"
-        at_end = future_at >= len(lines)
-        following = imports[0] if imports and future_at == at else ("" if at_end else lines[future_at])
-        spacer = [newline] if following.strip() and not following.startswith(("import ", "from ")) else []
-        changes.append((future_at, future_at, 2, [statement + newline, *spacer]))
+        import_at, change = _imports_change(tree, lines, imports, newline)
+        changes.append(change)
+        future_at = min(future_at, import_at)  # future imports must precede the ones just inserted
+    if features:  # Python requires them before every other statement
+        following = imports[0] if imports and future_at == import_at else None
+        statement, change = _future_change(features, future_at, lines, following, newline)
+        changes.append(change)
         actions.insert(0, f"insert {statement}")
-    # Bottom-up; at one place a replacement goes first (it lies below), then imports, then `from __future__`
-    # above them.
+    return "".join(_applied(lines, changes, appended, newline)), actions
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    """The file's top-level imports as `ast.unparse` writes them, and each name a `from` import brings in one by
+    one (`from decimal import Decimal` is in `from decimal import A, Decimal`)."""
+    have = {ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
+    have |= {
+        ast.unparse(ast.ImportFrom(n.module, [alias], n.level))
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom)
+        for alias in n.names
+    }
+    return have
+
+
+def _adds_import(node: ast.Import | ast.ImportFrom, have: set[str], own_module: frozenset[str]) -> bool:
+    """Whether a candidate's import goes into the file: one the file does not make (:func:`_imported`), of no
+    module of the file's own."""
+    if isinstance(node, ast.ImportFrom) and all(
+        ast.unparse(ast.ImportFrom(node.module, [alias], node.level)) in have for alias in node.names
+    ):
+        return False  # every name it imports, the file imports already
+    return ast.unparse(node) not in have and not _imports_module(node, own_module)
+
+
+def _redefinition(
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef,
+    group: list[ast.stmt],
+    old_place: tuple[int, int, list[ast.stmt]],
+    segment: list[str],
+    lines: list[str],
+    code_lines: list[str],
+    newline: str,
+    actions: list[str],
+    replaceable: Callable[[str], bool],
+) -> list[_Change]:
+    """The changes for a candidate's definition (`group`: a run of one name's, its lines `segment`) of a name the
+    file defines at `old_place`: none when they are the same or it may not be replaced (said in `actions`), a class
+    merged member by member where it can be, else the file's definition replaced whole."""
+    old_start, old_end, old_group = old_place
+    if [ast.dump(n) for n in old_group] == [ast.dump(n) for n in group]:
+        return []  # the same definition the file already has: not a change
+    if isinstance(node, ast.ClassDef) and len(group) == len(old_group) == 1:
+        old_class = old_group[0]
+        assert isinstance(old_class, ast.ClassDef)
+        member_changes = _merge_class(old_class, node, lines, code_lines, newline, actions, replaceable)
+        if member_changes is not None:
+            return member_changes
+    if not replaceable(node.name):
+        actions.append(f"{LEFT_OUT}rewrites {node.name}()")
+        return []
+    actions.append(f"replace {node.name}")
+    return [(old_start - 1, old_end, 0, segment)]
+
+
+def _imports_change(tree: ast.Module, lines: list[str], imports: list[str], newline: str) -> tuple[int, _Change]:
+    """Where the new `imports` go, and the change that puts them there: after the file's last top-level import,
+    else below its docstring, else below the comments that open it."""
+    import_nodes = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    if import_nodes:
+        at = max((n.end_lineno or n.lineno) for n in import_nodes)
+    else:
+        docstring = _module_docstring(tree)
+        at = (docstring.end_lineno or 0) if docstring else 0
+        while not docstring and at < len(lines) and lines[at].lstrip().startswith("#"):
+            at += 1  # below a shebang, a coding cookie (it counts only on line 1 or 2) and a licence header
+    block = imports + ([newline] if not import_nodes and lines[at:] else [])
+    return at, (at, at, 1, block)
+
+
+def _future_change(
+    features: list[str], at: int, lines: list[str], following: str | None, newline: str
+) -> tuple[str, _Change]:
+    """`from __future__ import <features>`, and the change that puts it at line index `at`, a blank line below it
+    unless an import follows (`following`: the line that will, when not the file's own at `at`)."""
+    statement = f"from __future__ import {', '.join(features)}"
+    if following is None:
+        following = "" if at >= len(lines) else lines[at]
+    spacer = [newline] if following.strip() and not following.startswith(("import ", "from ")) else []
+    return statement, (at, at, 2, [statement + newline, *spacer])
+
+
+def _applied(lines: list[str], changes: list[_Change], appended: list[list[str]], newline: str) -> list[str]:
+    """`lines` with the changes made bottom-up, then the `appended` definitions at the end, two blank lines above
+    each."""
+    # At one place a replacement goes first (it lies below), then imports, then `from __future__` above them.
     for begin, stop, _, new_lines in sorted(changes, key=lambda change: (change[0], -change[2]), reverse=True):
         lines[begin:stop] = new_lines
     if appended:
@@ -405,11 +459,12 @@ def merge(
             if lines:
                 lines.extend([newline, newline])
             lines.extend(segment)
-    return "".join(lines), actions
+    return lines
 
 
-def _bound(nodes: Sequence[ast.AST]) -> set[str]:
-    """Every name the nodes bind anywhere inside them: assignment targets, parameters, imports, definitions."""
+def bound_names(nodes: Sequence[ast.AST]) -> set[str]:
+    """Every name the nodes bind anywhere inside them: assignment targets, parameters, imports (a dotted one binds
+    its first part), definitions, `except ... as`, match captures, `global` and `nonlocal` declarations."""
     bound: set[str] = set()
     for node in (n for top in nodes for n in ast.walk(top)):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
@@ -440,10 +495,10 @@ def missing_stdlib_imports(old: str, new: str) -> list[str]:
     changed = [n for n in new_tree.body if isinstance(n, kinds) and before.get(n.name) != ast.dump(n)]
     # The module's own names (definitions and imports anywhere at top level, inside an `if` or `try` too).
     top = [n for n in new_tree.body if not isinstance(n, kinds)]
-    module = _bound(top) | {n.name for n in new_tree.body if isinstance(n, kinds)} | set(dir(builtins))
+    module = bound_names(top) | {n.name for n in new_tree.body if isinstance(n, kinds)} | set(dir(builtins))
     missing: list[str] = []
     for definition in changed:
-        local = _bound([definition]) - {definition.name}
+        local = bound_names([definition]) - {definition.name}
         for node in ast.walk(definition):
             if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
                 continue

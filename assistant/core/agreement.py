@@ -29,6 +29,7 @@ from typing import Any
 from assistant.backends import Backend, SamplingParams, Step
 from assistant.backends.prompts import Prompt, build_tests_prompt
 from assistant.cache import JsonlCache, LayeredCache, cache_key
+from assistant.code.edit import bound_names
 from assistant.code.fences import code_span
 from assistant.code.parse import parse_module, parse_python
 from assistant.core.candidates import Candidate
@@ -179,24 +180,8 @@ def free_names(code: str) -> set[str]:
         tree = parse_module(code)
     except (SyntaxError, ValueError, RecursionError):
         return set()
-    read: set[str] = set()
-    bound: set[str] = set(dir(builtins)) | {"__name__", "__file__"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            bound.update(node.names)
-        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
-            bound.add(node.name)
-    return read - bound
+    read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    return read - bound_names([tree]) - set(dir(builtins)) - {"__name__", "__file__"}
 
 
 def _mentions(source: str, name: str) -> bool:
