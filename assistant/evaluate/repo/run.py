@@ -1,7 +1,7 @@
 """`assist eval repo`: fill functions and next lines in real projects, scored by the projects' own tests.
 
 Function-level tasks go through the same stub filling as `assist generate --file F --function NAME`
-(:func:`assistant.core.stubs.prepare_stub` and :func:`~assistant.core.stubs.sample_stub`): the prompt holds
+(:func:`assistant.core.stubs.prepare_stub` and :func:`~assistant.core.stubs.sample_stubs`): the prompt holds
 the code around the stub and demonstrations retrieved from the project's functions; each sample's body is put
 into the file and the tests that execute the function are run in the project sandbox. Line-level tasks
 continue a file from a cut point with retrieved 20-line fragments of the project in the prompt.
@@ -31,7 +31,7 @@ import numpy as np
 from rapidfuzz.distance import Levenshtein
 
 from assistant.backends import Backend, Completion, Prompt, SamplingParams
-from assistant.backends.prompts import ANSWER_PREFIX, build_line_prompt
+from assistant.backends.prompts import build_line_prompt
 from assistant.cache import JsonlCache, cache_key, supersede
 from assistant.code.examples import Example
 from assistant.code.extract import EXTRACTORS, git_blob_hash
@@ -49,6 +49,7 @@ from assistant.core.stubs import (
     redraw_empty,
     sample_stubs,
 )
+from assistant.core.stubs.fill import stub_problem
 from assistant.core.target import Target
 from assistant.core.tokens import token_counter
 from assistant.errors import UsageError
@@ -474,11 +475,93 @@ def run_function_tasks(
     a subset of them trains the same model."""
     report = progress or (lambda stage, done, total: None)
     out.mkdir(parents=True, exist_ok=True)
-    samples_cache = JsonlCache(out / "function-samples.jsonl")
-    records = JsonlCache(out / "function.jsonl")
-    tests_cache = JsonlCache(out / "function-tests.jsonl")
-    held = tasks if held_out is None else held_out
-    retrievers = {
+    run = _FunctionRun(
+        backend,
+        samples=JsonlCache(out / "function-samples.jsonl"),
+        records=JsonlCache(out / "function.jsonl"),
+        tests=JsonlCache(out / "function-tests.jsonl"),
+        rankers=rankers,
+        limits=limits,
+        redraw=redraw,
+        repair=repair,
+    )
+    retrievers = _function_retrievers(indexes, strategies, tasks if held_out is None else held_out, progress)
+    results: list[dict] = []
+    total = len(tasks) * len(strategies)
+    current: dict[tuple[str, str], str] = {}
+    # Task by task, every strategy in turn: a run stopped early leaves paired records, not one strategy's.
+    # A task's strategies are sampled in one batched call (they share its token limit; each keeps its seed).
+    for task in tasks:
+        ix = indexes[task.project]
+        target = task_target(task, ix.project)
+        sample_params = replace(params, seed=task_seed(seed, task.task_id))
+        prepared = []
+        for strategy in strategies:
+            retriever = retrievers[(task.project, strategy)]
+            item = _prepare(run, task, ix, target, strategy, retriever, demos, tests_in_prompt, sample_params)
+            current[(task.task_id, strategy)] = item.record_key
+            prepared.append(item)
+        report("function tasks", len(results), total)
+        batch = _sample_task(run, prepared, sample_params)
+        for item in prepared:
+            if item.record_key in run.records:
+                results.append(_rescored(run, task, ix.project, target, item))
+            else:
+                results.append(_function_record(run, task, ix.project, target, item, batch, sample_params))
+    supersede(run.records, current)
+    report("function tasks", total, total)
+    return results
+
+
+@dataclass(frozen=True)
+class _FunctionRun:
+    """What every record of a function-task run shares: the backend, the caches in its folder (samples, records,
+    the covering tests' verdicts) and the settings (rankers, test limits, redraw, repair)."""
+
+    backend: Backend
+    samples: JsonlCache
+    records: JsonlCache
+    tests: JsonlCache
+    rankers: Sequence[Ranker]
+    limits: ProjectLimits
+    redraw: bool
+    repair: RepairOptions | None
+
+    @property
+    def repairing(self) -> bool:
+        return self.repair is not None and self.repair.rounds > 0
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One strategy's request for a function task, with its sample and record keys and the seconds it took."""
+
+    strategy: str
+    request: StubRequest
+    key: str  # its samples in function-samples.jsonl
+    record_key: str  # its record in function.jsonl
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """A task's sampling: how many records still to be made use each sample key, the keys sampled or redrawn now,
+    and the seconds and backend usage that took."""
+
+    users: dict[str, int]
+    fresh: set[str]
+    seconds: float
+    usage: dict[str, float]
+
+
+def _function_retrievers(
+    indexes: dict[str, ProjectIndexes],
+    strategies: Sequence[str],
+    held: Sequence[FunctionTask],
+    progress: Progress | None,
+) -> dict[tuple[str, str], Retriever | None]:
+    """Each (project, strategy)'s retriever: over the project's fragments with `@fragments`, else its functions."""
+    return {
         (name, strategy): _retriever(
             retrieval_of(strategy),
             ix.fragments if shows_fragments(strategy) else ix.functions,
@@ -490,144 +573,161 @@ def run_function_tasks(
         for name, ix in indexes.items()
         for strategy in strategies
     }
-    results: list[dict] = []
-    total = len(tasks) * len(strategies)
-    done = 0
-    current: dict[tuple[str, str], str] = {}
-    # Task by task, every strategy in turn: a run stopped early leaves paired records, not one strategy's.
-    # A task's strategies are sampled in one batched call (they share its token limit; each keeps its seed).
-    for task in tasks:
-        ix = indexes[task.project]
-        project = ix.project
-        target = task_target(task, project)
-        sample_params = replace(params, seed=task_seed(seed, task.task_id))
-        prepared = []
-        for strategy in strategies:
-            started = time.perf_counter()
-            retriever = retrievers[(task.project, strategy)]
-            request = task_request(task, ix, target, strategy, retriever, backend, demos, tests_in_prompt)
-            key = cache_key(
-                kind="repo-function",
-                backend=backend.identity.kind,
-                model=backend.model,
-                prompt=request.prompt.to_json(),
-                params={**sample_params.__dict__, "max_new_tokens": request.limit},
-            )
-            # With redraw the records differ from those without (the first samples are the same).
-            extra: dict[str, object] = {"redraw": 1} if redraw else {}
-            if repair is not None and repair.rounds > 0:  # a record with repair holds more than one without
-                extra["repair"] = [repair.rounds, repair.n, repair.budget_s]
-            record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, **extra)
-            current[(task.task_id, strategy)] = record_key
-            prepared.append((strategy, request, key, record_key, time.perf_counter() - started))
-        todo: dict[str, StubRequest] = {}  # by sample key: strategies that built the same prompt share samples
-        users: dict[str, int] = {}
-        for _, request, key, record_key, _ in prepared:
-            if record_key not in records:
-                users[key] = users.get(key, 0) + 1
-                if key not in samples_cache:
-                    todo[key] = request
-        report("function tasks", done, total)
-        started = time.perf_counter()
-        usage_before = backend.usage.to_json()
-        sampled = sample_stubs(list(todo.values()), backend, [sample_params] * len(todo)) if todo else []
-        for key, (completions, limit) in zip(todo, sampled, strict=True):
-            samples_cache.put(key, {"completions": _completions_json(completions), "limit": limit})
-        # The samples that wrote nothing, drawn once more as `generate` does; cached apart from the first samples,
-        # so first samples cached before redrawing existed are kept as they are.
-        due = dict(_redraws_due(prepared, records, samples_cache)) if redraw else {}
-        fresh = set(todo)
-        if due:
-            firsts = [_cached(samples_cache, key, request) for key, request in due.items()]
-            drawn = redraw_empty(
-                list(due.values()),
-                [_completions(data) for data, _ in firsts],
-                backend,
-                [replace(sample_params, max_new_tokens=limit) for _, limit in firsts],
-            )
-            for key, (completions, at) in zip(due, drawn, strict=True):
-                samples_cache.put(
-                    _redraw_key(key), {"at": at, "completions": _completions_json([completions[n] for n in at])}
-                )
-                fresh.update([key] if at else [])
-        batch_s = time.perf_counter() - started
-        usage = backend.usage.since(usage_before)
-        for strategy, request, key, record_key, prepare_s in prepared:
-            started = time.perf_counter()
-            if record_key in records:
-                record = records.get(record_key)
-                missing = [r for r in rankers if r.name not in record.get("picks", {})]
-                # A ranker added to a finished folder picks from the cached samples: nothing is resampled (a
-                # record kept without its samples is reported as it is).
-                if missing and key in samples_cache:
-                    completions = _completions(_cached(samples_cache, key, request)[0])
-                    completions, _ = _redrawn(samples_cache, key, completions) if redraw else (completions, [])
-                    _, texts = _read_samples(task, request, completions, target, project, tests_cache, limits)
-                    scores: dict[str, list[float | None]] = {}
-                    problem = _problem(request, task, project, texts)
-                    record = {
-                        **record,
-                        "picks": {**record["picks"], **picks(record["samples"], problem, missing, scores=scores)},
-                        "scores": {**record.get("scores", {}), **scores},
-                    }
-                    records.put(record_key, record)
-                results.append(record)
-                done += 1
-                continue
-            data, limit = _cached(samples_cache, key, request)
-            completions, redrawn = (
-                _redrawn(samples_cache, key, _completions(data)) if redraw else (_completions(data), [])
-            )
-            # The task's sampling time and usage (first samples and redraws) are shared evenly by the prompts
-            # sampled, a prompt's share by the strategies that built it (bm25 and hybrid often retrieve the same
-            # demonstrations).
-            share = 1 / len(fresh) / users[key] if key in fresh else 0.0
-            sampled_s = prepare_s + batch_s * share
-            tests_started = time.perf_counter()
-            repairing = repair is not None and repair.rounds > 0
-            samples, texts = _read_samples(
-                task, request, completions, target, project, tests_cache, limits, failure=repairing
-            )
-            testing_s = time.perf_counter() - tests_started
-            superseded = _superseded(_completions(data), request, sample_params)
-            scores = {}
-            ranking_started = time.perf_counter()
-            picked = picks(samples, _problem(request, task, project, texts), rankers, scores=scores)
-            ranking_s = time.perf_counter() - ranking_started
-            record = {
-                "task_id": task.task_id,
-                "project": task.project,
-                "strategy": strategy,
-                "demonstrations": [hit.example.source for hit in request.hits],
-                **({} if request.fragments is None else {"fragments": [h.example.source for h in request.fragments]}),
-                "prompt_tokens": request.prompt_tokens,
-                "max_new_tokens": limit,
-                "n": len(samples) - len(superseded),  # what pass@k counts: each retry in place of its cut-off sample
-                "superseded": superseded,
-                "redrawn": redrawn,  # the samples (by number) that wrote nothing and were drawn once more
-                "sample_key": key,  # its samples in function-samples.jsonl (the redraws under _redraw_key(key))
-                "correct": sum(s["passed"] for s in samples),
-                "samples": samples,
-                "picks": picked,
-                "scores": scores,  # each ranker's score of each sample (None: unparsable)
-                "usage": {name: value * share for name, value in usage.items()} if share else {},
-                "seconds": round(sampled_s + time.perf_counter() - started, 2),
-                "sampling_seconds": round(sampled_s, 2),
-                "testing_seconds": round(testing_s, 2),  # the covering tests (cached verdicts cost nothing)
-                "ranking_seconds": round(ranking_s, 2),  # the rankers' picks (agree's model calls and runs)
-            }
-            if repairing:
-                fields = repair_record(
-                    task, request, completions, target, project, backend, sample_params, tests_cache, limits, repair
-                )
-                record.update(fields, testing_seconds=record["testing_seconds"] + fields["testing_seconds"])
-                record["seconds"] = round(record["seconds"] + fields["repair_seconds"], 2)
-            records.put(record_key, record)
-            results.append(record)
-            done += 1
-    supersede(records, current)
-    report("function tasks", total, total)
-    return results
+
+
+def _prepare(
+    run: _FunctionRun,
+    task: FunctionTask,
+    ix: ProjectIndexes,
+    target: Target,
+    strategy: str,
+    retriever: Retriever | None,
+    demos: int,
+    tests_in_prompt: bool,
+    sample_params: SamplingParams,
+) -> _Prepared:
+    """A strategy's request for the task (:func:`task_request`) and the keys of its samples and its record."""
+    started = time.perf_counter()
+    request = task_request(task, ix, target, strategy, retriever, run.backend, demos, tests_in_prompt)
+    key = cache_key(
+        kind="repo-function",
+        backend=run.backend.identity.kind,
+        model=run.backend.model,
+        prompt=request.prompt.to_json(),
+        params={**sample_params.__dict__, "max_new_tokens": request.limit},
+    )
+    # With redraw the records differ from those without (the first samples are the same).
+    extra: dict[str, object] = {"redraw": 1} if run.redraw else {}
+    if run.repair is not None and run.repair.rounds > 0:  # a record with repair holds more than one without
+        extra["repair"] = [run.repair.rounds, run.repair.n, run.repair.budget_s]
+    record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, **extra)
+    return _Prepared(strategy, request, key, record_key, time.perf_counter() - started)
+
+
+def _sample_task(run: _FunctionRun, prepared: Sequence[_Prepared], sample_params: SamplingParams) -> _Batch:
+    """Sample, in one batched call, the prompts that records still to be made need and the cache lacks
+    (strategies that built the same prompt share its samples); with redraw, draw once more the samples that
+    wrote nothing."""
+    todo: dict[str, StubRequest] = {}  # by sample key
+    users: dict[str, int] = {}
+    for item in prepared:
+        if item.record_key not in run.records:
+            users[item.key] = users.get(item.key, 0) + 1
+            if item.key not in run.samples:
+                todo[item.key] = item.request
+    started = time.perf_counter()
+    usage_before = run.backend.usage.to_json()
+    sampled = sample_stubs(list(todo.values()), run.backend, [sample_params] * len(todo)) if todo else []
+    for key, (completions, limit) in zip(todo, sampled, strict=True):
+        run.samples.put(key, {"completions": _completions_json(completions), "limit": limit})
+    fresh = set(todo)
+    if run.redraw:
+        fresh.update(_redraw_task(run, prepared, sample_params))
+    return _Batch(users, fresh, time.perf_counter() - started, run.backend.usage.since(usage_before))
+
+
+def _redraw_task(run: _FunctionRun, prepared: Sequence[_Prepared], sample_params: SamplingParams) -> set[str]:
+    """The samples that wrote nothing, drawn once more as `generate` does (:func:`redraw_empty`), for the records
+    still to be made; cached apart from the first samples, so first samples cached before redrawing existed are
+    kept as they are. Returns the sample keys that got a redraw."""
+    due = dict(_redraws_due(prepared, run.records, run.samples))
+    if not due:
+        return set()
+    firsts = [_cached(run.samples, key, request) for key, request in due.items()]
+    drawn = redraw_empty(
+        list(due.values()),
+        [_completions(data) for data, _ in firsts],
+        run.backend,
+        [replace(sample_params, max_new_tokens=limit) for _, limit in firsts],
+    )
+    fresh = set()
+    for key, (completions, at) in zip(due, drawn, strict=True):
+        run.samples.put(_redraw_key(key), {"at": at, "completions": _completions_json([completions[n] for n in at])})
+        fresh.update([key] if at else [])
+    return fresh
+
+
+def _rescored(run: _FunctionRun, task: FunctionTask, project: Project, target: Target, item: _Prepared) -> dict:
+    """A record already made; a ranker added to a finished folder picks from the cached samples: nothing is
+    resampled (a record kept without its samples is given as it is)."""
+    record = run.records.get(item.record_key)
+    missing = [r for r in run.rankers if r.name not in record.get("picks", {})]
+    if not (missing and item.key in run.samples):
+        return record
+    completions = _completions(_cached(run.samples, item.key, item.request)[0])
+    completions, _ = _redrawn(run.samples, item.key, completions) if run.redraw else (completions, [])
+    _, texts = _read_samples(task, item.request, completions, target, project, run.tests, run.limits)
+    scores: dict[str, list[float | None]] = {}
+    problem = _problem(item.request, task, project, texts)
+    record = {
+        **record,
+        "picks": {**record["picks"], **picks(record["samples"], problem, missing, scores=scores)},
+        "scores": {**record.get("scores", {}), **scores},
+    }
+    run.records.put(item.record_key, record)
+    return record
+
+
+def _function_record(
+    run: _FunctionRun,
+    task: FunctionTask,
+    project: Project,
+    target: Target,
+    item: _Prepared,
+    batch: _Batch,
+    sample_params: SamplingParams,
+) -> dict:
+    """A strategy's record of the task, made and kept: each sample's body tested, the rankers' picks, and with
+    repair, the repair rounds."""
+    started = time.perf_counter()
+    data, limit = _cached(run.samples, item.key, item.request)
+    first = _completions(data)
+    completions, redrawn = _redrawn(run.samples, item.key, first) if run.redraw else (first, [])
+    # The task's sampling time and usage (first samples and redraws) are shared evenly by the prompts sampled, a
+    # prompt's share by the strategies that built it (bm25 and hybrid often retrieve the same demonstrations).
+    share = 1 / len(batch.fresh) / batch.users[item.key] if item.key in batch.fresh else 0.0
+    sampled_s = item.seconds + batch.seconds * share
+    tests_started = time.perf_counter()
+    samples, texts = _read_samples(
+        task, item.request, completions, target, project, run.tests, run.limits, failure=run.repairing
+    )
+    testing_s = time.perf_counter() - tests_started
+    superseded = _superseded(_completions(data), item.request, sample_params)
+    scores: dict[str, list[float | None]] = {}
+    ranking_started = time.perf_counter()
+    picked = picks(samples, _problem(item.request, task, project, texts), run.rankers, scores=scores)
+    ranking_s = time.perf_counter() - ranking_started
+    request = item.request
+    record = {
+        "task_id": task.task_id,
+        "project": task.project,
+        "strategy": item.strategy,
+        "demonstrations": [hit.example.source for hit in request.hits],
+        **({} if request.fragments is None else {"fragments": [h.example.source for h in request.fragments]}),
+        "prompt_tokens": request.prompt_tokens,
+        "max_new_tokens": limit,
+        "n": len(samples) - len(superseded),  # what pass@k counts: each retry in place of its cut-off sample
+        "superseded": superseded,
+        "redrawn": redrawn,  # the samples (by number) that wrote nothing and were drawn once more
+        "sample_key": item.key,  # its samples in function-samples.jsonl (the redraws under _redraw_key(key))
+        "correct": sum(s["passed"] for s in samples),
+        "samples": samples,
+        "picks": picked,
+        "scores": scores,  # each ranker's score of each sample (None: unparsable)
+        "usage": {name: value * share for name, value in batch.usage.items()} if share else {},
+        "seconds": round(sampled_s + time.perf_counter() - started, 2),
+        "sampling_seconds": round(sampled_s, 2),
+        "testing_seconds": round(testing_s, 2),  # the covering tests (cached verdicts cost nothing)
+        "ranking_seconds": round(ranking_s, 2),  # the rankers' picks (agree's model calls and runs)
+    }
+    if run.repairing:
+        fields = repair_record(
+            task, request, completions, target, project, run.backend, sample_params, run.tests, run.limits, run.repair
+        )
+        record.update(fields, testing_seconds=record["testing_seconds"] + fields["testing_seconds"])
+        record["seconds"] = round(record["seconds"] + fields["repair_seconds"], 2)
+    run.records.put(item.record_key, record)
+    return record
 
 
 def _redraw_key(key: str) -> str:
@@ -635,13 +735,13 @@ def _redraw_key(key: str) -> str:
 
 
 def _redraws_due(
-    prepared: Sequence[tuple[str, StubRequest, str, str, float]], records: JsonlCache, samples_cache: JsonlCache
+    prepared: Sequence[_Prepared], records: JsonlCache, samples_cache: JsonlCache
 ) -> list[tuple[str, StubRequest]]:
     """The sample keys (with a request that built them) whose redraws a record still to be made needs."""
     due: dict[str, StubRequest] = {}
-    for _, request, key, record_key, _ in prepared:
-        if record_key not in records and _redraw_key(key) not in samples_cache:
-            due.setdefault(key, request)
+    for item in prepared:
+        if item.record_key not in records and _redraw_key(item.key) not in samples_cache:
+            due.setdefault(item.key, item.request)
     return list(due.items())
 
 
@@ -723,16 +823,16 @@ def _read_samples(
 
 
 def _problem(request: StubRequest, task: FunctionTask, project: Project, texts: dict[int, str]) -> Problem:
-    """What the rankers see: the requirement and prompt as `generate` gives them, and the candidates' files in the
-    project (where `agree` runs them, with only the tests the model writes: never the task's own)."""
+    """What the rankers see: the requirement and prompt as `generate` gives them (:func:`stub_problem`), and the
+    candidates' files in the project (where `agree` runs them, with only the tests the model writes: never the
+    task's own)."""
     module = import_name(task.path, project.spec.pythonpath)
     home = None
     if module is not None:
         home = ModuleHome(
             project.root, task.path, module, task.qualname, project.python, project.spec.pythonpath, None, texts
         )
-    prompt = replace(request.prompt, answer_prefix=ANSWER_PREFIX)
-    return Problem(requirement=request.query, prompt=prompt, home=home)
+    return stub_problem(request, home)
 
 
 def _before(lines: list[str], line: int, budget: int, count: Callable[[str], int]) -> str:
@@ -888,82 +988,121 @@ def run_line_tasks(
     size = max(1, batch) if backend.batches_prompts else 1
     results: list[dict] = []
     total = len(tasks) * len(strategies)
-    done = 0
     current: dict[tuple[str, str], str] = {}
     for first in range(0, len(tasks), size):
-        prepared = []
+        prepared: list[_LinePrepared] = []
         for task in tasks[first : first + size]:
-            lines, query, positive = _line_query(task, indexes[task.project])
-            last = task.line + len(task.target) - 1
+            read = _line_query(task, indexes[task.project])
             for strategy in strategies:
                 retriever = retrievers[(task.project, strategy)]
-                started = time.perf_counter()
-                rank = None
-                hits: list[Hit] = []
-                if retriever is not None:
-                    # Retrieval is measured over every fragment (the positive holds the hidden line, as in
-                    # RepoEval); the prompt never gets fragments that overlap the hidden lines.
-                    rank = retrieval_ranks(retriever.search(query, 10), positive)
-
-                    def excluded(e: Example, path: str = task.path, first: int = task.line, last: int = last) -> bool:
-                        same = e.path == path
-                        return same if other_files else same and e.start_line <= last and e.end_line >= first
-
-                    hits = retriever.search(query, demos, excluded) if demos > 0 else []
-                prompt = build_line_prompt(
-                    task.path,
-                    _before(lines, task.line, LINE_CONTEXT_TOKENS, count),
-                    [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
-                )
-                key = cache_key(
-                    kind="repo-line",
-                    backend=backend.identity.kind,
-                    model=backend.model,
-                    prompt=prompt.to_json(),
-                    params=params.__dict__,
-                )
-                record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, rank=rank)
-                current[(task.task_id, strategy)] = record_key
-                prepared.append((task, strategy, prompt, key, record_key, rank, hits, time.perf_counter() - started))
-        todo: dict[str, Prompt] = {}
-        for _, _, prompt, key, record_key, *_ in prepared:
-            if record_key not in records and key not in samples_cache:
-                todo[key] = prompt
-        report("line tasks", done, total)
+                item = _line_prepare(task, strategy, retriever, read, backend, params, count, demos, other_files)
+                current[(task.task_id, strategy)] = item.record_key
+                prepared.append(item)
+        todo = {
+            item.key: item.prompt
+            for item in prepared
+            if item.record_key not in records and item.key not in samples_cache
+        }
+        report("line tasks", len(results), total)
         started = time.perf_counter()
         if todo:
             sampled = backend.sample_batch(list(todo.values()), params)
             for key, completions in zip(todo, sampled, strict=True):
                 samples_cache.put(key, _completions_json(completions))
         share = (time.perf_counter() - started) / max(1, len(todo))  # the batch's time, shared evenly by prompt
-        users = {key: sum(1 for item in prepared if item[3] == key and item[4] not in records) for key in todo}
-        for task, strategy, prompt, key, record_key, rank, hits, retrieval_s in prepared:
-            if record_key in records:
-                results.append(records.get(record_key))
-                done += 1
+        users = {key: sum(1 for i in prepared if i.key == key and i.record_key not in records) for key in todo}
+        for item in prepared:
+            if item.record_key in records:
+                results.append(records.get(item.record_key))
                 continue
-            completion = _completions(samples_cache.get(key))[0]
-            written = _first_lines(completion.text, len(task.target))
-            hypothesis = _normalized("\n".join(written))
-            reference = _normalized("\n".join(task.target))
-            record = {
-                "task_id": task.task_id,
-                "project": task.project,
-                "strategy": strategy,
-                "prompt_tokens": backend.count_tokens(prompt),
-                "fragments": [hit.example.source for hit in hits],
-                "rank": rank,
-                "written": written,
-                "em": hypothesis == reference,
-                "es": edit_similarity(hypothesis, reference),
-                "seconds": round(retrieval_s + (share / users[key] if key in todo else 0.0), 2),
-            }
-            records.put(record_key, record)
+            completion = _completions(samples_cache.get(item.key))[0]
+            seconds = item.seconds + (share / users[item.key] if item.key in todo else 0.0)
+            record = _line_record(item, completion, backend.count_tokens(item.prompt), seconds)
+            records.put(item.record_key, record)
             results.append(record)
-            done += 1
     supersede(records, current)
     report("line tasks", total, total)
     return results
+
+
+@dataclass(frozen=True)
+class _LinePrepared:
+    """One strategy's prompt for a line task: its sample and record keys, the positive fragment's rank, the
+    fragments shown and the seconds retrieval and the prompt took."""
+
+    task: LineTask
+    strategy: str
+    prompt: Prompt
+    key: str
+    record_key: str
+    rank: int | None
+    hits: list[Hit]
+    seconds: float
+
+
+def _line_prepare(
+    task: LineTask,
+    strategy: str,
+    retriever: Retriever | None,
+    read: tuple[list[str], str, Example | None],
+    backend: Backend,
+    params: SamplingParams,
+    count: Callable[[str], int],
+    demos: int,
+    other_files: bool,
+) -> _LinePrepared:
+    """A strategy's prompt for a line task (`read`: its file's lines, query and positive, :func:`_line_query`):
+    the file before the hidden lines and `demos` retrieved fragments; the positive's rank among the top 10."""
+    lines, query, positive = read
+    last = task.line + len(task.target) - 1
+    started = time.perf_counter()
+    rank = None
+    hits: list[Hit] = []
+    if retriever is not None:
+        # Retrieval is measured over every fragment (the positive holds the hidden line, as in RepoEval); the
+        # prompt never gets fragments that overlap the hidden lines.
+        rank = retrieval_ranks(retriever.search(query, 10), positive)
+
+        def excluded(e: Example) -> bool:
+            same = e.path == task.path
+            return same if other_files else same and e.start_line <= last and e.end_line >= task.line
+
+        hits = retriever.search(query, demos, excluded) if demos > 0 else []
+    prompt = build_line_prompt(
+        task.path,
+        _before(lines, task.line, LINE_CONTEXT_TOKENS, count),
+        [hit.example for hit in reversed(hits)],  # most similar last, nearest the request
+    )
+    key = cache_key(
+        kind="repo-line",
+        backend=backend.identity.kind,
+        model=backend.model,
+        prompt=prompt.to_json(),
+        params=params.__dict__,
+    )
+    record_key = cache_key(kind="record", sample=key, task=task.task_id, strategy=strategy, rank=rank)
+    return _LinePrepared(task, strategy, prompt, key, record_key, rank, hits, time.perf_counter() - started)
+
+
+def _line_record(item: _LinePrepared, completion: Completion, prompt_tokens: int, seconds: float) -> dict:
+    """A strategy's record of a line task: the lines written against the hidden ones (exact match, edit
+    similarity), the positive's rank and the fragments shown."""
+    task = item.task
+    written = _first_lines(completion.text, len(task.target))
+    hypothesis = _normalized("\n".join(written))
+    reference = _normalized("\n".join(task.target))
+    return {
+        "task_id": task.task_id,
+        "project": task.project,
+        "strategy": item.strategy,
+        "prompt_tokens": prompt_tokens,
+        "fragments": [hit.example.source for hit in item.hits],
+        "rank": item.rank,
+        "written": written,
+        "em": hypothesis == reference,
+        "es": edit_similarity(hypothesis, reference),
+        "seconds": round(seconds, 2),
+    }
 
 
 def _per_task(records: Sequence[dict], value: Callable[[dict], float]) -> dict[str, dict[str, float]]:

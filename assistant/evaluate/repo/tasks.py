@@ -61,13 +61,11 @@ class FunctionTask:
         raise ValueError(f"{self.task_id}: the function is not in the file any more")
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data["tests"] = list(self.tests)
-        return data
+        return _to_json(self, "tests")
 
     @classmethod
     def from_json(cls, data: dict) -> FunctionTask:
-        return cls(**{**data, "tests": tuple(data["tests"])})
+        return cls(**_tuple_field(data, "tests"))
 
 
 @dataclass(frozen=True)
@@ -81,13 +79,23 @@ class LineTask:
     target: tuple[str, ...]  # the hidden lines, as the file has them
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data["target"] = list(self.target)
-        return data
+        return _to_json(self, "target")
 
     @classmethod
     def from_json(cls, data: dict) -> LineTask:
-        return cls(**{**data, "target": tuple(data["target"])})
+        return cls(**_tuple_field(data, "target"))
+
+
+def _to_json(task: FunctionTask | LineTask, listed: str) -> dict:
+    """A task's fields as JSON holds them: its one tuple field (`listed`) as a list."""
+    data = asdict(task)
+    data[listed] = list(getattr(task, listed))
+    return data
+
+
+def _tuple_field(data: dict, listed: str) -> dict:
+    """A task's JSON fields with its list field (`listed`) back as the tuple the task holds."""
+    return {**data, listed: tuple(data[listed])}
 
 
 def _body(text: str, stub: Stub) -> str:
