@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,7 @@ from assistant.ui.options import (
     BackendOpt,
     BaseUrlOpt,
     EngineOpt,
+    JsonOpt,
     ModelOpt,
     backend_settings,
     check_range,
@@ -226,66 +227,109 @@ def document(
     return outcome
 
 
+FilesArg = Annotated[list[Path] | None, typer.Argument(help="Python files (or --staged).")]
+CheckOpt = Annotated[
+    bool, typer.Option("--check", help="List what lacks one (no model); exit 1 if any.", rich_help_panel=BASICS)
+]
+StagedOpt = Annotated[bool, typer.Option("--staged", help="The staged Python files (hooks).", rich_help_panel=BASICS)]
+StyleOpt = Annotated[
+    str, typer.Option(help="auto (inferred from the repo), google, numpy, rest or plain.", rich_help_panel=BASICS)
+]
+DiffOpt = Annotated[
+    bool, typer.Option("--diff", help="Show the diff (the default unless --write).", rich_help_panel=OUTPUT)
+]
+WriteOpt = Annotated[
+    bool, typer.Option("--write", help="Write the docstrings into the files (atomically).", rich_help_panel=BASICS)
+]
+FailOnChangeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fail-on-change",
+        help="Exit 1 when files were changed (hooks: review, then re-stage).",
+        rich_help_panel=OUTPUT,
+    ),
+]
+WriteForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="With --write: write through a symlink out of the repo, or a hard link.", rich_help_panel=BASICS
+    ),
+]
+MaxFunctionsOpt = Annotated[
+    int, typer.Option(help="Refuse to document more definitions than this in one run.", rich_help_panel="Limits")
+]
+TimeBudgetOpt = Annotated[float, typer.Option(help="Generation seconds per file.", rich_help_panel="Limits")]
+ExemplarsOpt = Annotated[
+    int, typer.Option("-k", help="Exemplar (code, docstring) pairs from the repo's index.", rich_help_panel=RETRIEVAL)
+]
+
+
 @friendly_errors
 def docstring(
-    files: Annotated[list[Path] | None, typer.Argument(help="Python files (or --staged).")] = None,
-    check: Annotated[
-        bool, typer.Option("--check", help="List what lacks one (no model); exit 1 if any.", rich_help_panel=BASICS)
-    ] = False,
-    staged: Annotated[
-        bool, typer.Option("--staged", help="The staged Python files (hooks).", rich_help_panel=BASICS)
-    ] = False,
-    style: Annotated[
-        str, typer.Option(help="auto (inferred from the repo), google, numpy, rest or plain.", rich_help_panel=BASICS)
-    ] = "auto",
-    diff: Annotated[
-        bool, typer.Option("--diff", help="Show the diff (the default unless --write).", rich_help_panel=OUTPUT)
-    ] = False,
-    write: Annotated[
-        bool, typer.Option("--write", help="Write the docstrings into the files (atomically).", rich_help_panel=BASICS)
-    ] = False,
-    fail_on_change: Annotated[
-        bool,
-        typer.Option(
-            "--fail-on-change",
-            help="Exit 1 when files were changed (hooks: review, then re-stage).",
-            rich_help_panel=OUTPUT,
-        ),
-    ] = False,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="With --write: write through a symlink out of the repo, or a hard link.",
-            rich_help_panel=BASICS,
-        ),
-    ] = False,
-    max_functions: Annotated[
-        int, typer.Option(help="Refuse to document more definitions than this in one run.", rich_help_panel="Limits")
-    ] = 25,
-    time_budget: Annotated[float, typer.Option(help="Generation seconds per file.", rich_help_panel="Limits")] = 120.0,
-    k: Annotated[
-        int,
-        typer.Option("-k", help="Exemplar (code, docstring) pairs from the repo's index.", rich_help_panel=RETRIEVAL),
-    ] = 2,
+    files: FilesArg = None,
+    check: CheckOpt = False,
+    staged: StagedOpt = False,
+    style: StyleOpt = "auto",
+    diff: DiffOpt = False,
+    write: WriteOpt = False,
+    fail_on_change: FailOnChangeOpt = False,
+    force: WriteForceOpt = False,
+    max_functions: MaxFunctionsOpt = 25,
+    time_budget: TimeBudgetOpt = 120.0,
+    k: ExemplarsOpt = 2,
     backend: BackendOpt = None,
     engine: EngineOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print the result as JSON.", rich_help_panel=OUTPUT)
-    ] = False,
+    json_output: JsonOpt = False,
 ) -> None:
     """Write missing docstrings in the style of the code around them.
 
     Examples: assist docstring src/util.py (shows the diff); assist docstring --check --staged (a fast hook);
     assist docstring --staged --write --fail-on-change (the writing hook).
     """
-    import contextlib
+    _check_flags(files, check, staged, style, write, diff, fail_on_change, max_functions, time_budget, k)
+    root = _repo_root()
+    jobs, skipped, held = _collect(list(files or []), staged, root, write=write and not check, force=force)
+    for line in skipped:
+        err.print(line, markup=False)  # e.g. "x.py is not UTF-8 text, skipped"
+    for line in held:
+        err.print(line, markup=False)  # nothing is generated for a file that will not be written
+    missing = [(job, target) for job in jobs for target in job.targets]
+    report: dict = {"files": [], "skipped": skipped}
+    if held:
+        report["not_written"] = held
+    if check:
+        _report_check(report, missing, skipped, json_output)
+        return
+    if not missing:
+        _report_none_missing(report, held, skipped, json_output)
+        return
+    if len(missing) > max_functions:
+        raise UsageError(
+            f"{len(missing)} definitions lack a docstring, more than --max-functions {max_functions}; "
+            "document some files at a time, or raise the limit"
+        )
+    settings = (backend, engine, model, base_url)
+    write_options = {"write": write, "show_diff": diff, "json_output": json_output, "force": force}
+    outcome, style = _generate(jobs, root, style, k, time_budget, settings, write_options, report)
+    _report_written(report, outcome, style, len(held) + len(skipped), skipped, write, fail_on_change, json_output)
 
-    from assistant.code.docstrings import STYLES, detect_style, line_length, repo_docstrings
-    from assistant.code.git import tracked_python_files
-    from assistant.indexing.index import repo_root
+
+def _check_flags(
+    files: list[Path] | None,
+    check: bool,
+    staged: bool,
+    style: str,
+    write: bool,
+    diff: bool,
+    fail_on_change: bool,
+    max_functions: int,
+    time_budget: float,
+    k: int,
+) -> None:
+    """Refuse, with one line, numbers out of range, an unknown style and flags that do not go together."""
+    from assistant.code.docstrings import STYLES
 
     check_range("--max-functions", max_functions, 1)
     check_range("--time-budget", time_budget, 0, low_open=True)
@@ -299,55 +343,66 @@ def docstring(
         conflicting = [flag for flag, given in flags if given]
         if conflicting:
             raise UsageError(f"--check only lists what lacks a docstring; drop {', '.join(conflicting)}")
-    root: Path | None = None
-    with contextlib.suppress(UsageError):
-        root = repo_root(Path.cwd())
-    jobs, skipped, held = _collect(list(files or []), staged, root, write=write and not check, force=force)
-    for line in skipped:
-        err.print(line, markup=False)  # e.g. "x.py is not UTF-8 text, skipped"
-    for line in held:
-        err.print(line, markup=False)  # nothing is generated for a file that will not be written
-    missing = [(job, target) for job in jobs for target in job.targets]
-    report: dict = {"files": [], "skipped": skipped}
-    if held:
-        report["not_written"] = held
 
-    if check:
-        if json_output:  # stdout holds the JSON alone
-            report["missing"] = [{"file": job.name, **target.to_json()} for job, target in missing]
-            out.print_json(json.dumps(report))
-        else:
-            for job, target in missing:
-                out.print(f"{job.name}:{target.line}: {target.kind} {target.qualname} has no docstring", markup=False)
-        if missing:
-            files_with = len({job.name for job, _ in missing})
-            err.print(
-                f"{len(missing)} definition(s) in {files_with} file(s) lack a docstring; "
-                "`assist docstring --write` writes them"
-            )
-            raise typer.Exit(1)
-        if skipped:  # a file that could not be read is not a file that passed: the hook must not let it through
-            err.print(f"{len(skipped)} file(s) could not be checked (above)")
-            raise typer.Exit(1)
-        return
 
-    if not missing:
-        if json_output:
-            out.print_json(json.dumps(report))
-        elif not held and not skipped:
-            err.print("every function, method and class has a docstring")
-        if held or skipped:
-            # A file that could not be read or parsed is not a file that passed: the writing hook fails on it as
-            # the checking one does.
-            err.print(f"{len(held) + len(skipped)} file(s) not documented (see above); nothing was written")
-            raise typer.Exit(1)
-        return
-    if len(missing) > max_functions:
-        raise UsageError(
-            f"{len(missing)} definitions lack a docstring, more than --max-functions {max_functions}; "
-            "document some files at a time, or raise the limit"
+def _repo_root() -> Path | None:
+    """The git repository around the working folder, or None outside one."""
+    from assistant.indexing.index import repo_root
+
+    try:
+        return repo_root(Path.cwd())
+    except UsageError:
+        return None
+
+
+def _report_check(report: dict, missing: list[tuple[FileJob, Any]], skipped: list[str], json_output: bool) -> None:
+    """--check: list what lacks a docstring (or print the report as JSON); exit 1 if anything does, or a file
+    could not be read (a file that could not be checked is not a file that passed: the hook must not let it
+    through)."""
+    if json_output:  # stdout holds the JSON alone
+        report["missing"] = [{"file": job.name, **target.to_json()} for job, target in missing]
+        out.print_json(json.dumps(report))
+    else:
+        for job, target in missing:
+            out.print(f"{job.name}:{target.line}: {target.kind} {target.qualname} has no docstring", markup=False)
+    if missing:
+        files_with = len({job.name for job, _ in missing})
+        err.print(
+            f"{len(missing)} definition(s) in {files_with} file(s) lack a docstring; "
+            "`assist docstring --write` writes them"
         )
+        raise typer.Exit(1)
+    if skipped:
+        err.print(f"{len(skipped)} file(s) could not be checked (above)")
+        raise typer.Exit(1)
 
+
+def _report_none_missing(report: dict, held: list[str], skipped: list[str], json_output: bool) -> None:
+    """Nothing to generate: say so (or print the report as JSON), and exit 1 when a file was held back or could not
+    be read or parsed (not a file that passed: the writing hook fails on it as the checking one does)."""
+    if json_output:
+        out.print_json(json.dumps(report))
+    elif not held and not skipped:
+        err.print("every function, method and class has a docstring")
+    if held or skipped:
+        err.print(f"{len(held) + len(skipped)} file(s) not documented (see above); nothing was written")
+        raise typer.Exit(1)
+
+
+def _generate(
+    jobs: list[FileJob],
+    root: Path | None,
+    style: str,
+    k: int,
+    time_budget: float,
+    settings: tuple[str | None, str | None, str | None, str | None],
+    write_options: dict[str, bool],
+    report: dict,
+) -> tuple[Outcome, str]:
+    """Load the model (`settings`: backend, engine, model, base URL) and :func:`document` the jobs in `style`
+    (auto: the repo's), with `k` exemplars from the repo's index: (what was done, the style used)."""
+    from assistant.code.docstrings import detect_style, line_length, repo_docstrings
+    from assistant.code.git import tracked_python_files
     from assistant.core.docwriter import ExemplarIndex, write_docstrings
     from assistant.pipeline import Pipeline
 
@@ -356,9 +411,9 @@ def docstring(
     if style == "auto":
         pool = [base / name for name in tracked_python_files(base)] if root else [job.path for job in jobs]
         style = detect_style(repo_docstrings(pool))
-    settings = backend_settings(backend, model, base_url, start=base, engine=engine)
-    pipeline = Pipeline(settings=settings, start=base)
-    with ProgressUI(show_progress(json_output)) as ui:
+    backend, engine, model, base_url = settings
+    pipeline = Pipeline(settings=backend_settings(backend, model, base_url, start=base, engine=engine), start=base)
+    with ProgressUI(show_progress(write_options["json_output"])) as ui:
         exemplars = None
         if k > 0:
             from assistant.methods.jointcom import retriever_dir, trained_encoder
@@ -382,22 +437,28 @@ def docstring(
                 progress=ui,
             )
 
-        outcome = document(
-            jobs,
-            generate,
-            width=width,
-            write=write,
-            show_diff=diff,
-            json_output=json_output,
-            root=root,
-            force=force,
-            report=report,
-        )
+        outcome = document(jobs, generate, width=width, root=root, report=report, **write_options)
+    return outcome, style
+
+
+def _report_written(
+    report: dict,
+    outcome: Outcome,
+    style: str,
+    held_back: int,
+    skipped: list[str],
+    write: bool,
+    fail_on_change: bool,
+    json_output: bool,
+) -> None:
+    """After generation: the JSON report, or what was written or proposed, and exit 1 when a file was not
+    documented (`held_back` of them before generation), files changed under --fail-on-change, or a file could
+    not be read."""
     if outcome.failed:
         report.setdefault("not_written", []).extend(outcome.failed)
     if json_output:
         out.print_json(json.dumps(report))
-    not_written = len(held) + len(skipped) + len(outcome.failed_files)
+    not_written = held_back + len(outcome.failed_files)
     if write:
         err.print(
             f"wrote {outcome.written} docstring(s) in {outcome.changed} file(s) ({style} style); review with `git diff`"
