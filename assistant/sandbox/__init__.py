@@ -439,14 +439,22 @@ def _collect(
                 break
             wait = remaining if watch is None else min(remaining, max(watch.wait(), 0.01))
             for key, _ in selector.select(wait):
-                chunk = os.read(key.fd, _READ_CHUNK)
-                if not chunk:
-                    selector.unregister(key.fd)
-                    continue
-                room = caps[key.fd] - len(buffers[key.fd])
-                if room > 0:
-                    buffers[key.fd] += chunk[:room]
+                _read_capped(selector, key.fd, buffers, caps)
     return bytes(buffers[out_fd]), bytes(buffers[err_fd]), bytes(buffers[report_r]), timed_out, stopped
+
+
+def _read_capped(
+    selector: selectors.BaseSelector, fd: int, buffers: dict[int, bytearray], caps: dict[int, int]
+) -> None:
+    """Read a chunk from the readable pipe `fd` into its buffer, dropping what is past its cap (so the writer never
+    blocks on a full pipe, and our memory stays bounded); at EOF, stop watching it."""
+    chunk = os.read(fd, _READ_CHUNK)
+    if not chunk:
+        selector.unregister(fd)
+        return
+    room = caps[fd] - len(buffers[fd])
+    if room > 0:
+        buffers[fd] += chunk[:room]
 
 
 def _wait_exited(pid: int, deadline: float) -> bool:

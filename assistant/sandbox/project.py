@@ -84,6 +84,7 @@ from assistant.sandbox import (
     _check_limits,
     _guard_parent_environment,
     _kill_group,
+    _read_capped,
     _remove_tree,
     _start_reporting,
     disabled_layers,
@@ -111,7 +112,6 @@ def _ignored(folder: str, names: list[str]) -> set[str]:
     }
 
 
-_READ_CHUNK = 65_536
 _REPORT_LIMIT = 64_000  # bytes accepted from the launcher's layer report
 _CANCEL_POLL_S = 0.1  # how often a cancellable run looks at its event
 _DRAIN_AFTER_EXIT_S = 1.0  # how long to read output left in the pipe by stray children after pytest exits
@@ -450,15 +450,8 @@ def _collect(
                     time.sleep(wait)
                     continue
                 for key, _ in selector.select(wait):
-                    if key.fd == pidfd:
-                        continue  # handled by _exited() above on the next turn
-                    chunk = os.read(key.fd, _READ_CHUNK)
-                    if not chunk:
-                        selector.unregister(key.fd)
-                        continue
-                    room = caps[key.fd] - len(buffers[key.fd])
-                    if room > 0:
-                        buffers[key.fd] += chunk[:room]
+                    if key.fd != pidfd:  # pidfd: handled by _exited() above on the next turn
+                        _read_capped(selector, key.fd, buffers, caps)
         finally:
             if pidfd is not None:
                 os.close(pidfd)
