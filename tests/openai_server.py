@@ -42,6 +42,13 @@ class Script:
     # Scripted answers, one per choice in turn: (text, finish_reason). The chat route sends the text as the
     # message; the completions route as the continuation (cut at the first stop string, as servers do).
     answers: list[tuple[str, str]] = field(default_factory=list)
+    # Answer a `stream` request as server-sent events (a chunk per line of each choice, then usage); otherwise such
+    # a request gets plain JSON, as from a server that cannot stream. After the first chunk the server waits on
+    # `stream_hold` (5 s at most) and records in `held` whether it was set: a client that shows text as it comes
+    # sets it on hearing the first line.
+    streams: bool = False
+    stream_hold: threading.Event | None = None
+    held: bool | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     answered: int = 0
     served: int = 0  # choices answered from `answers`
@@ -171,6 +178,9 @@ class _Handler(BaseHTTPRequestHandler):
             choices.append(choice)
         script.answered += 1
         usage = {"prompt_tokens": len(text_in) // 4, "completion_tokens": 12 * n, "total_tokens": 0}
+        if body.get("stream") and script.streams:
+            self._send_events(choices, usage, body["model"], chat)
+            return
         self._send(
             200,
             {
@@ -182,6 +192,41 @@ class _Handler(BaseHTTPRequestHandler):
                 "usage": usage,
             },
         )
+
+    def _send_events(self, choices: list[dict[str, Any]], usage: dict[str, int], model: str, chat: bool) -> None:
+        """`choices` as server-sent events: a chunk per line of each choice's text (its log-probabilities split
+        alike: the scripted ones are one per line), the finish reason on the last, then a usage chunk."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        first = True
+        for choice in choices:
+            text = choice["message"]["content"] if chat else choice["text"]
+            lines = text.splitlines(keepends=True) or [""]
+            values = ((choice.get("logprobs") or {}).get("content" if chat else "token_logprobs")) or []
+            for number, line in enumerate(lines):
+                last = number == len(lines) - 1
+                piece: dict[str, Any] = {
+                    "index": choice["index"],
+                    "finish_reason": choice["finish_reason"] if last else None,
+                }
+                piece.update({"delta": {"content": line}} if chat else {"text": line})
+                value = values[number : number + 1]  # the scripted log-probabilities are one per line
+                if value:
+                    piece["logprobs"] = {"content": value} if chat else {"token_logprobs": value, "tokens": [line]}
+                self._event({"id": "x", "object": kind, "created": 0, "model": model, "choices": [piece]})
+                if first and self.script.stream_hold is not None:
+                    self.script.held = self.script.stream_hold.wait(5)
+                first = False
+        self._event({"id": "x", "object": kind, "created": 0, "model": model, "choices": [], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _event(self, data: dict[str, Any]) -> None:
+        self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
 
     def _embeddings(self, body: dict[str, Any]) -> None:
         script = self.script

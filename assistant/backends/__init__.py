@@ -3,9 +3,10 @@
 A backend (a subclass of :class:`Backend`) samples candidates for a :class:`~assistant.backends.prompts.Prompt`
 and, where it can, scores a continuation's token log-probabilities (what the log-probability ranker, LAIL labeling
 and JOINTCOM training need); it declares what it can do as attributes (`batches_prompts`, `logprobs`, `can_score`,
-`prefills_answer`) and says who it is for caches (`identity`). `BACKENDS` is the one registry (name → class);
-`describe_backends()` lists it, `load_backend()` creates one. Backends are imported lazily: `torch` is only loaded
-when the local backend is used.
+`prefills_answer`, `streams`) and says who it is for caches (`identity`). `BACKENDS` is the one registry (name →
+class); `describe_backends()` lists it, `load_backend()` creates one. Backends are imported lazily: `torch` is only
+loaded when the local backend is used. `streaming()` lets a terminal show the first row of each sampling call as it
+is written.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import importlib
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -94,6 +97,62 @@ def check_prompt(prompt: Prompt) -> None:
 Step = Callable[[int, int], None]
 
 
+# on_text(call, text) inside a `streaming` block: the first row of the block's `call`-th sampling call (0, 1, ...)
+# as it is written, i.e. the answer's opening (`Prompt.answer_prefix`) and the text decoded so far, cut at the stop
+# string. Display only: the samples are the same with or without a listener. If it raises, sampling stops there.
+OnText = Callable[[int, str], None]
+
+
+class _Listener:
+    """Who hears the rows of a `streaming` block, and how many sampling calls it has seen."""
+
+    def __init__(self, on_text: OnText) -> None:
+        self.on_text = on_text
+        self.calls = 0
+
+
+_listener: ContextVar[_Listener | None] = ContextVar("assist_streaming", default=None)
+
+
+@contextmanager
+def streaming(on_text: OnText) -> Iterator[None]:
+    """Within the block, each sampling call (of a backend that `streams`, on this thread) tells `on_text` its first
+    row as it grows: what a terminal shows while the whole request is still running. A context variable rather than
+    a parameter: the pipeline and its stages between the door and the backend need not carry it."""
+    token = _listener.set(_Listener(on_text))
+    try:
+        yield
+    finally:
+        _listener.reset(token)
+
+
+class RowStream:
+    """One sampling call's first row, told to the `streaming` listener as it grows (made by :func:`row_stream`)."""
+
+    def __init__(self, on_text: OnText, call: int, lead: str, stops: Sequence[str]) -> None:
+        self.on_text, self.call, self.lead, self.stops = on_text, call, lead, tuple(stops)
+        self.shown: str | None = None
+
+    def text(self, text: str) -> None:
+        """The row's text so far (after the answer prefix): told to the listener, cut at the first stop string,
+        when it changed."""
+        cut = min((text.find(stop) for stop in self.stops if stop in text), default=-1)
+        shown = self.lead + (text[:cut] if cut >= 0 else text)
+        if shown != self.shown:
+            self.shown = shown
+            self.on_text(self.call, shown)
+
+
+def row_stream(lead: str, stops: Sequence[str]) -> RowStream | None:
+    """The stream of the sampling call starting now (its first row's text is `lead` and what is decoded after it),
+    or None when no `streaming` block listens: a backend then does no extra work."""
+    listener = _listener.get()
+    if listener is None:
+        return None
+    listener.calls += 1
+    return RowStream(listener.on_text, listener.calls - 1, lead, stops)
+
+
 class Usage:
     """Running totals of what a backend did: requests, tokens in and out, wall time. Thread-safe."""
 
@@ -169,6 +228,8 @@ class Backend:
       likelihood`, JOINTCOM); when False, `scoring_unavailable` says why, in words that fit after a colon.
     - `prefills_answer`: the model continues from `prompt.answer_prefix` (local, completions endpoints) rather
       than starting its answer afresh (chat endpoints): callers may put words in its mouth only if so.
+    - `streams`: inside a :func:`streaming` block, its sampling calls tell the listener their first row as it is
+      decoded; others tell nothing until the call ends.
     - `identity`: a :class:`BackendIdentity`, what caches and manifests record.
     """
 
@@ -180,6 +241,7 @@ class Backend:
     can_score: bool = False
     scoring_unavailable: str = "this backend does not score given text"
     prefills_answer: bool = False
+    streams: bool = False
 
     model: str = ""
     context: int | None = None  # tokens; None when the server does not say

@@ -34,6 +34,7 @@ from assistant.backends import (
     Step,
     TokenLogprobs,
     Usage,
+    row_stream,
 )
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
 from assistant.backends.models import ModelSpec, ct2_path, resolve
@@ -49,6 +50,7 @@ class CT2Backend(ConvertedBackend):
     name = "local-ct2"
     description = "the local model through CTranslate2 int8 on this machine's CPU (optional extra: assist[fast])"
     batches_prompts = False
+    streams = True
 
     def __init__(
         self,
@@ -135,6 +137,7 @@ class CT2Backend(ConvertedBackend):
         logprobs: list[list[float]] = [[] for _ in range(n)]
         report: Step = step or (lambda done, total: None)
         reached = [0]
+        stream = row_stream(prompt.answer_prefix, stops)
 
         def on_token(result: Any) -> bool:
             """Record one row's token; True stops that row (end token or closing fence)."""
@@ -146,6 +149,8 @@ class CT2Backend(ConvertedBackend):
                 return True
             generated[row].append(result.token_id)
             logprobs[row].append(float(result.log_prob))
+            if stream is not None and row == 0:
+                stream.text(self.tokenizer.decode(generated[0], skip_special_tokens=True))
             tail = self.tokenizer.decode(generated[row][-window:], skip_special_tokens=True)
             return any(stop in tail for stop in stops)
 

@@ -18,12 +18,14 @@ from assistant.backends import (
     BackendIdentity,
     Completion,
     Progress,
+    RowStream,
     SamplingParams,
     Step,
     TokenLogprobs,
     Usage,
     check_prompt,
     check_text,
+    row_stream,
 )
 from assistant.backends.loops import RowWatch
 from assistant.backends.models import ModelSpec, generator_dir, pull, quiet_transformers, resolve
@@ -87,6 +89,7 @@ class LocalBackend(Backend):
     name = "local"
     description = "a converted model run on this machine's CPU with transformers (offline)"
     batches_prompts = True
+    streams = True
     logprobs = True
     can_score = True
     scoring_unavailable = ""
@@ -195,9 +198,9 @@ class LocalBackend(Backend):
         return used
 
     def sample(self, prompt: Prompt, params: SamplingParams, step: Step | None = None) -> list[Completion]:
-        """Sample `params.n` candidates as one batch.
+        """Sample `params.n` candidates of one prompt through `sample_batch` (shared by the OpenVINO engine).
 
-        The prompt is prefilled once and its KV cache shared by all n sequences (generate's own
+        Here the prompt is prefilled once and its KV cache shared by all n sequences (generate's own
         num_return_sequences would prefill it n times). Each sampled token's raw log-probability (before
         temperature and top-p) is recorded on the way, so ranking by log-probability costs nothing more.
         """
@@ -223,9 +226,6 @@ class LocalBackend(Backend):
         own random generator, seeded by (its prompt's seed, its number), so a prompt's samples do not depend
         on which other prompts share the batch.
         """
-        import torch
-        from transformers import DynamicCache
-
         started = time.perf_counter()
         if not prompts:
             return []
@@ -233,50 +233,72 @@ class LocalBackend(Backend):
         for prompt in prompts:
             self.check_fits(prompt, params.max_new_tokens)
             encoded.append(self.tokenizer(self.render(prompt), add_special_tokens=False)["input_ids"])
-        width = max(len(ids) for ids in encoded)
-        ids = torch.full((len(encoded), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(encoded), width), dtype=torch.long)
-        for row, tokens in enumerate(encoded):
-            ids[row, width - len(tokens) :] = torch.tensor(tokens)
-            mask[row, width - len(tokens) :] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
-        greedy = params.temperature <= 0
-        n = 1 if greedy else params.n
-        rows = len(encoded) * n
-        owner = [index // n for index in range(rows)]  # which prompt each row answers
-        stops = [list(prompts[o].stop) for o in owner]
-        # Enough trailing tokens to hold the longest stop string (every token is at least one character).
-        window = max((len(stop) for row_stops in stops for stop in row_stops), default=0) + 2
         seeds = list(seeds) if seeds is not None else [params.seed] * len(prompts)
         if len(seeds) != len(prompts):
             raise ValueError("one seed per prompt")
+        rows = _Rows(prompts, 1 if params.temperature <= 0 else params.n, self.tokenizer.decode)
+        generators = self._row_generators(rows, seeds)
+        stream = row_stream(prompts[0].answer_prefix, prompts[0].stop)
+        self._decode_rows(encoded, params, rows, generators, step or (lambda done, total: None), stream)
+        results: list[list[Completion]] = [[] for _ in prompts]
+        for row, owner in enumerate(rows.owner):
+            reason = rows.watches[owner].cut.get(row % rows.n)
+            results[owner].append(
+                self._completion(
+                    rows.generated[row], rows.logprobs[row], prompts[owner].stop, params.max_new_tokens, reason
+                )
+            )
+        self.usage.add(
+            sum(len(t) for t in encoded),
+            sum(c.tokens for group in results for c in group),
+            time.perf_counter() - started,
+            requests=len(prompts),
+        )
+        return results
+
+    def _row_generators(self, rows: _Rows, seeds: Sequence[int | None]) -> list[torch.Generator]:
+        """One random generator per row, seeded by (its prompt's seed, its number); unseeded prompts draw afresh."""
+        import torch
+
         generators = []
-        for row in range(rows):
+        for row, owner in enumerate(rows.owner):
             generator = torch.Generator(self.device)
-            seed = seeds[owner[row]]
+            seed = seeds[owner]
             if seed is None:
                 generator.seed()
             else:
-                generator.manual_seed(seed * 1009 + row % n)
+                generator.manual_seed(seed * 1009 + row % rows.n)
             generators.append(generator)
-        generated: list[list[int]] = [[] for _ in range(rows)]
-        logprobs: list[list[float]] = [[] for _ in range(rows)]
+        return generators
+
+    def _decode_rows(
+        self,
+        encoded: list[list[int]],
+        params: SamplingParams,
+        rows: _Rows,
+        generators: list[torch.Generator],
+        report: Step,
+        stream: RowStream | None,
+    ) -> None:
+        """Prefill the prompts once, then decode every row token by token into `rows` until each has ended (an end
+        token, its stop string, a straggler's cut, or `params.max_new_tokens`); `report` hears each step and may
+        raise to cancel, `stream` hears the first row as it grows."""
+        import torch
+        from transformers import DynamicCache
+
+        greedy = params.temperature <= 0
         ends = self._end_ids
-        # Each prompt's rows are watched together: a looping row, or one running far past its finished
-        # siblings, ends early (cut off) and leaves the batch.
-        watches = [RowWatch(n, self.tokenizer.decode) for _ in prompts]
-        report: Step = step or (lambda done, total: None)
+        ids, mask, positions = self._left_padded([(tokens, []) for tokens in encoded], range(len(encoded)))
         with torch.inference_mode():
             cache = DynamicCache(config=self.lm.config)
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)
             logits = self.lm(
                 input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, logits_to_keep=1
             ).logits[:, -1, :]
-            cache.batch_repeat_interleave(n)
-            logits = logits.repeat_interleave(n, dim=0)
-            mask = mask.repeat_interleave(n, dim=0)
-            position = positions[:, -1].repeat_interleave(n, dim=0) + 1
-            active = list(range(rows))  # rows still decoding, in batch order
+            cache.batch_repeat_interleave(rows.n)
+            logits = logits.repeat_interleave(rows.n, dim=0)
+            mask = mask.repeat_interleave(rows.n, dim=0)
+            position = positions[:, -1].repeat_interleave(rows.n, dim=0) + 1
+            active = list(range(len(rows.owner)))  # rows still decoding, in batch order
             for done in range(params.max_new_tokens):
                 report(done, params.max_new_tokens)  # may raise to cancel
                 raw = torch.log_softmax(logits.float(), dim=-1)
@@ -288,19 +310,9 @@ class LocalBackend(Backend):
                     )
                 )
                 picked = raw.gather(1, chosen[:, None]).squeeze(1).tolist()
-                keep = []
-                for slot, (row, token) in enumerate(zip(active, chosen.tolist(), strict=True)):
-                    watch = watches[owner[row]]
-                    if token in ends:
-                        watch.finish(row % n, len(generated[row]))
-                        continue
-                    generated[row].append(token)
-                    logprobs[row].append(picked[slot])
-                    tail = self.tokenizer.decode(generated[row][-window:], skip_special_tokens=True)
-                    if any(stop in tail for stop in stops[row]):
-                        watch.finish(row % n, len(generated[row]))
-                    elif watch.verdict(row % n, generated[row]) is None:  # a straggler leaves the batch here
-                        keep.append(slot)
+                keep = rows.take(active, chosen.tolist(), picked, ends)
+                if stream is not None and active[0] == 0:
+                    stream.text(self.tokenizer.decode(rows.generated[0], skip_special_tokens=True))
                 if not keep or done + 1 == params.max_new_tokens:
                     break
                 if len(keep) < len(active):
@@ -317,20 +329,6 @@ class LocalBackend(Backend):
                     logits_to_keep=1,
                 ).logits[:, -1, :]
                 position = position + 1
-        results: list[list[Completion]] = [[] for _ in prompts]
-        for row in range(rows):
-            stops = prompts[owner[row]].stop
-            reason = watches[owner[row]].cut.get(row % n)
-            results[owner[row]].append(
-                self._completion(generated[row], logprobs[row], stops, params.max_new_tokens, reason)
-            )
-        self.usage.add(
-            sum(len(t) for t in encoded),
-            sum(c.tokens for group in results for c in group),
-            time.perf_counter() - started,
-            requests=len(prompts),
-        )
-        return results
 
     @property
     def _end_ids(self) -> set[int]:
@@ -536,6 +534,7 @@ class ConvertedBackend(Backend):
     prefills_answer = True
 
     render = LocalBackend.render
+    sample = LocalBackend.sample  # one prompt through the engine's own `sample_batch` (CTranslate2 has its own)
     _encode_pairs = LocalBackend._encode_pairs  # (prompt, continuation) token ids, as scoring needs
     count_tokens = LocalBackend.count_tokens
     check_fits = LocalBackend.check_fits
@@ -572,6 +571,41 @@ def local_transformers(model: str | None, precision: str, device: str = "cpu") -
     states (SelfRACG's branch, Condor on the generator's backbone); on a GPU it also writes SelfRACG's stage-2
     continuations."""
     return LocalBackend.load(model, precision=precision, device=device)
+
+
+class _Rows:
+    """The rows of one `LocalBackend.sample_batch` call (n per prompt) as they are decoded: their tokens, those
+    tokens' raw log-probabilities, and each prompt's straggler watch."""
+
+    def __init__(self, prompts: Sequence[Prompt], n: int, decode: Any) -> None:
+        self.n = n
+        self.owner = [index // n for index in range(len(prompts) * n)]  # which prompt each row answers
+        self.stops = [list(prompts[o].stop) for o in self.owner]
+        # Enough trailing tokens to hold the longest stop string (every token is at least one character).
+        self.window = max((len(stop) for row_stops in self.stops for stop in row_stops), default=0) + 2
+        self.generated: list[list[int]] = [[] for _ in self.owner]
+        self.logprobs: list[list[float]] = [[] for _ in self.owner]
+        # Each prompt's rows are watched together: a looping row, or one running far past its finished
+        # siblings, ends early (cut off) and leaves the batch.
+        self.watches = [RowWatch(n, decode) for _ in prompts]
+        self.decode = decode
+
+    def take(self, active: list[int], chosen: list[int], picked: list[float], ends: set[int]) -> list[int]:
+        """Add each active row's chosen token (and its log-probability); the slots of the rows that go on."""
+        keep = []
+        for slot, (row, token) in enumerate(zip(active, chosen, strict=True)):
+            watch = self.watches[self.owner[row]]
+            if token in ends:
+                watch.finish(row % self.n, len(self.generated[row]))
+                continue
+            self.generated[row].append(token)
+            self.logprobs[row].append(picked[slot])
+            tail = self.decode(self.generated[row][-self.window :], skip_special_tokens=True)
+            if any(stop in tail for stop in self.stops[row]):
+                watch.finish(row % self.n, len(self.generated[row]))
+            elif watch.verdict(row % self.n, self.generated[row]) is None:  # a straggler leaves the batch here
+                keep.append(slot)
+        return keep
 
 
 def _length_batches(encoded: Sequence[tuple[list[int], list[int]]], batch_tokens: int) -> list[list[int]]:

@@ -21,6 +21,7 @@ What servers differ on, and how this backend copes:
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import math
 import random
@@ -28,6 +29,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import Any
 
 from assistant.backends import (
@@ -35,12 +37,14 @@ from assistant.backends import (
     BackendIdentity,
     Completion,
     Progress,
+    RowStream,
     SamplingParams,
     Step,
     TokenLogprobs,
     Usage,
     check_prompt,
     check_text,
+    row_stream,
 )
 from assistant.backends.prompts import Prompt
 from assistant.errors import ModelError, UsageError
@@ -63,6 +67,9 @@ class OpenAIBackend(Backend):
 
     name = "openai"
     description = "any OpenAI-compatible server: OpenAI, vLLM, llama.cpp, Ollama, LM Studio, `assist serve`"
+    # Inside a `streaming` block the first request of a sampling call is sent with `stream`: the same request
+    # otherwise, so the same samples; a server that answers it with plain JSON is read as before.
+    streams = True
 
     def __init__(
         self,
@@ -218,8 +225,11 @@ class OpenAIBackend(Backend):
         base_seed = params.seed if params.seed is not None else random.randrange(2**31)
         completions: list[Completion] = []
         report(0, wanted)
+        # The first row of the first request is told to a `streaming` listener as it arrives; a chat answer is
+        # shown whole (its opening fence is no stop).
+        stream = row_stream(prompt.answer_prefix, prompt.stop) if self.prefills_answer else row_stream("", ())
         if wanted == 1 or self.honours_n is not False:
-            completions = self._request(prompt, params, wanted, base_seed)
+            completions = self._request(prompt, params, wanted, base_seed, stream)
             if wanted > 1 and self.honours_n is None:
                 self.honours_n = len(completions) >= wanted
             completions = completions[:wanted]
@@ -228,7 +238,10 @@ class OpenAIBackend(Backend):
         if missing > 0:
             seeds = [base_seed + len(completions) + i for i in range(missing)]
             with ThreadPoolExecutor(max_workers=min(self.concurrency, missing)) as pool:
-                futures = [pool.submit(self._request, prompt, params, 1, seed) for seed in seeds]
+                futures = [
+                    pool.submit(self._request, prompt, params, 1, seed, None if completions or i else stream)
+                    for i, seed in enumerate(seeds)
+                ]
                 try:
                     for future in futures:
                         completions.extend(future.result()[:1])
@@ -239,7 +252,10 @@ class OpenAIBackend(Backend):
                     raise
         return completions
 
-    def _request(self, prompt: Prompt, params: SamplingParams, n: int, seed: int) -> list[Completion]:
+    def _request(
+        self, prompt: Prompt, params: SamplingParams, n: int, seed: int, stream: RowStream | None = None
+    ) -> list[Completion]:
+        """One request for `n` candidates; with `stream`, sent streamed and its first choice told as it grows."""
         greedy = params.temperature <= 0
         common: dict[str, Any] = {
             "model": self.model,
@@ -254,15 +270,15 @@ class OpenAIBackend(Backend):
         if self.api == "chat":
             if self.sample_logprobs:
                 common["logprobs"] = True
-            response = self._call(
-                self.client.chat.completions.create, messages=[dict(m) for m in prompt.messages], **common
+            response = self._send(
+                self.client.chat.completions.create, stream, messages=[dict(m) for m in prompt.messages], **common
             )
             completions = [self._from_chat(choice) for choice in _choices(response, self.base_url)]
         else:
             if self.sample_logprobs:
                 common["logprobs"] = 1
-            response = self._call(
-                self.client.completions.create, prompt=self.render(prompt), stop=list(prompt.stop), **common
+            response = self._send(
+                self.client.completions.create, stream, prompt=self.render(prompt), stop=list(prompt.stop), **common
             )
             completions = [self._from_text(choice, prompt) for choice in _choices(response, self.base_url)]
         usage = getattr(response, "usage", None)
@@ -272,6 +288,17 @@ class OpenAIBackend(Backend):
             time.perf_counter() - started,
         )
         return completions
+
+    def _send(self, create: Callable[..., Any], stream: RowStream | None, **kwargs: Any) -> Any:
+        """`create(**kwargs)`'s response; with `stream`, asked for as server-sent events, read as they come (the
+        first choice's text told to `stream`) and put together as the plain response would have been."""
+        if stream is None:
+            return self._call(create, **kwargs)
+
+        def streamed(**kwargs: Any) -> Any:
+            return _assembled(create(stream=True, stream_options={"include_usage": True}, **kwargs), stream)
+
+        return self._call(streamed, **kwargs)
 
     def _from_chat(self, choice: Any) -> Completion:
         from assistant.code.fences import code_span
@@ -512,6 +539,56 @@ def call_api(
         raise ModelError(f"{url} failed with HTTP {exc.status_code} after {retries} retries: {_message(exc)}") from None
     except (openai.APIResponseValidationError, ValueError) as exc:
         raise ModelError(f"{url} sent a response that is not valid OpenAI JSON ({type(exc).__name__})") from None
+
+
+def _assembled(events: Any, stream: RowStream) -> Any:
+    """A streamed response put together as the plain one reads (choices with their text or message, log-probabilities
+    and finish reason; usage), its first choice's text told to `stream` as it grows. A server that ignored `stream`
+    and answered JSON is read as JSON."""
+    with events:
+        if "text/event-stream" not in events.response.headers.get("content-type", ""):
+            return _namespace(json.loads(events.response.read()))
+        return _gathered(events, stream)
+
+
+def _gathered(events: Any, stream: RowStream) -> Any:
+    """The events of a streamed response as one response (see `_assembled`)."""
+    texts: dict[int, str] = {}
+    entries: dict[int, list[Any]] = {}  # chat: one entry per token; completions: the token log-probabilities
+    finish: dict[int, Any] = {}
+    usage, chat = None, False
+    for event in events:
+        usage = getattr(event, "usage", None) or usage
+        for choice in getattr(event, "choices", None) or []:
+            index = choice.index
+            delta = getattr(choice, "delta", None)
+            chat = chat or delta is not None
+            piece = (getattr(delta, "content", None) if delta is not None else getattr(choice, "text", None)) or ""
+            texts[index] = texts.get(index, "") + piece
+            logprobs = getattr(choice, "logprobs", None)
+            values = getattr(logprobs, "content" if delta is not None else "token_logprobs", None) or []
+            entries.setdefault(index, []).extend(values)
+            finish[index] = getattr(choice, "finish_reason", None) or finish.get(index)
+            if index == 0 and piece:
+                stream.text(texts[0])
+    choices = []
+    for index in sorted(texts):
+        if chat:
+            logprobs = SimpleNamespace(content=entries[index])
+            choices.append(SimpleNamespace(message=SimpleNamespace(content=texts[index]), logprobs=logprobs))
+        else:
+            choices.append(SimpleNamespace(text=texts[index], logprobs=SimpleNamespace(token_logprobs=entries[index])))
+        choices[-1].finish_reason = finish[index]
+    return SimpleNamespace(choices=choices, usage=usage)
+
+
+def _namespace(value: Any) -> Any:
+    """Parsed JSON with attribute access, as the `openai` client's objects are read here."""
+    if isinstance(value, dict):
+        return SimpleNamespace(**{str(key): _namespace(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return [_namespace(item) for item in value]
+    return value
 
 
 def _choices(response: Any, url: str) -> list[Any]:

@@ -36,10 +36,12 @@ from assistant.backends import (
     BackendIdentity,
     Completion,
     Progress,
+    RowStream,
     SamplingParams,
     Step,
     TokenLogprobs,
     Usage,
+    row_stream,
 )
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
 from assistant.backends.loops import RowWatch
@@ -82,6 +84,7 @@ class OpenVINOBackend(ConvertedBackend):
     name = "local-ov"
     description = "the local model through OpenVINO int8 on this machine's CPU (the default local engine)"
     batches_prompts = True
+    streams = True  # one-row requests hand over their tokens step by step
 
     def __init__(
         self,
@@ -227,6 +230,7 @@ class OpenVINOBackend(ConvertedBackend):
         scoring: bool = False,
         watch: _Watch | None = None,
         pipeline: Any = None,
+        stream: RowStream | None = None,
     ) -> list[list[list[Any]]]:
         """Add every request, step the pipeline until all are done, and return each one's rows in sampling order,
         each as [token ids, their log-probabilities] (a row ends at its limit, an end token or a stop string).
@@ -241,7 +245,7 @@ class OpenVINOBackend(ConvertedBackend):
         `report` hears the progress after every step: a running request gains one token a step (all its rows
         decode together), a finished one counts as complete. The pipeline streams no tokens for several rows, so
         steps are what can be counted. If `report` raises, every request is cancelled and the exception reaches
-        the caller."""
+        the caller. `stream` hears the first request's first row after every step."""
         import numpy as np
         import openvino as ov
         import openvino_genai
@@ -268,6 +272,8 @@ class OpenVINOBackend(ConvertedBackend):
                         pipeline.step()
                     for position, handle in handles.items():
                         _collect(handle, rows[position])
+                    if stream is not None and rows[0]:
+                        stream.text(self._decode(rows[0][min(rows[0])][0]))
                     for position in watch.ready(handles, rows, running):
                         add(position)
                     watch.cut_stragglers(handles, rows, running)
@@ -326,10 +332,6 @@ class OpenVINOBackend(ConvertedBackend):
         config.stop_token_ids = set()
         return config
 
-    def sample(self, prompt: Prompt, params: SamplingParams, step: Step | None = None) -> list[Completion]:
-        """`params.n` candidates of one prompt, with each token's raw log-probability (see `sample_batch`)."""
-        return self.sample_batch([prompt], params, step)[0]
-
     def sample_batch(
         self,
         prompts: Sequence[Prompt],
@@ -344,7 +346,8 @@ class OpenVINOBackend(ConvertedBackend):
             raise ValueError("one seed per prompt")
         prompt_tokens = sum(self.check_fits(prompt, params.max_new_tokens) for prompt in prompts)
         texts = [self.render(prompt) for prompt in prompts]
-        return self.sample_texts(texts, params, [p.stop for p in prompts], step, seeds, prompt_tokens)
+        stream = row_stream(prompts[0].answer_prefix, prompts[0].stop) if prompts else None
+        return self.sample_texts(texts, params, [p.stop for p in prompts], step, seeds, prompt_tokens, stream)
 
     def sample_texts(
         self,
@@ -354,10 +357,12 @@ class OpenVINOBackend(ConvertedBackend):
         step: Step | None = None,
         seeds: Sequence[int | None] | None = None,
         prompt_tokens: int | None = None,
+        stream: RowStream | None = None,
     ) -> list[list[Completion]]:
         """`sample_batch` on prompts already rendered as text (what `assist serve` is sent): each text's
         candidates, cut at the first of its `stops`. A row going round in a loop, or running far past the
-        others of its prompt, is ended early and reported as cut off (`Completion.cut_reason`)."""
+        others of its prompt, is ended early and reported as cut off (`Completion.cut_reason`). `stream` hears
+        the first text's first row as it is decoded (when that row is a request of its own)."""
         started = time.perf_counter()
         requests: list[tuple[list[int], Any]] = []
         owners: list[int] = []  # the prompt each request answers
@@ -390,7 +395,7 @@ class OpenVINOBackend(ConvertedBackend):
         total = params.max_new_tokens * len(texts)
         if step is not None:
             step(0, total)
-        rows_by_request = self._run(requests, step, total, watch=watch, pipeline=pipeline)
+        rows_by_request = self._run(requests, step, total, watch=watch, pipeline=pipeline, stream=stream)
         ends = set(self.end_ids)
         results: list[list[Completion]] = [[] for _ in texts]
         for position, own in enumerate(rows_by_request):

@@ -250,7 +250,8 @@ def generate(
     settings = backend_settings(backend, model, base_url, api, timeout, start=where, engine=engine)
     options = GenerationOptions.from_settings(settings, **flags).check()
     pipeline = Pipeline(options, settings, start=where or Path("."), bank=bank)
-    with ProgressUI(show_progress(json_output)) as ui:
+    # The first candidate below the status line as it is written.
+    with ProgressUI(show_progress(json_output)) as ui, ui.streaming(out.is_terminal):
         answer = pipeline.answer(request, progress=ui, status=ui.status, on_round=_say_round(ui))
     result, pick = answer.result, answer.pick
     _warn_cut_off(result)

@@ -7,11 +7,12 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -26,8 +27,10 @@ from rich.segment import Segment
 from rich.syntax import Syntax
 from rich.text import Text
 
+from assistant.backends import streaming
 from assistant.errors import AssistError
 from assistant.progress import STAGE_LABELS
+from assistant.ui.stream import last_lines, shown_code
 from assistant.ui.text import bidi_warning, printable
 
 
@@ -101,11 +104,24 @@ PLAIN_LOG_EVERY_S = 60.0
 RATE_WINDOW_S = 300.0
 
 
+class _LiveProgress(Progress):
+    """rich's progress bars with, below them, the candidate being written (`streamed`, set from the sampling
+    thread; the bars' own refresh thread draws it)."""
+
+    streamed: str = ""
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield from super().get_renderables()
+        if self.streamed:
+            # One terminal row a line, so the live region stays as tall as the lines shown.
+            yield Text(self.streamed, no_wrap=True, overflow="ellipsis")
+
+
 class ProgressUI:
     """Renders the library's progress callbacks as rich progress bars on stderr (hidden when not a tty)."""
 
     def __init__(self, enabled: bool, plain: bool = False) -> None:
-        self.progress = Progress(
+        self.progress = _LiveProgress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
             BarColumn(),
@@ -157,6 +173,23 @@ class ProgressUI:
     def status(self, message: str) -> None:
         if not self.progress.disable:
             self.progress.console.print(f"[dim]{escape(message)}[/]", markup=True)
+
+    @contextmanager
+    def streaming(self, wanted: bool = True) -> Iterator[None]:
+        """Within the block, show below the bars the first candidate of each sampling call as it is written (its
+        last lines), when the bars show and `wanted` (the caller's output is a terminal, not JSON). The bars are
+        transient: what was shown goes with them, and the ranked result is printed in its place."""
+        if self.progress.disable or not wanted:
+            yield
+            return
+        with streaming(self._show_streamed):
+            try:
+                yield
+            finally:
+                self.progress.streamed = ""
+
+    def _show_streamed(self, call: int, text: str) -> None:
+        self.progress.streamed = last_lines(shown_code(text))
 
 
 def show_progress(json_output: bool) -> bool:

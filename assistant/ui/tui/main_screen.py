@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
@@ -23,12 +24,14 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import get_current_worker
 
+from assistant.backends import streaming
 from assistant.core.candidates import cut_off_note
 from assistant.core.generation import GenerateResult
 from assistant.core.retrieve import Hit
 from assistant.errors import AssistError, Cancelled
 from assistant.progress import Progress
 from assistant.ui.session import Session
+from assistant.ui.stream import Throttled
 from assistant.ui.tui.saved import changed_keys, form_settings, save_user_settings
 from assistant.ui.tui.screens import ConfirmScreen, FilePicker, HistoryScreen, SettingsScreen, TestsEditor
 from assistant.ui.tui.widgets import (
@@ -265,18 +268,32 @@ class MainScreen(Screen[None]):
             if hits is None:
                 hits = self.session.retrieve(query, target, progress, function)
                 self.app.call_from_thread(self.retrieved, query, hits)
-            return self.session.generate(
-                requirement,
-                target=target,
-                tests=tests,
-                demonstrations=hits,
-                function=function,
-                progress=progress,
-            )
+            with self.streamed():
+                return self.session.generate(
+                    requirement,
+                    target=target,
+                    tests=tests,
+                    demonstrations=hits,
+                    function=function,
+                    progress=progress,
+                )
 
         if requirement:
             self.requirement_box.remember(requirement)
         self.run_job("Generating", job, self.generated)
+
+    @contextmanager
+    def streamed(self) -> Iterator[None]:
+        """Within the block (a worker thread's), the code pane shows the first candidate as it is written, at most
+        ten updates a second (each one a hop to the UI thread)."""
+        shown = Throttled(lambda call, text: self.app.call_from_thread(self.view.stream, call, text))
+        try:
+            with streaming(shown):
+                yield
+        except BaseException:  # cancelled or failed: the pane shows the last result again, not a partial row
+            with suppress(RuntimeError):  # the app has closed: nothing to show
+                self.app.call_from_thread(self.show_candidate)
+            raise
 
     def retrieved(self, query: str, hits: list[Hit]) -> None:
         self.hits, self.hits_for, self.chosen = hits, query, list(hits)

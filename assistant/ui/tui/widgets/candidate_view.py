@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from assistant.code.edit import Edit
 from assistant.core.rank import Ranked
+from assistant.ui.stream import shown_code
 from assistant.ui.text import bidi_warning, printable
 
 WIDE = 140  # columns from which code and diff sit side by side
@@ -45,6 +46,15 @@ class CandidateView(Container):
         self._panes("Code", "Diff")
         self.query_one("#code", Static).update(message)
         self.query_one("#diff", Static).update("")
+
+    def stream(self, call: int, text: str) -> None:
+        """The first candidate of the request's `call`-th sampling call (from 0) as it is being written; the ranked
+        list replaces it when the request ends."""
+        title = "Writing candidate 1…" if call == 0 else f"Writing (sampling call {call + 1})…"
+        code_pane, _ = self._panes(title, "Diff")
+        self.query_one("#code", Static).update(_syntax(shown_code(text), "python"))
+        self.query_one("#diff", Static).update("")
+        code_pane.scroll_end(animate=False)
 
     def show(
         self, item: Ranked, position: int, edit: Edit | None, filled: str | None, rankers: Sequence[str] = ()
