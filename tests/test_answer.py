@@ -6,6 +6,7 @@ Landlock-bound copy of a real git repo)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from assistant.config import load_settings
 from assistant.errors import UsageError
 from assistant.pipeline import GenerationOptions, Pipeline
 from assistant.pipeline.pipeline import Answer, Request
+from assistant.ui.session import Session
 
 from .conftest import ScriptedBackend, git
 
@@ -99,3 +101,20 @@ def test_resolve_refuses_settings_that_do_not_go_together_naming_the_setting(tmp
     assert request.repo_tests is None and "not a git work tree" in (request.repo_tests_skipped or "")
     with pytest.raises(UsageError, match="not a git work tree"):
         Request.resolve(file=stub, function="square", test_cmd="pytest")
+
+
+def test_the_repos_tests_keep_their_place_when_more_rankers_score_the_candidates(project: Path) -> None:
+    # Given tests with a ranker that does not run them: exec is added after the repo's tests, which are no
+    # registered ranker (this was "unknown ranker 'repo-tests'" after the sampling).
+    resolved = Request.resolve(file=project / "geo.py", function="square")
+    request = replace(resolved, tests=("assert square(3) == 9",))
+    answer = pipeline_for(project, ScriptedBackend([WRONG, RIGHT]), n=2).answer(request)
+    assert answer.result.rankers == ["repo-tests", "first", "exec"]
+    assert "x * x" in answer.result.candidates[0].candidate.code and answer.pick.position == 0
+    # The TUI's re-ranking (after its settings change) keeps them first too, rather than sorting by `first` alone.
+    session = Session(
+        project, options=GenerationOptions(n=2, k=0, ranker="first"), backend=ScriptedBackend([WRONG, RIGHT])
+    )
+    assert "x * x" in session.generate("", target="geo.py", function="square").candidates[0].candidate.code
+    reranked = session.rerank()
+    assert reranked.rankers[0] == "repo-tests" and "x * x" in reranked.candidates[0].candidate.code

@@ -670,13 +670,17 @@ class Pipeline:
         progress: Progress = silent,
     ) -> GenerateResult:
         """`result` scored by every ranker `spec` (default: the options') chooses that has not scored it yet, and
-        sorted by them (edits move with their candidates)."""
+        sorted by them (edits move with their candidates). Where the repo's tests ranked it, they still order
+        first: they are no ranker of the registry (:func:`assistant.core.repo_tests.test_candidates` runs them on
+        the candidates' edits), so `spec` may name them only as what ran already."""
         candidates = list(result.candidates)
         plain = [item.candidate for item in candidates]
         problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests), home=result.home)
         can_run = candidates_runnable(result.home, whole_programs=result.function is None)
+        if spec is not None:
+            spec = "+".join(name for name in spec.split("+") if name.strip() != REPO_TESTS)
         rankers = self.rankers(spec, plain, bool(tests), every_ranker, can_run)
-        names = [ranker.name for ranker in rankers]
+        names = [*([REPO_TESTS] if REPO_TESTS in result.rankers else []), *(ranker.name for ranker in rankers)]
         missing = [ranker for ranker in rankers if any(ranker.name not in item.scores for item in candidates)]
         if missing and candidates:
             progress("rank", 0, len(missing))
