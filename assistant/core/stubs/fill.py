@@ -1,5 +1,5 @@
-"""`generate --function`'s whole road for one stub: prepare the request, sample, read the candidates, plan their
-edits and rank them (:func:`fill_stub`).
+"""Filling one stub, the whole road (:func:`fill_stub`): prepare the request, draw and read the samples, plan the
+candidates' edits and rank them, each step its own function (eval repo's function tasks share the steps).
 """
 
 from __future__ import annotations
