@@ -211,14 +211,14 @@ def trained_retrievers(pool: str, index: Index, encoder: Encoder) -> tuple[list[
     import tempfile
 
     from assistant.evaluate import load_pool
-    from assistant.methods.artifacts import artifact_dir, read_manifest
+    from assistant.methods.artifacts import artifact_dir, latest_artifact, read_manifest
     from assistant.methods.lail import LailRetriever
     from assistant.methods.tstr import Tstr, TstrRetriever
 
     trained_on = load_pool(pool, encoder).index
     found: list[Retriever] = []
     setup: dict[str, float] = {}
-    lail_dir = artifact_dir(trained_on, "lail")
+    lail_dir = latest_artifact(artifact_dir(trained_on, "lail"))  # the latest trained, for whichever model
     if read_manifest(lail_dir) is not None:
         # A scratch copy of the artifact's manifest and encoder, so the 16,000 pool vectors are not cached
         # beside the real pool's.

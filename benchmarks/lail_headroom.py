@@ -49,7 +49,7 @@ from assistant.cache import JsonlCache
 from assistant.datasets import MBPP_DEFAULT_PATH
 from assistant.evaluate import bootstrap_ci, load_pool
 from assistant.indexing.index import Index, embedding_text
-from assistant.methods.artifacts import artifact_dir, read_manifest
+from assistant.methods.artifacts import artifact_dir, latest_artifact, read_manifest
 from assistant.methods.lail import LOSSES, LailConfig, candidate_sets, label_pool, train_encoder
 
 Labels = list[list[tuple[int, float]]]
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
     encoder = Encoder.load()
     index: Index = load_pool(args.pool, encoder).index
-    directory = artifact_dir(index, "lail")
+    directory = latest_artifact(artifact_dir(index, "lail"))  # the latest trained, for whichever model
     manifest = read_manifest(directory)
     if manifest is None:
         print(f"no LAIL artifact for this pool in {directory}; train it first", file=sys.stderr)

@@ -412,26 +412,16 @@ def test_lail_settings_are_checked_before_anything_loads(tmp_path) -> None:
     train = ["train", "retriever", "--method", "lail", "--bank", str(tmp_path / "missing.jsonl")]
     result = CliRunner().invoke(app, [*train, "--temperature", "0"])
     assert result.exit_code == 2 and "--temperature must be above 0" in result.output
-    result = CliRunner().invoke(app, [*train, "--embedder", "openai:e5"])
-    assert result.exit_code == 2 and "--embedder applies to tstr" in result.output
+    result = CliRunner().invoke(app, [*train, "--embedder", "openai:e5"])  # each method takes only its own options
+    assert result.exit_code == 2 and "No such option: --embedder" in result.output
 
 
-def test_auto_says_when_lail_learned_from_another_model_than_the_one_generating(encoder, caplog) -> None:
-    """A LAIL retriever trained with the 0.5B's labels is still `auto`'s pick once the 1.5B is the default, but
-    with a warning naming both models; none when the labeler is the model generating."""
-    from assistant.backends.models import encoder_dir, resolve
-    from assistant.methods.lail import LailConfig, train_lail
+def test_train_retriever_has_one_subcommand_per_method_and_keeps_the_old_spelling() -> None:
+    from assistant.ui.train_cmd import old_spelling
 
-    from .conftest import ScriptedBackend
-
-    index = build_index(pool_examples()[:8], encoder)
-    config = LailConfig(candidates=2, positives=1, soft_negatives=1, hard_negatives=4, epochs=1, batch=4)
-    labeler = ScriptedBackend(model="qwen2.5-coder-0.5b")
-    train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), labeler, config)
-    caplog.set_level("WARNING", logger="assistant")
-    assert make_retriever("auto", index, encoder, "qwen2.5-coder-1.5b").name == "lail"
-    (warning,) = [r.getMessage() for r in caplog.records if "lail" in r.getMessage()]
-    assert "learned from qwen2.5-coder-0.5b's labels, and qwen2.5-coder-1.5b generates" in warning
-    caplog.clear()
-    assert make_retriever("auto", index, encoder, "qwen2.5-coder-0.5b").name == "lail"
-    assert not [r for r in caplog.records if "lail" in r.getMessage()]
+    methods = ["tstr", "lail", "selfracg"]
+    assert old_spelling(["--method", "lail", "--bank", "b"], methods) == ["lail", "--bank", "b"]
+    assert old_spelling([".", "--method=selfracg", "--pairs", "8"], methods) == ["selfracg", ".", "--pairs", "8"]
+    assert old_spelling(["--epochs", "5"], methods) == ["tstr", "--epochs", "5"]  # the old default method
+    assert old_spelling(["lail", "--help"], methods) == ["lail", "--help"]
+    assert old_spelling(["--help"], methods) == ["--help"]

@@ -9,15 +9,25 @@ swap. Every method loads through :func:`load_manifest`.
 Trained retrievers: a repo's are in `<repo>/.assist/retrievers/<method>/` (git-ignored with the rest of
 `.assist/`). A bank's, or an evaluation pool's, are in the user cache under `retrievers/<method>-<fingerprint>/`,
 where the fingerprint is a hash of the examples' requirements and code: the same pool finds the same artifacts.
+
+Keyed by generator: a trained artifact belongs to the model that labelled or produced its training data (LAIL's
+labels, SelfRACG's adapters, Condor's samples, JOINTCOM's losses); its manifest records it as `generator`
+(`"none"` where no generator enters training, as for TST^R). `assist train` saves each generator's artifact in
+its own folder, `<folder>@<generator>`, beside the unkeyed `<folder>` earlier versions (and the evaluations) use,
+so artifacts for several models live side by side; :func:`find_artifact` picks the one trained for a model.
+An old manifest without the field is read from its provenance (LAIL's labeler, SelfRACG's model, a Condor head's
+backbone); one that says nothing is of an unknown model, never picked for any.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import hashlib
 import io
 import json
 import platform
+import re
 import shutil
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -32,6 +42,7 @@ from assistant.indexing.index import Index, TextEncoder
 from assistant.paths import atomic_write_bytes, atomic_write_text, cache_dir, file_sha256, read_regular_file, repo_dir
 
 METHODS = ("lail", "tstr")  # the trained retrievers, best first
+NO_GENERATOR = "none"  # what a manifest records when no generator enters training (TST^R)
 MANIFEST_BYTES = 16 * 2**20  # a manifest is a few KB; a larger file is not one
 
 
@@ -44,12 +55,94 @@ def fingerprint(examples: Sequence[Example]) -> str:
     return digest.hexdigest()
 
 
-def artifact_dir(index: Index, method: str) -> Path:
-    """The folder holding `method`'s trained artifacts for this index's pool."""
+def artifact_dir(index: Index, method: str, generator: str | None = None) -> Path:
+    """The folder holding `method`'s trained artifacts for this index's pool: the one for `generator`'s
+    (:func:`keyed_dir`), or with None the unkeyed folder of earlier versions and the evaluations."""
     source = index.meta.get("source", {})
     if source.get("kind") == "repo":
-        return repo_dir(Path(source["path"])) / "retrievers" / method
-    return cache_dir() / "retrievers" / f"{method}-{fingerprint(index.examples)[:16]}"
+        base = repo_dir(Path(source["path"])) / "retrievers" / method
+    else:
+        base = cache_dir() / "retrievers" / f"{method}-{fingerprint(index.examples)[:16]}"
+    return keyed_dir(base, generator)
+
+
+def keyed_dir(base: Path, generator: str | None) -> Path:
+    """`base@<generator>`, the folder of the artifact trained for `generator` (its name made safe for a file
+    name: a server's model may be `org/name`); `base` itself for None or a model-independent artifact."""
+    if generator is None or generator == NO_GENERATOR:
+        return base
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", generator)
+    if safe != generator:  # two names that differ only in unsafe characters must not share a folder
+        safe += "-" + hashlib.sha256(generator.encode()).hexdigest()[:8]
+    return base.with_name(f"{base.name}@{safe}")
+
+
+def recorded_generator(manifest: dict[str, Any]) -> str | None:
+    """The generator an artifact was trained for, as its manifest says (`"none"`: any model), or None when
+    unknown. Manifests from before the field: LAIL's labeler, SelfRACG's model, a Condor head's backbone model (a
+    Condor trained on no model's samples: none); TST^R never involves the generator; anything else says nothing,
+    so it serves no model by itself."""
+    generator = manifest.get("generator")
+    if isinstance(generator, dict):  # JOINTCOM has always recorded its generator as {"backend", "model"}
+        generator = generator.get("model")
+    if isinstance(generator, str) and generator:
+        return generator
+    legacy: Any = None
+    method = manifest.get("method")
+    if method == "tstr":
+        legacy = NO_GENERATOR
+    elif method == "lail":
+        legacy = (manifest.get("labeler") or {}).get("model")
+    elif method == "selfracg":
+        legacy = manifest.get("model")
+    elif method == "condor":  # a generator backbone's model; else only `--from-eval` samples bring one in
+        sources = (manifest.get("data") or {}).get("sources") or {}
+        legacy = (manifest.get("stats") or {}).get("backbone_model") or (
+            NO_GENERATOR if sources.get("eval") == [] else None
+        )
+    return legacy if isinstance(legacy, str) and legacy else None
+
+
+def serves(manifest: dict[str, Any], generator: str | None) -> bool:
+    """Whether an artifact may serve `generator`: it was trained for that model, or for none in particular."""
+    recorded = recorded_generator(manifest)
+    return recorded == NO_GENERATOR or (generator is not None and recorded == generator)
+
+
+def side_by_side(base: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every artifact kept for one pool and method: the unkeyed folder, then each generator's (sorted)."""
+    folders = [base, *sorted(base.parent.glob(glob.escape(base.name) + "@*"))] if base.parent.is_dir() else [base]
+    found = [(folder, read_manifest(folder)) for folder in folders]
+    return [(folder, manifest) for folder, manifest in found if manifest is not None]
+
+
+def latest_artifact(base: Path) -> Path:
+    """The most recently saved of the artifacts kept side by side at `base` (`base` itself when none is), for
+    the tools that measure whichever was trained last."""
+    found = side_by_side(base)
+    return max(found, key=lambda item: str((item[1].get("provenance") or {}).get("saved", "")))[0] if found else base
+
+
+def find_artifact(base: Path, generator: str | None) -> Path | None:
+    """The folder of the artifact that serves `generator` among those kept side by side at `base`: its own
+    keyed folder first, then the unkeyed one; None when none was trained for it."""
+    for folder in dict.fromkeys((keyed_dir(base, generator), base)):
+        manifest = read_manifest(folder)
+        if manifest is not None and serves(manifest, generator):
+            return folder
+    return None
+
+
+def other_generators(base: Path, generator: str | None) -> list[str]:
+    """The models the artifacts kept at `base` were trained for, other than `generator` (unknown ones named so)."""
+    recorded = [recorded_generator(manifest) or "an unknown model" for _, manifest in side_by_side(base)]
+    return [name for name in dict.fromkeys(recorded) if name not in (generator, NO_GENERATOR)]
+
+
+def not_trained_for(what: str, base: Path, generator: str | None, how_to_train: str) -> UsageError:
+    """The one-line error for an artifact asked for by name that was trained for other models only."""
+    others = " and ".join(other_generators(base, generator))
+    return UsageError(f"the {what} in {base.parent} was trained for {others}, not {generator}; {how_to_train}")
 
 
 def describe_pool(index: Index) -> str:
@@ -160,9 +253,11 @@ def directory_identity(directory: Path) -> dict[str, Any] | None:
     }
 
 
-def trained_methods(index: Index) -> list[str]:
-    """The trained retrievers available for this index, best first (LAIL, then TST^R)."""
-    return [m for m in METHODS if read_manifest(artifact_dir(index, m)) is not None]
+def trained_methods(index: Index, generator: str | None = None) -> list[tuple[str, Path]]:
+    """The trained retrievers that serve `generator` for this index, best first (LAIL, then TST^R), with the
+    folder of each."""
+    found = [(method, find_artifact(artifact_dir(index, method), generator)) for method in METHODS]
+    return [(method, folder) for method, folder in found if folder is not None]
 
 
 def cached_vectors(
@@ -190,3 +285,42 @@ def cached_vectors(
         np.savez(buffer, keys=json.dumps(keys), vectors=vectors)
         atomic_write_bytes(path, buffer.getvalue())
     return vectors
+
+
+def inventory(root: Path | None) -> list[dict[str, Any]]:
+    """Every trained artifact kept for the repo at `root` (None: none) and in the user cache: its method, pool,
+    the generator it was trained for (None: unknown), when, and its folder; what `assist doctor` lists."""
+    bases = [cache_dir() / "retrievers", cache_dir()]
+    if root is not None:
+        bases = [repo_dir(root) / "retrievers", repo_dir(root), *bases]
+    found = []
+    for base in bases:
+        if not base.is_dir() or base.is_symlink():
+            continue
+        for folder in sorted(base.iterdir()):
+            manifest = read_manifest(folder) if folder.is_dir() and not folder.is_symlink() else None
+            if manifest is None or not isinstance(manifest.get("method"), str):
+                continue
+            found.append(
+                {
+                    "method": manifest["method"],
+                    "pool": _pool_of(manifest),
+                    "generator": recorded_generator(manifest),
+                    "trained": str(manifest.get("trained") or (manifest.get("provenance") or {}).get("saved") or "?"),
+                    "folder": folder,
+                }
+            )
+    return found
+
+
+def _pool_of(manifest: dict[str, Any]) -> str:
+    """What an artifact was trained on, in a few words: its pool, or a discriminator's sources."""
+    pool = manifest.get("pool")
+    if isinstance(pool, str):
+        return pool
+    if isinstance(pool, dict):  # JOINTCOM: {"kind", "path" or "modules", "functions"}
+        return f"{pool.get('kind', '?')} {pool.get('path', '')}".strip() + f" ({pool.get('functions', '?')} functions)"
+    sources = (manifest.get("data") or {}).get("sources") or {}  # Condor
+    parts = [str(sources[key]) for key in ("repo", "bank") if sources.get(key)]
+    parts += [f"{len(sources['eval'])} eval run(s)"] if sources.get("eval") else []
+    return ", ".join(parts) or "?"

@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from assistant.backends import Backend
 from assistant.backends.encoder import embed_texts
@@ -31,6 +32,7 @@ from assistant.code.extract import first_paragraph
 from assistant.core.docwriter import build_docstring_prompt, split_docstring_safe
 from assistant.errors import UsageError
 from assistant.methods.artifacts import fingerprint, read_manifest, save_artifact, save_encoder
+from assistant.methods.losses import expected_generator_loss
 from assistant.paths import cache_dir, repo_dir
 from assistant.progress import Progress
 
@@ -116,7 +118,8 @@ def train_docstring_retriever(
     progress: Progress | None = None,
     provenance: dict | None = None,
 ) -> dict:
-    """Train the exemplar retriever from the generator's loss; save it (with its manifest) to `directory`."""
+    """Train the exemplar retriever from the generator's loss; save it (with its manifest, which names the
+    generator it serves) to `directory`."""
     import numpy as np
     import torch
     from transformers import AutoModel, AutoTokenizer
@@ -142,47 +145,15 @@ def train_docstring_retriever(
     started = time.perf_counter()
     epochs: list[dict] = []
     for epoch in range(config.epochs):
-        # Refresh the index with the current encoder, then find every training function's top k.
-        model.eval()
-        with torch.inference_mode():
-            index = np.concatenate(
-                [
-                    embed_texts(model, tokenizer, codes[s : s + 64], config.max_length).numpy()
-                    for s in range(0, len(codes), 64)
-                ]
-            )
-        neighbours = {}
-        for i in chosen:
-            scores = index @ index[i]
-            scores[i] = -np.inf  # never the function itself, nor an exact copy of its code
-            for j in np.flatnonzero(np.asarray(codes) == codes[i]):
-                scores[j] = -np.inf
-            neighbours[i] = [int(j) for j in np.argsort(-scores)[: config.k] if np.isfinite(scores[j])]
+        neighbours = _top_exemplars(model, tokenizer, codes, chosen, config)
         chosen = [i for i in chosen if len(neighbours[i]) == config.k]
         pairs = [(items[i], items[j].example) for i in chosen for j in neighbours[i]]
         losses = generator_losses(backend, pairs, cache, lambda s, d, t, e=epoch: report(f"epoch {e + 1}: {s}", d, t))
         by_query = {i: losses[n * config.k : (n + 1) * config.k] for n, i in enumerate(chosen)}
-        model.train()
         order = list(chosen)
         rng.shuffle(order)
-        total, expected_before = 0.0, 0.0
-        for start in range(0, len(order), config.batch):
-            batch = order[start : start + config.batch]
-            queries = embed_texts(model, tokenizer, [codes[i] for i in batch], config.max_length)
-            candidates = embed_texts(
-                model, tokenizer, [codes[j] for i in batch for j in neighbours[i]], config.max_length
-            )
-            candidates = candidates.view(len(batch), config.k, -1)
-            scores = (candidates @ queries.unsqueeze(-1)).squeeze(-1) / config.temperature
-            weights = torch.softmax(scores, dim=-1)
-            target = torch.tensor([by_query[i] for i in batch], dtype=torch.float32)
-            loss = (weights * target).sum(-1).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += loss.item() * len(batch)
-            expected_before += target.mean(-1).sum().item()
-            report(f"epoch {epoch + 1}: train", start + len(batch), len(order))
+        step = (model, tokenizer, optimizer)
+        total, expected_before = _train_epoch(step, codes, neighbours, by_query, order, config, report, epoch)
         best = float(np.mean([min(v) for v in by_query.values()]))
         epochs.append(
             {
@@ -202,6 +173,66 @@ def train_docstring_retriever(
         "stats": stats,
     }
     return save_artifact(directory, "jointcom", lambda folder: save_encoder(model, tokenizer, folder), manifest)
+
+
+def _top_exemplars(
+    model: Any, tokenizer: Any, codes: Sequence[str], chosen: Sequence[int], config: JointcomConfig
+) -> dict[int, list[int]]:
+    """Each training function's top k exemplars by the current encoder, the index refreshed first (as the paper
+    does each epoch); never the function itself, nor an exact copy of its code."""
+    import numpy as np
+    import torch
+
+    model.eval()
+    with torch.inference_mode():
+        index = np.concatenate(
+            [
+                embed_texts(model, tokenizer, codes[s : s + 64], config.max_length).numpy()
+                for s in range(0, len(codes), 64)
+            ]
+        )
+    neighbours = {}
+    for i in chosen:
+        scores = index @ index[i]
+        scores[i] = -np.inf
+        for j in np.flatnonzero(np.asarray(codes) == codes[i]):
+            scores[j] = -np.inf
+        neighbours[i] = [int(j) for j in np.argsort(-scores)[: config.k] if np.isfinite(scores[j])]
+    return neighbours
+
+
+def _train_epoch(
+    step: tuple[Any, Any, Any],
+    codes: Sequence[str],
+    neighbours: dict[int, list[int]],
+    by_query: dict[int, list[float]],
+    order: Sequence[int],
+    config: JointcomConfig,
+    report: Progress,
+    epoch: int,
+) -> tuple[float, float]:
+    """One pass in `order` minimising the expected generator loss (:func:`~assistant.methods.losses.
+    expected_generator_loss`); returns its sum over the queries, and the same under equal weights."""
+    import torch
+
+    model, tokenizer, optimizer = step
+    model.train()
+    total, expected_before = 0.0, 0.0
+    for start in range(0, len(order), config.batch):
+        batch = order[start : start + config.batch]
+        queries = embed_texts(model, tokenizer, [codes[i] for i in batch], config.max_length)
+        candidates = embed_texts(model, tokenizer, [codes[j] for i in batch for j in neighbours[i]], config.max_length)
+        candidates = candidates.view(len(batch), config.k, -1)
+        scores = (candidates @ queries.unsqueeze(-1)).squeeze(-1)
+        target = torch.tensor([by_query[i] for i in batch], dtype=torch.float32)
+        loss = expected_generator_loss(scores, config.temperature, target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(batch)
+        expected_before += target.mean(-1).sum().item()
+        report(f"epoch {epoch + 1}: train", start + len(batch), len(order))
+    return total, expected_before
 
 
 def trained_encoder(directory: Path):  # -> Encoder | None

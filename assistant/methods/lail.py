@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import random
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -45,6 +46,7 @@ from assistant.methods.artifacts import (
     save_artifact,
     save_encoder,
 )
+from assistant.methods.losses import masked_infonce, soft_target_cross_entropy
 from assistant.progress import Progress
 
 LOSSES = ("infonce", "listwise")
@@ -236,7 +238,8 @@ def _hard_negatives(labels, queries, count: int, size: int, rng: random.Random) 
 
 
 def _infonce_loss(embed, size, labels, queries, rng, config):
-    """The paper's InfoNCE: one positive and one soft negative per query, plus shared hard negatives."""
+    """The paper's InfoNCE (:func:`~assistant.methods.losses.masked_infonce`): one positive and one soft negative
+    per query, plus shared hard negatives."""
     import torch
 
     positives = [rng.choice(labels[i][: config.positives])[0] for i in queries]
@@ -244,10 +247,9 @@ def _infonce_loss(embed, size, labels, queries, rng, config):
     hard = _hard_negatives(labels, queries, config.hard_negatives, size, rng)
     candidates = positives + softs + hard
     q_vec, c_vec = embed(queries), embed(candidates)
-    logits = q_vec @ c_vec.T / config.temperature
     # A query must not be pushed away from its own candidate set (false negatives), except its own
     # soft negative; nor from itself.
-    mask = torch.zeros_like(logits, dtype=torch.bool)
+    mask = torch.zeros((len(queries), len(candidates)), dtype=torch.bool)
     for row, i in enumerate(queries):
         own = {q for q, _ in labels[i]} | {i}
         for col, j in enumerate(candidates):
@@ -255,30 +257,27 @@ def _infonce_loss(embed, size, labels, queries, rng, config):
                 continue
             if j in own or j == positives[row]:
                 mask[row, col] = True
-    logits = logits.masked_fill(mask, float("-inf"))
-    return torch.nn.functional.cross_entropy(logits, torch.arange(len(queries)))
+    return masked_infonce(q_vec, c_vec, config.temperature, mask)
 
 
 def _listwise_loss(embed, size, labels, queries, rng, config):
-    """Soft-target cross-entropy: over the batch's candidates and shared hard negatives, each query's target
-    is softmax(label / label_temperature) on its own S_i and zero elsewhere (never itself)."""
+    """Soft-target cross-entropy (:func:`~assistant.methods.losses.soft_target_cross_entropy`): over the batch's
+    candidates and shared hard negatives, each query's target is softmax(label / label_temperature) on its own
+    S_i and zero elsewhere (never itself)."""
     import torch
 
     columns = list(dict.fromkeys(q for i in queries for q, _ in labels[i]))
     columns += _hard_negatives(labels, queries, config.hard_negatives, size, rng)
     where = {j: col for col, j in enumerate(columns)}
     q_vec, c_vec = embed(queries), embed(columns)
-    logits = q_vec @ c_vec.T / config.temperature
-    target = torch.zeros_like(logits)
-    mask = torch.zeros_like(logits, dtype=torch.bool)
+    target = torch.zeros((len(queries), len(columns)))
+    mask = torch.zeros((len(queries), len(columns)), dtype=torch.bool)
     for row, i in enumerate(queries):
         scores = torch.tensor([score for _, score in labels[i]]) / config.label_temperature
         target[row, [where[q] for q, _ in labels[i]]] = torch.softmax(scores, dim=0)
         if i in where:
             mask[row, where[i]] = True
-    logits = logits.masked_fill(mask, float("-inf"))
-    log_probs = torch.log_softmax(logits, dim=1).masked_fill(mask, 0.0)
-    return -(target * log_probs).sum(dim=1).mean()
+    return soft_target_cross_entropy(q_vec, c_vec, config.temperature, target, mask)
 
 
 def train_lail(
@@ -288,14 +287,16 @@ def train_lail(
     backend: Backend,
     config: LailConfig | None = None,
     progress: Progress | None = None,
+    directory: Path | None = None,
 ) -> tuple[Path, dict]:
-    """Label (resumably) and train; save the encoder with its config and the labels' provenance."""
+    """Label (resumably) and train; save the encoder with its config and the labels' provenance (the labeling
+    model is the generator it serves) in `directory` (default: the pool's unkeyed LAIL folder)."""
     config = config or LailConfig()
     if config.positives + config.soft_negatives > config.candidates:
         raise UsageError("--positives plus --soft-negatives must not exceed --candidates")
     if len(index) < config.candidates + 2:
         raise UsageError(f"LAIL needs more than {config.candidates + 1} examples, the pool has {len(index)}")
-    directory = artifact_dir(index, "lail")
+    directory = directory or artifact_dir(index, "lail")
     directory.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     cache = JsonlCache(directory / "labels.jsonl")
@@ -320,6 +321,7 @@ def train_lail(
             "config": asdict(config),
             "base_encoder": encoder.name,
             "max_tokens": max_tokens,
+            "generator": backend.model,
             "labeler": labeler_record(backend.name, backend.model, _precision(backend)),
             "pool": describe_pool(index),
             "examples": len(index),
@@ -328,6 +330,14 @@ def train_lail(
         },
     )
     return directory, stats
+
+
+def adopt_labels(directory: Path, unkeyed: Path) -> None:
+    """A generator's own folder starts from the labels of the unkeyed one (where earlier versions kept every
+    labeler's): they are keyed by labeler, so another model's are never read as this one's."""
+    if directory != unkeyed and not (directory / "labels.jsonl").exists() and (unkeyed / "labels.jsonl").is_file():
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(unkeyed / "labels.jsonl", directory / "labels.jsonl")
 
 
 class LailRetriever:
@@ -344,7 +354,7 @@ class LailRetriever:
             directory,
             "lail",
             "LAIL retriever",
-            f"train one for the {describe_pool(index)}: `assist train retriever --method lail`",
+            f"train one for the {describe_pool(index)}: `assist train retriever lail`",
         )
         self.index = index
         self.manifest = manifest
@@ -357,8 +367,9 @@ class LailRetriever:
         )
 
     @classmethod
-    def for_index(cls, index: Index, encoder: TextEncoder | None = None) -> LailRetriever:
-        return cls(index, artifact_dir(index, "lail"))
+    def for_index(cls, index: Index, encoder: TextEncoder | None = None, folder: Path | None = None) -> LailRetriever:
+        """The retriever trained for this index's pool: the artifact in `folder` (default: the unkeyed one)."""
+        return cls(index, folder or artifact_dir(index, "lail"))
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         if not len(self.index):

@@ -48,7 +48,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from assistant.backends import Backend, SamplingParams
 from assistant.backends.local import cpu_has_native_bf16, local_transformers
@@ -64,10 +63,12 @@ from assistant.methods.artifacts import (
     cached_vectors,
     describe_pool,
     fingerprint,
+    keyed_dir,
     load_manifest,
     read_manifest,
     save_artifact,
 )
+from assistant.methods.losses import inner_product_infonce
 from assistant.paths import atomic_write_bytes, cache_dir
 from assistant.progress import Progress
 
@@ -330,9 +331,7 @@ def fragment_pairs(fragments: Sequence[Example], count: int, seed: int = 0) -> l
 def _infonce(ine: InformationNeed, queries: Sequence[str], documents: Sequence[str]) -> torch.Tensor:
     """InfoNCE over raw inner products: query i's positive is document i; every other document (the batch's other
     positives, then any hard negatives appended after them) is a negative."""
-    q = ine.vectors(queries, candidate=False)
-    d = ine.vectors(documents, candidate=True)
-    return F.cross_entropy(q @ d.T, torch.arange(len(queries), device=q.device))
+    return inner_product_infonce(ine.vectors(queries, candidate=False), ine.vectors(documents, candidate=True))
 
 
 def _train(
@@ -510,10 +509,11 @@ def load_ine(
     return InformationNeed(backend.lm, backend.tokenizer, config or SelfRacgConfig()), source
 
 
-def generic_dir() -> Path:
+def generic_dir(generator: str | None = None) -> Path:
     """Where the generic adapters live (trained on a corpus of any Python code, e.g. the standard library, with
-    `--corpus`): used for any pool that has none of its own, the role of the paper's stage 1 on GitHub code."""
-    return cache_dir() / "retrievers" / f"{METHOD}-generic"
+    `--corpus`): used for any pool that has none of its own, the role of the paper's stage 1 on GitHub code.
+    With `generator`, the folder of those trained on that model (:func:`keyed_dir`)."""
+    return keyed_dir(cache_dir() / "retrievers" / f"{METHOD}-generic", generator)
 
 
 def corpus_fragments(folder: Path) -> list[Example]:
@@ -589,6 +589,7 @@ def train_selfracg(
     stats["stage2"] = None
     manifest = {
         "config": config.to_json(),
+        "generator": source.get("model"),  # the adapters belong to the model whose attention they extend
         **source,  # the model and precision the adapters were trained on: retrieval loads the same
         "pool": describe_pool(index),
         "device": str(ine.device),
@@ -610,7 +611,7 @@ def train_selfracg(
 
 def _manifest(index: Index, directory: Path) -> dict[str, Any]:
     how = (
-        f"train them for the {describe_pool(index)} (`assist train retriever --method selfracg`) or generic ones "
+        f"train them for the {describe_pool(index)} (`assist train retriever selfracg`) or generic ones "
         "on any folder of Python (`--corpus DIR`)"
     )
     return load_manifest(directory, METHOD, "SelfRACG adapters", how)

@@ -29,6 +29,7 @@ from assistant.core.retrieve import Exclude, Hit, top_rows
 from assistant.errors import ModelError, UsageError
 from assistant.indexing.index import Index, TextEncoder, embedding_text
 from assistant.methods.artifacts import (
+    NO_GENERATOR,
     artifact_dir,
     cached_vectors,
     describe_pool,
@@ -36,6 +37,7 @@ from assistant.methods.artifacts import (
     read_manifest,
     save_artifact,
 )
+from assistant.methods.losses import similarity_regression
 from assistant.progress import Progress
 
 
@@ -111,7 +113,7 @@ class Tstr:
     def load(cls, directory: Path) -> Tstr:
         from safetensors.torch import load_file
 
-        manifest = load_manifest(directory, "tstr", "TST^R model", "run `assist train retriever --method tstr`")
+        manifest = load_manifest(directory, "tstr", "TST^R model", "run `assist train retriever tstr`")
         config = TstrConfig(**manifest["config"])
         network = _network(int(manifest["input_dim"]), config)
         network.load_state_dict(load_file(str(directory / "tstr.safetensors")))
@@ -152,7 +154,7 @@ def train_tstr(
     def pair_loss(rows: torch.Tensor) -> torch.Tensor:
         a = torch.nn.functional.normalize(network(inputs[left[rows]]), dim=-1)
         b = torch.nn.functional.normalize(network(inputs[right[rows]]), dim=-1)
-        return ((a * b).sum(-1) - target[rows]).pow(2).mean()
+        return similarity_regression(a, b, target[rows])
 
     every = torch.arange(len(pairs))
     network.eval()
@@ -175,6 +177,7 @@ def train_tstr(
         "method": "tstr",
         "config": asdict(config),
         "input_dim": int(inputs.shape[1]),
+        "generator": NO_GENERATOR,  # no generator enters training: it serves every model
         "embedder": embedder,
         "pool": pool,
         "examples": len(examples),
@@ -216,7 +219,7 @@ def _embedder_for(manifest: dict, encoder: TextEncoder, directory: Path) -> Text
                 named = f"the embeddings server {url} ({name})"
             raise ModelError(
                 f"the TST^R model in {directory} names {named}, which you did not train it "
-                "against on this machine; retrain it with `assist train retriever --method tstr`"
+                "against on this machine; retrain it with `assist train retriever tstr`"
             )
         return load_embedder(name, base_url=url)
     raise UsageError(f"the TST^R model was trained on {name} embeddings, not {encoder.name}; retrain it")
@@ -263,12 +266,13 @@ class TstrRetriever:
         self.pool = model.transform(frozen) if len(index) else np.zeros((0, 1))
 
     @classmethod
-    def for_index(cls, index: Index, encoder: TextEncoder) -> TstrRetriever:
-        """The model trained for this index; `encoder` embeds queries unless training used another embedder."""
-        directory = artifact_dir(index, "tstr")
+    def for_index(cls, index: Index, encoder: TextEncoder, folder: Path | None = None) -> TstrRetriever:
+        """The model trained for this index (in `folder`, default its artifact folder); `encoder` embeds queries
+        unless training used another embedder."""
+        directory = folder or artifact_dir(index, "tstr")
         if read_manifest(directory) is None:
             raise UsageError(
-                f"no TST^R retriever trained for the {describe_pool(index)}; run `assist train retriever --method tstr`"
+                f"no TST^R retriever trained for the {describe_pool(index)}; run `assist train retriever tstr`"
             )
         model = Tstr.load(directory)
         embedder = _embedder_for(model.manifest, encoder, directory)

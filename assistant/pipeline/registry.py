@@ -8,6 +8,7 @@ them (:mod:`assistant.methods`), so no module below imports them and there is no
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,25 +24,25 @@ log = logging.getLogger("assistant")
 
 # -- retrievers ------------------------------------------------------------------------------------------------
 
-RetrieverFactory = Callable[[Index, TextEncoder], Retriever]
+RetrieverFactory = Callable[..., Retriever]  # (index, encoder), and the trained ones' artifact folder
 
 
-def _tstr(index: Index, encoder: TextEncoder) -> Retriever:
+def _tstr(index: Index, encoder: TextEncoder, folder: Path | None = None) -> Retriever:
     from assistant.methods.tstr import TstrRetriever  # trained retrievers import torch: only when asked for
 
-    return TstrRetriever.for_index(index, encoder)
+    return TstrRetriever.for_index(index, encoder, folder)
 
 
-def _lail(index: Index, encoder: TextEncoder) -> Retriever:
+def _lail(index: Index, encoder: TextEncoder, folder: Path | None = None) -> Retriever:
     from assistant.methods.lail import LailRetriever
 
-    return LailRetriever.for_index(index, encoder)
+    return LailRetriever.for_index(index, encoder, folder)
 
 
-def _selfracg(index: Index, encoder: TextEncoder) -> Retriever:
+def _selfracg(index: Index, encoder: TextEncoder, folder: Path | None = None) -> Retriever:
     from assistant.methods.selfracg import SelfRacgRetriever  # the INE needs the transformers model
 
-    return SelfRacgRetriever.for_index(index, trained=True)
+    return SelfRacgRetriever.for_index(index, trained=True, adapters=folder)
 
 
 def _selfracg_init(index: Index, encoder: TextEncoder) -> Retriever:
@@ -60,49 +61,93 @@ RETRIEVERS: dict[str, RetrieverFactory] = {
     "selfracg-init": _selfracg_init,
 }
 RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
+TRAINED_RETRIEVERS = {"lail": "LAIL retriever", "tstr": "TST^R retriever", "selfracg": "SelfRACG adapters"}
 
 
 def make_retriever(name: str, index: Index, encoder: TextEncoder, generator: str | None = None) -> Retriever:
     """Build a registered retriever over an index; an unknown name is a one-line error.
 
-    `auto` picks a retriever trained for this index's pool when there is one (LAIL, then TST^R), else hybrid;
-    one that cannot load (its embeddings server is down) is skipped with a warning, and a LAIL retriever whose
-    labels came from another model than `generator` (the model that will generate) is used with a warning.
+    `generator` is the model that will generate. `auto` picks a retriever trained for this index's pool and for
+    that model when there is one (LAIL, then TST^R, which no generator enters), else hybrid; one that cannot
+    load (its embeddings server is down) is skipped with a warning. A trained retriever asked for by name whose
+    artifact was trained for another model only is a one-line error naming both. The retriever carries why it
+    was chosen as `served_by` (see :func:`served_by`).
     """
-    from assistant.errors import ModelError
-
     if name == "auto":
-        from assistant.methods.artifacts import trained_methods
-
-        for method in trained_methods(index):
-            try:
-                retriever = RETRIEVERS[method](index, encoder)
-            except ModelError as exc:  # e.g. the embeddings server TST^R was trained on is down
-                log.warning("the trained %s retriever is unavailable (%s); using the next best", method, exc)
-                continue
-            if method == "lail":
-                _warn_if_labeled_for_another_model(index, generator)
-            return retriever
-        name = "hybrid"
+        return _auto_retriever(index, encoder, generator)
     factory = RETRIEVERS.get(name)
     if factory is None:
         raise UsageError(f"unknown retriever {name!r}; choose one of: auto, {', '.join(RETRIEVERS)}")
-    return factory(index, encoder)
+    if name not in TRAINED_RETRIEVERS:
+        return factory(index, encoder)
+    folder = _trained_folder(name, index, generator)
+    return _note(factory(index, encoder, folder), f"{name}: {_describe_artifact(folder)}")
 
 
-def _warn_if_labeled_for_another_model(index: Index, generator: str | None) -> None:
-    """LAIL learns which demonstrations help the model that labeled them: when that is not the model generating
-    (a retriever trained before the default became the 1.5B, say), say so rather than apply it silently."""
-    from assistant.methods.artifacts import artifact_dir, read_manifest
+def _trained_folder(name: str, index: Index, generator: str | None) -> Path | None:
+    """The folder of `name`'s artifact that serves `generator` for this pool; None where none was trained (the
+    method's loader then says how to train one); an error where only other models' were."""
+    from assistant.methods.artifacts import artifact_dir, find_artifact, not_trained_for, other_generators
 
-    labeler = ((read_manifest(artifact_dir(index, "lail")) or {}).get("labeler") or {}).get("model")
-    if generator and labeler and labeler != generator:
-        log.warning(
-            "the trained lail retriever learned from %s's labels, and %s generates: its picks may suit it less "
-            "(train it again with this model: `assist train retriever --method lail`)",
-            labeler,
-            generator,
-        )
+    bases = [artifact_dir(index, name)]
+    if name == "selfracg":  # the generic adapters serve any pool without its own
+        from assistant.methods.selfracg import generic_dir
+
+        bases.append(generic_dir())
+    for base in bases:
+        folder = find_artifact(base, generator)
+        if folder is not None:
+            return folder
+    others = [base for base in bases if other_generators(base, generator)]
+    if others and generator is not None:
+        how = f"train one for it: `assist train retriever {name} --model {generator}`"
+        raise not_trained_for(TRAINED_RETRIEVERS[name], others[0], generator, how)
+    return None
+
+
+def _auto_retriever(index: Index, encoder: TextEncoder, generator: str | None) -> Retriever:
+    """auto: the best trained retriever that serves `generator` for this pool, else hybrid, saying why."""
+    from assistant.errors import ModelError
+    from assistant.methods.artifacts import METHODS, artifact_dir, other_generators, trained_methods
+
+    for method, folder in trained_methods(index, generator):
+        try:
+            retriever = RETRIEVERS[method](index, encoder, folder)
+        except ModelError as exc:  # e.g. the embeddings server TST^R was trained on is down
+            log.warning("the trained %s retriever is unavailable (%s); using the next best", method, exc)
+            continue
+        return _note(retriever, f"auto picked {method}: {_describe_artifact(folder)}")
+    others = [
+        f"{method} (trained for {' and '.join(names)})"
+        for method in METHODS
+        if (names := other_generators(artifact_dir(index, method), generator))
+    ]
+    why = f"none serves {generator}: {', '.join(others)}" if others else "none is trained for this pool"
+    return _note(RETRIEVERS["hybrid"](index, encoder), f"auto picked hybrid: of the trained retrievers, {why}")
+
+
+def _describe_artifact(folder: Path | None) -> str:
+    """A trained artifact as `--explain` names it: its folder, the model it was trained for, and when."""
+    from assistant.methods.artifacts import read_manifest, recorded_generator
+
+    manifest = read_manifest(folder) if folder is not None else None
+    if manifest is None:
+        return "the untrained branch" if folder is None else str(folder)
+    generator = recorded_generator(manifest)
+    made = "no generator enters its training" if generator == "none" else f"trained for {generator}"
+    return f"the artifact in {folder} ({made}; {manifest.get('trained') or '?'})"
+
+
+def _note(retriever: Retriever, why: str) -> Retriever:
+    """Attach why this retriever (and which trained artifact) serves, for `--explain` and `--json`."""
+    with contextlib.suppress(AttributeError):  # a retriever with slots: nothing to say
+        retriever.served_by = why  # type: ignore[attr-defined]
+    return retriever
+
+
+def served_by(retriever: Retriever | None) -> str | None:
+    """Why `retriever` was chosen and which trained artifact serves it (None for a plain one asked by name)."""
+    return getattr(retriever, "served_by", None)
 
 
 # -- rankers ---------------------------------------------------------------------------------------------------
@@ -137,9 +182,10 @@ def _reviewer(coder: bool) -> RankerFactory:
 
 
 def _condor(backend: Backend | None) -> Ranker:
+    """The discriminator trained for the backend's model (any, without a backend): another model's is an error."""
     from assistant.methods.condor.ranker import CondorRanker  # imports torch: only when asked for
 
-    return CondorRanker()
+    return CondorRanker(generator=backend.model if backend is not None else None)
 
 
 RANKERS: dict[str, RankerFactory] = {
@@ -171,11 +217,12 @@ def make_rankers(spec: str, backend: Backend | None) -> list[Ranker]:
     return [RANKERS[n](backend) for n in parse_rankers(spec)]
 
 
-def condor_available(start: Path | None = None) -> bool:
-    """Whether a trained discriminator exists for `start` (the working directory by default)."""
+def condor_available(start: Path | None = None, generator: str | None = None) -> bool:
+    """Whether a trained discriminator exists for `start` (the working directory by default) that serves
+    `generator`, the model whose candidates it would rank (None: any)."""
     from assistant.methods.condor.ranker import condor_available as available
 
-    return available(start)
+    return available(start, generator)
 
 
 def scorable(backend: Backend, candidates: Sequence[Candidate]) -> bool:
@@ -187,8 +234,15 @@ def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bo
     """Tests first when there are any. Without tests, agreement on tests the model writes (`agree`) when there
     are candidates to tell apart that define a function and can run (`runnable`: whole programs, or a stub's
     bodies in their module's copy; not a method's, nor a stub's outside a git work tree); then the trained
-    discriminator once there is one, else log-probability where it is known, else sampling order."""
-    order = "condor" if condor_available() else "logprob" if scorable(backend, candidates) else "first"
+    discriminator once there is one trained for the backend's model, else log-probability where it is known,
+    else sampling order."""
+    order = (
+        "condor"
+        if condor_available(generator=getattr(backend, "model", None))
+        else "logprob"
+        if scorable(backend, candidates)
+        else "first"
+    )
     if has_tests:
         return f"exec+{order}"
     if runnable and len(candidates) > 1 and _defines_function(candidates):
@@ -216,6 +270,6 @@ def available_rankers(
     (what the TUI shows)."""
     active = resolve_rankers(spec, backend, candidates, has_tests, runnable)
     logprob = ["logprob"] if scorable(backend, candidates) else []
-    condor = ["condor"] if condor_available() else []
+    condor = ["condor"] if condor_available(generator=getattr(backend, "model", None)) else []
     available = [*(["exec"] if has_tests else []), *condor, *logprob, "first"]
     return list(dict.fromkeys([*parse_rankers(active), *available]))

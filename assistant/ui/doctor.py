@@ -40,6 +40,7 @@ def doctor_report(root: Path | None = None) -> list[Check]:
     return [
         *model_checks(),
         *index_checks(start),
+        *trained_checks(start),
         *hook_checks(start),
         *config_checks(),
         *sandbox_checks(),
@@ -205,6 +206,43 @@ def index_checks(start: Path) -> list[Check]:
 
 
 # --- settings ------------------------------------------------------------------------------------------
+
+
+def trained_checks(start: Path) -> list[Check]:
+    """The trained methods, one line each: method, pool, the generator it was trained for and when, and whether
+    it serves the model in use (`auto` uses only those that do). Never a warning: training is optional."""
+    from assistant.indexing.index import repo_root
+    from assistant.methods.artifacts import NO_GENERATOR, inventory
+
+    try:
+        root: Path | None = repo_root(start)
+    except UsageError:
+        root = None
+    found = inventory(root)
+    if not found:
+        return [Check("trained", True, "no trained retriever or discriminator (optional: `assist train --help`)")]
+    current = _model_in_use()
+    lines = []
+    for item in found:
+        generator = item["generator"]
+        made = {None: "an unknown model", NO_GENERATOR: "any model (no generator enters it)"}.get(generator)
+        fits = generator == NO_GENERATOR or (current is not None and generator == current)
+        used = "serves" if fits else "does not serve"
+        detail = f"for {made or generator}, {item['trained'][:10]}, on {item['pool']}; {used} {current}"
+        lines.append(Check(f"trained {item['method']}", True, detail))
+    return lines
+
+
+def _model_in_use() -> str | None:
+    """The model `generate` would use here, by name (None when the settings do not load)."""
+    from assistant.backends.models import resolve
+    from assistant.config import load_settings
+
+    try:
+        settings = load_settings(check_trust=False)
+        return resolve(settings.model).name if settings.backend.startswith("local") else settings.model
+    except UsageError:
+        return None
 
 
 def hook_checks(start: Path) -> list[Check]:

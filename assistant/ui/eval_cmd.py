@@ -718,14 +718,14 @@ def _selfracg_identity(names: list[str]) -> dict[str, dict]:
     """strategy → identity of the generic SelfRACG adapters, for each strategy of `eval repo` that retrieves with
     them (empty when none does or none are trained: such a run stops with its own error)."""
     from assistant.evaluate.repo.run import retrieval_of
-    from assistant.methods.artifacts import directory_identity
+    from assistant.methods.artifacts import directory_identity, latest_artifact
 
     using = [name for name in names if retrieval_of(name) == "selfracg"]
     if not using:
         return {}
     from assistant.methods.selfracg import generic_dir  # imports torch: only where the run loads it anyway
 
-    identity = directory_identity(generic_dir())
+    identity = directory_identity(latest_artifact(generic_dir()))  # what eval repo's selfracg loads
     return {name: identity for name in using} if identity is not None else {}
 
 

@@ -1,4 +1,5 @@
-"""`assist train ...`: train the retrievers (and later the discriminator) on a repo, a bank or a benchmark pool."""
+"""`assist train ...`: train the retrievers (one subcommand per method), the discriminator and the docstring
+retriever on a repo, a bank or a benchmark pool. Each artifact is kept for the model it was trained for."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from assistant.errors import UsageError
 from assistant.paths import repo_dir
@@ -14,6 +17,8 @@ from assistant.ui.console import ProgressUI, friendly_errors, out, show_progress
 from assistant.ui.options import check_range, check_seed
 
 if TYPE_CHECKING:
+    from assistant.methods.condor.model import CondorConfig
+    from assistant.methods.lail import LailConfig
     from assistant.methods.selfracg import SelfRacgConfig
 
 train_app = typer.Typer(
@@ -52,204 +57,79 @@ def training_index(path: Path, bank: str | None, encoder, ui: ProgressUI):  # ->
     return index_bank(Path(bank), encoder, ui)[0]
 
 
-@train_app.command("retriever")
+class _RetrieverGroup(TyperGroup):
+    """`assist train retriever`: one subcommand per method. The old spelling still works: `--method NAME`
+    anywhere is the subcommand NAME, and options without a method are TST^R's (the old default)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, old_spelling(args, list(self.commands)))
+
+
+def old_spelling(args: list[str], methods: list[str]) -> list[str]:
+    """`--method lail --bank B` → `lail --bank B`; `--epochs 5` → `tstr --epochs 5`; anything else unchanged."""
+    for at, arg in enumerate(args):
+        if arg == "--method" and at + 1 < len(args):
+            return [args[at + 1], *args[:at], *args[at + 2 :]]
+        if arg.startswith("--method="):
+            return [arg.partition("=")[2], *args[:at], *args[at + 1 :]]
+    if args and args[0] not in methods and args[0] not in ("--help", "-h"):
+        return ["tstr", *args]
+    return args
+
+
+retriever_app = typer.Typer(
+    cls=_RetrieverGroup,
+    short_help="Train a retriever: tstr, lail or selfracg.",
+    help="Train a retriever for a pool of examples; `assist generate` then uses it by default for the model it was "
+    "trained for. Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks, one folder per "
+    "generating model.",
+    no_args_is_help=True,
+)
+train_app.add_typer(retriever_app, name="retriever")
+
+# The options the methods share; each subcommand takes only its own.
+PathArg = Annotated[Path, typer.Argument(help="The git repo to train on (default: where you stand).")]
+BankOpt = Annotated[
+    str | None,
+    typer.Option(help="Train on a JSONL bank, or a benchmark's train split (mbpp[:PATH]), instead of the repo."),
+]
+SeedOpt = Annotated[int, typer.Option(help="Random seed.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the training summary as JSON.")]
+PrecisionOpt = Annotated[
+    str,
+    typer.Option(
+        help="The local model's precision: auto (bf16 where the CPU does bf16 natively, e.g. AVX512-BF16: about 2x "
+        "faster; else fp32), fp32 or bf16."
+    ),
+]
+
+
+@retriever_app.command("tstr", short_help="TST^R: an MLP over frozen embeddings (seconds; serves every model).")
 @friendly_errors
-def retriever(
-    path: Annotated[Path, typer.Argument(help="The git repo to train on (default: where you stand).")] = Path("."),
-    method: Annotated[
-        str,
-        typer.Option(
-            help="tstr (seconds), lail (the LLM labels; about 14 min per 100 examples on 2 CPU cores) or selfracg "
-            "(the LLM's own attention learns to fetch the next fragment; stage 1 only)."
-        ),
-    ] = "tstr",
-    bank: Annotated[
-        str | None,
-        typer.Option(help="Train on a JSONL bank, or a benchmark's train split (mbpp[:PATH]), instead of the repo."),
-    ] = None,
-    epochs: Annotated[int | None, typer.Option(help="Training epochs (default: tstr 60, lail 4).")] = None,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
-    labeler: Annotated[
-        str,
-        typer.Option(
-            help="lail: the LLM that labels: local, or openai (a server whose completions endpoint echoes prompt "
-            "log-probabilities, e.g. vLLM; others are refused)."
-        ),
-    ] = "local",
-    model: Annotated[
-        str | None, typer.Option(help="lail: the labeling model (default: the default generator).")
-    ] = None,
-    base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--base-url",
-            help="The openai labeler's server (lail) or the embeddings server (tstr --embedder openai:...), e.g. "
-            "http://127.0.0.1:8080/v1 (env OPENAI_BASE_URL).",
-        ),
-    ] = None,
+def tstr(
+    path: PathArg = Path("."),
+    bank: BankOpt = None,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 60,
+    seed: SeedOpt = 0,
     embedder: Annotated[
         str,
         typer.Option(
-            help="tstr: the frozen embeddings to transform: default (the local MiniLM encoder) or openai:<model> "
-            "(any OpenAI-compatible embeddings endpoint, at --base-url; queries are embedded there too)."
+            help="The frozen embeddings to transform: default (the local MiniLM encoder) or openai:<model> (any "
+            "OpenAI-compatible embeddings endpoint, at --base-url; queries are embedded there too)."
         ),
     ] = "default",
-    precision: Annotated[
-        str,
-        typer.Option(
-            help="lail, local labeler: auto (bf16 where the CPU does bf16 natively, e.g. AVX512-BF16: about 2x "
-            "faster; else fp32), fp32 or bf16. Labels are cached per precision."
-        ),
-    ] = "auto",
-    candidates: Annotated[
-        int | None,
-        typer.Option(
-            help="lail: BM25 candidates scored per example, t (paper 50). Default: 16 when the local model labels "
-            "in bf16, else 8, so a few hundred examples label within the hour on 2 cores.",
-            show_default=False,
-        ),
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="The embeddings server, e.g. http://127.0.0.1:8080/v1 (env OPENAI_BASE_URL)."),
     ] = None,
-    queries: Annotated[
-        int,
-        typer.Option(
-            help="lail: label at most this many examples as queries, a seeded sample of the documented ones (every "
-            "example stays a candidate); labeling time grows with it. 0: every example (the paper)."
-        ),
-    ] = 0,
-    positives: Annotated[int, typer.Option(help="lail: top-scored kept as positives, z (paper 5).")] = 2,
-    soft_negatives: Annotated[int, typer.Option(help="lail: bottom-scored soft negatives, v (paper 5).")] = 2,
-    hard_negatives: Annotated[int, typer.Option(help="lail: hard negatives from outside S_i, h (paper 63).")] = 32,
-    temperature: Annotated[
-        float,
-        typer.Option(help="lail: the contrastive loss's temperature τ (the paper leaves it unstated; lower sharpens)."),
-    ] = 0.05,
-    loss: Annotated[
-        str,
-        typer.Option(
-            help="lail: infonce (the paper's: one positive, one soft negative) or listwise (every labeled candidate, "
-            "weighted by softmax of its score; about 2.6x InfoNCE's training time, since it embeds all "
-            "candidates; see results/lail-headroom)."
-        ),
-    ] = "infonce",
-    resume: Annotated[
-        bool, typer.Option("--resume/--fresh", help="lail: reuse the labels already computed (default) or relabel.")
-    ] = True,
-    pairs: Annotated[
-        int, typer.Option(help="selfracg: (fragment, next fragment) pairs of stage 1, sampled from the repo.")
-    ] = 768,
-    rank: Annotated[int, typer.Option(help="selfracg: the adapters' rank (paper 16; alpha is twice the rank).")] = 16,
-    layers: Annotated[
-        int | None,
-        typer.Option(help="selfracg: use the first N layers only (default all; fewer is proportionally cheaper)."),
-    ] = None,
-    lr: Annotated[float, typer.Option(help="selfracg: AdamW learning rate (unstated in the paper).")] = 1e-3,
-    batch: Annotated[int, typer.Option(help="selfracg: pairs per step (batch - 1 in-batch negatives).")] = 16,
-    synthetic: Annotated[
-        int,
-        typer.Option(
-            help="selfracg: stage 2's examples, fragments the model continues (its next lines are the positive, "
-            "its later ones hard negatives), e.g. 96 (about 4.5 more minutes on 2 CPU cores); 0 (the default: it "
-            "measured no gain, docs/results/trained-retrievers.md) trains stage 1 only."
-        ),
-    ] = 0,
-    stage2_epochs: Annotated[int, typer.Option(help="selfracg: passes over stage 2's examples.")] = 2,
-    device: Annotated[
-        str,
-        typer.Option(
-            help="selfracg: where to train: auto (a CUDA GPU if torch sees one, else the CPU), cpu or cuda. On a "
-            "GPU, stage 2's continuations are written by the same transformers model there (bf16)."
-        ),
-    ] = "auto",
-    corpus: Annotated[
-        Path | None,
-        typer.Option(
-            help="selfracg: train generic adapters on every .py file under this folder (e.g. the standard "
-            "library) instead of the repo; any pool without adapters of its own then uses them."
-        ),
-    ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the training summary as JSON.")] = False,
+    json_output: JsonOpt = False,
 ) -> None:
-    """Train a retriever for a pool of examples; `assist generate` then uses it by default.
-
-    tstr: a small MLP over the frozen embeddings, so that requirement similarity predicts code similarity
-    (TST^R; trains in seconds).
-
-    lail: the LLM scores t BM25 candidates per example by how likely they make the example's code; the encoder
-    then learns to retrieve the best-scored ones (LAIL). Labeling dominates the cost: with the 0.5B model on
-    2 CPU cores, about 14 minutes per 100 examples at t=16 in bf16 (MBPP's 374 train tasks: 53 min labeling,
-    2 min training), or 13 minutes at t=8 in fp32 where the CPU lacks native bf16. Labels are cached, so an
-    interrupted run resumes.
-
-    selfracg: low-rank adapters on a parallel retrieval branch of the generator's attention learn, by InfoNCE,
-    to find the fragment that follows a fragment (stage 1; about 6 minutes for 768 pairs on 2 CPU cores), then,
-    with `--synthetic N`, what the model itself writes after a fragment (stage 2: it continues N fragments first,
-    cached). `--device cuda` trains on a GPU. Then `--retriever selfracg`; `selfracg-init` is the same branch
-    untrained.
-
-    Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks.
-    """
+    """TST^R: a small MLP over the frozen embeddings, so that requirement similarity predicts code similarity
+    (trains in seconds; no generator enters it, so it serves every model)."""
     from assistant.pipeline.pipeline import load_encoder
 
-    # Every numeric option, whichever method uses it, before anything loads.
     check_range("--epochs", epochs, 1)
     check_seed(seed)
-    check_range("--candidates", candidates, 1)
-    check_range("--queries", queries, 0)
-    check_range("--positives", positives, 1)
-    check_range("--soft-negatives", soft_negatives, 1)
-    check_range("--hard-negatives", hard_negatives, 0)
-    check_range("--temperature", temperature, 0, low_open=True)
-    if method not in METHODS:
-        raise UsageError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    if embedder != "default" and method != "tstr":
-        raise UsageError("--embedder applies to tstr; LAIL fine-tunes the local encoder")
-    if method == "selfracg":
-        check_range("--pairs", pairs, 2)
-        check_range("--rank", rank, 1)
-        check_range("--layers", layers, 1)
-        check_range("--lr", lr, 0, low_open=True)
-        check_range("--batch", batch, 2)
-        check_range("--synthetic", synthetic, 0)
-        check_range("--stage2-epochs", stage2_epochs, 1)
-        if bank is not None:
-            raise UsageError("selfracg trains on a repo's fragments (consecutive 20-line windows), not on a bank")
-        from assistant.methods.selfracg import SelfRacgConfig
-
-        config = SelfRacgConfig(
-            rank=rank,
-            alpha=2.0 * rank,
-            layers=layers,
-            pairs=pairs,
-            epochs=epochs or 1,
-            batch=batch,
-            lr=lr,
-            seed=seed,
-            synthetic=synthetic,
-            stage2_epochs=stage2_epochs,
-        )
-        _train_selfracg(path, config, model, precision, json_output, corpus, device)
-        return
-    if method == "lail":
-        _train_lail(
-            path,
-            bank,
-            epochs,
-            seed,
-            labeler,
-            model,
-            base_url,
-            precision,
-            candidates,
-            queries,
-            positives,
-            soft_negatives,
-            hard_negatives,
-            temperature,
-            loss,
-            resume,
-            json_output,
-        )
-        return
     check_training_pool(path, bank)
     with ProgressUI(show_progress(json_output)) as ui:
         encoder = load_encoder()
@@ -260,9 +140,8 @@ def retriever(
         if embedder != "default":
             ui.status(f"Embedding the pool with {embedder}")
         frozen = encoder if embedder == "default" else load_embedder(embedder, base_url=base_url)
-        config = TstrConfig(seed=seed, **({"epochs": epochs} if epochs else {}))
-        directory, stats = train_for_index(index, frozen, config, progress=ui)
-    summary = {"method": method, "embedder": frozen.name, "examples": len(index), "saved": str(directory), **stats}
+        directory, stats = train_for_index(index, frozen, TstrConfig(seed=seed, epochs=epochs), progress=ui)
+    summary = {"method": "tstr", "embedder": frozen.name, "examples": len(index), "saved": str(directory), **stats}
     if json_output:
         out.print_json(json.dumps(summary))
         return
@@ -271,6 +150,188 @@ def retriever(
         f"{stats['seconds']:.1f} s: "
         f"loss {stats['loss_before']:.4f} → {stats['loss_after']:.4f}\nSaved to {directory}"
     )
+
+
+# LAIL's own options.
+LabelerOpt = Annotated[
+    str,
+    typer.Option(
+        help="The LLM that labels: local, or openai (a server whose completions endpoint echoes prompt "
+        "log-probabilities, e.g. vLLM; others are refused)."
+    ),
+]
+CandidatesOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="BM25 candidates scored per example, t (paper 50). Default: 16 when the local model labels in bf16, "
+        "else 8, so a few hundred examples label within the hour on 2 cores.",
+        show_default=False,
+    ),
+]
+QueriesOpt = Annotated[
+    int,
+    typer.Option(
+        help="Label at most this many examples as queries, a seeded sample of the documented ones (every example "
+        "stays a candidate); labeling time grows with it. 0: every example (the paper)."
+    ),
+]
+TemperatureOpt = Annotated[
+    float, typer.Option(help="The contrastive loss's temperature τ (the paper leaves it unstated; lower sharpens).")
+]
+LossOpt = Annotated[
+    str,
+    typer.Option(
+        help="infonce (the paper's: one positive, one soft negative) or listwise (every labeled candidate, "
+        "weighted by softmax of its score; about 2.6x InfoNCE's training time; see assistant/methods/losses.py)."
+    ),
+]
+LabelerUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url", help="The openai labeler's server, e.g. http://127.0.0.1:8000/v1 (env OPENAI_BASE_URL)."
+    ),
+]
+LabelerModelOpt = Annotated[
+    str | None,
+    typer.Option(help="The labeling model, the one the retriever serves (default: the default generator)."),
+]
+
+
+@retriever_app.command("lail", short_help="LAIL: the LLM labels which demonstrations help it.")
+@friendly_errors
+def lail(
+    path: PathArg = Path("."),
+    bank: BankOpt = None,
+    epochs: Annotated[int, typer.Option(help="Training epochs.")] = 4,
+    seed: SeedOpt = 0,
+    labeler: LabelerOpt = "local",
+    model: LabelerModelOpt = None,
+    base_url: LabelerUrlOpt = None,
+    precision: PrecisionOpt = "auto",
+    candidates: CandidatesOpt = None,
+    queries: QueriesOpt = 0,
+    positives: Annotated[int, typer.Option(help="Top-scored kept as positives, z (paper 5).")] = 2,
+    soft_negatives: Annotated[int, typer.Option(help="Bottom-scored soft negatives, v (paper 5).")] = 2,
+    hard_negatives: Annotated[int, typer.Option(help="Hard negatives from outside S_i, h (paper 63).")] = 32,
+    temperature: TemperatureOpt = 0.05,
+    loss: LossOpt = "infonce",
+    resume: Annotated[
+        bool, typer.Option("--resume/--fresh", help="Reuse the labels already computed (default) or relabel.")
+    ] = True,
+    json_output: JsonOpt = False,
+) -> None:
+    """LAIL: the LLM scores t BM25 candidates per example by how likely they make the example's code; the encoder
+    then learns to retrieve the best-scored ones. It serves the model that labeled.
+
+    Labeling dominates the cost: with the 0.5B model on 2 CPU cores, about 14 minutes per 100 examples at t=16 in
+    bf16 (MBPP's 374 train tasks: 53 min labeling, 2 min training), or 13 minutes at t=8 in fp32 where the CPU
+    lacks native bf16. Labels are cached per labeler and precision, so an interrupted run resumes.
+    """
+    from assistant.backends.local import resolve_precision
+    from assistant.methods.lail import LailConfig
+
+    check_range("--epochs", epochs, 1)
+    check_seed(seed)
+    check_range("--candidates", candidates, 1)
+    check_range("--queries", queries, 0)
+    check_range("--positives", positives, 1)
+    check_range("--soft-negatives", soft_negatives, 1)
+    check_range("--hard-negatives", hard_negatives, 0)
+    check_range("--temperature", temperature, 0, low_open=True)
+    if labeler not in ("local", "openai"):
+        raise UsageError(f"unknown labeler {labeler!r}; choose local or openai")
+    precision = resolve_precision(precision)  # a bad value fails here, before anything loads
+    # What fits the hour: bf16 labels about twice as fast (MBPP's 374 tasks at t=16: 56 min in all).
+    t = candidates or (16 if labeler == "local" and precision == "bf16" else 8)
+    config = LailConfig(
+        candidates=t,
+        queries=queries,
+        positives=positives,
+        soft_negatives=soft_negatives,
+        hard_negatives=hard_negatives,
+        temperature=temperature,
+        loss=loss,
+        seed=seed,
+        epochs=epochs,
+    )
+    _train_lail(path, bank, config, labeler, model, base_url, precision, resume, json_output)
+
+
+@retriever_app.command("selfracg", short_help="SelfRACG: adapters on the model's attention fetch what comes next.")
+@friendly_errors
+def selfracg(
+    path: PathArg = Path("."),
+    epochs: Annotated[int, typer.Option(help="Passes over stage 1's pairs.")] = 1,
+    seed: SeedOpt = 0,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="The model whose attention gets the branch, the one it serves (default: the default generator)."
+        ),
+    ] = None,
+    precision: PrecisionOpt = "auto",
+    pairs: Annotated[int, typer.Option(help="Stage 1's (fragment, next fragment) pairs, sampled from the repo.")] = 768,
+    rank: Annotated[int, typer.Option(help="The adapters' rank (paper 16; alpha is twice the rank).")] = 16,
+    layers: Annotated[
+        int | None, typer.Option(help="Use the first N layers only (default all; fewer is proportionally cheaper).")
+    ] = None,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate (unstated in the paper).")] = 1e-3,
+    batch: Annotated[int, typer.Option(help="Pairs per step (batch - 1 in-batch negatives).")] = 16,
+    synthetic: Annotated[
+        int,
+        typer.Option(
+            help="Stage 2's examples, fragments the model continues (its next lines are the positive, its later ones "
+            "hard negatives), e.g. 96 (about 4.5 more minutes on 2 CPU cores); 0 (the default: it measured no gain, "
+            "docs/results/trained-retrievers.md) trains stage 1 only."
+        ),
+    ] = 0,
+    stage2_epochs: Annotated[int, typer.Option(help="Passes over stage 2's examples.")] = 2,
+    device: Annotated[
+        str,
+        typer.Option(
+            help="Where to train: auto (a CUDA GPU if torch sees one, else the CPU), cpu or cuda. On a GPU, stage 2's "
+            "continuations are written by the same transformers model there (bf16)."
+        ),
+    ] = "auto",
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            help="Train generic adapters on every .py file under this folder (e.g. the standard library) instead of "
+            "the repo; any pool without adapters of its own then uses them."
+        ),
+    ] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """SelfRACG: low-rank adapters on a parallel retrieval branch of the generator's attention learn, by InfoNCE,
+    to find the fragment that follows a fragment (stage 1; about 6 minutes for 768 pairs on 2 CPU cores), then,
+    with `--synthetic N`, what the model itself writes after a fragment (stage 2: it continues N fragments first,
+    cached). `--device cuda` trains on a GPU. Then `--retriever selfracg`; `selfracg-init` is the same branch
+    untrained. The adapters serve the model they were trained on.
+    """
+    from assistant.methods.selfracg import SelfRacgConfig
+
+    check_range("--epochs", epochs, 1)
+    check_seed(seed)
+    check_range("--pairs", pairs, 2)
+    check_range("--rank", rank, 1)
+    check_range("--layers", layers, 1)
+    check_range("--lr", lr, 0, low_open=True)
+    check_range("--batch", batch, 2)
+    check_range("--synthetic", synthetic, 0)
+    check_range("--stage2-epochs", stage2_epochs, 1)
+    config = SelfRacgConfig(
+        rank=rank,
+        alpha=2.0 * rank,
+        layers=layers,
+        pairs=pairs,
+        epochs=epochs,
+        batch=batch,
+        lr=lr,
+        seed=seed,
+        synthetic=synthetic,
+        stage2_epochs=stage2_epochs,
+    )
+    _train_selfracg(path, config, model, precision, json_output, corpus, device)
 
 
 def _train_selfracg(
@@ -285,7 +346,9 @@ def _train_selfracg(
     import numpy as np
 
     from assistant.backends.local import resolve_device, resolve_precision
+    from assistant.backends.models import resolve
     from assistant.indexing.index import Index, index_repo, load_repo_index, repo_root
+    from assistant.methods.artifacts import artifact_dir
     from assistant.methods.selfracg import (
         STAGE1_SUFFIX,
         corpus_fragments,
@@ -300,21 +363,21 @@ def _train_selfracg(
     precision = resolve_precision("bf16" if device != "cpu" and precision == "auto" else precision)
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus} is not a folder")
+    name = resolve(model).name  # the adapters serve this model: they are kept in its own folder
     with ProgressUI(show_progress(json_output), plain=True) as ui:
-        target = None
         if corpus is not None:
             examples = corpus_fragments(corpus)
             source = {"kind": "corpus", "path": str(corpus.resolve())}
             fragments = Index(
                 examples=examples, vectors=np.zeros((len(examples), 1), "float32"), meta={"source": source}
             )
-            target = generic_dir()
         else:
             root = repo_root(path)
             index_repo(root, load_encoder(), ui)  # brings the fragments up to date
             fragments = load_repo_index(root, fragments=True)
         if fragments is None or not len(fragments):
             raise UsageError(f"{corpus or path} has no Python fragments to train on")
+        target = generic_dir(name) if corpus is not None else artifact_dir(fragments, "selfracg", name)
         # Stage 2's continuations come from the engine that samples (the branch needs transformers' internals);
         # on a GPU, from the transformers model already there (the OpenVINO engine runs on CPUs).
         generator = None
@@ -361,52 +424,24 @@ def _losses(losses: list[float]) -> str:
 def _train_lail(
     path: Path,
     bank: str | None,
-    epochs: int | None,
-    seed: int,
+    config: LailConfig,
     labeler: str,
     model: str | None,
     base_url: str | None,
     precision: str,
-    candidates: int | None,
-    queries: int,
-    positives: int,
-    soft_negatives: int,
-    hard_negatives: int,
-    temperature: float,
-    loss: str,
     resume: bool,
     json_output: bool,
 ) -> None:
-    from assistant.backends.local import resolve_precision
+    """Label with `labeler` and train; saved in the pool's folder for the labeling model (the one it serves)."""
     from assistant.backends.models import encoder_dir, resolve
     from assistant.methods.artifacts import artifact_dir
-    from assistant.methods.lail import LailConfig, labeler_name, train_lail
+    from assistant.methods.lail import adopt_labels, labeler_name, train_lail
     from assistant.pipeline.pipeline import load_encoder, load_generator
 
-    if labeler not in ("local", "openai"):
-        raise UsageError(f"unknown labeler {labeler!r}; choose local or openai")
-    precision = resolve_precision(precision)  # a bad value fails here, before anything loads
-    if candidates is None:
-        # What fits the hour: bf16 labels about twice as fast (MBPP's 374 tasks at t=16: 56 min in all).
-        candidates = 16 if labeler == "local" and precision == "bf16" else 8
-    check_range("--candidates", candidates, 1)
-    config = LailConfig(
-        candidates=candidates,
-        queries=queries,
-        positives=positives,
-        soft_negatives=soft_negatives,
-        hard_negatives=hard_negatives,
-        temperature=temperature,
-        loss=loss,
-        seed=seed,
-        **({"epochs": epochs} if epochs else {}),
-    )
     check_training_pool(path, bank)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         encoder = load_encoder()
         index = training_index(path, bank, encoder, ui)
-        if not resume:
-            (artifact_dir(index, "lail") / "labels.jsonl").unlink(missing_ok=True)
         if labeler == "local":
             # Shared-prefix scoring (and bf16) needs the transformers engine.
             backend = load_generator("local", model, progress=ui, precision=precision, engine="transformers")
@@ -416,7 +451,13 @@ def _train_lail(
             # Scoring given text needs the completions endpoint's echo, whatever the config says for sampling.
             settings = backend_settings("openai", model, base_url, api="completions")
             backend = load_generator("openai", settings.model, progress=ui, **settings.backend_options())
-        directory, stats = train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), backend, config, ui)
+        folder = artifact_dir(index, "lail", backend.model)
+        if resume:
+            adopt_labels(folder, artifact_dir(index, "lail"))
+        else:
+            (folder / "labels.jsonl").unlink(missing_ok=True)
+        encoder_path = encoder_dir(resolve(None, "encoder"))
+        directory, stats = train_lail(index, encoder, encoder_path, backend, config, ui, directory=folder)
     summary = {"method": "lail", "examples": len(index), "saved": str(directory), **stats}
     if json_output:
         out.print_json(json.dumps(summary))
@@ -428,28 +469,48 @@ def _train_lail(
     )
 
 
+# The discriminator's data and backbone options.
+FromBankOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--from-bank",
+        help="Learn from a bank instead of the repo: mbpp[:PATH] (MBPP's train split, with tests) or a JSONL "
+        "bank (tests, if present, label the mutants).",
+    ),
+]
+FromEvalOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--from-eval",
+        help="Also learn from the model's own candidates in an `assist eval codegen` run on MBPP's train split "
+        "(labelled by their tests). Repeatable.",
+    ),
+]
+BackboneOpt = Annotated[
+    str,
+    typer.Option(
+        help="Encoder to fine-tune: a registered one, or a folder with a transformers model; or generator "
+        "(generator:MODEL): the local generator, frozen, with a head over its hidden states (use "
+        "--no-contrastive and more --epochs: only the head trains)."
+    ),
+]
+DiscriminatorOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        help="Where to save (default: <repo>/.assist/discriminator when trained on the repo, else the user cache).",
+    ),
+]
+
+
 @train_app.command("discriminator")
 @friendly_errors
 def discriminator(
     path: Annotated[Path, typer.Argument(help="The git repo whose functions to learn from (default: here).")] = Path(
         "."
     ),
-    from_bank: Annotated[
-        str | None,
-        typer.Option(
-            "--from-bank",
-            help="Learn from a bank instead of the repo: mbpp[:PATH] (MBPP's train split, with tests) or a JSONL "
-            "bank (tests, if present, label the mutants).",
-        ),
-    ] = None,
-    from_eval: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--from-eval",
-            help="Also learn from the model's own candidates in an `assist eval codegen` run on MBPP's train split "
-            "(labelled by their tests). Repeatable.",
-        ),
-    ] = None,
+    from_bank: FromBankOpt = None,
+    from_eval: FromEvalOpt = None,
     mutants: Annotated[int, typer.Option(help="Mutants per known-correct program.")] = 4,
     epochs: Annotated[int, typer.Option(help="Classifier epochs.")] = 2,
     contrastive_epochs: Annotated[int, typer.Option(help="Contrastive epochs (stage 1).")] = 1,
@@ -459,27 +520,14 @@ def discriminator(
     partial: Annotated[
         bool, typer.Option("--partial-fixes/--no-partial-fixes", help="Add partial fixes as negatives (ablation).")
     ] = True,
-    backbone: Annotated[
-        str,
-        typer.Option(
-            help="Encoder to fine-tune: a registered one, or a folder with a transformers model; or generator "
-            "(generator:MODEL): the local generator, frozen, with a head over its hidden states (use "
-            "--no-contrastive and more --epochs: only the head trains)."
-        ),
-    ] = "all-minilm-l6-v2",
+    backbone: BackboneOpt = "all-minilm-l6-v2",
     holdout: Annotated[float, typer.Option(help="Share of problems held out and scored (0 trains on all).")] = 0.2,
     seed: Annotated[int, typer.Option(help="Random seed (mutants, split, training).")] = 0,
     resume: Annotated[
         bool,
         typer.Option("--resume/--fresh", help="Reuse the test outcomes of mutants already run (default) or rerun."),
     ] = True,
-    out_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            help="Where to save (default: <repo>/.assist/discriminator when trained on the repo, else the user cache).",
-        ),
-    ] = None,
+    out_dir: DiscriminatorOutOpt = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
 ) -> None:
     """Train Condor, the discriminator that ranks candidates by p(correct) without running them.
@@ -489,9 +537,7 @@ def discriminator(
     there are any), the model's own candidates (--from-eval), and partial fixes between near-identical wrong
     and correct versions. Then a contrastive stage and a classifier. `assist generate` ranks with it by default.
     """
-    from assistant.indexing.index import repo_root
-    from assistant.methods.condor.data import training_problems
-    from assistant.methods.condor.model import CondorConfig, discriminator_dir, summary_line, train_and_save
+    from assistant.methods.condor.model import CondorConfig, summary_line, train_and_save
 
     check_range("--mutants", mutants, 0)
     check_range("--epochs", epochs, 1)
@@ -506,13 +552,7 @@ def discriminator(
         contrastive_epochs=contrastive_epochs,
         seed=seed,
     )
-    # Trained on the repo: the repo's own (.assist/). Trained on a bank or benchmark: the user's, for every repo
-    # without one of its own.
-    root = repo_root(path) if from_bank is None and not from_eval else None
-    problems, sources = training_problems(from_bank, from_eval or [], root)
-    directory = out_dir or discriminator_dir(root)
-    if root is not None and out_dir is None:
-        repo_dir(root, create=True)  # .assist/ with its .gitignore: the model stays out of git status
+    problems, sources, directory = _discriminator_data(path, from_bank, from_eval or [], out_dir, config)
     if not resume:
         from assistant.methods.condor.model import verification_cache
 
@@ -527,6 +567,24 @@ def discriminator(
         return
     out.print(f"Trained Condor in {manifest['stats']['seconds']:.0f} s on {summary_line(manifest)}")
     out.print(f"Saved to {directory}; `assist generate` now ranks with it (--ranker condor).")
+
+
+def _discriminator_data(
+    path: Path, from_bank: str | None, from_eval: list[Path], out_dir: Path | None, config: CondorConfig
+) -> tuple[list, dict, Path]:
+    """The problems to learn from, where they came from, and where the discriminator is saved: trained on the
+    repo, the repo's own (.assist/); on a bank or benchmark, the user's, for every repo without one of its own;
+    in either, the folder for the model whose candidates it learns from (or the unkeyed one, for none)."""
+    from assistant.indexing.index import repo_root
+    from assistant.methods.condor.data import training_problems
+    from assistant.methods.condor.model import discriminator_dir, planned_generator
+
+    root = repo_root(path) if from_bank is None and not from_eval else None
+    problems, sources = training_problems(from_bank, from_eval, root)
+    directory = out_dir or discriminator_dir(root, planned_generator(config, sources))
+    if root is not None and out_dir is None:
+        repo_dir(root, create=True)  # .assist/ with its .gitignore: the model stays out of git status
+    return problems, sources, directory
 
 
 @train_app.command("docstring-retriever")

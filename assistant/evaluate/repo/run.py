@@ -173,17 +173,18 @@ def _retriever(
             return heldout_lail(pool, encoder, held_out, progress=progress, search=index)
         return heldout_tstr(pool, encoder, held_out, search=index)
     if strategy == "selfracg":
-        from assistant.methods.artifacts import read_manifest
+        from assistant.methods.artifacts import latest_artifact, read_manifest
         from assistant.methods.selfracg import SelfRacgRetriever, generic_dir  # the INE needs torch: only if asked
 
         # Always the generic adapters, never ones kept for this project's pool: those were trained on the
-        # pristine project, hidden bodies and line answers included.
-        if read_manifest(generic_dir()) is None:
+        # pristine project, hidden bodies and line answers included. The latest trained, for whichever model.
+        adapters = latest_artifact(generic_dir())
+        if read_manifest(adapters) is None:
             raise UsageError(
                 "selfracg here retrieves with the generic SelfRACG adapters, and none are trained: "
                 "`assist train retriever --method selfracg --corpus DIR` (any folder of Python, e.g. the stdlib)"
             )
-        return SelfRacgRetriever.for_index(index, trained=True, adapters=generic_dir())
+        return SelfRacgRetriever.for_index(index, trained=True, adapters=adapters)
     return None if strategy == "zero" else make_retriever(strategy, index, encoder)
 
 

@@ -332,6 +332,24 @@ def problems_from_eval(folder: Path, mbpp_path: str = "", references: bool = Tru
     return problems
 
 
+def eval_model(folder: Path) -> str | None:
+    """The model whose candidates an `assist eval codegen` run holds, by its registered name; None when the
+    run used the default of its day, which the config does not record."""
+    from assistant.backends.models import resolve
+    from assistant.datasets import read_run
+
+    config = read_run(folder)[0]
+    model = config.get("model")
+    if not isinstance(model, str) or not model:
+        return None
+    if config.get("backend", "local") != "local":
+        return model
+    try:
+        return resolve(model).name
+    except UsageError:
+        return model
+
+
 def merge_problems(*groups: Sequence[ProblemData]) -> list[ProblemData]:
     """One problem per id: samples of several sources are pooled, known-correct programs deduplicated."""
     merged: dict[str, ProblemData] = {}
@@ -396,6 +414,7 @@ def training_problems(from_bank: str | None, from_eval: Sequence[Path], root: Pa
         groups.append(problems_from_examples(read_bank(Path(from_bank))))
         sources["bank"] = from_bank
     groups.extend(problems_from_eval(folder, mbpp_path) for folder in from_eval)
+    sources["eval_models"] = [eval_model(folder) for folder in from_eval]
     if not groups:
         if root is None:
             raise UsageError("nothing to train on: give --from-bank or --from-eval, or run inside a git repo")

@@ -27,9 +27,20 @@ from typing import Any
 import numpy as np
 
 from assistant.errors import ModelError, UsageError
-from assistant.methods.artifacts import load_manifest, read_manifest, save_artifact, save_encoder
+from assistant.methods.artifacts import (
+    NO_GENERATOR,
+    find_artifact,
+    keyed_dir,
+    load_manifest,
+    not_trained_for,
+    other_generators,
+    read_manifest,
+    save_artifact,
+    save_encoder,
+)
 from assistant.methods.condor.data import Dataset, Program
 from assistant.methods.condor.generator import GENERATOR, GeneratorDiscriminator
+from assistant.methods.losses import balanced_binary_cross_entropy, margin_contrastive
 from assistant.paths import cache_dir, repo_dir
 from assistant.progress import Progress
 
@@ -228,9 +239,8 @@ def contrastive_stage(model: _Discriminator, data: Dataset, config: CondorConfig
         encoded = model.batch(problems * 2, [p.a for p in chosen] + [p.b for p in chosen], config.max_length)
         vectors = model.embed(encoded)
         left, right = vectors[: len(chosen)], vectors[len(chosen) :]
-        distance = (left - right).pow(2).sum(-1).clamp(min=1e-12).sqrt()
         label = torch.tensor([float(p.label) for p in chosen])
-        return (label * distance.pow(2) + (1 - label) * torch.relu(config.margin - distance).pow(2)).mean()
+        return margin_contrastive(left, right, label, config.margin)
 
     optimizer = torch.optim.AdamW(model.encoder.parameters(), lr=config.lr)
     lengths = [len(p.a) + len(p.b) for p in pairs]
@@ -250,7 +260,7 @@ def classifier_stage(model: _Discriminator, data: Dataset, config: CondorConfig,
     if positives == 0 or positives == len(programs):
         raise UsageError("the training data has only one class (every program correct, or every one wrong)")
     # Mutants outnumber correct programs several times over: weight the positives so both classes count.
-    loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor((len(programs) - positives) / positives))
+    loss_fn = balanced_binary_cross_entropy(positives, len(programs))
 
     def batch_loss(rows: list[int]):
         chosen = [programs[i] for i in rows]
@@ -325,24 +335,54 @@ def evaluate_discriminator(model: _Discriminator, held_out: Dataset, config: Con
     }
 
 
-def discriminator_dir(root: Path | None) -> Path:
-    """Where a discriminator is saved: `<repo>/.assist/discriminator`, or the user cache's outside a repo."""
-    return (repo_dir(root) / "discriminator") if root is not None else cache_dir() / "discriminator"
+def discriminator_dir(root: Path | None, generator: str | None = None) -> Path:
+    """Where a discriminator is saved: `<repo>/.assist/discriminator`, or the user cache's outside a repo; with
+    `generator`, the folder beside it for the one trained for that model (:func:`keyed_dir`)."""
+    base = (repo_dir(root) / "discriminator") if root is not None else cache_dir() / "discriminator"
+    return keyed_dir(base, generator)
 
 
-def find_discriminator(start: Path | None = None) -> Path | None:
-    """The discriminator to use from `start` (default: the working directory): the repo's own, else the
-    user's (trained outside a repo, e.g. on MBPP), else None."""
+def _discriminator_bases(start: Path | None) -> list[Path]:
+    """Where discriminators are looked for from `start`: the repo's own, then the user's."""
     from assistant.indexing.index import repo_root
 
     try:
         root: Path | None = repo_root(start or Path.cwd())
     except UsageError:
         root = None
-    for directory in ([discriminator_dir(root)] if root else []) + [discriminator_dir(None)]:
-        if read_manifest(directory) is not None:
-            return directory
+    return ([discriminator_dir(root)] if root else []) + [discriminator_dir(None)]
+
+
+def find_discriminator(start: Path | None = None, generator: str | None = None) -> Path | None:
+    """The discriminator to use from `start` (default: the working directory): the repo's own, else the
+    user's (trained outside a repo, e.g. on MBPP), else None. With `generator` (the model whose candidates it
+    ranks), only one trained for that model or for none in particular (see `recorded_generator`)."""
+    for directory in _discriminator_bases(start):
+        found = find_artifact(directory, generator) if generator else directory
+        if found is not None and read_manifest(found) is not None:
+            return found
     return None
+
+
+def planned_generator(config: CondorConfig, sources: dict) -> str | None:
+    """The model a discriminator about to be trained will belong to (see :func:`trained_generator`), known before
+    training so that it is saved in that model's folder."""
+    from assistant.backends.models import resolve
+
+    backbone, _, model = config.backbone.partition(":")
+    stats = {"backbone_model": resolve(model or None).name} if backbone == GENERATOR else {}
+    return trained_generator(stats, sources)
+
+
+def trained_generator(stats: dict, sources: dict) -> str | None:
+    """The model a discriminator belongs to: the frozen generator it reads, else the model whose candidates it
+    learned from (`--from-eval`; None when a run does not say), else none (references and their mutants only)."""
+    if stats.get("backbone_model"):
+        return stats["backbone_model"]
+    models = set(sources.get("eval_models") or [])
+    if not sources.get("eval"):
+        return NO_GENERATOR
+    return models.pop() if len(models) == 1 and None not in models else None
 
 
 def save_discriminator(model: _Discriminator, directory: Path, manifest: dict) -> None:
@@ -358,9 +398,10 @@ def save_discriminator(model: _Discriminator, directory: Path, manifest: dict) -
 
 
 def make_manifest(config: CondorConfig, data: Dataset, stats: dict, held_out: dict | None, sources: dict) -> dict:
-    """Config, data provenance and held-out scores of a trained discriminator."""
+    """Config, data provenance and held-out scores of a trained discriminator, and the model it belongs to."""
     return {
         "method": "condor",
+        "generator": trained_generator(stats, sources),
         "config": asdict(config),
         "data": {**data.describe(), "sources": sources},
         "stats": stats,
@@ -389,12 +430,17 @@ class Condor:
         self.model.train(False)
 
     @classmethod
-    def locate(cls, start: Path | None = None) -> Condor:
-        """The discriminator for `start` (see :func:`find_discriminator`), or a UsageError saying how to train one.
+    def locate(cls, start: Path | None = None, generator: str | None = None) -> Condor:
+        """The discriminator for `start` and `generator` (see :func:`find_discriminator`), or a UsageError saying
+        how to train one (naming the models the ones there were trained for).
 
         Loaded once per process (until it is retrained): resample and rerank reuse it.
         """
-        directory = find_discriminator(start)
+        directory = find_discriminator(start, generator)
+        others = [base for base in _discriminator_bases(start) if other_generators(base, generator)]
+        if directory is None and generator and others:
+            how = f"train one on its candidates: `assist train discriminator --from-eval RUN` (a run of {generator})"
+            raise not_trained_for("discriminator", others[0], generator, how)
         if directory is None:
             raise UsageError(
                 "no trained discriminator: run `assist train discriminator` (in this repo, or with --from-bank mbpp)"

@@ -1,0 +1,119 @@
+"""A trained artifact belongs to the model that made it (issue 70): `auto` uses one only for that model, asking
+for another model's by name is a one-line error naming both, and artifacts for several models live side by side.
+
+Real parts: a LAIL retriever trained on a bank's real index (MiniLM), with labels from a scripted labeler that
+stands in for the model only where the label scores come from; the pipeline builds its retriever as `generate`
+does; a discriminator's manifest written through the artifact store.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assistant.backends.models import encoder_dir, resolve
+from assistant.config import load_settings
+from assistant.core.candidates import Candidate
+from assistant.errors import UsageError
+from assistant.methods.artifacts import save_artifact
+from assistant.methods.lail import LailConfig, train_lail
+from assistant.pipeline.options import GenerationOptions
+from assistant.pipeline.pipeline import Pipeline
+from assistant.pipeline.registry import auto_ranker, make_rankers, make_retriever
+
+from .conftest import ScriptedBackend
+from .test_trained_retrievers import POOL
+
+SMALL = "qwen2.5-coder-0.5b"
+LARGE = "qwen2.5-coder-1.5b"
+CONFIG = LailConfig(candidates=2, positives=1, soft_negatives=1, hard_negatives=4, epochs=1, batch=4)
+
+
+@pytest.fixture
+def bank(tmp_path: Path) -> Path:
+    path = tmp_path / "bank.jsonl"
+    path.write_text("".join(json.dumps({"requirement": r, "code": c}) + "\n" for r, c in POOL), encoding="utf-8")
+    return path
+
+
+def pipeline_for(model: str, bank: Path, tmp_path: Path, encoder) -> Pipeline:
+    """The pipeline `generate` runs with `model` generating, over the bank."""
+    settings = load_settings(start=tmp_path)
+    backend = ScriptedBackend(model=model)
+    return Pipeline(GenerationOptions(), settings, start=tmp_path, bank=bank, backend=backend, encoder=encoder)
+
+
+def train_for(model: str, index, encoder, folder: Path | None = None) -> Path:
+    labeler = ScriptedBackend(model=model)  # stands in for the model only where label scores come from
+    where = {"directory": folder} if folder is not None else {}
+    return train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), labeler, CONFIG, **where)[0]
+
+
+def test_an_artifact_trained_for_one_model_is_never_used_for_another(bank, tmp_path, encoder) -> None:
+    index = pipeline_for(SMALL, bank, tmp_path, encoder).source().index
+    train_for(SMALL, index, encoder)  # the 0.5B's labels, where earlier versions kept them
+    # Through the pipeline, as `generate` builds it: the 1.5B generating gets the plain counterpart, and why.
+    assert pipeline_for(LARGE, bank, tmp_path, encoder).retriever().name == "hybrid"
+    assert pipeline_for(SMALL, bank, tmp_path, encoder).retriever().name == "lail"
+    # Through the registry: auto, and by name a one-line error naming both models and how to train for this one.
+    assert make_retriever("auto", index, encoder, LARGE).name == "hybrid"
+    with pytest.raises(UsageError) as refused:
+        make_retriever("lail", index, encoder, LARGE)
+    message = str(refused.value)
+    assert "\n" not in message and SMALL in message and LARGE in message
+    assert f"`assist train retriever lail --model {LARGE}`" in message
+    assert make_retriever("lail", index, encoder, SMALL).name == "lail"
+
+
+def test_explain_says_which_artifact_served_or_why_none(bank, tmp_path, encoder) -> None:
+    from assistant.pipeline.registry import served_by
+
+    index = pipeline_for(SMALL, bank, tmp_path, encoder).source().index
+    assert served_by(make_retriever("auto", index, encoder, LARGE)) == (
+        "auto picked hybrid: of the trained retrievers, none is trained for this pool"
+    )
+    folder = train_for(SMALL, index, encoder)
+    why = served_by(pipeline_for(LARGE, bank, tmp_path, encoder).retriever())
+    assert why == f"auto picked hybrid: of the trained retrievers, none serves {LARGE}: lail (trained for {SMALL})"
+    why = served_by(pipeline_for(SMALL, bank, tmp_path, encoder).retriever()) or ""
+    assert why.startswith(f"auto picked lail: the artifact in {folder} (trained for {SMALL}; ")
+    assert served_by(make_retriever("bm25", index, encoder, SMALL)) is None  # a plain one asked by name: nothing
+
+
+def test_artifacts_for_several_models_live_side_by_side(bank, tmp_path, encoder) -> None:
+    from assistant.methods.artifacts import artifact_dir
+    from assistant.pipeline.registry import served_by
+
+    index = pipeline_for(SMALL, bank, tmp_path, encoder).source().index
+    small = train_for(SMALL, index, encoder)
+    large = train_for(LARGE, index, encoder, artifact_dir(index, "lail", LARGE))
+    assert large == small.with_name(f"{small.name}@{LARGE}") and (large / "labels.jsonl").is_file()
+    for model, folder in ((SMALL, small), (LARGE, large)):
+        retriever = make_retriever("auto", index, encoder, model)
+        assert retriever.name == "lail" and retriever.encoder.name == f"lail:{folder.name}"  # type: ignore[attr-defined]
+        assert f"trained for {model}" in (served_by(retriever) or "")
+
+
+def test_old_manifests_count_as_the_model_their_provenance_names() -> None:
+    from assistant.methods.artifacts import recorded_generator
+
+    assert recorded_generator({"method": "lail", "labeler": {"backend": "local", "model": SMALL}}) == SMALL
+    assert recorded_generator({"method": "selfracg", "model": SMALL, "precision": "bf16"}) == SMALL
+    assert recorded_generator({"method": "tstr", "embedder": "all-minilm-l6-v2"}) == "none"
+    assert recorded_generator({"method": "condor", "data": {"sources": {"eval": []}}, "stats": {}}) == "none"
+    assert recorded_generator({"method": "condor", "data": {"sources": {"eval": ["run"]}}, "stats": {}}) is None
+    assert recorded_generator({"method": "jointcom", "generator": {"backend": "local", "model": LARGE}}) == LARGE
+
+
+def test_auto_ranks_with_a_discriminator_only_for_the_model_it_was_trained_for() -> None:
+    from assistant.paths import cache_dir
+
+    manifest = {"generator": SMALL, "config": {}, "data": {}, "stats": {}}
+    save_artifact(cache_dir() / "discriminator", "condor", lambda folder: None, manifest)
+    one = [Candidate("x = 1", 0, 1, logprobs=(-0.5,))]
+    assert auto_ranker(ScriptedBackend(model=SMALL), one, has_tests=False) == "condor"
+    assert auto_ranker(ScriptedBackend(model=LARGE), one, has_tests=False) == "logprob"
+    with pytest.raises(UsageError, match=f"trained for {SMALL}, not {LARGE}"):
+        make_rankers("condor", ScriptedBackend(model=LARGE))
