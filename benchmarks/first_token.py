@@ -1,10 +1,12 @@
 """Time to the first visible token (issue 69, item 1): seconds from a `--function` request's start to the first text
 a terminal would show (the first streamed token of the first candidate), cold and then warm, per model.
 
-    python benchmarks/first_token.py [--model qwen2.5-coder-0.5b --model qwen2.5-coder-1.5b] [--json]
+    python benchmarks/first_token.py [--model qwen2.5-coder-0.5b --model qwen2.5-coder-1.5b] [--server] [--json]
 
 Each model runs in a fresh process (cold: the model is loaded inside the request, as `assist generate` does
-without a server). In it, a scratch folder holds one module with a documented stub; the request fills it through
+without a server: `local.warm` is off, so no warm server is used or started). With `--server` the requests go to a
+warm server of the model that is already running (`assist serve --model M`; `local.warm = auto`), which relays the
+streamed row. In it, a scratch folder holds one module with a documented stub; the request fills it through
 the library's pipeline (`Pipeline.generate`, the default engine, n = 5, -k 0 so no index or encoder is involved,
 ranked by log-probability) inside a `streaming` block, as the CLI's live display listens. The file's other stub is
 then filled in the same process (warm: the model is loaded; the prefix cache holds the part of the prompt the two
@@ -58,9 +60,11 @@ def _timed_request(pipeline: object, path: Path, function: str) -> tuple[float |
     return (first[0] if first else None), time.perf_counter() - started
 
 
-def measure(model: str) -> dict[str, object]:
-    """The figures for one model, measured in this process (call it in a fresh one for a cold start)."""
+def measure(model: str, server: bool = False) -> dict[str, object]:
+    """The figures for one model, measured in this process (call it in a fresh one for a cold start); `server`: through
+    a running warm server, else in-process."""
     os.environ["ASSIST_MODEL"] = model
+    os.environ["ASSIST_LOCAL_WARM"] = "auto" if server else "off"
     from assistant.pipeline.options import GenerationOptions
     from assistant.pipeline.pipeline import Pipeline
 
@@ -72,6 +76,7 @@ def measure(model: str) -> dict[str, object]:
         warm_first, warm_total = _timed_request(pipeline, path, "median_of")
     return {
         "model": model,
+        "where": "warm server" if server else "in-process",
         "cold_first_token_s": None if cold_first is None else round(cold_first, 2),
         "cold_request_s": round(cold_total, 2),
         "warm_first_token_s": None if warm_first is None else round(warm_first, 2),
@@ -82,16 +87,20 @@ def measure(model: str) -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", action="append", help=f"a registered generator (default: {', '.join(MODELS)})")
+    parser.add_argument("--server", action="store_true", help="through a running `assist serve` of each model")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # measure this model here and print its JSON
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.child)))
+        print(json.dumps(measure(args.child, args.server)))
         return 0
     rows = []
     for model in args.model or MODELS:
         child = subprocess.run(
-            [sys.executable, __file__, "--child", model], capture_output=True, text=True, check=False
+            [sys.executable, __file__, "--child", model, *(["--server"] if args.server else [])],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if child.returncode != 0:
             print(f"error: {model}: {(child.stderr.strip().splitlines() or ['failed'])[-1]}", file=sys.stderr)
@@ -100,11 +109,11 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print("| model | cold: first token s | cold: request s | warm: first token s | warm: request s |")
-    print("|---|---|---|---|---|")
+    print("| model | where | first request: first token s | request s | second: first token s | request s |")
+    print("|---|---|---|---|---|---|")
     for row in rows:
         print(
-            f"| {row['model']} | {row['cold_first_token_s']} | {row['cold_request_s']} | "
+            f"| {row['model']} | {row['where']} | {row['cold_first_token_s']} | {row['cold_request_s']} | "
             f"{row['warm_first_token_s']} | {row['warm_request_s']} |"
         )
     return 0
