@@ -242,10 +242,10 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "local.warm",
         _choice("auto", "off", "start"),
-        "auto",
+        "start",
         "ASSIST_LOCAL_WARM",
-        "a warm model (`assist serve`): auto uses one of the same model and settings when it runs, start also "
-        "starts one in the background (it stops after 15 min idle), off never uses one (user config or env only)",
+        "a warm model (`assist serve`): start uses one of the same model and settings, or starts one in the "
+        "background (it stops after 15 min idle); auto only uses one that runs; off never (user config or env only)",
         user_only=True,
     ),
     Field("openai.api_key", _str, None, "OPENAI_API_KEY", "API key (user config or environment only)", secret=True),

@@ -124,6 +124,8 @@ def hermetic_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
             "ASSIST_MODELS_DIR",
         ):
             monkeypatch.delenv(name)
+    # No test starts a warm model server by the default (`start`): one would outlive the test by 15 minutes.
+    monkeypatch.setenv("ASSIST_LOCAL_WARM", "off")
     return path
 
 

@@ -320,3 +320,25 @@ def test_a_real_warm_server_gives_the_in_process_engines_candidates(run_dir: Pat
         if current is not None:
             assert warm.stop_server(current, state_path)
     assert not state_path.exists()
+
+
+def test_doctor_shows_the_running_server_and_whether_it_is_used_here(
+    scripted, run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assistant.ui.doctor import warm_checks
+
+    (none,) = warm_checks()
+    assert none.name == "warm server" and none.ok is True and "none runs (local.warm = off)" in none.detail
+    monkeypatch.setenv("ASSIST_LOCAL_WARM", "auto")  # the tests run with off
+    _, state_path = warm.slot(MODEL)
+    warm.write_state(state_path, _state(run_dir))
+    monkeypatch.setenv("ASSIST_MODEL", MODEL)
+    (line,) = warm_checks()
+    assert line.name == f"warm server {MODEL}" and line.ok is True
+    assert line.detail.startswith("used by commands here: ") and f"pid {os.getpid()}" in line.detail
+    assert "idle for" in line.detail
+    monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "4096")
+    assert warm_checks()[0].detail.startswith("not used here")
+    state_path.chmod(0o666)
+    (refused,) = warm_checks()
+    assert refused.ok is None and "writable by group or others" in refused.detail

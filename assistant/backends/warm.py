@@ -213,7 +213,8 @@ def find_server(model: str, engine: str, decoding: str, context: int | None) -> 
 
 
 def all_servers() -> list[tuple[Path, ServerState | None, str | None]]:
-    """Every state file in the folder: (path, its live state or None, the reason it is refused or gone)."""
+    """Every server in the folder: (state file, its live state, None), or (state file, None, why it is refused);
+    stale state files are removed on the way."""
     folder = run_dir(create=False)
     if not folder.is_dir():
         return []
@@ -221,7 +222,8 @@ def all_servers() -> list[tuple[Path, ServerState | None, str | None]]:
     for path in sorted(folder.glob("*.json")):
         try:
             state = live_state(path)
-            found.append((path, state, None if state else "stale: its process was gone (removed)"))
+            if state is not None:  # a stale one was removed: nothing to show
+                found.append((path, state, None))
         except Refused as exc:
             found.append((path, None, str(exc)))
     return found

@@ -156,10 +156,10 @@ def _status_or_stop(model: str | None, stop: bool) -> None:
             gone = warm.stop_server(state, path)
             out.print(f"{'Stopped' if gone else 'Could not stop'} the warm server of {state.model} (pid {state.pid})")
         else:
-            out.print(_describe(state), markup=False)
+            out.print(describe_server(state), markup=False)
 
 
-def _describe(state: Any) -> str:
+def describe_server(state: Any) -> str:
     """One line about a running warm server: what it serves, its process, how long it has been idle."""
     from assistant.backends import warm
 
