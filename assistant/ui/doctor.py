@@ -39,6 +39,7 @@ def doctor_report(root: Path | None = None) -> list[Check]:
     start = Path(root) if root is not None else Path.cwd()
     return [
         *model_checks(),
+        *warm_checks(),
         *index_checks(start),
         *trained_checks(start),
         *hook_checks(start),
@@ -152,6 +153,46 @@ def _generator_in_use_check() -> list[Check]:
         return []
     fast = f'{FAST_GENERATOR} is the fast, low-memory choice (--model {FAST_GENERATOR}, or model = "{FAST_GENERATOR}")'
     return [Check("model in use", True, f"{in_use} (the default); {fast}")]
+
+
+def warm_checks() -> list[Check]:
+    """The warm model servers that run (`assist serve`), and whether commands here would use them."""
+    from assistant.backends import warm
+    from assistant.ui.serve_cmd import describe_server
+
+    try:
+        servers = warm.all_servers()
+    except warm.Refused as exc:
+        return [Check("warm server", None, str(exc), "remove that folder; assist makes it again, private")]
+    wanted, mode = _warm_wanted()
+    if not servers:
+        return [Check("warm server", True, f"none runs (local.warm = {mode}); `assist serve` keeps the model loaded")]
+    checks = []
+    for path, state, why in servers:
+        if state is None:
+            checks.append(Check(f"warm server {path.stem}", None, why or "", f"remove {path}"))
+            continue
+        used = mode != "off" and wanted is not None and state.matches(*wanted)
+        note = "used by commands here" if used else f"not used here (local.warm = {mode}, or other settings)"
+        checks.append(Check(f"warm server {state.model}", True, f"{note}: {describe_server(state)}"))
+    return checks
+
+
+def _warm_wanted() -> tuple[tuple[str, str, str, int | None] | None, str]:
+    """What a command here would ask a warm server for (model, engine, decoding, context), and local.warm."""
+    from assistant.backends.models import resolve
+    from assistant.backends.ov import decoding_for
+    from assistant.config import load_settings
+
+    try:
+        settings = load_settings(check_trust=False)
+        mode = settings["local.warm"]
+        if settings.backend != "local" or settings["local.engine"] != "openvino":
+            return None, mode
+        model = resolve(settings.model, "generator").name
+        return (model, "openvino", decoding_for(model, settings["local.decoding"]), settings["local.context"]), mode
+    except UsageError:
+        return None, "?"
 
 
 # --- the repo's index ----------------------------------------------------------------------------------
