@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant.backends import Completion, SamplingParams, TokenLogprobs, Usage, warm
+from assistant.backends import Completion, SamplingParams, TokenLogprobs, Usage, row_stream, streaming, warm
 from assistant.backends.local_server import LocalServer
 from assistant.backends.prompts import Prompt
 from assistant.errors import ModelError, UsageError
@@ -198,10 +198,13 @@ class _ScriptedEngine:
         self.seen.append((tuple(prompts), params, seeds))
         if prompts[0].answer_prefix == "refuse":
             raise UsageError("the prompt takes 9000 tokens and 256 more are asked for")
+        stream = row_stream(prompts[0].answer_prefix, prompts[0].stop)  # a listener: what the client streams
         try:
             for done in range(50):
                 if step is not None:
                     step(done, 50)
+                if stream is not None and done % 5 == 0:
+                    stream.text("x = 1\n```"[: done // 5])
                 time.sleep(0.02)
         except BaseException:
             self.stopped.set()
@@ -237,14 +240,20 @@ def test_candidates_cross_the_socket_unchanged(scripted) -> None:
     engine, _, socket_path = scripted
     prompt = Prompt(messages=({"role": "user", "content": "add"},), answer_prefix="```python\n", stop=("```",))
     params = SamplingParams(n=3, temperature=0.8, top_p=0.95, max_new_tokens=256, seed=7)
-    payload = {"prompts": [warm.prompt_to_json(prompt)], "params": {**params.__dict__}, "seeds": [11]}
+    payload = {"prompts": [warm.prompt_to_json(prompt)], "params": {**params.__dict__}, "seeds": [11], "stream": True}
     steps: list[tuple[int, int]] = []
-    result = warm.ask(socket_path, "/v1/assist/sample", payload, lambda d, t: steps.append((d, t)))
+    streamed: list[tuple[int, str]] = []
+    result = warm.ask(
+        socket_path, "/v1/assist/sample", payload, lambda d, t: steps.append((d, t)), lambda *a: streamed.append(a)
+    )
     got = [warm.completion_from_json(c) for c in result["completions"][0]]
     assert got == engine.sample_batch([prompt], params)[0]  # every field: tokens, logprobs, cut_reason
     assert engine.seen[0] == ((prompt,), params, [11])  # the engine got the very prompt, parameters and seeds
     assert steps[0] == (0, 50) and (49, 50) in steps
     assert result["usage"] == {"requests": 1, "prompt_tokens": 10, "completion_tokens": 7, "seconds": 1.0}
+    # the first row as the engine wrote it, answer prefix first, cut at the stop string
+    assert streamed[0] == (0, "```python\n") and streamed[1] == (0, "```python\nx")
+    assert streamed[-1] == (0, "```python\nx = 1\n") and len(streamed) == 10
 
 
 def test_the_engines_errors_keep_their_kind_and_words(scripted) -> None:
@@ -308,7 +317,13 @@ def test_a_real_warm_server_gives_the_in_process_engines_candidates(run_dir: Pat
         assert backend.identity == local.identity and backend.context == local.context
         prompt = Prompt(messages=({"role": "user", "content": "Write add(a, b) in Python."},))
         params = SamplingParams(n=3, temperature=0.8, top_p=0.95, max_new_tokens=48, seed=5)
-        assert backend.sample(prompt, params) == local.sample(prompt, params)
+        heard: dict[str, list[str]] = {"warm": [], "local": []}
+        for name, engine in (("warm", backend), ("local", local)):
+            with streaming(lambda call, text, name=name: heard[name].append(text)):
+                sampled = engine.sample(prompt, params)
+            heard[name + " samples"] = sampled  # type: ignore[assignment]
+        assert heard["warm samples"] == heard["local samples"]
+        assert heard["warm"] == heard["local"] and len(heard["warm"]) > 3  # the terminal sees the same first row
         pairs = [(prompt, "def add(a, b):\n    return a + b\n")]
         assert backend.logprob(pairs) == local.logprob(pairs)
         # a second command finds the running one

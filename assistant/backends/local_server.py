@@ -37,7 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from assistant.backends import Completion, SamplingParams, Step
+from assistant.backends import Completion, SamplingParams, Step, streaming
 from assistant.backends.prompts import Prompt
 from assistant.config import DEFAULT_MAX_NEW_TOKENS, SEED_MAX
 from assistant.errors import AssistError
@@ -330,12 +330,8 @@ def prompt_from_json(data: Any) -> Prompt:
 
 @contextlib.contextmanager
 def _streaming_to(emit: Any) -> Iterator[None]:
-    """Within the block, the engine's streamed first row goes to `emit` (nothing without it, or where this
-    version of the backends has no streaming)."""
-    import assistant.backends as backends
-
-    streaming = getattr(backends, "streaming", None)
-    if emit is None or streaming is None:
+    """Within the block, the engine's streamed first row goes to `emit` (nothing without it)."""
+    if emit is None:
         yield
         return
     with streaming(emit):

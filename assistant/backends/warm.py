@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from assistant.backends import BackendIdentity, Completion, SamplingParams, Step, TokenLogprobs, Usage
+from assistant.backends import BackendIdentity, Completion, SamplingParams, Step, TokenLogprobs, Usage, row_stream
 from assistant.backends.local import ConvertedBackend, read_prompt_files
 from assistant.backends.local_server import prompt_to_json
 from assistant.backends.models import resolve, tokenizer_dir
@@ -376,7 +376,8 @@ class WarmBackend(ConvertedBackend):
             raise ValueError("one seed per prompt")
         for prompt in prompts:
             self.check_fits(prompt, params.max_new_tokens)
-        stream = _row_stream(prompts[0]) if prompts else None
+        # Someone listening (a terminal) hears the first row as the server's engine writes it.
+        stream = row_stream(prompts[0].answer_prefix, prompts[0].stop) if prompts else None
         payload = {
             "prompts": [prompt_to_json(p) for p in prompts],
             "params": asdict(params),
@@ -398,15 +399,6 @@ class WarmBackend(ConvertedBackend):
         used = result["usage"]
         self.usage.add(used["prompt_tokens"], used["completion_tokens"], used["seconds"], used["requests"])
         return result
-
-
-def _row_stream(prompt: Prompt) -> Any:
-    """The terminal's stream of this sampling call's first row, where this version of the backends streams and
-    someone listens; the server's engine then tells its text as it is written."""
-    import assistant.backends as backends
-
-    row_stream = getattr(backends, "row_stream", None)
-    return None if row_stream is None else row_stream(prompt.answer_prefix, prompt.stop)
 
 
 # -- starting one ----------------------------------------------------------------------------------------------
