@@ -293,3 +293,16 @@ def test_openvino_engine_streams_the_first_row_and_samples_the_same() -> None:
     heard, streamed = _heard_and_samples(OpenVINOBackend.load(PLUMBING_MODEL), listen=True)
     assert streamed == plain
     _check_streamed(heard, streamed[0][0])
+
+
+def test_openai_backend_sends_the_plain_request_when_a_server_refuses_to_stream() -> None:
+    from assistant.backends import load_backend
+
+    heard: list[tuple[int, str]] = []
+    with openai_server(Script(streams=True, fail=[400])) as (url, script):  # the streamed request gets a 400
+        backend = load_backend("openai", None, base_url=url, api="completions", retries=0, timeout=10.0)
+        with streaming(lambda call, text: heard.append((call, text))):
+            completions = backend.sample(build_prompt("return a number"), SamplingParams(n=2, seed=4))
+    assert [c.text for c in completions] == ["def f():\n    return 4\n", "def f():\n    return 5\n"]
+    assert [bool(r.get("stream")) for r in script.requests] == [True, False]
+    assert heard == []

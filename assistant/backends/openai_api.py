@@ -296,7 +296,15 @@ class OpenAIBackend(Backend):
             return self._call(create, **kwargs)
 
         def streamed(**kwargs: Any) -> Any:
-            return _assembled(create(stream=True, stream_options={"include_usage": True}, **kwargs), stream)
+            import openai
+
+            try:
+                events = create(stream=True, stream_options={"include_usage": True}, **kwargs)
+            except openai.BadRequestError:
+                # A server that refuses to stream (or the usage option): the plain request, whose error is the one
+                # to report if it fails too.
+                return create(**kwargs)
+            return _assembled(events, stream)
 
         return self._call(streamed, **kwargs)
 
