@@ -80,6 +80,11 @@ def test_explain_says_which_artifact_served_or_why_none(bank, tmp_path, encoder)
     why = served_by(pipeline_for(SMALL, bank, tmp_path, encoder).retriever()) or ""
     assert why.startswith(f"auto picked lail: the artifact in {folder} (trained for {SMALL}; ")
     assert served_by(make_retriever("bm25", index, encoder, SMALL)) is None  # a plain one asked by name: nothing
+    # What `generate --json` prints (and `--explain` shows as its Retriever line): the answer carries it.
+    from assistant.pipeline.pipeline import Request
+
+    answer = pipeline_for(LARGE, bank, tmp_path, encoder).answer(Request.resolve("reverse a list", root=tmp_path))
+    assert answer.to_json()["retriever_served_by"] == answer.served_by and f"none serves {LARGE}" in answer.served_by
 
 
 def test_artifacts_for_several_models_live_side_by_side(bank, tmp_path, encoder) -> None:
@@ -117,3 +122,36 @@ def test_auto_ranks_with_a_discriminator_only_for_the_model_it_was_trained_for()
     assert auto_ranker(ScriptedBackend(model=LARGE), one, has_tests=False) == "logprob"
     with pytest.raises(UsageError, match=f"trained for {SMALL}, not {LARGE}"):
         make_rankers("condor", ScriptedBackend(model=LARGE))
+
+
+def test_doctor_lists_which_methods_are_trained_for_which_model(scratch_repo: Path, monkeypatch) -> None:
+    from assistant.backends.models import DEFAULT_GENERATOR
+    from assistant.paths import cache_dir, repo_dir
+    from assistant.ui.doctor import trained_checks
+
+    monkeypatch.chdir(scratch_repo)  # the settings that apply here: the default model
+    assert [c.detail for c in trained_checks(scratch_repo)] == [
+        "no trained retriever or discriminator (optional: `assist train --help`)"
+    ]
+    retrievers = repo_dir(scratch_repo, create=True) / "retrievers"
+    old = {
+        "labeler": {"backend": "local", "model": SMALL},
+        "pool": "repo here (9 examples)",
+        "trained": "2026-11-02T10:00",
+    }
+    save_artifact(retrievers / "lail", "lail", lambda folder: None, old)  # from before the field: its labeler
+    save_artifact(retrievers / "tstr", "tstr", lambda folder: None, {"pool": "repo here (9 examples)"})
+    mine = {"generator": DEFAULT_GENERATOR, "data": {"sources": {"bank": "mbpp", "eval": ["run"]}}}
+    save_artifact(cache_dir() / "discriminator", "condor", lambda folder: None, mine | {"trained": "2026-12-04T09:00"})
+    checks = trained_checks(scratch_repo)
+    assert all(check.ok is True for check in checks)  # training is optional: never a warning
+    lines = {check.name: check.detail for check in checks}
+    assert lines["trained lail"] == (
+        f"for {SMALL}, 2026-11-02, on repo here (9 examples); does not serve {DEFAULT_GENERATOR}"
+    )
+    assert lines["trained tstr"].startswith("for any model (no generator enters it), ")
+    assert lines["trained tstr"].endswith(f"; serves {DEFAULT_GENERATOR}")
+    assert (
+        lines["trained condor"]
+        == f"for {DEFAULT_GENERATOR}, 2026-12-04, on mbpp, 1 eval run(s); serves {DEFAULT_GENERATOR}"
+    )

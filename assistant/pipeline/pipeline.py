@@ -46,6 +46,7 @@ from assistant.pipeline.registry import (
     make_retriever,
     parse_rankers,
     resolve_rankers,
+    served_by,
 )
 from assistant.progress import Progress, silent
 
@@ -297,8 +298,10 @@ def plan_repo_tests(
 class Answer:
     """What :meth:`Pipeline.answer` found for a request: the ranked `result` (repaired, when repair ran), the
     candidate that may be written (`pick`, :func:`assistant.core.rank.may_write`), the repo's tests that ranked
-    it (`repo_tests`; why none did: `repo_tests_skipped`), the repair rounds (`repaired`; None: none ran) and the
-    demonstrations' source in words (`source`; None with k = 0)."""
+    it (`repo_tests`; why none did: `repo_tests_skipped`), the repair rounds (`repaired`; None: none ran), the
+    demonstrations' source in words (`source`; None with k = 0), and why its retriever was chosen, naming the
+    trained artifact that served or why none did (`served_by`; None: nothing retrieved, or a plain retriever
+    asked for by name)."""
 
     result: GenerateResult
     pick: Pick
@@ -306,13 +309,16 @@ class Answer:
     repo_tests_skipped: str | None = None
     repaired: Repaired | None = None
     source: str | None = None
+    served_by: str | None = None
 
     def to_json(self, door: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The answer as `assist generate --json` prints it: the result's keys, then `source`, then the `door`'s
-        keys (what it did with the answer: `applied`, `verdict`), then the repo's tests and the repair; each
-        candidate says which repair round made it (`repair_round`; None: the first round)."""
+        """The answer as `assist generate --json` prints it: the result's keys, then why the retriever was chosen
+        (`retriever_served_by`) and `source`, then the `door`'s keys (what it did with the answer: `applied`,
+        `verdict`), then the repo's tests and the repair; each candidate says which repair round made it
+        (`repair_round`; None: the first round)."""
         plan = self.repo_tests
         data = self.result.to_json()
+        data["retriever_served_by"] = self.served_by  # the trained artifact that retrieved, or why none did
         data["source"] = self.source
         data.update(door or {})
         data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
@@ -658,7 +664,8 @@ class Pipeline:
         # no root given, generate opened it; demonstrations given with a root, it may be closed: none is named.
         source = self._source.description if options.k > 0 and self._source is not None else None
         pick = may_write(result.candidates, tested=bool(tests) or plan is not None)
-        return Answer(result, pick, plan, request.repo_tests_skipped, repaired, source)
+        served = served_by(self._retriever) if result.retriever != "none" else None  # it retrieved: it was built
+        return Answer(result, pick, plan, request.repo_tests_skipped, repaired, source, served)
 
     def rank(
         self,

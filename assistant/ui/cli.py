@@ -349,6 +349,8 @@ def _print_answer(answer: Answer, explain: bool, applied: int | None, verdict: s
     and last the verdict."""
     if repo_tests:
         _print_repo_tests(answer.repo_tests, answer.repo_tests_skipped)
+    if explain and answer.served_by:  # which trained artifact chose the demonstrations, or why none did
+        out.print(f"[bold]Retriever[/]: {escape(answer.served_by)}", markup=True)
     _print_result(answer.result, answer.source, explain, applied)
     if answer.repaired is not None and answer.repaired.rounds:
         _print_repair(answer.repaired, explain)
