@@ -155,3 +155,16 @@ def test_doctor_lists_which_methods_are_trained_for_which_model(scratch_repo: Pa
         lines["trained condor"]
         == f"for {DEFAULT_GENERATOR}, 2026-12-04, on mbpp, 1 eval run(s); serves {DEFAULT_GENERATOR}"
     )
+
+
+def test_doctor_lists_the_users_own_when_the_repo_ships_an_artifact(scratch_repo: Path) -> None:
+    from assistant.ui.doctor import trained_checks
+
+    from .conftest import git
+
+    shipped = scratch_repo / ".assist" / "retrievers" / "lail" / "manifest.json"
+    shipped.parent.mkdir(parents=True)
+    shipped.write_text(json.dumps({"method": "lail", "generator": SMALL}))
+    git(scratch_repo, "add", "-f", ".assist/retrievers/lail/manifest.json")
+    checks = trained_checks(scratch_repo)  # no traceback: the repo's artifact is neither read nor listed
+    assert [check.name for check in checks] == ["trained"] and checks[0].ok is True

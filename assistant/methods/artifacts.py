@@ -142,7 +142,7 @@ def other_generators(base: Path, generator: str | None) -> list[str]:
 def not_trained_for(what: str, base: Path, generator: str | None, how_to_train: str) -> UsageError:
     """The one-line error for an artifact asked for by name that was trained for other models only."""
     others = " and ".join(other_generators(base, generator))
-    return UsageError(f"the {what} in {base.parent} was trained for {others}, not {generator}; {how_to_train}")
+    return UsageError(f"the {what} in {base.parent}: trained for {others}, not {generator}; {how_to_train}")
 
 
 def describe_pool(index: Index) -> str:

@@ -259,7 +259,10 @@ def trained_checks(start: Path) -> list[Check]:
         root: Path | None = repo_root(start)
     except UsageError:
         root = None
-    found = inventory(root)
+    try:
+        found = inventory(root)
+    except UsageError:  # the repo ships files in .assist/ (the index line says so): the user's own only
+        found = inventory(None)
     if not found:
         return [Check("trained", True, "no trained retriever or discriminator (optional: `assist train --help`)")]
     current = _model_in_use()
