@@ -9,6 +9,7 @@ streaming runs against a real HTTP server on 127.0.0.1.
 from __future__ import annotations
 
 import io
+import re
 import threading
 from pathlib import Path
 
@@ -306,3 +307,44 @@ def test_openai_backend_sends_the_plain_request_when_a_server_refuses_to_stream(
     assert [c.text for c in completions] == ["def f():\n    return 4\n", "def f():\n    return 5\n"]
     assert [bool(r.get("stream")) for r in script.requests] == [True, False]
     assert heard == []
+
+
+def _on_a_terminal(args: list[str], cwd: Path) -> str:
+    """`assist ARGS` run with a pseudo-terminal as its stdin, stdout and stderr (as a user runs it); all it wrote."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "40", "ASSIST_LOCAL_WARM": "off"}
+    env.pop("CI", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "assistant", *args], cwd=cwd, env=env, stdin=follower, stdout=follower, stderr=follower
+    )
+    os.close(follower)
+    written = bytearray()
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the process has ended
+            break
+        if not chunk:
+            break
+        written += chunk
+    os.close(leader)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", written.decode(errors="replace"))  # colours and cursor moves
+    assert process.wait(timeout=600) == 0, text[-2000:]
+    return text
+
+
+@pytest.mark.model
+def test_generate_on_a_terminal_shows_the_candidate_being_written_before_the_ranked_result(tmp_path: Path) -> None:
+    shown = _on_a_terminal(
+        ["generate", "return the sum of the squares of a list of numbers", "-k", "0", "-n", "2", "--seed", "1"],
+        tmp_path,
+    )
+    before, _, after = shown.partition("Candidates")
+    assert after, shown[-2000:]
+    assert "def " in before  # the live display, under the bars, while the request ran
+    assert "def " in after  # and the ranked result in its place
