@@ -156,6 +156,23 @@ def test_a_state_naming_a_socket_elsewhere_is_refused(run_dir: Path, tmp_path: P
         assert warm.find_server(MODEL, "openvino", "plain", 8192) is None
 
 
+def test_a_server_that_cannot_start_is_given_up_at_once(run_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A server that fails (here: speculative decoding, which the 0.5B has no draft model for) ends at once; the
+    command hears it end, and loads its own model instead of waiting for the 300 s a loading server is given."""
+    _, state_path = warm.slot(MODEL)
+    started = time.monotonic()
+    try:
+        assert warm.start_server(MODEL, "speculative", 8192, None) is None
+    finally:
+        if (state := warm.live_state(state_path)) is not None:  # never leave a server behind
+            warm.stop_server(state, state_path)
+    assert time.monotonic() - started < 60
+    assert "it did not start" in caplog.text
+    assert not state_path.exists()
+    assert "warm server: speculative decoding needs a draft model" in state_path.with_suffix(".log").read_text()
+    assert state_path.with_suffix(".log").stat().st_mode & 0o777 == 0o600
+
+
 def test_off_never_looks_and_an_unknown_mode_is_one_line(run_dir: Path) -> None:
     assert warm.warm_backend(MODEL, {}, "off") is None
     with pytest.raises(UsageError, match=r"unknown local\.warm 'always'; choose auto, off, start"):

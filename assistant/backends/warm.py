@@ -419,6 +419,13 @@ def warm_backend(
     spec = resolve(model, "generator")
     decoding = decoding_for(spec.name, options.get("decoding") or "auto")
     context = options.get("context")
+    try:
+        if len(str(slot(spec.name)[0])) > SOCKET_PATH_MAX:
+            log.info("warm server: the socket's path would be too long for a Unix socket; loading the model here")
+            return None
+    except Refused as exc:
+        log.warning("warm server: %s", exc)
+        return None
     state = find_server(spec.name, "openvino", decoding, context)
     if state is None and mode == "start":
         state = start_server(spec.name, decoding, context, options.get("threads"), progress)
@@ -432,31 +439,46 @@ def start_server(
     when it cannot (the slot holds another server, or it failed: its log says why)."""
     try:
         _, state_path = slot(model)
+        process = None
         if live_state(state_path) is None:
             config = {"model": model, "decoding": decoding, "context": context, "threads": threads}
-            log_path = state_path.with_suffix(".log")
-            with open(log_path, "ab") as log_file:  # handed to the child
-                os.chmod(log_path, 0o600)
-                subprocess.Popen(
-                    [sys.executable, "-P", "-m", "assistant.backends.warm", json.dumps(config)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # it outlives this command, and Ctrl-C here does not reach it
-                    close_fds=True,
-                )
+            process = _spawn(config, state_path.with_suffix(".log"))
         status = getattr(progress, "status", None)  # the CLI's and TUI's progress say what happens now
         if callable(status):
             status("Starting the warm model server")
-        return _wait_ready(model, decoding, context, state_path)
+        return _wait_ready(model, decoding, context, state_path, process)
     except Refused as exc:
         log.warning("warm server: %s", exc)
         return None
 
 
-def _wait_ready(model: str, decoding: str, context: int | None, state_path: Path) -> ServerState | None:
+def _spawn(config: dict[str, Any], log_path: Path) -> subprocess.Popen:
+    """The background server process (:func:`main`), its output appended to `log_path` (this user's only)."""
+    with open(log_path, "ab") as log_file:  # handed to the child
+        os.chmod(log_path, 0o600)
+        return subprocess.Popen(
+            [sys.executable, "-P", "-m", "assistant.backends.warm", json.dumps(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd="/",  # it holds no repo's folder open while it runs
+            start_new_session=True,  # it outlives this command, and Ctrl-C here does not reach it
+            close_fds=True,
+        )
+
+
+def _wait_ready(
+    model: str, decoding: str, context: int | None, state_path: Path, process: subprocess.Popen | None
+) -> ServerState | None:
+    """The started server's state once it serves; None (with a warning) if it ended first, serves other settings
+    (another command started it), or is not ready within `START_TIMEOUT_S`."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            log.warning(
+                "warm server: it did not start (see %s); loading the model here", state_path.with_suffix(".log")
+            )
+            return None
         state = live_state(state_path) if state_path.exists() else None
         if state is not None and state.status == "ready":
             if state.matches(model, "openvino", decoding, context):
