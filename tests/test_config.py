@@ -31,11 +31,13 @@ def write_user(text: str) -> Path:
     return path
 
 
-def test_defaults() -> None:
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ASSIST_LOCAL_WARM")  # the tests' own setting (conftest)
     settings = load_settings(start=Path("/"))
     assert settings.backend == "local" and settings.model is None
     assert settings.values["openai.timeout"].source == "default"
-    assert settings.backend_options() == {"context": 8192, "engine": "openvino", "decoding": "auto"}  # the local table
+    local = {"context": 8192, "engine": "openvino", "decoding": "auto", "warm": "start"}
+    assert settings.backend_options() == local  # the local table
 
 
 def test_layers_override_in_order(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,10 +113,11 @@ def test_local_context_reaches_the_local_backend_and_is_checked(monkeypatch) -> 
         "context": 8192,
         "engine": "openvino",
         "decoding": "auto",
+        "warm": "off",  # the tests' setting (conftest)
     }
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "4096")
     settings = backend_settings("local", None)
-    assert settings.backend_options() == {"context": 4096, "engine": "openvino", "decoding": "auto"}
+    assert settings.backend_options() == {"context": 4096, "engine": "openvino", "decoding": "auto", "warm": "off"}
     assert settings.values["local.context"].source == "env ASSIST_LOCAL_CONTEXT"
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "12")
     with pytest.raises(UsageError, match=r"local\.context"):
