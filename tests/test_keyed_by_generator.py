@@ -168,3 +168,14 @@ def test_doctor_lists_the_users_own_when_the_repo_ships_an_artifact(scratch_repo
     git(scratch_repo, "add", "-f", ".assist/retrievers/lail/manifest.json")
     checks = trained_checks(scratch_repo)  # no traceback: the repo's artifact is neither read nor listed
     assert [check.name for check in checks] == ["trained"] and checks[0].ok is True
+
+
+def test_docstring_uses_a_jointcom_retriever_only_for_the_model_whose_losses_trained_it(tmp_path: Path) -> None:
+    from assistant.methods.jointcom import trained_encoder
+
+    base, trained = tmp_path / "jointcom", encoder_dir(resolve(None, "encoder"))  # the real MiniLM as its encoder
+    manifest = {"generator": {"backend": "local", "model": SMALL}}  # what JOINTCOM has always recorded
+    save_artifact(base, "jointcom", lambda folder: (folder / "encoder").symlink_to(trained, True), manifest)
+    assert trained_encoder(base, LARGE) is None  # `assist docstring` with the 1.5B: exemplars by code tokens
+    assert trained_encoder(base, SMALL).name == "jointcom:jointcom"
+    assert trained_encoder(base) is not None  # `eval docstring` measures the latest trained

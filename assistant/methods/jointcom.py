@@ -31,7 +31,14 @@ from assistant.code.examples import Example
 from assistant.code.extract import first_paragraph
 from assistant.core.docwriter import build_docstring_prompt, split_docstring_safe
 from assistant.errors import UsageError
-from assistant.methods.artifacts import fingerprint, read_manifest, save_artifact, save_encoder
+from assistant.methods.artifacts import (
+    find_artifact,
+    fingerprint,
+    latest_artifact,
+    read_manifest,
+    save_artifact,
+    save_encoder,
+)
 from assistant.methods.losses import expected_generator_loss
 from assistant.paths import cache_dir, repo_dir
 from assistant.progress import Progress
@@ -235,10 +242,13 @@ def _train_epoch(
     return total, expected_before
 
 
-def trained_encoder(directory: Path):  # -> Encoder | None
-    """The trained retriever's encoder, or None when none was trained there."""
+def trained_encoder(directory: Path, generator: str | None = None):  # -> Encoder | None
+    """The encoder of the retriever trained at `directory`: among those kept side by side there, the one that
+    serves `generator` (its losses came from that model), or without one the latest trained; None when there is
+    none (for that model)."""
     from assistant.backends.encoder import Encoder
 
-    if read_manifest(directory) is None:
+    folder = find_artifact(directory, generator) if generator is not None else latest_artifact(directory)
+    if folder is None or read_manifest(folder) is None:
         return None
-    return Encoder(directory / "encoder", name=f"jointcom:{directory.name}")
+    return Encoder(folder / "encoder", name=f"jointcom:{folder.name}")

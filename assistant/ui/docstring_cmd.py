@@ -419,7 +419,7 @@ def _generate(
             from assistant.methods.jointcom import retriever_dir, trained_encoder
 
             # The repo's JOINTCOM retriever when one was trained, else exemplars by code tokens (RAF_BM25).
-            trained = trained_encoder(retriever_dir([], root)) if root else None
+            trained = trained_encoder(retriever_dir([], root), pipeline.generator_name()) if root else None
             exemplars = ExemplarIndex(pipeline.source(ui).index.examples, trained)
         ui.status("Loading the model")
         generator = pipeline.backend(ui)

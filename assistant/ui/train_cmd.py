@@ -611,6 +611,7 @@ def docstring_retriever(
     Losses are cached, so a second run (or more epochs) only scores new pairs.
     """
     from assistant.backends.models import encoder_dir, resolve
+    from assistant.methods.artifacts import keyed_dir
     from assistant.methods.jointcom import JointcomConfig, retriever_dir, train_docstring_retriever
     from assistant.pipeline.pipeline import load_generator
 
@@ -636,6 +637,7 @@ def docstring_retriever(
     config = JointcomConfig(k=k, epochs=epochs, limit=limit or None, seed=seed)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         backend = load_generator("local", model, progress=ui)
+        directory = keyed_dir(directory, backend.model)  # the losses are this model's: it serves this model
         manifest = train_docstring_retriever(
             pool, backend, encoder_dir(resolve(None, "encoder")), directory, config, ui, provenance
         )
