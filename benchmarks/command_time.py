@@ -26,7 +26,8 @@ from pathlib import Path
 
 def run_once(tree: Path, command: str, cwd: Path) -> tuple[float, float, int]:
     """(wall seconds, peak RSS in GB, exit status) of `python -m assistant COMMAND` with `tree` first on the path."""
-    env = {**os.environ, "PYTHONPATH": str(tree.resolve()), "HF_HUB_OFFLINE": "1"}
+    # Cold: each command loads its model (a warm server, local.warm's default, would serve the later rounds).
+    env = {**os.environ, "PYTHONPATH": str(tree.resolve()), "HF_HUB_OFFLINE": "1", "ASSIST_LOCAL_WARM": "off"}
     started = time.perf_counter()
     child = subprocess.Popen(
         [sys.executable, "-m", "assistant", *shlex.split(command)],
