@@ -300,6 +300,24 @@ def test_a_client_that_cancels_stops_the_servers_work_at_once(scripted) -> None:
     assert engine.usage.requests == 0
 
 
+def test_a_server_that_dies_mid_answer_is_one_line(run_dir: Path) -> None:
+    """Progress lines and then the end of the connection (the server's process ended): an error, not a result."""
+    socket_path, _ = warm.slot(MODEL)
+    listener = _listening_socket(socket_path)
+    listener.listen(1)
+
+    def die_after_a_step() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"step": [1, 50]}\n')
+        conn.close()
+
+    threading.Thread(target=die_after_a_step, daemon=True).start()
+    with pytest.raises(ModelError, match="stopped before it answered"):
+        warm.ask(str(socket_path), "/v1/assist/sample", {"prompts": []}, lambda done, total: None)
+    listener.close()
+
+
 def test_scores_cross_the_socket(scripted) -> None:
     _, _, socket_path = scripted
     prompt = Prompt(messages=({"role": "user", "content": "add"},))

@@ -306,10 +306,10 @@ def _result(text: bytes, socket_path: str) -> Any:
         answer = {}
     if "result" in answer:
         return answer["result"]
-    if answer and "error" not in answer:  # a plain JSON answer (GET /v1/models)
+    if answer and not {"error", "step", "text"} & answer.keys():  # a plain JSON answer (GET /v1/models)
         return answer
     error = answer.get("error") or {}
-    message = error.get("message") or f"the warm model server at {socket_path} sent no answer"
+    message = error.get("message") or f"the warm model server at {socket_path} stopped before it answered"
     import assistant.errors
 
     kind = getattr(assistant.errors, str(error.get("kind")), None)
