@@ -4,11 +4,14 @@ answering assist's own calls exactly, and, with the real engine, the same candid
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,12 +26,13 @@ MODEL = "qwen2.5-coder-0.5b"
 
 
 @pytest.fixture
-def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private runtime folder: the warm servers' folder is its `assist/`."""
-    runtime = tmp_path / "runtime"
-    runtime.mkdir(mode=0o700)
+def run_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private runtime folder with a short path (a socket's path may take 107 bytes): the warm servers' folder is
+    its `assist/`."""
+    runtime = Path(tempfile.mkdtemp(prefix="aw-", dir="/tmp"))  # mode 0700
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    return warm.run_dir()
+    yield warm.run_dir()
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _state(folder: Path, model: str = MODEL, pid: int | None = None, **fields: object) -> warm.ServerState:
@@ -171,6 +175,14 @@ def test_a_server_that_cannot_start_is_given_up_at_once(run_dir: Path, caplog: p
     assert not state_path.exists()
     assert "warm server: speculative decoding needs a draft model" in state_path.with_suffix(".log").read_text()
     assert state_path.with_suffix(".log").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_socket_path_too_long_for_af_unix_means_loading_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = tmp_path / ("r" * 120)
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    assert warm.warm_backend(MODEL, {}, "start") is None  # nothing started: it could not listen there
+    assert not list((runtime / "assist").iterdir())
 
 
 def test_off_never_looks_and_an_unknown_mode_is_one_line(run_dir: Path) -> None:

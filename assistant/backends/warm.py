@@ -46,7 +46,7 @@ IDLE_TIMEOUT_S = 900.0  # a server stops after 15 minutes without a request
 START_TIMEOUT_S = 300.0  # how long a command waits for a server it started to load its model
 POLL_S = 0.2  # how often a waiting client lets its step callback cancel
 WARM_MODES = ("auto", "off", "start")
-SOCKET_PATH_MAX = 100  # AF_UNIX paths are limited to 108 bytes
+SOCKET_PATH_MAX = 107  # bytes of an AF_UNIX path (sun_path holds 108, with the closing NUL)
 
 
 class Refused(AssistError):
@@ -420,7 +420,7 @@ def warm_backend(
     decoding = decoding_for(spec.name, options.get("decoding") or "auto")
     context = options.get("context")
     try:
-        if len(str(slot(spec.name)[0])) > SOCKET_PATH_MAX:
+        if len(os.fsencode(slot(spec.name)[0])) > SOCKET_PATH_MAX:
             log.info("warm server: the socket's path would be too long for a Unix socket; loading the model here")
             return None
     except Refused as exc:
