@@ -12,6 +12,7 @@ from pathlib import Path
 from assistant.config import user_config_path
 
 from .conftest import ScriptedBackend
+from .test_cancel import CANCEL_LIMIT_S
 from .test_tui import PROGRAMS, REQUIREMENT, ask, last_notice, make_session, programs_backend, settle, start
 from .test_tui import indexed_repo as indexed_repo  # the fixture, for these tests too
 
@@ -36,14 +37,14 @@ async def cancel_latency(app, pilot) -> float:
     return time.monotonic() - pressed
 
 
-async def test_escape_ends_generation_within_a_second_and_the_status_says_cancelled(indexed_repo: Path, encoder):
+async def test_escape_ends_generation_within_seconds_and_the_status_says_cancelled(indexed_repo: Path, encoder):
     from assistant.ui.tui import AssistApp
 
     app = AssistApp(make_session(indexed_repo, encoder, backend=slow_backend()))
     async with app.run_test(size=(100, 32)) as pilot:
         seconds = await cancel_latency(app, pilot)
         await pilot.pause()
-        assert seconds < 1.0
+        assert seconds < CANCEL_LIMIT_S
         # Before: the line kept "Cancelling Generating…" after the job had ended, as if it never finished.
         assert app.screen.status.message == "Generating cancelled"
         assert "cancelled" in last_notice(app)
