@@ -99,6 +99,8 @@ def test_artifacts_for_several_models_live_side_by_side(bank, tmp_path, encoder)
         retriever = make_retriever("auto", index, encoder, model)
         assert retriever.name == "lail" and retriever.encoder.name == f"lail:{folder.name}"  # type: ignore[attr-defined]
         assert f"trained for {model}" in (served_by(retriever) or "")
+    # The evaluations name no generator: they measure the one trained last.
+    assert make_retriever("lail", index, encoder).encoder.name == f"lail:{large.name}"  # type: ignore[attr-defined]
 
 
 def test_old_manifests_count_as_the_model_their_provenance_names() -> None:

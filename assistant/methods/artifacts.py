@@ -6,6 +6,17 @@ manifest (config, data, statistics, and the store's provenance: method, time, ve
 written last, so a folder with a manifest is always complete and a reader keeps the previous artifact until the
 swap. Every method loads through :func:`load_manifest`.
 
+The methods' contract (sentence-transformers' style): a config dataclass, a `train` function, and a trained object
+that saves to and loads from one folder of this store, its loss a named function of :mod:`assistant.methods.losses`:
+
+- LAIL: `LailConfig`, `lail.train_lail`; :class:`TrainedEncoder` `.save(dir)` / `.load(dir, "lail")`.
+- JOINTCOM: `JointcomConfig`, `jointcom.train_docstring_retriever`; :class:`TrainedEncoder` likewise.
+- TST^R: `TstrConfig`, `tstr.train_tstr`; `Tstr.save(dir)` / `Tstr.load(dir)`.
+- Condor: `CondorConfig`, `condor.model.train_discriminator`; `save_discriminator(model, dir, manifest)` /
+  `Condor.load(dir)`.
+- SelfRACG: `SelfRacgConfig`, `selfracg.train_selfracg`; `save_adapters(ine, path)` / `load_adapters(ine, path)`:
+  the adapters only, the model they extend being the generator's.
+
 Trained retrievers: a repo's are in `<repo>/.assist/retrievers/<method>/` (git-ignored with the rest of
 `.assist/`). A bank's, or an evaluation pool's, are in the user cache under `retrievers/<method>-<fingerprint>/`,
 where the fingerprint is a hash of the examples' requirements and code: the same pool finds the same artifacts.
@@ -120,7 +131,11 @@ def latest_artifact(base: Path) -> Path:
     """The most recently saved of the artifacts kept side by side at `base` (`base` itself when none is), for
     the tools that measure whichever was trained last."""
     found = side_by_side(base)
-    return max(found, key=lambda item: str((item[1].get("provenance") or {}).get("saved", "")))[0] if found else base
+
+    def when(item: tuple[Path, dict[str, Any]]) -> tuple[str, int]:  # saved (to the second), then the file's time
+        return str((item[1].get("provenance") or {}).get("saved", "")), (item[0] / "manifest.json").stat().st_mtime_ns
+
+    return max(found, key=when)[0] if found else base
 
 
 def find_artifact(base: Path, generator: str | None) -> Path | None:
@@ -227,6 +242,39 @@ def save_encoder(model: Any, tokenizer: Any, folder: Path) -> None:
     """A fine-tuned transformers encoder and its tokenizer, as safetensors (what LAIL, JOINTCOM and Condor train)."""
     model.save_pretrained(str(folder / "encoder"), safe_serialization=True)
     tokenizer.save_pretrained(str(folder / "encoder"))
+
+
+class TrainedEncoder:
+    """A fine-tuned text encoder and its manifest: what LAIL and JOINTCOM train, saved and loaded through the store
+    (the methods' contract: a config dataclass, a `train` function, and `save(directory)` / `load(directory)`).
+
+    Trained, it holds the transformers model and tokenizer (`model`, `tokenizer`); loaded, the encoder that
+    embeds with them (`encoder`). On disk: `encoder/` (safetensors and tokenizer) and `manifest.json`."""
+
+    def __init__(self, method: str, manifest: dict[str, Any], model: Any = None, tokenizer: Any = None) -> None:
+        self.method, self.manifest, self.model, self.tokenizer = method, manifest, model, tokenizer
+        self.encoder: Any = None
+
+    def save(self, directory: Path) -> dict[str, Any]:
+        """Write the encoder, then the manifest (with the store's provenance), into `directory`; returns the
+        manifest as written."""
+        self.manifest = save_artifact(
+            directory, self.method, lambda folder: save_encoder(self.model, self.tokenizer, folder), self.manifest
+        )
+        return self.manifest
+
+    @classmethod
+    def load(cls, directory: Path, method: str, what: str = "encoder", how_to_train: str = "") -> TrainedEncoder:
+        """The encoder `method` saved in `directory`, named `<method>:<folder>`, embedding with the token limit
+        its training used (the manifest's `max_tokens`; before it was recorded, the default); none there is a
+        one-line error naming `what` is missing and `how_to_train` one."""
+        from assistant.backends.encoder import MAX_TOKENS, Encoder
+
+        manifest = load_manifest(directory, method, what, how_to_train or f"`assist train` one ({method})")
+        loaded = cls(method, manifest)
+        limit = int(manifest.get("max_tokens", MAX_TOKENS))
+        loaded.encoder = Encoder(directory / "encoder", name=f"{method}:{directory.name}", max_length=limit)
+        return loaded
 
 
 def artifact_identity(index: Index, method: str) -> dict[str, Any] | None:

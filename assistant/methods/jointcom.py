@@ -31,14 +31,7 @@ from assistant.code.examples import Example
 from assistant.code.extract import first_paragraph
 from assistant.core.docwriter import build_docstring_prompt, split_docstring_safe
 from assistant.errors import UsageError
-from assistant.methods.artifacts import (
-    find_artifact,
-    fingerprint,
-    latest_artifact,
-    read_manifest,
-    save_artifact,
-    save_encoder,
-)
+from assistant.methods.artifacts import TrainedEncoder, find_artifact, fingerprint, latest_artifact, read_manifest
 from assistant.methods.losses import expected_generator_loss
 from assistant.paths import cache_dir, repo_dir
 from assistant.progress import Progress
@@ -179,7 +172,7 @@ def train_docstring_retriever(
         "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "stats": stats,
     }
-    return save_artifact(directory, "jointcom", lambda folder: save_encoder(model, tokenizer, folder), manifest)
+    return TrainedEncoder("jointcom", manifest, model, tokenizer).save(directory)
 
 
 def _top_exemplars(
@@ -246,9 +239,7 @@ def trained_encoder(directory: Path, generator: str | None = None):  # -> Encode
     """The encoder of the retriever trained at `directory`: among those kept side by side there, the one that
     serves `generator` (its losses came from that model), or without one the latest trained; None when there is
     none (for that model)."""
-    from assistant.backends.encoder import Encoder
-
     folder = find_artifact(directory, generator) if generator is not None else latest_artifact(directory)
     if folder is None or read_manifest(folder) is None:
         return None
-    return Encoder(folder / "encoder", name=f"jointcom:{folder.name}")
+    return TrainedEncoder.load(folder, "jointcom", "JOINTCOM retriever").encoder

@@ -38,14 +38,7 @@ from assistant.code.extract import written_requirement
 from assistant.core.retrieve import BM25Retriever, Exclude, Hit, top_rows
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder, embedding_text
-from assistant.methods.artifacts import (
-    artifact_dir,
-    cached_vectors,
-    describe_pool,
-    load_manifest,
-    save_artifact,
-    save_encoder,
-)
+from assistant.methods.artifacts import TrainedEncoder, artifact_dir, cached_vectors, describe_pool
 from assistant.methods.losses import masked_infonce, soft_target_cross_entropy
 from assistant.progress import Progress
 
@@ -313,22 +306,18 @@ def train_lail(
         "train_seconds": round(time.perf_counter() - started - labeled_s, 1),
         "epoch_losses": [round(x, 4) for x in losses],
     }
-    save_artifact(
-        directory,
-        "lail",
-        lambda folder: save_encoder(model, tokenizer, folder),
-        {
-            "config": asdict(config),
-            "base_encoder": encoder.name,
-            "max_tokens": max_tokens,
-            "generator": backend.model,
-            "labeler": labeler_record(backend.name, backend.model, _precision(backend)),
-            "pool": describe_pool(index),
-            "examples": len(index),
-            "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "stats": stats,
-        },
-    )
+    manifest = {
+        "config": asdict(config),
+        "base_encoder": encoder.name,
+        "max_tokens": max_tokens,
+        "generator": backend.model,
+        "labeler": labeler_record(backend.name, backend.model, _precision(backend)),
+        "pool": describe_pool(index),
+        "examples": len(index),
+        "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "stats": stats,
+    }
+    TrainedEncoder("lail", manifest, model, tokenizer).save(directory)
     return directory, stats
 
 
@@ -348,19 +337,11 @@ class LailRetriever:
     def __init__(self, index: Index, directory: Path, vectors: Path | None = None) -> None:
         """`vectors`: where the pool's vectors are kept (default: beside the artifact, for the pool it was trained
         for; give another file to search some other pool, such as a project's fragments, with it)."""
-        from assistant.backends.encoder import Encoder
-
-        manifest = load_manifest(
-            directory,
-            "lail",
-            "LAIL retriever",
-            f"train one for the {describe_pool(index)}: `assist train retriever lail`",
-        )
+        how = f"train one for the {describe_pool(index)}: `assist train retriever lail`"
+        trained = TrainedEncoder.load(directory, "lail", "LAIL retriever", how)  # with the limit training used
         self.index = index
-        self.manifest = manifest
-        # Embed with the limit training used (artifacts from before it was recorded used MAX_TOKENS).
-        max_tokens = int(manifest.get("max_tokens", MAX_TOKENS))
-        self.encoder = Encoder(directory / "encoder", name=f"lail:{directory.name}", max_length=max_tokens)
+        self.manifest = trained.manifest
+        self.encoder = trained.encoder
         # The pool embedded with the trained encoder once, then only what changed.
         self.pool = cached_vectors(
             vectors or directory / "pool_vectors.npz", [embedding_text(e) for e in index.examples], self.encoder

@@ -70,8 +70,9 @@ def make_retriever(name: str, index: Index, encoder: TextEncoder, generator: str
     `generator` is the model that will generate. `auto` picks a retriever trained for this index's pool and for
     that model when there is one (LAIL, then TST^R, which no generator enters), else hybrid; one that cannot
     load (its embeddings server is down) is skipped with a warning. A trained retriever asked for by name whose
-    artifact was trained for another model only is a one-line error naming both. The retriever carries why it
-    was chosen as `served_by` (see :func:`served_by`).
+    artifact was trained for another model only is a one-line error naming both; without a generator (the
+    evaluations), the one trained last. The retriever carries why it was chosen as `served_by` (see
+    :func:`served_by`).
     """
     if name == "auto":
         return _auto_retriever(index, encoder, generator)
@@ -86,8 +87,16 @@ def make_retriever(name: str, index: Index, encoder: TextEncoder, generator: str
 
 def _trained_folder(name: str, index: Index, generator: str | None) -> Path | None:
     """The folder of `name`'s artifact that serves `generator` for this pool; None where none was trained (the
-    method's loader then says how to train one); an error where only other models' were."""
-    from assistant.methods.artifacts import artifact_dir, find_artifact, not_trained_for, other_generators
+    method's loader then says how to train one); an error where only other models' were. Without a generator
+    (the evaluations, which measure what was trained), the latest trained."""
+    from assistant.methods.artifacts import (
+        artifact_dir,
+        find_artifact,
+        latest_artifact,
+        not_trained_for,
+        other_generators,
+        read_manifest,
+    )
 
     bases = [artifact_dir(index, name)]
     if name == "selfracg":  # the generic adapters serve any pool without its own
@@ -95,8 +104,8 @@ def _trained_folder(name: str, index: Index, generator: str | None) -> Path | No
 
         bases.append(generic_dir())
     for base in bases:
-        folder = find_artifact(base, generator)
-        if folder is not None:
+        folder = find_artifact(base, generator) if generator is not None else latest_artifact(base)
+        if folder is not None and read_manifest(folder) is not None:
             return folder
     others = [base for base in bases if other_generators(base, generator)]
     if others and generator is not None:

@@ -430,6 +430,11 @@ class Condor:
         self.model.train(False)
 
     @classmethod
+    def load(cls, directory: Path) -> Condor:
+        """The discriminator saved in `directory` (see :func:`save_discriminator`), loaded anew."""
+        return cls(directory)
+
+    @classmethod
     def locate(cls, start: Path | None = None, generator: str | None = None) -> Condor:
         """The discriminator for `start` and `generator` (see :func:`find_discriminator`), or a UsageError saying
         how to train one (naming the models the ones there were trained for).
@@ -447,7 +452,7 @@ class Condor:
             )
         key = (str(directory), (directory / "manifest.json").stat().st_mtime_ns)
         if key not in _LOADED:
-            _LOADED[key] = cls(directory)
+            _LOADED[key] = cls.load(directory)
         return _LOADED[key]
 
     def probabilities(self, problem: str, codes: Sequence[str]) -> list[float]:
