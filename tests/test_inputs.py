@@ -375,11 +375,17 @@ UNREACHABLE = ["--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--
             "--mutants must be at least 0",
         ),
         (["eval", "repo", "--tasks", "/missing/tasks.txt", *UNREACHABLE], "--tasks: cannot read /missing/tasks.txt"),
-        (["train", "retriever", "--queries", "-1", "--bank", "/missing.jsonl"], "--queries must be at least 0"),
+        (["train", "retriever", "lail", "--queries", "-1", "--bank", "/missing.jsonl"], "--queries must be at least 0"),
         (["train", "retriever", "--epochs", "0", "--bank", "/missing.jsonl"], "--epochs must be at least 1"),
         (["train", "retriever", "--seed", "-5", "--bank", "/missing.jsonl"], "--seed must be at least 0"),
-        (["train", "retriever", "--hard-negatives", "-1", "--bank", "/missing.jsonl"], "--hard-negatives must be"),
-        (["train", "retriever", "--candidates", "0", "--bank", "/missing.jsonl"], "--candidates must be at least 1"),
+        (
+            ["train", "retriever", "lail", "--hard-negatives", "-1", "--bank", "/missing.jsonl"],
+            "--hard-negatives must be",
+        ),
+        (
+            ["train", "retriever", "lail", "--candidates", "0", "--bank", "/missing.jsonl"],
+            "--candidates must be at least 1",
+        ),
         (
             ["train", "discriminator", "--holdout", "1.5", "--from-bank", "mbpp:/missing"],
             "--holdout must be at least 0",
