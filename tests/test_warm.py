@@ -404,3 +404,22 @@ def test_doctor_shows_the_running_server_and_whether_it_is_used_here(
     state_path.chmod(0o666)
     (refused,) = warm_checks()
     assert refused.ok is None and "writable by group or others" in refused.detail
+
+
+def test_an_ended_server_that_no_one_reaped_is_not_alive() -> None:
+    """`assist serve --stop` runs in another process than the server's parent: a server that ended but was not
+    reaped (its parent alive and not waiting, or an init that never reaps) is a zombie, and must count as gone."""
+    script = "import os, time\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nprint(pid, flush=True)\ntime.sleep(30)\n"
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        stat = Path(f"/proc/{child}/stat")
+        deadline = time.monotonic() + 10
+        while " Z " not in stat.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert " Z " in stat.read_text()  # ended, not reaped
+        assert not warm.pid_alive(child)
+        assert warm.pid_alive(parent.pid)
+    finally:
+        parent.kill()
+        parent.wait()

@@ -145,7 +145,17 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has ended but was not reaped yet: a server whose parent is gone is reaped by init, which in a
+    container may never happen, so a stopped server would otherwise look alive for ever."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]  # the state follows the command name, which may hold ")"
 
 
 def read_state(path: Path) -> ServerState:
