@@ -122,7 +122,7 @@ def test_explain_shows_each_round(project: Path, monkeypatch: pytest.MonkeyPatch
     assert shown.returncode == 0, shown.stdout + shown.stderr
     text = shown.stdout.replace("\n", " ")
     assert "Repair: 1 round after no candidate passed the tests, 1 new candidate, 1 passed" in text
-    assert "round 1: 1 candidates, 1 passed" in text and "repaired candidates: #1 (round 1)" in text
+    assert "round 1: 1 candidate, 1 passed" in text and "repaired candidates: #1 (round 1)" in text
 
 
 def test_the_exec_sandbox_failure_reaches_the_repair_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

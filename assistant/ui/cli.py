@@ -413,9 +413,9 @@ def _print_repair(repaired: Repaired, explain: bool) -> None:
         out.print("  repaired candidates: " + ", ".join(f"#{n} (round {number})" for n, number in made))
     if explain:
         for done in repaired.rounds:
+            made_here = f"{done.candidates} candidate{'s' if done.candidates != 1 else ''}"
             out.print(
-                f"  round {done.number}: {done.candidates} candidates, {done.passes} passed, {done.seconds:.1f} s; "
-                f"best: {done.best}",
+                f"  round {done.number}: {made_here}, {done.passes} passed, {done.seconds:.1f} s; best: {done.best}",
                 markup=False,
             )
 
