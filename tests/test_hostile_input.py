@@ -97,9 +97,9 @@ def test_numeric_flags_have_upper_bounds(tmp_path: Path, args: list[str], messag
 def test_the_library_refuses_a_trillion_candidates() -> None:
     from assistant.pipeline.options import GenerationOptions
 
-    with pytest.raises(UsageError, match="^n must be at least 1 and at most 64, not 1000000000000$"):
+    with pytest.raises(UsageError, match=r"^n must be at least 1 and at most 64, not 1000000000000$"):
         GenerationOptions(n=10**12).check()
-    with pytest.raises(UsageError, match="^max_new_tokens must be at least 1 and at most"):
+    with pytest.raises(UsageError, match=r"^max_new_tokens must be at least 1 and at most"):
         GenerationOptions(max_new_tokens=10**12).check()
 
 
