@@ -423,3 +423,19 @@ def test_an_ended_server_that_no_one_reaped_is_not_alive() -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_start_leaves_a_models_first_conversion_to_the_command(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a fresh install the model is not converted yet: `start` must not convert it in a background server (its
+    progress hidden in a log, the command waiting on it, the two racing over one cache); the command converts it
+    in-process, and a later command starts the server."""
+    from assistant.backends import models
+
+    started: list[str] = []
+    monkeypatch.setattr(warm, "start_server", lambda model, *args, **kwargs: started.append(model))
+    monkeypatch.setattr(models, "ov_ready", lambda spec: False)
+    assert warm.warm_backend("qwen2.5-coder-0.5b", {}, "start") is None
+    assert started == []
+    monkeypatch.setattr(models, "ov_ready", lambda spec: True)
+    assert warm.warm_backend("qwen2.5-coder-0.5b", {}, "start") is None  # the stand-in started nothing
+    assert started == ["qwen2.5-coder-0.5b"]

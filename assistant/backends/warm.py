@@ -419,7 +419,8 @@ def warm_backend(
 ) -> WarmBackend | None:
     """The warm server's backend for the in-process OpenVINO engine that `model` and `options` (context, threads,
     decoding) would load, per `mode` (the `local.warm` setting): `off` never; `auto` when one of these settings
-    runs; `start` also starts one when none runs and waits for it to load. None: load in-process."""
+    runs; `start` also starts one when none runs and waits for it to load (once the model is converted: a first
+    use converts it in-process, where its progress shows, rather than in a server's log). None: load in-process."""
     from assistant.backends.ov import decoding_for
 
     if mode not in WARM_MODES:
@@ -438,6 +439,10 @@ def warm_backend(
         return None
     state = find_server(spec.name, "openvino", decoding, context)
     if state is None and mode == "start":
+        from assistant.backends import models
+
+        if not models.ov_ready(spec):  # a first use converts here, with its progress shown; the next one starts it
+            return None
         state = start_server(spec.name, decoding, context, options.get("threads"), progress)
     return None if state is None else WarmBackend(state, progress)
 
