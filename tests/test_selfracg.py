@@ -383,12 +383,16 @@ def test_both_stages_train_on_a_repo_with_the_real_model(tmp_path: Path) -> None
     stats = json.loads(result.stdout)
     assert stats["steps"] == 2 and stats["stage2"]["starts"] == 2
     assert stats["stage2"]["examples"] == 2 and stats["stage2"]["steps"] == 1
-    folder = repo / ".assist" / "retrievers" / "selfracg"
+    from assistant.methods.artifacts import keyed_dir
+
+    folder = keyed_dir(repo / ".assist" / "retrievers" / "selfracg", PLUMBING_MODEL)  # the model's own adapters
     manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["generator"] == PLUMBING_MODEL
     assert manifest["stage2"]["backend"] == "local-ov" and manifest["config"]["synthetic"] == 2
     assert len((folder / "continuations.jsonl").read_text().splitlines()) == 2
-    assert stats["stage1_saved"] == str(folder.with_name("selfracg-stage1"))
-    assert json.loads((folder.with_name("selfracg-stage1") / "manifest.json").read_text())["stage2"] is None
+    stage1 = folder.with_name(folder.name + "-stage1")
+    assert stats["stage1_saved"] == str(stage1)
+    assert json.loads((stage1 / "manifest.json").read_text())["stage2"] is None
 
 
 def test_two_stages_save_the_stage1_adapters_beside_the_final_ones(

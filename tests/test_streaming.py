@@ -284,15 +284,16 @@ def test_transformers_engine_streams_the_first_row_and_samples_the_same(backend)
 
 
 @pytest.mark.model
-def test_openvino_engine_streams_the_first_row_and_samples_the_same() -> None:
+def test_openvino_engine_streams_the_first_row_it_returns() -> None:
     from assistant.backends.ov import OpenVINOBackend
 
     from .conftest import PLUMBING_MODEL
 
-    # Two engines: each reads the prompt afresh (a prefix read from the cache may part by float noise).
-    _, plain = _heard_and_samples(OpenVINOBackend.load(PLUMBING_MODEL), listen=False)
+    # That a listener leaves the samples as they are is checked on the transformers engine above, which is bitwise
+    # reproducible. Two OpenVINO engines are not: their log-probabilities part by float noise (-0.00892 against
+    # -0.00920 on this prompt's third token, 2026-12-05), and a sample drawn after that may differ, listener or not.
     heard, streamed = _heard_and_samples(OpenVINOBackend.load(PLUMBING_MODEL), listen=True)
-    assert streamed == plain
+    assert len(streamed) == 3
     _check_streamed(heard, streamed[0][0])
 
 

@@ -172,8 +172,11 @@ def test_lail_labels_with_the_model_trains_and_retrieves(backend, encoder) -> No
     finally:
         del backend.logprob_shared, backend.logprob
     assert calls == []
-    retriever = make_retriever("auto", index, encoder)
+    from .conftest import PLUMBING_MODEL
+
+    retriever = make_retriever("auto", index, encoder, generator=PLUMBING_MODEL)  # the model that labelled
     assert retriever.name == "lail"
+    assert make_retriever("auto", index, encoder, generator="qwen2.5-coder-1.5b").name == "hybrid"  # not another's
     hits = retriever.search("sum of a list", 3)
     assert len(hits) == 3 and hits[0].why.startswith("LAIL cosine")
 
