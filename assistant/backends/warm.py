@@ -369,10 +369,6 @@ class WarmBackend(ConvertedBackend):
         """The served engine's identity: caches and manifests cannot tell the two apart, as they should not."""
         return self._identity
 
-    def sample(self, prompt: Prompt, params: SamplingParams, step: Step | None = None) -> list[Completion]:
-        """`params.n` candidates of one prompt, sampled by the server (see `sample_batch`)."""
-        return self.sample_batch([prompt], params, step)[0]
-
     def sample_batch(
         self,
         prompts: Sequence[Prompt],
