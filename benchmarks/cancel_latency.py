@@ -1,6 +1,6 @@
 """Cancel latency (issue 69, item 5): seconds from Escape in the TUI, and from Ctrl-C in the CLI, to the work's end.
 
-    python benchmarks/cancel_latency.py [--runs 5] [--json]
+    python benchmarks/cancel_latency.py [--runs 5] [--json [OUT]]
 
 No model: the TUI runs under Textual's Pilot on the tests' scripted backend, slowed to a model's pace (it reports
 its progress 20 times a second and would take 60 s to finish); the CLI is `assist generate` in a subprocess against
@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+JSON_HELP = "print one JSON object; given OUT, print as usual and write the JSON object to OUT"
 
 
 def _escape_once(folder: Path) -> float:
@@ -53,7 +54,7 @@ def _sigint_once(folder: Path) -> tuple[float, int, bool]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs of each (default 5)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help=JSON_HELP)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))  # the tests' scripted backend and server
     escape, sigint, statuses, left = [], [], set(), 0
@@ -72,9 +73,13 @@ def main() -> None:
         "sigint_exit_status": sorted(statuses),
         "processes_left": left,
     }
-    if args.json:
+    if args.json == "-":
         print(json.dumps(report, indent=1))
         return
+    if args.json:
+        from assistant.paths import atomic_write_text
+
+        atomic_write_text(Path(args.json), json.dumps(report, indent=1) + "\n")
     print(f"backend: {report['backend']}; {args.runs} runs each")
     print(f"Escape (TUI, Pilot): p50 {report['escape_s']['p50']:.3f} s, max {report['escape_s']['max']:.3f} s")
     print(f"SIGINT (CLI generate): p50 {report['sigint_s']['p50']:.3f} s, max {report['sigint_s']['max']:.3f} s")

@@ -9,7 +9,10 @@ speculative decoding's: on OpenVINO GenAI 2026.4 it runs without the prefix cach
 the prompt (once a row). Prints a table of tokens/s (all rows together for n rows) and whether each greedy answer
 equals the plain one. It asserts nothing. Run from the repo root, on an otherwise idle machine:
 
-    .venv/bin/python benchmarks/decoding_speed.py [--tokens 96] [--n 5] [--json]
+    .venv/bin/python benchmarks/decoding_speed.py [--tokens 96] [--n 5] [--json [OUT]]
+
+`--model M` measures another generator the same way (speculative only where it has a draft model; the 0.5B's plain
+speed as the reference unless M is the 0.5B).
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ import gc
 import json
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from assistant.backends import SamplingParams
-from assistant.backends.ov import OpenVINOBackend
+from assistant.backends.models import DEFAULT_GENERATOR, FAST_GENERATOR
+from assistant.backends.ov import DRAFT_MODELS, OpenVINOBackend
 from assistant.backends.prompts import Prompt, build_prompt
 
 MODULE = """import math
@@ -55,12 +60,15 @@ STUB_HEAD = '''def total_area(shapes: list[Circle | Rectangle]) -> float:
     anything else."""
 '''
 REQUEST = "Write a function to find the shared elements from the given two lists."
-ENGINES = [
-    ("qwen2.5-coder-1.5b", "plain"),
-    ("qwen2.5-coder-1.5b", "speculative"),
-    ("qwen2.5-coder-1.5b", "prompt-lookup"),
-    ("qwen2.5-coder-0.5b", "plain"),
-]
+JSON_HELP = "print the rows as JSON; given OUT, print as usual and write the rows, load and CPUs to OUT"
+
+
+def engines(model: str) -> list[tuple[str, str]]:
+    """(model, decoding) pairs measured for `model`: plain, speculative where it has a draft model, prompt lookup,
+    then the 0.5B's plain speed for reference (for the 1.5B: plain, speculative, prompt-lookup, 0.5B plain)."""
+    decodings = ["plain", *(["speculative"] if model in DRAFT_MODELS else []), "prompt-lookup"]
+    reference = [] if model == FAST_GENERATOR else [(FAST_GENERATOR, "plain")]
+    return [(model, decoding) for decoding in decodings] + reference
 
 
 def prompts() -> dict[str, Prompt]:
@@ -85,26 +93,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=96, help="most new tokens a row (default 96)")
     parser.add_argument("--n", type=int, default=5, help="rows of the sampled request (default 5)")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--model", default=DEFAULT_GENERATOR, help="the generator (default: assist's default)")
+    parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help=JSON_HELP)
     args = parser.parse_args()
     greedy = SamplingParams(n=1, temperature=0, max_new_tokens=args.tokens)
     sampled = SamplingParams(n=args.n, temperature=0.8, top_p=0.95, max_new_tokens=args.tokens, seed=1)
     rows = []
     plain: dict[str, list[str]] = {}
-    for model, decoding in ENGINES:
+    for model, decoding in engines(args.model):
         backend = OpenVINOBackend.load(model, decoding=decoding)
         for name, prompt in prompts().items():
             speed, texts = measure(backend, prompt, greedy)
-            if decoding == "plain" and model == ENGINES[0][0]:
+            if decoding == "plain" and model == args.model:
                 plain[name] = texts
             many, _ = measure(backend, prompt, sampled)
-            same = "" if model != ENGINES[0][0] else ("yes" if texts == plain.get(name) else "no")
+            same = "" if model != args.model else ("yes" if texts == plain.get(name) else "no")
             rows.append({"model": model, "decoding": decoding, "prompt": name, "greedy": speed, "sampled": many,
                          "same_greedy": same})  # fmt: skip
-            print(json.dumps(rows[-1]) if args.json else _line(rows[-1], args.n), flush=True)
+            print(json.dumps(rows[-1]) if args.json == "-" else _line(rows[-1], args.n), flush=True)
         del backend
         gc.collect()
     print(f"load: {os.getloadavg()[0]:.2f} (1-minute), {os.cpu_count()} CPUs")
+    if args.json not in (None, "-"):
+        from assistant.paths import atomic_write_text
+
+        report = {"model": args.model, "tokens": args.tokens, "n": args.n, "rows": rows}
+        report |= {"load_1min": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
+        atomic_write_text(Path(args.json), json.dumps(report, indent=1) + "\n")
 
 
 def _line(row: dict, n: int) -> str:

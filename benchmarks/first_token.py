@@ -1,7 +1,7 @@
 """Time to the first visible token (issue 69, item 1): seconds from a `--function` request's start to the first text
 a terminal would show (the first streamed token of the first candidate), cold and then warm, per model.
 
-    python benchmarks/first_token.py [--model qwen2.5-coder-0.5b --model qwen2.5-coder-1.5b] [--server] [--json]
+    python benchmarks/first_token.py [--model qwen2.5-coder-0.5b --model qwen2.5-coder-1.5b] [--server] [--json [OUT]]
 
 Each model runs in a fresh process (cold: the model is loaded inside the request, as `assist generate` does
 without a server: `local.warm` is off, so no warm server is used or started). With `--server` the requests go to a
@@ -29,6 +29,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+JSON_HELP = "print the figures as JSON; given OUT, print as usual and write the JSON to OUT"
 STUB = '''"""Small statistics helpers."""
 
 
@@ -88,7 +89,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", action="append", help=f"a registered generator (default: {', '.join(MODELS)})")
     parser.add_argument("--server", action="store_true", help="through a running `assist serve` of each model")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help=JSON_HELP)
     parser.add_argument("--child", help=argparse.SUPPRESS)  # measure this model here and print its JSON
     args = parser.parse_args()
     if args.child:
@@ -106,9 +107,13 @@ def main() -> int:
             print(f"error: {model}: {(child.stderr.strip().splitlines() or ['failed'])[-1]}", file=sys.stderr)
             return 1
         rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
-    if args.json:
+    if args.json == "-":
         print(json.dumps(rows, indent=2))
         return 0
+    if args.json:
+        from assistant.paths import atomic_write_text
+
+        atomic_write_text(Path(args.json), json.dumps(rows, indent=2) + "\n")
     print("| model | where | first request: first token s | request s | second: first token s | request s |")
     print("|---|---|---|---|---|---|")
     for row in rows:

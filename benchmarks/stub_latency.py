@@ -1,7 +1,7 @@
 """Stub latency (issue 69): `assist generate --function NAME -n 5` on 20 stubs of the repository benchmark, cold and
 warm, side by side in one run.
 
-    python benchmarks/stub_latency.py [--model qwen2.5-coder-1.5b] [--stubs 20] [--seed 0] [--json]
+    python benchmarks/stub_latency.py [--model qwen2.5-coder-1.5b] [--stubs 20] [--seed 0] [--json [OUT]]
 
 Each stub is a function task of the benchmark's four projects (boltons, click, tabulate, cachetools; prepared by
 `assist eval repo`, so run one of those first): its file, with the body removed as the task shows it, is put alone
@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "results" / "correctness-1.5b-plan" / "tasks-four.txt"
+JSON_HELP = "print one JSON object; given OUT, print as usual and write the JSON object to OUT"
 
 
 def _task_ids(count: int) -> list[str]:
@@ -113,7 +114,7 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_GENERATOR, help="the model (default: assist's default)")
     parser.add_argument("--stubs", type=int, default=20, help="how many stubs (default 20)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help=JSON_HELP)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="assist-latency-"))
     rows, server = [], None
@@ -126,7 +127,7 @@ def main() -> None:
             warm = _generate(repo, path, qualname, args.model, args.seed, "auto")
             rows.append({"task": task_id, "cold_s": round(cold[0], 1), "warm_s": round(warm[0], 1)})
             rows[-1]["exit"] = [cold[1], warm[1]]
-            if not args.json:
+            if args.json != "-":
                 print(f"{task_id}: cold {cold[0]:.1f} s, warm {warm[0]:.1f} s (exit {cold[1]}, {warm[1]})", flush=True)
     finally:
         if server is not None:
@@ -141,9 +142,13 @@ def main() -> None:
         "warm": _summary([row["warm_s"] for row in rows]),
         "rows": rows,
     }
-    if args.json:
+    if args.json == "-":
         print(json.dumps(report, indent=1))
         return
+    if args.json:
+        from assistant.paths import atomic_write_text
+
+        atomic_write_text(Path(args.json), json.dumps(report, indent=1) + "\n")
     print(f"\n{args.model}, {len(rows)} stubs, -n 5; server start-up {report['server_startup_s']} s (once)")
     for mode in ("cold", "warm"):
         figures = report[mode]
