@@ -18,6 +18,10 @@ never mix its samples or scores with the fp32 ones:
   prompt token, and the continuation's are read off its tail.
 - Sampling caches prompt prefixes: a prompt read before (a redraw, a retry, the same function asked for again)
   costs only its new tokens. Scoring runs on a second pipeline without that cache, made on first use.
+- Stop strings of one-row requests are matched here, between steps, not by the engine: OpenVINO GenAI 2026.4's
+  sampler deadlocked now and then while matching them (`assistant.backends.watchdog`). The match reproduces the
+  engine's own rule and its holding back of the last tokens (`StopMatch`), so rows, and everything read from them
+  while they decode, are what the engine gave when it matched them itself.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -237,10 +241,10 @@ class OpenVINOBackend(ConvertedBackend):
         `scoring` requests (echo) run on the pipeline that computes every prompt position, others on `pipeline`
         (default: the greedy requests' one).
 
-        `watch` (sampling) groups one-row requests by prompt: a row going round in a loop, or running far past
-        its finished siblings, is stopped there (its tokens so far kept, its reason in `watch.cut`), and the
-        rows it names as `later` are added once their prompt's first row has read the prompt, so they read it
-        from the prefix cache instead of each reading it afresh.
+        `watch` (sampling) ends a one-row request at a stop string of its `watch.stops` (matched here, see
+        `StopMatch`). It groups one-row requests by prompt: a row going round in a loop, or running far past its
+        finished siblings, is stopped there (its tokens so far kept, its reason in `watch.cut`), and the rows it
+        names as `later` are added once their prompt's first row has read the prompt (from the prefix cache).
 
         `report` hears the progress after every step: a running request gains one token a step (all its rows
         decode together), a finished one counts as complete. The pipeline streams no tokens for several rows, so
@@ -271,7 +275,7 @@ class OpenVINOBackend(ConvertedBackend):
                     with self._watchdog.watch():
                         pipeline.step()
                     for position, handle in handles.items():
-                        _collect(handle, rows[position])
+                        watch.collect(position, handle, rows[position], running)
                     if stream is not None and rows[0]:
                         stream.text(self._decode(rows[0][min(rows[0])][0]))
                     for position in watch.ready(handles, rows, running):
@@ -288,9 +292,10 @@ class OpenVINOBackend(ConvertedBackend):
                             pipeline.step()
                 raise
             for position, handle in handles.items():
-                _collect(handle, rows[position])
+                watch.collect(position, handle, rows[position], running)
             finished = openvino_genai.GenerationStatus.FINISHED
-            if any(h.get_status() != finished for p, h in handles.items() if p not in watch.cut):
+            ended_here = watch.cut.keys() | watch.matched
+            if any(h.get_status() != finished for p, h in handles.items() if p not in ended_here):
                 # The scheduler drops a request its attention cache cannot hold: never return fewer rows quietly.
                 raise ModelError(
                     f"the OpenVINO engine could not hold this request in its {CACHE_GB} GB attention cache; "
@@ -300,7 +305,8 @@ class OpenVINOBackend(ConvertedBackend):
 
     def _config(self, params: SamplingParams, stops: Sequence[str], seed: int | None, lane: str = "plain") -> Any:
         """A request's generation config; `lane` is the decoding of the pipeline it goes to (which drafts every
-        request or none)."""
+        request or none). Only a request for several rows has the engine match its `stops`: a one-row request's
+        are matched between steps (`StopMatch`, registered in the `_Watch`)."""
         import openvino_genai
 
         config = openvino_genai.GenerationConfig()
@@ -308,7 +314,10 @@ class OpenVINOBackend(ConvertedBackend):
         config.apply_chat_template = False  # the prompt is rendered here, exactly as the transformers engine does
         config.logprobs = 1
         config.stop_token_ids = set(self.end_ids)
-        config.stop_strings = set(stops)
+        if params.temperature > 0 and params.n > 1:
+            # The pipeline hands a request's rows over only once all of them are done, so they cannot be matched
+            # between steps: the engine matches them itself (the deadlock's risk, on the one path that needs it).
+            config.stop_strings = set(stops)
         config.include_stop_str_in_output = True  # cut below, the same way for every engine
         if lane == "speculative":
             config.num_assistant_tokens = ASSISTANT_TOKENS
@@ -392,6 +401,9 @@ class OpenVINOBackend(ConvertedBackend):
                 watch.groups.append((position, row, first))
                 if row and caches:
                     watch.later.add(first + row)
+        # Every one-row request (each watched one) has its stop strings matched between steps (see `_config`).
+        matches = [self._stop_match(own) for own in stops]
+        watch.stops = {r: matches[place[0]] for r, place in enumerate(watch.groups) if place and matches[place[0]]}
         total = params.max_new_tokens * len(texts)
         if step is not None:
             step(0, total)
@@ -415,6 +427,14 @@ class OpenVINOBackend(ConvertedBackend):
 
     def _decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def _stop_match(self, stops: Sequence[str]) -> StopMatch | None:
+        """How a one-row request ends at these stop strings (None when it has none): the engine's rule, with the
+        engine's window (the most tokens any of them takes encoded alone, as the engine encodes it)."""
+        if not stops:
+            return None
+        window = max(len(self.tokenizer(stop, add_special_tokens=False)["input_ids"]) for stop in stops)
+        return StopMatch(tuple(sorted(set(stops))), window, self._decode)
 
     def echo(self, text: str) -> list[tuple[int, str, float | None]]:
         """Every token of `text` with its character offset and log-probability given the tokens before it (None
@@ -464,6 +484,43 @@ def decoding_for(model: str, decoding: str) -> str:
     return decoding
 
 
+@dataclass(frozen=True)
+class StopMatch:
+    """A one-row request's stop strings, matched between steps exactly as OpenVINO GenAI 2026.4's sampler matches
+    them (`match_stop_string` in src/cpp/src/sampling/sampler.cpp), so a row ends at the token, and keeps the
+    tokens, it did when the engine matched them (whose matching could deadlock: `assistant.backends.watchdog`).
+
+    After each token that leaves the row running, the engine decodes only the last `window` tokens (the most any
+    stop string takes, encoded alone) and looks for the stop strings there, in sorted order. At the first found,
+    it keeps the tokens up to the first whose decoding, from the window's start, holds the window's text up to
+    the stop string's end less its trailing spaces and line ends. So a stop string spread over more tokens than
+    its own encoding is missed (the row runs on; `_completion` still cuts the text at it), and one ending in a
+    space or line end may keep its text without that character. While a row runs the engine hands over all but
+    its last `window` tokens (a stop string might remove them): `_Watch.collect` shows them the same way."""
+
+    stops: tuple[str, ...]  # sorted, as the engine's std::set holds them
+    window: int
+    decode: Callable[[Sequence[int]], str]
+
+    def kept(self, ids: Sequence[int], end: int) -> int | None:
+        """How many tokens a running row whose first `end` tokens are `ids[:end]` keeps when a stop string ends
+        in its window, else None (no stop string yet)."""
+        if end < self.window:
+            return None
+        start = end - self.window
+        text = self.decode(ids[start:end])
+        for stop in self.stops:
+            at = text.find(stop)
+            if at < 0:
+                continue
+            head = text[: at + len(stop)].rstrip(" \n")
+            if not head:
+                return start  # the engine then removes the whole window
+            within = (count for count in range(1, self.window + 1) if head in self.decode(ids[start : start + count]))
+            return start + next(within, self.window)
+        return None
+
+
 def _collect(handle: Any, rows: dict[int, list[Any]]) -> None:
     """Add what a request's handle has ready to its rows ({sequence id: [token ids, log-probs]}).
 
@@ -479,7 +536,8 @@ def _collect(handle: Any, rows: dict[int, list[Any]]) -> None:
 
 @dataclass
 class _Watch:
-    """How `OpenVINOBackend._run` watches sampling requests for stragglers (`assistant.backends.loops`)."""
+    """How `OpenVINOBackend._run` reads sampling requests: their stop strings (`StopMatch`) and stragglers
+    (`assistant.backends.loops`)."""
 
     # Per request: (its prompt, its row among the prompt's, the prompt's first request), or None: not watched
     # (a request for several rows, which the pipeline hands over only when all of them are done).
@@ -487,6 +545,42 @@ class _Watch:
     watches: dict[int, RowWatch]  # per prompt
     later: set[int]  # requests added once their prompt's first request has read the prompt
     cut: dict[int, str] = field(default_factory=dict)  # request -> why it was ended early
+    stops: dict[int, StopMatch] = field(default_factory=dict)  # one-row request -> its stop strings, matched here
+    read: dict[int, dict[int, list[Any]]] = field(default_factory=dict)  # request -> all read of its row so far
+    matched: set[int] = field(default_factory=set)  # requests ended here at a stop string
+
+    def collect(self, position: int, handle: Any, shown: dict[int, list[Any]], running: Any) -> None:
+        """Read what a request's handle has ready into `shown` (its rows, as `_collect` keeps them). A one-row
+        request in `stops` is matched after each new token and stopped at a stop string; `shown` then holds what
+        the engine handed over when it matched them itself, so every reader of the rows sees the same: all but
+        the last `window` tokens while the row runs, every kept one once it ended, nothing more once it was cut
+        (the engine dropped the tokens it held back)."""
+        match = self.stops.get(position)
+        if match is None:
+            _collect(handle, shown)
+            return
+        if position in self.cut or position in self.matched:
+            return
+        read = self.read.setdefault(position, {})
+        before = next((len(ids) for ids, _ in read.values()), 0)
+        _collect(handle, read)
+        ended = handle.get_status() != running
+        for key, (ids, values) in read.items():  # the one row
+            # The engine matches after each token that leaves the row running: not after an end token or the limit.
+            for end in range(before + 1, len(ids) + (0 if ended else 1)):
+                kept = match.kept(ids, end)
+                if kept is not None:
+                    del ids[kept:], values[kept:]
+                    if not ended:
+                        handle.stop()  # the pipeline computes nothing more for it; it frees it at the next step
+                    self.matched.add(position)
+                    ended = True
+                    break
+            count = len(ids) if ended else len(ids) - match.window
+            if count > 0 or ended:  # tokens it holds back are never removed from what it showed
+                row = shown.setdefault(key, [[], []])
+                row[0].extend(ids[len(row[0]) : count])
+                row[1].extend(values[len(row[1]) : count])
 
     def _watched(self, handles: dict[int, Any]) -> Iterator[tuple[int, Any, tuple[int, int, int]]]:
         for position, handle in handles.items():

@@ -7,6 +7,12 @@ runs in native code with the GIL released, so nothing in Python can interrupt it
 trusted after it; the only way out is to end the process. Every result store assist writes is written record by
 record (or atomically), so a rerun resumes where it stopped.
 
+Since 2026-12-05 the engine no longer matches the stop strings of one-row requests (every greedy request, and
+every sampled row when the prefix cache is on, the default): `assistant.backends.ov` matches them between steps,
+by the engine's own rule, so the deadlock's path is not taken there. Only a request for several rows at once
+(sampling with the prefix cache off) still has the engine match them, since its rows cannot be read mid-way. The
+watchdog stays, as the backstop for that path and for any other hang in a step.
+
 The watchdog's own thread is Python, so it needs the GIL; on 2026-11-29 a hang in `step()` held it (the binding
 does not release it while the sampler waits), and that thread never ran again. So a watched call also arms
 `faulthandler`'s timer, a C thread that needs no GIL: BACKSTOP_GRACE_S after the limit it prints every thread's
