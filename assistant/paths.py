@@ -27,6 +27,7 @@ import stat
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import platformdirs
 
@@ -341,6 +342,19 @@ def _write_in_place(target: Path, data: bytes, expected: bytes | None) -> None:
             raise
 
 
+class WriteChecks(TypedDict, total=False):
+    """The refusals a rewrite may be asked for, by :func:`atomic_write_bytes` and what writes through it.
+
+    `root` (the repo: a symlink is written through only to a target inside it) and `force` (write through a
+    symlink out of it, or a file with other hard links, in place): see :func:`write_target`. `expected`: the bytes
+    the caller read; the file must still hold them just before the replace, else :class:`ChangedOnDisk`.
+    """
+
+    root: Path | None
+    force: bool
+    expected: bytes | None
+
+
 def atomic_write_bytes(
     path: Path,
     data: bytes,
@@ -426,17 +440,9 @@ def _keep_owner(tmp: Path, info: os.stat_result) -> None:
             os.chown(tmp, -1, info.st_gid)  # a member of the file's group may still keep the group
 
 
-def atomic_write_text(
-    path: Path,
-    text: str,
-    mode: int | None = None,
-    *,
-    root: Path | None = None,
-    force: bool = False,
-    expected: bytes | None = None,
-) -> None:
+def atomic_write_text(path: Path, text: str, mode: int | None = None, **checks: Unpack[WriteChecks]) -> None:
     """Text version of :func:`atomic_write_bytes` (UTF-8, newlines written as given)."""
-    atomic_write_bytes(path, text.encode("utf-8"), mode, root=root, force=force, expected=expected)
+    atomic_write_bytes(path, text.encode("utf-8"), mode, **checks)
 
 
 def read_regular_file(path: Path, limit: int | None = None) -> bytes | None:

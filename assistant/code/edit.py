@@ -25,11 +25,19 @@ import warnings
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeGuard
+from typing import TypeGuard, Unpack
 
 from assistant.code.parse import parse_module, syntax_problem
 from assistant.errors import UsageError
-from assistant.paths import GIT, ChangedOnDisk, atomic_write_bytes, committed_link, git_toplevel, write_target
+from assistant.paths import (
+    GIT,
+    ChangedOnDisk,
+    WriteChecks,
+    atomic_write_bytes,
+    committed_link,
+    git_toplevel,
+    write_target,
+)
 
 # A line as Python's tokenizer sees one: ended by \r\n, \r or \n (universal newlines), or the unended last.
 _SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
@@ -64,17 +72,11 @@ def check_compiles(data: bytes, name: str, what: str = "the new text") -> None:
 
 
 def write_python(
-    path: Path,
-    text: str,
-    *,
-    name: str | None = None,
-    root: Path | None = None,
-    force: bool = False,
-    expected: bytes | None = None,
-    bom: bool = False,
+    path: Path, text: str, *, name: str | None = None, bom: bool = False, **checks: Unpack[WriteChecks]
 ) -> None:
     """The one way assist writes Python source: compile check, then an atomic rewrite that keeps the file's
-    mode, owner and symlink (see :func:`assistant.paths.atomic_write_bytes` for `root` and `force`).
+    mode, owner and symlink (:func:`assistant.paths.atomic_write_bytes`; `root`, `force` and `expected`: see
+    :class:`assistant.paths.WriteChecks`).
 
     With `expected` (the bytes read before the change was made), a file edited meanwhile is not written:
     :class:`assistant.paths.ChangedOnDisk`. `bom` puts a UTF-8 byte order mark back in front.
@@ -85,7 +87,7 @@ def write_python(
     data = source_bytes(text, name)
     check_compiles(data, name)
     try:
-        atomic_write_bytes(Path(path), data, root=root, force=force, expected=expected)
+        atomic_write_bytes(Path(path), data, **checks)
     except UsageError:
         raise
     except OSError as exc:
