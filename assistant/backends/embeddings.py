@@ -9,6 +9,7 @@ retrieval embeds its queries with the same embedder (and the same server) that t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,23 +19,25 @@ from assistant.errors import ModelError, UsageError
 PREFIX = "openai:"
 
 
+@dataclass(eq=False, repr=False)  # one connection: equal only to itself, and its client never printed
 class EndpointEncoder:
     """Texts → unit vectors from an OpenAI-compatible `/embeddings` endpoint, in batches, in input order.
 
     Satisfies :class:`assistant.indexing.index.TextEncoder`. Vectors are L2-normalised here: servers differ on it.
     """
 
-    def __init__(
-        self, client: Any, model: str, *, base_url: str, timeout: float, retries: int, batch_size: int = 64
-    ) -> None:
-        self.client = client
-        self.model = model
-        self.base_url = base_url
-        self.timeout = timeout
-        self.retries = retries
-        self.batch_size = batch_size
-        self.name = f"{PREFIX}{model}"
-        self.dim = 0  # learnt from the first answer (`connect` asks at once)
+    client: Any
+    model: str
+    _: KW_ONLY
+    base_url: str
+    timeout: float
+    retries: int
+    batch_size: int = 64
+    name: str = field(init=False)  # `openai:<model>`
+    dim: int = field(init=False, default=0)  # learnt from the first answer (`connect` asks at once)
+
+    def __post_init__(self) -> None:
+        self.name = f"{PREFIX}{self.model}"
 
     @classmethod
     def connect(
