@@ -133,7 +133,9 @@ def test_ranker_registry_parses_builds_and_chooses() -> None:
         parse_rankers("exec+condr")
     with pytest.raises(UsageError, match="needs a backend"):
         make_rankers("logprob", None)
-    assert set(RANKERS) == {"first", "random", "logprob", "exec", "agree", "reviewer", "coder-reviewer", "condor"}
+    assert set(RANKERS) == {
+        *("first", "random", "logprob", "exec", "agree", "reviewer", "coder-reviewer", "condor", "repo-tests")
+    }
     assert RETRIEVER_CHOICES[0] == "auto" and "bm25" in RETRIEVER_CHOICES
     scored = [Candidate("x = 1", 0, 1, logprobs=(-0.5,))]
     unscored = [Candidate("x = 1", 0, 1)]

@@ -1,17 +1,27 @@
 """Rankers: score candidates for a problem. One interface, `score(problem, candidates) -> list[Score]`.
 
 `first` (sampling order), `random` (seeded), `logprob` (mean token log-probability under the local
-model) and `exec` (tests passed in the sandbox) live here; `condor` (p(correct) from the trained discriminator)
-in :mod:`assistant.methods.condor.ranker`. The registry that builds them by name (`exec+logprob` orders by tests
+model), `exec` (tests passed in the sandbox) and `repo-tests` (a filled stub's file through the repo's own tests, in
+the project sandbox) live here; `condor` (p(correct) from the trained discriminator) in
+:mod:`assistant.methods.condor.ranker`. The registry that builds them by name (`exec+logprob` orders by tests
 passed, then by log-probability) is :mod:`assistant.pipeline.registry`.
+
+A ranker scores bare candidates; what it needs beyond them travels in the :class:`Problem`. The repo's tests need
+two things no other ranker does: the tests planned for the stub (`Problem.repo_tests`, found once by
+:func:`assistant.core.repo_tests.repo_tests`) and each candidate's edited file (`Problem.edits`, by sample), so they
+ride there too, and `repo-tests` is a ranker like the others: built by name, scored and sorted on one road
+(:meth:`assistant.pipeline.Pipeline.rank`). It is never named in a spec by a person: the pipeline puts it first
+whenever the repo's tests are planned (:func:`assistant.pipeline.registry.resolve_rankers`).
 """
 
 from __future__ import annotations
 
+import os
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from assistant.backends import Backend, Step
 from assistant.backends.prompts import Prompt
@@ -19,17 +29,26 @@ from assistant.core.candidates import Candidate
 from assistant.core.home import ModuleHome
 from assistant.errors import UsageError
 
+if TYPE_CHECKING:
+    from assistant.code.edit import Edit
+    from assistant.core.repo_tests import RepoTests
+    from assistant.sandbox.project import ProjectRun
+
 
 @dataclass(frozen=True)
 class Problem:
     """What the candidates were generated for. `home`, for a stub's candidates, is their file in its project:
-    where a ranker that runs them (`agree`) runs them, since a stub's body calls the rest of its module."""
+    where a ranker that runs them (`agree`) runs them, since a stub's body calls the rest of its module.
+    `repo_tests` are the repo's own tests planned for a stub (None: none) and `edits` each candidate's edit of its
+    file, by sample number: what the `repo-tests` ranker runs them on."""
 
     requirement: str
     prompt: Prompt
     tests: tuple[str, ...] = ()
     setup: str = ""
     home: ModuleHome | None = None
+    repo_tests: RepoTests | None = None
+    edits: Mapping[int, Edit] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -43,7 +62,8 @@ class Score:
 
 class Ranker(Protocol):
     """Scores candidates; `step`, when given, is told how far a ranker that calls the model has got (a callback
-    that raises stops the call there, as the TUI's Escape does)."""
+    that raises stops the call there, as the TUI's Escape does). A ranker whose steps are a stage of their own (the
+    repo's tests: one test run per candidate) names it as a `stage` attribute, for progress to show under it."""
 
     name: str
 
@@ -176,9 +196,77 @@ class ExecRanker:
         return scores
 
 
+REPO_TESTS = "repo-tests"  # the repo's own tests' ranker: first in a result's rankers once they ran
+
+
+class RepoTestsRanker:
+    """The share of the repo's own tests (`problem.repo_tests`) each candidate's edited file (`problem.edits`)
+    passes, run in a sandboxed copy of the project (:func:`assistant.core.repo_tests.run_on`: Landlock, no network,
+    rlimits); identical files run once, a candidate without an edit scores 0. Its steps (one run per candidate)
+    are the `repo tests` progress stage."""
+
+    name = REPO_TESTS
+    stage = "repo tests"
+
+    def score(self, problem: Problem, candidates: Sequence[Candidate], step: Step | None = None) -> list[Score]:
+        tests = problem.repo_tests
+        if tests is None:
+            raise UsageError(
+                "the repo-tests ranker runs the repo's tests planned for a filled stub, and none are planned here"
+            )
+        edits = [problem.edits.get(candidate.sample) for candidate in candidates]
+        first = next((edit for edit in edits if edit is not None), None)
+        if first is None:
+            return [Score(0.0, "no edit to test") for _ in candidates]
+        root = Path(os.path.realpath(tests.root))  # the edits' paths are resolved ones
+        try:
+            path = Path(first.path).relative_to(root)
+        except ValueError:
+            raise UsageError(f"{first.display_path} is outside {tests.root}; its tests cannot run there") from None
+        texts = [edit.new if edit is not None else None for edit in edits]
+        return score_texts(replace(tests, root=root), path, texts, step)
+
+
+def verdict(run: ProjectRun) -> Score:
+    """A run of the repo's tests as a ranker's score: the share of its tests that passed (0 when it could not run)."""
+    from assistant.core.failures import pytest_failure
+
+    total = len(run.outcomes)
+    passed = len(run.passed())
+    value = passed / total if total and run.status in ("passed", "failed") else 0.0
+    why = f"{run.status}: {passed}/{total} passed in {run.duration_s:.1f} s"
+    failed = run.failed()[:3]
+    details = {"status": run.status, "passed": passed, "total": total, "failed": failed}
+    if run.status != "passed":  # what a repair round shows the model (assistant.core.repair)
+        details["failure"] = pytest_failure(run.output)
+    return Score(value, why, details)
+
+
+def score_texts(
+    tests: RepoTests, path: str | Path, texts: Sequence[str | None], step: Step | None = None
+) -> list[Score]:
+    """Each edited file `path` (relative to `tests.root`) as `texts` says through the repo's tests (None: no
+    edit, scored 0); identical texts run once. `step` hears each run start, and the end."""
+    from assistant.core.repo_tests import run_on
+
+    report: Step = step or (lambda done, total: None)
+    seen: dict[str, Score] = {}
+    scores = []
+    for done, text in enumerate(texts):
+        report(done, len(texts))
+        if text is None:
+            scores.append(Score(0.0, "no edit to test"))
+            continue
+        if text not in seen:
+            seen[text] = verdict(run_on(tests, path, text))
+        scores.append(seen[text])
+    report(len(texts), len(texts))
+    return scores
+
+
 # The scores that come from tests the user has (the repo's own, then given ones): a candidate passed them all when
 # each of these that ran tests on it (a verdict: `details["status"]`) says "passed".
-TEST_SCORES = ("repo-tests", "exec")
+TEST_SCORES = (REPO_TESTS, "exec")
 
 
 def verdicts_of(ranked: Ranked) -> list[Score]:

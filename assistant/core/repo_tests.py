@@ -5,8 +5,9 @@
 pytest arguments of `--test-cmd`, and runs them on each candidate's edited file in a throwaway copy of the repo
 (:func:`assistant.sandbox.project.run_pytest`: Landlock, no network, rlimits, a scrubbed environment). The
 interpreter is the one that has the project's dependencies: `--python`, else the repo's own `.venv`/`venv`,
-else the active virtualenv, else the one running assist. The run ranks the candidates (the passing ones first)
-and the output shows each one's verdict.
+else the active virtualenv, else the one running assist. What is found is a plan (:class:`RepoTests`); the
+`repo-tests` ranker (:class:`assistant.core.rank.RepoTestsRanker`) runs it on each candidate (the passing ones
+first) and the output shows each one's verdict.
 """
 
 from __future__ import annotations
@@ -14,18 +15,13 @@ from __future__ import annotations
 import ast
 import os
 import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
 from assistant.code.extract import read_repo_file
 from assistant.code.parse import parse_module
-from assistant.core.failures import pytest_failure
-from assistant.core.generation import GenerateResult
 from assistant.core.home import git_files, project_python, search_path, too_wide, unwalled
-from assistant.core.rank import Ranked, Score
 from assistant.errors import UsageError
-from assistant.progress import Progress
 from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
 
 # Directories never searched for tests (environments, caches, vendored trees).
@@ -195,60 +191,3 @@ def run_on(tests: RepoTests, path: str | Path, text: str) -> ProjectRun:
         extra_args=tests.args,
         include=tests.include,
     )
-
-
-def verdict(run: ProjectRun) -> Score:
-    """A run as a ranker's score: the share of its tests that passed (0 when it could not run)."""
-    total = len(run.outcomes)
-    passed = len(run.passed())
-    value = passed / total if total and run.status in ("passed", "failed") else 0.0
-    why = f"{run.status}: {passed}/{total} passed in {run.duration_s:.1f} s"
-    failed = run.failed()[:3]
-    details = {"status": run.status, "passed": passed, "total": total, "failed": failed}
-    if run.status != "passed":  # what a repair round shows the model (assistant.core.repair)
-        details["failure"] = pytest_failure(run.output)
-    return Score(value, why, details)
-
-
-def score_texts(
-    tests: RepoTests, path: str | Path, texts: Sequence[str | None], progress: Progress | None = None
-) -> list[Score]:
-    """Each candidate's edited file through the tests (None: no edit, scored 0); identical texts run once."""
-    report = progress or (lambda stage, done, total: None)
-    seen: dict[str, Score] = {}
-    scores = []
-    for done, text in enumerate(texts):
-        report("repo tests", done, len(texts))
-        if text is None:
-            scores.append(Score(0.0, "no edit to test"))
-            continue
-        if text not in seen:
-            seen[text] = verdict(run_on(tests, path, text))
-        scores.append(seen[text])
-    report("repo tests", len(texts), len(texts))
-    return scores
-
-
-RANKER = "repo-tests"  # the score's name: first in the result's rankers once the tests ran
-
-
-def test_candidates(result: GenerateResult, tests: RepoTests, progress: Progress | None = None) -> GenerateResult:
-    """`result` with each candidate's edited file run through `tests` in the project sandbox, ranked by the share
-    of tests passed first (then by the rankers it had). Needs the result's edits (a stub filled in a file)."""
-    first = next((edit for edit in result.edits if edit is not None), None)
-    if first is None:
-        return result
-    root = Path(os.path.realpath(tests.root))
-    try:
-        path = Path(first.path).relative_to(root)
-    except ValueError:
-        raise UsageError(f"{first.display_path} is outside {tests.root}; its tests cannot run there") from None
-    texts = [edit.new if edit is not None else None for edit in result.edits]
-    scores = score_texts(replace(tests, root=root), path, texts, progress)
-    candidates = [
-        Ranked(item.candidate, {RANKER: score, **item.scores})
-        for item, score in zip(result.candidates, scores, strict=True)
-    ]
-    names = [RANKER, *(name for name in result.rankers if name != RANKER)]
-    paired = sorted(zip(candidates, result.edits, strict=True), key=lambda pair: pair[0].key(names))
-    return replace(result, rankers=names, candidates=[p[0] for p in paired], edits=[p[1] for p in paired])

@@ -169,12 +169,12 @@ class GenerationOptions:
             if phrase is not None:
                 raise SettingError(f"{name} {phrase}", name, bounds=phrase)
         self._check_combinations(set(explicit), stub, bank)
-        from assistant.pipeline.registry import RETRIEVER_CHOICES, parse_rankers
+        from assistant.pipeline.registry import RETRIEVER_CHOICES, check_rankers
 
         if self.retriever not in RETRIEVER_CHOICES:
             raise UsageError(f"unknown retriever {self.retriever!r}; choose from: {', '.join(RETRIEVER_CHOICES)}")
         if self.ranker != "auto":
-            parse_rankers(self.ranker)
+            check_rankers(self.ranker)
         return self
 
     def _check_combinations(self, explicit: set[str], stub: bool | None, bank: bool) -> None:

@@ -29,11 +29,10 @@ from assistant.core.generation import GenerateResult
 from assistant.core.generation import generate as generate_code
 from assistant.core.generation import resample as resample_one
 from assistant.core.home import ModuleHome
-from assistant.core.rank import Pick, Problem, Ranked, Ranker, may_write, score_all
+from assistant.core.rank import Pick, Problem, Ranked, Ranker, Score, may_write, score_all
 from assistant.core.repair import Repaired, RepairOptions, RepairRound, RepairTask
 from assistant.core.repair import repair as repair_loop
-from assistant.core.repo_tests import RANKER as REPO_TESTS
-from assistant.core.repo_tests import RepoTests, test_candidates
+from assistant.core.repo_tests import RepoTests
 from assistant.core.retrieve import Hit, Retriever, demonstration_filter
 from assistant.core.target import Target
 from assistant.errors import UsageError
@@ -42,6 +41,7 @@ from assistant.indexing.sources import Source, open_source
 from assistant.pipeline.options import GenerationOptions
 from assistant.pipeline.registry import (
     available_rankers,
+    check_rankers,
     make_rankers,
     make_retriever,
     parse_rankers,
@@ -103,7 +103,7 @@ def ranker_chooser(spec: str, backend: Backend) -> Callable[[Problem, Sequence[C
     """What `generate` ranks with for a ranker spec (`auto`, or names joined by `+`), chosen once the candidates
     are known."""
     if spec != "auto":
-        parse_rankers(spec)  # an unknown name fails now, not after sampling
+        check_rankers(spec)  # an unknown name fails now, not after sampling
 
     def choose(problem: Problem, candidates: Sequence[Candidate]) -> list[Ranker]:
         return make_rankers(resolve_rankers(spec, backend, candidates, bool(problem.tests)), backend)
@@ -337,6 +337,40 @@ def candidates_runnable(home: ModuleHome | None, whole_programs: bool) -> bool:
     return whole_programs
 
 
+def _score_missing(
+    problem: Problem, candidates: list[Ranked], missing: Sequence[Ranker], names: Sequence[str], progress: Progress
+) -> list[Ranked]:
+    """`candidates` with the `missing` rankers' scores added, each where its ranker stands in `names` (so a ranker
+    that leads, the repo's tests, reads first, as :func:`score_all` gives them). `progress` hears `rank` count the
+    rankers, their steps as `rank tests`; a ranker with its own `stage` reports its steps there, uncounted."""
+    counted = [ranker for ranker in missing if getattr(ranker, "stage", None) is None]
+    if counted:
+        progress("rank", 0, len(counted))
+    for ranker in missing:
+        own = getattr(ranker, "stage", None)
+
+        def step(done: int, total: int, stage: str = own or "rank tests") -> None:
+            # The model calls of a ranker (agree) report their tokens: a cancel stops them at the next one.
+            progress(stage, done, total)
+
+        scores = ranker.score(problem, [item.candidate for item in candidates], step)
+        candidates = [
+            Ranked(item.candidate, _placed(item.scores, ranker.name, score, names))
+            for item, score in zip(candidates, scores, strict=True)
+        ]
+        if own is None:
+            progress("rank", counted.index(ranker) + 1, len(counted))
+    return candidates
+
+
+def _placed(scores: dict[str, Score], name: str, score: Score, names: Sequence[str]) -> dict[str, Score]:
+    """`scores` with `name`'s `score` added before the first score of a ranker after it in `names` (else last)."""
+    after = set(names[names.index(name) + 1 :])
+    items = list(scores.items())
+    at = next((i for i, (other, _) in enumerate(items) if other in after), len(items))
+    return dict([*items[:at], (name, score), *items[at:]])
+
+
 class Pipeline:
     """Loads the models a request needs (once, lazily, thread-safe) and generates, ranks and resamples with them.
 
@@ -495,16 +529,18 @@ class Pipeline:
         has_tests: bool = False,
         every: bool = False,
         runnable: bool = True,
+        repo_tests: bool = False,
     ) -> list[Ranker]:
         """The ranker objects `spec` names (None: the options'; `auto`: see :func:`auto_ranker`; `runnable`:
-        the candidates can run, as whole programs or in their module's copy). With `every`, every other ranker that
-        can score them follows (the TUI shows all scores). Built once and reused."""
+        the candidates can run, as whole programs or in their module's copy), led by `repo-tests` when the repo's
+        tests are planned for them (`repo_tests`). With `every`, every other ranker that can score them follows (the
+        TUI shows all scores). Built once and reused."""
         spec = self.options.ranker if spec is None else spec
         backend = self.backend()
         if every:
-            names = available_rankers(spec, backend, candidates, has_tests, runnable)
+            names = available_rankers(spec, backend, candidates, has_tests, runnable, repo_tests)
         else:
-            names = parse_rankers(resolve_rankers(spec, backend, candidates, has_tests, runnable))
+            names = parse_rankers(resolve_rankers(spec, backend, candidates, has_tests, runnable, repo_tests))
         return [self._ranker(name, backend) for name in names]
 
     def _ranker(self, name: str, backend: Backend) -> Ranker:
@@ -640,8 +676,9 @@ class Pipeline:
         on_round: Callable[[RepairRound], None] | None = None,
         every_ranker: bool = False,
     ) -> Answer:
-        """A request's whole road, one call for every door: generate (:meth:`generate`), run the repo's tests on
-        the candidates (`request.repo_tests`, planned by :meth:`Request.resolve`), rank by the request's tests on
+        """A request's whole road, one call for every door: generate (:meth:`generate`), rank by the repo's
+        tests first (`request.repo_tests`, planned by :meth:`Request.resolve`: the `repo-tests` ranker, through
+        :meth:`rank` like every ranker), rank by the request's tests on
         every candidate (`exec`: they decide what may be written, even when another ranker orders), repair when
         there are tests and none passes (`on_round` hears each round), and pick the candidate that may be written
         (:func:`assistant.core.rank.may_write`). `status` hears a line as each stage starts."""
@@ -652,7 +689,8 @@ class Pipeline:
         result = self.generate(request, progress=progress, status=status, every_ranker=every_ranker)
         if plan is not None and result.candidates:
             say(f"Running the repo's tests on each candidate ({plan.describe()})")
-            result = test_candidates(result, plan, progress=progress)
+            if any(edit is not None for edit in result.edits):  # the `repo-tests` ranker, ahead of the others
+                result = self.rank(result, tests, spec="+".join(result.rankers), repo_tests=plan, progress=progress)
         if tests and result.candidates and "exec" not in result.rankers:
             # The tests decide what may be written, so they run on every candidate even when another ranker orders.
             result = self.rank(result, tests, spec="+".join([*result.rankers, "exec"]), progress=progress)
@@ -675,34 +713,28 @@ class Pipeline:
         spec: str | None = None,
         every_ranker: bool = False,
         progress: Progress = silent,
+        repo_tests: RepoTests | None = None,
     ) -> GenerateResult:
         """`result` scored by every ranker `spec` (default: the options') chooses that has not scored it yet, and
-        sorted by them (edits move with their candidates). Where the repo's tests ranked it, they still order
-        first: they are no ranker of the registry (:func:`assistant.core.repo_tests.test_candidates` runs them on
-        the candidates' edits), so `spec` may name them only as what ran already."""
+        sorted by them (edits move with their candidates). With `repo_tests` (the repo's tests planned for a filled
+        stub, as :meth:`Request.resolve` finds them) the `repo-tests` ranker leads whatever `spec` names: it runs
+        them on each candidate's edit, once (a candidate keeps a score it has). `progress` hears `rank` count the
+        rankers that score, and their steps (model calls) as `rank tests`; a ranker with a stage of its own (the
+        repo's tests) reports its steps under that stage, not counted."""
         candidates = list(result.candidates)
         plain = [item.candidate for item in candidates]
-        problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests), home=result.home)
+        edits = zip(plain, result.edits, strict=True)
+        by_sample = {candidate.sample: edit for candidate, edit in edits if edit is not None}
+        problem = Problem(
+            result.requirement, result.prompt, tuple(tests), home=result.home, repo_tests=repo_tests, edits=by_sample
+        )
         can_run = candidates_runnable(result.home, whole_programs=result.function is None)
-        if spec is not None:
-            spec = "+".join(name for name in spec.split("+") if name.strip() != REPO_TESTS)
-        rankers = self.rankers(spec, plain, bool(tests), every_ranker, can_run)
-        names = [*([REPO_TESTS] if REPO_TESTS in result.rankers else []), *(ranker.name for ranker in rankers)]
+        lead = repo_tests is not None and bool(candidates)
+        rankers = self.rankers(spec, plain, bool(tests), every_ranker, can_run, repo_tests=lead)
+        names = [ranker.name for ranker in rankers]
         missing = [ranker for ranker in rankers if any(ranker.name not in item.scores for item in candidates)]
         if missing and candidates:
-            progress("rank", 0, len(missing))
-
-            def step(done: int, total: int) -> None:
-                # The model calls of a ranker (agree) report their tokens: a cancel stops them at the next one.
-                progress("rank tests", done, total)
-
-            for done, ranker in enumerate(missing, start=1):
-                scores = ranker.score(problem, [item.candidate for item in candidates], step)
-                candidates = [
-                    Ranked(item.candidate, {**item.scores, ranker.name: score})
-                    for item, score in zip(candidates, scores, strict=True)
-                ]
-                progress("rank", done, len(missing))
+            candidates = _score_missing(problem, candidates, missing, names, progress)
         paired = sorted(zip(candidates, result.edits, strict=True), key=lambda pair: pair[0].key(names))
         return replace(result, rankers=names, candidates=[p[0] for p in paired], edits=[p[1] for p in paired])
 
@@ -764,8 +796,7 @@ class Pipeline:
         by the rankers and tests that scored the first ones."""
         options = options or self.options
         backend = self.backend(progress)
-        names = [name for name in result.rankers if name != REPO_TESTS]
-        rankers = [self._ranker(name, backend) for name in names]
+        rankers = [self._ranker(name, backend) for name in result.rankers]  # the repo's tests among them
         # A stub's candidates were scored as whole functions after the plain fence (fill_stub's Problem).
         prompt = replace(result.prompt, answer_prefix=ANSWER_PREFIX) if result.function else result.prompt
 
@@ -774,10 +805,11 @@ class Pipeline:
             if home is not None:
                 texts = {c.sample: e.new for c, e in zip(candidates, edits, strict=True) if e is not None}
                 home = replace(home, texts={**home.texts, **texts})
-            problem = Problem(result.requirement, prompt, tuple(request.tests), home=home)
-            ranked = score_all(problem, candidates, rankers)  # in the edits' order, for test_candidates
-            fresh = replace(result, candidates=ranked, edits=list(edits), rankers=names)
-            return test_candidates(fresh, repo_tests).candidates if repo_tests is not None else ranked
+            by_sample = {c.sample: e for c, e in zip(candidates, edits, strict=True) if e is not None}
+            problem = Problem(
+                result.requirement, prompt, tuple(request.tests), home=home, repo_tests=repo_tests, edits=by_sample
+            )
+            return score_all(problem, candidates, rankers)
 
         task = RepairTask(
             target=request.read_target(),

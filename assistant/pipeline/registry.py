@@ -1,6 +1,8 @@
 """The registries: build any retriever (`bm25`, `dense`, `hybrid`, the trained `tstr`, `lail`, `selfracg`) or ranker
-(`first`, `random`, `logprob`, `exec`, `agree`, `reviewer`, `coder-reviewer`, the trained `condor`) by name, and
-choose them when asked for `auto`.
+(`first`, `random`, `logprob`, `exec`, `agree`, `reviewer`, `coder-reviewer`, the trained `condor`, and the repo's
+own tests, `repo-tests`) by name, and choose them when asked for `auto`. `repo-tests` is the one a person never
+names: it leads whenever the repo's tests are planned for a filled stub (:func:`resolve_rankers`), and a spec that
+names it is refused (:func:`check_rankers`).
 
 They sit above both the plain retrievers and rankers (:mod:`assistant.core`) and the trained methods that build on
 them (:mod:`assistant.methods`), so no module below imports them and there is no cycle.
@@ -15,7 +17,15 @@ from pathlib import Path
 
 from assistant.backends import Backend
 from assistant.core.candidates import Candidate
-from assistant.core.rank import ExecRanker, FirstRanker, LogprobRanker, RandomRanker, Ranker
+from assistant.core.rank import (
+    REPO_TESTS,
+    ExecRanker,
+    FirstRanker,
+    LogprobRanker,
+    RandomRanker,
+    Ranker,
+    RepoTestsRanker,
+)
 from assistant.core.retrieve import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
@@ -206,8 +216,11 @@ RANKERS: dict[str, RankerFactory] = {
     "reviewer": _reviewer(coder=False),  # log p(requirement | code): Coder-Reviewer
     "coder-reviewer": _reviewer(coder=True),  # its sum with the logprob ranker's score
     "condor": _condor,
+    REPO_TESTS: lambda backend: RepoTestsRanker(),  # leads where the repo's tests are planned: see resolve_rankers
 }
-RANKER_CHOICES = ("auto", *RANKERS)
+# The rankers a person may name (the repo's tests rank first by themselves, where they are found for a stub).
+CHOSEN_RANKERS = tuple(name for name in RANKERS if name != REPO_TESTS)
+RANKER_CHOICES = ("auto", *CHOSEN_RANKERS)
 
 
 def parse_rankers(spec: str) -> list[str]:
@@ -217,8 +230,19 @@ def parse_rankers(spec: str) -> list[str]:
         raise UsageError("no ranker given")
     unknown = [n for n in names if n not in RANKERS]
     if unknown:
-        raise UsageError(f"unknown ranker {unknown[0]!r}; choose from: {', '.join(RANKERS)} (combine with +)")
+        raise UsageError(f"unknown ranker {unknown[0]!r}; choose from: {', '.join(CHOSEN_RANKERS)} (combine with +)")
     return names
+
+
+def check_rankers(spec: str) -> None:
+    """Refuse a ranker spec a person gave (not `auto`) with one line: an empty or unknown name
+    (:func:`parse_rankers`), or `repo-tests`, which is never chosen by name (the repo's tests rank a filled stub's
+    candidates first by themselves, wherever they are found for it or a test command names them)."""
+    if REPO_TESTS in parse_rankers(spec):
+        raise UsageError(
+            f"the {REPO_TESTS} ranker is not chosen by name: the repo's tests rank a filled stub's candidates first "
+            "wherever tests mention it or a test command names them"
+        )
 
 
 def make_rankers(spec: str, backend: Backend | None) -> list[Ranker]:
@@ -266,18 +290,33 @@ def _defines_function(candidates: Sequence[Candidate]) -> bool:
 
 
 def resolve_rankers(
-    spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool, runnable: bool = True
+    spec: str,
+    backend: Backend,
+    candidates: Sequence[Candidate],
+    has_tests: bool,
+    runnable: bool = True,
+    repo_tests: bool = False,
 ) -> str:
-    """The ranker spec `spec` means for these candidates (`auto`: :func:`auto_ranker`)."""
-    return spec if spec != "auto" else auto_ranker(backend, candidates, has_tests, runnable)
+    """The ranker spec `spec` means for these candidates (`auto`: :func:`auto_ranker`). With `repo_tests` (the
+    repo's own tests are planned for these candidates, a filled stub's) `repo-tests` leads, whatever `spec` names:
+    the repo's tests order first, as given tests come first in `auto`."""
+    resolved = spec if spec != "auto" else auto_ranker(backend, candidates, has_tests, runnable)
+    if not repo_tests:
+        return resolved
+    return "+".join(dict.fromkeys([REPO_TESTS, *parse_rankers(resolved)]))
 
 
 def available_rankers(
-    spec: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool, runnable: bool = True
+    spec: str,
+    backend: Backend,
+    candidates: Sequence[Candidate],
+    has_tests: bool,
+    runnable: bool = True,
+    repo_tests: bool = False,
 ) -> list[str]:
-    """The active ranker(s) first, then every other ranker that can score these candidates without a model call
-    (what the TUI shows)."""
-    active = resolve_rankers(spec, backend, candidates, has_tests, runnable)
+    """The active ranker(s) first (`repo-tests` leading them with `repo_tests`: :func:`resolve_rankers`), then every
+    other ranker that can score these candidates without a model call (what the TUI shows)."""
+    active = resolve_rankers(spec, backend, candidates, has_tests, runnable, repo_tests)
     logprob = ["logprob"] if scorable(backend, candidates) else []
     condor = ["condor"] if condor_available(generator=getattr(backend, "model", None)) else []
     available = [*(["exec"] if has_tests else []), *condor, *logprob, "first"]

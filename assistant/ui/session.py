@@ -383,7 +383,8 @@ class Session:
     def rerank(self, progress: Progress = _quiet) -> GenerateResult:
         """Score the current candidates with every available ranker not yet run, and sort by the active one."""
         result = self._result()
-        self.state.result = self.pipeline.rank(result, self.state.tests, every_ranker=True, progress=progress)
+        tests, plan = self.state.tests, self.state.repo_tests  # the repo's tests, planned for a stub, still lead
+        self.state.result = self.pipeline.rank(result, tests, every_ranker=True, progress=progress, repo_tests=plan)
         return self.state.result
 
     def run_tests(self, position: int, tests: Sequence[str]) -> SandboxResult:

@@ -20,9 +20,8 @@ from assistant.code.edit import Edit
 from assistant.core.candidates import Candidate
 from assistant.core.failures import pytest_failure
 from assistant.core.generation import GenerateResult
-from assistant.core.rank import Ranked, Score
+from assistant.core.rank import REPO_TESTS, Ranked, Score
 from assistant.core.repair import RepairOptions, RepairTask, repair
-from assistant.core.repo_tests import RANKER
 from assistant.core.stubs import StubRequest, collect_stub, plan_fill
 from assistant.core.target import Target
 from assistant.evaluate.repo.projects import Project
@@ -49,6 +48,9 @@ def tested(
 
 
 def _score(verdict: dict) -> Score:
+    """A cached verdict as the `repo-tests` score (1 or 0). The evaluation runs each task's covering tests itself
+    (:func:`tested`, cached per file text, which its records were made with), not the ranker, whose score is the
+    share passed with its time in `why`."""
     passed = verdict["status"] == "passed"
     details = {"status": verdict["status"], "failure": verdict.get("failure", "")}
     return Score(1.0 if passed else 0.0, verdict["status"], details)
@@ -74,15 +76,15 @@ def first_round(
         candidate, taken = kept[0]
         edit = plan_fill(target, request.stub, taken, root)
         verdict = verdict_of(edit.new)
-        candidates.append(Ranked(replace(candidate, sample=number), {RANKER: _score(verdict)}))
+        candidates.append(Ranked(replace(candidate, sample=number), {REPO_TESTS: _score(verdict)}))
         edits.append(edit)
-    order = sorted(range(len(candidates)), key=lambda i: candidates[i].key([RANKER]))
+    order = sorted(range(len(candidates)), key=lambda i: candidates[i].key([REPO_TESTS]))
     return GenerateResult(
         requirement=request.query,
         model=backend.model,
         backend=backend.name,
         retriever="",
-        rankers=[RANKER],
+        rankers=[REPO_TESTS],
         demonstrations=list(request.hits),
         candidates=[candidates[i] for i in order],
         edits=[edits[i] for i in order],
@@ -119,7 +121,7 @@ def repair_record(
     def score(candidates: list[Candidate], edits: list[Edit | None]) -> list[Ranked]:
         verdicts = [verdict_of(e.new) if e else None for e in edits]
         return [
-            Ranked(c, {RANKER: _score(v or {"status": "error"})}) for c, v in zip(candidates, verdicts, strict=True)
+            Ranked(c, {REPO_TESTS: _score(v or {"status": "error"})}) for c, v in zip(candidates, verdicts, strict=True)
         ]
 
     task_of = RepairTask(target=target, function=task.qualname, root=project.root, params=params)

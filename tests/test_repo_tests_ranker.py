@@ -1,0 +1,163 @@
+"""The repo's own tests are a ranker of the registry (`repo-tests`): built by name, fed by the Problem (the tests
+planned for the stub and each candidate's edited file), and run on the one ranking road (`Pipeline.rank`), leading
+the other rankers; a person never names it.
+
+The backend is the conftest's scripted one; the repo's tests run for real in the project sandbox (pytest in a
+Landlock-bound copy of a real git repo)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from assistant.backends.prompts import Prompt
+from assistant.config import load_settings
+from assistant.core.candidates import Candidate
+from assistant.core.rank import Problem, RepoTestsRanker
+from assistant.errors import UsageError
+from assistant.pipeline import GenerationOptions, Pipeline
+from assistant.pipeline.pipeline import Request
+from assistant.pipeline.registry import (
+    RANKER_CHOICES,
+    RANKERS,
+    available_rankers,
+    check_rankers,
+    make_rankers,
+    parse_rankers,
+    resolve_rankers,
+)
+from assistant.ui.cli import app
+
+from .conftest import ScriptedBackend, git
+
+MODULE = '''"""Geometry helpers."""
+
+
+def square(x: float) -> float:
+    """Return x times x."""
+    ...
+'''
+TESTS = """from geo import square
+
+
+def test_square_of_three():
+    assert square(3) == 9
+
+
+def test_square_of_two():
+    assert square(2) == 4
+
+
+def test_square_of_zero():
+    assert square(0) == 0
+"""
+RIGHT = "def square(x: float) -> float:\n    return x * x\n"  # passes 3 of 3
+DOUBLE = "def square(x: float) -> float:\n    return x + x\n"  # passes 2 of 3 (two and zero)
+ZERO = "def square(x: float) -> float:\n    return 0\n"  # passes 1 of 3 (zero)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git repo with a stub (geo.square) and three tests of it."""
+    path = tmp_path / "proj"
+    (path / "tests").mkdir(parents=True)
+    (path / "geo.py").write_text(MODULE, encoding="utf-8")
+    (path / "tests" / "test_geo.py").write_text(TESTS, encoding="utf-8")
+    git(path, "init", "-q")
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "init")
+    monkeypatch.chdir(path)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    return path
+
+
+def pipeline_for(root: Path, backend: ScriptedBackend, **options: object) -> Pipeline:
+    settings = load_settings(start=root)
+    return Pipeline(GenerationOptions(k=0, ranker="first", **options), settings, start=root, backend=backend)
+
+
+def test_the_registry_builds_the_repo_tests_ranker_and_leads_with_it_where_they_are_planned() -> None:
+    assert isinstance(RANKERS["repo-tests"](None), RepoTestsRanker)
+    assert [ranker.name for ranker in make_rankers("repo-tests+first", None)] == ["repo-tests", "first"]
+    backend = ScriptedBackend(scores=False)
+    plain = [Candidate("x = 1", 0, 1)]
+    assert resolve_rankers("first", backend, plain, has_tests=False) == "first"
+    assert resolve_rankers("first", backend, plain, has_tests=False, repo_tests=True) == "repo-tests+first"
+    # Named already (a result the repo's tests ranked, ranked again): still once, still first.
+    assert resolve_rankers("first+repo-tests", backend, plain, has_tests=True, repo_tests=True) == "repo-tests+first"
+    shown = available_rankers("first", backend, plain, has_tests=True, repo_tests=True)
+    assert shown[:2] == ["repo-tests", "first"] and shown.count("repo-tests") == 1
+    assert "repo-tests" not in available_rankers("first", backend, plain, has_tests=True)
+
+
+def test_ranking_runs_the_repos_tests_on_each_edit_and_puts_them_first(project: Path) -> None:
+    request = Request.resolve(file=project / "geo.py", function="square")
+    plan = request.repo_tests
+    assert plan is not None and len(plan.args) == 3
+    pipeline = pipeline_for(project, ScriptedBackend([DOUBLE, ZERO, RIGHT]), n=3)
+    result = pipeline.generate(request)
+    assert result.rankers == ["first"] and [item.candidate.sample for item in result.candidates] == [0, 1, 2]
+    heard: list[tuple[str, int, int]] = []
+    ranked = pipeline.rank(result, spec="first", repo_tests=plan, progress=lambda *step: heard.append(step))
+    # The order, scores and `why`s the old step (`repo_tests.test_candidates`) gave: share of tests passed first.
+    assert ranked.rankers == ["repo-tests", "first"]
+    assert [item.candidate.sample for item in ranked.candidates] == [2, 0, 1]
+    scores = [item.scores["repo-tests"] for item in ranked.candidates]
+    assert [round(score.value, 3) for score in scores] == [1.0, 0.667, 0.333]
+    assert re.fullmatch(r"passed: 3/3 passed in \d+\.\d s", scores[0].why), scores[0].why
+    assert re.fullmatch(r"failed: 2/3 passed in \d+\.\d s", scores[1].why), scores[1].why
+    assert scores[1].details["failed"] == ["tests/test_geo.py::test_square_of_three"]
+    assert "assert 6 == 9" in scores[1].details["failure"] and "failure" not in scores[0].details
+    assert all(list(item.scores) == ["repo-tests", "first"] for item in ranked.candidates)  # the leader reads first
+    # Each edit moved with its candidate; the progress is the repo tests' own stage, one step per candidate.
+    assert [edit.new.count("x * x") for edit in ranked.edits if edit is not None] == [1, 0, 0]
+    assert heard == [("repo tests", done, 3) for done in range(4)]
+    # The registry's object, given the same Problem, scores the same; identical files run once.
+    edits = {item.candidate.sample: edit for item, edit in zip(result.candidates, result.edits, strict=True)}
+    twice = [result.candidates[2].candidate, Candidate(RIGHT, 7, 1)]
+    problem = Problem(result.requirement, result.prompt, repo_tests=plan, edits={2: edits[2], 7: edits[2]})
+    direct = RANKERS["repo-tests"](None).score(problem, twice)
+    assert direct[0] is direct[1] and direct[0].value == 1.0
+    # Ranked again (the TUI after a settings change): scored already, so nothing runs, and they still lead.
+    heard.clear()
+    again = pipeline.rank(ranked, spec="first", repo_tests=plan, every_ranker=True, progress=lambda *s: heard.append(s))
+    assert again.rankers[0] == "repo-tests" and [item.candidate.sample for item in again.candidates] == [2, 0, 1]
+    assert not [stage for stage in heard if stage[0] == "repo tests"]
+
+
+def test_answer_ranks_and_repairs_with_the_repo_tests_ranker(project: Path) -> None:
+    request = Request.resolve(file=project / "geo.py", function="square")
+    answer = pipeline_for(project, ScriptedBackend([DOUBLE, RIGHT]), n=1, repair=1).answer(request)
+    assert answer.repaired is not None and answer.repaired.stopped == "passed"
+    assert answer.result.rankers == ["repo-tests", "first"]
+    best = answer.result.candidates[0]
+    assert "x * x" in best.candidate.code and list(best.scores) == ["repo-tests", "first"]
+    assert best.scores["repo-tests"].value == 1.0 and answer.repaired.origin == {best.candidate.sample: 1}
+    assert answer.pick.position == 0 and answer.pick.passed == 1
+
+
+def test_the_repo_tests_are_not_chosen_by_name(
+    scripted_backend: ScriptedBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert "repo-tests" not in RANKER_CHOICES
+    for spec in ("repo-tests", "first+repo-tests"):
+        with pytest.raises(UsageError, match="the repo-tests ranker is not chosen by name") as caught:
+            check_rankers(spec)
+        assert "--" not in str(caught.value) and "\n" not in str(caught.value)
+        with pytest.raises(UsageError, match="not chosen by name"):
+            GenerationOptions(ranker=spec).check()
+    with pytest.raises(UsageError) as unknown:
+        parse_rankers("nope")
+    assert "repo-tests" not in str(unknown.value)  # the names offered are those a person may choose
+    # The library's object, asked to score without a plan: one line, not a crash.
+    problem = Problem("square a number", Prompt(messages=({"role": "user", "content": "square"},)))
+    with pytest.raises(UsageError, match="none are planned here"):
+        RepoTestsRanker().score(problem, [Candidate(RIGHT, 0, 1)])
+    # The command line refuses it before any sampling, in one line, with exit status 2.
+    shown = CliRunner().invoke(app, ["generate", "square a number", "--backend", "scripted", "--ranker", "repo-tests"])
+    assert shown.exit_code == 2 and "not chosen by name" in shown.stderr
+    assert scripted_backend.calls == 0
