@@ -23,6 +23,33 @@ from assistant.ui.text import printable
 
 NO_FILE = "\0none"
 RANKER_CHOICES = ("auto", "logprob", "condor", "exec", "first", "random", "exec+logprob", "exec+condor")
+# The settings form's switches for filling a stub, in the order shown: (Options field and widget id, label,
+# tooltip). Each is generate's flag of that name (--apis, --own-file, --fragments, --redraw).
+STUB_SWITCHES = (
+    (
+        "apis",
+        "Stubs: used APIs",
+        "When filling a stub, also show the model the repo's functions from other files that the file calls or imports",
+    ),
+    (
+        "own_file",
+        "Stubs: own-file demos",
+        "When filling a stub, let the demonstrations be the file's own other functions, whole (the stub itself "
+        "never is); else they come from the repo's other files",
+    ),
+    (
+        "fragments",
+        "Stubs: code fragments",
+        "When filling a stub, show the model k 20-line fragments of the repo's other files, found with the code "
+        "before the body, instead of demonstrations (needs `assist index`)",
+    ),
+    (
+        "redraw",
+        "Stubs: redraw empty",
+        "When filling a stub, draw once more each sample that wrote no body (about one in ten does; the default "
+        "engine reuses the prompt it read, so a redraw costs only its own tokens)",
+    ),
+)
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -222,34 +249,9 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 yield Label("Max new tokens")
                 tokens = "" if o.max_new_tokens is None else str(o.max_new_tokens)
                 yield Input(tokens, placeholder="auto", type="integer", id="max_new_tokens")
-                yield Label("Stubs: used APIs")  # generate --apis: the repo's functions the stub's file uses
-                yield Switch(
-                    o.apis,
-                    id="apis",
-                    tooltip="When filling a stub, also show the model the repo's functions from other files that "
-                    "the file calls or imports",
-                )
-                yield Label("Stubs: own-file demos")  # generate --own-file
-                yield Switch(
-                    o.own_file,
-                    id="own_file",
-                    tooltip="When filling a stub, let the demonstrations be the file's own other functions, whole "
-                    "(the stub itself never is); else they come from the repo's other files",
-                )
-                yield Label("Stubs: code fragments")  # generate --fragments
-                yield Switch(
-                    o.fragments,
-                    id="fragments",
-                    tooltip="When filling a stub, show the model k 20-line fragments of the repo's other files, "
-                    "found with the code before the body, instead of demonstrations (needs `assist index`)",
-                )
-                yield Label("Stubs: redraw empty")  # generate --redraw
-                yield Switch(
-                    o.redraw,
-                    id="redraw",
-                    tooltip="When filling a stub, draw once more each sample that wrote no body (about one in ten "
-                    "does; the default engine reuses the prompt it read, so a redraw costs only its own tokens)",
-                )
+                for name, label, tooltip in STUB_SWITCHES:
+                    yield Label(label)
+                    yield Switch(getattr(o, name), id=name, tooltip=tooltip)
             yield Static("", id="settings-error")
             with Horizontal(classes="buttons"):
                 yield Button("Save (ctrl+s)", id="save", variant="primary")

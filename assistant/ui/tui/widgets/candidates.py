@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from textual import on
-from textual.message import Message
 from textual.widgets import DataTable
 
 from assistant.core.generation import GenerateResult
+from assistant.ui.tui.widgets.messages import WidgetMessage
 
 
 def format_score(name: str, value: float) -> str:
@@ -23,17 +23,12 @@ def format_score(name: str, value: float) -> str:
 class CandidateTable(DataTable[str]):
     """The ranked candidates; posts :class:`Highlighted` when the cursor lands on a row (↑↓, a click)."""
 
-    class Highlighted(Message):
+    class Highlighted(WidgetMessage["CandidateTable"]):
         """The candidate at `position` (0 = ranked first) is the one to show, apply, test or copy."""
 
         def __init__(self, table: CandidateTable, position: int) -> None:
-            super().__init__()
-            self.table = table
+            super().__init__(table)
             self.position = position
-
-        @property
-        def control(self) -> CandidateTable:
-            return self.table
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)

@@ -6,28 +6,23 @@ from typing import Any
 
 from rich.text import Text
 from textual import on
-from textual.message import Message
 from textual.widgets import SelectionList
 from textual.widgets.selection_list import Selection
 
 from assistant.core.retrieve import Hit
 from assistant.ui.text import one_line
+from assistant.ui.tui.widgets.messages import WidgetMessage
 
 
 class DemonstrationList(SelectionList[int]):
     """The retrieved demonstrations, all on at first; posts :class:`Toggled` when the user switches one."""
 
-    class Toggled(Message):
+    class Toggled(WidgetMessage["DemonstrationList"]):
         """The user switched a demonstration on or off; `chosen` are those still on, best first."""
 
         def __init__(self, demonstrations: DemonstrationList, chosen: list[Hit]) -> None:
-            super().__init__()
-            self.demonstrations = demonstrations
+            super().__init__(demonstrations)
             self.chosen = chosen
-
-        @property
-        def control(self) -> DemonstrationList:
-            return self.demonstrations
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
