@@ -39,6 +39,16 @@ class SamplingParams:
 
 
 @dataclass(frozen=True)
+class SampleGroup:
+    """Prompts sampled with one setting, each with its own seed (`seeds`, default `params.seed` for all): one part
+    of a :meth:`Backend.sample_groups` call, which decodes several such parts together."""
+
+    prompts: tuple[Prompt, ...]
+    params: SamplingParams
+    seeds: tuple[int | None, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Completion:
     """One sampled continuation (the text after the answer prefix, cut at the stop string)."""
 
@@ -222,6 +232,9 @@ class Backend:
 
     - `batches_prompts`: `sample_batch` decodes several prompts together, so grouping prompts is worth it (the
       default `sample_batch` samples them one after the other).
+    - `batches_groups`: `sample_groups` decodes groups of prompts with different settings together, so a side
+      request (agree's tests) may ride along with a sampling call at little cost (the default `sample_groups`
+      samples the groups one after the other).
     - `logprobs`: it reports token log-probabilities, with its samples (`Completion.logprobs`) or by scoring
       given text (`can_score`): the logprob ranker can work. `can_score` implies `logprobs`.
     - `can_score`: `logprob()` scores given text (the logprob ranker's fallback, LAIL labeling, `eval
@@ -237,6 +250,7 @@ class Backend:
     description: ClassVar[str] = ""  # one line for the settings screen (default: the docstring's first line)
 
     batches_prompts: bool = False
+    batches_groups: bool = False
     logprobs: bool = False
     can_score: bool = False
     scoring_unavailable: str = "this backend does not score given text"
@@ -286,6 +300,24 @@ class Backend:
             own = params if seeds is None else replace(params, seed=seeds[position])
             results.append(self.sample(prompt, own, None if step is None else _offset(step, position, len(prompts))))
         return results
+
+    def sample_groups(self, groups: Sequence[SampleGroup], step: Step | None = None) -> list[list[list[Completion]]]:
+        """Each group's `sample_batch` (its prompts, parameters and seeds), in order: a group's samples are what
+        `sample_batch` gives it alone. A `streaming` listener hears the first group's first row (from this default,
+        each group's in turn, as sampling calls of their own).
+
+        This default samples the groups one after the other; `step` sees the whole call's progress (group i's
+        (done, total) as (i * total + done, len(groups) * total)). Backends that decode the groups together
+        override it and set `batches_groups`."""
+        return [
+            self.sample_batch(
+                group.prompts,
+                group.params,
+                None if step is None else _offset(step, position, len(groups)),
+                None if group.seeds is None else list(group.seeds),
+            )
+            for position, group in enumerate(groups)
+        ]
 
     def logprob(self, pairs: Sequence[tuple[Prompt, str]]) -> list[TokenLogprobs]:
         """Token log-probabilities of each continuation given its prompt, batched (when `can_score`)."""

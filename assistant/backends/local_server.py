@@ -12,10 +12,11 @@ whose client hung up is stopped (checked between decoding steps), and a client t
 No network access beyond the loopback interface, no authentication: it is for this machine's user.
 
 On a Unix socket (a warm server, :mod:`assistant.backends.warm`) it also answers assist's own calls, which run the
-engine's `sample_batch` and `logprob` on the prompts themselves, so the candidates and scores are exactly the
-in-process engine's: `POST /v1/assist/sample` (`prompts`, `params`, `seeds`) and `POST /v1/assist/score`
-(`pairs`). Their answers are lines of JSON: `{"step": [done, total]}` as the work goes on, then `{"result": ...}`
-or `{"error": {"kind", "message"}}`. Such a server stops itself after an idle timeout.
+engine's `sample_batch`, `sample_groups` and `logprob` on the prompts themselves, so the candidates and scores are
+exactly the in-process engine's: `POST /v1/assist/sample` (`prompts`, `params`, `seeds`), `POST
+/v1/assist/sample-groups` (`groups`, each with its `prompts`, `params` and `seeds`, decoded together) and `POST
+/v1/assist/score` (`pairs`). Their answers are lines of JSON: `{"step": [done, total]}` as the work goes on, then
+`{"result": ...}` or `{"error": {"kind", "message"}}`. Such a server stops itself after an idle timeout.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from assistant.backends import Completion, SamplingParams, Step, streaming
+from assistant.backends import Completion, SampleGroup, SamplingParams, Step, streaming
 from assistant.backends.prompts import Prompt
 from assistant.config import DEFAULT_MAX_NEW_TOKENS, SEED_MAX
 from assistant.errors import AssistError
@@ -205,6 +206,25 @@ class LocalServer:
             rows = self.backend.sample_batch(prompts, params, step, seeds)
         completions = [[asdict(c) for c in row] for row in rows]
         return {"completions": completions, "usage": self.backend.usage.since(before)}
+
+    def assist_sample_groups(self, body: dict[str, Any], step: Step | None = None, emit: Any = None) -> dict[str, Any]:
+        """`POST /v1/assist/sample-groups`: the engine's `sample_groups` on the client's groups (each an object with
+        `prompts`, `params` and `seeds`, as `/v1/assist/sample` takes them), as it would run in the client's process;
+        with `stream`, the first group's first row goes to `emit` (the sampling call's first; no later one's)."""
+        groups = []
+        for group in _list(body, "groups"):
+            if not isinstance(group, dict):
+                raise RequestError("each group must be an object")
+            seeds = group.get("seeds")
+            prompts = tuple(prompt_from_json(p) for p in _list(group, "prompts"))
+            params = SamplingParams(**_dict(group, "params"))
+            groups.append(SampleGroup(prompts, params, None if seeds is None else tuple(seeds)))
+        before = self.backend.usage.to_json()
+        first = None if emit is None else (lambda call, text: emit(call, text) if call == 0 else None)
+        with _streaming_to(first if body.get("stream") else None):
+            sampled = self.backend.sample_groups(groups, step)
+        completions = [[[asdict(c) for c in row] for row in rows] for rows in sampled]
+        return {"groups": completions, "usage": self.backend.usage.since(before)}
 
     def assist_score(self, body: dict[str, Any], step: Step | None = None, emit: Any = None) -> dict[str, Any]:
         """`POST /v1/assist/score`: the engine's `logprob` on the client's (prompt, continuation) pairs."""
@@ -406,7 +426,11 @@ def _handler(server: LocalServer) -> type[BaseHTTPRequestHandler]:
     """The request handler class of `server` (OpenAI's routes, and on a Unix socket assist's own)."""
     routes = {"/v1/completions": server.completions, "/v1/chat/completions": server.chat}
     if server.unix_path is not None:
-        streamed = {"/v1/assist/sample": server.assist_sample, "/v1/assist/score": server.assist_score}
+        streamed = {
+            "/v1/assist/sample": server.assist_sample,
+            "/v1/assist/sample-groups": server.assist_sample_groups,
+            "/v1/assist/score": server.assist_score,
+        }
     else:
         streamed = {}
     return type("Handler", (_Handler,), {"app": server, "routes": routes, "streamed": streamed})

@@ -41,6 +41,7 @@ from assistant.backends import (
     Completion,
     Progress,
     RowStream,
+    SampleGroup,
     SamplingParams,
     Step,
     TokenLogprobs,
@@ -88,6 +89,7 @@ class OpenVINOBackend(ConvertedBackend):
     name = "local-ov"
     description = "the local model through OpenVINO int8 on this machine's CPU (the default local engine)"
     batches_prompts = True
+    batches_groups = True  # sample_groups decodes every group in one run of the pipeline
     streams = True  # one-row requests hand over their tokens step by step
 
     def __init__(
@@ -358,6 +360,30 @@ class OpenVINOBackend(ConvertedBackend):
         stream = row_stream(prompts[0].answer_prefix, prompts[0].stop) if prompts else None
         return self.sample_texts(texts, params, [p.stop for p in prompts], step, seeds, prompt_tokens, stream)
 
+    def sample_groups(self, groups: Sequence[SampleGroup], step: Step | None = None) -> list[list[list[Completion]]]:
+        """Each group's `sample_batch`, all groups decoded together in one run of the pipeline: a step reads the
+        weights once for all its rows, so a side request (agree's tests beside a stub's samples) costs little more
+        than its own rows. A group's rows are what `sample_batch` gives it alone for the same prompts and seeds, up
+        to the rounding of batched arithmetic: the same tokens, their log-probabilities now and then parting by
+        float noise (measured on the 0.5B: one row in five, by 1e-4 to 0.03 on a token). Groups whose rows go to
+        different pipelines (drafted sampled rows beside greedy ones) run one after another."""
+        if not groups or len({self._lane(group.params) for group in groups}) > 1:
+            return super().sample_groups(groups, step)
+        parts, prompt_tokens = [], 0
+        for group in groups:
+            if group.seeds is not None and len(group.seeds) != len(group.prompts):
+                raise ValueError("one seed per prompt")
+            prompt_tokens += sum(self.check_fits(prompt, group.params.max_new_tokens) for prompt in group.prompts)
+            stops = [prompt.stop for prompt in group.prompts]
+            parts.append(_Texts([self.render(p) for p in group.prompts], group.params, stops, group.seeds))
+        first = groups[0].prompts[0] if groups[0].prompts else None
+        stream = row_stream(first.answer_prefix, first.stop) if first is not None else None
+        return self._sample_parts(parts, step, prompt_tokens, stream)
+
+    def _lane(self, params: SamplingParams) -> str:
+        """The decoding of the pipeline a request with these parameters goes to."""
+        return self.decoding if params.temperature > 0 else self.greedy_decoding
+
     def sample_texts(
         self,
         texts: Sequence[str],
@@ -372,58 +398,76 @@ class OpenVINOBackend(ConvertedBackend):
         candidates, cut at the first of its `stops`. A row going round in a loop, or running far past the
         others of its prompt, is ended early and reported as cut off (`Completion.cut_reason`). `stream` hears
         the first text's first row as it is decoded (when that row is a request of its own)."""
+        return self._sample_parts([_Texts(texts, params, stops, seeds)], step, prompt_tokens, stream)[0]
+
+    def _sample_parts(
+        self, parts: Sequence[_Texts], step: Step | None, prompt_tokens: int | None, stream: RowStream | None
+    ) -> list[list[list[Completion]]]:
+        """:meth:`sample_texts` for several parts (texts with their own parameters, stops and seeds) decoded in one
+        run of the pipeline; each part's candidates per text. The texts of parts after the first are added once the
+        first text has read its prompt (with the prefix cache): a prompt beginning as it does (the same system
+        message) reads that beginning from the cache, as a call made after it would."""
         started = time.perf_counter()
+        flat = [(part, at) for part in parts for at in range(len(part.texts))]
         requests: list[tuple[list[int], Any]] = []
-        owners: list[int] = []  # the prompt each request answers
+        owners: list[int] = []  # the text each request answers
         watch = _Watch([], {}, set())
-        # The pipeline streams only one-row requests: a prompt's n samples are asked for as n one-row requests
-        # (each seeded by its number), so each row can be read, and ended, on its own. Without the prefix cache
-        # each would read the prompt afresh: then the n rows stay one request, unwatched, unless drafted decoding
-        # (which takes one-row requests only) is on.
-        lane = self.decoding if params.temperature > 0 else self.greedy_decoding
+        lane = self._lane(parts[0].params)
         pipeline, caches = self._lanes[lane]
-        split = params.temperature > 0 and params.n > 1 and (caches or lane != "plain")
-        for position, text in enumerate(texts):
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-            seed = params.seed if seeds is None else seeds[position]
+        for position, (part, at) in enumerate(flat):
+            params = part.params
+            # The pipeline streams only one-row requests: a prompt's n samples are asked for as n one-row requests
+            # (each seeded by its number), so each row can be read, and ended, on its own. Without the prefix cache
+            # each would read the prompt afresh: then the n rows stay one request, unwatched, unless drafted
+            # decoding (which takes one-row requests only) is on.
+            split = params.temperature > 0 and params.n > 1 and (caches or lane != "plain")
+            ids = self.tokenizer(part.texts[at], add_special_tokens=False)["input_ids"]
+            seed = params.seed if part.seeds is None else part.seeds[at]
             rows = params.n if split else 1
             watch.watches[position] = RowWatch(rows, self._decode)
             first = len(requests)
+            leader = 0 if part is not parts[0] and caches else first  # whose first token lets this one in
             owners += [position] * rows
             if not split:
-                requests.append((ids, self._config(params, stops[position], seed, lane)))
+                requests.append((ids, self._config(params, part.stops[at], seed, lane)))
                 watched = params.temperature <= 0 or params.n == 1
-                watch.groups.append((position, 0, first) if watched else None)
-                continue
-            for row in range(rows):
-                own = None if seed is None else seed * 1009 + row
-                requests.append((ids, self._config(replace(params, n=1), stops[position], own, lane)))
-                watch.groups.append((position, row, first))
-                if row and caches:
-                    watch.later.add(first + row)
+                watch.groups.append((position, 0, leader) if watched else None)
+            else:
+                for row in range(rows):
+                    own = None if seed is None else seed * 1009 + row
+                    requests.append((ids, self._config(replace(params, n=1), part.stops[at], own, lane)))
+                    watch.groups.append((position, row, leader if row == 0 else first))
+                    if row and caches:
+                        watch.later.add(first + row)
+            if leader != first:
+                watch.later.add(first)
         # Every one-row request (each watched one) has its stop strings matched between steps (see `_config`).
-        matches = [self._stop_match(own) for own in stops]
+        matches = [self._stop_match(part.stops[at]) for part, at in flat]
         watch.stops = {r: matches[place[0]] for r, place in enumerate(watch.groups) if place and matches[place[0]]}
-        total = params.max_new_tokens * len(texts)
+        total = sum(part.params.max_new_tokens for part, _ in flat)
         if step is not None:
             step(0, total)
         rows_by_request = self._run(requests, step, total, watch=watch, pipeline=pipeline, stream=stream)
         ends = set(self.end_ids)
-        results: list[list[Completion]] = [[] for _ in texts]
+        results: list[list[Completion]] = [[] for _ in flat]
         for position, own in enumerate(rows_by_request):
-            prompt = owners[position]
+            part, at = flat[owners[position]]
             for ids, values in own:
                 kept = [(t, v) for t, v in zip(ids, values, strict=True) if t not in ends]
                 tokens, logprobs = [t for t, _ in kept], [float(v) for _, v in kept]
                 completion = self._completion(
-                    tokens, logprobs, stops[prompt], params.max_new_tokens, watch.cut.get(position)
+                    tokens, logprobs, part.stops[at], part.params.max_new_tokens, watch.cut.get(position)
                 )
-                results[prompt].append(completion)
+                results[owners[position]].append(completion)
         generated = sum(c.tokens for own in results for c in own)
         if prompt_tokens is None:
-            prompt_tokens = sum(len(requests[owners.index(p)][0]) for p in range(len(texts)))
-        self.usage.add(prompt_tokens, generated, time.perf_counter() - started, len(texts))
-        return results
+            prompt_tokens = sum(len(requests[owners.index(p)][0]) for p in range(len(flat)))
+        self.usage.add(prompt_tokens, generated, time.perf_counter() - started, len(flat))
+        grouped, start = [], 0
+        for part in parts:
+            grouped.append(results[start : start + len(part.texts)])
+            start += len(part.texts)
+        return grouped
 
     def _decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -534,6 +578,17 @@ def _collect(handle: Any, rows: dict[int, list[Any]]) -> None:
             row[1].extend(output.generated_log_probs)
 
 
+@dataclass(frozen=True)
+class _Texts:
+    """Prompts rendered as text with their sampling parameters, stop strings and seeds (default `params.seed`):
+    one part of a run of the pipeline (`OpenVINOBackend._sample_parts`)."""
+
+    texts: Sequence[str]
+    params: SamplingParams
+    stops: Sequence[Sequence[str]]
+    seeds: Sequence[int | None] | None = None
+
+
 @dataclass
 class _Watch:
     """How `OpenVINOBackend._run` reads sampling requests: their stop strings (`StopMatch`) and stragglers
@@ -594,7 +649,7 @@ class _Watch:
         due = []
         for position in sorted(self.later - handles.keys()):
             place = self.groups[position]
-            leader = handles[place[2]] if place else None
+            leader = handles.get(place[2]) if place else None  # a later request of its own may lead it
             if leader is not None and (rows[place[2]] or leader.get_status() != running):
                 due.append(position)
         return due

@@ -5,10 +5,10 @@
 (`$XDG_RUNTIME_DIR/assist`, else `<cache>/run`, mode 0700), and writes a state file beside it (`<model>.json`:
 model, engine, decoding, context, pid, socket, started, idle timeout). A command that would load the same model on
 the same engine with the same decoding and context finds that file and sends its prompts there instead
-(:class:`WarmBackend`): the server runs the very calls the in-process engine would (`sample_batch`, `logprob`),
-so the candidates are the same for a fixed seed. A state file whose process is gone is removed; one of another
-model or settings is left alone; a socket, state file or folder owned by another user, or writable by group or
-others, is refused. The server stops itself after `IDLE_TIMEOUT_S` without a request.
+(:class:`WarmBackend`): the server runs the very calls the in-process engine would (`sample_batch`,
+`sample_groups`, `logprob`), so the candidates are the same for a fixed seed. A state file whose process is gone
+is removed; one of another model or settings is left alone; a socket, state file or folder owned by another user,
+or writable by group or others, is refused. The server stops itself after `IDLE_TIMEOUT_S` without a request.
 
 Nothing here is chosen by a repo's settings: the folder is fixed, and `local.warm` is read from the user's config
 or the environment only.
@@ -32,7 +32,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from assistant.backends import BackendIdentity, Completion, SamplingParams, Step, TokenLogprobs, Usage, row_stream
+from assistant.backends import (
+    BackendIdentity,
+    Completion,
+    SampleGroup,
+    SamplingParams,
+    Step,
+    TokenLogprobs,
+    Usage,
+    row_stream,
+)
 from assistant.backends.local import ConvertedBackend, read_prompt_files
 from assistant.backends.local_server import prompt_to_json
 from assistant.backends.models import resolve, tokenizer_dir
@@ -346,6 +355,7 @@ class WarmBackend(ConvertedBackend):
     name = "local-ov"
     description = "the local model through a running warm server (`assist serve`)"
     batches_prompts = True
+    batches_groups = True
     streams = True  # the server tells the first row as it is written
 
     def __init__(self, state: ServerState, progress: Progress | None = None) -> None:
@@ -393,6 +403,36 @@ class WarmBackend(ConvertedBackend):
         on_text = None if stream is None else (lambda call, text: stream.on_text(stream.call, text))
         result = self._ask("/v1/assist/sample", payload, step, on_text)
         return [[completion_from_json(c) for c in row] for row in result["completions"]]
+
+    def sample_groups(self, groups: Sequence[SampleGroup], step: Step | None = None) -> list[list[list[Completion]]]:
+        """The server's engine's `sample_groups` on these groups, in one request; a server started by an assist
+        that lacks that call (it answers "no such endpoint") gets the groups one after another."""
+        for group in groups:
+            if group.seeds is not None and len(group.seeds) != len(group.prompts):
+                raise ValueError("one seed per prompt")
+            for prompt in group.prompts:
+                self.check_fits(prompt, group.params.max_new_tokens)
+        first = groups[0].prompts[0] if groups and groups[0].prompts else None
+        stream = row_stream(first.answer_prefix, first.stop) if first is not None else None
+        payload = {
+            "groups": [
+                {
+                    "prompts": [prompt_to_json(p) for p in group.prompts],
+                    "params": asdict(group.params),
+                    "seeds": None if group.seeds is None else list(group.seeds),
+                }
+                for group in groups
+            ],
+            "stream": stream is not None,
+        }
+        on_text = None if stream is None else (lambda call, text: stream.on_text(stream.call, text))
+        try:
+            result = self._ask("/v1/assist/sample-groups", payload, step, on_text)
+        except ModelError as exc:
+            if not str(exc).startswith("no such endpoint"):
+                raise
+            return super().sample_groups(groups, step)
+        return [[[completion_from_json(c) for c in row] for row in rows] for rows in result["groups"]]
 
     def logprob(self, pairs: Sequence[tuple[Prompt, str]]) -> list[TokenLogprobs]:
         """The server's engine's teacher-forced scores of each continuation given its prompt."""

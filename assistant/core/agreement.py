@@ -15,18 +15,28 @@ under pytest, each as its own test function with a time limit, with every global
 method's candidates are not run (the tests call a function by name; a method needs an instance), nor are code
 candidates that cannot run alone (each reads names it does not define, as code written for `--file F` calls the
 rest of its file): no tests are asked for, every candidate scores 0 and the next ranker decides.
+
+The test-writing call can ride along with the sampling (:func:`plans_agree` decides before sampling whether agree
+will ask for tests): on a CPU, decoding reads the weights once a step however many rows it decodes, so its two rows
+cost little beside a stub's samples, where afterwards they cost a call of their own. The stub's road
+(:func:`assistant.core.stubs.fill_stub`) hands what it wrote to the ranker through :func:`prefetched_tests`; the
+request, its seed and its reading are the same as the call's, so are the tests. `ASSIST_AGREE_BATCH=off` in the
+environment turns it off (the call is then made after sampling, as a benchmark compares).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import os
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-from assistant.backends import Backend, SamplingParams, Step
+from assistant.backends import Backend, Completion, SamplingParams, Step
 from assistant.backends.prompts import Prompt, build_tests_prompt
 from assistant.cache import JsonlCache, LayeredCache, cache_key
 from assistant.code.edit import bound_names
@@ -41,6 +51,7 @@ from assistant.core.module_runs import (  # noqa: F401 (agree's module runs, nam
     passed_in_module,
 )
 from assistant.core.rank import Problem, Score
+from assistant.errors import UsageError
 
 TESTS_WANTED = 8  # tests the candidates run at most (the requirement's examples first)
 TEST_SAMPLES = 2  # samples of the test-writing prompt
@@ -49,6 +60,7 @@ TEST_SAMPLES = 2  # samples of the test-writing prompt
 # decode steps (`benchmarks/agree_tokens.py`, results/agree-tokens): the model pads its asserts with messages and
 # writes on past the tests agree uses.
 TEST_TOKENS = 128
+BATCH_ENV = "ASSIST_AGREE_BATCH"  # "off": the test-writing call is made after sampling, not beside it
 
 
 def _own_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -288,6 +300,49 @@ def tests_request(
     return prompt, params, key
 
 
+def test_texts(prompt: Prompt, completions: Sequence[Completion], backend: Backend) -> list[str]:
+    """The test-writing call's completions as texts to read asserts from (and to cache): a backend that continues
+    the prefilled answer returns only what follows `assert name(`, so the prefix is put back."""
+    lead = prompt.answer_prefix if backend.prefills_answer else ""
+    return [lead + completion.text for completion in completions]
+
+
+def batching_on() -> bool:
+    """Whether the test-writing call may ride along with the sampling (`ASSIST_AGREE_BATCH`: on, the default, or
+    off); another value is a one-line error."""
+    raw = os.environ.get(BATCH_ENV, "").strip().lower()
+    if raw not in ("", "on", "off"):
+        raise UsageError(f"{BATCH_ENV} must be on or off, not {raw!r}")
+    return raw != "off"
+
+
+def plans_agree(spec: str, has_tests: bool, runnable: bool) -> bool:
+    """Whether ranking with the ranker spec `spec` (`auto`, or names joined by `+`) will ask agree for tests, as
+    far as it can be told before sampling: agree is named, or `auto` picks it (no tests given, candidates that can
+    run: the choice of `assistant.pipeline.registry.auto_ranker`, less what only the candidates tell), and the
+    candidates can run (`runnable`; agree asks nothing for a method's). A wrong guess costs little: tests written
+    and not used, or the call made after sampling as without this."""
+    names = [part.strip() for part in spec.split("+")]
+    return runnable and ("agree" in names or (names == ["auto"] and not has_tests))
+
+
+# Test-writing completions decoded beside the sampling, by their request's key (:func:`tests_request`), for this
+# request's ranking: what `written_tests` reads before it would ask the model.
+_prefetched: ContextVar[Mapping[str, list[str]] | None] = ContextVar("assist_agree_prefetched", default=None)
+
+
+@contextmanager
+def prefetched_tests(written: Mapping[str, list[str]]) -> Iterator[None]:
+    """Within the block, :func:`written_tests` takes the texts (:func:`test_texts`) of a request whose key is in
+    `written` instead of asking the model (a context variable: the rankers between here and agree need not carry
+    them)."""
+    token = _prefetched.set(written)
+    try:
+        yield
+    finally:
+        _prefetched.reset(token)
+
+
 def written_tests(
     problem: Problem,
     name: str,
@@ -302,14 +357,17 @@ def written_tests(
 
     With a `cache` (the evaluation's), the completions are kept by prompt, model and parameters: a resumed run,
     or another strategy's candidates with the same signature, reuse them instead of asking the model again.
-    `step` is told how far the model has got (a callback that raises stops it, as the TUI's Escape does)."""
+    `step` is told how far the model has got (a callback that raises stops it, as the TUI's Escape does). Texts
+    decoded beside the sampling (:func:`prefetched_tests`) are taken as the model's answer to this very call."""
     prompt, params, key = tests_request(problem.requirement, name, sig, backend.model, samples, tokens)
+    prefetched = _prefetched.get() or {}
     if cache is not None and key in cache:
         texts = cache.get(key)
     else:
-        # A backend that continues the prefilled answer returns only what follows `assert name(`.
-        lead = prompt.answer_prefix if backend.prefills_answer else ""
-        texts = [lead + completion.text for completion in backend.sample(prompt, params, step)]
+        if key in prefetched:
+            texts = list(prefetched[key])
+        else:
+            texts = test_texts(prompt, backend.sample(prompt, params, step), backend)
         if cache is not None:
             cache.put(key, texts)
     tests: list[str] = []

@@ -648,7 +648,11 @@ class Pipeline:
             return generate_code(
                 request.requirement, backend, target=target, params=options.params(), replace=request.replace, **shared
             )
+        from assistant.core.agreement import plans_agree
         from assistant.core.stubs import fill_stub
+
+        def agree_tests(problem: Problem) -> bool:  # what `_chooser` will pick, as far as known before sampling
+            return plans_agree(options.ranker, bool(problem.tests), candidates_runnable(problem.home, False))
 
         assert target is not None
         return fill_stub(
@@ -664,6 +668,7 @@ class Pipeline:
             params=options.params(),
             max_new_tokens=options.max_new_tokens,
             spec_tests=self._spec_tests(request, target, options, backend),
+            agree_tests=agree_tests,
             **shared,
         )
 

@@ -1,6 +1,6 @@
-"""Sampling a stub's requests: batched by shared settings (:func:`sample_stubs`), a cut-off batch retried once at
-twice the limit (greedy ones carried on, :func:`carry_on`), and samples that wrote nothing drawn once more in
-their places (:func:`redraw_empty`).
+"""Sampling a stub's requests: batched by shared settings (:func:`sample_stubs`; other requests may ride along with
+the first batch, :func:`sample_stubs_beside`), a cut-off batch retried once at twice the limit (greedy ones carried
+on, :func:`carry_on`), and samples that wrote nothing drawn once more in their places (:func:`redraw_empty`).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from assistant.backends import Backend, Completion, Prompt, SamplingParams, Step
+from assistant.backends import Backend, Completion, Prompt, SampleGroup, SamplingParams, Step
 from assistant.core.stubs.collect import collect_stub
 from assistant.core.stubs.request import StubRequest
 from assistant.progress import Progress
@@ -33,6 +33,20 @@ def sample_stubs(
     sampling settings go to the backend in one `sample_batch` call, each with its own seed, so a request's
     samples do not depend on its neighbours' (up to the rounding of batched arithmetic); the retries at twice
     the limit run one request at a time."""
+    return sample_stubs_beside(requests, backend, params, (), progress)[0]
+
+
+def sample_stubs_beside(
+    requests: Sequence[StubRequest],
+    backend: Backend,
+    params: Sequence[SamplingParams],
+    beside: Sequence[SampleGroup],
+    progress: Progress | None = None,
+) -> tuple[list[tuple[list[Completion], int]], list[list[list[Completion]]]]:
+    """:func:`sample_stubs`, with other requests (`beside`, such as agree's test-writing call) decoded in its first
+    backend call, together with the first batch of samples (`Backend.sample_groups`): a backend that decodes them
+    together pays little more than for the samples alone. The samples, and each group's completions of `beside`
+    (its own `sample_batch`'s)."""
     if len(params) != len(requests):
         raise ValueError("one SamplingParams per request")
     report = progress or (lambda stage, done, total: None)
@@ -45,14 +59,15 @@ def sample_stubs(
     for position, p in enumerate(owned):
         groups.setdefault((p.n, p.temperature, p.top_p, p.max_new_tokens), []).append(position)
     first: list[list[Completion]] = [[] for _ in requests]
+    side: list[list[list[Completion]]] = []
     report("generate", 0, 1)
-    for members in groups.values():
-        sampled = backend.sample_batch(
-            [requests[i].prompt for i in members],
-            owned[members[0]],
-            step=step,
-            seeds=[owned[i].seed for i in members],
-        )
+    for number, members in enumerate(groups.values()):
+        prompts, seeds = [requests[i].prompt for i in members], [owned[i].seed for i in members]
+        if number == 0 and beside:
+            own = SampleGroup(tuple(prompts), owned[members[0]], tuple(seeds))
+            sampled, *side = backend.sample_groups([own, *beside], step=step)
+        else:
+            sampled = backend.sample_batch(prompts, owned[members[0]], step=step, seeds=seeds)
         for position, completions in zip(members, sampled, strict=True):
             first[position] = list(completions)
     results = []
@@ -75,7 +90,7 @@ def sample_stubs(
             completions = [*completions, *retried]
         results.append((completions, limit))
     report("generate", 1, 1)
-    return results
+    return results, side
 
 
 def carry_on(
