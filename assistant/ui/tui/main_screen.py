@@ -458,7 +458,7 @@ class MainScreen(Screen[None]):
             self.show_info()
             self.set_message(f"Target: {name}; ctrl+g generates for it" if name else "No target file")
 
-        self.app.push_screen(FilePicker(self.session.tracked_files(), self.target), picked)
+        self.app.push_screen(FilePicker(self.session.tracked_files()), picked)
 
     def action_pick_stub(self) -> None:
         """Pick a stub of the target file to fill (fuzzy, like the file picker); its docstring is the requirement."""
@@ -488,7 +488,6 @@ class MainScreen(Screen[None]):
         self.app.push_screen(
             FilePicker(
                 stubs,
-                self.function,
                 label="Stub to fill (type to filter, Enter to pick, Escape to cancel)",
                 placeholder="function or Class.method",
                 none_label="(no stub: write new code)",

@@ -94,7 +94,6 @@ class FilePicker(ModalScreen[str | None]):
     def __init__(
         self,
         files: list[str],
-        current: str | None,
         *,
         label: str = "Target file (type to filter, Enter to pick, Escape to cancel)",
         placeholder: str = "path/to/file.py",
@@ -103,7 +102,6 @@ class FilePicker(ModalScreen[str | None]):
     ) -> None:
         super().__init__()
         self.files = files
-        self.current = current
         self.label = label
         self.placeholder = placeholder
         self.none_label = none_label
