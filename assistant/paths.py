@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import errno
 import hashlib
+import json
 import os
 import secrets
 import stat
@@ -468,3 +469,16 @@ def read_regular_file(path: Path, limit: int | None = None) -> bytes | None:
             return bytes(data) if len(data) <= limit else None
     except (OSError, RuntimeError):  # RuntimeError: a symlink loop on older Pythons
         return None
+
+
+def read_json_object(path: Path, limit: int) -> dict | None:
+    """The JSON object (a dict) in `path`, read as :func:`read_regular_file` reads (a regular file, not a link, at
+    most `limit` bytes); None when it is missing, unreadable, too large, not UTF-8, not JSON or not an object."""
+    data = read_regular_file(path, limit=limit)
+    if data is None:
+        return None
+    try:
+        loaded = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; RecursionError: nesting too deep
+        return None
+    return loaded if isinstance(loaded, dict) else None

@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from assistant.errors import UsageError
-from assistant.paths import read_regular_file
+from assistant.paths import read_json_object
 from assistant.sandbox import (
     LAYERS,
     PROJECT_LAYERS,
@@ -511,14 +511,7 @@ def _read_results(path: Path) -> dict[str, object] | None:
     """The plugin's results, or None when missing, malformed, larger than MAX_RESULTS_BYTES, or not a regular
     file: the run folder is writable from inside, so the tests may have swapped the file for a link to
     `/dev/zero` (read forever) or a FIFO (open blocks forever)."""
-    data = read_regular_file(path, limit=MAX_RESULTS_BYTES)
-    if data is None:
-        return None
-    try:
-        loaded = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        return None
-    return loaded if isinstance(loaded, dict) else None
+    return read_json_object(path, MAX_RESULTS_BYTES)
 
 
 def _outcomes(results: dict[str, object] | None) -> dict[str, str]:
