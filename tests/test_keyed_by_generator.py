@@ -99,7 +99,7 @@ def test_artifacts_for_several_models_live_side_by_side(bank, tmp_path, encoder)
         retriever = make_retriever("auto", index, encoder, model)
         assert retriever.name == "lail" and retriever.encoder.name == f"lail:{folder.name}"  # type: ignore[attr-defined]
         assert f"trained for {model}" in (served_by(retriever) or "")
-    # The evaluations name no generator: they measure the one trained last.
+    # Asked without a generator (no evaluation does so any more: each names the model it runs), the latest trained.
     assert make_retriever("lail", index, encoder).encoder.name == f"lail:{large.name}"  # type: ignore[attr-defined]
 
 
@@ -180,4 +180,146 @@ def test_docstring_uses_a_jointcom_retriever_only_for_the_model_whose_losses_tra
     save_artifact(base, "jointcom", lambda folder: (folder / "encoder").symlink_to(trained, True), manifest)
     assert trained_encoder(base, LARGE) is None  # `assist docstring` with the 1.5B: exemplars by code tokens
     assert trained_encoder(base, SMALL).name == "jointcom:jointcom"
-    assert trained_encoder(base) is not None  # `eval docstring` measures the latest trained
+    assert trained_encoder(base) is not None  # without a generator: the latest trained
+
+
+# -- the evaluations measure the artifact trained for the model they run (issue 70) --------------------------------
+
+OTHER = "another-model"  # a model nothing was trained for
+
+
+def refused_for(error: pytest.ExceptionInfo[UsageError], how: str) -> None:
+    """The one-line error for a model nothing was trained for: both models it serves, this one, how to train."""
+    message = str(error.value)
+    assert "\n" not in message and SMALL in message and LARGE in message and f"not {OTHER}" in message
+    assert how in message
+
+
+def test_eval_docstring_measures_the_jointcom_retriever_trained_for_the_model_it_runs(bank, tmp_path, encoder) -> None:
+    from assistant.code.examples import Example
+    from assistant.methods.artifacts import keyed_dir
+    from assistant.methods.jointcom import retriever_dir
+    from assistant.ui.eval_cmd import _docstring_indexes
+
+    words = ("parse", "merge", "split")
+    pool = [Example(f"{w.title()} it.", f'def {w}(x):\n    """{w.title()} it."""\n    return x\n', w) for w in words]
+    trained, base = encoder_dir(resolve(None, "encoder")), retriever_dir(pool)  # the real MiniLM as its encoder
+    folders = {SMALL: base, LARGE: keyed_dir(base, LARGE)}
+    for model, folder in folders.items():  # the other model's is saved last: the newer of the two
+        manifest = {"generator": {"backend": "local", "model": model}}
+        save_artifact(folder, "jointcom", lambda f: (f / "encoder").symlink_to(trained, True), manifest)
+    for model, folder in folders.items():
+        index = _docstring_indexes(["jointcom"], pool, pipeline_for(model, bank, tmp_path, encoder), 0)["jointcom"]
+        assert index.encoder.name == f"jointcom:{folder.name}"  # type: ignore[union-attr]
+    with pytest.raises(UsageError) as refused:
+        _docstring_indexes(["jointcom"], pool, pipeline_for(OTHER, bank, tmp_path, encoder), 0)
+    refused_for(refused, f"`assist train docstring-retriever --stdlib --seed 0 --model {OTHER}`")
+
+
+def test_eval_likelihood_measures_the_lail_retriever_trained_for_the_model_it_runs(
+    bank, tmp_path, encoder, monkeypatch
+) -> None:
+    import assistant.evaluate.strategies as strategies
+    from assistant.datasets import Task
+    from assistant.evaluate import Pool, run_likelihood
+    from assistant.evaluate.report import retriever_identities
+    from assistant.methods.artifacts import artifact_dir, directory_identity
+
+    index = pipeline_for(SMALL, bank, tmp_path, encoder).source().index
+    small = train_for(SMALL, index, encoder)
+    large = train_for(LARGE, index, encoder, artifact_dir(index, "lail", LARGE))  # trained last: the newer
+    built: list[str] = []
+
+    def recorded(*args, **kwargs):  # the registry's own retriever, its encoder's name noted
+        retriever = make_retriever(*args, **kwargs)
+        built.append(retriever.encoder.name)  # type: ignore[attr-defined]
+        return retriever
+
+    monkeypatch.setattr(strategies, "make_retriever", recorded)
+    pool = Pool(list(index.examples), index, encoder)
+    task = Task("t/1", "Reverse a list.", "def reverse(xs):\n    return xs[::-1]", ())
+    for model, folder in ((SMALL, small), (LARGE, large)):
+        run_likelihood([task], pool, ["lail"], ScriptedBackend(model=model), tmp_path / model, demos=1)
+        assert built[-1] == f"lail:{folder.name}"
+        # What the run's folder records as the artifact its figures came from: the same one.
+        assert retriever_identities(index, ["lail"], model) == {"lail": directory_identity(folder)}
+    with pytest.raises(UsageError) as refused:
+        run_likelihood([task], pool, ["lail"], ScriptedBackend(model=OTHER), tmp_path / OTHER, demos=1)
+    refused_for(refused, f"`assist train retriever lail --model {OTHER}`")
+
+
+def test_eval_repo_retrieves_with_the_generic_selfracg_adapters_trained_for_the_model_it_runs(monkeypatch) -> None:
+    import numpy as np
+
+    import assistant.methods.selfracg as selfracg
+    from assistant.code.examples import Example
+    from assistant.evaluate.repo.run import _retriever
+    from assistant.indexing.index import Index
+    from assistant.methods.artifacts import directory_identity
+    from assistant.methods.selfracg import SelfRacgConfig, generic_dir
+    from assistant.ui.eval_cmd import _selfracg_identity
+
+    examples = [Example("", f"def f{i}():\n    return {i}\n", path=f"m{i}.py") for i in range(3)]
+    index = Index(examples=examples, vectors=np.zeros((3, 1), "float32"), meta={"source": {"kind": "memory"}})
+    folders = {SMALL: generic_dir(), LARGE: generic_dir(LARGE)}
+    for model, folder in folders.items():  # the other model's is saved last: the newer of the two
+        manifest = {"config": SelfRacgConfig(rank=4).to_json(), "generator": model, "model": model}
+        save_artifact(folder, "selfracg", lambda f: (f / "adapter.safetensors").write_bytes(b""), manifest)
+    loaded: list[str | None] = []
+
+    def load_ine(model, precision="auto", config=None):  # the model the branch would run: noted, then stop
+        loaded.append(model)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(selfracg, "load_ine", load_ine)
+    for model, folder in folders.items():
+        with pytest.raises(RuntimeError, match="stop here"):
+            _retriever("selfracg", index, None, generator=model)
+        assert loaded[-1] == model
+        assert _selfracg_identity(["bm25", "selfracg"], model) == {"selfracg": directory_identity(folder)}
+    with pytest.raises(UsageError) as refused:
+        _retriever("selfracg", index, None, generator=OTHER)
+    refused_for(refused, f"`assist train retriever selfracg --corpus DIR --model {OTHER}`")
+    assert _selfracg_identity(["selfracg"], OTHER) == {}  # the run itself stops with that error
+    with pytest.raises(RuntimeError, match="stop here"):  # the untrained branch: over the evaluated model too
+        _retriever("selfracg-init", index, None, generator=SMALL)
+    assert loaded[-1] == SMALL
+
+
+def test_eval_repo_keeps_a_lail_retriever_for_each_model_that_labels(encoder) -> None:
+    from assistant.code.examples import Example
+    from assistant.evaluate.repo.run import heldout_lail
+    from assistant.evaluate.repo.tasks import FunctionTask
+    from assistant.indexing.index import build_index
+
+    words = ["parse", "render", "merge", "split", "count", "sort", "load", "save", "find", "clean", "join", "check"]
+    examples = [
+        Example(f"{w.title()} the items.", f'def {w}(items):\n    """{w.title()} the items."""\n    return items\n',
+                w, f"pkg/m{i % 3}.py", 10 * i + 1, 10 * i + 3)
+        for i, w in enumerate(words)
+    ]  # fmt: skip
+    index = build_index(examples, encoder, source={"kind": "repo-bench", "name": "toy"})
+    task = FunctionTask("toy:pkg/m1.py::render", "toy", "pkg/m1.py", "render", 11, 11, 13, "Render the items.",
+                        "return []", ("tests/test_m.py::test_render",))  # fmt: skip
+    config = LailConfig(candidates=4, positives=1, soft_negatives=1, hard_negatives=2, epochs=1, batch=4, queries=6)
+    labelers = {model: ScriptedBackend(model=model) for model in (SMALL, LARGE)}
+    first = heldout_lail(index, encoder, [task], config=config, labeler=labelers[SMALL])
+    second = heldout_lail(index, encoder, [task], config=config, labeler=labelers[LARGE])
+    # Each in the folder of the model that labelled it, side by side.
+    assert first.encoder.name.endswith(f"@{SMALL}") and second.encoder.name.endswith(f"@{LARGE}")
+    again = heldout_lail(index, encoder, [task], config=config, labeler=labelers[SMALL])
+    assert again.manifest == first.manifest  # the first model's is still there, not retrained over the other's
+
+
+def test_eval_discriminator_retrains_a_head_read_from_another_generator() -> None:
+    from assistant.evaluate.discriminator import _resumable
+    from assistant.methods.condor.model import CondorConfig
+
+    default = resolve(None).name  # the generator the `generator` backbone reads
+    over = CondorConfig(backbone="generator", contrastive=False)
+    saved = {"identity": "abc", "generator": default, "stats": {"backbone_model": default}}
+    assert _resumable(saved, "abc", over) and not _resumable(saved, "abd", over)
+    other = {**saved, "generator": OTHER, "stats": {"backbone_model": OTHER}}
+    assert not _resumable(other, "abc", over)  # trained over another model (the default then): trained anew
+    assert not _resumable({"identity": "abc", "stats": {"backbone_model": OTHER}}, "abc", over)  # before the field
+    assert _resumable(other | {"generator": "none"}, "abc", CondorConfig())  # an encoder: no generator's states

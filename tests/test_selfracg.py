@@ -260,7 +260,7 @@ def test_eval_repo_uses_the_generic_adapters_even_where_the_pool_has_its_own(tmp
         patch.setattr(selfracg, "load_ine", fake_load)
         for build in (
             lambda: SelfRacgRetriever.for_index(index, trained=True),  # `generate`: the pool's own come first
-            lambda: _retriever("selfracg", index, encoder=None),  # eval repo: own ones saw the hidden bodies
+            lambda: _retriever("selfracg", index, None, generator="generic-model"),  # eval repo: never its own
         ):
             with pytest.raises(RuntimeError, match="stop here"):
                 build()
@@ -493,10 +493,10 @@ def test_an_eval_repo_folder_names_the_selfracg_adapters_its_figures_come_from(t
     from assistant.methods.selfracg import generic_dir
     from assistant.ui.eval_cmd import _record_retrievers, _selfracg_identity
 
-    assert _selfracg_identity(["bm25", "selfracg"]) == {}  # none trained: the run itself stops with the error
+    assert _selfracg_identity(["bm25", "selfracg"], "qwen-x") == {}  # none trained: the run itself stops with the error
     manifest = {"config": SelfRacgConfig(rank=4).to_json(), "model": "qwen-x", "precision": "fp32"}
     save_artifact(generic_dir(), "selfracg", lambda f: (f / "adapter.safetensors").write_bytes(b"w"), manifest)
-    before = _selfracg_identity(["bm25", "selfracg", "selfracg+apis"])
+    before = _selfracg_identity(["bm25", "selfracg", "selfracg+apis"], "qwen-x")
     assert list(before) == ["selfracg", "selfracg+apis"] and before["selfracg"]["model"] == "qwen-x"
     out = tmp_path / "run"
     out.mkdir()
@@ -508,11 +508,11 @@ def test_an_eval_repo_folder_names_the_selfracg_adapters_its_figures_come_from(t
                 task + strategy, {"task_id": task, "project": "p", "strategy": strategy, "rank": 1, "seconds": 0.1}
             )
     used = {"selfracg": before["selfracg"]}
-    _record_retrievers(out, used, _selfracg_identity(["bm25", "selfracg"]), ["p:a.py:1", "p:a.py:30"])
+    _record_retrievers(out, used, _selfracg_identity(["bm25", "selfracg"], "qwen-x"), ["p:a.py:1", "p:a.py:30"])
     report = write_report(out)
     assert "| selfracg | 2 of 2 |" in report and "adapter.safetensors" in report
     # Adapters retrained while the run went on: which ones made the figures is unknown, so nothing is named.
     save_artifact(generic_dir(), "selfracg", lambda f: (f / "adapter.safetensors").write_bytes(b"v"), manifest)
     (out / "retrievers.json").unlink()
-    _record_retrievers(out, used, _selfracg_identity(["selfracg"]), ["p:a.py:1"])
+    _record_retrievers(out, used, _selfracg_identity(["selfracg"], "qwen-x"), ["p:a.py:1"])
     assert not (out / "retrievers.json").exists()

@@ -175,7 +175,7 @@ def _plan(
     """Every job of the run, strategy by strategy, each with its prompt and the cache keys of its sample blocks."""
     jobs = []
     for strategy in strategies:
-        select = make_strategy(strategy, pool, seed)
+        select = make_strategy(strategy, pool, seed, backend.model)  # a trained retriever: the one for this model
         for task in tasks:
             chosen = select(task, demos)
             prompt = task.prompt(chosen)

@@ -22,14 +22,16 @@ from assistant.datasets import read_run
 from assistant.errors import UsageError
 from assistant.evaluate.codegen import auto_pick
 from assistant.evaluate.metrics import bootstrap_ci, interval_cell, paired_difference
-from assistant.methods.artifacts import read_manifest
+from assistant.methods.artifacts import read_manifest, recorded_generator
 from assistant.methods.condor.data import PROBLEM_CHARS, Dataset
+from assistant.methods.condor.generator import GENERATOR
 from assistant.methods.condor.model import (
     Condor,
     CondorConfig,
     _predict,
     evaluate_discriminator,
     make_manifest,
+    planned_generator,
     save_discriminator,
     shared_stage1,
     train_discriminator,
@@ -104,7 +106,7 @@ def run_discriminator_eval(
         directory = out / "models" / name
         identity = _identity(train, held, config)
         manifest = read_manifest(directory)
-        if manifest is not None and manifest.get("identity") == identity:
+        if manifest is not None and _resumable(manifest, identity, config):
             # Trained by an earlier run on the same data and settings: resume instead of retraining.
             model = Condor(directory).model
             stats, scores = manifest["stats"], manifest["held_out"]
@@ -136,6 +138,16 @@ def run_discriminator_eval(
     results["baselines"] = {run: _baseline_picks(records) for run, records, _ in candidate_runs}
     (out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     return results
+
+
+def _resumable(manifest: dict | None, identity: str, config: CondorConfig) -> bool:
+    """Whether a variant an earlier run saved is the one this run trains: the same data and settings, and for a
+    head over the generator's hidden states, the same generator (its `generator` backbone names no model: the
+    default one, which may have changed since)."""
+    if manifest is None or manifest.get("identity") != identity:
+        return False
+    over_generator = config.backbone.partition(":")[0] == GENERATOR
+    return not over_generator or recorded_generator(manifest) == planned_generator(config, {})
 
 
 def _stage1(train: Dataset, held: Dataset, config: CondorConfig, path: Path, report: Progress) -> dict:

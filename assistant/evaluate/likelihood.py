@@ -40,7 +40,7 @@ def run_likelihood(
     store = JsonlCache(out / "likelihood.jsonl")
     records: list[dict] = []
     for strategy in strategies:
-        select = make_strategy(strategy, pool, seed)
+        select = make_strategy(strategy, pool, seed, backend.model)  # a trained retriever: the one for this model
         jobs = []
         for task in tasks:
             chosen = select(task, demos)

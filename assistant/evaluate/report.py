@@ -138,9 +138,10 @@ RETRIEVERS_FILE = "retrievers.json"
 REPO_STORES = ("function.jsonl", "line.jsonl", "line-retrieval.jsonl")  # what `eval repo` keeps
 
 
-def retriever_identities(index: Index, strategies: Sequence[str]) -> dict[str, dict]:
-    """strategy → identity of the trained artifact it would load now, for the trained strategies given."""
-    found = {name: artifact_identity(index, name) for name in strategies if name in METHODS}
+def retriever_identities(index: Index, strategies: Sequence[str], generator: str | None = None) -> dict[str, dict]:
+    """strategy → identity of the trained artifact it would load now for `generator` (None: the unkeyed one), for
+    the trained strategies given."""
+    found = {name: artifact_identity(index, name, generator) for name in strategies if name in METHODS}
     return {name: identity for name, identity in found.items() if identity is not None}
 
 

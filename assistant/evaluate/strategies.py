@@ -40,8 +40,9 @@ def in_strategy_order(names: Iterable[str]) -> list[str]:
     return sorted(dict.fromkeys(names), key=lambda name: known.index(name) if name in known else len(known))
 
 
-def make_strategy(name: str, pool: Pool, seed: int = 0) -> Select:
-    """A function (task, k) → demonstrations, most similar first; the pool never contains test tasks."""
+def make_strategy(name: str, pool: Pool, seed: int = 0, generator: str | None = None) -> Select:
+    """A function (task, k) → demonstrations, most similar first; the pool never contains test tasks. A trained
+    retriever is the one trained for `generator`, the model that generates (None: the latest trained)."""
     if name == "zero":
         return lambda task, k: []
     if name == "random":
@@ -51,7 +52,7 @@ def make_strategy(name: str, pool: Pool, seed: int = 0) -> Select:
 
         return select_random
     parse_strategies(name)  # an unknown name is a one-line error naming the strategies
-    retriever = make_retriever(name, pool.index, pool.encoder)
+    retriever = make_retriever(name, pool.index, pool.encoder, generator)
 
     def select(task: Task, k: int) -> list[Example]:
         # The task's own text is excluded in case the pool overlaps the evaluated split.

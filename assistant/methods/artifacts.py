@@ -148,6 +148,16 @@ def find_artifact(base: Path, generator: str | None) -> Path | None:
     return None
 
 
+def serving_artifact(base: Path, generator: str | None, what: str, how_to_train: str) -> Path | None:
+    """The folder of the artifact at `base` that serves `generator` (:func:`find_artifact`); None when none is kept
+    there at all; where only other models' are, the one-line error of :func:`not_trained_for`. What an evaluation
+    reads: it measures the artifact trained for the model it runs, never another model's."""
+    folder = find_artifact(base, generator)
+    if folder is None and other_generators(base, generator):
+        raise not_trained_for(what, base, generator, how_to_train)
+    return folder
+
+
 def other_generators(base: Path, generator: str | None) -> list[str]:
     """The models the artifacts kept at `base` were trained for, other than `generator` (unknown ones named so)."""
     recorded = [recorded_generator(manifest) or "an unknown model" for _, manifest in side_by_side(base)]
@@ -277,9 +287,12 @@ class TrainedEncoder:
         return loaded
 
 
-def artifact_identity(index: Index, method: str) -> dict[str, Any] | None:
-    """What identifies the trained artifact `method` keeps for this index's pool (see `directory_identity`)."""
-    return directory_identity(artifact_dir(index, method))
+def artifact_identity(index: Index, method: str, generator: str | None = None) -> dict[str, Any] | None:
+    """What identifies the trained artifact `method` keeps for this index's pool (see `directory_identity`): the
+    one that serves `generator` (None: the unkeyed folder's)."""
+    base = artifact_dir(index, method)
+    folder = find_artifact(base, generator) if generator is not None else base
+    return directory_identity(folder) if folder is not None else None
 
 
 def directory_identity(directory: Path) -> dict[str, Any] | None:

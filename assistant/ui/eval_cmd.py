@@ -86,6 +86,7 @@ from assistant.ui.options import (
 
 if TYPE_CHECKING:
     from assistant.backends import SamplingParams
+    from assistant.backends.encoder import Encoder
 
 eval_app = typer.Typer(
     short_help="Measure retrievers and rankers on HumanEval and MBPP.",
@@ -319,7 +320,7 @@ def _draw_codegen(run: CodegenRun, ui: ProgressUI) -> list[dict]:
     from assistant.evaluate.report import retriever_identities
 
     pipeline, demo_pool, generator = _load_models(run.pool, run.settings, ui)
-    trained = retriever_identities(demo_pool.index, run.names)
+    trained = retriever_identities(demo_pool.index, run.names, generator.model)
     measured = _codegen_rankers(pipeline, run.extra, run.folder, run.bases, run.tasks, generator)
     records = run_codegen(
         run.tasks,
@@ -335,7 +336,7 @@ def _draw_codegen(run: CodegenRun, ui: ProgressUI) -> list[dict]:
         rankers=measured,
         progress=ui,
     )
-    now = retriever_identities(demo_pool.index, run.names)
+    now = retriever_identities(demo_pool.index, run.names, generator.model)
     _record_retrievers(run.folder, trained, now, [task.task_id for task in run.tasks])
     return records
 
@@ -668,12 +669,13 @@ def _run_repo(run: RepoRun, as_json: bool) -> None:
         encoder = pipeline.encoder()
         indexes = {p.name: index_project(p, encoder, progress=ui) for p in projects}
         generator = pipeline.backend(progress=ui)
-        adapters = _selfracg_identity(run.names)
+        adapters = _selfracg_identity(run.names, generator.model)
         function_rows = (
             _run_functions(run, pipeline, generator, indexes, functions, every_function, ui) if functions else None
         )
         line_rows = _run_lines(run, generator, indexes, lines, every_function, ui) if lines else None
-    _record_retrievers(run.folder, adapters, _selfracg_identity(run.names), [t.task_id for t in functions + lines])
+    now = _selfracg_identity(run.names, generator.model)
+    _record_retrievers(run.folder, adapters, now, [t.task_id for t in functions + lines])
     _print_repo(run, len(functions), len(lines), function_rows, line_rows, time.perf_counter() - started, as_json)
 
 
@@ -714,19 +716,20 @@ def _print_repo(
     err.print(f"results: {run.folder} (report.md)")
 
 
-def _selfracg_identity(names: list[str]) -> dict[str, dict]:
-    """strategy → identity of the generic SelfRACG adapters, for each strategy of `eval repo` that retrieves with
-    them (empty when none does or none are trained: such a run stops with its own error)."""
-    from assistant.evaluate.repo.run import retrieval_of
-    from assistant.methods.artifacts import directory_identity, latest_artifact
+def _selfracg_identity(names: list[str], generator: str | None) -> dict[str, dict]:
+    """strategy → identity of the generic SelfRACG adapters trained for `generator` (None: the default model), for
+    each strategy of `eval repo` that retrieves with them (empty when none does or none are trained for it: such a
+    run stops with its own error)."""
+    from assistant.evaluate.repo.run import generic_adapters, retrieval_of
+    from assistant.methods.artifacts import directory_identity
 
-    using = [name for name in names if retrieval_of(name) == "selfracg"]
-    if not using:
+    if not any(retrieval_of(name) == "selfracg" for name in names):
         return {}
-    from assistant.methods.selfracg import generic_dir  # imports torch: only where the run loads it anyway
-
-    identity = directory_identity(latest_artifact(generic_dir()))  # what eval repo's selfracg loads
-    return {name: identity for name in using} if identity is not None else {}
+    try:
+        identity = directory_identity(generic_adapters(generator))  # what eval repo's selfracg loads
+    except UsageError:
+        return {}
+    return {name: identity for name in names if retrieval_of(name) == "selfracg"} if identity is not None else {}
 
 
 def _repo_retrieval(run: RepoRun, as_json: bool) -> None:
@@ -741,7 +744,7 @@ def _repo_retrieval(run: RepoRun, as_json: bool) -> None:
         summarize_retrieval,
     )
     from assistant.evaluate.repo.tasks import function_tasks, line_tasks
-    from assistant.pipeline.pipeline import load_encoder
+    from assistant.pipeline.pipeline import Pipeline, load_encoder
 
     names, folder = run.names, run.folder
     if names == ["zero"]:
@@ -753,12 +756,13 @@ def _repo_retrieval(run: RepoRun, as_json: bool) -> None:
         held_out = [t for p in projects for t in function_tasks(p, progress=ui)] if set(names) & set(TRAINED) else []
         encoder = load_encoder()
         indexes = {p.name: index_project(p, encoder, progress=ui) for p in projects}
-        adapters = _selfracg_identity(names)
-        records = run_line_retrieval(lines, indexes, names, progress=ui, held_out=held_out)
+        model = Pipeline(settings=run.settings).generator_name()  # the model the trained strategies serve
+        adapters = _selfracg_identity(names, model)
+        records = run_line_retrieval(lines, indexes, names, progress=ui, held_out=held_out, generator=model)
     store = JsonlCache(folder / "line-retrieval.jsonl")
     for record in records:
         store.put(cache_key(kind="retrieval", task=record["task_id"], strategy=record["strategy"]), record)
-    _record_retrievers(folder, adapters, _selfracg_identity(names), [t.task_id for t in lines])
+    _record_retrievers(folder, adapters, _selfracg_identity(names, model), [t.task_id for t in lines])
     rows = summarize_retrieval(records)
     header = f"{len(lines)} line tasks; the positive is the 20-line fragment holding the first hidden line\n"
     _print_rows(folder, len(lines), rows, as_json, header, retrieval_table(rows), "report.md")
@@ -806,9 +810,9 @@ def likelihood(
         _, demo_pool, scorer = _load_models(pool, settings, ui)
         if not scorer.can_score:
             raise UsageError(f"eval likelihood needs a backend that scores given text: {scorer.scoring_unavailable}")
-        trained = retriever_identities(demo_pool.index, names)
+        trained = retriever_identities(demo_pool.index, names, scorer.model)
         records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=seed, progress=ui)
-        now = retriever_identities(demo_pool.index, names)
+        now = retriever_identities(demo_pool.index, names, scorer.model)
         _record_retrievers(folder, trained, now, [task.task_id for task in tasks])
     rows = summarize_likelihood(records)
     header = f"{len(tasks)} tasks of {dataset} ({split}), {demos} demonstrations from {pool}; 95% bootstrap intervals"
@@ -926,26 +930,34 @@ def retrieval(
 
 def _docstring_indexes(names: list[str], pool: list, pipeline, seed: int) -> dict:
     """strategy → the exemplar index it retrieves from (None for zero-shot); JOINTCOM's must have been trained on
-    this split."""
+    this split, for the model that writes."""
     from assistant.core.docwriter import ExemplarIndex
 
     indexes = {}
     for name in names:
         if name == "jointcom":
-            from assistant.methods.jointcom import retriever_dir, trained_encoder
-
-            trained = trained_encoder(retriever_dir(pool))
-            if trained is None:
-                raise UsageError(
-                    "no JOINTCOM retriever trained on this split: run "
-                    f"`assist train docstring-retriever --stdlib --seed {seed}` first"
-                )
-            indexes[name] = ExemplarIndex(pool, trained)
+            indexes[name] = ExemplarIndex(pool, _jointcom_encoder(pool, pipeline.generator_name(), seed))
         else:
             indexes[name] = (
                 None if name == "zero" else ExemplarIndex(pool, pipeline.encoder() if name == "dense" else None)
             )
     return indexes
+
+
+def _jointcom_encoder(pool: list, generator: str | None, seed: int) -> Encoder:
+    """The encoder of the JOINTCOM retriever trained on this split for `generator`, the model that writes; none is
+    a one-line error saying how to train one (naming the models the ones there serve, if any)."""
+    from assistant.methods.artifacts import serving_artifact
+    from assistant.methods.jointcom import retriever_dir, trained_encoder
+
+    train = f"`assist train docstring-retriever --stdlib --seed {seed}"
+    if generator is not None:  # another model's only: that error (a server that names no model: the latest)
+        how = f"train one for it: {train} --model {generator}`"
+        serving_artifact(retriever_dir(pool), generator, "JOINTCOM retriever", how)
+    trained = trained_encoder(retriever_dir(pool), generator)
+    if trained is None:
+        raise UsageError(f"no JOINTCOM retriever trained on this split: run {train}` first")
+    return trained
 
 
 @eval_app.command("docstring")

@@ -161,31 +161,51 @@ def _retriever(
     held_out: Sequence[FunctionTask] | None = None,
     progress: Progress | None = None,
     functions: Index | None = None,
+    generator: str | None = None,
 ) -> Retriever | None:
     """A strategy's retriever over `index` (None for zero-shot). The trained strategies (tstr, lail) learn from
     the project's functions (`functions`, default `index`) less `held_out`, the project's function tasks, and
-    search `index` (its functions, or its fragments for line tasks) with what they learned."""
+    search `index` (its functions, or its fragments for line tasks) with what they learned. `generator`: the
+    model the evaluation runs (None: the default); what is trained or loaded is that model's."""
     if strategy in TRAINED:
         if held_out is None:
             raise UsageError(f"{strategy} is trained on the project's functions less its function tasks: list them")
         pool = index if functions is None else functions
         if strategy == "lail":
-            return heldout_lail(pool, encoder, held_out, progress=progress, search=index)
+            return heldout_lail(pool, encoder, held_out, progress=progress, search=index, generator=generator)
         return heldout_tstr(pool, encoder, held_out, search=index)
-    if strategy == "selfracg":
-        from assistant.methods.artifacts import latest_artifact, read_manifest
-        from assistant.methods.selfracg import SelfRacgRetriever, generic_dir  # the INE needs torch: only if asked
+    if strategy in ("selfracg", "selfracg-init"):
+        return _selfracg_retriever(strategy, index, generator)
+    return None if strategy == "zero" else make_retriever(strategy, index, encoder, generator)
 
-        # Always the generic adapters, never ones kept for this project's pool: those were trained on the
-        # pristine project, hidden bodies and line answers included. The latest trained, for whichever model.
-        adapters = latest_artifact(generic_dir())
-        if read_manifest(adapters) is None:
-            raise UsageError(
-                "selfracg here retrieves with the generic SelfRACG adapters, and none are trained: "
-                "`assist train retriever --method selfracg --corpus DIR` (any folder of Python, e.g. the stdlib)"
-            )
-        return SelfRacgRetriever.for_index(index, trained=True, adapters=adapters)
-    return None if strategy == "zero" else make_retriever(strategy, index, encoder)
+
+def generic_adapters(generator: str | None) -> Path:
+    """The generic SelfRACG adapters trained for `generator` (None: the default model), what `selfracg` retrieves
+    with here; none trained for it is a one-line error (naming the models they were trained for, if any)."""
+    from assistant.backends.models import resolve
+    from assistant.methods.artifacts import serving_artifact
+    from assistant.methods.selfracg import generic_dir  # imports torch: only where selfracg is asked for
+
+    model = generator or resolve(None).name
+    how = f"train them for it: `assist train retriever selfracg --corpus DIR --model {model}`"
+    adapters = serving_artifact(generic_dir(), model, "generic SelfRACG adapters", how)
+    if adapters is None:
+        raise UsageError(
+            "selfracg here retrieves with the generic SelfRACG adapters, and none are trained: "
+            "`assist train retriever --method selfracg --corpus DIR` (any folder of Python, e.g. the stdlib)"
+        )
+    return adapters
+
+
+def _selfracg_retriever(strategy: str, index: Index, generator: str | None) -> Retriever:
+    """SelfRACG's branch on the evaluated model: trained (`selfracg`), always with the generic adapters, never ones
+    kept for this project's pool (those were trained on the pristine project, hidden bodies and line answers
+    included); or untrained (`selfracg-init`) over that model itself."""
+    from assistant.methods.selfracg import SelfRacgRetriever  # the INE needs torch: only if asked
+
+    if strategy == "selfracg-init":
+        return SelfRacgRetriever.for_index(index, trained=False, model=generator)
+    return SelfRacgRetriever.for_index(index, trained=True, adapters=generic_adapters(generator))
 
 
 def shows_attributes(strategy: str) -> bool:
@@ -266,33 +286,46 @@ def heldout_lail(
     labeler: Backend | None = None,
     progress: Progress | None = None,
     search: Index | None = None,
+    generator: str | None = None,
 ) -> Retriever:
     """LAIL trained on a project's functions less every function task's span, as `assist train retriever
     --method lail` would train it in the user's repo (where the function to fill is a stub), then retrieving
     from the whole pool like tstr, or from `search` (the project's fragments, for line tasks: embedded with the
     trained encoder once, kept beside the artifact).
 
-    The artifact lives in the user cache under the held-out pool's fingerprint and is reused while its config and
-    labeler are the same; labels are cached pair by pair, so an interrupted training resumes. The labeler
-    (default: the default model on the transformers engine, for shared-prefix scoring, in bf16 where the CPU does
-    it natively) is loaded only when there is something to train."""
+    The artifact lives in the user cache under the held-out pool's fingerprint, in the folder of the model that
+    labels (:func:`~assistant.methods.artifacts.keyed_dir`; an unkeyed one from earlier versions is reused when its
+    labeler is that model), and is reused while its config and labeler are the same; labels are cached pair by
+    pair, so an interrupted training resumes. The labeler (default: `generator`, the evaluated model, else the
+    default one, on the transformers engine, for shared-prefix scoring, in bf16 where the CPU does it natively) is
+    loaded only when there is something to train."""
     from assistant.backends.local import local_transformers, resolve_precision
     from assistant.backends.models import encoder_dir, resolve
-    from assistant.methods.artifacts import artifact_dir, read_manifest
-    from assistant.methods.lail import LailRetriever, labeler_record, train_lail
+    from assistant.methods.artifacts import artifact_dir, keyed_dir, read_manifest
+    from assistant.methods.lail import LailRetriever, adopt_labels, labeler_record, train_lail
 
     pool = _learnable(index, held_out)
-    directory = artifact_dir(pool, "lail")
+    base = artifact_dir(pool, "lail")
     if labeler is None:
         precision = resolve_precision("auto")
-        expected = labeler_record("local", resolve(None).name, precision)
+        model = resolve(generator).name  # LAIL's labels come from the evaluated model, run on this machine
+        expected = labeler_record("local", model, precision)
     else:
+        model = labeler.model
         expected = labeler_record(labeler.name, labeler.model, getattr(labeler, "precision", "fp32"))
-    manifest = read_manifest(directory) or {}
-    if manifest.get("config") != asdict(config) or manifest.get("labeler") != expected:
+
+    def fits(folder: Path) -> bool:
+        manifest = read_manifest(folder) or {}
+        return manifest.get("config") == asdict(config) and manifest.get("labeler") == expected
+
+    directory = next((folder for folder in (keyed_dir(base, model), base) if fits(folder)), None)
+    if directory is None:
+        directory = keyed_dir(base, model)
+        adopt_labels(directory, base)  # labels are keyed by labeler: another model's are never read as these
+        (directory / "search_vectors.npz").unlink(missing_ok=True)  # embedded with the encoder about to be replaced
         if labeler is None:
-            labeler = local_transformers(None, precision)
-        train_lail(pool, encoder, encoder_dir(resolve(None, "encoder")), labeler, config, progress)
+            labeler = local_transformers(model, precision)
+        train_lail(pool, encoder, encoder_dir(resolve(None, "encoder")), labeler, config, progress, directory)
     if search is None or search is index:
         return LailRetriever(index, directory)
     return LailRetriever(search, directory, vectors=directory / "search_vectors.npz")
@@ -486,7 +519,8 @@ def run_function_tasks(
         redraw=redraw,
         repair=repair,
     )
-    retrievers = _function_retrievers(indexes, strategies, tasks if held_out is None else held_out, progress)
+    held = tasks if held_out is None else held_out
+    retrievers = _function_retrievers(indexes, strategies, held, progress, backend.model)
     results: list[dict] = []
     total = len(tasks) * len(strategies)
     current: dict[tuple[str, str], str] = {}
@@ -560,8 +594,10 @@ def _function_retrievers(
     strategies: Sequence[str],
     held: Sequence[FunctionTask],
     progress: Progress | None,
+    generator: str | None = None,
 ) -> dict[tuple[str, str], Retriever | None]:
-    """Each (project, strategy)'s retriever: over the project's fragments with `@fragments`, else its functions."""
+    """Each (project, strategy)'s retriever: over the project's fragments with `@fragments`, else its functions;
+    a trained one trained for `generator`, the evaluated model."""
     return {
         (name, strategy): _retriever(
             retrieval_of(strategy),
@@ -570,6 +606,7 @@ def _function_retrievers(
             [t for t in held if t.project == name],
             progress=progress,
             functions=ix.functions,
+            generator=generator,
         )
         for name, ix in indexes.items()
         for strategy in strategies
@@ -874,11 +911,16 @@ def _line_query(task: LineTask, ix: ProjectIndexes) -> tuple[list[str], str, Exa
 
 
 def _fragment_retriever(
-    strategy: str, ix: ProjectIndexes, held_out: Sequence[FunctionTask] | None, progress: Progress | None
+    strategy: str,
+    ix: ProjectIndexes,
+    held_out: Sequence[FunctionTask] | None,
+    progress: Progress | None,
+    generator: str | None = None,
 ) -> Retriever | None:
-    """A strategy's retriever over a project's fragments (a trained one learns from its functions)."""
+    """A strategy's retriever over a project's fragments (a trained one learns from its functions, for
+    `generator`, the evaluated model)."""
     mine = None if held_out is None else [t for t in held_out if t.project == ix.project.name]
-    return _retriever(strategy, ix.fragments, ix.encoder, mine, progress, functions=ix.functions)
+    return _retriever(strategy, ix.fragments, ix.encoder, mine, progress, functions=ix.functions, generator=generator)
 
 
 def run_line_retrieval(
@@ -887,14 +929,18 @@ def run_line_retrieval(
     strategies: Sequence[str],
     progress: Progress | None = None,
     held_out: Sequence[FunctionTask] | None = None,
+    generator: str | None = None,
 ) -> list[dict]:
     """Retrieval alone on the line tasks (no generation, so cheap enough for every task and retriever): the rank
     of the positive fragment in each retriever's top 10, one record per (task, retriever). `held_out`: every
-    function task of the projects, what the trained strategies never learn from (needed only for them)."""
+    function task of the projects, what the trained strategies never learn from (needed only for them);
+    `generator`: the model they are trained for (None: the default)."""
     report = progress or (lambda stage, done, total: None)
     named = [s for s in strategies if s != "zero"]
     retrievers = {
-        (name, s): _fragment_retriever(s, ix, held_out, progress) for name, ix in indexes.items() for s in named
+        (name, s): _fragment_retriever(s, ix, held_out, progress, generator)
+        for name, ix in indexes.items()
+        for s in named
     }
     records = []
     for done, task in enumerate(tasks):
@@ -981,7 +1027,7 @@ def run_line_tasks(
     records = JsonlCache(out / "line.jsonl")
     count = token_counter(backend)
     retrievers = {
-        (name, strategy): _fragment_retriever(strategy, ix, held_out, progress)
+        (name, strategy): _fragment_retriever(strategy, ix, held_out, progress, backend.model)
         for name, ix in indexes.items()
         for strategy in strategies
     }
