@@ -47,7 +47,7 @@ def main() -> None:
     directory = args.model or find_discriminator()
     started = time.perf_counter()
     if directory is not None:
-        condor = Condor(directory)
+        condor = Condor.load(directory)
         model, config, which = condor.model, condor.config, str(directory)
     else:
         config = CondorConfig()

@@ -215,7 +215,7 @@ def test_trained_discriminator_is_saved_with_provenance_and_scores(trained: Path
     assert set(manifest["held_out"]["all"]) >= {"precision", "recall", "f1"}
     assert len(manifest["data"]["sources"]["problems_fingerprint"]) == 16
     # It learned something: on its own training problems, correct programs score above the mutants.
-    model = Condor(trained)
+    model = Condor.load(trained)
     data = build_dataset(problems(), mutants_per_program=6, seed=0)
     train_ids = set(data.split(0.34, 0)[0].problems)
     right, wrong = [], []
@@ -241,7 +241,7 @@ def test_condor_ranker_scores_and_explains(trained: Path, tmp_path: Path, monkey
     problem = Problem(requirement=text, prompt=build_prompt(text))
     ranker = CondorRanker()
     ranked = rank(problem, candidates, [ranker])
-    expected = Condor(trained).probabilities(text, [c.code for c in candidates])
+    expected = Condor.load(trained).probabilities(text, [c.code for c in candidates])
     by_sample = {r.candidate.sample: r.scores["condor"] for r in ranked}
     assert [by_sample[0].value, by_sample[1].value] == pytest.approx(expected)
     assert by_sample[1].why == f"p(correct) {expected[1]:.2f} by Condor"
@@ -258,7 +258,7 @@ def test_condor_on_the_generators_backbone_trains_only_a_head(tmp_path: Path, mo
     assert (directory / "head.safetensors").exists() and not (directory / "encoder").exists()  # the generator's own
     losses = manifest["stats"]["classifier_losses"]
     assert losses[-1] < losses[0]
-    model = Condor(directory)  # loaded back: the frozen generator and the saved head
+    model = Condor.load(directory)  # loaded back: the frozen generator and the saved head
     data = build_dataset(problems(), mutants_per_program=6, seed=0)
     train_ids = set(data.split(0.34, 0)[0].problems)
     right, wrong = [], []

@@ -16,13 +16,12 @@ from assistant.code.examples import Example
 from assistant.errors import UsageError
 from assistant.methods.selfracg import (
     InformationNeed,
+    SelfRacg,
     SelfRacgConfig,
     SideEncoder,
     continuation_starts,
     continuations,
     fragment_pairs,
-    load_adapters,
-    save_adapters,
     split_continuation,
     train_stage1,
     train_stage2,
@@ -125,11 +124,13 @@ def test_stage1_trains_only_the_adapters_and_they_round_trip(lm: Any, tmp_path: 
     assert stats["steps"] == 12
     assert sum(stats["losses"][-2:]) < sum(stats["losses"][:2])  # it learns the pairing
     assert all(torch.equal(frozen[name], p) for name, p in lm.named_parameters())  # the model is untouched
-    save_adapters(ine, tmp_path / "adapter.safetensors")
+    SelfRacg(ine, {"config": ine.config.to_json(), "generator": "tiny"}).save(tmp_path)
     again = InformationNeed(lm, ByteTokenizer(), SelfRacgConfig(batch=4, max_tokens=128))
     assert again.fingerprint() != ine.fingerprint()
-    load_adapters(again, tmp_path / "adapter.safetensors")
+    assert SelfRacg.load(tmp_path, again).ine is again
     assert again.fingerprint() == ine.fingerprint()
+    with pytest.raises(UsageError, match=r"cannot be used: .*do not match"):  # adapters of another shape: one line
+        SelfRacg.load(tmp_path, InformationNeed(lm, ByteTokenizer(), SelfRacgConfig(layers=1)))
     queries, candidates = SideEncoder(again, False, "selfracg"), SideEncoder(again, True, "selfracg")
     assert queries.name != candidates.name and queries.dim == 64
     with pytest.raises(ValueError, match="do not match"):

@@ -32,7 +32,6 @@ from assistant.methods.condor.model import (
     evaluate_discriminator,
     make_manifest,
     planned_generator,
-    save_discriminator,
     shared_stage1,
     train_discriminator,
 )
@@ -108,7 +107,7 @@ def run_discriminator_eval(
         manifest = read_manifest(directory)
         if manifest is not None and _resumable(manifest, identity, config):
             # Trained by an earlier run on the same data and settings: resume instead of retraining.
-            model = Condor(directory).model
+            model = Condor.load(directory).model
             stats, scores = manifest["stats"], manifest["held_out"]
         else:
             if config.contrastive and stage1 is None:
@@ -121,11 +120,8 @@ def run_discriminator_eval(
             )
             scores = evaluate_discriminator(model, held, config)
             (directory / "scores.jsonl").unlink(missing_ok=True)  # an earlier model's probabilities
-            save_discriminator(
-                model,
-                directory,
-                {**make_manifest(config, train, stats, scores, {"holdout": holdout}), "identity": identity},
-            )
+            manifest = {**make_manifest(config, train, stats, scores, {"holdout": holdout}), "identity": identity}
+            Condor(model, manifest).save(directory)
         entry = {"config": VARIANTS[name], "stats": stats, "held_out": scores}
         # Each candidate's probability is kept beside the model: a run over more samples scores only the new ones.
         cache = JsonlCache(directory / "scores.jsonl")

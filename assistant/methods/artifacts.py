@@ -1,4 +1,4 @@
-"""The one artifact store of the trained methods (LAIL, TST^R, JOINTCOM, Condor): where each lives, how it is
+"""The one artifact store of the trained methods (LAIL, TST^R, SelfRACG, JOINTCOM, Condor): where each lives, how it is
 saved, and the provenance it carries.
 
 Every method saves through :func:`save_artifact`: its files are written aside first, then swapped in, and the
@@ -6,16 +6,17 @@ manifest (config, data, statistics, and the store's provenance: method, time, ve
 written last, so a folder with a manifest is always complete and a reader keeps the previous artifact until the
 swap. Every method loads through :func:`load_manifest`.
 
-The methods' contract (sentence-transformers' style): a config dataclass, a `train` function, and a trained object
-that saves to and loads from one folder of this store, its loss a named function of :mod:`assistant.methods.losses`:
+The methods' contract (sentence-transformers' style, :class:`~assistant.methods.TrainedMethod`): a config
+dataclass, a `train` function, and a trained object whose `save(dir)` writes through this store and whose
+`load(dir)` reads back, its loss a named function of :mod:`assistant.methods.losses`; the registry
+:data:`~assistant.methods.TRAINED_METHODS` names each one's parts, and :func:`load_trained` loads any folder:
 
-- LAIL: `LailConfig`, `lail.train_lail`; :class:`TrainedEncoder` `.save(dir)` / `.load(dir, "lail")`.
-- JOINTCOM: `JointcomConfig`, `jointcom.train_docstring_retriever`; :class:`TrainedEncoder` likewise.
-- TST^R: `TstrConfig`, `tstr.train_tstr`; `Tstr.save(dir)` / `Tstr.load(dir)`.
-- Condor: `CondorConfig`, `condor.model.train_discriminator`; `save_discriminator(model, dir, manifest)` /
-  `Condor.load(dir)`.
-- SelfRACG: `SelfRacgConfig`, `selfracg.train_selfracg`; `save_adapters(ine, path)` / `load_adapters(ine, path)`:
-  the adapters only, the model they extend being the generator's.
+- LAIL: `LailConfig`, `lail.train_lail`; `Lail` (a :class:`TrainedEncoder`).
+- JOINTCOM: `JointcomConfig`, `jointcom.train_docstring_retriever`; `Jointcom` (a :class:`TrainedEncoder`).
+- TST^R: `TstrConfig`, `tstr.train_tstr`; `Tstr`.
+- Condor: `CondorConfig`, `condor.model.train_discriminator`; `Condor`.
+- SelfRACG: `SelfRacgConfig`, `selfracg.train_selfracg`; `SelfRacg`: the adapters only, the model they extend
+  being the generator's (`SelfRacg.load(dir, ine)` loads them into a branch already over it).
 
 Trained retrievers: a repo's are in `<repo>/.assist/retrievers/<method>/` (git-ignored with the rest of
 `.assist/`). A bank's, or an evaluation pool's, are in the user cache under `retrievers/<method>-<fingerprint>/`,
@@ -43,13 +44,14 @@ import shutil
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from assistant.code.examples import Example
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
+from assistant.methods import TRAINED_METHODS, TrainedMethod
 from assistant.paths import atomic_write_bytes, atomic_write_text, cache_dir, file_sha256, read_regular_file, repo_dir
 
 METHODS = ("lail", "tstr")  # the trained retrievers, best first
@@ -234,7 +236,9 @@ def save_artifact(directory: Path, method: str, write: Callable[[Path], None], m
         "torch": _version("torch"),
         "files_sha256": files,
     }
-    written = {"method": method, **manifest, "provenance": provenance}
+    # A manifest read back (a loaded artifact saved again) carries its old method and provenance: both are the store's.
+    kept = {key: value for key, value in manifest.items() if key not in ("method", "provenance")}
+    written = {"method": method, **kept, "provenance": provenance}
     write_manifest(directory, written)
     return written
 
@@ -255,14 +259,18 @@ def save_encoder(model: Any, tokenizer: Any, folder: Path) -> None:
 
 
 class TrainedEncoder:
-    """A fine-tuned text encoder and its manifest: what LAIL and JOINTCOM train, saved and loaded through the store
-    (the methods' contract: a config dataclass, a `train` function, and `save(directory)` / `load(directory)`).
+    """A fine-tuned text encoder and its manifest, saved and loaded through the store: the trained object of the
+    methods that fine-tune an encoder (:class:`~assistant.methods.lail.Lail`,
+    :class:`~assistant.methods.jointcom.Jointcom`), each a subclass naming its `method` and `what` it is.
 
-    Trained, it holds the transformers model and tokenizer (`model`, `tokenizer`); loaded, the encoder that
-    embeds with them (`encoder`). On disk: `encoder/` (safetensors and tokenizer) and `manifest.json`."""
+    It holds the transformers model and tokenizer (`model`, `tokenizer`); loaded, also the encoder that embeds
+    with them (`encoder`). On disk: `encoder/` (safetensors and tokenizer) and `manifest.json`."""
 
-    def __init__(self, method: str, manifest: dict[str, Any], model: Any = None, tokenizer: Any = None) -> None:
-        self.method, self.manifest, self.model, self.tokenizer = method, manifest, model, tokenizer
+    method: ClassVar[str] = ""  # the name its manifest records
+    what: ClassVar[str] = "encoder"  # how a message names it
+
+    def __init__(self, manifest: dict[str, Any], model: Any = None, tokenizer: Any = None) -> None:
+        self.manifest, self.model, self.tokenizer = manifest, model, tokenizer
         self.encoder: Any = None
 
     def save(self, directory: Path) -> dict[str, Any]:
@@ -274,16 +282,17 @@ class TrainedEncoder:
         return self.manifest
 
     @classmethod
-    def load(cls, directory: Path, method: str, what: str = "encoder", how_to_train: str = "") -> TrainedEncoder:
-        """The encoder `method` saved in `directory`, named `<method>:<folder>`, embedding with the token limit
-        its training used (the manifest's `max_tokens`; before it was recorded, the default); none there is a
-        one-line error naming `what` is missing and `how_to_train` one."""
+    def load(cls, directory: Path, how_to_train: str = "") -> Self:
+        """The encoder saved in `directory`, named `<method>:<folder>`, embedding with the token limit its training
+        used (the manifest's `max_tokens`; before it was recorded, the default); none there is a one-line error
+        naming what is missing and `how_to_train` one."""
         from assistant.backends.encoder import MAX_TOKENS, Encoder
 
-        manifest = load_manifest(directory, method, what, how_to_train or f"`assist train` one ({method})")
-        loaded = cls(method, manifest)
-        limit = int(manifest.get("max_tokens", MAX_TOKENS))
-        loaded.encoder = Encoder(directory / "encoder", name=f"{method}:{directory.name}", max_length=limit)
+        how = how_to_train or f"`assist train` one ({cls.method})"
+        loaded = cls(load_manifest(directory, cls.method, cls.what, how))
+        limit = int(loaded.manifest.get("max_tokens", MAX_TOKENS))
+        loaded.encoder = Encoder(directory / "encoder", name=f"{cls.method}:{directory.name}", max_length=limit)
+        loaded.model, loaded.tokenizer = loaded.encoder.model, loaded.encoder.tokenizer  # so it saves again as it is
         return loaded
 
 
@@ -360,7 +369,7 @@ def inventory(root: Path | None) -> list[dict[str, Any]]:
             continue
         for folder in sorted(base.iterdir()):
             manifest = read_manifest(folder) if folder.is_dir() and not folder.is_symlink() else None
-            if manifest is None or not isinstance(manifest.get("method"), str):
+            if manifest is None or manifest.get("method") not in TRAINED_METHODS:  # not a trained method's folder
                 continue
             found.append(
                 {
@@ -385,3 +394,13 @@ def _pool_of(manifest: dict[str, Any]) -> str:
     parts = [str(sources[key]) for key in ("repo", "bank") if sources.get(key)]
     parts += [f"{len(sources['eval'])} eval run(s)"] if sources.get("eval") else []
     return ", ".join(parts) or "?"
+
+
+def load_trained(directory: Path) -> TrainedMethod:
+    """The trained object saved in `directory`, of whichever registered method its manifest names (see
+    :data:`~assistant.methods.TRAINED_METHODS`); a folder without one is a one-line error."""
+    manifest = read_manifest(directory) or {}
+    entry = TRAINED_METHODS.get(str(manifest.get("method")))
+    if entry is None:
+        raise UsageError(f"no trained method's artifact in {directory}")
+    return entry.trained_class().load(directory)

@@ -52,6 +52,15 @@ class JointcomConfig:
     seed: int = 0
 
 
+class Jointcom(TrainedEncoder):
+    """JOINTCOM's trained object: the exemplar encoder trained from the generator's loss, and the manifest naming
+    that generator (`{"backend", "model"}`). `save(directory)` / `Jointcom.load(directory)` (see
+    :class:`~assistant.methods.artifacts.TrainedEncoder`)."""
+
+    method = "jointcom"
+    what = "JOINTCOM retriever"
+
+
 @dataclass(frozen=True)
 class Documented:
     """A pool function: its code without the docstring, and the docstring's summary (the generation target)."""
@@ -172,7 +181,7 @@ def train_docstring_retriever(
         "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "stats": stats,
     }
-    return TrainedEncoder("jointcom", manifest, model, tokenizer).save(directory)
+    return Jointcom(manifest, model, tokenizer).save(directory)
 
 
 def _top_exemplars(
@@ -242,4 +251,4 @@ def trained_encoder(directory: Path, generator: str | None = None):  # -> Encode
     folder = find_artifact(directory, generator) if generator is not None else latest_artifact(directory)
     if folder is None or read_manifest(folder) is None:
         return None
-    return TrainedEncoder.load(folder, "jointcom", "JOINTCOM retriever").encoder
+    return Jointcom.load(folder).encoder

@@ -317,8 +317,16 @@ def train_lail(
         "trained": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "stats": stats,
     }
-    TrainedEncoder("lail", manifest, model, tokenizer).save(directory)
+    Lail(manifest, model, tokenizer).save(directory)
     return directory, stats
+
+
+class Lail(TrainedEncoder):
+    """LAIL's trained object: the encoder fine-tuned on the labels, and the manifest naming the model that labelled
+    (the generator it serves). `save(directory)` / `Lail.load(directory)` (see :class:`TrainedEncoder`)."""
+
+    method = "lail"
+    what = "LAIL retriever"
 
 
 def adopt_labels(directory: Path, unkeyed: Path) -> None:
@@ -338,7 +346,7 @@ class LailRetriever:
         """`vectors`: where the pool's vectors are kept (default: beside the artifact, for the pool it was trained
         for; give another file to search some other pool, such as a project's fragments, with it)."""
         how = f"train one for the {describe_pool(index)}: `assist train retriever lail`"
-        trained = TrainedEncoder.load(directory, "lail", "LAIL retriever", how)  # with the limit training used
+        trained = Lail.load(directory, how)  # with the limit training used
         self.index = index
         self.manifest = trained.manifest
         self.encoder = trained.encoder

@@ -479,20 +479,6 @@ def train_stage2(
     return {**stats, "hard_negatives": sum(len(e.negatives) for e in examples)}
 
 
-def save_adapters(ine: InformationNeed, path: Path) -> None:
-    """The adapters as safetensors."""
-    from safetensors.torch import save_file
-
-    save_file({name: tensor.contiguous() for name, tensor in ine.state().items()}, str(path))
-
-
-def load_adapters(ine: InformationNeed, path: Path) -> None:
-    """Adapters saved by `save_adapters` into `ine` (ValueError when they belong to another model or shape)."""
-    from safetensors.torch import load_file
-
-    ine.load_state(load_file(str(path)))
-
-
 # -- artifacts and retrieval ---------------------------------------------------------------------------------------
 
 ADAPTER_FILE = "adapter.safetensors"
@@ -507,6 +493,49 @@ def load_ine(
     backend = local_transformers(model, precision, device)
     source = {"model": backend.model, "precision": backend.precision}
     return InformationNeed(backend.lm, backend.tokenizer, config or SelfRacgConfig()), source
+
+
+class SelfRacg:
+    """SelfRACG's trained object: the adapters of the INE branch (over the generator they extend) and the manifest
+    naming that generator, with the config and precision they were trained with. `save(directory)` /
+    `SelfRacg.load(directory)`; on disk `adapter.safetensors` (the adapters only: the model is the generator's) and
+    `manifest.json`."""
+
+    method = METHOD
+    what = "SelfRACG adapters"
+
+    def __init__(self, ine: InformationNeed, manifest: dict[str, Any]) -> None:
+        self.ine, self.manifest = ine, manifest
+
+    def save(self, directory: Path) -> dict[str, Any]:
+        """Write the adapters (as safetensors), then the manifest, into `directory`; the manifest as written."""
+        from safetensors.torch import save_file
+
+        def write(folder: Path) -> None:
+            adapters = {name: tensor.contiguous() for name, tensor in self.ine.state().items()}
+            save_file(adapters, str(folder / ADAPTER_FILE))
+
+        self.manifest = save_artifact(directory, METHOD, write, self.manifest)
+        return self.manifest
+
+    @classmethod
+    def load(cls, directory: Path, ine: InformationNeed | None = None, how_to_train: str = "") -> SelfRacg:
+        """The adapters saved in `directory`, loaded into `ine` (a branch over the model they extend; default: a
+        new one over the model and precision the manifest names, with its config). None there is a one-line error
+        saying how to train them (`how_to_train`); adapters of another model or shape, a one-line error too."""
+        from safetensors.torch import load_file
+
+        manifest = load_manifest(directory, METHOD, cls.what, how_to_train or "`assist train retriever selfracg`")
+        if ine is None:
+            precision = manifest.get("precision", "auto")
+            if precision == "bf16" and not cpu_has_native_bf16():
+                precision = "fp32"  # adapters trained in bf16 (on a GPU, say): emulated bf16 is slow on this CPU
+            ine = load_ine(manifest.get("model"), precision, SelfRacgConfig(**manifest["config"]))[0]
+        try:
+            ine.load_state(load_file(str(directory / ADAPTER_FILE)))
+        except (ValueError, OSError) as exc:  # another model's or configuration's, or a damaged file
+            raise UsageError(f"the SelfRACG adapters in {directory} cannot be used: {exc}") from None
+        return cls(ine, manifest)
 
 
 def generic_dir(generator: str | None = None) -> Path:
@@ -600,21 +629,21 @@ def train_selfracg(
     if config.synthetic and generator is not None:
         # Kept before stage 2 starts: the "without stage 2" ablation, and what is left if stage 2 fails.
         alone = {**manifest, "config": replace(config, synthetic=0).to_json()}
-        save_artifact(only_first, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), alone)
+        SelfRacg(ine, alone).save(only_first)
         stats["stage2"] = {"starts": len(starts), **train_stage2(ine, examples, progress)}
         manifest = {**manifest, "stage2": generator.identity.manifest(), "stats": stats}
     else:
         shutil.rmtree(only_first, ignore_errors=True)  # an earlier two-stage run's: not these adapters' stage 1
-    save_artifact(directory, METHOD, lambda folder: save_adapters(ine, folder / ADAPTER_FILE), manifest)
+    SelfRacg(ine, manifest).save(directory)
     return directory, stats
 
 
-def _manifest(index: Index, directory: Path) -> dict[str, Any]:
-    how = (
+def _how_to_train(index: Index) -> str:
+    """How to train adapters for a pool, as the error for missing ones says."""
+    return (
         f"train them for the {describe_pool(index)} (`assist train retriever selfracg`) or generic ones "
         "on any folder of Python (`--corpus DIR`)"
     )
-    return load_manifest(directory, METHOD, "SelfRACG adapters", how)
 
 
 POOL_FILE = "pool_vectors.npz"
@@ -632,17 +661,12 @@ def vector_store(index: Index, candidates: SideEncoder) -> Path:
 class SelfRacgRetriever:
     """Maximum inner product between the query's INE vector and the pool's (prefixed) candidate vectors.
 
-    `directory` holds trained adapters; None is `selfracg-init` (B = 0: the model's own attention). The pool's
-    vectors are kept with the pool (`vector_store`) and refreshed fragment by fragment as its code changes."""
+    `directory`: where the adapters `ine` holds were loaded from (see :meth:`for_index`); None is `selfracg-init`
+    (B = 0: the model's own attention). The pool's vectors are kept with the pool (`vector_store`) and refreshed
+    fragment by fragment as its code changes."""
 
     def __init__(self, index: Index, ine: InformationNeed, directory: Path | None = None) -> None:
         self.name = METHOD if directory is not None else INIT
-        if directory is not None:
-            _manifest(index, directory)
-            try:
-                load_adapters(ine, directory / ADAPTER_FILE)
-            except (ValueError, OSError) as exc:
-                raise UsageError(f"the SelfRACG adapters in {directory} cannot be used: {exc}") from None
         self.index = index
         self.ine = ine
         self.queries = SideEncoder(ine, candidate=False, label=self.name)
@@ -669,14 +693,9 @@ class SelfRacgRetriever:
         elif trained:
             own = artifact_dir(index, METHOD)
             directory = generic_dir() if read_manifest(own) is None and read_manifest(generic_dir()) else own
-        config, precision = SelfRacgConfig(), "auto"
-        if directory is not None:
-            manifest = _manifest(index, directory)
-            config = SelfRacgConfig(**manifest["config"])
-            model, precision = manifest.get("model", model), manifest.get("precision", precision)
-            if precision == "bf16" and not cpu_has_native_bf16():
-                precision = "fp32"  # adapters trained in bf16 (on a GPU, say): emulated bf16 is slow on this CPU
-        return cls(index, load_ine(model, precision, config)[0], directory)
+        if directory is None:
+            return cls(index, load_ine(model, "auto", SelfRacgConfig())[0])
+        return cls(index, SelfRacg.load(directory, how_to_train=_how_to_train(index)).ine, directory)
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         """The k pool examples with the highest inner product with the query's INE vector."""

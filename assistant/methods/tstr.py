@@ -84,7 +84,12 @@ def _network(dim: int, config: TstrConfig):  # -> torch.nn.Module
 
 
 class Tstr:
-    """A trained transform: `transform(vectors)` maps frozen embeddings to the tuned space (unit vectors)."""
+    """TST^R's trained object: a transform, `transform(vectors)`, that maps frozen embeddings to the tuned space
+    (unit vectors), and its manifest (`generator` none: no generator enters training). `save(directory)` /
+    `Tstr.load(directory)`; on disk `tstr.safetensors` and `manifest.json`."""
+
+    method = "tstr"
+    what = "TST^R model"
 
     def __init__(self, network, config: TstrConfig, manifest: dict) -> None:
         self.network = network.eval()
@@ -99,21 +104,22 @@ class Tstr:
             out = torch.nn.functional.normalize(out, dim=-1)
         return out.numpy()
 
-    def save(self, directory: Path) -> None:
+    def save(self, directory: Path) -> dict:
+        """Write the network's weights, then the manifest, into `directory`; the manifest as written."""
         from safetensors.torch import save_file
 
         def write(folder: Path) -> None:
             save_file(self.network.state_dict(), str(folder / "tstr.safetensors"))
 
-        self.manifest = save_artifact(
-            directory, "tstr", write, {k: v for k, v in self.manifest.items() if k not in ("method", "provenance")}
-        )
+        self.manifest = save_artifact(directory, self.method, write, self.manifest)
+        return self.manifest
 
     @classmethod
     def load(cls, directory: Path) -> Tstr:
+        """The transform saved in `directory`; none there is a one-line error saying how to train one."""
         from safetensors.torch import load_file
 
-        manifest = load_manifest(directory, "tstr", "TST^R model", "run `assist train retriever tstr`")
+        manifest = load_manifest(directory, cls.method, cls.what, "run `assist train retriever tstr`")
         config = TstrConfig(**manifest["config"])
         network = _network(int(manifest["input_dim"]), config)
         network.load_state_dict(load_file(str(directory / "tstr.safetensors")))

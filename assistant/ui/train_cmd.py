@@ -28,8 +28,6 @@ train_app = typer.Typer(
     no_args_is_help=True,
 )
 
-METHODS = ("lail", "tstr", "selfracg")
-
 
 def check_training_pool(path: Path, bank: str | None) -> None:
     """What :func:`training_index` will read, checked before any model loads: a repo at `path`, or a readable

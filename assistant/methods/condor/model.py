@@ -385,18 +385,6 @@ def trained_generator(stats: dict, sources: dict) -> str | None:
     return models.pop() if len(models) == 1 and None not in models else None
 
 
-def save_discriminator(model: _Discriminator, directory: Path, manifest: dict) -> None:
-    """Encoder, head and manifest, through the artifact store (a reader never sees half of it)."""
-    from safetensors.torch import save_file
-
-    def write(folder: Path) -> None:
-        if not model.frozen:  # a frozen backbone is the local generator: only the head is the discriminator's
-            save_encoder(model.encoder, model.tokenizer, folder)
-        save_file({k: v.contiguous() for k, v in model.head.state_dict().items()}, str(folder / "head.safetensors"))
-
-    save_artifact(directory, "condor", write, manifest)
-
-
 def make_manifest(config: CondorConfig, data: Dataset, stats: dict, held_out: dict | None, sources: dict) -> dict:
     """Config, data provenance and held-out scores of a trained discriminator, and the model it belongs to."""
     return {
@@ -410,29 +398,61 @@ def make_manifest(config: CondorConfig, data: Dataset, stats: dict, held_out: di
     }
 
 
+def _saved_config(manifest: dict) -> CondorConfig:
+    """The config a manifest records (fields this version knows), its `generator` backbone naming the model the
+    head was trained over, so that a later load reads that one whatever the default has become."""
+    config = CondorConfig(
+        **{k: v for k, v in manifest.get("config", {}).items() if k in CondorConfig.__dataclass_fields__}
+    )
+    trained_over = manifest.get("stats", {}).get("backbone_model")
+    if config.backbone == GENERATOR and trained_over:
+        config = replace(config, backbone=f"{GENERATOR}:{trained_over}")
+    return config
+
+
 # (folder, manifest mtime) → the loaded discriminator.
 _LOADED: dict[tuple[str, int], Condor] = {}
 
 
 class Condor:
-    """A trained discriminator loaded from its folder: `probabilities(problem, codes)` → p(correct) each."""
+    """Condor's trained object: a discriminator, `probabilities(problem, codes)` → p(correct) each, and its manifest
+    (config, the data's provenance, held-out scores, and the generator it serves). `save(directory)` /
+    `Condor.load(directory)`; on disk the fine-tuned encoder (`encoder/`; none over the frozen generator, which is
+    the local model itself), `head.safetensors` and `manifest.json`."""
 
-    def __init__(self, directory: Path) -> None:
-        manifest = load_manifest(directory, "condor", "discriminator", "run `assist train discriminator`")
+    method = "condor"
+    what = "discriminator"
+
+    def __init__(self, model: Any, manifest: dict, directory: Path | None = None) -> None:
+        """`model`, trained (see :func:`train_discriminator`) or loaded from `directory`, and its manifest."""
+        self.model, self.manifest, self.directory = model, manifest, directory
+        self.config = _saved_config(manifest)
+
+    def save(self, directory: Path) -> dict:
+        """Encoder, head, then the manifest, through the artifact store (a reader never sees half of it); the
+        manifest as written."""
+        from safetensors.torch import save_file
+
+        model = self.model
+
+        def write(folder: Path) -> None:
+            if not model.frozen:  # a frozen backbone is the local generator: only the head is the discriminator's
+                save_encoder(model.encoder, model.tokenizer, folder)
+            head = {k: v.contiguous() for k, v in model.head.state_dict().items()}
+            save_file(head, str(folder / "head.safetensors"))
+
+        self.manifest = save_artifact(directory, self.method, write, self.manifest)
         self.directory = directory
-        self.manifest = manifest
-        config = {k: v for k, v in manifest.get("config", {}).items() if k in CondorConfig.__dataclass_fields__}
-        self.config = CondorConfig(**config)
-        trained_over = manifest.get("stats", {}).get("backbone_model")
-        if self.config.backbone == GENERATOR and trained_over:
-            self.config = replace(self.config, backbone=f"{GENERATOR}:{trained_over}")
-        self.model = make_model(self.config, directory)
-        self.model.train(False)
+        return self.manifest
 
     @classmethod
     def load(cls, directory: Path) -> Condor:
-        """The discriminator saved in `directory` (see :func:`save_discriminator`), loaded anew."""
-        return cls(directory)
+        """The discriminator saved in `directory`, loaded anew (over the generator its head was trained over);
+        none there is a one-line error saying how to train one."""
+        manifest = load_manifest(directory, cls.method, cls.what, "run `assist train discriminator`")
+        model = make_model(_saved_config(manifest), directory)
+        model.train(False)
+        return cls(model, manifest, directory)
 
     @classmethod
     def locate(cls, start: Path | None = None, generator: str | None = None) -> Condor:
@@ -513,5 +533,5 @@ def train_and_save(
     scores = evaluate_discriminator(model, held, config) if held.programs else None
     provenance = {**(sources or {}), "holdout": holdout, "problems_fingerprint": fingerprint(problems)}
     manifest = make_manifest(config, data, stats, scores, provenance)
-    save_discriminator(model, directory, manifest)
+    Condor(model, manifest).save(directory)
     return manifest
