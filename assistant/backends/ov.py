@@ -364,9 +364,10 @@ class OpenVINOBackend(ConvertedBackend):
         """Each group's `sample_batch`, all groups decoded together in one run of the pipeline: a step reads the
         weights once for all its rows, so a side request (agree's tests beside a stub's samples) costs little more
         than its own rows. A group's rows are what `sample_batch` gives it alone for the same prompts and seeds, up
-        to the rounding of batched arithmetic: the same tokens, their log-probabilities now and then parting by
-        float noise (measured on the 0.5B: one row in five, by 1e-4 to 0.03 on a token). Groups whose rows go to
-        different pipelines (drafted sampled rows beside greedy ones) run one after another."""
+        to the rounding of batched arithmetic: a row decoded beside other rows may part by float noise in its
+        log-probabilities (1e-4 to 0.03 on a token) and, now and then, a sampled token that flips (the 0.5B on 8
+        stubs: a sample's text in 2, agree's tests in 2). Groups whose rows go to different pipelines (drafted
+        sampled rows beside greedy ones) run one after another."""
         if not groups or len({self._lane(group.params) for group in groups}) > 1:
             return super().sample_groups(groups, step)
         parts, prompt_tokens = [], 0
