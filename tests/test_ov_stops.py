@@ -201,6 +201,41 @@ def test_tokens_past_the_stop_string_in_the_same_step_are_dropped_and_a_cut_row_
     assert rows[1] == [[ids("more") * 3, [-0.25] * 3]]
 
 
+class LingeringPipeline(FakePipeline):
+    """As the engine frees a stopped request: at the end of the next step, and a step with nothing to compute
+    ends the stopped requests still held as out of memory (IGNORED)."""
+
+    def has_non_finished_requests(self) -> bool:
+        return any(h.status == _status("RUNNING") or not getattr(h, "freed", True) for h in self.handles)
+
+    def step(self) -> None:
+        alone = not any(h.status == _status("RUNNING") for h in self.handles)
+        for handle in self.handles:
+            if handle.status == _status("STOP") and not getattr(handle, "freed", False):
+                handle.status = _status("IGNORED") if alone else handle.status
+                handle.freed = True
+            elif handle.status == _status("RUNNING"):
+                handle.freed = False
+        super().step()
+
+
+def test_a_cut_row_left_alone_shows_the_tokens_the_engine_held_back_as_it_did() -> None:
+    from assistant.backends import ov
+
+    pipeline = LingeringPipeline([ids("more") * 20])
+    backend = _backend(pipeline)
+    watch = ov._Watch([(0, 0, 0)], {0: RowWatch(1, decode)}, set(), stops={0: match(("```",), 1)})
+
+    def cut(done: int, total: int) -> None:
+        if pipeline.steps == 3:
+            pipeline.handles[0].stop()
+            watch.cut[0] = "looping"
+
+    rows = backend._run([([1], type("Config", (), {"max_new_tokens": 40})())], cut, 1, watch=watch)
+    assert pipeline.handles[0].status == _status("IGNORED")
+    assert rows[0] == [[ids("more") * 3, [-0.25] * 3]]  # 2 shown when it was cut, then the one held back
+
+
 def test_only_a_request_for_several_rows_gives_the_engine_its_stop_strings() -> None:
     pytest.importorskip("openvino_genai")
     from assistant.backends import ov

@@ -615,9 +615,16 @@ class _Watch:
         if match is None:
             _collect(handle, shown)
             return
-        if position in self.cut or position in self.matched:
+        if position in self.matched:
             return
         read = self.read.setdefault(position, {})
+        if position in self.cut:
+            # A cut row the engine's next step finds alone (nothing to compute) is ended as out of memory, which
+            # handed over the tokens it held back: show them then, as it did.
+            if handle.get_status().name == "IGNORED":
+                for key, (ids, values) in read.items():
+                    shown[key] = [list(ids), list(values)]
+            return
         before = next((len(ids) for ids, _ in read.values()), 0)
         _collect(handle, read)
         ended = handle.get_status() != running
