@@ -23,7 +23,9 @@ cost little beside a stub's samples, where afterwards they cost a call of their 
 request, its seed and its reading are the call's. The rows are not always byte for byte the call's: decoded beside
 other rows, a row's arithmetic rounds differently, and now and then a sampled token flips (the 0.5B on 8 stubs,
 `generate --function -n 5 --seed 0`: tests identical in 6, every sample's text in 6, the ranking in 7).
-`ASSIST_AGREE_BATCH=off` in the environment turns it off (the call is then made after sampling, as before).
+It is **off by default** until an idle-machine run of `benchmarks/agree_cost.py` (the 1.5B, warm, 10 stubs) shows
+that it makes a request faster: `ASSIST_AGREE_BATCH=on` in the environment turns it on; off, the call is made after
+sampling, as before.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ TEST_SAMPLES = 2  # samples of the test-writing prompt
 # decode steps (`benchmarks/agree_tokens.py`, results/agree-tokens): the model pads its asserts with messages and
 # writes on past the tests agree uses.
 TEST_TOKENS = 128
-BATCH_ENV = "ASSIST_AGREE_BATCH"  # "off": the test-writing call is made after sampling, not beside it
+BATCH_ENV = "ASSIST_AGREE_BATCH"  # "on": the test-writing call is decoded beside the sampling (default off)
 
 
 def _own_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -310,12 +312,12 @@ def test_texts(prompt: Prompt, completions: Sequence[Completion], backend: Backe
 
 
 def batching_on() -> bool:
-    """Whether the test-writing call may ride along with the sampling (`ASSIST_AGREE_BATCH`: on, the default, or
-    off); another value is a one-line error."""
+    """Whether the test-writing call may ride along with the sampling (`ASSIST_AGREE_BATCH`: on, or off, the
+    default until it is measured faster); another value is a one-line error."""
     raw = os.environ.get(BATCH_ENV, "").strip().lower()
     if raw not in ("", "on", "off"):
         raise UsageError(f"{BATCH_ENV} must be on or off, not {raw!r}")
-    return raw != "off"
+    return raw == "on"
 
 
 def plans_agree(spec: str, has_tests: bool, runnable: bool) -> bool:
