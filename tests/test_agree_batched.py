@@ -335,9 +335,12 @@ def running_max(values: list[int]) -> list[int]:
 
 
 @pytest.mark.model
-def test_samples_and_tests_are_the_same_with_the_batching_on_and_off(tmp_path: Path) -> None:
+def test_samples_and_tests_are_the_same_with_the_batching_on_and_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The 0.5B on the OpenVINO engine, a fresh engine for each way (as two commands): the stub's samples (text,
     tokens, finish) and agree's written tests are byte-identical; log-probabilities within float noise."""
+    monkeypatch.setenv("ASSIST_AGREE_BATCH", "on")
     from assistant.backends.ov import OpenVINOBackend
     from assistant.core.agreement import entry_point, signature, tests_request
     from assistant.core.stubs import prepare_stub
