@@ -56,7 +56,9 @@ def test_answer_runs_the_repos_tests_ranks_the_passing_candidate_first_and_picks
     assert request.stub is not None and request.stub.qualname == "square"
     assert request.repo_tests is not None and request.repo_tests.args == ("tests/test_geo.py::test_square",)
     statuses: list[str] = []
-    answer = pipeline_for(project, ScriptedBackend([WRONG, RIGHT]), n=2).answer(request, status=statuses.append)
+    answer = pipeline_for(project, ScriptedBackend([WRONG, RIGHT]), n=2, repair=2).answer(
+        request, status=statuses.append
+    )
     assert isinstance(answer, Answer)
     first = answer.result.candidates[0]
     assert "x * x" in first.candidate.code and first.scores["repo-tests"].value == 1.0

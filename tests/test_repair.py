@@ -18,6 +18,14 @@ from assistant.pipeline import GenerationOptions, Pipeline, Request
 
 from .conftest import ScriptedBackend, assist_here, git, register_scripted
 
+
+@pytest.fixture(autouse=True)
+def two_repair_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the repair rounds, which are off by default (`DEFAULT_REPAIR`): the commands ask for two
+    through the setting, as a user's config would; in-process pipelines say `repair=2`."""
+    monkeypatch.setenv("ASSIST_GENERATE_REPAIR", "2")
+
+
 MODULE = '''"""Geometry helpers."""
 
 
@@ -148,7 +156,7 @@ def test_the_budget_stops_the_rounds(tmp_path: Path) -> None:
 
     # Each sample takes at least 10 x 0.05 s: the first repair round outlasts a 0.2 s budget, so no second starts.
     backend = ScriptedBackend("def double(x):\n    return x + 1\n", delay=0.05)
-    pipeline = Pipeline(GenerationOptions(k=0, n=1, ranker="exec"), backend=backend, start=tmp_path)
+    pipeline = Pipeline(GenerationOptions(k=0, n=1, ranker="exec", repair=2), backend=backend, start=tmp_path)
     request = Request("double a number", tests=["assert double(2) == 4"])
     first = pipeline.generate(request)
     assert first.candidates[0].scores["exec"].details["status"] == "failed"
@@ -231,7 +239,7 @@ def test_tests_typed_in_a_session_get_repair_rounds_shown_as_they_run(tmp_path: 
 
     wrong, right = "def double(x):\n    return x + 1\n", "def double(x):\n    return 2 * x\n"
     backend = ScriptedBackend(lambda prompt, n: right if REPAIR_TURN in text_of(prompt) else wrong)
-    session = Session(tmp_path, options=Options(n=1, k=0, ranker="exec"), backend=backend)
+    session = Session(tmp_path, options=Options(n=1, k=0, ranker="exec", repair=2), backend=backend)
     stages: list[str] = []
     result = session.generate(
         "double a number", tests=["assert double(2) == 4"], progress=lambda stage, done, total: stages.append(stage)
@@ -282,7 +290,7 @@ def test_a_failing_backend_in_a_repair_round_leaves_the_first_round_standing(tmp
     from assistant.errors import AssistError, Cancelled
 
     backend = ScriptedBackend("def double(x):\n    return x + 1\n")
-    pipeline = Pipeline(GenerationOptions(k=0, n=1, ranker="exec"), backend=backend, start=tmp_path)
+    pipeline = Pipeline(GenerationOptions(k=0, n=1, ranker="exec", repair=2), backend=backend, start=tmp_path)
     request = Request("double a number", tests=["assert double(2) == 4"])
     first = pipeline.generate(request)
     backend.fail = AssistError("the server went away")
@@ -299,7 +307,7 @@ def test_the_repair_prompt_shows_the_candidate_that_passed_most_whatever_ranks_f
     right = "def double(x):\n    return 2 * x\n"
     script = [none, half]
     backend = ScriptedBackend(lambda prompt, n: right if REPAIR_TURN in text_of(prompt) else script[n % 2])
-    pipeline = Pipeline(GenerationOptions(k=0, n=2, ranker="first+exec"), backend=backend, start=tmp_path)
+    pipeline = Pipeline(GenerationOptions(k=0, n=2, ranker="first+exec", repair=2), backend=backend, start=tmp_path)
     request = Request("double a number", tests=["assert double(2) == 4", "assert double(3) == 6"])
     first = pipeline.generate(request)
     assert [item.candidate.code for item in first.candidates] == [none.strip(), half.strip()]  # sampling order
