@@ -106,7 +106,7 @@ def test_the_default_samples_each_group_as_its_own_batch_in_order_with_its_seeds
     ],
 )
 def test_plans_agree_guesses_the_choice_before_sampling(spec: str, has_tests: bool, runnable: bool, expected) -> None:
-    from assistant.core.agreement import plans_agree
+    from assistant.pipeline.registry import plans_agree
 
     assert plans_agree(spec, has_tests, runnable) is expected
 

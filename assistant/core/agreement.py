@@ -16,9 +16,10 @@ method's candidates are not run (the tests call a function by name; a method nee
 candidates that cannot run alone (each reads names it does not define, as code written for `--file F` calls the
 rest of its file): no tests are asked for, every candidate scores 0 and the next ranker decides.
 
-The test-writing call can ride along with the sampling (:func:`plans_agree` decides before sampling whether agree
-will ask for tests): on a CPU, decoding reads the weights once a step however many rows it decodes, so its two rows
-cost little beside a stub's samples, where afterwards they cost a call of their own. The stub's road
+The test-writing call can ride along with the sampling (`assistant.pipeline.registry.plans_agree` decides
+before sampling whether agree will ask for tests): on a CPU, decoding reads the weights once a step however many
+rows it decodes, so its two rows cost little beside a stub's samples, where afterwards they cost a call of their
+own. The stub's road
 (:func:`assistant.core.stubs.fill_stub`) hands what it wrote to the ranker through :func:`prefetched_tests`; the
 request, its seed and its reading are the call's. The rows are not always byte for byte the call's: decoded beside
 other rows, a row's arithmetic rounds differently, and now and then a sampled token flips (the 0.5B on 8 stubs,
@@ -318,16 +319,6 @@ def batching_on() -> bool:
     if raw not in ("", "on", "off"):
         raise UsageError(f"{BATCH_ENV} must be on or off, not {raw!r}")
     return raw == "on"
-
-
-def plans_agree(spec: str, has_tests: bool, runnable: bool) -> bool:
-    """Whether ranking with the ranker spec `spec` (`auto`, or names joined by `+`) will ask agree for tests, as
-    far as it can be told before sampling: agree is named, or `auto` picks it (no tests given, candidates that can
-    run: the choice of `assistant.pipeline.registry.auto_ranker`, less what only the candidates tell), and the
-    candidates can run (`runnable`; agree asks nothing for a method's). A wrong guess costs little: tests written
-    and not used, or the call made after sampling as without this."""
-    names = [part.strip() for part in spec.split("+")]
-    return runnable and ("agree" in names or (names == ["auto"] and not has_tests))
 
 
 # Test-writing completions decoded beside the sampling, by their request's key (:func:`tests_request`), for this

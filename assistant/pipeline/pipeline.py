@@ -648,8 +648,8 @@ class Pipeline:
             return generate_code(
                 request.requirement, backend, target=target, params=options.params(), replace=request.replace, **shared
             )
-        from assistant.core.agreement import plans_agree
         from assistant.core.stubs import fill_stub
+        from assistant.pipeline.registry import plans_agree
 
         def agree_tests(problem: Problem) -> bool:  # what `_chooser` will pick, as far as known before sampling
             return plans_agree(options.ranker, bool(problem.tests), candidates_runnable(problem.home, False))

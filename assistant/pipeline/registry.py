@@ -278,9 +278,23 @@ def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bo
     )
     if has_tests:
         return f"exec+{order}"
-    if runnable and len(candidates) > 1 and _defines_function(candidates):
+    if _agree_fits(has_tests, runnable) and len(candidates) > 1 and _defines_function(candidates):
         return f"agree+{order}"
     return order
+
+
+def _agree_fits(has_tests: bool, runnable: bool) -> bool:
+    """What `auto` asks before choosing agree, as far as it is known before sampling: no tests, runnable candidates."""
+    return runnable and not has_tests
+
+
+def plans_agree(spec: str, has_tests: bool, runnable: bool) -> bool:
+    """Whether ranking with `spec` (`auto`, or names joined by `+`) will ask agree for tests, as far as it can be
+    told before sampling (what only the candidates tell, :func:`auto_ranker` learns after): agree is named and the
+    candidates can run, or `auto` and :func:`_agree_fits`. A wrong guess costs little: tests written and not used,
+    or the call made after sampling as without it."""
+    names = [part.strip() for part in spec.split("+")]
+    return (runnable and "agree" in names) or (names == ["auto"] and _agree_fits(has_tests, runnable))
 
 
 def _defines_function(candidates: Sequence[Candidate]) -> bool:
