@@ -9,7 +9,10 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
+
+from assistant.ui.interrupt import EXIT_STATUS, FORCE_AFTER_S, FORCED_LINE, TRACE_VARIABLE
 
 from .openai_server import Script, openai_server
 
@@ -23,7 +26,7 @@ def sigint_latency(cwd: Path, url: str, script: Script) -> tuple[float, int, boo
     the server holds its request; (seconds to exit, exit status, whether any process of the group outlived it)."""
     command = [sys.executable, "-m", "assistant", "generate", "return a number", "-k", "0", "-n", "1"]
     command += ["--ranker", "first", "--base-url", url]
-    env = {**os.environ, "ASSIST_OPENAI_API": "completions"}
+    env = {**os.environ, "ASSIST_OPENAI_API": "completions", TRACE_VARIABLE: "1"}
     process = subprocess.Popen(
         command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
     )
@@ -36,6 +39,7 @@ def sigint_latency(cwd: Path, url: str, script: Script) -> tuple[float, int, boo
         os.killpg(process.pid, signal.SIGINT)
         status = process.wait(timeout=10)
         seconds = time.monotonic() - pressed
+        _warn_if_forced(process)
         time.sleep(0.1)
         try:
             os.killpg(process.pid, 0)  # any process of the group still there?
@@ -47,6 +51,49 @@ def sigint_latency(cwd: Path, url: str, script: Script) -> tuple[float, int, boo
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.communicate(timeout=10)
+
+
+def _warn_if_forced(process: subprocess.Popen[bytes]) -> None:
+    """The guard's deadline ended the command (it exits in time, but something waited): say where, as a warning.
+
+    Reads what the process wrote (a child still holding its pipes leaves this to the `left` check)."""
+    try:
+        _, written = process.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        return
+    stderr = written.decode(errors="replace")
+    if FORCED_LINE in stderr:
+        warnings.warn(f"Ctrl-C needed the guard's deadline; the stacks then:\n{stderr[-6000:]}", stacklevel=2)
+
+
+def test_a_command_whose_unwinding_hangs_still_ends_soon_after_ctrl_c(tmp_path: Path) -> None:
+    # A non-daemon thread that sleeps a minute: Python's own exit waits for it, so plain Ctrl-C would take 60 s.
+    program = (
+        "import sys, threading, time\n"
+        "from assistant.ui.interrupt import cancel_guard\n"
+        "@cancel_guard\n"
+        "def command():\n"
+        "    threading.Thread(target=time.sleep, args=(60,)).start()\n"
+        "    print('ready', flush=True)\n"
+        "    time.sleep(60)\n"
+        "command()\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+        pressed = time.monotonic()
+        os.killpg(process.pid, signal.SIGINT)
+        status = process.wait(timeout=30)
+        seconds = time.monotonic() - pressed
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=10)
+    assert status == EXIT_STATUS
+    assert FORCE_AFTER_S <= seconds < FORCE_AFTER_S + CANCEL_LIMIT_S
+    assert FORCED_LINE in stderr.decode()
 
 
 def test_ctrl_c_ends_generate_within_seconds_with_nothing_left(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_co
 from assistant.ui.docstring_cmd import docstring, hook_app
 from assistant.ui.errors import flag_errors
 from assistant.ui.eval_cmd import eval_app
+from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     ApiOpt,
     ApisOpt,
@@ -190,6 +191,7 @@ def index(
 
 @app.command(cls=PanelCommand, short_help="Generate ranked code candidates for a requirement.")
 @friendly_errors
+@cancel_guard
 def generate(
     requirement: RequirementArg = None,
     file: TargetFileOpt = None,

@@ -19,6 +19,7 @@ import typer
 from assistant.config import MAX_K
 from assistant.errors import UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
+from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     BASICS,
     OUTPUT,
@@ -265,6 +266,7 @@ ExemplarsOpt = Annotated[
 
 
 @friendly_errors
+@cancel_guard
 def docstring(
     files: FilesArg = None,
     check: CheckOpt = False,
