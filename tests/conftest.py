@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import faulthandler
+import json
 import os
 import shutil
 import subprocess
@@ -15,13 +16,19 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
 from assistant.backends import BACKENDS, Backend, Completion, SamplingParams, Step, TokenLogprobs, Usage
 from assistant.backends.prompts import Prompt
 from assistant.errors import UsageError
+
+if TYPE_CHECKING:
+    from assistant.pipeline import Pipeline
+
+# The helper modules' asserts say what they compared when they fail, as a test's own do.
+pytest.register_assert_rewrite("tests.helpers_engines", "tests.helpers_quadruple", "tests.helpers_tiny_lm")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -160,6 +167,15 @@ def backend():
     return LocalBackend.load(PLUMBING_MODEL)
 
 
+@pytest.fixture(scope="module")
+def fp32():
+    """The transformers backend on PLUMBING_MODEL at fp32: the reference a local int8 engine's output is held to
+    (tests/helpers_engines.py), loaded once per test file."""
+    from assistant.backends.local import LocalBackend
+
+    return LocalBackend.load(PLUMBING_MODEL, precision="fp32")
+
+
 def git(cwd: Path, *args: str) -> str:
     result = subprocess.run(
         ["git", "-c", "user.email=test@example.com", "-c", "user.name=test", *args],
@@ -169,6 +185,31 @@ def git(cwd: Path, *args: str) -> str:
         check=True,
     )
     return result.stdout
+
+
+# A bank of one example, for a command that must be given a bank but is not testing its examples (k=0).
+ONE_EXAMPLE_BANK = json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n"
+
+
+def commit_repo(root: Path, files: Mapping[str, str]) -> Path:
+    """A git work tree at `root` holding `files` (path under root: text, written as UTF-8), all in one commit."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "init")
+    return root
+
+
+def pipeline_for(root: Path, backend: Backend, **options: Any) -> Pipeline:
+    """A Pipeline over `root`'s settings sampling from `backend`, with no examples (k=0) and the `first` ranker,
+    `options` being the rest of its GenerationOptions."""
+    from assistant.config import load_settings
+    from assistant.pipeline import GenerationOptions, Pipeline
+
+    settings = load_settings(start=root)
+    return Pipeline(GenerationOptions(k=0, ranker="first", **options), settings, start=root, backend=backend)
 
 
 SCRATCH_FILES = {
@@ -192,14 +233,7 @@ def cube_all(values):
 @pytest.fixture
 def scratch_repo(tmp_path: Path) -> Iterator[Path]:
     """A git repo with three documented functions in two Python files, all committed."""
-    root = tmp_path / "repo"
-    for rel, text in SCRATCH_FILES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "init")
-    yield root
+    yield commit_repo(tmp_path / "repo", SCRATCH_FILES)
 
 
 def landlock_abi() -> int:

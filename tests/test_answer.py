@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from assistant.config import load_settings
 from assistant.errors import UsageError
-from assistant.pipeline import GenerationOptions, Pipeline
+from assistant.pipeline import GenerationOptions
 from assistant.pipeline.pipeline import Answer, Request
 from assistant.ui.session import Session
 
-from .conftest import ScriptedBackend, git
+from .conftest import ScriptedBackend, commit_repo, pipeline_for
 
 MODULE = '''"""Geometry helpers."""
 
@@ -34,21 +33,10 @@ RIGHT = "def square(x: float) -> float:\n    return x * x\n"
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A git repo with a stub (geo.square) and one test of it."""
-    path = tmp_path / "proj"
-    (path / "tests").mkdir(parents=True)
-    (path / "geo.py").write_text(MODULE, encoding="utf-8")
-    (path / "tests" / "test_geo.py").write_text(TESTS, encoding="utf-8")
-    git(path, "init", "-q")
-    git(path, "add", ".")
-    git(path, "commit", "-qm", "init")
+    path = commit_repo(tmp_path / "proj", {"geo.py": MODULE, "tests/test_geo.py": TESTS})
     monkeypatch.chdir(path)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     return path
-
-
-def pipeline_for(root: Path, backend: ScriptedBackend, **options: object) -> Pipeline:
-    settings = load_settings(start=root)
-    return Pipeline(GenerationOptions(k=0, ranker="first", **options), settings, start=root, backend=backend)
 
 
 def test_answer_runs_the_repos_tests_ranks_the_passing_candidate_first_and_picks_it(project: Path) -> None:

@@ -8,23 +8,22 @@ by 0.003 to 0.031 (unlikely text by up to 0.1).
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from assistant.backends import SamplingParams
 from assistant.backends.prompts import build_prompt
-from assistant.errors import Cancelled
 
 from .conftest import PLUMBING_MODEL
+from .helpers_engines import (
+    REQUIREMENTS,
+    check_cancel_at_next_token,
+    check_seeded_samples,
+    check_teacher_forced_scores,
+    first_difference,
+)
 
 pytest.importorskip("ctranslate2")
 pytestmark = pytest.mark.model
-
-REQUIREMENTS = [
-    "Write a python function to add two numbers.",
-    "Write a function to find the shared elements from the given two lists.",
-]
 
 
 @pytest.fixture(scope="module")
@@ -32,17 +31,6 @@ def ct2():
     from assistant.backends.ct2 import CT2Backend
 
     return CT2Backend.load(PLUMBING_MODEL)
-
-
-@pytest.fixture(scope="module")
-def fp32():
-    from assistant.backends.local import LocalBackend
-
-    return LocalBackend.load(PLUMBING_MODEL, precision="fp32")
-
-
-def _first_difference(a: str, b: str) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def test_identity_keeps_its_samples_and_scores_apart_from_transformers(ct2, fp32) -> None:
@@ -62,7 +50,7 @@ def test_greedy_output_and_its_logprobs_match_transformers_fp32(ct2, fp32, requi
     params = SamplingParams(n=1, temperature=0, max_new_tokens=160)
     (fast,) = ct2.sample(prompt, params)
     (slow,) = fp32.sample(prompt, params)
-    at = _first_difference(fast.text, slow.text)
+    at = first_difference(fast.text, slow.text)
     if agree is None:
         assert fast.text == slow.text, f"int8 diverges at character {at}: {fast.text[at - 20 : at + 20]!r}"
         assert fast.tokens == slow.tokens
@@ -80,51 +68,16 @@ def test_greedy_output_and_its_logprobs_match_transformers_fp32(ct2, fp32, requi
 
 
 def test_teacher_forced_scores_match_transformers_fp32(ct2, fp32) -> None:
-    answers = ["def add(a, b):\n    return a + b\n", "def similar(a, b):\n    return set(a) & set(b)\n"]
-    pairs = [(build_prompt(r), code) for r, code in zip(REQUIREMENTS, answers, strict=True)]
-    pairs.append((build_prompt(REQUIREMENTS[0]), ""))
-    fast, slow = ct2.logprob(pairs), fp32.logprob(pairs)
-    for a, b in zip(fast[:-1], slow[:-1], strict=True):
-        assert a.tokens == b.tokens
-        # measured: 0.003 and 0.031 on one CPU, up to 0.067 on one without native bf16 (int8 kernels differ by CPU)
-        assert abs(a.mean - b.mean) < 0.1
-    # Unlikely text moves more: tokens at log-probability -8 to -20 differ by up to 0.8 in int8 (an answer to the
-    # other prompt: `similar` after "add two numbers"), so a short unlikely continuation's mean moves by ~0.1.
-    far = [(build_prompt(REQUIREMENTS[1 - i]), code) for i, code in enumerate(answers)] + [
-        (build_prompt(REQUIREMENTS[0]), "x = 1\n")
-    ]
-    for a, b in zip(ct2.logprob(far), fp32.logprob(far), strict=True):
-        assert abs(a.mean - b.mean) < 0.15
-    assert fast[-1].logprobs == [] and fast[-1].mean == float("-inf")
-    # Scoring its own sample gives back (nearly) the log-probabilities recorded while sampling.
-    prompt = build_prompt(REQUIREMENTS[0])
-    (sample,) = ct2.sample(prompt, SamplingParams(n=1, temperature=0, max_new_tokens=160))
-    (scored,) = ct2.logprob([(prompt, sample.text)])
-    assert abs(scored.mean - sum(sample.logprobs) / len(sample.logprobs)) < 0.03
+    # Likely answers' means, measured: 0.003 and 0.031 on one CPU, up to 0.067 on one without native bf16 (int8
+    # kernels differ by CPU). Unlikely text moves more: tokens at log-probability -8 to -20 differ by up to 0.8 in
+    # int8 (an answer to the other prompt: `similar` after "add two numbers"), so a short unlikely continuation's
+    # mean moves by ~0.1.
+    check_teacher_forced_scores(ct2, fp32, likely_within=0.1)
 
 
 def test_samples_differ_at_temperature_and_a_seed_reproduces_them(ct2) -> None:
-    prompt = build_prompt(REQUIREMENTS[1])
-    params = SamplingParams(n=4, temperature=0.8, top_p=0.95, max_new_tokens=48, seed=7)
-    first = ct2.sample(prompt, params)
-    assert len(first) == 4 and len({c.text for c in first}) > 1
-    assert all(c.logprobs and len(c.logprobs) <= c.tokens and all(v <= 0 for v in c.logprobs) for c in first)
-    assert [c.text for c in ct2.sample(prompt, params)] == [c.text for c in first]
+    check_seeded_samples(ct2)
 
 
 def test_a_step_that_raises_cancels_at_the_next_token(ct2) -> None:
-    seen = []
-
-    def step(done: int, total: int) -> None:
-        seen.append((done, total))
-        if done >= 3:
-            raise Cancelled("stopped")
-
-    started = time.perf_counter()
-    with pytest.raises(Cancelled):
-        ct2.sample(build_prompt(REQUIREMENTS[1]), SamplingParams(n=2, max_new_tokens=300, seed=1), step)
-    assert time.perf_counter() - started < 10
-    assert seen[0] == (0, 300) and seen[-1] == (3, 300)
-    # The backend is usable after a cancelled call.
-    (again,) = ct2.sample(build_prompt(REQUIREMENTS[0]), SamplingParams(n=1, temperature=0, max_new_tokens=8))
-    assert again.tokens == 8 and again.finish_reason == "length"
+    check_cancel_at_next_token(ct2)

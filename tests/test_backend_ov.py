@@ -13,16 +13,17 @@ import pytest
 
 from assistant.backends import SamplingParams
 from assistant.backends.prompts import build_prompt
-from assistant.errors import Cancelled
 
 from .conftest import PLUMBING_MODEL
+from .helpers_engines import (
+    REQUIREMENTS,
+    check_cancel_at_next_token,
+    check_seeded_samples,
+    check_teacher_forced_scores,
+    first_difference,
+)
 
 pytestmark = pytest.mark.model
-
-REQUIREMENTS = [
-    "Write a python function to add two numbers.",
-    "Write a function to find the shared elements from the given two lists.",
-]
 
 
 @pytest.fixture(scope="module")
@@ -30,17 +31,6 @@ def ov():
     from assistant.backends.ov import OpenVINOBackend
 
     return OpenVINOBackend.load(PLUMBING_MODEL)
-
-
-@pytest.fixture(scope="module")
-def fp32():
-    from assistant.backends.local import LocalBackend
-
-    return LocalBackend.load(PLUMBING_MODEL, precision="fp32")
-
-
-def _first_difference(a: str, b: str) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def test_identity_keeps_its_samples_and_scores_apart_from_transformers(ov, fp32) -> None:
@@ -60,7 +50,7 @@ def test_greedy_output_and_its_logprobs_match_transformers_fp32(ov, fp32, requir
     params = SamplingParams(n=1, temperature=0, max_new_tokens=160)
     (fast,) = ov.sample(prompt, params)
     (slow,) = fp32.sample(prompt, params)
-    at = _first_difference(fast.text, slow.text)
+    at = first_difference(fast.text, slow.text)
     assert at >= agree
     assert fast.finish_reason == slow.finish_reason == "stop"
     assert fast.text.startswith("def ") and "return" in fast.text
@@ -73,34 +63,13 @@ def test_greedy_output_and_its_logprobs_match_transformers_fp32(ov, fp32, requir
 
 
 def test_teacher_forced_scores_match_transformers_fp32(ov, fp32) -> None:
-    answers = ["def add(a, b):\n    return a + b\n", "def similar(a, b):\n    return set(a) & set(b)\n"]
-    pairs = [(build_prompt(r), code) for r, code in zip(REQUIREMENTS, answers, strict=True)]
-    pairs.append((build_prompt(REQUIREMENTS[0]), ""))
-    fast, slow = ov.logprob(pairs), fp32.logprob(pairs)
-    for a, b in zip(fast[:-1], slow[:-1], strict=True):
-        assert a.tokens == b.tokens
-        assert abs(a.mean - b.mean) < 0.05  # measured: 0.007 and 0.027
-    # Unlikely text (an answer to the other prompt) moves more: measured 0.001 to 0.039.
-    far = [(build_prompt(REQUIREMENTS[1 - i]), code) for i, code in enumerate(answers)] + [
-        (build_prompt(REQUIREMENTS[0]), "x = 1\n")
-    ]
-    for a, b in zip(ov.logprob(far), fp32.logprob(far), strict=True):
-        assert abs(a.mean - b.mean) < 0.15
-    assert fast[-1].logprobs == [] and fast[-1].mean == float("-inf")
-    # Scoring its own sample gives back (nearly) the log-probabilities recorded while sampling.
-    prompt = build_prompt(REQUIREMENTS[0])
-    (sample,) = ov.sample(prompt, SamplingParams(n=1, temperature=0, max_new_tokens=160))
-    (scored,) = ov.logprob([(prompt, sample.text)])
-    assert abs(scored.mean - sum(sample.logprobs) / len(sample.logprobs)) < 0.03
+    # Likely answers' means, measured: 0.007 and 0.027; unlikely text (an answer to the other prompt) moves more:
+    # measured 0.001 to 0.039.
+    check_teacher_forced_scores(ov, fp32, likely_within=0.05)
 
 
 def test_samples_differ_at_temperature_and_a_seed_reproduces_them(ov) -> None:
-    prompt = build_prompt(REQUIREMENTS[1])
-    params = SamplingParams(n=4, temperature=0.8, top_p=0.95, max_new_tokens=48, seed=7)
-    first = ov.sample(prompt, params)
-    assert len(first) == 4 and len({c.text for c in first}) > 1
-    assert all(c.logprobs and len(c.logprobs) <= c.tokens and all(v <= 0 for v in c.logprobs) for c in first)
-    assert [c.text for c in ov.sample(prompt, params)] == [c.text for c in first]
+    prompt, first = check_seeded_samples(ov)
     # The recorded values are the model's raw log-probabilities, not the tempered ones: scoring the samples gives
     # them back (measured within 0.005 on average; tempering at 0.8 would move them by a quarter).
     for sample, scored in zip(first, ov.logprob([(prompt, c.text) for c in first]), strict=True):
@@ -108,21 +77,7 @@ def test_samples_differ_at_temperature_and_a_seed_reproduces_them(ov) -> None:
 
 
 def test_a_step_that_raises_cancels_at_the_next_token(ov) -> None:
-    seen = []
-
-    def step(done: int, total: int) -> None:
-        seen.append((done, total))
-        if done >= 3:
-            raise Cancelled("stopped")
-
-    started = time.perf_counter()
-    with pytest.raises(Cancelled):
-        ov.sample(build_prompt(REQUIREMENTS[1]), SamplingParams(n=2, max_new_tokens=300, seed=1), step)
-    assert time.perf_counter() - started < 10
-    assert seen[0] == (0, 300) and seen[-1] == (3, 300)
-    # The backend is usable after a cancelled call.
-    (again,) = ov.sample(build_prompt(REQUIREMENTS[0]), SamplingParams(n=1, temperature=0, max_new_tokens=8))
-    assert again.tokens == 8 and again.finish_reason == "length"
+    check_cancel_at_next_token(ov)
 
 
 def test_a_prompts_samples_do_not_depend_on_its_batch_neighbours(ov) -> None:
@@ -239,7 +194,7 @@ def test_drafted_decoding_follows_the_plain_greedy_answer(ov, decoding: str, mon
     # Not the same text: the generator checks a draft in one pass over several tokens, whose float noise parts
     # from plain decoding at a near tie (measured: at character 243 of this answer, "the two lists" for "list1
     # and list2"), so `local.decoding = "auto"` never drafts a greedy request.
-    at = _first_difference(fast.text, plain.text)
+    at = first_difference(fast.text, plain.text)
     assert at >= 100
     shared = len(ov.tokenizer(fast.text[:at], add_special_tokens=False)["input_ids"]) - 1
     # The recorded log-probabilities are the generator's own, as plain decoding records them (up to the same float

@@ -16,7 +16,7 @@ import pytest
 from assistant.backends import Prompt
 from assistant.pipeline import GenerationOptions, Pipeline, Request
 
-from .conftest import ScriptedBackend, assist_here, git, register_scripted
+from .conftest import ONE_EXAMPLE_BANK, ScriptedBackend, assist_here, commit_repo, register_scripted
 
 
 @pytest.fixture(autouse=True)
@@ -70,15 +70,9 @@ def wrong_then_right(prompt: Prompt, number: int) -> str:
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "proj"
-    (path / "tests").mkdir(parents=True)
-    (path / "geo.py").write_text(MODULE, encoding="utf-8")
-    (path / "tests" / "test_geo.py").write_text(TESTS, encoding="utf-8")
-    (path / "tests" / "test_other.py").write_text("def test_nothing():\n    assert True\n", encoding="utf-8")
-    (path / "bank.jsonl").write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
-    git(path, "init", "-q")
-    git(path, "add", ".")
-    git(path, "commit", "-qm", "init")
+    other = "def test_nothing():\n    assert True\n"
+    files = {"geo.py": MODULE, "tests/test_geo.py": TESTS, "tests/test_other.py": other, "bank.jsonl": ONE_EXAMPLE_BANK}
+    path = commit_repo(tmp_path / "proj", files)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     return path
 
@@ -139,7 +133,7 @@ def test_the_exec_sandbox_failure_reaches_the_repair_prompt(tmp_path: Path, monk
         monkeypatch, ScriptedBackend(lambda prompt, n: right if REPAIR_TURN in text_of(prompt) else wrong)
     )
     bank = tmp_path / "bank.jsonl"
-    bank.write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    bank.write_text(ONE_EXAMPLE_BANK)
     args = ["generate", "double a number", "--test", "assert double(2) == 4", "--backend", "scripted"]
     shown = assist_here(*args, "--bank", bank, "-k", "0", "-n", "1", "--json", cwd=tmp_path)
     assert shown.returncode == 0, shown.stdout + shown.stderr
@@ -264,19 +258,14 @@ def test_the_tests_shown_fit_their_token_budget_whole(project: Path) -> None:
 def test_a_plain_requests_candidates_are_repaired_in_their_module(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = tmp_path / "calc"
-    root.mkdir()
-    (root / "calc.py").write_text('"""Arithmetic."""\n\nFACTOR = 2\n', encoding="utf-8")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "init")
+    root = commit_repo(tmp_path / "calc", {"calc.py": '"""Arithmetic."""\n\nFACTOR = 2\n'})
     # The first round's code uses the module's FACTOR wrongly; the repair round's uses it right.
     wrong, right = "def double(x):\n    return x + FACTOR\n", "def double(x):\n    return x * FACTOR\n"
     backend = register_scripted(
         monkeypatch, ScriptedBackend(lambda prompt, n: right if REPAIR_TURN in text_of(prompt) else wrong)
     )
     bank = tmp_path / "bank.jsonl"
-    bank.write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    bank.write_text(ONE_EXAMPLE_BANK)
     args = ["generate", "double a number", "--file", "calc.py", "--test", "assert double(3) == 6", "-n", "1"]
     shown = assist_here(*args, "--backend", "scripted", "--bank", bank, "-k", "0", "--json", "--apply", cwd=root)
     assert shown.returncode == 0, shown.stdout + shown.stderr
@@ -347,13 +336,8 @@ def test_runs_versus_pairs_two_repair_runs_before_and_after_repair(tmp_path: Pat
 def test_a_repair_round_replaces_what_replace_names_as_the_first_round_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = tmp_path / "calc"
-    root.mkdir()
     module = '"""Arithmetic."""\n\n\ndef double(x):\n    return x + 2\n\n\ndef triple(x):\n    return 3 * x\n'
-    (root / "calc.py").write_text(module, encoding="utf-8")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "init")
+    root = commit_repo(tmp_path / "calc", {"calc.py": module})
     # Both rounds rewrite double (named by --replace) and re-type triple (not named: left out); only the repair
     # round's double is right.
     retyped = "\n\ndef triple(x):\n    return x\n"
@@ -362,7 +346,7 @@ def test_a_repair_round_replaces_what_replace_names_as_the_first_round_does(
         monkeypatch, ScriptedBackend(lambda prompt, n: right if REPAIR_TURN in text_of(prompt) else wrong)
     )
     bank = tmp_path / "bank.jsonl"
-    bank.write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    bank.write_text(ONE_EXAMPLE_BANK)
     args = ["generate", "fix double", "--file", "calc.py", "--replace", "double", "--test", "assert double(3) == 6"]
     shown = assist_here(
         *args, "-n", "1", "--backend", "scripted", "--bank", bank, "-k", "0", "--json", "--apply", cwd=root

@@ -19,7 +19,7 @@ from assistant.core.repo_tests import find_tests, parse_test_cmd, repo_tests
 from assistant.errors import UsageError
 from assistant.ui.cli import app
 
-from .conftest import git
+from .conftest import ONE_EXAMPLE_BANK, commit_repo, git
 from .openai_server import Script, openai_server
 
 MODULE = '''"""Geometry helpers."""
@@ -58,15 +58,9 @@ def helper_not_a_test():
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "proj"
-    (path / "tests").mkdir(parents=True)
-    (path / "geo.py").write_text(MODULE, encoding="utf-8")
-    (path / "tests" / "test_geo.py").write_text(TESTS, encoding="utf-8")
-    (path / "tests" / "test_other.py").write_text("def test_nothing():\n    assert True\n", encoding="utf-8")
-    (path / "bank.jsonl").write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
-    git(path, "init", "-q")
-    git(path, "add", ".")
-    git(path, "commit", "-qm", "init")
+    other = "def test_nothing():\n    assert True\n"
+    files = {"geo.py": MODULE, "tests/test_geo.py": TESTS, "tests/test_other.py": other, "bank.jsonl": ONE_EXAMPLE_BANK}
+    path = commit_repo(tmp_path / "proj", files)
     monkeypatch.chdir(path)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     return path
@@ -199,7 +193,7 @@ def test_outside_a_git_work_tree_the_tests_are_skipped_with_a_reason(tmp_path: P
     (folder / "tests").mkdir(parents=True)
     (folder / "geo.py").write_text(MODULE, encoding="utf-8")
     (folder / "tests" / "test_geo.py").write_text(TESTS, encoding="utf-8")
-    (folder / "bank.jsonl").write_text(json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n")
+    (folder / "bank.jsonl").write_text(ONE_EXAMPLE_BANK)
     monkeypatch.chdir(folder)
     args = ["generate", "--file", "geo.py", "--function", "square", "-n", "1"]
     with openai_server(Script(answers=[(RIGHT, "stop")])) as (url, _):

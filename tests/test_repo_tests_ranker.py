@@ -14,11 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from assistant.backends.prompts import Prompt
-from assistant.config import load_settings
 from assistant.core.candidates import Candidate
 from assistant.core.rank import Problem, RepoTestsRanker
 from assistant.errors import UsageError
-from assistant.pipeline import GenerationOptions, Pipeline
+from assistant.pipeline import GenerationOptions
 from assistant.pipeline.pipeline import Request
 from assistant.pipeline.registry import (
     RANKER_CHOICES,
@@ -31,7 +30,7 @@ from assistant.pipeline.registry import (
 )
 from assistant.ui.cli import app
 
-from .conftest import ScriptedBackend, git
+from .conftest import ScriptedBackend, commit_repo, pipeline_for
 
 MODULE = '''"""Geometry helpers."""
 
@@ -62,21 +61,10 @@ ZERO = "def square(x: float) -> float:\n    return 0\n"  # passes 1 of 3 (zero)
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A git repo with a stub (geo.square) and three tests of it."""
-    path = tmp_path / "proj"
-    (path / "tests").mkdir(parents=True)
-    (path / "geo.py").write_text(MODULE, encoding="utf-8")
-    (path / "tests" / "test_geo.py").write_text(TESTS, encoding="utf-8")
-    git(path, "init", "-q")
-    git(path, "add", ".")
-    git(path, "commit", "-qm", "init")
+    path = commit_repo(tmp_path / "proj", {"geo.py": MODULE, "tests/test_geo.py": TESTS})
     monkeypatch.chdir(path)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     return path
-
-
-def pipeline_for(root: Path, backend: ScriptedBackend, **options: object) -> Pipeline:
-    settings = load_settings(start=root)
-    return Pipeline(GenerationOptions(k=0, ranker="first", **options), settings, start=root, backend=backend)
 
 
 def test_the_registry_builds_the_repo_tests_ranker_and_leads_with_it_where_they_are_planned() -> None:
