@@ -24,28 +24,7 @@ from assistant.errors import UsageError
 from assistant.pipeline import GenerationOptions, Pipeline, Request
 
 from .conftest import PLUMBING_MODEL, ScriptedBackend, git
-
-MODULE = '''"""Geometry helpers."""
-
-SCALE = 2
-
-
-def _double(x):
-    return x * SCALE
-
-
-def quadruple(x):
-    """Return x times four.
-
-    >>> quadruple(3)
-    12
-    """
-    ...
-'''
-WRONG = "def quadruple(x):\n    return _double(x)\n```\n"
-RIGHT_A = "def quadruple(x):\n    return _double(_double(x))\n```\n"
-RIGHT_B = "def quadruple(x):\n    return 2 * _double(x)\n```\n"
-WRITTEN = "assert quadruple(1) == 4\nassert quadruple(0) == 0\nassert quadruple(-2) == -8\n```\n"
+from .helpers_quadruple import QUADRUPLE_MODULE, SCRIPT, WRITTEN, quadruple_repo
 
 
 class Echoing(Backend):
@@ -164,19 +143,11 @@ class Counted(ScriptedBackend):
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "proj"
-    (path / "pkg").mkdir(parents=True)
-    (path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
-    (path / "pkg" / "geo.py").write_text(MODULE, encoding="utf-8")
-    git(path, "init", "-q")
-    git(path, "add", ".")
-    git(path, "commit", "-qm", "init")
-    monkeypatch.delenv("VIRTUAL_ENV", raising=False)  # the interpreter: the one running the tests
-    return path
+    return quadruple_repo(tmp_path, monkeypatch, QUADRUPLE_MODULE)
 
 
 def _fill(repo: Path, **options: Any) -> tuple[Any, Counted]:
-    scripted = Counted({"Tests of quadruple": [WRITTEN], "write this body": [WRONG, RIGHT_A, RIGHT_B]})
+    scripted = Counted(SCRIPT)
     pipeline = Pipeline(GenerationOptions(k=0, n=3, **options), load_settings(start=repo), start=repo, backend=scripted)
     return pipeline.generate(Request(file=repo / "pkg" / "geo.py", function="quadruple")), scripted
 

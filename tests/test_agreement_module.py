@@ -16,53 +16,25 @@ from assistant.core.stubs import fill_stub
 from assistant.pipeline import GenerationOptions, Pipeline, Request
 
 from .conftest import ScriptedBackend, git
+from .helpers_quadruple import QUADRUPLE_MODULE, SCRIPT, quadruple_repo
 
-MODULE = '''"""Geometry helpers."""
-
-SCALE = 2
-
-
-def _double(x):
-    return x * SCALE
-
-
-def quadruple(x):
-    """Return x times four.
-
-    >>> quadruple(3)
-    12
-    """
-    ...
-
+BOX = '''
 
 class Box:
     def area(self):
         """The area of the box."""
         ...
 '''
-
-# Replies as a chat model writes them after the prompt's opening fence (the scripted backend stops at the closing).
-WRONG = "def quadruple(x):\n    return _double(x)\n```\n"  # sampled first, wrong
-RIGHT_A = "def quadruple(x):\n    return _double(_double(x))\n```\n"
-RIGHT_B = "def quadruple(x):\n    return 2 * _double(x)\n```\n"
-WRITTEN = "assert quadruple(1) == 4\nassert quadruple(0) == 0\nassert quadruple(-2) == -8\n```\n"
+MODULE = QUADRUPLE_MODULE + BOX  # quadruple, and a method stub beside it
 
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "proj"
-    (path / "pkg").mkdir(parents=True)
-    (path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
-    (path / "pkg" / "geo.py").write_text(MODULE, encoding="utf-8")
-    git(path, "init", "-q")
-    git(path, "add", ".")
-    git(path, "commit", "-qm", "init")
-    monkeypatch.delenv("VIRTUAL_ENV", raising=False)  # the interpreter: the one running the tests
-    return path
+    return quadruple_repo(tmp_path, monkeypatch, MODULE)
 
 
 def backend() -> ScriptedBackend:
-    return ScriptedBackend({"Tests of quadruple": [WRITTEN], "write this body": [WRONG, RIGHT_A, RIGHT_B]})
+    return ScriptedBackend(SCRIPT)
 
 
 def test_import_names_follow_the_folders_put_first_on_sys_path() -> None:
