@@ -23,18 +23,10 @@ from assistant.backends.models import encoder_dir, resolve
 from assistant.methods import TRAINED_METHODS, TrainedMethod, trained_retrievers
 from assistant.methods.artifacts import load_trained, read_manifest, recorded_generator
 
+from .helpers_tiny_lm import ByteTokenizer, tiny_qwen2
+
 GENERATOR = "qwen-x"  # the model each artifact says it was trained for
 RESULTS = Path(__file__).resolve().parent.parent / "results"
-
-
-class ByteTokenizer:
-    """Bytes as token ids (SelfRACG's branch only needs ids)."""
-
-    pad_token_id = None
-    eos_token_id = 0
-
-    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
-        return {"input_ids": [b + 1 for b in text.encode("utf-8")]}
 
 
 @pytest.fixture(scope="module")
@@ -61,20 +53,7 @@ def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def lm() -> Any:
     """A small random Qwen2 (the real architecture) for SelfRACG's branch."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=260,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-    )
-    config._attn_implementation = "eager"
-    return Qwen2ForCausalLM(config).eval()
+    return tiny_qwen2()
 
 
 def _encoder_method(cls: Any, generator: Any, folder: Path) -> Any:

@@ -27,34 +27,13 @@ from assistant.methods.selfracg import (
     train_stage2,
 )
 
-
-class ByteTokenizer:
-    """Bytes as token ids (a unit-test stand-in for the model's tokenizer: the branch only needs ids)."""
-
-    pad_token_id = None
-    eos_token_id = 0
-
-    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
-        return {"input_ids": [b + 1 for b in text.encode("utf-8")]}
+from .helpers_tiny_lm import ByteTokenizer, tiny_qwen2
 
 
 @pytest.fixture(scope="module")
 def lm() -> Any:
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=260,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        initializer_range=0.2,  # a trained model's attention outputs are far from zero; 0.02 leaves them ~0
-    )
-    config._attn_implementation = "eager"
-    return Qwen2ForCausalLM(config).eval()
+    # A trained model's attention outputs are far from zero; the default initializer_range (0.02) leaves them ~0.
+    return tiny_qwen2(initializer_range=0.2)
 
 
 def attention_outputs(lm: Any, ids: torch.Tensor) -> list[torch.Tensor]:
