@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import threading
 import typing
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,8 @@ import pytest
 
 from assistant.backends import loops
 from assistant.backends.loops import LOOPING, RAN_PAST, RowWatch, is_looping, ran_past, shapes
+
+from .helpers_fake_ov import FakePipeline, fake_ov_backend, ov_status
 
 # The 1.5B sample of issue 69 that held a request for 409 s: `k` counts up in every round.
 ISSUE_LOOP = "def f(r):\n    return " + " + ".join(
@@ -104,87 +105,19 @@ def test_a_watch_names_the_reason_once_and_leaves_finished_rows_alone() -> None:
     assert past.verdict(2, ordinary + _ids("zzzz") * (loops.PAST_FLOOR - len(ordinary) + 1)) == RAN_PAST
 
 
-def _status(name: str) -> Any:
-    import openvino_genai
-
-    return getattr(openvino_genai.GenerationStatus, name)
-
-
-class FakeHandle:
-    """One streamed row: `script` is the token ids the engine would write, one a step."""
-
-    def __init__(self, pipeline: FakePipeline, ids: list[int], script: list[int]) -> None:
-        self.pipeline, self.prompt, self.script = pipeline, ids, script
-        self.written: list[int] = []
-        self.unread: list[int] = []
-        self.status = _status("RUNNING")
-
-    def can_read(self) -> bool:
-        return bool(self.unread)
-
-    def read(self) -> dict[int, Any]:
-        ids, self.unread = self.unread, []
-        return {0: type("Out", (), {"generated_ids": ids, "generated_log_probs": [-0.5] * len(ids)})()}
-
-    def get_status(self) -> str:
-        return self.status
-
-    def stop(self) -> None:
-        self.status = _status("STOP")
-
-    def cancel(self) -> None:
-        self.status = _status("CANCEL")
-
-    def advance(self) -> None:
-        if self.status != _status("RUNNING"):
-            return
-        token = self.script[len(self.written)]
-        self.written.append(token)
-        self.unread.append(token)
-        if len(self.written) == len(self.script):
-            self.status = _status("FINISHED")
-
-
-class FakePipeline:
-    def __init__(self, scripts: list[list[int]]) -> None:
-        self.scripts = scripts
-        self.handles: list[FakeHandle] = []
-        self.added_at: list[int] = []
-        self.steps = 0
-
-    def add_request(self, request_id: int, tensor: Any, config: Any) -> FakeHandle:
-        handle = FakeHandle(self, list(tensor.data[0]), self.scripts[len(self.handles)])
-        self.handles.append(handle)
-        self.added_at.append(self.steps)
-        return handle
-
-    def has_non_finished_requests(self) -> bool:
-        return any(h.status == _status("RUNNING") for h in self.handles)
-
-    def step(self) -> None:
-        self.steps += 1
-        for handle in self.handles:
-            handle.advance()
-
-
 def test_the_openvino_loop_stops_a_looping_row_and_lets_the_others_finish() -> None:
     """The step loop of `OpenVINOBackend._run` with a fake pipeline (the real one: tests/test_backend_ov.py)."""
-    pytest.importorskip("openvino_genai")
-    from assistant.backends import ov
-
     short = _ids("return a + b\n")
     scripts = [short, _ids(ISSUE_LOOP), short + _ids("# done\n")]  # 4 and 6 tokens
     pipeline = FakePipeline(scripts)
-    backend = object.__new__(ov.OpenVINOBackend)
-    backend._lock = threading.Lock()
-    backend._watchdog = ov.Watchdog(60.0, "the fake engine", on_stall=print)
-    backend._next_id = 0
-    backend.pipeline = pipeline
+    backend = fake_ov_backend(pipeline)
+    from assistant.backends import ov
+
     config = type("Config", (), {"max_new_tokens": 2000})()
     watch = ov._Watch([(0, row, 0) for row in range(3)], {0: RowWatch(3, _decode)}, later={1, 2})
     rows = backend._run([([1, 2, 3], config)] * 3, None, 0, watch=watch)
     assert watch.cut == {1: LOOPING}
-    assert pipeline.handles[1].status == _status("STOP") and len(pipeline.handles[1].written) < 400
+    assert pipeline.handles[1].status == ov_status("STOP") and len(pipeline.handles[1].written) < 400
     assert [len(own[0][0]) for own in rows][::2] == [len(short), len(short) + 2]  # the others ran to their end
     assert pipeline.added_at == [0, 1, 1]  # the later rows came once the first had read the prompt
 

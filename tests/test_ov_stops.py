@@ -5,7 +5,6 @@ tokens and a fake pipeline here; against the engine's own matching on the real 0
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +12,8 @@ import pytest
 
 from assistant.backends import SamplingParams, Usage, row_stream, streaming
 from assistant.backends.loops import RowWatch
+
+from .helpers_fake_ov import FakePipeline, fake_ov_backend, ov_status
 
 # Scripted tokens: each id is one entry of this vocabulary, decoded by joining them.
 WORDS = ["<end>", "<prompt>", "def f():\n", "    return 1\n", "```", "\n", "more", "``", "`", "    return", " a"]
@@ -56,73 +57,6 @@ def test_the_kept_tokens_end_at_the_stop_string_less_its_trailing_spaces_and_lin
     assert match(("b",), 2).kept(ids("xa", "b"), 2) == 2
 
 
-def _status(name: str) -> Any:
-    import openvino_genai
-
-    return getattr(openvino_genai.GenerationStatus, name)
-
-
-class FakeHandle:
-    """One streamed row as the engine hands it over without stop strings: `per_step` tokens of `script` a step,
-    finished at an end token or `limit`; nothing can be read once it is stopped (as the engine's `can_read`)."""
-
-    def __init__(self, script: list[int], limit: int, per_step: int) -> None:
-        self.script, self.limit, self.per_step = script, limit, per_step
-        self.written: list[int] = []
-        self.unread: list[int] = []
-        self.status = _status("RUNNING")
-
-    def can_read(self) -> bool:
-        return bool(self.unread) and self.status != _status("STOP")
-
-    def read(self) -> dict[int, Any]:
-        tokens, self.unread = self.unread, []
-        return {0: type("Out", (), {"generated_ids": tokens, "generated_log_probs": [-0.25] * len(tokens)})()}
-
-    def get_status(self) -> Any:
-        return self.status
-
-    def stop(self) -> None:
-        self.status = _status("STOP")
-
-    def cancel(self) -> None:
-        self.status = _status("CANCEL")
-
-    def advance(self) -> None:
-        for _ in range(self.per_step):
-            if self.status != _status("RUNNING"):
-                return
-            token = self.script[len(self.written)]
-            self.written.append(token)
-            self.unread.append(token)
-            if token == END or len(self.written) == self.limit:
-                self.status = _status("FINISHED")
-
-
-class FakePipeline:
-    def __init__(self, scripts: list[list[int]], per_step: int = 1) -> None:
-        self.scripts, self.per_step = scripts, per_step
-        self.handles: list[FakeHandle] = []
-        self.configs: list[Any] = []
-        self.added_at: list[int] = []
-        self.steps = 0
-
-    def add_request(self, request_id: int, tensor: Any, config: Any) -> FakeHandle:
-        handle = FakeHandle(self.scripts[len(self.handles)], config.max_new_tokens, self.per_step)
-        self.handles.append(handle)
-        self.configs.append(config)
-        self.added_at.append(self.steps)
-        return handle
-
-    def has_non_finished_requests(self) -> bool:
-        return any(h.status == _status("RUNNING") for h in self.handles)
-
-    def step(self) -> None:
-        self.steps += 1
-        for handle in self.handles:
-            handle.advance()
-
-
 class WordTokenizer:
     """The scripted vocabulary as a tokenizer: a text that is one word is that word's id."""
 
@@ -134,18 +68,11 @@ class WordTokenizer:
 
 
 def _backend(pipeline: FakePipeline) -> Any:
-    pytest.importorskip("openvino_genai")
-    from assistant.backends import ov
-
-    backend = object.__new__(ov.OpenVINOBackend)
-    backend._lock = threading.Lock()
-    backend._watchdog = ov.Watchdog(60.0, "the fake engine", on_stall=print)
-    backend._next_id = 0
+    backend = fake_ov_backend(pipeline)
     backend.usage = Usage()
     backend.tokenizer = WordTokenizer()
     backend.end_ids = [END]
     backend.decoding = backend.greedy_decoding = "plain"
-    backend.pipeline = pipeline
     backend._lanes = {"plain": (pipeline, True)}
     return backend
 
@@ -155,7 +82,7 @@ def test_sampled_rows_stop_at_their_fence_and_keep_what_the_engine_kept() -> Non
     fenced = ids("def f():\n", "    return 1\n", "```", "\n", "more", "more", "<end>")
     split = ids("def f():\n", "``", "`", "\n", "<end>")  # a fence over two tokens: missed, as the engine missed it
     endless = ids("def f():\n") + ids("more") * 20
-    pipeline = FakePipeline([fenced, split, endless])
+    pipeline = FakePipeline([fenced, split, endless], end=END)
     backend = _backend(pipeline)
     params = SamplingParams(n=3, temperature=0.8, top_p=0.95, max_new_tokens=12, seed=0)
     heard: list[tuple[int, str]] = []
@@ -170,7 +97,7 @@ def test_sampled_rows_stop_at_their_fence_and_keep_what_the_engine_kept() -> Non
     ]
     assert rows[0].logprobs == (-0.25, -0.25)  # those of the tokens before the fence
     statuses = [h.status for h in pipeline.handles]
-    assert statuses == [_status("STOP"), _status("FINISHED"), _status("FINISHED")]
+    assert statuses == [ov_status("STOP"), ov_status("FINISHED"), ov_status("FINISHED")]
     # The rows are shown one token late while they run, as the engine held back a fence's window: the later rows
     # were added once the first had shown a token (after its second step), and the stream grew the same way.
     assert pipeline.added_at == [0, 2, 2]
@@ -182,7 +109,8 @@ def test_tokens_past_the_stop_string_in_the_same_step_are_dropped_and_a_cut_row_
 
     fenced = ids("def f():\n", "    return 1\n", "```", "\n", "more", "<end>")
     looping = ids("more") * 20
-    pipeline = FakePipeline([fenced, looping], per_step=2)  # two tokens a step, as drafted decoding writes them
+    # Two tokens a step, as drafted decoding writes them.
+    pipeline = FakePipeline([fenced, looping], per_step=2, end=END)
     backend = _backend(pipeline)
     config = type("Config", (), {"max_new_tokens": 40})()
     fence = match(("```",), 1)
@@ -196,7 +124,7 @@ def test_tokens_past_the_stop_string_in_the_same_step_are_dropped_and_a_cut_row_
 
     rows = backend._run([([1], config), ([1], config)], cut_looping_row, 1, watch=watch)
     assert rows[0] == [[ids("def f():\n", "    return 1\n", "```"), [-0.25] * 3]]  # "\n" came in its step
-    assert watch.matched == {0} and pipeline.handles[0].status == _status("STOP")
+    assert watch.matched == {0} and pipeline.handles[0].status == ov_status("STOP")
     # The cut row keeps what was shown before it was stopped: 4 tokens read, the last one held back.
     assert rows[1] == [[ids("more") * 3, [-0.25] * 3]]
 
@@ -206,15 +134,15 @@ class LingeringPipeline(FakePipeline):
     ends the stopped requests still held as out of memory (IGNORED)."""
 
     def has_non_finished_requests(self) -> bool:
-        return any(h.status == _status("RUNNING") or not getattr(h, "freed", True) for h in self.handles)
+        return any(h.status == ov_status("RUNNING") or not getattr(h, "freed", True) for h in self.handles)
 
     def step(self) -> None:
-        alone = not any(h.status == _status("RUNNING") for h in self.handles)
+        alone = not any(h.status == ov_status("RUNNING") for h in self.handles)
         for handle in self.handles:
-            if handle.status == _status("STOP") and not getattr(handle, "freed", False):
-                handle.status = _status("IGNORED") if alone else handle.status
+            if handle.status == ov_status("STOP") and not getattr(handle, "freed", False):
+                handle.status = ov_status("IGNORED") if alone else handle.status
                 handle.freed = True
-            elif handle.status == _status("RUNNING"):
+            elif handle.status == ov_status("RUNNING"):
                 handle.freed = False
         super().step()
 
@@ -222,7 +150,7 @@ class LingeringPipeline(FakePipeline):
 def test_a_cut_row_left_alone_shows_the_tokens_the_engine_held_back_as_it_did() -> None:
     from assistant.backends import ov
 
-    pipeline = LingeringPipeline([ids("more") * 20])
+    pipeline = LingeringPipeline([ids("more") * 20], end=END)
     backend = _backend(pipeline)
     watch = ov._Watch([(0, 0, 0)], {0: RowWatch(1, decode)}, set(), stops={0: match(("```",), 1)})
 
@@ -232,7 +160,7 @@ def test_a_cut_row_left_alone_shows_the_tokens_the_engine_held_back_as_it_did() 
             watch.cut[0] = "looping"
 
     rows = backend._run([([1], type("Config", (), {"max_new_tokens": 40})())], cut, 1, watch=watch)
-    assert pipeline.handles[0].status == _status("IGNORED")
+    assert pipeline.handles[0].status == ov_status("IGNORED")
     assert rows[0] == [[ids("more") * 3, [-0.25] * 3]]  # 2 shown when it was cut, then the one held back
 
 
