@@ -52,7 +52,7 @@ from assistant.code.examples import Example
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
 from assistant.methods import TRAINED_METHODS, TrainedMethod
-from assistant.paths import atomic_write_bytes, atomic_write_text, cache_dir, file_sha256, read_regular_file, repo_dir
+from assistant.paths import atomic_write_bytes, atomic_write_text, cache_dir, file_sha256, read_json_object, repo_dir
 
 METHODS = ("lail", "tstr")  # the trained retrievers, best first
 NO_GENERATOR = "none"  # what a manifest records when no generator enters training (TST^R)
@@ -187,14 +187,7 @@ def write_manifest(directory: Path, data: dict[str, Any]) -> None:
 
 def read_manifest(directory: Path) -> dict[str, Any] | None:
     """The artifact's manifest, or None when missing or unreadable (a link, not a JSON object, not UTF-8)."""
-    data = read_regular_file(directory / "manifest.json", limit=MANIFEST_BYTES)
-    if data is None:
-        return None
-    try:
-        manifest = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        return None
-    return manifest if isinstance(manifest, dict) else None
+    return read_json_object(directory / "manifest.json", limit=MANIFEST_BYTES)
 
 
 def _version(package: str) -> str | None:
