@@ -2,11 +2,13 @@
 
 Scores real programs (MBPP reference solutions with their problem statements) the way rankers do: one
 problem's n candidates at a time (n = 5, what `assist generate` samples), and in large batches (what the
-evaluation does). Uses the trained discriminator found from the working directory (or --model DIR); with
-none, an untrained one of the same architecture (same speed), and says so. It asserts nothing. From the
-repo root:
+evaluation does). Uses the trained discriminator found from the working directory for `--generator` (the model
+whose candidates it ranks, default: assist's) as `assist generate` finds it, or the folder --model DIR names; one
+trained for other models only ends it with the product's one-line error (exit status 2); with none trained at
+all, an untrained one of the same architecture (same speed), and says so. It asserts nothing. From the repo root:
 
-    .venv/bin/python benchmarks/discriminator_speed.py [--model DIR] [--programs 200] [--threads N] [--json]
+    .venv/bin/python benchmarks/discriminator_speed.py [--model DIR | --generator MODEL] [--programs 200]
+        [--threads N] [--json]
 """
 
 from __future__ import annotations
@@ -18,33 +20,53 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 
 import torch
 
+from assistant.backends.models import DEFAULT_GENERATOR, resolve
+from assistant.errors import UsageError
 from assistant.evaluate import load_dataset
+from assistant.methods.artifacts import other_generators
 from assistant.methods.condor.data import PROBLEM_CHARS
 from assistant.methods.condor.model import (
     Condor,
     CondorConfig,
     _Discriminator,
+    _discriminator_bases,
     _predict,
     backbone_dir,
     find_discriminator,
 )
 
 
+def trained_for(generator: str) -> Path | None:
+    """The folder of the discriminator that serves `generator` from the working directory, as the product finds it
+    (:func:`find_discriminator`); None when none is trained at all; where only other models' are, the product's
+    one-line UsageError naming both (raised by :meth:`Condor.locate`, which loads nothing then)."""
+    directory = find_discriminator(None, generator)
+    if directory is None and any(other_generators(base, generator) for base in _discriminator_bases(None)):
+        Condor.locate(None, generator)
+    return directory
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, help="a trained discriminator folder (default: the one found)")
+    parser.add_argument("--generator", default=DEFAULT_GENERATOR, help="the model it ranks for (default: assist's)")
     parser.add_argument("--programs", type=int, default=200, help="programs to score")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    directory = args.model or find_discriminator()
+    try:
+        directory = args.model or trained_for(resolve(args.generator).name)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
     started = time.perf_counter()
     if directory is not None:
         condor = Condor.load(directory)

@@ -15,7 +15,10 @@ What it measures, with the product's own code paths (`assistant.code.extract`, `
    seeded sample) when that file is present, else the docstring summaries of a seeded sample of the indexed
    functions (`--queries-from` picks explicitly).
 3. With `--trained POOL` (e.g. `mbpp:../shared/data/mbpp.jsonl`): the retrievers trained for that pool
-   (`assist train retriever --method lail|tstr --bank POOL`), timed the same way over the same large index.
+   (`assist train retriever lail|tstr --bank POOL`) that serve `--model` (default: assist's), found as
+   `assist generate` finds them (`assistant.pipeline.registry.trained_folder`), timed the same way over the same
+   large index. One trained for other models only ends the run with the product's one-line error, before the
+   indexing (exit status 2); one not trained at all is skipped.
    LAIL is `assistant.methods.lail.LailRetriever` (the index re-embedded once with the trained encoder, reported as
    its setup time; its vector cache goes to a temp dir removed at exit, not the artifact); TST^R is
    `assistant.methods.tstr.TstrRetriever` (the MLP applied to the stored vectors, then to each query's).
@@ -28,6 +31,7 @@ It prints figures and asserts nothing about them. Run from the repo root:
     .venv/bin/python benchmarks/index_speed.py --limit 2000    # quick run: encode a sample of 2,000 functions
     .venv/bin/python benchmarks/index_speed.py --json          # one JSON object instead of the table
     .venv/bin/python benchmarks/index_speed.py --trained mbpp:../shared/data/mbpp.jsonl   # + LAIL, TST^R
+    .venv/bin/python benchmarks/index_speed.py --trained mbpp:../shared/data/mbpp.jsonl --model qwen2.5-coder-0.5b
 
 Progress goes to stderr, figures to stdout.
 """
@@ -53,9 +57,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from assistant.backends.encoder import Encoder, load_encoder
+from assistant.backends.models import DEFAULT_GENERATOR, resolve
 from assistant.code.examples import Example
 from assistant.code.extract import extract_python, git_blob_hash, humanize_identifier
 from assistant.core.retrieve import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
+from assistant.errors import UsageError
 from assistant.indexing.index import Index, embedding_text
 
 T = TypeVar("T")
@@ -203,23 +209,39 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
-def trained_retrievers(pool: str, index: Index, encoder: Encoder) -> tuple[list[Retriever], dict[str, float]]:
-    """The LAIL and TST^R retrievers trained for `pool`, over the benchmark's `index`; and the seconds it took
-    to make each searchable (LAIL re-embeds the whole index with its encoder)."""
+def trained_folders(pool: str, encoder: Encoder, generator: str) -> dict[str, Path]:
+    """The folders of the LAIL and TST^R artifacts trained for `pool` that serve `generator`, found as the product
+    finds them; one trained for other models only is the product's one-line UsageError, one not trained at all
+    is skipped (said on stderr)."""
+    from assistant.evaluate import load_pool
+    from assistant.methods import TRAINED_METHODS
+    from assistant.pipeline.registry import trained_folder
+
+    trained_on = load_pool(pool, encoder).index
+    folders: dict[str, Path] = {}
+    for method in ("lail", "tstr"):
+        folder = trained_folder(method, trained_on, generator)
+        if folder is None:
+            sys.stderr.write(f"no {TRAINED_METHODS[method].what} trained for {pool}; skipped\n")
+        else:
+            folders[method] = folder
+    return folders
+
+
+def trained_retrievers(folders: dict[str, Path], index: Index, encoder: Encoder) -> tuple[list[Retriever], dict]:
+    """The LAIL and TST^R retrievers of `folders` (:func:`trained_folders`), over the benchmark's `index`; and the
+    seconds it took to make each searchable (LAIL re-embeds the whole index with its encoder)."""
     import atexit
     import shutil
     import tempfile
 
-    from assistant.evaluate import load_pool
-    from assistant.methods.artifacts import artifact_dir, latest_artifact, read_manifest
     from assistant.methods.lail import LailRetriever
     from assistant.methods.tstr import Tstr, TstrRetriever
 
-    trained_on = load_pool(pool, encoder).index
     found: list[Retriever] = []
     setup: dict[str, float] = {}
-    lail_dir = latest_artifact(artifact_dir(trained_on, "lail"))  # the latest trained, for whichever model
-    if read_manifest(lail_dir) is not None:
+    lail_dir = folders.get("lail")
+    if lail_dir is not None:
         # A scratch copy of the artifact's manifest and encoder, so the 16,000 pool vectors are not cached
         # beside the real pool's.
         scratch = Path(tempfile.mkdtemp(prefix="lail-bench-"))
@@ -230,16 +252,12 @@ def trained_retrievers(pool: str, index: Index, encoder: Encoder) -> tuple[list[
         sys.stderr.write(f"encode ({len(index):,} functions with the LAIL encoder)\n")
         found.append(LailRetriever(index, scratch))
         setup["lail"] = time.perf_counter() - started
-    else:
-        sys.stderr.write(f"no LAIL retriever trained for {pool}; skipped\n")
-    tstr_dir = artifact_dir(trained_on, "tstr")
-    if read_manifest(tstr_dir) is not None:
+    tstr_dir = folders.get("tstr")
+    if tstr_dir is not None:
         started = time.perf_counter()
         frozen = np.asarray(index.vectors, dtype=np.float32)  # the benchmark's index is embedded by `encoder`
         found.append(TstrRetriever(index, encoder, Tstr.load(tstr_dir), frozen))
         setup["tstr"] = time.perf_counter() - started
-    else:
-        sys.stderr.write(f"no TST^R retriever trained for {pool}; skipped\n")
     return found, setup
 
 
@@ -251,14 +269,18 @@ def run_benchmark(
     include_tests: bool = False,
     trained: str | None = None,
     engine: str = "openvino",
+    generator: str | None = None,
 ) -> dict[str, Any]:
     """Index the tree, time the retrievers, and return every figure as one dict. `engine`: the encoder's,
-    openvino (what assist loads) or torch (what training runs)."""
+    openvino (what assist loads) or torch (what training runs); `generator`: the model the trained retrievers
+    must serve (None: assist's default)."""
     machine = machine_facts()
+    generator = generator or resolve(None).name
 
     started = time.perf_counter()
     encoder = load_encoder() if engine == "openvino" else Encoder.load()
     load_s = time.perf_counter() - started
+    folders = trained_folders(trained, encoder, generator) if trained is not None else {}  # before the long part
 
     corpus = parse_tree(root, include_tests)
     examples = sample_examples(corpus.examples, limit)
@@ -290,7 +312,7 @@ def run_benchmark(
     retrievers: list[Retriever] = [bm25, dense, HybridRetriever(bm25, dense)]
     trained_setup: dict[str, float] = {}
     if trained is not None:
-        extra, trained_setup = trained_retrievers(trained, index, encoder)
+        extra, trained_setup = trained_retrievers(folders, index, encoder)
         retrievers.extend(extra)
     latency: dict[str, dict[str, float]] = {}
     for retriever in retrievers:
@@ -341,7 +363,7 @@ def run_benchmark(
             },
         },
         "queries": {"count": len(queries), "source": query_source, "k": K},
-        "trained": {"pool": trained, "setup_seconds": trained_setup},
+        "trained": {"pool": trained, "model": generator, "setup_seconds": trained_setup},
         "latency_ms": latency,
         "latency_components_ms": components,
     }
@@ -388,7 +410,10 @@ def print_table(result: dict[str, Any]) -> None:
     trained = result["trained"]
     if trained["pool"] is not None:
         setup = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in trained["setup_seconds"].items())
-        print(f"  trained for {trained['pool']}; made searchable over this index in: {setup or 'none found'}")
+        print(
+            f"  trained for {trained['pool']}, serving {trained['model']}; made searchable over this index in: "
+            f"{setup or 'none found'}"
+        )
     print("  components:")
     for name, row in result["latency_components_ms"].items():
         print(f"  {name:<16} {row['p50_ms']:>8.2f} {row['p95_ms']:>8.2f} {row['mean_ms']:>8.2f} {row['max_ms']:>8.2f}")
@@ -415,6 +440,9 @@ def main() -> None:
         help="also time the LAIL and TST^R retrievers trained for this pool, e.g. mbpp:../shared/data/mbpp.jsonl",
     )
     parser.add_argument(
+        "--model", default=DEFAULT_GENERATOR, help="the generator the trained retrievers must serve (default: assist's)"
+    )
+    parser.add_argument(
         "--encoder-engine",
         choices=("openvino", "torch"),
         default="openvino",
@@ -430,15 +458,20 @@ def main() -> None:
     if args.queries_from == "mbpp" and not MBPP.is_file():
         parser.error(f"{MBPP} is not there")
 
-    result = run_benchmark(
-        args.root.resolve(),
-        args.limit,
-        args.queries,
-        args.queries_from,
-        args.include_tests,
-        args.trained,
-        args.encoder_engine,
-    )
+    try:
+        result = run_benchmark(
+            args.root.resolve(),
+            args.limit,
+            args.queries,
+            args.queries_from,
+            args.include_tests,
+            args.trained,
+            args.encoder_engine,
+            resolve(args.model).name,
+        )
+    except UsageError as exc:  # e.g. a retriever trained for another model only: the product's one line
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     if args.json:
         print(json.dumps(result, indent=1))
     else:

@@ -18,13 +18,16 @@ then each lail row minus dense and minus bm25, paired by example, with a 95% boo
 Selection inside S_i is a proxy: at generation time the retriever searches the whole pool (unlabeled
 pairs), and puts k demonstrations in the prompt, not one.
 
-It prints figures and asserts nothing. Run from the repo root once the artifact exists
-(`assist train retriever --method lail --bank mbpp:../shared/data/mbpp.jsonl`):
+It measures the artifact trained for `--model` (default: assist's), found as `assist generate` finds it
+(`assistant.pipeline.registry.trained_folder`): one trained for other models only ends it with the product's
+one-line error (exit status 2). It prints figures and asserts nothing. Run from the repo root once the artifact
+exists (`assist train retriever lail --bank mbpp:../shared/data/mbpp.jsonl`):
 
     .venv/bin/python benchmarks/lail_headroom.py                   # in-sample only: seconds
     .venv/bin/python benchmarks/lail_headroom.py --folds 5         # + 5-fold held-out (about 2 min per fold)
     .venv/bin/python benchmarks/lail_headroom.py --folds 5 --temperature 0.1 --epochs 2   # a variant
     .venv/bin/python benchmarks/lail_headroom.py --folds 5 --loss listwise                 # every label teaches
+    .venv/bin/python benchmarks/lail_headroom.py --model qwen2.5-coder-0.5b                # the 0.5B's labels
 """
 
 from __future__ import annotations
@@ -44,13 +47,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from assistant.backends.encoder import MAX_TOKENS, Encoder, embed_texts
-from assistant.backends.models import encoder_dir, resolve
+from assistant.backends.models import DEFAULT_GENERATOR, encoder_dir, resolve
 from assistant.cache import JsonlCache
 from assistant.datasets import MBPP_DEFAULT_PATH
+from assistant.errors import UsageError
 from assistant.evaluate import bootstrap_ci, load_pool
 from assistant.indexing.index import Index, embedding_text
-from assistant.methods.artifacts import artifact_dir, latest_artifact, read_manifest
+from assistant.methods.artifacts import artifact_dir, read_manifest
 from assistant.methods.lail import LOSSES, LailConfig, candidate_sets, label_pool, train_encoder
+from assistant.pipeline.registry import trained_folder
 
 Labels = list[list[tuple[int, float]]]
 Scorer = Callable[[int, Sequence[int]], np.ndarray]  # (example row, candidate rows) -> scores
@@ -123,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         default=f"mbpp:{MBPP_DEFAULT_PATH}",
         help="the pool LAIL trained on, as `assist eval --pool` takes it",
     )
+    parser.add_argument("--model", default=DEFAULT_GENERATOR, help="the model whose labels trained it (default: assist's)")
     parser.add_argument("--folds", type=int, default=0, help="held-out folds to retrain (0: in-sample only)")
     for name in ("epochs", "hard_negatives", "positives", "soft_negatives", "batch"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int)
@@ -134,10 +140,14 @@ def main(argv: list[str] | None = None) -> int:
 
     encoder = Encoder.load()
     index: Index = load_pool(args.pool, encoder).index
-    directory = latest_artifact(artifact_dir(index, "lail"))  # the latest trained, for whichever model
-    manifest = read_manifest(directory)
-    if manifest is None:
-        print(f"no LAIL artifact for this pool in {directory}; train it first", file=sys.stderr)
+    try:  # the artifact trained for the model, as `assist generate` finds it; another model's only is refused
+        directory = trained_folder("lail", index, resolve(args.model).name)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    manifest = read_manifest(directory) if directory is not None else None
+    if directory is None or manifest is None:
+        print(f"no LAIL artifact for this pool in {artifact_dir(index, 'lail')}; train it first", file=sys.stderr)
         return 2
     artifact_config = LailConfig(**manifest["config"])
     overrides = {k: v for k, v in vars(args).items() if k in {f.name for f in dataclasses.fields(LailConfig)}}

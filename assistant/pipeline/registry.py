@@ -29,6 +29,7 @@ from assistant.core.rank import (
 from assistant.core.retrieve import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
+from assistant.methods import TRAINED_METHODS, trained_retrievers
 
 log = logging.getLogger("assistant")
 
@@ -71,7 +72,8 @@ RETRIEVERS: dict[str, RetrieverFactory] = {
     "selfracg-init": _selfracg_init,
 }
 RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
-TRAINED_RETRIEVERS = {"lail": "LAIL retriever", "tstr": "TST^R retriever", "selfracg": "SelfRACG adapters"}
+# How messages name each trained retriever's artifact, as the methods' registry states it.
+TRAINED_RETRIEVERS = {name: TRAINED_METHODS[name].what for name in trained_retrievers()}
 
 
 def make_retriever(name: str, index: Index, encoder: TextEncoder, generator: str | None = None) -> Retriever:
@@ -91,14 +93,15 @@ def make_retriever(name: str, index: Index, encoder: TextEncoder, generator: str
         raise UsageError(f"unknown retriever {name!r}; choose one of: auto, {', '.join(RETRIEVERS)}")
     if name not in TRAINED_RETRIEVERS:
         return factory(index, encoder)
-    folder = _trained_folder(name, index, generator)
+    folder = trained_folder(name, index, generator)
     return _note(factory(index, encoder, folder), f"{name}: {_describe_artifact(folder)}")
 
 
-def _trained_folder(name: str, index: Index, generator: str | None) -> Path | None:
-    """The folder of `name`'s artifact that serves `generator` for this pool; None where none was trained (the
-    method's loader then says how to train one); an error where only other models' were. Without a generator
-    (the evaluations, which measure what was trained), the latest trained."""
+def trained_folder(name: str, index: Index, generator: str | None) -> Path | None:
+    """The folder of the trained retriever `name`'s artifact that serves `generator` for this pool; None where
+    none was trained (the method's loader then says how to train one); where only other models' were, the
+    one-line error naming both and the train command. Without a generator, the latest trained. What
+    `make_retriever` builds from, and the benchmarks measure."""
     from assistant.methods.artifacts import (
         artifact_dir,
         find_artifact,
