@@ -26,16 +26,14 @@ from assistant.ui.errors import flag_errors
 from assistant.ui.eval_cmd import eval_app
 from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
-    ApiOpt,
+    NO_BACKEND_FLAGS,
     ApisOpt,
     ApplyForceOpt,
     ApplyOpt,
-    BackendOpt,
+    BackendFlags,
     BankOpt,
-    BaseUrlOpt,
     CandidatesOpt,
     DemosOpt,
-    EngineOpt,
     ExplainOpt,
     FragmentsOpt,
     FunctionOpt,
@@ -43,7 +41,6 @@ from assistant.ui.options import (
     IndexPathArg,
     JsonOpt,
     MaxTokensOpt,
-    ModelOpt,
     OwnFileOpt,
     PanelCommand,
     PythonOpt,
@@ -64,10 +61,9 @@ from assistant.ui.options import (
     TestOpt,
     TestsFileOpt,
     TestsInPromptOpt,
-    TimeoutOpt,
     TopPOpt,
     WorkPathArg,
-    backend_settings,
+    backend_options,
     check_range,
 )
 from assistant.ui.serve_cmd import serve
@@ -192,6 +188,7 @@ def index(
 @app.command(cls=PanelCommand, short_help="Generate ranked code candidates for a requirement.")
 @friendly_errors
 @cancel_guard
+@backend_options()
 def generate(
     requirement: RequirementArg = None,
     file: TargetFileOpt = None,
@@ -204,12 +201,7 @@ def generate(
     redraw: RedrawOpt = None,
     n: CandidatesOpt = None,
     k: DemosOpt = None,
-    backend: BackendOpt = None,
-    engine: EngineOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    api: ApiOpt = None,
-    timeout: TimeoutOpt = None,
+    backend_flags: BackendFlags = NO_BACKEND_FLAGS,
     retriever: RetrieverOpt = None,
     ranker: RankerOpt = None,
     test: TestOpt = None,
@@ -241,7 +233,7 @@ def generate(
     flags |= {"redraw": redraw, "fragments": fragments, "own_file": own_file, "tests_in_prompt": tests_in_prompt}
     # Check everything the user typed before loading any model.
     _check_requirement(requirement, function)
-    check_range("--timeout", timeout, 0, MAX_TIMEOUT, low_open=True)
+    check_range("--timeout", backend_flags.timeout, 0, MAX_TIMEOUT, low_open=True)
     _check_generation_flags(flags, stub=function is not None, bank=bank is not None)
     if apply and file is None:
         raise UsageError("--apply needs --file, the file to write the code into")
@@ -249,7 +241,7 @@ def generate(
     request = _resolve(requirement or "", test, tests_file, apply, force, repo_tests=repo_tests, **paths)
     start = file.parent if file is not None else Path(".")
     where = start if start.exists() else None
-    settings = backend_settings(backend, model, base_url, api, timeout, start=where, engine=engine)
+    settings = backend_flags.settings(start=where)
     options = GenerationOptions.from_settings(settings, **flags).check()
     pipeline = Pipeline(options, settings, start=where or Path("."), bank=bank)
     # The first candidate below the status line as it is written.
@@ -709,17 +701,13 @@ def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the c
 
 @app.command(cls=PanelCommand, short_help="Interactive sessions: ask, compare, apply, undo.")
 @friendly_errors
+@backend_options()
 def tui(
     path: WorkPathArg = Path("."),
     file: RepoFileOpt = None,
     n: CandidatesOpt = None,
     k: DemosOpt = None,
-    backend: BackendOpt = None,
-    engine: EngineOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    api: ApiOpt = None,
-    timeout: TimeoutOpt = None,
+    backend_flags: BackendFlags = NO_BACKEND_FLAGS,
     retriever: RetrieverOpt = None,
     ranker: RankerOpt = None,
     bank: BankOpt = None,
@@ -736,13 +724,13 @@ def tui(
     from assistant.ui.session import Session
 
     flags = {"n": n, "k": k, "max_new_tokens": max_new_tokens, "seed": seed, "retriever": retriever, "ranker": ranker}
-    check_range("--timeout", timeout, 0, MAX_TIMEOUT, low_open=True)
+    check_range("--timeout", backend_flags.timeout, 0, MAX_TIMEOUT, low_open=True)
     _check_generation_flags(flags)
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory")
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise UsageError("assist tui needs a terminal; use `assist generate` in scripts")
-    settings = backend_settings(backend, model, base_url, api, timeout, start=path, engine=engine)
+    settings = backend_flags.settings(start=path)
     options = GenerationOptions.from_settings(settings, **flags).check()
     session = Session(path, settings=settings, options=options, bank=bank)
     if file is not None:

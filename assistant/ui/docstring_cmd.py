@@ -22,14 +22,12 @@ from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_pro
 from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     BASICS,
+    NO_BACKEND_FLAGS,
     OUTPUT,
     RETRIEVAL,
-    BackendOpt,
-    BaseUrlOpt,
-    EngineOpt,
+    BackendFlags,
     JsonOpt,
-    ModelOpt,
-    backend_settings,
+    backend_options,
     check_range,
 )
 
@@ -267,6 +265,7 @@ ExemplarsOpt = Annotated[
 
 @friendly_errors
 @cancel_guard
+@backend_options("backend", "engine", "model", "base_url")
 def docstring(
     files: FilesArg = None,
     check: CheckOpt = False,
@@ -279,10 +278,7 @@ def docstring(
     max_functions: MaxFunctionsOpt = 25,
     time_budget: TimeBudgetOpt = 120.0,
     k: ExemplarsOpt = 2,
-    backend: BackendOpt = None,
-    engine: EngineOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
+    backend_flags: BackendFlags = NO_BACKEND_FLAGS,
     json_output: JsonOpt = False,
 ) -> None:
     """Write missing docstrings in the style of the code around them.
@@ -312,9 +308,8 @@ def docstring(
             f"{len(missing)} definitions lack a docstring, more than --max-functions {max_functions}; "
             "document some files at a time, or raise the limit"
         )
-    settings = (backend, engine, model, base_url)
     write_options = {"write": write, "show_diff": diff, "json_output": json_output, "force": force}
-    outcome, style = _generate(jobs, root, style, k, time_budget, settings, write_options, report)
+    outcome, style = _generate(jobs, root, style, k, time_budget, backend_flags, write_options, report)
     _report_written(report, outcome, style, len(held) + len(skipped), skipped, write, fail_on_change, json_output)
 
 
@@ -397,11 +392,11 @@ def _generate(
     style: str,
     k: int,
     time_budget: float,
-    settings: tuple[str | None, str | None, str | None, str | None],
+    backend_flags: BackendFlags,
     write_options: dict[str, bool],
     report: dict,
 ) -> tuple[Outcome, str]:
-    """Load the model (`settings`: backend, engine, model, base URL) and :func:`document` the jobs in `style`
+    """Load the model `backend_flags` names and :func:`document` the jobs in `style`
     (auto: the repo's), with `k` exemplars from the repo's index: (what was done, the style used)."""
     from assistant.code.docstrings import detect_style, line_length, repo_docstrings
     from assistant.code.git import tracked_python_files
@@ -413,8 +408,7 @@ def _generate(
     if style == "auto":
         pool = [base / name for name in tracked_python_files(base)] if root else [job.path for job in jobs]
         style = detect_style(repo_docstrings(pool))
-    backend, engine, model, base_url = settings
-    pipeline = Pipeline(settings=backend_settings(backend, model, base_url, start=base, engine=engine), start=base)
+    pipeline = Pipeline(settings=backend_flags.settings(start=base), start=base)
     with ProgressUI(show_progress(write_options["json_output"])) as ui:
         exemplars = None
         if k > 0:

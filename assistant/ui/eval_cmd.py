@@ -73,12 +73,11 @@ from assistant.ui.eval_options import (
     parse_rankers,
 )
 from assistant.ui.options import (
-    ApiOpt,
-    BackendOpt,
-    BaseUrlOpt,
+    NO_BACKEND_FLAGS,
+    BackendFlags,
     EngineOpt,
     ModelOpt,
-    TimeoutOpt,
+    backend_options,
     backend_settings,
     check_range,
     check_seed,
@@ -357,6 +356,7 @@ def _print_rows(folder: Path, tasks: int, rows: list[dict], as_json: bool, heade
 
 @eval_app.command("codegen")
 @friendly_errors
+@backend_options()
 def codegen(
     dataset: Dataset = "humaneval",
     split: CodegenSplit = "test",
@@ -366,12 +366,7 @@ def codegen(
     n: Samples = 5,
     k: PassKs = "1,5",
     demos: Demos = 4,
-    backend: BackendOpt = None,
-    engine: EngineOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    api: ApiOpt = None,
-    timeout: TimeoutOpt = None,
+    backend_flags: BackendFlags = NO_BACKEND_FLAGS,
     temperature: Temperature = DEFAULT_TEMPERATURE,
     top_p: TopP = DEFAULT_TOP_P,
     max_new_tokens: MaxNewTokens = 384,
@@ -388,7 +383,7 @@ def codegen(
     from assistant.evaluate.report import codegen_table
 
     check_subset(limit, seed)
-    check_sampling(n, demos, timeout, temperature, top_p)
+    check_sampling(n, demos, backend_flags.timeout, temperature, top_p)
     check_range("--max-new-tokens", max_new_tokens, 1, MAX_NEW_TOKENS_LIMIT)
     check_range("--batch", batch, 1)
     ks = parse_ks(k)
@@ -396,7 +391,7 @@ def codegen(
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
     extra = parse_rankers(rankers)
     tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
-    settings = backend_settings(backend, model, base_url, api, timeout, engine=engine)
+    settings = backend_flags.settings()
     config = {
         "command": "codegen",
         "dataset": parse_dataset(dataset).name,
@@ -514,6 +509,7 @@ def _repo_names(task: str, line_fragments: str, strategies: str | None) -> list[
 
 @eval_app.command("repo")
 @friendly_errors
+@backend_options()
 def repo(
     project: Projects = "all",
     task: RepoTask = "both",
@@ -523,12 +519,7 @@ def repo(
     strategies: RepoStrategies = None,
     n: RepoSamples = 5,
     demos: Demos = 4,
-    backend: BackendOpt = None,
-    engine: EngineOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
-    api: ApiOpt = None,
-    timeout: TimeoutOpt = None,
+    backend_flags: BackendFlags = NO_BACKEND_FLAGS,
     temperature: Temperature = DEFAULT_TEMPERATURE,
     top_p: TopP = DEFAULT_TOP_P,
     line_fragments: LineFragments = "other-files",
@@ -549,14 +540,14 @@ def repo(
     from assistant.evaluate.repo.projects import parse_projects
 
     check_subset(limit, seed)
-    check_sampling(n, demos, timeout, temperature, top_p)
+    check_sampling(n, demos, backend_flags.timeout, temperature, top_p)
     check_range("--repair", repair, 0, MAX_REPAIR)
     names = _repo_names(task, line_fragments, strategies)
     run = RepoRun(
         extra=parse_rankers(rankers),
         specs=parse_projects(project),
         wanted=_task_ids(tasks_file) if tasks_file is not None else None,
-        settings=backend_settings(backend, model, base_url, api, timeout, engine=engine),
+        settings=backend_flags.settings(),
         folder=out_dir or _default_folder(f"repo-n{n}-seed{seed}"),
         task=task,
         names=names,
@@ -962,15 +953,13 @@ def _jointcom_encoder(pool: list, generator: str | None, seed: int) -> Encoder:
 
 @eval_app.command("docstring")
 @friendly_errors
+@backend_options("backend", "engine", "model", "base_url")
 def docstring_eval(
     strategies: DocStrategies = "zero,bm25,dense",
     limit: DocLimit = 200,
     k: Exemplars = 1,
     seed: Seed = 0,
-    backend: BackendOpt = None,
-    engine: EngineOpt = None,
-    model: ModelOpt = None,
-    base_url: BaseUrlOpt = None,
+    backend_flags: BackendFlags = NO_BACKEND_FLAGS,
     out_dir: OutDir = None,
     json_output: SummaryJson = False,
 ) -> None:
@@ -995,7 +984,7 @@ def docstring_eval(
     unknown = [n for n in names if n not in STRATEGIES]
     if not names or unknown:
         raise UsageError(f"unknown strategy {unknown[0] if unknown else ''!r}; choose from: {', '.join(STRATEGIES)}")
-    settings = backend_settings(backend, model, base_url, engine=engine)
+    settings = backend_flags.settings()
     folder = out_dir or _default_folder(f"docstring-stdlib-{settings.model or 'default'}-s{seed}")
     _prepare(folder, {"task": "docstring", "k": k, "seed": seed, "model": _model(settings), "strategies": names,
                    "limit": limit})  # fmt: skip

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
 import typer
@@ -25,11 +29,16 @@ from assistant.config import (
 from assistant.errors import UsageError
 from assistant.pipeline.options import out_of_range
 
+if TYPE_CHECKING:
+    from assistant.config import Settings
+
 __all__ = [
+    "NO_BACKEND_FLAGS",
     "ApiOpt",
     "ApisOpt",
     "ApplyForceOpt",
     "ApplyOpt",
+    "BackendFlags",
     "BackendOpt",
     "BankOpt",
     "BaseUrlOpt",
@@ -67,6 +76,7 @@ __all__ = [
     "TimeoutOpt",
     "TopPOpt",
     "WorkPathArg",
+    "backend_options",
     "backend_settings",
 ]
 
@@ -155,6 +165,72 @@ TimeoutOpt = Annotated[
         "--timeout", help="openai backend: seconds to wait for one request (default 120).", rich_help_panel=MODEL
     ),
 ]
+
+
+@dataclass(frozen=True)
+class BackendFlags:
+    """The backend options as typed (None: not given, or not an option of the command): one parameter of a
+    command's function where its help lists up to six options (see :func:`backend_options`)."""
+
+    backend: str | None = None
+    engine: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api: str | None = None
+    timeout: float | None = None
+
+    def settings(self, start: Path | None = None) -> Settings:
+        """The settings these flags give on top of env, the repo's `.assist.toml` and the user config."""
+        return backend_settings(
+            self.backend, self.model, self.base_url, self.api, self.timeout, start=start, engine=self.engine
+        )
+
+
+NO_BACKEND_FLAGS = BackendFlags()  # a command's default: no backend option given
+
+
+# Each BackendFlags field's option, in the order a command's help lists them.
+_BACKEND_OPTIONS: dict[str, Any] = {
+    "backend": BackendOpt,
+    "engine": EngineOpt,
+    "model": ModelOpt,
+    "base_url": BaseUrlOpt,
+    "api": ApiOpt,
+    "timeout": TimeoutOpt,
+}
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def backend_options(*names: str) -> Callable[[_Command], _Command]:
+    """Decorate a command whose signature has one parameter of type BackendFlags: Typer sees the options `names`
+    (default: all six) in its place, in _BACKEND_OPTIONS' order, and the command gets them as one BackendFlags.
+
+    Six commands take these options; declared here once, their signatures and `backend_settings` calls do not
+    repeat the list (and a new option reaches every command that takes the group)."""
+    chosen = [name for name in _BACKEND_OPTIONS if not names or name in names]
+
+    def decorate(command: _Command) -> _Command:
+        # Typer reads the signature with its annotations evaluated, so this one is evaluated too.
+        signature = inspect.signature(command, eval_str=True)
+        [slot] = [p for p in signature.parameters.values() if p.annotation is BackendFlags]
+        expanded = [
+            inspect.Parameter(name, slot.kind, default=None, annotation=_BACKEND_OPTIONS[name]) for name in chosen
+        ]
+        parameters = []
+        for parameter in signature.parameters.values():
+            parameters += expanded if parameter is slot else [parameter]
+
+        @functools.wraps(command)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            flags = BackendFlags(**{name: kwargs.pop(name, None) for name in chosen})
+            return command(*args, **kwargs, **{slot.name: flags})
+
+        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": signature.return_annotation}
+        return run  # type: ignore[return-value]
+
+    return decorate
+
 
 # What `assist generate` and `assist tui` share. None = not given: the `[generate]` setting stands
 # (config files, ASSIST_GENERATE_* in the environment), else the default the help names.
