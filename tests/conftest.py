@@ -191,11 +191,17 @@ def git(cwd: Path, *args: str) -> str:
 ONE_EXAMPLE_BANK = json.dumps({"requirement": "one", "code": "def one():\n    return 1\n"}) + "\n"
 
 
-def commit_repo(root: Path, files: Mapping[str, str]) -> Path:
-    """A git work tree at `root` holding `files` (path under root: text, written as UTF-8), all in one commit."""
+def write_files(root: Path, files: Mapping[str, str]) -> Path:
+    """`root` holding `files` (path under root: text, written as UTF-8), with the folders they need."""
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def commit_repo(root: Path, files: Mapping[str, str]) -> Path:
+    """A git work tree at `root` holding `files` (see `write_files`), all in one commit."""
+    write_files(root, files)
     git(root, "init", "-q")
     git(root, "add", ".")
     git(root, "commit", "-qm", "init")

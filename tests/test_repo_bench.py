@@ -35,7 +35,7 @@ from assistant.evaluate.repo.tasks import FunctionTask, function_tasks, line_tas
 from assistant.indexing.fragments import fragment_holding, split_fragments
 from assistant.indexing.index import build_index
 from assistant.sandbox.project import ProjectLimits, run_pytest
-from tests.conftest import ScriptedBackend
+from tests.conftest import ScriptedBackend, write_files
 
 # The CPU limit stops an endless loop; both leave room for a busy or slow machine (a 4 s wall limit failed under
 # load; a 3 s CPU limit failed once in CI on a 2-core AVX-only machine, where a passing run takes about 1.9 s).
@@ -85,12 +85,7 @@ def test_weak():
 
 @pytest.fixture
 def tiny(tmp_path: Path) -> Project:
-    root = tmp_path / "tiny-0"
-    (root / "pkg").mkdir(parents=True)
-    (root / "tests").mkdir()
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "mod.py").write_text(MODULE)
-    (root / "tests" / "test_mod.py").write_text(TESTS)
+    root = write_files(tmp_path / "tiny-0", {"pkg/__init__.py": "", "pkg/mod.py": MODULE, "tests/test_mod.py": TESTS})
     spec = ProjectSpec("tiny", "0", "", package="pkg", tests="tests")
     run = run_pytest(root, Path(sys.executable), ["tests"], trace=True)
     assert run.ok, run.output

@@ -22,7 +22,7 @@ from assistant.errors import UsageError
 from assistant.sandbox import LAYERS, runner
 from assistant.sandbox import project_launcher as launcher
 from assistant.sandbox.project import ProjectLimits, RunCancelled, run_pytest
-from tests.conftest import landlock_abi
+from tests.conftest import landlock_abi, write_files
 
 PYTHON = Path(sys.executable)
 ABI = landlock_abi()
@@ -48,13 +48,7 @@ OK, BAD = "tests/test_mod.py::test_ok", "tests/test_mod.py::test_bad"
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "pkg").mkdir(parents=True)
-    (root / "tests").mkdir()
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "mod.py").write_text(MODULE)
-    (root / "tests" / "test_mod.py").write_text(TESTS)
-    return root
+    return write_files(tmp_path / "project", {"pkg/__init__.py": "", "pkg/mod.py": MODULE, "tests/test_mod.py": TESTS})
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
