@@ -17,7 +17,7 @@ import pytest
 
 from assistant.code.edit import plan_edit
 
-from .conftest import ScriptedBackend, assist_here, git, register_scripted
+from .conftest import ScriptedBackend, assist_here, commit_repo, git, register_scripted
 
 PRICING = '''"""Prices of an order's lines."""
 
@@ -119,15 +119,8 @@ SETUP_IMPORT = "from types import SimpleNamespace"
 @pytest.fixture
 def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A small project: `inventory/pricing.py` with four working functions, and pytest tests of them."""
-    root = tmp_path / "shop"
-    (root / "inventory").mkdir(parents=True)
-    (root / "tests").mkdir()
-    (root / "inventory" / "__init__.py").write_text("", encoding="utf-8")
-    (root / "inventory" / "pricing.py").write_text(PRICING, encoding="utf-8")
-    (root / "tests" / "test_pricing.py").write_text(TESTS, encoding="utf-8")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "init")
+    files = {"inventory/__init__.py": "", "inventory/pricing.py": PRICING, "tests/test_pricing.py": TESTS}
+    root = commit_repo(tmp_path / "shop", files)
     monkeypatch.chdir(root)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     return root

@@ -19,7 +19,7 @@ from assistant.core.stubs import find_stub
 from assistant.pipeline import GenerationOptions
 from assistant.ui.session import Session
 
-from .conftest import ScriptedBackend, assist_here, git, register_scripted
+from .conftest import ScriptedBackend, assist_here, commit_repo, register_scripted
 
 MODULE = 'def add(a: int, b: int) -> int:\n    """Return the sum of a and b."""\n    ...\n'
 WRONG = "def add(a: int, b: int) -> int:\n    return a - b\n"
@@ -29,13 +29,7 @@ TEST = "assert add(1, 2) == 3"
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A git work tree with one stub, calc.add, and no tests of its own."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    (root / "calc.py").write_text(MODULE, encoding="utf-8")
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "init")
-    return root
+    return commit_repo(tmp_path / "repo", {"calc.py": MODULE})
 
 
 def counted(monkeypatch: pytest.MonkeyPatch, function: Callable[..., Any], file: Path) -> list[tuple]:

@@ -12,6 +12,7 @@ import io
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -125,6 +126,23 @@ def test_no_live_display_when_the_output_is_not_a_terminal_or_the_bars_are_off(e
         assert ui.progress.streamed == ""
 
 
+async def _writing_the_first_candidate(app: Any, pilot: Any, requirement: str) -> Any:
+    """Ask the TUI for candidates for `requirement` and wait until its code pane says the first is being written
+    (the sample is held there); returns the pane."""
+    from .test_tui import settle, type_requirement
+
+    await settle(app, pilot)
+    await type_requirement(pilot, requirement)
+    await pilot.press("ctrl+g")
+    pane = app.screen.query_one("#code-pane")
+    for _ in range(200):  # the worker's first line reaches the pane
+        await pilot.pause(0.05)
+        if pane.border_title == "Writing candidate 1…":
+            break
+    assert pane.border_title == "Writing candidate 1…"
+    return pane
+
+
 async def test_tui_code_pane_shows_the_first_candidate_as_it_is_written_then_the_ranked_list(
     scratch_repo: Path, encoder
 ) -> None:
@@ -134,7 +152,7 @@ async def test_tui_code_pane_shows_the_first_candidate_as_it_is_written_then_the
     from assistant.ui.session import Options, Session
     from assistant.ui.tui import AssistApp
 
-    from .test_tui import settle, type_requirement
+    from .test_tui import settle
 
     index_repo(scratch_repo, encoder)
     hold = threading.Event()
@@ -144,15 +162,7 @@ async def test_tui_code_pane_shows_the_first_candidate_as_it_is_written_then_the
     session = Session(scratch_repo, options=Options(n=2, k=1, ranker="logprob"), backend=backend, encoder=encoder)
     app = AssistApp(session, target="mathutils.py")
     async with app.run_test(size=(100, 32)) as pilot:
-        await settle(app, pilot)
-        await type_requirement(pilot, "return the squares of the numbers in a list")
-        await pilot.press("ctrl+g")
-        pane = app.screen.query_one("#code-pane")
-        for _ in range(200):  # the worker's first line reaches the pane
-            await pilot.pause(0.05)
-            if pane.border_title == "Writing candidate 1…":
-                break
-        assert pane.border_title == "Writing candidate 1…"
+        pane = await _writing_the_first_candidate(app, pilot, "return the squares of the numbers in a list")
         shown = app.screen.query_one("#code", Static).content.code
         assert shown == "def square_all(values):\n"  # the first line only: the sample is held there
         hold.set()
@@ -166,7 +176,7 @@ async def test_tui_escape_during_a_stream_cancels_and_shows_no_partial_row(scrat
     from assistant.ui.session import Options, Session
     from assistant.ui.tui import AssistApp
 
-    from .test_tui import settle, type_requirement
+    from .test_tui import settle
 
     index_repo(scratch_repo, encoder)
     hold = threading.Event()
@@ -174,15 +184,7 @@ async def test_tui_escape_during_a_stream_cancels_and_shows_no_partial_row(scrat
     session = Session(scratch_repo, options=Options(n=3, k=1, ranker="logprob"), backend=backend, encoder=encoder)
     app = AssistApp(session, target="mathutils.py")
     async with app.run_test(size=(100, 32)) as pilot:
-        await settle(app, pilot)
-        await type_requirement(pilot, "return one")
-        await pilot.press("ctrl+g")
-        pane = app.screen.query_one("#code-pane")
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if pane.border_title == "Writing candidate 1…":
-                break
-        assert pane.border_title == "Writing candidate 1…"
+        pane = await _writing_the_first_candidate(app, pilot, "return one")
         await pilot.press("escape")  # mid-stream: the sampling stops at its next step
         hold.set()
         await settle(app, pilot)

@@ -13,7 +13,7 @@ from assistant.core.usages import is_test_path, outline, used_definitions, used_
 from assistant.errors import UsageError
 from assistant.evaluate.repo.run import check_strategies, retrieval_of
 
-from .conftest import assist_here, git
+from .conftest import assist_here, commit_repo
 from .openai_server import Script, openai_server
 
 MODULE = '''\
@@ -115,18 +115,12 @@ def test_eval_strategies_take_apis_on_function_tasks_only() -> None:
 
 def two_file_repo(tmp_path: Path) -> Path:
     """A committed repo whose pkg/core.py has the stub make_id and imports slugify from pkg/text.py."""
-    root = tmp_path / "repo"
-    (root / "pkg").mkdir(parents=True)
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "text.py").write_text(
+    text = (
         'def slugify(text, sep="-"):\n    """Lower-case text, its words joined by sep."""\n'
         "    return sep.join(text.lower().split())\n"
     )
-    (root / "pkg" / "core.py").write_text(MODULE.replace("from pkg import far\n", "").replace("far.distant", "abs"))
-    git(root, "init", "-q")
-    git(root, "add", ".")
-    git(root, "commit", "-qm", "init")
-    return root
+    core = MODULE.replace("from pkg import far\n", "").replace("far.distant", "abs")
+    return commit_repo(tmp_path / "repo", {"pkg/__init__.py": "", "pkg/text.py": text, "pkg/core.py": core})
 
 
 def test_generate_apis_puts_the_used_functions_in_the_prompt(tmp_path: Path) -> None:
