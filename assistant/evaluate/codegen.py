@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from assistant import sandbox
-from assistant.backends import Backend, SamplingParams
+from assistant.backends import Backend, Completion, SamplingParams
 from assistant.backends.prompts import Prompt
 from assistant.cache import JsonlCache, LayeredCache, cache_key, jsonl_exists, supersede
 from assistant.code.examples import Example
@@ -143,6 +143,19 @@ def _missing(record: dict, rankers: Sequence[Ranker]) -> list[Ranker]:
     return [ranker for ranker in rankers if ranker.name not in record["picks"] or ranker.name not in have]
 
 
+def completions_json(completions: Sequence[Completion]) -> list[dict]:
+    """The samples as the caches keep them (`eval codegen`'s and `eval repo`'s): text, tokens, finish, logprobs."""
+    return [
+        {
+            "text": c.text,
+            "tokens": c.tokens,
+            "finish": c.finish_reason,
+            "logprobs": list(c.logprobs) if c.logprobs else None,
+        }
+        for c in completions
+    ]
+
+
 def _sample_group(backend: Backend, prompts: list, params: list[SamplingParams]) -> list[list]:
     """Samples for one prompt, or for several in one batched call (backends that batch prompts)."""
     if len(prompts) > 1:
@@ -247,18 +260,7 @@ def _draw(
         for _, _, group_key in group:  # each block's share, counted by the task it belongs to
             shares[group_key] = {name: value / len(group) for name, value in spent.items()}
         for (_, _, group_key), completions in zip(group, sampled, strict=True):
-            cache.put(
-                group_key,
-                [
-                    {
-                        "text": c.text,
-                        "tokens": c.tokens,
-                        "finish": c.finish_reason,
-                        "logprobs": list(c.logprobs) if c.logprobs else None,
-                    }
-                    for c in completions
-                ],
-            )
+            cache.put(group_key, completions_json(completions))
 
 
 def _tested_samples(job: _Job, cache: JsonlCache | LayeredCache, limits: sandbox.Limits) -> list[dict]:

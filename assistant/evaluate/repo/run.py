@@ -53,7 +53,7 @@ from assistant.core.stubs.fill import stub_problem
 from assistant.core.target import Target
 from assistant.core.tokens import token_counter
 from assistant.errors import UsageError
-from assistant.evaluate.codegen import auto_pick, picks, task_seed
+from assistant.evaluate.codegen import auto_pick, completions_json, picks, task_seed
 from assistant.evaluate.metrics import bootstrap_ci, paired_difference, pass_at_k
 from assistant.evaluate.metrics import interval_cell as _cell
 from assistant.evaluate.repo.projects import Project, python_files
@@ -389,18 +389,6 @@ def _target(project: Project, path: str, text: str) -> Target:
     return Target(given=where, path=where, raw=text.encode(), text=text, exists=True, tree=ast.parse(text))
 
 
-def _completions_json(completions: Sequence[Completion]) -> list[dict]:
-    return [
-        {
-            "text": c.text,
-            "tokens": c.tokens,
-            "finish": c.finish_reason,
-            "logprobs": list(c.logprobs) if c.logprobs else None,
-        }
-        for c in completions
-    ]
-
-
 def _completions(data: list[dict]) -> list[Completion]:
     return [
         Completion(
@@ -657,7 +645,7 @@ def _sample_task(run: _FunctionRun, prepared: Sequence[_Prepared], sample_params
     usage_before = run.backend.usage.to_json()
     sampled = sample_stubs(list(todo.values()), run.backend, [sample_params] * len(todo)) if todo else []
     for key, (completions, limit) in zip(todo, sampled, strict=True):
-        run.samples.put(key, {"completions": _completions_json(completions), "limit": limit})
+        run.samples.put(key, {"completions": completions_json(completions), "limit": limit})
     fresh = set(todo)
     if run.redraw:
         fresh.update(_redraw_task(run, prepared, sample_params))
@@ -680,7 +668,7 @@ def _redraw_task(run: _FunctionRun, prepared: Sequence[_Prepared], sample_params
     )
     fresh = set()
     for key, (completions, at) in zip(due, drawn, strict=True):
-        run.samples.put(_redraw_key(key), {"at": at, "completions": _completions_json([completions[n] for n in at])})
+        run.samples.put(_redraw_key(key), {"at": at, "completions": completions_json([completions[n] for n in at])})
         fresh.update([key] if at else [])
     return fresh
 
@@ -979,22 +967,25 @@ def summarize_retrieval(records: Sequence[dict]) -> list[dict]:
     return rows
 
 
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """A markdown table: the header's cells, the rule under them, then a row per list of cells."""
+    return "\n".join(
+        ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(row) + " |" for row in body]
+    )
+
+
 def retrieval_table(rows: Sequence[dict]) -> str:
     """R@1, R@10 and MRR@10 (0-1, 95% intervals) and MRR@10's paired difference against bm25 (and dense, where
     it ran)."""
     versus = [v for v in ("bm25", "dense") if v == "bm25" or any(f"vs_{v}" in r for r in rows)]
-    lines = [
-        "| retriever | tasks | R@1 | R@10 | MRR@10 | " + "".join(f"MRR@10 vs {v} | " for v in versus) + "ms/query |",
-        "|" + "---|" * (6 + len(versus)),
+    header = ["retriever", "tasks", "R@1", "R@10", "MRR@10", *(f"MRR@10 vs {v}" for v in versus), "ms/query"]
+    body = [
+        [f"{r['strategy']}", f"{r['tasks']}", *(_cell(r[m], 1, 3) for m in ("r@1", "r@10", "mrr@10"))]
+        + [_cell(r.get(f"vs_{v}"), 1, 3, signed=True) for v in versus]
+        + [f"{r['query_ms']:.1f}"]
+        for r in rows
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['strategy']} | {r['tasks']} | {_cell(r['r@1'], 1, 3)} | {_cell(r['r@10'], 1, 3)} | "
-            f"{_cell(r['mrr@10'], 1, 3)} | "
-            + "".join(f"{_cell(r.get(f'vs_{v}'), 1, 3, signed=True)} | " for v in versus)
-            + f"{r['query_ms']:.1f} |"
-        )
-    return "\n".join(lines)
+    return markdown_table(header, body)
 
 
 def run_line_tasks(
@@ -1055,7 +1046,7 @@ def run_line_tasks(
         if todo:
             sampled = backend.sample_batch(list(todo.values()), params)
             for key, completions in zip(todo, sampled, strict=True):
-                samples_cache.put(key, _completions_json(completions))
+                samples_cache.put(key, completions_json(completions))
         share = (time.perf_counter() - started) / max(1, len(todo))  # the batch's time, shared evenly by prompt
         users = {key: sum(1 for i in prepared if i.key == key and i.record_key not in records) for key in todo}
         for item in prepared:
@@ -1321,18 +1312,15 @@ def _share(count: int, total: int) -> str:
 def line_table(rows: Sequence[dict]) -> str:
     """The line-level table: EM and ES (percent), the positive fragment's R@1, R@10 and MRR@10 (0-1)."""
     versus = _versus(rows)
-    lines = [
-        "| strategy | tasks | EM | ES | " + "".join(f"ES vs {v} | " for v in versus) + "R@1 | R@10 | MRR@10 | s/task |",
-        "|" + "---|" * (8 + len(versus)),
+    header = ["strategy", "tasks", "EM", "ES", *(f"ES vs {v}" for v in versus), "R@1", "R@10", "MRR@10", "s/task"]
+    body = [
+        [f"{r['strategy']}", f"{r['tasks']}", _cell(r["em"]), _cell(r["es"])]
+        + [_cell(r.get(f"vs_{v}"), signed=True) for v in versus]
+        + [_cell(r.get(m), 1, 3) for m in ("r@1", "r@10", "mrr@10")]
+        + [f"{r['seconds_per_task']:.1f}"]
+        for r in rows
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['strategy']} | {r['tasks']} | {_cell(r['em'])} | {_cell(r['es'])} | "
-            + "".join(f"{_cell(r.get(f'vs_{v}'), signed=True)} | " for v in versus)
-            + f"{_cell(r.get('r@1'), 1, 3)} | {_cell(r.get('r@10'), 1, 3)} | {_cell(r.get('mrr@10'), 1, 3)} | "
-            f"{r['seconds_per_task']:.1f} |"
-        )
-    return "\n".join(lines)
+    return markdown_table(header, body)
 
 
 def project_table(records: Sequence[dict], metric: str) -> str:
