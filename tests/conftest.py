@@ -208,6 +208,15 @@ def commit_repo(root: Path, files: Mapping[str, str]) -> Path:
     return root
 
 
+def enter_repo(monkeypatch: pytest.MonkeyPatch, root: Path, files: Mapping[str, str]) -> Path:
+    """`commit_repo(root, files)` made the current folder for the test, its tests run by this interpreter (no
+    VIRTUAL_ENV to pick another)."""
+    commit_repo(root, files)
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    return root
+
+
 def pipeline_for(root: Path, backend: Backend, **options: Any) -> Pipeline:
     """A Pipeline over `root`'s settings sampling from `backend`, with no examples (k=0) and the `first` ranker,
     `options` being the rest of its GenerationOptions."""

@@ -16,27 +16,16 @@ from assistant.pipeline import GenerationOptions
 from assistant.pipeline.pipeline import Answer, Request
 from assistant.ui.session import Session
 
-from .conftest import ScriptedBackend, commit_repo, pipeline_for
+from .conftest import ScriptedBackend, enter_repo, pipeline_for
+from .helpers_geo import RIGHT, SQUARE_MODULE, WRONG
 
-MODULE = '''"""Geometry helpers."""
-
-
-def square(x: float) -> float:
-    """Return x times x."""
-    ...
-'''
 TESTS = "from geo import square\n\n\ndef test_square():\n    assert square(3) == 9\n"
-WRONG = "def square(x: float) -> float:\n    return x + x\n"
-RIGHT = "def square(x: float) -> float:\n    return x * x\n"
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A git repo with a stub (geo.square) and one test of it."""
-    path = commit_repo(tmp_path / "proj", {"geo.py": MODULE, "tests/test_geo.py": TESTS})
-    monkeypatch.chdir(path)
-    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
-    return path
+    return enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": TESTS})
 
 
 def test_answer_runs_the_repos_tests_ranks_the_passing_candidate_first_and_picks_it(project: Path) -> None:
@@ -73,7 +62,7 @@ def test_answer_ranks_by_the_given_tests_and_picks_none_when_every_candidate_fai
 
 def test_resolve_refuses_settings_that_do_not_go_together_naming_the_setting(tmp_path: Path) -> None:
     stub = tmp_path / "geo.py"
-    stub.write_text(MODULE, encoding="utf-8")
+    stub.write_text(SQUARE_MODULE, encoding="utf-8")
     for kwargs, setting in [
         ({"function": "square"}, "function"),
         ({"replace": ("square",)}, "replace"),

@@ -17,7 +17,7 @@ import pytest
 
 from assistant.code.edit import plan_edit
 
-from .conftest import ScriptedBackend, assist_here, commit_repo, git, register_scripted
+from .conftest import ScriptedBackend, assist_here, enter_repo, git, register_scripted
 
 PRICING = '''"""Prices of an order's lines."""
 
@@ -120,10 +120,7 @@ SETUP_IMPORT = "from types import SimpleNamespace"
 def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A small project: `inventory/pricing.py` with four working functions, and pytest tests of them."""
     files = {"inventory/__init__.py": "", "inventory/pricing.py": PRICING, "tests/test_pricing.py": TESTS}
-    root = commit_repo(tmp_path / "shop", files)
-    monkeypatch.chdir(root)
-    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
-    return root
+    return enter_repo(monkeypatch, tmp_path / "shop", files)
 
 
 def segments(text: str) -> dict[str, str]:

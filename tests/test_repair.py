@@ -17,6 +17,7 @@ from assistant.backends import Prompt
 from assistant.pipeline import GenerationOptions, Pipeline, Request
 
 from .conftest import ONE_EXAMPLE_BANK, ScriptedBackend, assist_here, commit_repo, register_scripted
+from .helpers_geo import GEO_MODULE, RIGHT, WRONG
 
 
 @pytest.fixture(autouse=True)
@@ -25,19 +26,6 @@ def two_repair_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     through the setting, as a user's config would; in-process pipelines say `repair=2`."""
     monkeypatch.setenv("ASSIST_GENERATE_REPAIR", "2")
 
-
-MODULE = '''"""Geometry helpers."""
-
-
-def square(x: float) -> float:
-    """Return x times x."""
-    ...
-
-
-def cube(x: float) -> float:
-    """Return x to the third power."""
-    return x * x * x
-'''
 
 TESTS = """from geo import cube, square
 
@@ -54,8 +42,6 @@ class TestCube:
         assert square(cube(1)) == 1
 """
 
-WRONG = "def square(x: float) -> float:\n    return x + x\n"
-RIGHT = "def square(x: float) -> float:\n    return x * x\n"
 REPAIR_TURN = "That code fails the tests"
 
 
@@ -70,8 +56,8 @@ def wrong_then_right(prompt: Prompt, number: int) -> str:
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    other = "def test_nothing():\n    assert True\n"
-    files = {"geo.py": MODULE, "tests/test_geo.py": TESTS, "tests/test_other.py": other, "bank.jsonl": ONE_EXAMPLE_BANK}
+    files = {"geo.py": GEO_MODULE, "tests/test_geo.py": TESTS, "bank.jsonl": ONE_EXAMPLE_BANK}
+    files["tests/test_other.py"] = "def test_nothing():\n    assert True\n"
     path = commit_repo(tmp_path / "proj", files)
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     return path
@@ -103,7 +89,7 @@ def test_a_repair_round_sees_the_failing_assertion_and_its_passing_candidate_is_
     assert "return x * x" in best["code"] and best["scores"]["repo-tests"]["value"] == 1.0
     assert [c["repair_round"] for c in data["candidates"]] == [1, None]
     assert data["applied"] is True
-    assert (project / "geo.py").read_text(encoding="utf-8") == MODULE.replace("    ...\n", "    return x * x\n", 1)
+    assert (project / "geo.py").read_text(encoding="utf-8") == GEO_MODULE.replace("    ...\n", "    return x * x\n", 1)
 
 
 def test_repair_0_runs_no_round_and_the_setting_does_the_same(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -377,4 +363,4 @@ def test_one_rule_for_passed_the_tests_an_exec_ranker_with_no_tests_to_run_is_no
     scores = data["candidates"][0]["scores"]
     assert scores["exec"]["why"] == "no tests" and scores["repo-tests"]["value"] == 1.0
     assert data["repair"]["stopped"] == "already passed" and data["applied"] is True
-    assert (project / "geo.py").read_text(encoding="utf-8") == MODULE.replace("    ...\n", "    return x * x\n", 1)
+    assert (project / "geo.py").read_text(encoding="utf-8") == GEO_MODULE.replace("    ...\n", "    return x * x\n", 1)

@@ -19,21 +19,9 @@ from assistant.core.repo_tests import find_tests, parse_test_cmd, repo_tests
 from assistant.errors import UsageError
 from assistant.ui.cli import app
 
-from .conftest import ONE_EXAMPLE_BANK, commit_repo, git
+from .conftest import ONE_EXAMPLE_BANK, enter_repo, git
+from .helpers_geo import GEO_MODULE
 from .openai_server import Script, openai_server
-
-MODULE = '''"""Geometry helpers."""
-
-
-def square(x: float) -> float:
-    """Return x times x."""
-    ...
-
-
-def cube(x: float) -> float:
-    """Return x to the third power."""
-    return x * x * x
-'''
 
 TESTS = """from geo import cube, square
 
@@ -58,12 +46,9 @@ def helper_not_a_test():
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    other = "def test_nothing():\n    assert True\n"
-    files = {"geo.py": MODULE, "tests/test_geo.py": TESTS, "tests/test_other.py": other, "bank.jsonl": ONE_EXAMPLE_BANK}
-    path = commit_repo(tmp_path / "proj", files)
-    monkeypatch.chdir(path)
-    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
-    return path
+    files = {"geo.py": GEO_MODULE, "tests/test_geo.py": TESTS, "bank.jsonl": ONE_EXAMPLE_BANK}
+    files["tests/test_other.py"] = "def test_nothing():\n    assert True\n"
+    return enter_repo(monkeypatch, tmp_path / "proj", files)
 
 
 def test_finds_the_test_functions_that_mention_the_function(project: Path) -> None:
@@ -158,7 +143,7 @@ def test_generate_runs_the_repos_tests_ranks_the_passing_candidate_first_and_app
     assert "tests: failed: 0/2 passed" in shown.stdout[second:]
     assert "return x * x" in shown.stdout[first:second]
     text = (project / "geo.py").read_text(encoding="utf-8")
-    assert text == MODULE.replace("    ...\n", "    return x * x\n", 1)  # only that body changed
+    assert text == GEO_MODULE.replace("    ...\n", "    return x * x\n", 1)  # only that body changed
     assert "warning" not in shown.stderr
 
 
@@ -175,13 +160,13 @@ def test_test_cmd_names_the_tests_and_json_carries_the_verdicts(project: Path) -
     verdict = data["candidates"][0]["scores"]["repo-tests"]
     assert verdict["value"] == 0.0 and "failed" in verdict["why"]
     # A candidate that fails the tests is not written: exit 1, and the last line says so and how to write it anyway.
-    assert refused.exit_code == 1 and unchanged == MODULE
+    assert refused.exit_code == 1 and unchanged == GEO_MODULE
     last = refused.stdout.rstrip().splitlines()[-1]
     assert last.startswith("Nothing written: none of the 1 candidate passed the tests") and "--force" in last
     # --force writes the best one, and the last line says it failed the tests.
     assert applied.exit_code == 0, applied.output
     assert "with --force, though no candidate passed the tests" in applied.stdout.rstrip().splitlines()[-1]
-    assert (project / "geo.py").read_text(encoding="utf-8") == MODULE.replace("    ...\n", "    return x + x\n", 1)
+    assert (project / "geo.py").read_text(encoding="utf-8") == GEO_MODULE.replace("    ...\n", "    return x + x\n", 1)
     bad = run(["generate", "make test", "--test-cmd", "pytest"], "http://127.0.0.1:9")
     assert bad.exit_code == 2 and "--test-cmd needs --function" in bad.stderr
     both = run([*args, "--test-cmd", "pytest", "--no-repo-tests"], "http://127.0.0.1:9")
@@ -191,7 +176,7 @@ def test_test_cmd_names_the_tests_and_json_carries_the_verdicts(project: Path) -
 def test_outside_a_git_work_tree_the_tests_are_skipped_with_a_reason(tmp_path: Path, monkeypatch) -> None:
     folder = tmp_path / "loose"
     (folder / "tests").mkdir(parents=True)
-    (folder / "geo.py").write_text(MODULE, encoding="utf-8")
+    (folder / "geo.py").write_text(GEO_MODULE, encoding="utf-8")
     (folder / "tests" / "test_geo.py").write_text(TESTS, encoding="utf-8")
     (folder / "bank.jsonl").write_text(ONE_EXAMPLE_BANK)
     monkeypatch.chdir(folder)

@@ -30,15 +30,9 @@ from assistant.pipeline.registry import (
 )
 from assistant.ui.cli import app
 
-from .conftest import ScriptedBackend, commit_repo, pipeline_for
+from .conftest import ScriptedBackend, enter_repo, pipeline_for
+from .helpers_geo import SQUARE_MODULE
 
-MODULE = '''"""Geometry helpers."""
-
-
-def square(x: float) -> float:
-    """Return x times x."""
-    ...
-'''
 TESTS = """from geo import square
 
 
@@ -61,10 +55,7 @@ ZERO = "def square(x: float) -> float:\n    return 0\n"  # passes 1 of 3 (zero)
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A git repo with a stub (geo.square) and three tests of it."""
-    path = commit_repo(tmp_path / "proj", {"geo.py": MODULE, "tests/test_geo.py": TESTS})
-    monkeypatch.chdir(path)
-    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
-    return path
+    return enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": TESTS})
 
 
 def test_the_registry_builds_the_repo_tests_ranker_and_leads_with_it_where_they_are_planned() -> None:
