@@ -29,13 +29,12 @@ import torch
 from assistant.backends.models import DEFAULT_GENERATOR, resolve
 from assistant.errors import UsageError
 from assistant.evaluate import load_dataset
-from assistant.methods.artifacts import other_generators
+from assistant.methods.artifacts import NotTrainedFor
 from assistant.methods.condor.data import PROBLEM_CHARS
 from assistant.methods.condor.model import (
     Condor,
     CondorConfig,
     _Discriminator,
-    _discriminator_bases,
     _predict,
     backbone_dir,
     find_discriminator,
@@ -45,10 +44,15 @@ from assistant.methods.condor.model import (
 def trained_for(generator: str) -> Path | None:
     """The folder of the discriminator that serves `generator` from the working directory, as the product finds it
     (:func:`find_discriminator`); None when none is trained at all; where only other models' are, the product's
-    one-line UsageError naming both (raised by :meth:`Condor.locate`, which loads nothing then)."""
+    one-line error naming both (:class:`NotTrainedFor`, raised by :meth:`Condor.locate`, which loads nothing then)."""
     directory = find_discriminator(None, generator)
-    if directory is None and any(other_generators(base, generator) for base in _discriminator_bases(None)):
-        Condor.locate(None, generator)
+    if directory is None:
+        try:
+            Condor.locate(None, generator)
+        except NotTrainedFor:
+            raise
+        except UsageError:  # none trained at all: the untrained architecture is timed
+            return None
     return directory
 
 

@@ -323,3 +323,92 @@ def test_eval_discriminator_retrains_a_head_read_from_another_generator() -> Non
     assert not _resumable(other, "abc", over)  # trained over another model (the default then): trained anew
     assert not _resumable({"identity": "abc", "stats": {"backbone_model": OTHER}}, "abc", over)  # before the field
     assert _resumable(other | {"generator": "none"}, "abc", CondorConfig())  # an encoder: no generator's states
+
+
+# -- the rankers and the generation retrievers: what serves a model, what --explain says (issue 70) -----------------
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 1-layer BERT (random weights) with MiniLM's tokenizer: a discriminator's backbone that loads in a blink."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(str(encoder_dir(resolve(None, "encoder"))))
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)  # fmt: skip
+    folder = tmp_path_factory.mktemp("tiny-encoder")
+    BertModel(config).save_pretrained(str(folder), safe_serialization=True)
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def save_tiny_condor(tiny_encoder: Path, folder: Path, generator: str) -> Path:
+    """A real (tiny, untrained) Condor discriminator over `tiny_encoder`, saved for `generator` in `folder`."""
+    import dataclasses
+
+    from assistant.methods.condor.model import Condor, CondorConfig, make_model
+
+    config = CondorConfig(backbone=str(tiny_encoder), max_length=64)
+    manifest = {"generator": generator, "config": dataclasses.asdict(config), "stats": {}, "trained": "2026-12-01"}
+    Condor(make_model(config), manifest).save(folder)
+    return folder
+
+
+def test_explain_says_which_discriminator_ranked_or_that_none_serves_the_model(
+    tmp_path: Path, monkeypatch, tiny_encoder
+) -> None:
+    from assistant.methods.condor.model import discriminator_dir
+    from assistant.pipeline.registry import available_rankers, ranker_served_by
+
+    monkeypatch.chdir(tmp_path)  # outside a repo: the user's own discriminators
+    assert ranker_served_by(make_rankers("logprob", ScriptedBackend(model=LARGE)), LARGE) is None  # none trained
+    folder = save_tiny_condor(tiny_encoder, discriminator_dir(None, SMALL), SMALL)
+    # The 0.5B generating: auto ranks with it, and --explain names the artifact and the model it was trained for.
+    one = [Candidate("x = 1", 0, 1, logprobs=(-0.5,))]
+    small = ScriptedBackend(model=SMALL)
+    assert auto_ranker(small, one, has_tests=False) == "condor"
+    assert "condor" in available_rankers("auto", small, one, False)
+    why = ranker_served_by(make_rankers("condor", small), SMALL) or ""
+    assert why == f"condor: the artifact in {folder} (trained for {SMALL}; 2026-12-01)"
+    # The 1.5B generating: never offered nor used (the TUI's list too), and --explain says why none ranked.
+    large = ScriptedBackend(model=LARGE)
+    assert auto_ranker(large, one, has_tests=True) == "exec+logprob"
+    assert "condor" not in available_rankers("auto", large, one, True)
+    why = ranker_served_by(make_rankers("exec+logprob", large), LARGE) or ""
+    assert why.startswith(f"no trained discriminator ranked: the discriminator in {folder.parent}: ")
+    assert f"trained for {SMALL}, not {LARGE}" in why and "\n" not in why
+
+
+def test_a_repos_discriminator_for_another_model_does_not_hide_the_users_own_for_this_one(
+    scratch_repo: Path, monkeypatch, tiny_encoder
+) -> None:
+    from assistant.methods.condor.model import discriminator_dir, find_discriminator
+
+    mine = save_tiny_condor(tiny_encoder, discriminator_dir(None, LARGE), LARGE)  # the user's, for the 1.5B
+    repos = save_tiny_condor(tiny_encoder, discriminator_dir(scratch_repo, SMALL), SMALL)  # the repo's, the 0.5B's
+    assert find_discriminator(scratch_repo, SMALL) == repos  # the repo's own first, for its model
+    assert find_discriminator(scratch_repo, LARGE) == mine
+    monkeypatch.chdir(scratch_repo)
+    ranker = make_rankers("condor", ScriptedBackend(model=LARGE))[0]
+    assert ranker.model.directory == mine  # type: ignore[attr-defined]
+
+
+def test_generate_uses_selfracg_adapters_only_for_the_model_they_extend(tmp_path: Path) -> None:
+    import numpy as np
+
+    from assistant.code.examples import Example
+    from assistant.indexing.index import Index
+    from assistant.methods.selfracg import SelfRacgConfig, generic_dir
+    from assistant.pipeline.registry import trained_folder
+
+    examples = [Example("", f"def f{i}():\n    return {i}\n", path=f"m{i}.py") for i in range(3)]
+    index = Index(examples=examples, vectors=np.zeros((3, 1), "float32"), meta={"source": {"kind": "memory"}})
+    manifest = {"config": SelfRacgConfig(rank=4).to_json(), "generator": SMALL, "model": SMALL}
+    save_artifact(generic_dir(SMALL), "selfracg", lambda f: (f / "adapter.safetensors").write_bytes(b""), manifest)
+    assert trained_folder("selfracg", index, SMALL) == generic_dir(SMALL)  # the generic adapters serve any pool
+    with pytest.raises(UsageError) as refused:  # `generate --retriever selfracg` with the 1.5B: before any model loads
+        make_retriever("selfracg", index, None, LARGE)  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert "\n" not in message and f"trained for {SMALL}, not {LARGE}" in message
+    assert f"`assist train retriever selfracg --model {LARGE}`" in message
+    assert make_retriever("auto", index, None, SMALL).name == "hybrid"  # type: ignore[arg-type]  # not in auto

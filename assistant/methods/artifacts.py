@@ -166,10 +166,15 @@ def other_generators(base: Path, generator: str | None) -> list[str]:
     return [name for name in dict.fromkeys(recorded) if name not in (generator, NO_GENERATOR)]
 
 
-def not_trained_for(what: str, base: Path, generator: str | None, how_to_train: str) -> UsageError:
+class NotTrainedFor(UsageError):
+    """An artifact asked for that was trained for other models only (:func:`not_trained_for`), told apart from
+    none trained at all."""
+
+
+def not_trained_for(what: str, base: Path, generator: str | None, how_to_train: str) -> NotTrainedFor:
     """The one-line error for an artifact asked for by name that was trained for other models only."""
     others = " and ".join(other_generators(base, generator))
-    return UsageError(f"the {what} in {base.parent}: trained for {others}, not {generator}; {how_to_train}")
+    return NotTrainedFor(f"the {what} in {base.parent}: trained for {others}, not {generator}; {how_to_train}")
 
 
 def describe_pool(index: Index) -> str:

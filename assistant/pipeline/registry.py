@@ -14,6 +14,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from assistant.backends import Backend
 from assistant.core.candidates import Candidate
@@ -160,16 +161,20 @@ def _describe_artifact(folder: Path | None) -> str:
     return f"the artifact in {folder} ({made}; {manifest.get('trained') or '?'})"
 
 
-def _note(retriever: Retriever, why: str) -> Retriever:
-    """Attach why this retriever (and which trained artifact) serves, for `--explain` and `--json`."""
-    with contextlib.suppress(AttributeError):  # a retriever with slots: nothing to say
-        retriever.served_by = why  # type: ignore[attr-defined]
-    return retriever
+Served = TypeVar("Served", Retriever, Ranker)
 
 
-def served_by(retriever: Retriever | None) -> str | None:
-    """Why `retriever` was chosen and which trained artifact serves it (None for a plain one asked by name)."""
-    return getattr(retriever, "served_by", None)
+def _note(served: Served, why: str) -> Served:
+    """Attach why this retriever or ranker (and which trained artifact) serves, for `--explain` and `--json`."""
+    with contextlib.suppress(AttributeError):  # one with slots: nothing to say
+        served.served_by = why  # type: ignore[union-attr]
+    return served
+
+
+def served_by(served: Retriever | Ranker | None) -> str | None:
+    """Why a retriever was chosen, or which trained artifact serves a retriever or ranker (None for a plain one
+    asked by name)."""
+    return getattr(served, "served_by", None)
 
 
 # -- rankers ---------------------------------------------------------------------------------------------------
@@ -204,10 +209,12 @@ def _reviewer(coder: bool) -> RankerFactory:
 
 
 def _condor(backend: Backend | None) -> Ranker:
-    """The discriminator trained for the backend's model (any, without a backend): another model's is an error."""
+    """The discriminator trained for the backend's model (any, without a backend): another model's is an error.
+    It carries which artifact it is as `served_by` (see :func:`ranker_served_by`)."""
     from assistant.methods.condor.ranker import CondorRanker  # imports torch: only when asked for
 
-    return CondorRanker(generator=backend.model if backend is not None else None)
+    ranker = CondorRanker(generator=backend.model if backend is not None else None)
+    return _note(ranker, f"condor: {_describe_artifact(ranker.model.directory)}")
 
 
 RANKERS: dict[str, RankerFactory] = {
@@ -259,6 +266,27 @@ def condor_available(start: Path | None = None, generator: str | None = None) ->
     from assistant.methods.condor.ranker import condor_available as available
 
     return available(start, generator)
+
+
+def ranker_served_by(rankers: Sequence[Ranker], generator: str | None) -> str | None:
+    """For `--explain`: which trained discriminator ranked (its folder, the model it was trained for, and when);
+    where none did and the discriminators kept were trained for other models only than `generator`, that (so
+    `auto` ranked as without one); None otherwise (none trained, or no generator to ask for)."""
+    for ranker in rankers:
+        if (why := served_by(ranker)) is not None:
+            return why
+    if generator is None or condor_available(generator=generator):
+        return None
+    from assistant.methods.artifacts import NotTrainedFor
+    from assistant.methods.condor.model import Condor
+
+    try:
+        Condor.locate(None, generator)  # none serves `generator`: it loads nothing, it says why
+    except NotTrainedFor as exc:
+        return f"no trained discriminator ranked: {exc}"
+    except UsageError:  # none trained at all: nothing to explain
+        return None
+    return None
 
 
 def scorable(backend: Backend, candidates: Sequence[Candidate]) -> bool:
