@@ -412,3 +412,31 @@ def test_generate_uses_selfracg_adapters_only_for_the_model_they_extend(tmp_path
     assert "\n" not in message and f"trained for {SMALL}, not {LARGE}" in message
     assert f"`assist train retriever selfracg --model {LARGE}`" in message
     assert make_retriever("auto", index, None, SMALL).name == "hybrid"  # type: ignore[arg-type]  # not in auto
+
+
+def test_a_model_independent_artifact_serves_every_model(tmp_path: Path) -> None:
+    import numpy as np
+
+    from assistant.code.examples import Example
+    from assistant.indexing.index import Index
+    from assistant.methods.artifacts import artifact_dir
+    from assistant.pipeline.registry import trained_folder
+
+    examples = [Example(f"Return {i}.", f"def f{i}():\n    return {i}\n") for i in range(3)]
+    index = Index(examples=examples, vectors=np.zeros((3, 1), "float32"), meta={"source": {"kind": "memory"}})
+    folder = artifact_dir(index, "tstr")
+    save_artifact(folder, "tstr", lambda f: None, {"generator": "none", "embedder": "all-minilm-l6-v2"})
+    assert trained_folder("tstr", index, SMALL) == trained_folder("tstr", index, LARGE) == folder  # TST^R: no generator
+
+
+def test_doctor_names_no_model_when_the_settings_do_not_load(scratch_repo: Path, monkeypatch) -> None:
+    from assistant.config import config_dir
+    from assistant.paths import cache_dir
+    from assistant.ui.doctor import trained_checks
+
+    monkeypatch.chdir(scratch_repo)
+    mine = {"generator": SMALL, "trained": "2026-12-04"}
+    save_artifact(cache_dir() / "discriminator", "condor", lambda f: None, mine)
+    config_dir().mkdir(parents=True, exist_ok=True)
+    (config_dir() / "config.toml").write_text("model = \n", encoding="utf-8")  # not TOML: the config line says so
+    assert [check.detail for check in trained_checks(scratch_repo)] == [f"for {SMALL}, 2026-12-04, on ?"]

@@ -272,7 +272,8 @@ def trained_checks(start: Path) -> list[Check]:
         made = {None: "an unknown model", NO_GENERATOR: "any model (no generator enters it)"}.get(generator)
         fits = generator == NO_GENERATOR or (current is not None and generator == current)
         used = "serves" if fits else "does not serve"
-        detail = f"for {made or generator}, {item['trained'][:10]}, on {item['pool']}; {used} {current}"
+        serving = f"; {used} {current}" if current is not None else ""  # settings that do not load: no model to name
+        detail = f"for {made or generator}, {item['trained'][:10]}, on {item['pool']}{serving}"
         lines.append(Check(f"trained {item['method']}", True, detail))
     return lines
 
