@@ -1249,59 +1249,56 @@ def function_table(rows: Sequence[dict]) -> str:
     """The function-level table (percent, 95% bootstrap intervals; differences paired by task), and where agree
     was measured, each ranker's pick against the first sample's."""
     versus = _versus(rows)
-    head = (
-        "| strategy | tasks | pass@1 | pass@5 | first pick | logprob pick | oracle | EM | ES | "
-        + "".join(f"pass@1 vs {v} | " for v in versus)
-        + "cut off | wrote nothing (redrawn) | s/task |"
-    )
-    lines = [head, "|" + "---|" * (12 + len(versus))]
-    for r in rows:
-        lines.append(
-            f"| {r['strategy']} | {r['tasks']} | {_cell(r.get('pass@1'))} | {_cell(r.get('pass@5'))} | "
-            f"{_cell(r['first'])} | {_cell(r['logprob'])} | {_cell(r['oracle'])} | {_cell(r['em'])} | "
-            f"{_cell(r['es'])} | "
-            + "".join(f"{_cell(r.get(f'vs_{v}'), signed=True)} | " for v in versus)
-            + f"{r['cut_off']} | {_share(r['wrote_nothing'], r['samples'])} ({r['redrawn']}) | "
-            f"{r['seconds_per_task']:.1f} |"
-        )
+    header = ["strategy", "tasks", "pass@1", "pass@5", "first pick", "logprob pick", "oracle", "EM", "ES"]
+    header += [f"pass@1 vs {v}" for v in versus] + ["cut off", "wrote nothing (redrawn)", "s/task"]
+    body = [
+        [f"{r['strategy']}", f"{r['tasks']}", _cell(r.get("pass@1")), _cell(r.get("pass@5"))]
+        + [_cell(r[key]) for key in ("first", "logprob", "oracle", "em", "es")]
+        + [_cell(r.get(f"vs_{v}"), signed=True) for v in versus]
+        + [f"{r['cut_off']}", f"{_share(r['wrote_nothing'], r['samples'])} ({r['redrawn']})"]
+        + [f"{r['seconds_per_task']:.1f}"]
+        for r in rows
+    ]
+    parts = [markdown_table(header, body)]
     repaired = [r for r in rows if "tests_repaired" in r]
     if repaired:
-        lines += [
+        header = ["strategy", "first round", "after repair", "repair vs first", "rounds/task", "sampling s"]
+        header += ["ranking s", "tests s", "repair s"]
+        body = [
+            [f"{r['strategy']}", _cell(r["tests_first"]), _cell(r["tests_repaired"])]
+            + [_cell(r["repaired_vs_first"], signed=True), f"{r['repair_rounds']:.2f}"]
+            + [f"{r[key]:.1f}" for key in ("sampling_s", "ranking_s", "testing_s", "repair_s")]
+            for r in repaired
+        ]
+        parts += [
             "",
             "With the covering tests visible (what `--apply` writes: the first sample that passes them, else nothing, "
             "a miss), before and after the repair rounds; seconds per task:",
             "",
-            "| strategy | first round | after repair | repair vs first | rounds/task | sampling s | ranking s | "
-            "tests s | repair s |",
-            "|" + "---|" * 9,
+            markdown_table(header, body),
         ]
-        for r in repaired:
-            lines.append(
-                f"| {r['strategy']} | {_cell(r['tests_first'])} | {_cell(r['tests_repaired'])} | "
-                f"{_cell(r['repaired_vs_first'], signed=True)} | {r['repair_rounds']:.2f} | {r['sampling_s']:.1f} | "
-                f"{r['ranking_s']:.1f} | {r['testing_s']:.1f} | {r['repair_s']:.1f} |"
-            )
     ranked = [r for r in rows if "agree" in r]
     if ranked:
         against = [v for v in ("zero", "bm25") if any(f"auto_vs_{v}" in r for r in ranked)]
-        lines += [
+        header = ["strategy", "first", "logprob", "agree", "auto", "oracle", "logprob vs first", "agree vs first"]
+        header += ["auto vs first"] + [f"auto vs {v}" for v in against]
+        versus_first = ("logprob_vs_first", "agree_vs_first", "auto_vs_first")
+        body = [
+            [f"{r['strategy']}"]
+            + [_cell(r[key]) for key in ("first", "logprob", "agree", "auto", "oracle")]
+            + [_cell(r[key], signed=True) for key in versus_first]
+            + [_cell(r.get(f"auto_vs_{v}"), signed=True) for v in against]
+            for r in ranked
+        ]
+        parts += [
             "",
             "Picking one candidate without the hidden tests (auto = agree, then logprob, as `generate` ranks a "
             "function's stub; agree runs the model's tests on each candidate in its module, and leaves methods to "
             "logprob):",
             "",
-            "| strategy | first | logprob | agree | auto | oracle | logprob vs first | agree vs first | auto vs "
-            "first |" + "".join(f" auto vs {v} |" for v in against),
-            "|" + "---|" * (9 + len(against)),
+            markdown_table(header, body),
         ]
-        for r in ranked:
-            lines.append(
-                f"| {r['strategy']} | {_cell(r['first'])} | {_cell(r['logprob'])} | {_cell(r['agree'])} | "
-                f"{_cell(r['auto'])} | {_cell(r['oracle'])} | {_cell(r['logprob_vs_first'], signed=True)} | "
-                f"{_cell(r['agree_vs_first'], signed=True)} | {_cell(r['auto_vs_first'], signed=True)} |"
-                + "".join(f" {_cell(r.get(f'auto_vs_{v}'), signed=True)} |" for v in against)
-            )
-    return "\n".join(lines)
+    return "\n".join(parts)
 
 
 def _share(count: int, total: int) -> str:
