@@ -261,6 +261,47 @@ def trained_retrievers(folders: dict[str, Path], index: Index, encoder: Encoder)
     return found, setup
 
 
+def size_figures(root: Path, include_tests: bool, corpus: Corpus, indexed: int, limit: int | None) -> dict[str, Any]:
+    """What was indexed: the tree, its files and functions (`indexed`: those encoded, with --limit a sample)."""
+    return {
+        "root": str(root),
+        "test_suites": "included" if include_tests else "skipped (" + ", ".join(sorted(TEST_DIRS)) + ")",
+        "files": corpus.files_seen,
+        "files_parsed": corpus.files_parsed,
+        "files_skipped": corpus.files_skipped,
+        "functions_parsed": len(corpus.examples),
+        "functions_indexed": indexed,
+        "limit": limit,
+    }
+
+
+def indexing_figures(corpus: Corpus, indexed: int, encode_s: float, bm25_s: float, faiss_s: float) -> dict[str, Any]:
+    """Each indexing stage's seconds and functions, their total, and functions per second (`indexed`: the
+    functions encoded and indexed, a sample of those parsed with --limit)."""
+    # Parse covers every function in the tree; with --limit only a sample goes on, so the parse share is
+    # scaled to the indexed functions to keep the total comparable with a full run.
+    parse_share_s = corpus.parse_s * indexed / max(len(corpus.examples), 1)
+    total_s = parse_share_s + encode_s + bm25_s + faiss_s
+
+    def rate(count: int, seconds: float) -> float:
+        return count / seconds if seconds > 0 else float("inf")
+
+    return {
+        "parse": {"seconds": corpus.parse_s, "functions": len(corpus.examples)},
+        "encode": {"seconds": encode_s, "functions": indexed},
+        "bm25": {"seconds": bm25_s, "functions": indexed},
+        "faiss": {"seconds": faiss_s, "functions": indexed},
+        "total": {"seconds": total_s, "functions": indexed, "parse_seconds_counted": parse_share_s},
+        "per_second": {
+            "parse": rate(len(corpus.examples), corpus.parse_s),
+            "encode": rate(indexed, encode_s),
+            "bm25": rate(indexed, bm25_s),
+            "faiss": rate(indexed, faiss_s),
+            "total": rate(indexed, total_s),
+        },
+    }
+
+
 def run_benchmark(
     root: Path,
     limit: int | None,
@@ -298,14 +339,6 @@ def run_benchmark(
     index.dense  # noqa: B018 - the faiss IndexFlatIP
     faiss_s = time.perf_counter() - started
 
-    # Parse covers every function in the tree; with --limit only a sample goes on, so the parse share is
-    # scaled to the indexed functions to keep the total comparable with a full run.
-    parse_share_s = corpus.parse_s * len(examples) / max(len(corpus.examples), 1)
-    total_s = parse_share_s + encode_s + bm25_s + faiss_s
-
-    def rate(count: int, seconds: float) -> float:
-        return count / seconds if seconds > 0 else float("inf")
-
     queries, query_source = load_queries(queries_from, query_count, examples)
     bm25 = BM25Retriever(index)
     dense = DenseRetriever(index, encoder)
@@ -338,30 +371,8 @@ def run_benchmark(
             "batch_size": encoder.batch_size,
             "load_s": load_s,
         },
-        "sizes": {
-            "root": str(root),
-            "test_suites": "included" if include_tests else "skipped (" + ", ".join(sorted(TEST_DIRS)) + ")",
-            "files": corpus.files_seen,
-            "files_parsed": corpus.files_parsed,
-            "files_skipped": corpus.files_skipped,
-            "functions_parsed": len(corpus.examples),
-            "functions_indexed": len(examples),
-            "limit": limit,
-        },
-        "indexing": {
-            "parse": {"seconds": corpus.parse_s, "functions": len(corpus.examples)},
-            "encode": {"seconds": encode_s, "functions": len(examples)},
-            "bm25": {"seconds": bm25_s, "functions": len(examples)},
-            "faiss": {"seconds": faiss_s, "functions": len(examples)},
-            "total": {"seconds": total_s, "functions": len(examples), "parse_seconds_counted": parse_share_s},
-            "per_second": {
-                "parse": rate(len(corpus.examples), corpus.parse_s),
-                "encode": rate(len(examples), encode_s),
-                "bm25": rate(len(examples), bm25_s),
-                "faiss": rate(len(examples), faiss_s),
-                "total": rate(len(examples), total_s),
-            },
-        },
+        "sizes": size_figures(root, include_tests, corpus, len(examples), limit),
+        "indexing": indexing_figures(corpus, len(examples), encode_s, bm25_s, faiss_s),
         "queries": {"count": len(queries), "source": query_source, "k": K},
         "trained": {"pool": trained, "model": generator, "setup_seconds": trained_setup},
         "latency_ms": latency,

@@ -121,14 +121,17 @@ def bounds(labels: Labels, rows: Sequence[int]) -> dict[str, float]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line: the pool, the model, the held-out folds and their config's overrides."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--pool",
         default=f"mbpp:{MBPP_DEFAULT_PATH}",
         help="the pool LAIL trained on, as `assist eval --pool` takes it",
     )
-    parser.add_argument("--model", default=DEFAULT_GENERATOR, help="the model whose labels trained it (default: assist's)")
+    parser.add_argument(
+        "--model", default=DEFAULT_GENERATOR, help="the model whose labels trained it (default: assist's)"
+    )
     parser.add_argument("--folds", type=int, default=0, help="held-out folds to retrain (0: in-sample only)")
     for name in ("epochs", "hard_negatives", "positives", "soft_negatives", "batch"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int)
@@ -136,8 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--{name.replace('_', '-')}", type=float)
     parser.add_argument("--loss", choices=LOSSES, help="the held-out folds' training loss (see LailConfig)")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     encoder = Encoder.load()
     index: Index = load_pool(args.pool, encoder).index
     try:  # the artifact trained for the model, as `assist generate` finds it; another model's only is refused
@@ -210,6 +216,15 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         return 0
+    print_report(results, means, paired, config, artifact_config)
+    return 0
+
+
+def print_report(
+    results: dict, means: dict[str, dict[str, float]], paired: dict, config: LailConfig, artifact_config: LailConfig
+) -> None:
+    """The figures as a table: each choice's mean label and share of the bm25-to-oracle gap, then the paired
+    differences."""
     b = results["bounds"]
     gap = b["oracle"] - means["bm25"]["chosen"]
     print(f"pool: {results['pool']}; labels by {results['labeler']}; t={config.candidates}")
@@ -226,7 +241,6 @@ def main(argv: list[str] | None = None) -> int:
     print("paired by example (95% bootstrap interval):")
     for name, (mean, low, high) in paired.items():
         print(f"  {name:<40}{mean:+.4f} [{low:+.4f}, {high:+.4f}]")
-    return 0
 
 
 if __name__ == "__main__":
