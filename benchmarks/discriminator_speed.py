@@ -64,13 +64,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-
     try:
         directory = args.model or trained_for(resolve(args.generator).name)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None
+    torch.set_num_threads(args.threads)
+
     started = time.perf_counter()
     if directory is not None:
         condor = Condor.load(directory)
