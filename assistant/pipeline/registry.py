@@ -270,8 +270,8 @@ def condor_available(start: Path | None = None, generator: str | None = None) ->
 
 def ranker_served_by(rankers: Sequence[Ranker], generator: str | None) -> str | None:
     """For `--explain`: which trained discriminator ranked (its folder, the model it was trained for, and when);
-    where none did and the discriminators kept were trained for other models only than `generator`, that (so
-    `auto` ranked as without one); None otherwise (none trained, or no generator to ask for)."""
+    where none did because those kept were trained only for models other than `generator`, that (so `auto`
+    ranked as without one); None otherwise (none trained, or no generator to ask for)."""
     for ranker in rankers:
         if (why := served_by(ranker)) is not None:
             return why
