@@ -218,13 +218,13 @@ def enter_repo(monkeypatch: pytest.MonkeyPatch, root: Path, files: Mapping[str, 
 
 
 def pipeline_for(root: Path, backend: Backend, **options: Any) -> Pipeline:
-    """A Pipeline over `root`'s settings sampling from `backend`, with no examples (k=0) and the `first` ranker,
-    `options` being the rest of its GenerationOptions."""
+    """A Pipeline over `root`'s settings sampling from `backend`, with no examples (k=0) and the `first` ranker
+    unless `options` (the rest of its GenerationOptions) say otherwise."""
     from assistant.config import load_settings
     from assistant.pipeline import GenerationOptions, Pipeline
 
     settings = load_settings(start=root)
-    return Pipeline(GenerationOptions(k=0, ranker="first", **options), settings, start=root, backend=backend)
+    return Pipeline(GenerationOptions(**({"k": 0, "ranker": "first"} | options)), settings, start=root, backend=backend)
 
 
 SCRATCH_FILES = {

@@ -379,6 +379,37 @@ def test_explain_says_which_discriminator_ranked_or_that_none_serves_the_model(
     assert f"trained for {SMALL}, not {LARGE}" in why and "\n" not in why
 
 
+def test_generate_explains_which_discriminator_ranked_or_why_none_did(
+    tmp_path: Path, monkeypatch, capsys, tiny_encoder
+) -> None:
+    from assistant.methods.condor.model import discriminator_dir
+    from assistant.pipeline.pipeline import Request
+    from assistant.ui.cli import _print_answer
+
+    from .conftest import pipeline_for
+
+    monkeypatch.chdir(tmp_path)  # outside a repo: the user's own discriminators
+    folder = save_tiny_condor(tiny_encoder, discriminator_dir(None, SMALL), SMALL)
+    replies = ["def add(a, b):\n    return a + b\n"]  # one candidate: auto weighs no agreement
+    request = Request.resolve("add two numbers", root=tmp_path)
+    # The 0.5B generating: auto ranks with its discriminator, and the answer names it.
+    answer = pipeline_for(tmp_path, ScriptedBackend(replies, model=SMALL), n=1, ranker="auto").answer(request)
+    assert "condor" in answer.result.rankers
+    assert answer.ranker_served_by == f"condor: the artifact in {folder} (trained for {SMALL}; 2026-12-01)"
+    assert answer.to_json()["ranker_served_by"] == answer.ranker_served_by
+    # The 1.5B generating: ranked without it, and the answer says why none ranked (--json and --explain too).
+    answer = pipeline_for(tmp_path, ScriptedBackend(replies, model=LARGE), n=1, ranker="auto").answer(request)
+    assert "condor" not in answer.result.rankers
+    why = answer.to_json()["ranker_served_by"] or ""
+    assert why.startswith("no trained discriminator ranked: ") and f"trained for {SMALL}, not {LARGE}" in why
+    capsys.readouterr()
+    _print_answer(answer, True, None, None, repo_tests=False)
+    assert f"Ranker: {why}" in capsys.readouterr().out
+    # A plain ranker asked for by name: nothing to explain.
+    answer = pipeline_for(tmp_path, ScriptedBackend(replies, model=LARGE), n=1, ranker="logprob").answer(request)
+    assert answer.ranker_served_by is None
+
+
 def test_a_repos_discriminator_for_another_model_does_not_hide_the_users_own_for_this_one(
     scratch_repo: Path, monkeypatch, tiny_encoder
 ) -> None:

@@ -45,6 +45,7 @@ from assistant.pipeline.registry import (
     make_rankers,
     make_retriever,
     parse_rankers,
+    ranker_served_by,
     resolve_rankers,
     served_by,
 )
@@ -301,7 +302,8 @@ class Answer:
     it (`repo_tests`; why none did: `repo_tests_skipped`), the repair rounds (`repaired`; None: none ran), the
     demonstrations' source in words (`source`; None with k = 0), and why its retriever was chosen, naming the
     trained artifact that served or why none did (`served_by`; None: nothing retrieved, or a plain retriever
-    asked for by name)."""
+    asked for by name); the same for the trained discriminator (`ranker_served_by`; None: `auto` had none to
+    weigh, or a plain ranker was asked for by name)."""
 
     result: GenerateResult
     pick: Pick
@@ -310,6 +312,7 @@ class Answer:
     repaired: Repaired | None = None
     source: str | None = None
     served_by: str | None = None
+    ranker_served_by: str | None = None
 
     def to_json(self, door: dict[str, Any] | None = None) -> dict[str, Any]:
         """The answer as `assist generate --json` prints it: the result's keys, then why the retriever was chosen
@@ -319,6 +322,7 @@ class Answer:
         plan = self.repo_tests
         data = self.result.to_json()
         data["retriever_served_by"] = self.served_by  # the trained artifact that retrieved, or why none did
+        data["ranker_served_by"] = self.ranker_served_by  # the trained discriminator that ranked, or why none did
         data["source"] = self.source
         data.update(door or {})
         data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
@@ -708,7 +712,17 @@ class Pipeline:
         source = self._source.description if options.k > 0 and self._source is not None else None
         pick = may_write(result.candidates, tested=bool(tests) or plan is not None)
         served = served_by(self._retriever) if result.retriever != "none" else None  # it retrieved: it was built
-        return Answer(result, pick, plan, request.repo_tests_skipped, repaired, source, served)
+        ranked = self._ranker_served_by(result)
+        return Answer(result, pick, plan, request.repo_tests_skipped, repaired, source, served, ranked)
+
+    def _ranker_served_by(self, result: GenerateResult) -> str | None:
+        """Which trained discriminator ranked `result`, or, where `auto` chose the rankers, why none could (only
+        others' models have one); None when a plain ranker was asked for by name."""
+        if self.options.ranker != "auto" and "condor" not in result.rankers:
+            return None
+        with self._lock:
+            used = [ranker for (name, _), ranker in self._rankers.items() if name in result.rankers]
+        return ranker_served_by(used, self.generator_name())
 
     def rank(
         self,

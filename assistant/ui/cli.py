@@ -345,6 +345,8 @@ def _print_answer(answer: Answer, explain: bool, applied: int | None, verdict: s
         _print_repo_tests(answer.repo_tests, answer.repo_tests_skipped)
     if explain and answer.served_by:  # which trained artifact chose the demonstrations, or why none did
         out.print(f"[bold]Retriever[/]: {escape(answer.served_by)}", markup=True)
+    if explain and answer.ranker_served_by:  # the same for the trained discriminator
+        out.print(f"[bold]Ranker[/]: {escape(answer.ranker_served_by)}", markup=True)
     _print_result(answer.result, answer.source, explain, applied)
     if answer.repaired is not None and answer.repaired.rounds:
         _print_repair(answer.repaired, explain)
