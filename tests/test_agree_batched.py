@@ -8,7 +8,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -309,8 +308,8 @@ def running_max(values: list[int]) -> list[int]:
 def test_samples_and_tests_are_the_same_with_the_batching_on_and_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The 0.5B on the OpenVINO engine, a fresh engine for each way (as two commands): the stub's samples (text,
-    tokens, finish) and agree's written tests are byte-identical; log-probabilities within float noise."""
+    """The 0.5B on the OpenVINO engine, a fresh engine for each way (as two commands): agree's test request is
+    built for the candidates drawn and written in both ways (not byte-identical: see below)."""
     monkeypatch.setenv("ASSIST_AGREE_BATCH", "on")
     from assistant.backends.ov import OpenVINOBackend
     from assistant.core.agreement import entry_point, signature, tests_request
@@ -342,14 +341,15 @@ def test_samples_and_tests_are_the_same_with_the_batching_on_and_off(
         assert side.key == tests_request(request.query, name, signature(candidates, name), engine.model)[2]
         runs[way] = (drawn.completions, tests, engine.usage.requests)
     apart, beside = runs["apart"][0], runs["beside"][0]
-    # The samples: the same tokens (text, count, finish, cut), so the same candidates and agree's clusters. Their
-    # log-probabilities may part by float noise where rows are decoded beside other rows (measured: one row of
-    # five, up to 0.03 on one token): what the logprob ranker, after agree, reads.
-    assert [replace(c, logprobs=None) for c in beside] == [replace(c, logprobs=None) for c in apart]
-    for one, other in zip(beside, apart, strict=True):
-        assert one.logprobs is not None and other.logprobs is not None
-        assert max(abs(a - b) for a, b in zip(one.logprobs, other.logprobs, strict=True)) < 0.05
-    assert runs["beside"][1] == runs["apart"][1]  # the tests, every field
+    # Rows decoded beside other rows may part by float noise, and a sampled token can then differ: neither the
+    # samples nor agree's tests are byte-identical between the two ways (measured: 3 of 8 stubs identical; this
+    # test saw them equal in one session and a sample part in the next). That is why the batching is off by
+    # default until `benchmarks/agree_cost.py` decides it. What holds: as many samples, each with its
+    # log-probabilities, and agree's tests written for the same request (asserted above) in both ways.
+    assert len(beside) == len(apart) == params.n
+    assert all(c.logprobs for c in (*beside, *apart))
+    assert runs["beside"][1] and runs["apart"][1]
+    assert all("running_max" in c.text for c in (*runs["beside"][1], *runs["apart"][1]))
     assert runs["apart"][2] == runs["beside"][2] == 2
 
 
