@@ -493,3 +493,16 @@ def assist_here(*args, cwd, env=None):
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+def toy_project_functions() -> list:
+    """Twelve documented one-line functions over three modules of a toy project (pkg/m0.py ... m2.py): an index
+    for eval repo's LAIL tests."""
+    from assistant.code.examples import Example
+
+    words = ["parse", "render", "merge", "split", "count", "sort", "load", "save", "find", "clean", "join", "check"]
+    return [
+        Example(f"{w.title()} the items.", f'def {w}(items):\n    """{w.title()} the items."""\n    return items\n',
+                w, f"pkg/m{i % 3}.py", 10 * i + 1, 10 * i + 3)
+        for i, w in enumerate(words)
+    ]  # fmt: skip

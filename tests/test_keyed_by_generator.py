@@ -23,7 +23,7 @@ from assistant.pipeline.options import GenerationOptions
 from assistant.pipeline.pipeline import Pipeline
 from assistant.pipeline.registry import auto_ranker, make_rankers, make_retriever
 
-from .conftest import ScriptedBackend
+from .conftest import ScriptedBackend, toy_project_functions
 from .test_trained_retrievers import POOL
 
 SMALL = "qwen2.5-coder-0.5b"
@@ -287,17 +287,11 @@ def test_eval_repo_retrieves_with_the_generic_selfracg_adapters_trained_for_the_
 
 
 def test_eval_repo_keeps_a_lail_retriever_for_each_model_that_labels(encoder) -> None:
-    from assistant.code.examples import Example
     from assistant.evaluate.repo.run import heldout_lail
     from assistant.evaluate.repo.tasks import FunctionTask
     from assistant.indexing.index import build_index
 
-    words = ["parse", "render", "merge", "split", "count", "sort", "load", "save", "find", "clean", "join", "check"]
-    examples = [
-        Example(f"{w.title()} the items.", f'def {w}(items):\n    """{w.title()} the items."""\n    return items\n',
-                w, f"pkg/m{i % 3}.py", 10 * i + 1, 10 * i + 3)
-        for i, w in enumerate(words)
-    ]  # fmt: skip
+    examples = toy_project_functions()
     index = build_index(examples, encoder, source={"kind": "repo-bench", "name": "toy"})
     task = FunctionTask("toy:pkg/m1.py::render", "toy", "pkg/m1.py", "render", 11, 11, 13, "Render the items.",
                         "return []", ("tests/test_m.py::test_render",))  # fmt: skip

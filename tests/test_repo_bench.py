@@ -35,7 +35,7 @@ from assistant.evaluate.repo.tasks import FunctionTask, function_tasks, line_tas
 from assistant.indexing.fragments import fragment_holding, split_fragments
 from assistant.indexing.index import build_index
 from assistant.sandbox.project import ProjectLimits, run_pytest
-from tests.conftest import ScriptedBackend, write_files
+from tests.conftest import ScriptedBackend, toy_project_functions, write_files
 
 # The CPU limit stops an endless loop; both leave room for a busy or slow machine (a 4 s wall limit failed under
 # load; a 3 s CPU limit failed once in CI on a 2-core AVX-only machine, where a passing run takes about 1.9 s).
@@ -275,12 +275,7 @@ def test_tstr_learns_from_the_projects_functions_less_every_task(encoder) -> Non
 def test_lail_labels_and_learns_from_the_projects_documented_functions_less_every_task(encoder) -> None:
     from assistant.methods.lail import LailConfig
 
-    words = ["parse", "render", "merge", "split", "count", "sort", "load", "save", "find", "clean", "join", "check"]
-    examples = [
-        Example(f"{w.title()} the items.", f'def {w}(items):\n    """{w.title()} the items."""\n    return items\n',
-                w, f"pkg/m{i % 3}.py", 10 * i + 1, 10 * i + 3)
-        for i, w in enumerate(words)
-    ]  # fmt: skip
+    examples = toy_project_functions()
     # Undocumented code: a candidate, never a query (its requirement is made up from its name).
     examples += [Example("Helper: (x)", "def helper(x):\n    return x\n", "helper", "pkg/h.py", 1, 2)]
     index = build_index(examples, encoder, source={"kind": "repo-bench", "name": "toy"})
