@@ -75,11 +75,11 @@ ASSISTANT_TOKENS = 4
 # offered as the draft (an answer that copies its prompt's names gains; others pay a little).
 LOOKUP_NGRAM = 3
 LOOKUP_TOKENS = 4
-# What `local.decoding = "auto"` drafts sampled rows with, per model: only what measured faster. On a 2-core CPU
-# (benchmarks/decoding_speed.py, 96 tokens, load ~2) neither drafting did, for the 1.5B: greedy 17.8 / 18.2 tok/s
-# plain (stub fill / request) against 16.7 / 11.7 speculative and 17.5 / 14.7 prompt lookup; five sampled rows
-# 56.3 / 55.8 plain against 26.7 / 41.1 and 36.2 / 33.0 (the 0.5B draft costs half a 1.5B step here, and
-# speculative reads each row's prompt afresh). So auto is plain everywhere; the settings stay for other CPUs.
+# What `local.decoding = "auto"` drafts sampled rows with, per model: only what measured faster. On an idle 2-core
+# CPU (benchmarks/speed_report.py's decoding part, 96 tokens, 2026-12-05) neither drafting did, for the 1.5B: greedy
+# 23.2 / 24.5 tok/s plain (stub fill / request) against 18.7 / 19.3 speculative and 22.0 / 20.0 prompt lookup; five
+# sampled rows 68.2 / 67.0 plain against 34.5 / 58.3 and 42.2 / 39.4 (the 0.5B draft costs half a 1.5B step here,
+# and speculative reads each row's prompt afresh). So auto is plain everywhere; the settings stay for other CPUs.
 AUTO_DECODING: dict[str, str] = {}
 
 
