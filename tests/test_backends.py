@@ -77,6 +77,22 @@ def test_the_default_sample_batch_samples_each_prompt_in_turn_with_its_own_seed(
         backend.sample_batch([ONE, TWO], params, seeds=[1])
 
 
+@pytest.mark.parametrize("engine", ["ov", "warm"])
+def test_the_engines_that_decode_prompts_together_refuse_seeds_that_are_not_one_per_prompt(engine: str) -> None:
+    # Their own sample_batch (and the warm client's sample_groups) refuse before any model or server is asked,
+    # so an engine with nothing loaded isolates the check.
+    from assistant.backends import SampleGroup
+    from assistant.backends.ov import OpenVINOBackend
+    from assistant.backends.warm import WarmBackend
+
+    backend = object.__new__(OpenVINOBackend if engine == "ov" else WarmBackend)
+    with pytest.raises(ValueError, match="one seed per prompt"):
+        backend.sample_batch([ONE, TWO], SamplingParams(), seeds=[1])
+    if engine == "warm":
+        with pytest.raises(ValueError, match="one seed per prompt"):
+            backend.sample_groups([SampleGroup((ONE, TWO), SamplingParams(), (1,))])
+
+
 def test_the_default_sample_batch_reports_progress_over_the_whole_call_and_stops_when_a_step_raises() -> None:
     backend = Echo()
     seen: list[tuple[int, int]] = []

@@ -106,6 +106,15 @@ def check_prompt(prompt: Prompt) -> None:
 # callback that raises stops the sampling there, which is how interactive callers cancel it.
 Step = Callable[[int, int], None]
 
+# A seed for each prompt of a sampling call, in the prompts' order (None: that prompt draws afresh).
+Seeds = Sequence[int | None]
+
+
+def check_seeds(prompts: Sequence[Prompt], seeds: Seeds | None) -> None:
+    """Refuse seeds that are not one per prompt (every backend's `sample_batch` and `sample_groups` ask this)."""
+    if seeds is not None and len(seeds) != len(prompts):
+        raise ValueError("one seed per prompt")
+
 
 # on_text(call, text) inside a `streaming` block: the first row of the block's `call`-th sampling call (0, 1, ...)
 # as it is written, i.e. the answer's opening (`Prompt.answer_prefix`) and the text decoded so far, cut at the stop
@@ -280,11 +289,7 @@ class Backend:
         raise NotImplementedError
 
     def sample_batch(
-        self,
-        prompts: Sequence[Prompt],
-        params: SamplingParams,
-        step: Step | None = None,
-        seeds: Sequence[int | None] | None = None,
+        self, prompts: Sequence[Prompt], params: SamplingParams, step: Step | None = None, seeds: Seeds | None = None
     ) -> list[list[Completion]]:
         """`params.n` continuations for each prompt, in order; `seeds` gives each prompt its own seed (default:
         `params.seed` for all), so a prompt's samples do not depend on which prompts share the call.
@@ -293,8 +298,7 @@ class Backend:
         progress (prompt i's (done, total) as (i * total + done, len(prompts) * total)). Backends that decode
         several prompts together override it and set `batches_prompts`.
         """
-        if seeds is not None and len(seeds) != len(prompts):
-            raise ValueError("one seed per prompt")
+        check_seeds(prompts, seeds)
         results = []
         for position, prompt in enumerate(prompts):
             own = params if seeds is None else replace(params, seed=seeds[position])

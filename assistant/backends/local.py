@@ -20,10 +20,12 @@ from assistant.backends import (
     Progress,
     RowStream,
     SamplingParams,
+    Seeds,
     Step,
     TokenLogprobs,
     Usage,
     check_prompt,
+    check_seeds,
     check_text,
     row_stream,
 )
@@ -207,11 +209,7 @@ class LocalBackend(Backend):
         return self.sample_batch([prompt], params, step)[0]
 
     def sample_batch(
-        self,
-        prompts: Sequence[Prompt],
-        params: SamplingParams,
-        step: Step | None = None,
-        seeds: Sequence[int | None] | None = None,
+        self, prompts: Sequence[Prompt], params: SamplingParams, step: Step | None = None, seeds: Seeds | None = None
     ) -> list[list[Completion]]:
         """`params.n` candidates for each of several prompts, decoded together in one batch.
 
@@ -233,9 +231,8 @@ class LocalBackend(Backend):
         for prompt in prompts:
             self.check_fits(prompt, params.max_new_tokens)
             encoded.append(self.tokenizer(self.render(prompt), add_special_tokens=False)["input_ids"])
+        check_seeds(prompts, seeds)
         seeds = list(seeds) if seeds is not None else [params.seed] * len(prompts)
-        if len(seeds) != len(prompts):
-            raise ValueError("one seed per prompt")
         rows = _Rows(prompts, 1 if params.temperature <= 0 else params.n, self.tokenizer.decode)
         generators = self._row_generators(rows, seeds)
         stream = row_stream(prompts[0].answer_prefix, prompts[0].stop)
@@ -256,7 +253,7 @@ class LocalBackend(Backend):
         )
         return results
 
-    def _row_generators(self, rows: _Rows, seeds: Sequence[int | None]) -> list[torch.Generator]:
+    def _row_generators(self, rows: _Rows, seeds: Seeds) -> list[torch.Generator]:
         """One random generator per row, seeded by (its prompt's seed, its number); unseeded prompts draw afresh."""
         import torch
 

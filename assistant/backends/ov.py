@@ -43,9 +43,11 @@ from assistant.backends import (
     RowStream,
     SampleGroup,
     SamplingParams,
+    Seeds,
     Step,
     TokenLogprobs,
     Usage,
+    check_seeds,
     row_stream,
 )
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
@@ -344,17 +346,12 @@ class OpenVINOBackend(ConvertedBackend):
         return config
 
     def sample_batch(
-        self,
-        prompts: Sequence[Prompt],
-        params: SamplingParams,
-        step: Step | None = None,
-        seeds: Sequence[int | None] | None = None,
+        self, prompts: Sequence[Prompt], params: SamplingParams, step: Step | None = None, seeds: Seeds | None = None
     ) -> list[list[Completion]]:
         """`params.n` candidates for each prompt, all decoded together; each prompt has its own seed (`seeds`, else
         `params.seed`), so its samples do not depend on its neighbours. A row stops at an end token or its closing
         fence; `step` hears the decoding's progress and may raise to cancel it."""
-        if seeds is not None and len(seeds) != len(prompts):
-            raise ValueError("one seed per prompt")
+        check_seeds(prompts, seeds)
         prompt_tokens = sum(self.check_fits(prompt, params.max_new_tokens) for prompt in prompts)
         texts = [self.render(prompt) for prompt in prompts]
         stream = row_stream(prompts[0].answer_prefix, prompts[0].stop) if prompts else None
@@ -372,8 +369,7 @@ class OpenVINOBackend(ConvertedBackend):
             return super().sample_groups(groups, step)
         parts, prompt_tokens = [], 0
         for group in groups:
-            if group.seeds is not None and len(group.seeds) != len(group.prompts):
-                raise ValueError("one seed per prompt")
+            check_seeds(group.prompts, group.seeds)
             prompt_tokens += sum(self.check_fits(prompt, group.params.max_new_tokens) for prompt in group.prompts)
             stops = [prompt.stop for prompt in group.prompts]
             parts.append(_Texts([self.render(p) for p in group.prompts], group.params, stops, group.seeds))
@@ -391,7 +387,7 @@ class OpenVINOBackend(ConvertedBackend):
         params: SamplingParams,
         stops: Sequence[Sequence[str]],
         step: Step | None = None,
-        seeds: Sequence[int | None] | None = None,
+        seeds: Seeds | None = None,
         prompt_tokens: int | None = None,
         stream: RowStream | None = None,
     ) -> list[list[Completion]]:
@@ -587,7 +583,7 @@ class _Texts:
     texts: Sequence[str]
     params: SamplingParams
     stops: Sequence[Sequence[str]]
-    seeds: Sequence[int | None] | None = None
+    seeds: Seeds | None = None
 
 
 @dataclass

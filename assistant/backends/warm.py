@@ -37,9 +37,11 @@ from assistant.backends import (
     Completion,
     SampleGroup,
     SamplingParams,
+    Seeds,
     Step,
     TokenLogprobs,
     Usage,
+    check_seeds,
     row_stream,
 )
 from assistant.backends.local import ConvertedBackend, read_prompt_files
@@ -380,16 +382,11 @@ class WarmBackend(ConvertedBackend):
         return self._identity
 
     def sample_batch(
-        self,
-        prompts: Sequence[Prompt],
-        params: SamplingParams,
-        step: Step | None = None,
-        seeds: Sequence[int | None] | None = None,
+        self, prompts: Sequence[Prompt], params: SamplingParams, step: Step | None = None, seeds: Seeds | None = None
     ) -> list[list[Completion]]:
         """The server's engine's `sample_batch` on these prompts; a prompt that cannot fit is refused here first,
         with the engine's own words."""
-        if seeds is not None and len(seeds) != len(prompts):
-            raise ValueError("one seed per prompt")
+        check_seeds(prompts, seeds)
         for prompt in prompts:
             self.check_fits(prompt, params.max_new_tokens)
         # Someone listening (a terminal) hears the first row as the server's engine writes it.
@@ -408,8 +405,7 @@ class WarmBackend(ConvertedBackend):
         """The server's engine's `sample_groups` on these groups, in one request; a server started by an assist
         that lacks that call (it answers "no such endpoint") gets the groups one after another."""
         for group in groups:
-            if group.seeds is not None and len(group.seeds) != len(group.prompts):
-                raise ValueError("one seed per prompt")
+            check_seeds(group.prompts, group.seeds)
             for prompt in group.prompts:
                 self.check_fits(prompt, group.params.max_new_tokens)
         first = groups[0].prompts[0] if groups and groups[0].prompts else None
