@@ -8,13 +8,15 @@ Every long method takes a `progress(stage, done, total)` callback; a callback th
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +70,7 @@ class State:
     result: GenerateResult | None = None
     target: str | None = None  # display path of the target file
     function: str | None = None  # the stub being filled in the target file, if any
+    replace: tuple[str, ...] = ()  # the target file's definitions the candidates may rewrite (a plain request)
     tests: list[str] = field(default_factory=list)
     repo_tests: RepoTests | None = None  # filling a stub: the repo's tests that ran on its candidates
     repo_tests_skipped: str | None = None  # why none ran (None: they ran, or none mention the function)
@@ -240,6 +243,18 @@ class Session:
 
         return [stub.qualname for stub in list_stubs(read_target(self.target_path(display)), display)]
 
+    def definitions(self, display: str) -> list[str]:
+        """The target file's top-level functions and classes and its classes' members (`Class.method`), in file
+        order: what a plain request's candidates may be allowed to rewrite (the names `replace` accepts)."""
+        tree = Target.read(self.target_path(display)).tree
+        kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        names: list[str] = []
+        for node in (n for n in tree.body if isinstance(n, kinds)):
+            names.append(node.name)
+            if isinstance(node, ast.ClassDef):
+                names.extend(f"{node.name}.{member.name}" for member in node.body if isinstance(member, kinds))
+        return names
+
     def query(self, requirement: str, target: str | None, function: str | None) -> str:
         """What to retrieve with: the requirement, else (filling a stub) the stub's docstring. Filling one, the
         request is resolved here (its file read, its stub found) for the `retrieve` and `generate` that follow."""
@@ -250,30 +265,38 @@ class Session:
             return requirement
         return request.stub.docstring or ""
 
-    def prepare(self, requirement: str, target: str | None, function: str | None) -> Request:
-        """The request for `requirement` (with a `target` file; filling its stub `function`), resolved once: the
-        file read and the stub found (:meth:`Request.resolve`). It is kept: the `retrieve` and `generate` that
-        follow for the same target and stub use it while the file is unchanged, rather than read it again."""
+    def prepare(
+        self, requirement: str, target: str | None, function: str | None, replace: Sequence[str] = ()
+    ) -> Request:
+        """The request for `requirement` (with a `target` file; filling its stub `function`, or allowed to rewrite
+        its definitions `replace`), resolved once: the file read, the stub or the names found
+        (:meth:`Request.resolve`). It is kept: the `retrieve` and `generate` that follow for the same target, stub
+        and names use it while the file is unchanged, rather than read it again."""
         if function is not None and not target:
             raise UsageError("pick the target file first; the stub to fill is one of its functions")
         path = self.target_path(target) if target else None
-        request = Request.resolve(requirement, file=path, function=function, repo_tests=False, name=target)
+        request = Request.resolve(
+            requirement, file=path, function=function, replace=replace, repo_tests=False, name=target
+        )
         self._prepared = (_file_key(path), request)
         return request
 
-    def _resolved(self, requirement: str | None, target: str | None, function: str | None) -> Request:
-        """The request :meth:`prepare` resolved for this target and stub if the file is unchanged since (and the
-        requirement was given or not as now; None: either), else resolved now."""
+    def _resolved(
+        self, requirement: str | None, target: str | None, function: str | None, replace: Sequence[str] = ()
+    ) -> Request:
+        """The request :meth:`prepare` resolved for this target, stub and names to rewrite if the file is unchanged
+        since (and the requirement was given or not as now; None: either), else resolved now."""
         path = self.target_path(target) if target else None
         if self._prepared is not None:
             key, request = self._prepared
             given = bool(request.requirement.strip())
-            same = (request.function, request.file) == (function, path) and key == _file_key(path)
+            asked = (function, path, tuple(replace))
+            same = (request.function, request.file, request.replace) == asked and key == _file_key(path)
             if same and requirement is None:
                 return request
             if same and requirement is not None and given == bool(requirement.strip()):
-                return replace(request, requirement=requirement)
-        return self.prepare(requirement or "", target, function)
+                return dataclasses.replace(request, requirement=requirement)
+        return self.prepare(requirement or "", target, function, replace)
 
     # -- generation --------------------------------------------------------------------------------------
 
@@ -304,20 +327,24 @@ class Session:
         tests: Sequence[str] = (),
         demonstrations: Sequence[Hit] | None = None,
         function: str | None = None,
+        replace: Sequence[str] = (),
         progress: Progress = _quiet,
     ) -> GenerateResult:
         """Generate candidates, scored by every available ranker and sorted by the active one.
 
         With `function` (a stub of `target`), fill that stub: the requirement may be empty (the docstring is
-        the requirement), candidates replace only its body, and the token limit is sized to the docstring."""
+        the requirement), candidates replace only its body, and the token limit is sized to the docstring.
+        Otherwise a candidate's redefinitions of what `target` already has are left out of its edit, except those
+        `replace` names (functions, classes, `Class.method`: :meth:`definitions`), which it may rewrite."""
         if function is not None and not target:
             raise UsageError("pick the target file first; the stub to fill is one of its functions")
         if not requirement.strip() and function is None:
             raise UsageError("the requirement is empty; say what the code should do")
-        request = self._resolved(requirement, target, function)  # refused now, not after sampling
+        request = self._resolved(requirement, target, function, replace)  # refused now, not after sampling
         self._prepared = None  # the next request reads its file again
         self.state.target = target
         self.state.function = function
+        self.state.replace = request.replace
         self.state.tests = list(tests)
         if function is not None and self.options.fragments:
             demonstrations = None  # the pipeline retrieves the fragments that take their place
@@ -327,7 +354,7 @@ class Session:
                 query = request.stub.docstring or ""
             demonstrations = self.retrieve(query, target, progress, function)
         plan = self._repo_tests(request.target, function)
-        request = replace(
+        request = dataclasses.replace(
             request,
             tests=tuple(tests),
             demonstrations=demonstrations,
@@ -367,6 +394,7 @@ class Session:
             file=self.target_path(target) if target else None,
             tests=tuple(self.state.tests),
             root=self.root or self.start,
+            replace=self.state.replace,
         )
         updated = self.pipeline.resample(result, position, request, progress=progress)
         self.state.result = updated
@@ -406,7 +434,7 @@ class Session:
         candidates = list(result.candidates)
         # Only this candidate gets an exec score; the others show none until they are run too.
         candidates[position] = Ranked(item.candidate, {**item.scores, "exec": _exec_score(outcome)})
-        self.state.result = replace(result, candidates=candidates)
+        self.state.result = dataclasses.replace(result, candidates=candidates)
         return outcome
 
     def _home(self, position: int) -> ModuleHome | None:
@@ -529,14 +557,15 @@ class Session:
                     continue
                 kept = Taken(taken.body, item.candidate.dropped, item.candidate.imports)
                 edits.append(plan_fill(file or path, stub, kept, self.root or self.start))
-            self.state.result = replace(result, edits=edits)
+            self.state.result = dataclasses.replace(result, edits=edits)
             return
         for item in result.candidates:
-            try:  # the rule generate planned them by: the file's own definitions are left as they are
-                edits.append(file.plan_edit(item.candidate.code, self.root or self.start, ()) if file else None)
+            try:  # the rule generate planned them by: the file's own definitions stay, but for those it may rewrite
+                rewrite = self.state.replace
+                edits.append(file.plan_edit(item.candidate.code, self.root or self.start, rewrite) if file else None)
             except AssistError:
                 edits.append(None)
-        self.state.result = replace(result, edits=edits)
+        self.state.result = dataclasses.replace(result, edits=edits)
 
     # -- history -----------------------------------------------------------------------------------------
 

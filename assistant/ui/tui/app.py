@@ -60,6 +60,11 @@ class AssistApp(App[None]):
             yield SystemCommand(
                 "Fill a stub", "Pick a stub of the target file; only its body is written (f3)", screen.action_pick_stub
             )
+            yield SystemCommand(
+                "Allow rewriting a definition",
+                "Pick a function, class or method of the target file the candidates may rewrite (f4)",
+                screen.action_pick_rewrite,
+            )
 
 
 def terminal_restorer(app: App[Any]) -> Callable[[], None]:

@@ -65,6 +65,7 @@ class MainScreen(Screen[None]):
         Binding("ctrl+l", "history", "Log", priority=True),
         Binding("f2", "copy", "Copy"),
         Binding("f3", "pick_stub", "Stub", show=False),  # also in the ctrl+p palette: "Fill a stub"
+        Binding("f4", "pick_rewrite", "Rewrite", show=False),  # in the palette: "Allow rewriting a definition"
         Binding("escape", "cancel", "Cancel", show=False),
     ]
 
@@ -73,6 +74,9 @@ class MainScreen(Screen[None]):
         self.session = session
         self.target = target
         self.function: str | None = None  # the stub of the target file to fill (f3), if any
+        # The target file's definitions the next requests' candidates may rewrite (f4); others they re-type are
+        # left out of their edits.
+        self.may_rewrite: list[str] = []
         self.tests: list[str] = []
         # The request the tests last ranked (requirement, target, stub): another request does not run them unless
         # the user keeps them (saves them again with ctrl+t).
@@ -148,6 +152,7 @@ class MainScreen(Screen[None]):
             n=options.n,
             k=options.k,
             tests=len(self.tests),
+            rewrite=self.may_rewrite,
         )
 
     def show_result(self) -> None:
@@ -245,6 +250,7 @@ class MainScreen(Screen[None]):
             return
         function = self.function
         target = self.target
+        rewrite = list(self.may_rewrite)
         if self.tests and self.tests_for not in (None, (requirement, target, function)):
             # Typed for an earlier request: they would rank this one by tests it was never meant to pass.
             self.app.notify(
@@ -275,6 +281,7 @@ class MainScreen(Screen[None]):
                     tests=tests,
                     demonstrations=hits,
                     function=function,
+                    replace=rewrite,
                     progress=progress,
                 )
 
@@ -451,14 +458,19 @@ class MainScreen(Screen[None]):
             except AssistError as exc:
                 self.app.notify(str(exc), severity="error")
                 return
-            if (name or None) != self.target:
-                self.hits_for = ""  # demonstrations are retrieved again, without the new target's own code
-                self.function = None  # a stub belongs to the file it was picked in
-            self.target = name or None
-            self.show_info()
+            self.retarget(name or None)
             self.set_message(f"Target: {name}; ctrl+g generates for it" if name else "No target file")
 
         self.app.push_screen(FilePicker(self.session.tracked_files()), picked)
+
+    def retarget(self, target: str | None) -> None:
+        """Make `target` the target file; what was picked in another one is dropped."""
+        if target != self.target:
+            self.hits_for = ""  # demonstrations are retrieved again, without the new target's own code
+            self.function = None  # a stub belongs to the file it was picked in
+            self.may_rewrite = []  # and so do the definitions that may be rewritten
+        self.target = target
+        self.show_info()
 
     def action_pick_stub(self) -> None:
         """Pick a stub of the target file to fill (fuzzy, like the file picker); its docstring is the requirement."""
@@ -481,9 +493,13 @@ class MainScreen(Screen[None]):
                 return
             self.function = name or None
             self.hits_for = ""
+            message = f"Filling {name}: ctrl+g writes its body" if name else "Not filling a stub"
+            if name and self.may_rewrite:  # a fill rewrites the stub's body and nothing else
+                self.may_rewrite = []
+                message += "; nothing else may be rewritten"
             self.requirement_box.filling(self.function)
             self.show_info()
-            self.set_message(f"Filling {name}: ctrl+g writes its body" if name else "Not filling a stub")
+            self.set_message(message)
 
         self.app.push_screen(
             FilePicker(
@@ -492,6 +508,55 @@ class MainScreen(Screen[None]):
                 placeholder="function or Class.method",
                 none_label="(no stub: write new code)",
                 allow_new=False,
+            ),
+            picked,
+        )
+
+    def action_pick_rewrite(self) -> None:
+        """Pick a definition of the target file (function, class or `Class.method`) that the next requests'
+        candidates may rewrite, or take it back (picked again); the others they re-type are left out of their
+        edits, as `generate --replace NAME` says on the command line. "(none)" takes them all back."""
+        if not self.target:
+            self.app.notify("Pick the target file first (ctrl+f); then f4 lists its definitions", severity="warning")
+            return
+        if self.function:
+            self.app.notify(
+                f"Filling {self.function} rewrites its body only; f3 → (no stub) first to rewrite other definitions",
+                severity="warning",
+            )
+            return
+        try:
+            names = self.session.definitions(self.target)
+        except AssistError as exc:
+            self.app.notify(str(exc), severity="error")
+            return
+        if not names and not self.may_rewrite:
+            self.app.notify(f"{self.target} defines no functions or classes: nothing to rewrite", severity="warning")
+            return
+
+        def picked(name: str | None) -> None:
+            if name is None:
+                return
+            if not name:
+                self.may_rewrite = []
+            elif name in self.may_rewrite:
+                self.may_rewrite.remove(name)
+            else:
+                self.may_rewrite.append(name)
+            self.show_info()
+            if self.may_rewrite:
+                self.set_message(f"May rewrite: {', '.join(self.may_rewrite)}; f4 again takes one back")
+            else:
+                self.set_message("May rewrite nothing: candidates' redefinitions of the file's code are left out")
+
+        self.app.push_screen(
+            FilePicker(
+                names,
+                label="May rewrite (type to filter, Enter toggles, Escape to cancel)",
+                placeholder="function, Class or Class.method",
+                none_label="(none: rewrite nothing)",
+                allow_new=False,
+                marked=self.may_rewrite,
             ),
             picked,
         )
@@ -552,8 +617,7 @@ class MainScreen(Screen[None]):
                 return
             self.requirement_box.recall(str(entry.get("requirement", "")))
             if entry.get("target"):
-                self.target = str(entry["target"])
-                self.show_info()
+                self.retarget(str(entry["target"]))
             self.set_message("Loaded from history; ctrl+g generates again")
 
         self.app.push_screen(HistoryScreen(self.session.history()), chosen)

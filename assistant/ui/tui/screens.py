@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -22,6 +23,7 @@ from assistant.ui.session import Options
 from assistant.ui.text import printable
 
 NO_FILE = "\0none"
+MARK = "  ✓"  # after a name the picker shows as chosen already
 RANKER_CHOICES = ("auto", "logprob", "condor", "exec", "first", "random", "exec+logprob", "exec+condor")
 # The settings form's switches for filling a stub, in the order shown: (Options field and widget id, label,
 # tooltip). Each is generate's flag of that name (--apis, --own-file, --fragments, --redraw).
@@ -84,7 +86,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
 class FilePicker(ModalScreen[str | None]):
     """Fuzzy-pick the target file from the repo's tracked Python files (or type a new path); with other
-    labels, any name from a list (the stub picker). Dismisses with the name, "" for none, None on cancel."""
+    labels, any name from a list (the stub picker; the rewrite picker, which marks the names already chosen).
+    Dismisses with the name, "" for none, None on cancel."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
@@ -99,6 +102,7 @@ class FilePicker(ModalScreen[str | None]):
         placeholder: str = "path/to/file.py",
         none_label: str = "(no target file)",
         allow_new: bool = True,
+        marked: Collection[str] = (),
     ) -> None:
         super().__init__()
         self.files = files
@@ -106,6 +110,7 @@ class FilePicker(ModalScreen[str | None]):
         self.placeholder = placeholder
         self.none_label = none_label
         self.allow_new = allow_new
+        self.marked = frozenset(marked)  # shown with a mark after the name
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="picker"):
@@ -131,7 +136,8 @@ class FilePicker(ModalScreen[str | None]):
         else:
             matches = [(Text(printable(name)), name) for name in self.files]
             options.add_option(Option(self.none_label, id=NO_FILE))
-        options.add_options([Option(label, id=name) for label, name in matches[:200]])
+        marked = [(label + MARK if name in self.marked else label, name) for label, name in matches[:200]]
+        options.add_options([Option(label, id=name) for label, name in marked])
         if options.option_count:
             options.highlighted = 0
 
