@@ -271,13 +271,23 @@ def replaceable_names(replace: Collection[str] | None) -> Callable[[str], bool]:
     return lambda name: name in wanted or name.split(".")[0] in wanted or name.rsplit(".", 1)[-1] in wanted
 
 
+def definition_names(tree: ast.Module) -> list[str]:
+    """The file's top-level functions and classes and its classes' members (`Class.method`), in file order: the
+    names a request may allow its candidates to rewrite."""
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    names: list[str] = []
+    for node in (n for n in tree.body if isinstance(n, kinds)):
+        names.append(node.name)
+        if isinstance(node, ast.ClassDef):
+            names.extend(f"{node.name}.{member.name}" for member in node.body if isinstance(member, kinds))
+    return names
+
+
 def check_replace_names(tree: ast.Module, names: Collection[str], display: str) -> None:
     """A one-line UsageError for a name to replace that the file does not define at its top level (a function or
-    class, or `Class.method`)."""
-    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
-    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        members = [m.name for m in cls.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
-        defined.update([f"{cls.name}.{m}" for m in members] + members)
+    class, or `Class.method`; a member's bare name too)."""
+    listed = definition_names(tree)
+    defined = {*listed, *(name.split(".", 1)[1] for name in listed if "." in name)}
     for name in names:
         if name not in defined:
             shown = ", ".join(sorted(d for d in defined if "." not in d)[:8]) or "none"

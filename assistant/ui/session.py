@@ -8,7 +8,6 @@ Every long method takes a `progress(stage, done, total)` callback; a callback th
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import hashlib
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from assistant.backends import Backend
-from assistant.code.edit import Edit, apply_edit, read_target, source_bytes, unstaged_changes
+from assistant.code.edit import Edit, apply_edit, definition_names, read_target, source_bytes, unstaged_changes
 from assistant.code.git import tracked_python_files
 from assistant.config import Settings, backend_settings, load_settings
 from assistant.core.generation import GenerateResult
@@ -246,14 +245,7 @@ class Session:
     def definitions(self, display: str) -> list[str]:
         """The target file's top-level functions and classes and its classes' members (`Class.method`), in file
         order: what a plain request's candidates may be allowed to rewrite (the names `replace` accepts)."""
-        tree = Target.read(self.target_path(display)).tree
-        kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-        names: list[str] = []
-        for node in (n for n in tree.body if isinstance(n, kinds)):
-            names.append(node.name)
-            if isinstance(node, ast.ClassDef):
-                names.extend(f"{node.name}.{member.name}" for member in node.body if isinstance(member, kinds))
-        return names
+        return definition_names(Target.read(self.target_path(display)).tree)
 
     def query(self, requirement: str, target: str | None, function: str | None) -> str:
         """What to retrieve with: the requirement, else (filling a stub) the stub's docstring. Filling one, the
