@@ -80,3 +80,30 @@ def test_exemplars_are_retrieved_by_code() -> None:
     assert (
         index.search("def load(p):\n    return open(p).read()", 2, exclude=lambda e: e.name == "read")[0].name == "add"
     )
+
+
+def test_docstring_strategies_are_paired_by_function_against_dense() -> None:
+    from assistant.evaluate.docstring_eval import paired_rows, paired_table
+
+    def record(strategy: str, item: str, hypothesis: str) -> dict:
+        return {
+            "strategy": strategy,
+            "item": item,
+            "reference": "return the squares of a list",
+            "hypothesis": hypothesis,
+        }
+
+    records = [
+        record("dense", "a", "return the squares"),
+        record("dense", "b", "compute things"),
+        record("jointcom", "a", "return the squares of a list"),  # better on a
+        record("jointcom", "b", "compute things"),  # level on b
+        record("jointcom", "c", "only jointcom ran this one"),  # unpaired: left out
+    ]
+    (row,) = paired_rows(records)
+    assert (row["strategy"], row["versus"], row["n"]) == ("jointcom", "dense", 2)
+    mean, low, high = row["sentence_bleu4"]
+    assert mean > 0 and low <= mean <= high
+    assert row["rouge_l"][0] > 0
+    assert "sentence BLEU-4 − dense" in paired_table([row])
+    assert paired_rows([r for r in records if r["strategy"] != "dense"]) == []  # no baseline, nothing paired

@@ -972,6 +972,8 @@ def docstring_eval(
         STRATEGIES,
         docstring_table,
         load_docstring_task,
+        paired_rows,
+        paired_table,
         run_docstring_eval,
         summarize_docstrings,
     )
@@ -999,9 +1001,13 @@ def docstring_eval(
         records = run_docstring_eval(items, indexes, generator, folder, k=k, progress=ui)
     rows = summarize_docstrings(records)
     table = docstring_table(rows)
+    versus = paired_rows(records)
+    if versus:  # the per-function differences a decision between two retrievers reads
+        table += f"\n\nPaired by function (95% bootstrap):\n\n{paired_table(versus)}"
+    atomic_write_text(folder / "records.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     atomic_write_text(folder / "report-docstring.md", f"# Docstrings on held-out stdlib modules\n\n{table}\n")
     if json_output:
-        out.print_json(json.dumps({"rows": rows, "split": split}))
+        out.print_json(json.dumps({"rows": rows, "versus": versus, "split": split}))
     else:
         out.print(f"{len(items)} functions from held-out modules: {', '.join(split['test_modules'][:12])}"
                   f"{' ...' if len(split['test_modules']) > 12 else ''} (all in {folder / 'split.json'})")  # fmt: skip
