@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -245,19 +245,15 @@ class LocalServer:
         if body.get("echo"):
             return self._echo(prompt)
         params, stops = _sampling(body)
-        self._check_fits(prompt, params.max_new_tokens)
-        (completions,) = self.backend.sample_texts([prompt], params, [stops], step=step)
-        choices = []
-        for index, completion in enumerate(completions):
-            choice: dict[str, Any] = {
-                "index": index,
-                "text": completion.text,
-                "finish_reason": completion.finish_reason,
-            }
-            if body.get("logprobs") is not None and completion.logprobs is not None:
-                choice["logprobs"] = {"token_logprobs": list(completion.logprobs)}
-            choices.append(choice)
-        return self._response("text_completion", prompt, choices, completions)
+        logprobs = body.get("logprobs") is not None
+
+        def choice(completion: Completion) -> dict[str, Any]:
+            fields: dict[str, Any] = {"text": completion.text, "finish_reason": completion.finish_reason}
+            if logprobs and completion.logprobs is not None:
+                fields["logprobs"] = {"token_logprobs": list(completion.logprobs)}
+            return fields
+
+        return self._sampled("text_completion", prompt, params, stops, step, choice)
 
     def chat(self, body: dict[str, Any], step: Step | None = None) -> dict[str, Any]:
         """`POST /v1/chat/completions`: the messages through the model's chat template, then candidates (`step`
@@ -276,20 +272,33 @@ class LocalServer:
             tokenize=False,
             add_generation_prompt=True,
         )
+        logprobs = bool(body.get("logprobs"))
+
+        def choice(completion: Completion) -> dict[str, Any]:
+            message = {"role": "assistant", "content": completion.text}
+            fields: dict[str, Any] = {"message": message, "finish_reason": completion.finish_reason}
+            entries = _token_entries(tokenizer, completion) if logprobs else None
+            if entries is not None:
+                fields["logprobs"] = {"content": entries}
+            return fields
+
+        return self._sampled("chat.completion", text, params, stops, step, choice)
+
+    def _sampled(
+        self,
+        kind: str,
+        text: str,
+        params: SamplingParams,
+        stops: tuple[str, ...],
+        step: Step | None,
+        choice: Callable[[Completion], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Both endpoints' answer: candidates continuing `text` (refused first if it and the token limit do not fit
+        the context), numbered choices of `choice`'s fields, and the usage."""
         self._check_fits(text, params.max_new_tokens)
         (completions,) = self.backend.sample_texts([text], params, [stops], step=step)
-        choices = []
-        for index, completion in enumerate(completions):
-            choice: dict[str, Any] = {
-                "index": index,
-                "message": {"role": "assistant", "content": completion.text},
-                "finish_reason": completion.finish_reason,
-            }
-            entries = _token_entries(tokenizer, completion)
-            if body.get("logprobs") and entries is not None:
-                choice["logprobs"] = {"content": entries}
-            choices.append(choice)
-        return self._response("chat.completion", text, choices, completions)
+        choices = [{"index": index, **choice(completion)} for index, completion in enumerate(completions)]
+        return self._response(kind, text, choices, completions)
 
     def _echo(self, prompt: str) -> dict[str, Any]:
         self._check_fits(prompt, 1)
