@@ -361,13 +361,13 @@ def test_explain_says_which_discriminator_ranked_or_that_none_serves_the_model(
     one = [Candidate("x = 1", 0, 1, logprobs=(-0.5,))]
     small = ScriptedBackend(model=SMALL)
     assert auto_ranker(small, one, has_tests=False) == "condor"
-    assert "condor" in available_rankers("auto", small, one, False)
+    assert "condor" in available_rankers(auto_ranker(small, one, False), small, one, False)
     why = ranker_served_by(make_rankers("condor", small), SMALL) or ""
     assert why == f"condor: the artifact in {folder} (trained for {SMALL}; 2026-12-01)"
     # The 1.5B generating: never offered nor used (the TUI's list too), and --explain says why none ranked.
     large = ScriptedBackend(model=LARGE)
     assert auto_ranker(large, one, has_tests=True) == "exec+logprob"
-    assert "condor" not in available_rankers("auto", large, one, True)
+    assert "condor" not in available_rankers(auto_ranker(large, one, True), large, one, True)
     why = ranker_served_by(make_rankers("exec+logprob", large), LARGE) or ""
     assert why.startswith(f"no trained discriminator ranked: the discriminator in {folder.parent}: ")
     assert f"trained for {SMALL}, not {LARGE}" in why and "\n" not in why

@@ -67,7 +67,8 @@ def test_the_registry_builds_the_repo_tests_ranker_and_leads_with_it_where_they_
     assert resolve_rankers("first", backend, plain, has_tests=False, repo_tests=True) == "repo-tests+first"
     # Named already (a result the repo's tests ranked, ranked again): still once, still first.
     assert resolve_rankers("first+repo-tests", backend, plain, has_tests=True, repo_tests=True) == "repo-tests+first"
-    shown = available_rankers("first", backend, plain, has_tests=True, repo_tests=True)
+    active = resolve_rankers("first", backend, plain, has_tests=True, repo_tests=True)
+    shown = available_rankers(active, backend, plain, has_tests=True)
     assert shown[:2] == ["repo-tests", "first"] and shown.count("repo-tests") == 1
     assert "repo-tests" not in available_rankers("first", backend, plain, has_tests=True)
 

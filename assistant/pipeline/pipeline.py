@@ -541,10 +541,8 @@ class Pipeline:
         TUI shows all scores). Built once and reused."""
         spec = self.options.ranker if spec is None else spec
         backend = self.backend()
-        if every:
-            names = available_rankers(spec, backend, candidates, has_tests, runnable, repo_tests)
-        else:
-            names = parse_rankers(resolve_rankers(spec, backend, candidates, has_tests, runnable, repo_tests))
+        active = resolve_rankers(spec, backend, candidates, has_tests, runnable, repo_tests)
+        names = available_rankers(active, backend, candidates, has_tests) if every else parse_rankers(active)
         return [self._ranker(name, backend) for name in names]
 
     def _ranker(self, name: str, backend: Backend) -> Ranker:

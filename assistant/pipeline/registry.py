@@ -351,17 +351,9 @@ def resolve_rankers(
     return "+".join(dict.fromkeys([REPO_TESTS, *parse_rankers(resolved)]))
 
 
-def available_rankers(
-    spec: str,
-    backend: Backend,
-    candidates: Sequence[Candidate],
-    has_tests: bool,
-    runnable: bool = True,
-    repo_tests: bool = False,
-) -> list[str]:
-    """The active ranker(s) first (`repo-tests` leading them with `repo_tests`: :func:`resolve_rankers`), then every
-    other ranker that can score these candidates without a model call (what the TUI shows)."""
-    active = resolve_rankers(spec, backend, candidates, has_tests, runnable, repo_tests)
+def available_rankers(active: str, backend: Backend, candidates: Sequence[Candidate], has_tests: bool) -> list[str]:
+    """The active ranker(s) first (`active`: what :func:`resolve_rankers` made of the spec), then every other ranker
+    that can score these candidates without a model call (what the TUI shows)."""
     logprob = ["logprob"] if scorable(backend, candidates) else []
     condor = ["condor"] if condor_available(generator=getattr(backend, "model", None)) else []
     available = [*(["exec"] if has_tests else []), *condor, *logprob, "first"]
