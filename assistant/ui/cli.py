@@ -27,44 +27,33 @@ from assistant.ui.eval_cmd import eval_app
 from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     NO_BACKEND_FLAGS,
-    ApisOpt,
+    NO_GENERATION_FLAGS,
     ApplyForceOpt,
     ApplyOpt,
     BackendFlags,
     BankOpt,
-    CandidatesOpt,
-    DemosOpt,
     ExplainOpt,
-    FragmentsOpt,
     FunctionOpt,
+    GenerationFlags,
     IndexBankOpt,
     IndexPathArg,
     JsonOpt,
-    MaxTokensOpt,
-    OwnFileOpt,
     PanelCommand,
     PythonOpt,
-    RankerOpt,
-    RedrawOpt,
-    RepairOpt,
     ReplaceOpt,
     RepoFileOpt,
     RepoTestsOpt,
     RequirementArg,
-    RetrieverOpt,
-    SeedOpt,
     StatsJsonOpt,
     StubMaxTokensOpt,
     TargetFileOpt,
-    TemperatureOpt,
     TestCmdOpt,
     TestOpt,
     TestsFileOpt,
-    TestsInPromptOpt,
-    TopPOpt,
     WorkPathArg,
     backend_options,
     check_range,
+    generation_options,
 )
 from assistant.ui.serve_cmd import serve
 from assistant.ui.text import bidi_controls, one_line
@@ -189,32 +178,21 @@ def index(
 @friendly_errors
 @cancel_guard
 @backend_options()
+@generation_options(max_new_tokens=StubMaxTokensOpt)
 def generate(
     requirement: RequirementArg = None,
     file: TargetFileOpt = None,
     function: FunctionOpt = None,
     replace: ReplaceOpt = None,
-    apis: ApisOpt = None,
-    fragments: FragmentsOpt = None,
-    own_file: OwnFileOpt = None,
-    tests_in_prompt: TestsInPromptOpt = None,
-    redraw: RedrawOpt = None,
-    n: CandidatesOpt = None,
-    k: DemosOpt = None,
-    backend_flags: BackendFlags = NO_BACKEND_FLAGS,
-    retriever: RetrieverOpt = None,
-    ranker: RankerOpt = None,
     test: TestOpt = None,
     tests_file: TestsFileOpt = None,
     test_cmd: TestCmdOpt = None,
     repo_tests: RepoTestsOpt = True,
-    repair: RepairOpt = None,
+    # The groups' options, in their panels after --file, --replace and --repo-tests, before --python and --bank.
+    backend_flags: BackendFlags = NO_BACKEND_FLAGS,
+    generation: GenerationFlags = NO_GENERATION_FLAGS,
     python: PythonOpt = None,
     bank: BankOpt = None,
-    temperature: TemperatureOpt = None,
-    top_p: TopPOpt = None,
-    max_new_tokens: StubMaxTokensOpt = None,
-    seed: SeedOpt = None,
     apply: ApplyOpt = False,
     force: ApplyForceOpt = False,
     explain: ExplainOpt = False,
@@ -228,9 +206,7 @@ def generate(
     """
     from assistant.pipeline import GenerationOptions, Pipeline
 
-    flags = {"n": n, "k": k, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens}
-    flags |= {"seed": seed, "repair": repair, "retriever": retriever, "ranker": ranker, "apis": apis}
-    flags |= {"redraw": redraw, "fragments": fragments, "own_file": own_file, "tests_in_prompt": tests_in_prompt}
+    flags = generation.overrides()
     # Check everything the user typed before loading any model.
     _check_requirement(requirement, function)
     check_range("--timeout", backend_flags.timeout, 0, MAX_TIMEOUT, low_open=True)
@@ -704,17 +680,13 @@ def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the c
 @app.command(cls=PanelCommand, short_help="Interactive sessions: ask, compare, apply, undo.")
 @friendly_errors
 @backend_options()
+@generation_options("n", "k", "retriever", "ranker", "max_new_tokens", "seed")
 def tui(
     path: WorkPathArg = Path("."),
     file: RepoFileOpt = None,
-    n: CandidatesOpt = None,
-    k: DemosOpt = None,
-    backend_flags: BackendFlags = NO_BACKEND_FLAGS,
-    retriever: RetrieverOpt = None,
-    ranker: RankerOpt = None,
+    backend_flags: BackendFlags = NO_BACKEND_FLAGS,  # the groups: in their panels after --file, before --bank
+    generation: GenerationFlags = NO_GENERATION_FLAGS,
     bank: BankOpt = None,
-    max_new_tokens: MaxTokensOpt = None,
-    seed: SeedOpt = None,
 ) -> None:
     """Interactive sessions: ask, compare candidates and their diffs, apply, undo, ask again.
 
@@ -725,7 +697,7 @@ def tui(
     from assistant.pipeline import GenerationOptions
     from assistant.ui.session import Session
 
-    flags = {"n": n, "k": k, "max_new_tokens": max_new_tokens, "seed": seed, "retriever": retriever, "ranker": ranker}
+    flags = generation.overrides()
     check_range("--timeout", backend_flags.timeout, 0, MAX_TIMEOUT, low_open=True)
     _check_generation_flags(flags)
     if not path.is_dir():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_BACKEND_FLAGS",
+    "NO_GENERATION_FLAGS",
     "ApiOpt",
     "ApisOpt",
     "ApplyForceOpt",
@@ -48,6 +49,7 @@ __all__ = [
     "ExplainOpt",
     "FragmentsOpt",
     "FunctionOpt",
+    "GenerationFlags",
     "IndexBankOpt",
     "IndexPathArg",
     "JsonOpt",
@@ -78,6 +80,7 @@ __all__ = [
     "WorkPathArg",
     "backend_options",
     "backend_settings",
+    "generation_options",
 ]
 
 # The help panels of `assist generate`, `tui` and `docstring`, in the order the help shows them.
@@ -207,14 +210,21 @@ def backend_options(*names: str) -> Callable[[_Command], _Command]:
 
     Six commands take these options; declared here once, their signatures and `backend_settings` calls do not
     repeat the list (and a new option reaches every command that takes the group)."""
-    chosen = [name for name in _BACKEND_OPTIONS if not names or name in names]
+    chosen = {name: option for name, option in _BACKEND_OPTIONS.items() if not names or name in names}
+    return _option_group(BackendFlags, chosen)
+
+
+def _option_group(group: type, options: dict[str, Any]) -> Callable[[_Command], _Command]:
+    """Decorate a command whose signature has one parameter of type `group` (a dataclass of flags, None when not
+    given): Typer sees `options` (field name: its `Annotated` option) in that parameter's place, in this order,
+    and the command gets them as one `group`."""
 
     def decorate(command: _Command) -> _Command:
         # Typer reads the signature with its annotations evaluated, so this one is evaluated too.
         signature = inspect.signature(command, eval_str=True)
-        [slot] = [p for p in signature.parameters.values() if p.annotation is BackendFlags]
+        [slot] = [p for p in signature.parameters.values() if p.annotation is group]
         expanded = [
-            inspect.Parameter(name, slot.kind, default=None, annotation=_BACKEND_OPTIONS[name]) for name in chosen
+            inspect.Parameter(name, slot.kind, default=None, annotation=option) for name, option in options.items()
         ]
         parameters = []
         for parameter in signature.parameters.values():
@@ -222,7 +232,7 @@ def backend_options(*names: str) -> Callable[[_Command], _Command]:
 
         @functools.wraps(command)
         def run(*args: Any, **kwargs: Any) -> Any:
-            flags = BackendFlags(**{name: kwargs.pop(name, None) for name in chosen})
+            flags = group(**{name: kwargs.pop(name, None) for name in options})
             return command(*args, **kwargs, **{slot.name: flags})
 
         run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
@@ -486,6 +496,66 @@ ExplainOpt = Annotated[
 ]
 # `generate` and `docstring` share it.
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.", rich_help_panel=OUTPUT)]
+
+
+@dataclass(frozen=True)
+class GenerationFlags:
+    """The generation options as typed, by `[generate]` setting name (None: not given, so the setting stands; or
+    not an option of the command): one parameter of `generate` and `tui` (see :func:`generation_options`)."""
+
+    n: int | None = None
+    k: int | None = None
+    retriever: str | None = None
+    ranker: str | None = None
+    repair: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_new_tokens: int | None = None
+    seed: int | None = None
+    apis: bool | None = None
+    fragments: bool | None = None
+    own_file: bool | None = None
+    tests_in_prompt: bool | None = None
+    redraw: bool | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        """The flags by setting name, as `GenerationOptions.from_settings` and its checks take them."""
+        return asdict(self)
+
+
+NO_GENERATION_FLAGS = GenerationFlags()  # a command's default: no generation option given
+
+# Each GenerationFlags field's option, in the order a command's help lists them within each panel.
+_GENERATION_OPTIONS: dict[str, Any] = {
+    "n": CandidatesOpt,
+    "k": DemosOpt,
+    "retriever": RetrieverOpt,
+    "ranker": RankerOpt,
+    "repair": RepairOpt,
+    "temperature": TemperatureOpt,
+    "top_p": TopPOpt,
+    "max_new_tokens": MaxTokensOpt,
+    "seed": SeedOpt,
+    "apis": ApisOpt,
+    "fragments": FragmentsOpt,
+    "own_file": OwnFileOpt,
+    "tests_in_prompt": TestsInPromptOpt,
+    "redraw": RedrawOpt,
+}
+
+
+def generation_options(*names: str, **options: Any) -> Callable[[_Command], _Command]:
+    """Decorate a command whose signature has one parameter of type GenerationFlags: Typer sees the options `names`
+    (default: all) in its place, in _GENERATION_OPTIONS' order, and the command gets them as one GenerationFlags.
+    `options` declares a field's option otherwise for this command (generate's --max-new-tokens speaks of stubs).
+
+    Each option stands in its help panel, so the group's place in a signature is where it keeps every panel's order:
+    after the command's own options that come before them in a panel, before those that come after."""
+    chosen = {
+        name: options.get(name, option) for name, option in _GENERATION_OPTIONS.items() if not names or name in names
+    }
+    return _option_group(GenerationFlags, chosen)
+
 
 # `assist tui`'s and `assist index`'s own.
 WorkPathArg = Annotated[Path, typer.Argument(help="Where to work: a git repo (default: where you stand).")]
