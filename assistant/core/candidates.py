@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from assistant.backends import Completion
 from assistant.code.fences import extract_code
@@ -38,13 +38,8 @@ class CutOff:
     reason: str = "token limit"
 
     def to_json(self) -> dict:
-        return {
-            "sample": self.sample,
-            "tokens": self.tokens,
-            "text": self.text,
-            "repeating": self.repeating,
-            "reason": f"cut off: {self.reason}",
-        }
+        """Its fields, the reason said as a report says it ("cut off: token limit")."""
+        return {**asdict(self), "reason": f"cut off: {self.reason}"}
 
 
 def repeats_itself(text: str, times: int = 3, least: int = 6) -> bool:
