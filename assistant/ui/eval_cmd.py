@@ -966,7 +966,8 @@ def docstring_eval(
     """Docstring generation on held-out standard-library modules: corpus/sentence BLEU-4, ROUGE-L, METEOR.
 
     The stdlib's modules are split (seeded) into exemplar modules and test modules; split.json in the
-    results folder names them. Cached and resumable.
+    results folder names them. Each strategy is paired with dense by function (sentence BLEU-4 and ROUGE-L,
+    95% bootstrap); records.jsonl keeps every output. Cached and resumable.
     """
     from assistant.evaluate.docstring_eval import (
         STRATEGIES,
