@@ -5,7 +5,8 @@ runs far past its finished siblings (`assistant.backends.loops.ran_past`: more t
 PAST_FACTOR times their median and PAST_FLOOR tokens). This replays each task's recorded row lengths under other
 (factor, floor) pairs, the rows ending in length order as they do in a batch, and prints per rule: the longest
 row's tokens per task (p50, p90, mean: the decode steps a request waits for) and how many samples that passed
-the task's tests the rule would have cut. No model runs; it asserts nothing. From the repo root:
+the task's tests the rule would have cut; first, how long the passing samples are. No model runs; it asserts
+nothing. From the repo root:
 
     .venv/bin/python benchmarks/straggler_rule.py results/correctness-four-1.5b [results/correctness-heldout-1.5b]
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 from assistant.backends import loops
 from assistant.cache import JsonlCache
 
+LONG = 200  # a sample this long (tokens) is counted apart: how often does one that long pass?
 RULES = ((loops.PAST_FACTOR, loops.PAST_FLOOR), (2.0, 192), (2.0, 128), (1.5, 128))
 
 
@@ -43,7 +45,12 @@ def main() -> None:
     args = parser.parse_args()
     for folder in args.runs:
         records = list(JsonlCache(folder / "function.jsonl").entries.values())
-        print(f"{folder}: {len(records)} tasks, {sum(len(r['samples']) for r in records)} samples")
+        samples = [s for r in records for s in r["samples"]]
+        passing = [s["tokens"] for s in samples if s["passed"]]
+        long = [s for s in samples if s["tokens"] > LONG]
+        print(f"{folder}: {len(records)} tasks, {len(samples)} samples; {len(passing)} passed, the longest of them "
+              f"{max(passing, default=0)} tokens; {len(long)} over {LONG} tokens, of which "
+              f"{sum(s['passed'] for s in long)} passed")  # fmt: skip
         print("| factor | floor | longest row p50 | p90 | mean | passing samples cut |")
         print("|---|---|---|---|---|---|")
         for factor, floor in RULES:
