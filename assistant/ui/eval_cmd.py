@@ -967,7 +967,7 @@ def docstring_eval(
 
     The stdlib's modules are split (seeded) into exemplar modules and test modules; split.json in the
     results folder names them. Each strategy is paired with dense by function (sentence BLEU-4 and ROUGE-L,
-    95% bootstrap); records.jsonl keeps every output. Cached and resumable.
+    95% bootstrap); docstring-records.jsonl keeps every output. Cached and resumable.
     """
     from assistant.evaluate.docstring_eval import (
         STRATEGIES,
@@ -1005,7 +1005,7 @@ def docstring_eval(
     versus = paired_rows(records)
     if versus:  # the per-function differences a decision between two retrievers reads
         table += f"\n\nPaired by function (95% bootstrap):\n\n{paired_table(versus)}"
-    atomic_write_text(folder / "records.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    atomic_write_text(folder / "docstring-records.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     atomic_write_text(folder / "report-docstring.md", f"# Docstrings on held-out stdlib modules\n\n{table}\n")
     if json_output:
         out.print_json(json.dumps({"rows": rows, "versus": versus, "split": split}))
