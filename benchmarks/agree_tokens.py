@@ -7,10 +7,17 @@ limit (the seed fixes every draw), so the completions an `eval codegen --rankers
 tokens, cut to their first T tokens (re-tokenized with the model's tokenizer), are what a call at limit T
 writes. For each T this takes those tests, runs every candidate on them in the sandbox (a (code, test) pair
 runs once for all T) and ranks as `auto` does without tests (agree, then log-probability); it reports top-1
-pass rate with a paired interval against 320, the tests found, and the decode steps the call takes (the
-longer sample's tokens, at most T), the cost. No model runs. From the repo root:
+pass rate with a paired interval against the largest limit replayed, the tests found, and the decode steps the call
+takes (the longer sample's tokens, at most T), the cost. Where the call rides along with the sampling call (`generate`
+decodes agree's rows beside the candidates', `Backend.sample_groups`), the batch decodes until its longest row ends:
+`batched steps` is the longer of the test call and the task's longest candidate. No model runs. From the repo root:
 
-    .venv/bin/python benchmarks/agree_tokens.py [--results DIR] [--tokens 128,192,256,320] [--limit N] [--json]
+    .venv/bin/python benchmarks/agree_tokens.py [--results DIR] [--tokens 128,192,256,320] [--recorded 320]
+        [--model NAME] [--limit N] [--json]
+
+`--recorded` is the limit the folder's tests were written at (320 for the folders written before 2026-11-28,
+`agreement.TEST_TOKENS` after); `--model` the model that wrote them (default: the folder's config; a folder that
+records none was written with the default of its day, the 0.5B).
 """
 
 from __future__ import annotations
@@ -37,7 +44,8 @@ from assistant.evaluate.codegen import auto_pick, sample_candidates
 from assistant.evaluate.metrics import paired_difference
 
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results" / "codegen-humaneval-all-n5-ov-seed0"
-RECORDED = 320  # the limit the committed folders' agree tests were written at (TEST_TOKENS until 2026-11-28)
+RECORDED = 320  # the limit the committed 0.5B folders' agree tests were written at (TEST_TOKENS until 2026-11-28)
+OLD_DEFAULT = "qwen2.5-coder-0.5b"  # what a folder whose config names no model was written with
 
 
 class CachedOnly:
@@ -100,23 +108,28 @@ def main() -> None:
     parser.add_argument(
         "--results", type=Path, default=DEFAULT_RESULTS, help="an `eval codegen --rankers agree` folder"
     )
-    parser.add_argument("--tokens", default="96,128,192,256,320", help="limits to replay (the largest ≤ 320)")
+    parser.add_argument("--tokens", default="96,128,192,256,320", help="limits to replay (the largest ≤ --recorded)")
+    parser.add_argument("--recorded", type=int, default=RECORDED, help="the limit the folder's tests were written at")
+    parser.add_argument("--model", default=None, help="the model that wrote the tests (default: the folder's)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks (by id)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     limits = sorted({int(t) for t in args.tokens.split(",")})
-    if limits[-1] > RECORDED:
-        parser.error(f"the cache holds {RECORDED}-token completions: no limit above that can be replayed")
+    recorded = args.recorded
+    if limits[-1] > recorded:
+        parser.error(f"the cache holds {recorded}-token completions: no limit above that can be replayed")
 
     from transformers import AutoTokenizer
 
-    spec = resolve(None)
+    config = json.loads((args.results / "config.json").read_text(encoding="utf-8"))
+    spec = resolve(args.model or config.get("model") or OLD_DEFAULT)
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir(spec)))
     cached = JsonlCache(args.results / "agree-tests.jsonl")
     tasks = _tasks(args.results, args.limit)
     runs = Runs()
     passed: dict[int, dict[str, float]] = {t: {} for t in limits}
     steps: dict[int, list[int]] = {t: [] for t in limits}
+    batched: dict[int, list[int]] = {t: [] for t in limits}
     found: dict[int, list[int]] = {t: [] for t in limits}
     recorded_agrees = 0
     for item in tasks:
@@ -125,7 +138,7 @@ def main() -> None:
         if name is None:
             continue
         signature = agreement.signature(candidates, name)
-        *_, key = agreement.tests_request(problem.requirement, name, signature, spec.name, tokens=RECORDED)
+        *_, key = agreement.tests_request(problem.requirement, name, signature, spec.name, tokens=recorded)
         texts = cached.get(key)
         if texts is None:
             raise SystemExit(f"{record['task_id']}: no cached tests under the key agree uses; is this the folder?")
@@ -138,6 +151,7 @@ def main() -> None:
             _, tests, examples = ranker.tests(problem, candidates)
             found[limit].append(len(tests))
             steps[limit].append(max(min(len(ids), limit) for ids in completions))
+            batched[limit].append(max(steps[limit][-1], *(s.get("tokens", 0) for s in record["samples"])))
             scores = [None] * len(record["samples"])
             if tests:
                 passes = runs(candidates, tests, problem.setup)
@@ -147,10 +161,10 @@ def main() -> None:
                     scores[candidate.sample] = score.value
             pick = auto_pick({**record, "scores": {"agree": scores}})
             passed[limit][record["task_id"]] = float(pick is not None and bool(record["samples"][pick]["passed"]))
-            if limit == RECORDED:
-                recorded = record["scores"]["agree"]
+            if limit == recorded:
+                written = record["scores"]["agree"]
                 recorded_agrees += all(
-                    r is not None and abs(r - v) < 1e-9 for r, v in zip(recorded, scores, strict=True) if v is not None
+                    r is not None and abs(r - v) < 1e-9 for r, v in zip(written, scores, strict=True) if v is not None
                 )
     count = len(passed[limits[0]])
     if not count:
@@ -168,29 +182,36 @@ def main() -> None:
                 "tests": round(statistics.fmean(found[limit]), 2),
                 "decode_steps": round(statistics.fmean(steps[limit]), 1),
                 f"steps_vs_{top}": round(statistics.fmean(steps[limit]) / statistics.fmean(steps[top]), 3),
+                "batched_steps": round(statistics.fmean(batched[limit]), 1),
+                f"batched_vs_{top}": round(statistics.fmean(batched[limit]) / statistics.fmean(batched[top]), 3),
             }
         )
     result = {
         "results": str(args.results),
         "tasks": count,
         "sandbox_runs": runs.runs,
-        "reproduced_recorded_scores": f"{recorded_agrees} of {count}" if top == RECORDED else None,
+        "model": spec.name,
+        "reproduced_recorded_scores": f"{recorded_agrees} of {count}" if top == recorded else None,
         "rows": rows,
     }
     if args.json:
         print(json.dumps(result, indent=1))
         return
-    print(f"{args.results}: {count} tasks, {runs.runs} sandbox runs")
+    print(f"{args.results}: {count} tasks, {runs.runs} sandbox runs, tests by {spec.name}")
     if result["reproduced_recorded_scores"]:
         same = result["reproduced_recorded_scores"]
-        print(f"agree scores at {RECORDED} tokens equal the recorded ones on {same} tasks")
-    print(f"\n| limit | agree+logprob top-1 | vs {top} (paired) | tests | decode steps | steps vs {top} |")
-    print("|---|---|---|---|---|---|")
+        print(f"agree scores at {recorded} tokens equal the recorded ones on {same} tasks")
+    print(
+        f"\n| limit | agree+logprob top-1 | vs {top} (paired) | tests | decode steps | steps vs {top} "
+        f"| batched steps | batched vs {top} |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         low, high = row[f"vs_{top}"][1:]
         print(
             f"| {row['tokens']} | {row['top1']} | {row[f'vs_{top}'][0]:+.1f} [{low:+.1f}, {high:+.1f}] | "
-            f"{row['tests']} | {row['decode_steps']} | {row[f'steps_vs_{top}']} |"
+            f"{row['tests']} | {row['decode_steps']} | {row[f'steps_vs_{top}']} | {row['batched_steps']} | "
+            f"{row[f'batched_vs_{top}']} |"
         )
 
 
