@@ -46,6 +46,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -71,9 +72,14 @@ _BOOTSTRAP = "import marshal, sys\nwith open(sys.argv[1], 'rb') as f:\n    code 
 # Seconds the runner gets past the deadline to kill its child and report, before we kill it too.
 _RUNNER_GRACE_S = 2.0
 
+_CANCEL_POLL_S = 0.1  # how often a cancellable run looks at its event
 _MESSAGE_LIMIT = 300  # characters kept of an error message
 _REPORT_LIMIT = 64_000  # bytes accepted on the report pipe; a real report is far smaller
 _READ_CHUNK = 65_536
+
+
+class RunCancelled(Exception):
+    """A run stopped because its caller set the ``cancel`` event (its process group is killed first)."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +152,8 @@ def run_many(
     """Run (code, tests, setup) jobs concurrently, returning results in input order.
 
     A thread pool drives the subprocesses (each thread just waits on its child), with
-    ``workers`` threads (default ``os.cpu_count()``). Every job gets the same ``limits``.
+    ``workers`` threads (default ``os.cpu_count()``). Every job gets the same ``limits``. When the wait is
+    interrupted (Ctrl-C), the runs in flight are ended within a tenth of a second, not waited out.
     """
     jobs = list(jobs)
     if not jobs:
@@ -156,12 +163,20 @@ def run_many(
     if workers < 1:
         raise ValueError("workers must be at least 1")
 
+    cancel = threading.Event()
+
     def run_job(job: tuple[str, Sequence[str], str]) -> SandboxResult:
         code, tests, setup = job
-        return run(code, tests, setup=setup, limits=limits)
+        return _execute(code, [str(test) for test in tests], setup, limits, cancel)[0]
 
-    with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(jobs)))
+    try:
         return list(pool.map(run_job, jobs))
+    except BaseException:  # Ctrl-C: end the runs in flight now (their results are not wanted) rather than wait
+        cancel.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def boundary_layers() -> dict[str, tuple[bool, str]]:
@@ -247,15 +262,16 @@ def _guard_parent_environment(disabled: frozenset[str]) -> bool:
 
 
 def _execute(
-    code: str, tests: list[str], setup: str, limits: Limits
+    code: str, tests: list[str], setup: str, limits: Limits, cancel: threading.Event | None = None
 ) -> tuple[SandboxResult, dict[str, tuple[bool, str]]]:
-    """One sandboxed run in a fresh temporary directory: the result and the layers the runner reported."""
+    """One sandboxed run in a fresh temporary directory: the result and the layers the runner reported. Setting
+    `cancel` (from another thread) kills the run and raises RunCancelled."""
     disabled = disabled_layers()
     _guard_parent_environment(disabled)
     started = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="assist-sandbox-")
     try:
-        return _run_in(workdir, code, tests, setup, limits, started, disabled)
+        return _run_in(workdir, code, tests, setup, limits, started, disabled, cancel)
     finally:
         _remove_tree(workdir)
 
@@ -293,6 +309,7 @@ def _run_in(
     limits: Limits,
     started: float,
     disabled: frozenset[str],
+    cancel: threading.Event | None = None,
 ) -> tuple[SandboxResult, dict[str, tuple[bool, str]]]:
     """Start the runner in ``workdir``, collect its output and report, and build the result."""
     tmpdir = os.path.join(workdir, "tmp")
@@ -324,7 +341,7 @@ def _run_in(
     proc = _start_reporting(argv, report_r, report_w, cwd=workdir, env=env, stderr=subprocess.PIPE)
     # The runner kills its child at the deadline and reports; we stop waiting a little later.
     out, err, report_bytes, timed_out, stopped = _wait_runner(
-        proc, report_r, deadline + _RUNNER_GRACE_S, limits.output_limit, watch
+        proc, report_r, deadline + _RUNNER_GRACE_S, limits.output_limit, watch, cancel
     )
     report = None if timed_out else _parse_report(report_bytes, len(tests))
     if stopped is None and not timed_out:
@@ -362,12 +379,18 @@ def _kill_group(pid: int) -> None:
 
 
 def _wait_runner(
-    proc: subprocess.Popen[bytes], report_r: int, deadline: float, output_limit: int, watch: DiskWatch
+    proc: subprocess.Popen[bytes],
+    report_r: int,
+    deadline: float,
+    output_limit: int,
+    watch: DiskWatch,
+    cancel: threading.Event | None = None,
 ) -> tuple[bytes, bytes, bytes, bool, str | None]:
     """:func:`_collect` the runner's output and report until `deadline`, then kill its group, reap it and close the
-    pipes, whatever happened: (stdout, stderr, report, timed_out, why the disk watch stopped it)."""
+    pipes, whatever happened (RunCancelled from `cancel` too): (stdout, stderr, report, timed_out, why the disk
+    watch stopped it)."""
     try:
-        out, err, report_bytes, timed_out, stopped = _collect(proc, report_r, deadline, output_limit, watch)
+        out, err, report_bytes, timed_out, stopped = _collect(proc, report_r, deadline, output_limit, watch, cancel)
         if not timed_out and stopped is None:
             timed_out = not _wait_exited(proc.pid, deadline)
     finally:
@@ -411,10 +434,16 @@ def _result(
 
 
 def _collect(
-    proc: subprocess.Popen[bytes], report_r: int, deadline: float, output_limit: int, watch: DiskWatch | None = None
+    proc: subprocess.Popen[bytes],
+    report_r: int,
+    deadline: float,
+    output_limit: int,
+    watch: DiskWatch | None = None,
+    cancel: threading.Event | None = None,
 ) -> tuple[bytes, bytes, bytes, bool, str | None]:
     """Read stdout, stderr and the report pipe until all three close, the deadline passes or ``watch`` finds the
-    run past its disk caps (then its process group is killed at once).
+    run past its disk caps (then its process group is killed at once). Raises RunCancelled within a tenth of a
+    second of ``cancel`` being set (the caller kills the group).
 
     Reads in chunks and drops everything past each cap, so the child never blocks on a full
     pipe and our memory stays bounded. Returns (stdout, stderr, report, timed_out, why the watch stopped it).
@@ -433,11 +462,15 @@ def _collect(
             if stopped is not None:
                 _kill_group(proc.pid)
                 break
+            if cancel is not None and cancel.is_set():
+                raise RunCancelled("the run was cancelled")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
             wait = remaining if watch is None else min(remaining, max(watch.wait(), 0.01))
+            if cancel is not None:
+                wait = min(wait, _CANCEL_POLL_S)
             for key, _ in selector.select(wait):
                 _read_capped(selector, key.fd, buffers, caps)
     return bytes(buffers[out_fd]), bytes(buffers[err_fd]), bytes(buffers[report_r]), timed_out, stopped

@@ -81,6 +81,7 @@ from assistant.paths import read_json_object
 from assistant.sandbox import (
     LAYERS,
     PROJECT_LAYERS,
+    RunCancelled,
     _check_limits,
     _guard_parent_environment,
     _kill_group,
@@ -117,10 +118,6 @@ _CANCEL_POLL_S = 0.1  # how often a cancellable run looks at its event
 _DRAIN_AFTER_EXIT_S = 1.0  # how long to read output left in the pipe by stray children after pytest exits
 MAX_RESULTS_BYTES = 512 * 2**20  # the results file, call maps included; a whole suite's are a few MB
 _LIMIT_SIGNALS = (int(signal.SIGXCPU), int(signal.SIGXFSZ))
-
-
-class RunCancelled(Exception):
-    """A run stopped because its caller set the ``cancel`` event (its process group is killed first)."""
 
 
 @dataclass(frozen=True)
