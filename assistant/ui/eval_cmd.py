@@ -72,6 +72,7 @@ from assistant.ui.eval_options import (
     parse_ks,
     parse_rankers,
 )
+from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     NO_BACKEND_FLAGS,
     BackendFlags,
@@ -356,6 +357,7 @@ def _print_rows(folder: Path, tasks: int, rows: list[dict], as_json: bool, heade
 
 @eval_app.command("codegen")
 @friendly_errors
+@cancel_guard
 @backend_options()
 def codegen(
     dataset: Dataset = "humaneval",
@@ -509,6 +511,7 @@ def _repo_names(task: str, line_fragments: str, strategies: str | None) -> list[
 
 @eval_app.command("repo")
 @friendly_errors
+@cancel_guard
 @backend_options()
 def repo(
     project: Projects = "all",
@@ -761,6 +764,7 @@ def _repo_retrieval(run: RepoRun, as_json: bool) -> None:
 
 @eval_app.command("likelihood")
 @friendly_errors
+@cancel_guard
 def likelihood(
     dataset: Dataset = "mbpp",
     split: LikelihoodSplit = "test",
@@ -812,6 +816,7 @@ def likelihood(
 
 @eval_app.command("report")
 @friendly_errors
+@cancel_guard
 def report(
     results: ResultFolders,
     versus: Versus = None,
@@ -860,6 +865,7 @@ def _pool_report(results: list[Path], versus: str | None, strategies: str | None
 
 @eval_app.command("retrieval")
 @friendly_errors
+@cancel_guard
 def retrieval(
     method: Method = "tstr",
     dataset: Dataset = "mbpp",
@@ -953,6 +959,7 @@ def _jointcom_encoder(pool: list, generator: str | None, seed: int) -> Encoder:
 
 @eval_app.command("docstring")
 @friendly_errors
+@cancel_guard
 @backend_options("backend", "engine", "model", "base_url")
 def docstring_eval(
     strategies: DocStrategies = "zero,bm25,dense",
@@ -1037,6 +1044,7 @@ def _candidate_runs(candidates: list[Path], from_bank: str) -> list[tuple[str, l
 
 @eval_app.command("discriminator")
 @friendly_errors
+@cancel_guard
 def discriminator_eval(
     from_bank: FromBank = "mbpp",
     from_eval: FromEval = None,

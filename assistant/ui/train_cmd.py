@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 from assistant.errors import UsageError
 from assistant.paths import repo_dir
 from assistant.ui.console import ProgressUI, friendly_errors, out, show_progress
+from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import check_range, check_seed
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ PrecisionOpt = Annotated[
 
 @retriever_app.command("tstr", short_help="TST^R: an MLP over frozen embeddings (seconds; serves every model).")
 @friendly_errors
+@cancel_guard
 def tstr(
     path: PathArg = Path("."),
     bank: BankOpt = None,
@@ -197,6 +199,7 @@ LabelerModelOpt = Annotated[
 
 @retriever_app.command("lail", short_help="LAIL: the LLM labels which demonstrations help it.")
 @friendly_errors
+@cancel_guard
 def lail(
     path: PathArg = Path("."),
     bank: BankOpt = None,
@@ -257,6 +260,7 @@ def lail(
 
 @retriever_app.command("selfracg", short_help="SelfRACG: adapters on the model's attention fetch what comes next.")
 @friendly_errors
+@cancel_guard
 def selfracg(
     path: PathArg = Path("."),
     epochs: Annotated[int, typer.Option(help="Passes over stage 1's pairs.")] = 1,
@@ -503,6 +507,7 @@ DiscriminatorOutOpt = Annotated[
 
 @train_app.command("discriminator")
 @friendly_errors
+@cancel_guard
 def discriminator(
     path: Annotated[Path, typer.Argument(help="The git repo whose functions to learn from (default: here).")] = Path(
         "."
@@ -587,6 +592,7 @@ def _discriminator_data(
 
 @train_app.command("docstring-retriever")
 @friendly_errors
+@cancel_guard
 def docstring_retriever(
     path: Annotated[Path, typer.Argument(help="The git repo whose documented functions to learn from.")] = Path("."),
     stdlib: Annotated[
