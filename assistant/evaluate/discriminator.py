@@ -35,6 +35,7 @@ from assistant.methods.condor.model import (
     shared_stage1,
     train_discriminator,
 )
+from assistant.paths import atomic_write_text
 from assistant.progress import Progress
 
 VARIANTS = {
@@ -130,9 +131,9 @@ def run_discriminator_eval(
             for run, records, texts in candidate_runs
         }
         results["variants"][name] = entry
-        (out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+        atomic_write_text(out / "results.json", json.dumps(results, indent=1))
     results["baselines"] = {run: _baseline_picks(records) for run, records, _ in candidate_runs}
-    (out / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    atomic_write_text(out / "results.json", json.dumps(results, indent=1))
     return results
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import random
-import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -40,6 +39,7 @@ from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder, embedding_text
 from assistant.methods.artifacts import TrainedEncoder, artifact_dir, cached_vectors, describe_pool
 from assistant.methods.losses import masked_infonce, soft_target_cross_entropy
+from assistant.paths import atomic_write_bytes
 from assistant.progress import Progress
 
 LOSSES = ("infonce", "listwise")
@@ -334,7 +334,8 @@ def adopt_labels(directory: Path, unkeyed: Path) -> None:
     labeler's): they are keyed by labeler, so another model's are never read as this one's."""
     if directory != unkeyed and not (directory / "labels.jsonl").exists() and (unkeyed / "labels.jsonl").is_file():
         directory.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(unkeyed / "labels.jsonl", directory / "labels.jsonl")
+        # Whole or not at all: a copy cut short would stand as the adopted labels, the rest never copied.
+        atomic_write_bytes(directory / "labels.jsonl", (unkeyed / "labels.jsonl").read_bytes())
 
 
 class LailRetriever:
