@@ -5,8 +5,9 @@
 No model: the TUI runs under Textual's Pilot on the tests' scripted backend, slowed to a model's pace (it reports
 its progress 20 times a second and would take 60 s to finish); the CLI is `assist generate` in a subprocess against
 a 127.0.0.1 server that holds every request 30 s (tests/openai_server.py), sent SIGINT on its process group as a
-terminal does. Escape is timed until the job's worker thread has ended (the screen's `busy` clears); SIGINT until
-the process has exited, and whether any process of its group was left. Goal: under 1 s.
+terminal does, and so is `assist eval docstring` (zero-shot, 2 functions) against the same kind of server. Escape
+is timed until the job's worker thread has ended (the screen's `busy` clears); SIGINT until the process has exited,
+and whether any process of its group was left. Goal: under 1 s.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -51,25 +53,39 @@ def _sigint_once(folder: Path) -> tuple[float, int, bool]:
         return sigint_latency(folder, url, script)
 
 
+def _sigint_eval_once(folder: Path) -> tuple[float, int, bool]:
+    from tests.openai_server import Script, openai_server
+    from tests.test_cancel import interrupt_when
+
+    env = {**os.environ, "ASSIST_OPENAI_API": "completions"}
+    with openai_server(Script(delay_s=30.0)) as (url, script):
+        command = ["eval", "docstring", "--strategies", "zero", "--limit", "2", "--backend", "openai"]
+        command += ["--model", "tiny-coder", "--base-url", url, "--out", str(folder / "eval-docstring")]
+        seconds, status, left = interrupt_when(command, folder, env, lambda: bool(script.requests))
+    return seconds, status, bool(left)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs of each (default 5)")
     parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help=JSON_HELP)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))  # the tests' scripted backend and server
-    escape, sigint, statuses, left = [], [], set(), 0
+    escape, sigint, sigint_eval, statuses, left = [], [], [], set(), 0
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(args.runs):
             escape.append(_escape_once(Path(folder)))
-            seconds, status, outlived = _sigint_once(Path(folder))
-            sigint.append(seconds)
-            statuses.add(status)
-            left += outlived
+            for once, times in ((_sigint_once, sigint), (_sigint_eval_once, sigint_eval)):
+                seconds, status, outlived = once(Path(folder))
+                times.append(seconds)
+                statuses.add(status)
+                left += outlived
     report = {
         "backend": "scripted (no model): TUI on a slowed scripted backend, CLI against a slow 127.0.0.1 server",
         "runs": args.runs,
         "escape_s": {"p50": statistics.median(escape), "max": max(escape), "all": escape},
         "sigint_s": {"p50": statistics.median(sigint), "max": max(sigint), "all": sigint},
+        "sigint_eval_s": {"p50": statistics.median(sigint_eval), "max": max(sigint_eval), "all": sigint_eval},
         "sigint_exit_status": sorted(statuses),
         "processes_left": left,
     }
@@ -83,6 +99,8 @@ def main() -> None:
     print(f"backend: {report['backend']}; {args.runs} runs each")
     print(f"Escape (TUI, Pilot): p50 {report['escape_s']['p50']:.3f} s, max {report['escape_s']['max']:.3f} s")
     print(f"SIGINT (CLI generate): p50 {report['sigint_s']['p50']:.3f} s, max {report['sigint_s']['max']:.3f} s")
+    eval_s = report["sigint_eval_s"]
+    print(f"SIGINT (CLI eval docstring): p50 {eval_s['p50']:.3f} s, max {eval_s['max']:.3f} s")
     print(f"exit status {report['sigint_exit_status']}; processes left after exit: {left}")
 
 

@@ -1,16 +1,21 @@
-"""Ctrl-C in the CLI (issue 69, item 5): `assist generate` waiting on a slow model server ends within seconds of
-SIGINT (under one on an idle machine: benchmarks/cancel_latency.py), with a non-zero status and nothing of its
-process group left running."""
+"""Ctrl-C in the CLI (issue 69, item 5): `assist generate`, the hook, and the `eval` and `train` commands, waiting on
+a slow model server or on sandboxed test runs, end within seconds of SIGINT (under one on an idle machine:
+benchmarks/cancel_latency.py), with a non-zero status and nothing of theirs left running; and the guard's deadline
+holds while the main thread is inside a native call that a signal does not end."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from assistant.ui.interrupt import EXIT_STATUS, FORCE_AFTER_S, FORCED_LINE, TRACE_VARIABLE
 
@@ -96,6 +101,45 @@ def test_a_command_whose_unwinding_hangs_still_ends_soon_after_ctrl_c(tmp_path: 
     assert FORCED_LINE in stderr.decode()
 
 
+def test_the_deadline_holds_while_the_main_thread_is_inside_a_native_call(tmp_path: Path) -> None:
+    # SQLite's busy wait retries in C through every signal (as a torch operation or an engine's step runs on): Python
+    # runs its handler only when the call returns, 60 s later here, so only a thread that hears the signal itself
+    # can start the deadline. The call lets go of the GIL, as those do.
+    program = (
+        "import sqlite3, sys\n"
+        "from assistant.ui.interrupt import cancel_guard\n"
+        "holder = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "holder.execute('create table t (x)')\n"
+        "holder.execute('begin exclusive')\n"
+        "@cancel_guard\n"
+        "def command():\n"
+        "    waiter = sqlite3.connect(sys.argv[1], timeout=60, isolation_level=None)\n"
+        "    print('ready', flush=True)\n"
+        "    waiter.execute('insert into t values (1)')\n"
+        "command()\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", program, str(tmp_path / "held.db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+        time.sleep(0.3)  # inside the busy wait
+        pressed = time.monotonic()
+        os.killpg(process.pid, signal.SIGINT)
+        status = process.wait(timeout=30)
+        seconds = time.monotonic() - pressed
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=10)
+    assert status == EXIT_STATUS
+    assert FORCE_AFTER_S <= seconds < FORCE_AFTER_S + CANCEL_LIMIT_S
+    assert FORCED_LINE in stderr.decode()
+
+
 def test_ctrl_c_ends_generate_within_seconds_with_nothing_left(tmp_path: Path) -> None:
     with openai_server(Script(delay_s=30.0)) as (url, script):
         seconds, status, left = sigint_latency(tmp_path, url, script)
@@ -144,3 +188,75 @@ def test_ctrl_c_ends_the_writing_hook_within_seconds_with_nothing_left(scratch_r
     assert not left, left
     assert git(scratch_repo, "rev-parse", "HEAD") == head  # nothing committed
     assert (scratch_repo / "bare.py").read_text() == "def add(a, b):\n    return a + b\n"
+
+
+def interrupt_when(
+    command: list[str], cwd: Path, env: dict[str, str], ready: Callable[[], bool]
+) -> tuple[float, int, str]:
+    """Start `assist COMMAND`, press Ctrl-C (SIGINT to its process group) once `ready()`; (seconds to exit, exit
+    status, what is left of its process group CANCEL_LIMIT_S after the press: "" when nothing)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "assistant", *command],
+        cwd=cwd,
+        env={**env, TRACE_VARIABLE: "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30  # well before a discriminator command would go on to load a model
+        while not ready() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert ready(), process.communicate(timeout=5)
+        pressed = time.monotonic()
+        os.killpg(process.pid, signal.SIGINT)
+        status = process.wait(timeout=30)
+        seconds = time.monotonic() - pressed
+        _warn_if_forced(process)
+        return seconds, status, _group_left(process.pid, pressed)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate(timeout=10)
+
+
+def test_ctrl_c_ends_eval_docstring_waiting_on_the_server_with_nothing_left(tmp_path: Path) -> None:
+    env = {**os.environ, "ASSIST_OPENAI_API": "completions"}
+    with openai_server(Script(delay_s=30.0)) as (url, script):
+        command = ["eval", "docstring", "--strategies", "zero", "--limit", "2", "--backend", "openai"]
+        command += ["--model", "tiny-coder", "--base-url", url, "--out", str(tmp_path / "run")]
+        seconds, status, left = interrupt_when(command, tmp_path, env, lambda: bool(script.requests))
+    assert seconds < CANCEL_LIMIT_S and status == EXIT_STATUS
+    assert not left, left
+    assert not (tmp_path / "run" / "docstrings.jsonl").exists()  # nothing recorded for the request cut short
+
+
+def _sandbox_runs(folder: Path) -> str:
+    """The sandboxed runs started under the temporary folder `folder` that still run (each in a session of its own,
+    out of the command's process group; its job file, in its folder, is on its command line)."""
+    found = subprocess.run(["ps", "-ww", "-eo", "pid=,stat=,args="], capture_output=True, text=True).stdout
+    return "\n".join(line for line in found.splitlines() if str(folder) in line and not line.split()[1].startswith("Z"))
+
+
+@pytest.mark.parametrize("group", ["train", "eval"])
+def test_ctrl_c_ends_a_discriminator_command_in_sandboxed_runs_with_nothing_left(tmp_path: Path, group: str) -> None:
+    # Condor's training data: mutants of MBPP programs, labelled by running their tests in the sandbox; these sleep
+    # to the runs' 10 s limit, so the command is waiting on sandboxed runs when Ctrl-C comes.
+    words = ("reverse", "double", "count", "first")
+    records = [
+        {"task_id": 601 + i, "text": f"Write a function to {w} a list.",
+         "code": f"def {w}(xs):\n    import time\n    time.sleep(60)\n    return [x + {i} for x in xs if x > 0]\n",
+         "test_list": [f"assert {w}([1]) == [{1 + i}]"]}
+        for i, w in enumerate(words)
+    ]  # fmt: skip
+    bank = tmp_path / "mbpp.jsonl"
+    bank.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    temporary = tmp_path / "tmp"  # the sandboxed runs' folders go here, so they can be told from any other
+    temporary.mkdir()
+    env = {**os.environ, "TMPDIR": str(temporary)}
+    command = [group, "discriminator", "--from-bank", f"mbpp:{bank}", "--mutants", "1", "--out", str(tmp_path / "d")]
+    seconds, status, left = interrupt_when(command, tmp_path, env, lambda: bool(_sandbox_runs(temporary)))
+    assert seconds < CANCEL_LIMIT_S and status == EXIT_STATUS
+    assert not left, left
+    assert not _sandbox_runs(temporary)
+    assert list(temporary.iterdir()) == []  # their folders removed too
