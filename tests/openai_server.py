@@ -30,6 +30,7 @@ class Script:
     fail: list[int] = field(default_factory=list)  # status codes to answer with, one per request, before succeeding
     fail_forever: int | None = None
     delay_s: float = 0.0
+    delay_after: int = 0  # answer this many requests at once before holding the rest `delay_s`
     malformed: bool = False
     list_models: bool = True
     context: int | None = None  # answer 400 "exceeds context" when the prompt is longer (in characters)
@@ -94,7 +95,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # no response at all, like a server that died
             return
         script.requests.append({"path": self.path, **body})
-        if script.delay_s:
+        if script.delay_s and len(script.requests) > script.delay_after:
             time.sleep(script.delay_s)
         if script.fail_forever:
             self._error(script.fail_forever, "the server is broken")

@@ -58,8 +58,9 @@ def sigint_latency(cwd: Path, url: str, script: Script) -> tuple[float, int, boo
         process.communicate(timeout=10)
 
 
-def _warn_if_forced(process: subprocess.Popen[bytes]) -> None:
-    """The guard's deadline ended the command (it exits in time, but something waited): say where, as a warning.
+def _warn_if_forced(process: subprocess.Popen[bytes], strict: bool = False) -> None:
+    """The guard's deadline ended the command (it exits in time, but something waited): say where, as a warning,
+    or as the test's failure when `strict` (where the unwinding alone must end the command).
 
     Reads what the process wrote (a child still holding its pipes leaves this to the `left` check)."""
     try:
@@ -68,7 +69,10 @@ def _warn_if_forced(process: subprocess.Popen[bytes]) -> None:
         return
     stderr = written.decode(errors="replace")
     if FORCED_LINE in stderr:
-        warnings.warn(f"Ctrl-C needed the guard's deadline; the stacks then:\n{stderr[-6000:]}", stacklevel=2)
+        message = f"Ctrl-C needed the guard's deadline; the stacks then:\n{stderr[-6000:]}"
+        if strict:
+            pytest.fail(message)
+        warnings.warn(message, stacklevel=2)
 
 
 def test_a_command_whose_unwinding_hangs_still_ends_soon_after_ctrl_c(tmp_path: Path) -> None:
@@ -191,10 +195,11 @@ def test_ctrl_c_ends_the_writing_hook_within_seconds_with_nothing_left(scratch_r
 
 
 def interrupt_when(
-    command: list[str], cwd: Path, env: dict[str, str], ready: Callable[[], bool]
+    command: list[str], cwd: Path, env: dict[str, str], ready: Callable[[], bool], strict: bool = False
 ) -> tuple[float, int, str]:
     """Start `assist COMMAND`, press Ctrl-C (SIGINT to its process group) once `ready()`; (seconds to exit, exit
-    status, what is left of its process group CANCEL_LIMIT_S after the press: "" when nothing)."""
+    status, what is left of its process group CANCEL_LIMIT_S after the press: "" when nothing). With `strict` the
+    test fails if the guard's deadline, not the unwinding, ended the command."""
     process = subprocess.Popen(
         [sys.executable, "-m", "assistant", *command],
         cwd=cwd,
@@ -212,7 +217,7 @@ def interrupt_when(
         os.killpg(process.pid, signal.SIGINT)
         status = process.wait(timeout=30)
         seconds = time.monotonic() - pressed
-        _warn_if_forced(process)
+        _warn_if_forced(process, strict)
         return seconds, status, _group_left(process.pid, pressed)
     finally:
         if process.poll() is None:
@@ -229,6 +234,20 @@ def test_ctrl_c_ends_eval_docstring_waiting_on_the_server_with_nothing_left(tmp_
     assert seconds < CANCEL_LIMIT_S and status == EXIT_STATUS
     assert not left, left
     assert not (tmp_path / "run" / "docstrings.jsonl").exists()  # nothing recorded for the request cut short
+
+
+def test_ctrl_c_ends_generate_waiting_on_concurrent_single_requests_by_unwinding(tmp_path: Path) -> None:
+    # A server that ignores `n` (llama.cpp, Ollama): after the first request, the other samples are sent one per
+    # request from a pool of threads, which the server holds. Ctrl-C must end the command by itself, without the
+    # wait for those threads that only the guard's deadline would cut.
+    env = {**os.environ, "ASSIST_OPENAI_API": "completions"}
+    with openai_server(Script(honour_n=False, delay_s=30.0, delay_after=1)) as (url, script):
+        command = ["generate", "return a number", "-k", "0", "-n", "3", "--ranker", "first", "--base-url", url]
+        ready = lambda: len(script.requests) >= 3  # noqa: E731 - the first request, then the two single ones
+        seconds, status, left = interrupt_when(command, tmp_path, env, ready, strict=True)
+        assert [request["n"] for request in script.requests] == [3, 1, 1]
+    assert seconds < CANCEL_LIMIT_S and status == EXIT_STATUS
+    assert not left, left
 
 
 def _sandbox_runs(folder: Path) -> str:

@@ -14,7 +14,7 @@ from assistant.backends.prompts import build_prompt
 from assistant.code.fences import extract_code
 from assistant.core.candidates import collect
 from assistant.core.rank import Problem, rank
-from assistant.errors import ModelError, UsageError
+from assistant.errors import Cancelled, ModelError, UsageError
 from assistant.pipeline.registry import make_rankers
 
 from .openai_server import Script, model_echo, openai_server
@@ -55,6 +55,24 @@ def test_n_ignored_falls_back_to_seeded_requests_and_remembers() -> None:
     assert sorted(r["seed"] for r in script.requests) == [7, 8, 9]
     assert all(r["n"] == 1 for r in script.requests)
     assert len({extract_code(c.text) for c in second}) == 3
+
+
+def test_a_cancelled_fan_out_returns_without_waiting_for_the_requests_the_server_holds() -> None:
+    # The TUI's Escape raises Cancelled from the progress callback; the single requests already sent are left to
+    # their threads (they hold nothing of the process), not waited for to the server's answer 30 s later.
+    def step(done: int, total: int) -> None:
+        if done == 2:
+            while len(script.requests) < 3:  # the third request is sent, and held
+                time.sleep(0.01)
+            raise Cancelled("Generating cancelled")
+
+    with openai_server(Script(honour_n=False, delay_s=30.0, delay_after=2)) as (url, script):
+        backend = connect(url, concurrency=2, timeout=60.0, retries=0)
+        backend.honours_n = False  # known to ignore n: three single requests, two at a time
+        started = time.monotonic()
+        with pytest.raises(Cancelled):
+            backend.sample(PROMPT, SamplingParams(n=3, seed=5), step)
+        assert time.monotonic() - started < 5.0
 
 
 def test_429_then_success_is_retried() -> None:
@@ -196,6 +214,26 @@ PAIRS = [
     (build_prompt("Add two numbers.", []), "def add(a, b):\n    return a + b\n"),
     (build_prompt("Reverse a string.", []), "def rev(s):\n    return s[::-1]\n"),
 ]
+
+
+def _character_value(text: str, at: int) -> float:
+    """A scripted echo's log-probability of the character-token at `at`: the probe's planted word the least likely."""
+    return -9.0 if text.startswith("zebra", at) else -(ord(text[at]) % 10) / 10 - 0.01
+
+
+def _character_echo(text: str) -> tuple[list[str], list[float | None], list[int]]:
+    """What a server whose tokens are characters echoes for `text`."""
+    return list(text), [None] + [_character_value(text, at) for at in range(1, len(text))], list(range(len(text)))
+
+
+def test_scores_come_back_in_the_order_asked_through_concurrent_requests() -> None:
+    pairs = [(build_prompt(f"Task {i}.", []), f"def f{i}():\n    return {'xyz'[: i % 4]!r}\n") for i in range(6)]
+    with openai_server(Script(echo=_character_echo)) as (url, script):
+        scored = connect(url, api="completions", concurrency=3).logprob(pairs)
+    assert sum(1 for r in script.requests if r.get("echo")) == 1 + len(pairs)  # the probe, then one per pair
+    for (_, continuation), score in zip(pairs, scored, strict=True):
+        assert score.tokens == list(continuation)
+        assert score.logprobs == [_character_value(continuation, at) for at in range(len(continuation))]
 
 
 @pytest.mark.model

@@ -20,17 +20,20 @@ What servers differ on, and how this backend copes:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import math
+import queue
 import random
+import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, wait
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from assistant.backends import (
     Backend,
@@ -47,7 +50,7 @@ from assistant.backends import (
     row_stream,
 )
 from assistant.backends.prompts import Prompt
-from assistant.errors import ModelError, UsageError
+from assistant.errors import Cancelled, ModelError, UsageError
 
 log = logging.getLogger("assistant")
 
@@ -55,6 +58,8 @@ CHARS_PER_TOKEN = 3.0  # a conservative estimate for code, used only when the to
 # An estimate this many times over the context cannot fit under any real tokenizer (that would take over
 # 9 characters per token): refuse it rather than send it to be cut or rejected.
 ESTIMATE_SURE_OVER = 3.0
+
+T = TypeVar("T")
 
 
 class OpenAIBackend(Backend):
@@ -237,19 +242,14 @@ class OpenAIBackend(Backend):
         missing = wanted - len(completions)
         if missing > 0:
             seeds = [base_seed + len(completions) + i for i in range(missing)]
-            with ThreadPoolExecutor(max_workers=min(self.concurrency, missing)) as pool:
-                futures = [
-                    pool.submit(self._request, prompt, params, 1, seed, None if completions or i else stream)
-                    for i, seed in enumerate(seeds)
-                ]
-                try:
-                    for future in futures:
-                        completions.extend(future.result()[:1])
-                        report(len(completions), wanted)
-                except BaseException:
-                    for future in futures:
-                        future.cancel()  # requests not yet sent are dropped
-                    raise
+            calls = [
+                functools.partial(self._request, prompt, params, 1, seed, None if completions or i else stream)
+                for i, seed in enumerate(seeds)
+            ]
+            with _FanOut(calls, min(self.concurrency, missing)) as fan_out:
+                for result in fan_out.results():
+                    completions.extend(result[:1])
+                    report(len(completions), wanted)
         return completions
 
     def _request(
@@ -358,9 +358,9 @@ class OpenAIBackend(Backend):
         for _, continuation in pairs:
             check_text(continuation, "the scored text")
         self.check_echo()
-        texts = [(self.render(prompt), continuation) for prompt, continuation in pairs]
-        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(texts)))) as pool:
-            return list(pool.map(lambda item: self._score(*item), texts))
+        calls = [functools.partial(self._score, self.render(prompt), continuation) for prompt, continuation in pairs]
+        with _FanOut(calls, max(1, min(self.concurrency, len(calls)))) as fan_out:
+            return list(fan_out.results())
 
     def check_echo(self) -> None:
         """Refuse a server whose echoed prompt log-probabilities are missing or misaligned (once per backend).
@@ -459,6 +459,58 @@ class OpenAIBackend(Backend):
 
     def _call(self, method: Callable[..., Any], **kwargs: Any) -> Any:
         return call_api(method, url=self.base_url, timeout=self.timeout, retries=self.retries, **kwargs)
+
+
+class _FanOut(Generic[T]):
+    """`calls` run `workers` at a time, on daemon threads, their results (or the first error) taken in order.
+
+    What a thread pool does, except at an interruption: the pool's `with` block, then the interpreter's exit, wait
+    for every request still held by the server, so Ctrl-C (or the TUI's Escape, `Cancelled` from a progress
+    callback) would wait for them too. Here leaving the block drops the calls not started; on an error it waits for
+    the running ones, as the pool did, but on an interruption it leaves them to their daemon threads, which the
+    exit does not wait for (their results are not used)."""
+
+    def __init__(self, calls: Sequence[Callable[[], T]], workers: int) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")  # as a pool refuses, rather than wait forever
+        self.futures: list[Future[T]] = [Future() for _ in calls]
+        self.queue: queue.SimpleQueue[tuple[Future[T], Callable[[], T]]] = queue.SimpleQueue()
+        for future, call in zip(self.futures, calls, strict=True):
+            self.queue.put((future, call))
+        self.threads = [
+            threading.Thread(target=self._work, name=f"assist-openai-{i}", daemon=True) for i in range(workers)
+        ]
+
+    def __enter__(self) -> _FanOut[T]:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def _work(self) -> None:
+        while True:
+            try:
+                future, call = self.queue.get_nowait()
+            except queue.Empty:
+                return
+            if not future.set_running_or_notify_cancel():
+                continue  # dropped before it was sent
+            try:
+                result = call()
+            except BaseException as exc:  # handed to the caller, as a pool's worker does
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def results(self) -> Iterator[T]:
+        """Each call's result in the order of the calls; the first call that failed raises its error."""
+        for future in self.futures:
+            yield future.result()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
+        for future in self.futures:
+            future.cancel()  # requests not yet sent are dropped
+        if isinstance(error, Exception) and not isinstance(error, Cancelled):
+            wait(self.futures)  # an error: the requests already sent end first, as before
 
 
 def make_client(
