@@ -134,6 +134,7 @@ def check_text(text: str, what: str) -> None:
 
 @app.command(short_help="Index a repo's functions for retrieval.")
 @friendly_errors
+@cancel_guard
 def index(
     path: IndexPathArg = Path("."),
     bank: IndexBankOpt = None,
@@ -574,6 +575,7 @@ def models_list(
 
 @models_app.command("pull")
 @friendly_errors
+@cancel_guard
 def models_pull(
     name: Annotated[str | None, typer.Argument(help="Model name (default: the default generator).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Assemble and convert again even if ready.")] = False,

@@ -15,9 +15,13 @@ of the GIL (torch and the engines do; a call that holds it cannot be interrupted
 
 What a command writes while it runs is either written atomically (a temporary file renamed into place) or appended
 a record a line at a time (`assistant.cache.JsonlCache`, whose reader skips a torn last line), so an exit in the
-middle of a write leaves the old file or the new one, or every whole record before it, and a rerun resumes.
+middle of a write leaves the old file or the new one, or every whole record before it, and a rerun resumes. An
+index is written into a folder beside the old one and swapped in with renames (a swap cut between its two renames
+is put back by the next reader); a model's assembled file and its conversions are made under temporary names,
+renamed into place, with the manifest that says they are complete written last.
 
-These commands install it: `generate`, `docstring` (and so the hook), and every `eval` and `train` command.
+These commands install it: `generate`, `docstring` (and so the hook), `index`, `models pull`, and every `eval` and
+`train` command.
 `serve` keeps its own stop: Ctrl-C ends its serving loop, which runs in the main thread, and the threads answering
 requests are daemons that the exit does not wait for.
 """
