@@ -132,6 +132,7 @@ def main() -> None:
     batched: dict[int, list[int]] = {t: [] for t in limits}
     found: dict[int, list[int]] = {t: [] for t in limits}
     recorded_agrees = 0
+    unkeyed: list[str] = []
     for item in tasks:
         problem, candidates, record = item["problem"], item["candidates"], item["record"]
         name = agreement.entry_point(candidates)
@@ -140,8 +141,9 @@ def main() -> None:
         signature = agreement.signature(candidates, name)
         *_, key = agreement.tests_request(problem.requirement, name, signature, spec.name, tokens=recorded)
         texts = cached.get(key)
-        if texts is None:
-            raise SystemExit(f"{record['task_id']}: no cached tests under the key agree uses; is this the folder?")
+        if texts is None:  # written by an older agree (its prompt or the signature it read differ): not today's call
+            unkeyed.append(record["task_id"])
+            continue
         lead = _lead(name)
         completions = [tokenizer.encode(text[len(lead) :], add_special_tokens=False) for text in texts]
         for limit in limits:
@@ -168,7 +170,12 @@ def main() -> None:
                 )
     count = len(passed[limits[0]])
     if not count:
-        raise SystemExit(f"{args.results}: no task has candidates that define a function; nothing to replay")
+        why = (
+            "no cached tests under the keys agree uses; is this the folder?"
+            if unkeyed
+            else "no task has candidates that define a function"
+        )
+        raise SystemExit(f"{args.results}: {why}; nothing to replay")
     top = limits[-1]
     rows = []
     for limit in limits:
@@ -190,6 +197,7 @@ def main() -> None:
         "results": str(args.results),
         "tasks": count,
         "sandbox_runs": runs.runs,
+        "not_replayed": unkeyed,
         "model": spec.name,
         "reproduced_recorded_scores": f"{recorded_agrees} of {count}" if top == recorded else None,
         "rows": rows,
@@ -198,6 +206,8 @@ def main() -> None:
         print(json.dumps(result, indent=1))
         return
     print(f"{args.results}: {count} tasks, {runs.runs} sandbox runs, tests by {spec.name}")
+    if unkeyed:
+        print(f"not replayed: {len(unkeyed)} tasks, their cached tests under another key (agree changed since)")
     if result["reproduced_recorded_scores"]:
         same = result["reproduced_recorded_scores"]
         print(f"agree scores at {recorded} tokens equal the recorded ones on {same} tasks")
