@@ -25,10 +25,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+JSON_HELP = "print one JSON object; given OUT, print as usual and write the JSON object to OUT"
 
-from stub_latency import JSON_HELP, _serve, _stub_repos, _summary, _task_ids
+
+def _latency() -> Any:
+    """`benchmarks/stub_latency.py`, the benchmark next door: its helpers pick the stubs and start the server."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import stub_latency
+
+    return stub_latency
 
 
 def _generate(repo: Path, path: str, qualname: str, model: str, seed: int, tree: Path | None) -> tuple[float, str]:
@@ -78,11 +85,12 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.old / "assistant" / "__init__.py").is_file():
         parser.error(f"--old {args.old}: not a checkout of assist (no assistant/__init__.py)")
+    latency = _latency()
     folder = Path(tempfile.mkdtemp(prefix="assist-versus-"))
     rows, server = [], None
     try:
-        stubs = _stub_repos(_task_ids(args.stubs), folder)
-        server, startup = _serve(args.model)
+        stubs = latency._stub_repos(latency._task_ids(args.stubs), folder)
+        server, startup = latency._serve(args.model)
         for number, (task_id, repo, path, qualname) in enumerate(stubs):
             order = [("new", None), ("old", args.old)]
             timed = {}
@@ -105,8 +113,8 @@ def main() -> None:
         "old": str(args.old),
         "stubs": len(rows),
         "server_startup_s": round(startup, 1),
-        "new": _summary(new),
-        "old_tree": _summary(old),
+        "new": latency._summary(new),
+        "old_tree": latency._summary(old),
         "new_minus_old_s": _paired(new, old),
         "same_top": sum(row["same_top"] for row in rows),
         "rows": rows,
