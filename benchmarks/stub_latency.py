@@ -107,6 +107,18 @@ def _summary(seconds: list[float]) -> dict[str, float]:
     }
 
 
+def _json_alone(report: dict, target: str | None) -> bool:
+    """`--json`: print the report as JSON and nothing else ("-", True), or also write it to the file `target`."""
+    if target == "-":
+        print(json.dumps(report, indent=1))
+        return True
+    if target:
+        from assistant.paths import atomic_write_text
+
+        atomic_write_text(Path(target), json.dumps(report, indent=1) + "\n")
+    return False
+
+
 def main() -> None:
     from assistant.backends.models import DEFAULT_GENERATOR
 
@@ -142,13 +154,8 @@ def main() -> None:
         "warm": _summary([row["warm_s"] for row in rows]),
         "rows": rows,
     }
-    if args.json == "-":
-        print(json.dumps(report, indent=1))
+    if _json_alone(report, args.json):
         return
-    if args.json:
-        from assistant.paths import atomic_write_text
-
-        atomic_write_text(Path(args.json), json.dumps(report, indent=1) + "\n")
     print(f"\n{args.model}, {len(rows)} stubs, -n 5; server start-up {report['server_startup_s']} s (once)")
     for mode in ("cold", "warm"):
         figures = report[mode]

@@ -119,13 +119,8 @@ def main() -> None:
         "same_top": sum(row["same_top"] for row in rows),
         "rows": rows,
     }
-    if args.json == "-":
-        print(json.dumps(report, indent=1))
+    if latency._json_alone(report, args.json):
         return
-    if args.json:
-        from assistant.paths import atomic_write_text
-
-        atomic_write_text(Path(args.json), json.dumps(report, indent=1) + "\n")
     mean, low, high = report["new_minus_old_s"]
     print(f"\n{args.model}, {len(rows)} stubs, -n 5, warm; server start-up {report['server_startup_s']} s (once)")
     print(f"new: p50 {report['new']['p50']} s, p90 {report['new']['p90']} s")

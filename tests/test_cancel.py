@@ -75,6 +75,30 @@ def _warn_if_forced(process: subprocess.Popen[bytes], strict: bool = False) -> N
         warnings.warn(message, stacklevel=2)
 
 
+def _interrupt_when_ready(argv: list[str], settle_s: float = 0.0) -> tuple[int, float, str]:
+    """Start `argv` in a session of its own, and once it prints "ready" (and `settle_s` later) press Ctrl-C on its
+    process group: (exit status, seconds from the press to its exit, its stderr)."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+        time.sleep(settle_s)
+        pressed = time.monotonic()
+        os.killpg(process.pid, signal.SIGINT)
+        status = process.wait(timeout=30)
+        seconds = time.monotonic() - pressed
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        _, stderr = process.communicate(timeout=10)
+    return status, seconds, stderr.decode()
+
+
+def _assert_ended_by_the_deadline(status: int, seconds: float, stderr: str) -> None:
+    assert status == EXIT_STATUS
+    assert FORCE_AFTER_S <= seconds < FORCE_AFTER_S + CANCEL_LIMIT_S
+    assert FORCED_LINE in stderr
+
+
 def test_a_command_whose_unwinding_hangs_still_ends_soon_after_ctrl_c(tmp_path: Path) -> None:
     # A non-daemon thread that sleeps a minute: Python's own exit waits for it, so plain Ctrl-C would take 60 s.
     program = (
@@ -87,22 +111,7 @@ def test_a_command_whose_unwinding_hangs_still_ends_soon_after_ctrl_c(tmp_path: 
         "    time.sleep(60)\n"
         "command()\n"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
-    )
-    try:
-        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
-        pressed = time.monotonic()
-        os.killpg(process.pid, signal.SIGINT)
-        status = process.wait(timeout=30)
-        seconds = time.monotonic() - pressed
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        _, stderr = process.communicate(timeout=10)
-    assert status == EXIT_STATUS
-    assert FORCE_AFTER_S <= seconds < FORCE_AFTER_S + CANCEL_LIMIT_S
-    assert FORCED_LINE in stderr.decode()
+    _assert_ended_by_the_deadline(*_interrupt_when_ready([sys.executable, "-c", program]))
 
 
 def test_the_deadline_holds_while_the_main_thread_is_inside_a_native_call(tmp_path: Path) -> None:
@@ -122,26 +131,8 @@ def test_the_deadline_holds_while_the_main_thread_is_inside_a_native_call(tmp_pa
         "    waiter.execute('insert into t values (1)')\n"
         "command()\n"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", program, str(tmp_path / "held.db")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        assert process.stdout is not None and process.stdout.readline() == b"ready\n"
-        time.sleep(0.3)  # inside the busy wait
-        pressed = time.monotonic()
-        os.killpg(process.pid, signal.SIGINT)
-        status = process.wait(timeout=30)
-        seconds = time.monotonic() - pressed
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        _, stderr = process.communicate(timeout=10)
-    assert status == EXIT_STATUS
-    assert FORCE_AFTER_S <= seconds < FORCE_AFTER_S + CANCEL_LIMIT_S
-    assert FORCED_LINE in stderr.decode()
+    argv = [sys.executable, "-c", program, str(tmp_path / "held.db")]
+    _assert_ended_by_the_deadline(*_interrupt_when_ready(argv, settle_s=0.3))  # 0.3 s: inside the busy wait
 
 
 def test_ctrl_c_ends_generate_within_seconds_with_nothing_left(tmp_path: Path) -> None:
