@@ -18,11 +18,10 @@ from assistant.errors import UsageError
 from assistant.paths import atomic_write_text
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
 from assistant.ui.eval_options import (
+    ALL_TASKS,
     Batch,
     CandidateRuns,
     CodegenRankers,
-    CodegenSplit,
-    Dataset,
     Demos,
     DocLimit,
     DocStrategies,
@@ -33,7 +32,6 @@ from assistant.ui.eval_options import (
     FromEval,
     Holdout,
     LikelihoodSplit,
-    Limit,
     LineFragments,
     MaxNewTokens,
     Method,
@@ -58,8 +56,8 @@ from assistant.ui.eval_options import (
     Samples,
     ScoringBackend,
     Seed,
-    Strategies,
     SummaryJson,
+    TaskFlags,
     TasksFile,
     Temperature,
     TestsInPrompt,
@@ -71,15 +69,13 @@ from assistant.ui.eval_options import (
     check_subset,
     parse_ks,
     parse_rankers,
+    task_options,
 )
 from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     NO_BACKEND_FLAGS,
     BackendFlags,
-    EngineOpt,
-    ModelOpt,
     backend_options,
-    backend_settings,
     check_range,
     check_seed,
 )
@@ -106,13 +102,13 @@ def _default_folder(name: str) -> Path:
     return results_dir() / name
 
 
-def _select_tasks(dataset: str, split: str, limit: int | None, seed: int, strategies: str) -> tuple[list, list[str]]:
+def _select_tasks(selection: TaskFlags) -> tuple[list, list[str]]:
     """The tasks to evaluate and the strategy names, checked before any model loads."""
     from assistant.evaluate import load_dataset, subset
     from assistant.evaluate.strategies import parse_strategies
 
-    names = parse_strategies(strategies)
-    return subset(load_dataset(dataset, split), limit, seed), names
+    names = parse_strategies(selection.strategies)
+    return subset(load_dataset(selection.dataset, selection.split), selection.limit, selection.seed), names
 
 
 def _load_models(pool: str, settings: Settings, ui: ProgressUI) -> tuple:
@@ -359,12 +355,9 @@ def _print_rows(folder: Path, tasks: int, rows: list[dict], as_json: bool, heade
 @friendly_errors
 @cancel_guard
 @backend_options()
+@task_options()
 def codegen(
-    dataset: Dataset = "humaneval",
-    split: CodegenSplit = "test",
-    limit: Limit = None,
-    seed: Seed = 0,
-    strategies: Strategies = "zero,random,bm25,dense",
+    selection: TaskFlags = ALL_TASKS,
     n: Samples = 5,
     k: PassKs = "1,5",
     demos: Demos = 4,
@@ -384,7 +377,7 @@ def codegen(
     from assistant.evaluate import summarize_codegen
     from assistant.evaluate.report import codegen_table
 
-    check_subset(limit, seed)
+    check_subset(selection.limit, selection.seed)
     check_sampling(n, demos, backend_flags.timeout, temperature, top_p)
     check_range("--max-new-tokens", max_new_tokens, 1, MAX_NEW_TOKENS_LIMIT)
     check_range("--batch", batch, 1)
@@ -392,14 +385,11 @@ def codegen(
     if ks[-1] > n:
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
     extra = parse_rankers(rankers)
-    tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
+    tasks, names = _select_tasks(selection)
     settings = backend_flags.settings()
     config = {
         "command": "codegen",
-        "dataset": parse_dataset(dataset).name,
-        "split": split,
-        "limit": limit,
-        "seed": seed,
+        **selection.config(),
         "n": n,
         "ks": ks,
         "demos": demos,
@@ -412,12 +402,12 @@ def codegen(
     }
     folder, bases = _open_codegen(out_dir, extend, config)
     params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
-    run = CodegenRun(tasks, names, settings, pool, params, demos, seed, batch, extra, folder, bases)
+    run = CodegenRun(tasks, names, settings, pool, params, demos, selection.seed, batch, extra, folder, bases)
     with ProgressUI(show_progress(json_output), plain=True) as ui:
         records = _draw_codegen(run, ui)
     rows = summarize_codegen(records, ks)
     header = (
-        f"{len(tasks)} tasks of {dataset} ({split}), n={n}, {demos} demonstrations from {pool}; "
+        f"{len(tasks)} tasks of {selection.dataset} ({selection.split}), n={n}, {demos} demonstrations from {pool}; "
         f"percent with 95% bootstrap intervals"
     )
     _print_rows(folder, len(tasks), rows, json_output, header, codegen_table(rows, ks), "report.md, charts")
@@ -765,16 +755,12 @@ def _repo_retrieval(run: RepoRun, as_json: bool) -> None:
 @eval_app.command("likelihood")
 @friendly_errors
 @cancel_guard
+@backend_options("backend", "engine", "model", backend=ScoringBackend)
+@task_options(dataset="mbpp", split=LikelihoodSplit)
 def likelihood(
-    dataset: Dataset = "mbpp",
-    split: LikelihoodSplit = "test",
-    limit: Limit = None,
-    seed: Seed = 0,
-    strategies: Strategies = "zero,random,bm25,dense",
+    selection: TaskFlags = ALL_TASKS,
     demos: Demos = 4,
-    backend: ScoringBackend = None,
-    engine: EngineOpt = None,
-    model: ModelOpt = None,
+    backend_flags: BackendFlags = NO_BACKEND_FLAGS,
     pool: Pool = "mbpp",
     out_dir: OutDir = None,
     json_output: SummaryJson = False,
@@ -783,18 +769,15 @@ def likelihood(
     from assistant.evaluate import run_likelihood, summarize_likelihood
     from assistant.evaluate.report import likelihood_table, retriever_identities
 
-    check_subset(limit, seed)
+    check_subset(selection.limit, selection.seed)
     check_demos(demos)
-    tasks, names = _select_tasks(dataset, split, limit, seed, strategies)
-    settings = backend_settings(backend, model, engine=engine)
-    name = parse_dataset(dataset).name
-    folder = out_dir or _default_folder(f"{_run_name('likelihood', name, split)}-seed{seed}")
+    tasks, names = _select_tasks(selection)
+    settings = backend_flags.settings()
+    name = parse_dataset(selection.dataset).name
+    folder = out_dir or _default_folder(f"{_run_name('likelihood', name, selection.split)}-seed{selection.seed}")
     config = {
         "command": "likelihood",
-        "dataset": name,
-        "split": split,
-        "limit": limit,
-        "seed": seed,
+        **selection.config(),
         "demos": demos,
         **_backend_config(settings),
         "pool": parse_dataset(pool).name,
@@ -806,11 +789,14 @@ def likelihood(
         if not scorer.can_score:
             raise UsageError(f"eval likelihood needs a backend that scores given text: {scorer.scoring_unavailable}")
         trained = retriever_identities(demo_pool.index, names, scorer.model)
-        records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=seed, progress=ui)
+        records = run_likelihood(tasks, demo_pool, names, scorer, folder, demos=demos, seed=selection.seed, progress=ui)
         now = retriever_identities(demo_pool.index, names, scorer.model)
         _record_retrievers(folder, trained, now, [task.task_id for task in tasks])
     rows = summarize_likelihood(records)
-    header = f"{len(tasks)} tasks of {dataset} ({split}), {demos} demonstrations from {pool}; 95% bootstrap intervals"
+    header = (
+        f"{len(tasks)} tasks of {selection.dataset} ({selection.split}), {demos} demonstrations from {pool}; "
+        "95% bootstrap intervals"
+    )
     _print_rows(folder, len(tasks), rows, json_output, header, likelihood_table(rows), "report.md, charts")
 
 
@@ -866,12 +852,10 @@ def _pool_report(results: list[Path], versus: str | None, strategies: str | None
 @eval_app.command("retrieval")
 @friendly_errors
 @cancel_guard
+@task_options("dataset", "split", "limit", "seed", dataset="mbpp", split=RetrievalSplit)
 def retrieval(
     method: Method = "tstr",
-    dataset: Dataset = "mbpp",
-    split: RetrievalSplit = "test",
-    limit: Limit = None,
-    seed: Seed = 0,
+    selection: TaskFlags = ALL_TASKS,
     pool: Pool = "mbpp",
     json_output: RowsJson = False,
 ) -> None:
@@ -885,10 +869,10 @@ def retrieval(
     from assistant.evaluate.retrieval import run_retrieval_eval
     from assistant.pipeline.pipeline import Pipeline
 
-    check_subset(limit, seed)
+    check_subset(selection.limit, selection.seed)
     if method != "tstr":
         raise UsageError("eval retrieval measures TST^R (--method tstr)")
-    tasks = subset(load_dataset(dataset, split), limit, seed)
+    tasks = subset(load_dataset(selection.dataset, selection.split), selection.limit, selection.seed)
     with ProgressUI(show_progress(json_output)) as ui:
         ui.status("Embedding the pool and the references")
         encoder = Pipeline().encoder()
@@ -909,14 +893,14 @@ def retrieval(
             "code embedding (sees the reference code)": code_vectors @ pool_code_vectors.T,
         }
         rows = run_retrieval_eval(
-            test_vectors, [t.reference for t in tasks], pool_vectors, pool_codes, scorers, seed=seed
+            test_vectors, [t.reference for t in tasks], pool_vectors, pool_codes, scorers, seed=selection.seed
         )
     if json_output:
         out.print_json(json.dumps({"tasks": len(tasks), "embedder": embedder.name, "rows": rows}))
         return
     out.print(
-        f"{len(tasks)} references from {dataset} ({split}), pool {pool}, {embedder.name} embeddings; "
-        "pairwise accuracy, 95% bootstrap CI"
+        f"{len(tasks)} references from {selection.dataset} ({selection.split}), pool {pool}, {embedder.name} "
+        "embeddings; pairwise accuracy, 95% bootstrap CI"
     )
     lines = ["| scorer | triplets | count | accuracy |", "|---|---|---|---|"]
     for row in rows:

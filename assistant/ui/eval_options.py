@@ -3,15 +3,19 @@ and the checks that several commands run on them before any model loads."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from assistant.config import MAX_K, MAX_N, MAX_TEMPERATURE, MAX_TIMEOUT, REPAIR_BUDGET_S, REPAIR_N
-from assistant.datasets import MBPP_DEFAULT_PATH
+from assistant.datasets import MBPP_DEFAULT_PATH, parse_dataset
 from assistant.errors import UsageError
-from assistant.ui.options import check_range, check_seed
+from assistant.ui.options import check_range, check_seed, option_group
+
+_C = TypeVar("_C", bound=Callable[..., Any])
 
 # Shared by several commands.
 Dataset = Annotated[str, typer.Option(help=f"humaneval, or mbpp[:PATH] (default path {MBPP_DEFAULT_PATH}).")]
@@ -241,6 +245,38 @@ Mutants = Annotated[int, typer.Option(help="Mutants per known-correct program.")
 Epochs = Annotated[int, typer.Option(help="Classifier epochs.")]
 Holdout = Annotated[float, typer.Option(help="Share of training problems held out for P/R/F1.")]
 ResultsJson = Annotated[bool, typer.Option("--json", help="Print the results as JSON.")]
+
+
+@dataclass(frozen=True)
+class TaskFlags:
+    """Which benchmark tasks `eval codegen`, `likelihood` and `retrieval` run, as typed: the dataset and its split,
+    a subset of --limit tasks chosen by --seed, and the demonstration strategies (see :func:`task_options`). Each
+    field is annotated with its option, in the order a command's help lists them."""
+
+    dataset: Dataset = "humaneval"
+    split: CodegenSplit = "test"
+    limit: Limit = None
+    seed: Seed = 0
+    strategies: Strategies = "zero,random,bm25,dense"
+
+    def config(self) -> dict:
+        """What a run's config.json records of them, after its command (the strategies, parsed, come last)."""
+        return {
+            "dataset": parse_dataset(self.dataset).name,
+            "split": self.split,
+            "limit": self.limit,
+            "seed": self.seed,
+        }
+
+
+ALL_TASKS = TaskFlags()  # a command's default: every task of HumanEval
+
+
+def task_options(*names: str, dataset: str = "humaneval", split: Any = CodegenSplit) -> Callable[[_C], _C]:
+    """Decorate a command whose signature has one parameter of type TaskFlags: Typer sees the options `names`
+    (default: all) in its place, in TaskFlags' order, and the command gets them as one TaskFlags. `dataset`: the
+    command's default benchmark; `split`: its --split option, whose help says what the split is for."""
+    return option_group(replace(ALL_TASKS, dataset=dataset), names, {"split": split})
 
 
 def check_subset(limit: int | None, seed: int) -> None:

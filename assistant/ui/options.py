@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
 
 import click
 import typer
@@ -81,6 +81,7 @@ __all__ = [
     "backend_options",
     "backend_settings",
     "generation_options",
+    "option_group",
 ]
 
 # The help panels of `assist generate`, `tui` and `docstring`, in the order the help shows them.
@@ -173,14 +174,15 @@ TimeoutOpt = Annotated[
 @dataclass(frozen=True)
 class BackendFlags:
     """The backend options as typed (None: not given, or not an option of the command): one parameter of a
-    command's function where its help lists up to six options (see :func:`backend_options`)."""
+    command's function where its help lists up to six options (see :func:`backend_options`). Each field is
+    annotated with its option, in the order a command's help lists them."""
 
-    backend: str | None = None
-    engine: str | None = None
-    model: str | None = None
-    base_url: str | None = None
-    api: str | None = None
-    timeout: float | None = None
+    backend: BackendOpt = None
+    engine: EngineOpt = None
+    model: ModelOpt = None
+    base_url: BaseUrlOpt = None
+    api: ApiOpt = None
+    timeout: TimeoutOpt = None
 
     def settings(self, start: Path | None = None) -> Settings:
         """The settings these flags give on top of env, the repo's `.assist.toml` and the user config."""
@@ -191,40 +193,42 @@ class BackendFlags:
 
 NO_BACKEND_FLAGS = BackendFlags()  # a command's default: no backend option given
 
-
-# Each BackendFlags field's option, in the order a command's help lists them.
-_BACKEND_OPTIONS: dict[str, Any] = {
-    "backend": BackendOpt,
-    "engine": EngineOpt,
-    "model": ModelOpt,
-    "base_url": BaseUrlOpt,
-    "api": ApiOpt,
-    "timeout": TimeoutOpt,
-}
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 
-def backend_options(*names: str) -> Callable[[_Command], _Command]:
+def backend_options(*names: str, **options: Any) -> Callable[[_Command], _Command]:
     """Decorate a command whose signature has one parameter of type BackendFlags: Typer sees the options `names`
-    (default: all six) in its place, in _BACKEND_OPTIONS' order, and the command gets them as one BackendFlags.
+    (default: all six) in its place, in BackendFlags' order, and the command gets them as one BackendFlags.
+    `options` declares a field's option otherwise for this command (`eval likelihood`'s --backend scores).
 
-    Six commands take these options; declared here once, their signatures and `backend_settings` calls do not
+    Seven commands take these options; declared here once, their signatures and `backend_settings` calls do not
     repeat the list (and a new option reaches every command that takes the group)."""
-    chosen = {name: option for name, option in _BACKEND_OPTIONS.items() if not names or name in names}
-    return _option_group(BackendFlags, chosen)
+    return option_group(NO_BACKEND_FLAGS, names, options)
 
 
-def _option_group(group: type, options: dict[str, Any]) -> Callable[[_Command], _Command]:
-    """Decorate a command whose signature has one parameter of type `group` (a dataclass of flags, None when not
-    given): Typer sees `options` (field name: its `Annotated` option) in that parameter's place, in this order,
-    and the command gets them as one `group`."""
+def option_group(
+    defaults: Any, names: tuple[str, ...] = (), overrides: dict[str, Any] | None = None
+) -> Callable[[_Command], _Command]:
+    """Decorate a command whose signature has one parameter of the type of `defaults`, a frozen dataclass of flags
+    whose fields are annotated with their Typer options: Typer sees the options of the fields `names` (default:
+    all) in that parameter's place, in the fields' order, each with its value in `defaults` as its default and
+    declared by its annotation unless `overrides` (field name: option) declares it otherwise for this command; the
+    command gets them as one such dataclass."""
+    group = type(defaults)
+    declared = get_type_hints(group, include_extras=True)
+    options = {
+        field.name: (overrides or {}).get(field.name, declared[field.name])
+        for field in fields(group)
+        if not names or field.name in names
+    }
 
     def decorate(command: _Command) -> _Command:
         # Typer reads the signature with its annotations evaluated, so this one is evaluated too.
         signature = inspect.signature(command, eval_str=True)
         [slot] = [p for p in signature.parameters.values() if p.annotation is group]
         expanded = [
-            inspect.Parameter(name, slot.kind, default=None, annotation=option) for name, option in options.items()
+            inspect.Parameter(name, slot.kind, default=getattr(defaults, name), annotation=option)
+            for name, option in options.items()
         ]
         parameters = []
         for parameter in signature.parameters.values():
@@ -232,7 +236,7 @@ def _option_group(group: type, options: dict[str, Any]) -> Callable[[_Command], 
 
         @functools.wraps(command)
         def run(*args: Any, **kwargs: Any) -> Any:
-            flags = group(**{name: kwargs.pop(name, None) for name in options})
+            flags = replace(defaults, **{name: kwargs.pop(name, getattr(defaults, name)) for name in options})
             return command(*args, **kwargs, **{slot.name: flags})
 
         run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
@@ -501,22 +505,23 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON.
 @dataclass(frozen=True)
 class GenerationFlags:
     """The generation options as typed, by `[generate]` setting name (None: not given, so the setting stands; or
-    not an option of the command): one parameter of `generate` and `tui` (see :func:`generation_options`)."""
+    not an option of the command): one parameter of `generate` and `tui` (see :func:`generation_options`). Each
+    field is annotated with its option, in the order a command's help lists them within each panel."""
 
-    n: int | None = None
-    k: int | None = None
-    retriever: str | None = None
-    ranker: str | None = None
-    repair: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    max_new_tokens: int | None = None
-    seed: int | None = None
-    apis: bool | None = None
-    fragments: bool | None = None
-    own_file: bool | None = None
-    tests_in_prompt: bool | None = None
-    redraw: bool | None = None
+    n: CandidatesOpt = None
+    k: DemosOpt = None
+    retriever: RetrieverOpt = None
+    ranker: RankerOpt = None
+    repair: RepairOpt = None
+    temperature: TemperatureOpt = None
+    top_p: TopPOpt = None
+    max_new_tokens: MaxTokensOpt = None
+    seed: SeedOpt = None
+    apis: ApisOpt = None
+    fragments: FragmentsOpt = None
+    own_file: OwnFileOpt = None
+    tests_in_prompt: TestsInPromptOpt = None
+    redraw: RedrawOpt = None
 
     def overrides(self) -> dict[str, Any]:
         """The flags by setting name, as `GenerationOptions.from_settings` and its checks take them."""
@@ -525,36 +530,15 @@ class GenerationFlags:
 
 NO_GENERATION_FLAGS = GenerationFlags()  # a command's default: no generation option given
 
-# Each GenerationFlags field's option, in the order a command's help lists them within each panel.
-_GENERATION_OPTIONS: dict[str, Any] = {
-    "n": CandidatesOpt,
-    "k": DemosOpt,
-    "retriever": RetrieverOpt,
-    "ranker": RankerOpt,
-    "repair": RepairOpt,
-    "temperature": TemperatureOpt,
-    "top_p": TopPOpt,
-    "max_new_tokens": MaxTokensOpt,
-    "seed": SeedOpt,
-    "apis": ApisOpt,
-    "fragments": FragmentsOpt,
-    "own_file": OwnFileOpt,
-    "tests_in_prompt": TestsInPromptOpt,
-    "redraw": RedrawOpt,
-}
-
 
 def generation_options(*names: str, **options: Any) -> Callable[[_Command], _Command]:
     """Decorate a command whose signature has one parameter of type GenerationFlags: Typer sees the options `names`
-    (default: all) in its place, in _GENERATION_OPTIONS' order, and the command gets them as one GenerationFlags.
+    (default: all) in its place, in GenerationFlags' order, and the command gets them as one GenerationFlags.
     `options` declares a field's option otherwise for this command (generate's --max-new-tokens speaks of stubs).
 
     Each option stands in its help panel, so the group's place in a signature is where it keeps every panel's order:
     after the command's own options that come before them in a panel, before those that come after."""
-    chosen = {
-        name: options.get(name, option) for name, option in _GENERATION_OPTIONS.items() if not names or name in names
-    }
-    return _option_group(GenerationFlags, chosen)
+    return option_group(NO_GENERATION_FLAGS, names, options)
 
 
 # `assist tui`'s and `assist index`'s own.
