@@ -52,6 +52,7 @@ class Script:
     stream_hold: threading.Event | None = None
     held: bool | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
+    arrived: threading.Lock = field(default_factory=threading.Lock, repr=False)  # a request's place in `requests`
     answered: int = 0
     served: int = 0  # choices answered from `answers`
 
@@ -95,8 +96,10 @@ class _Handler(BaseHTTPRequestHandler):
         if script.down_after is not None and script.answered >= script.down_after:
             self.close_connection = True  # no response at all, like a server that died
             return
-        script.requests.append({"path": self.path, **body})
-        if script.delay_s and len(script.requests) > script.delay_after:
+        with script.arrived:  # its own place, not the count when it looks: a later request may have come by then
+            script.requests.append({"path": self.path, **body})
+            place = len(script.requests)
+        if script.delay_s and place > script.delay_after:
             time.sleep(script.delay_s)
         if script.fail_forever:
             self._error(script.fail_forever, "the server is broken")
