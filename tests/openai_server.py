@@ -32,6 +32,9 @@ class Script:
     fail_forever: int | None = None
     delay_s: float = 0.0
     delay_after: int = 0  # answer this many requests at once before holding the rest `delay_s`
+    # Or hold exactly the requests with these seeds: which request arrives first is the scheduler's choice, a seed is
+    # the caller's (a test about the order of answers must not depend on the order of arrival)
+    delay_seeds: frozenset[int] | None = None
     malformed: bool = False
     list_models: bool = True
     context: int | None = None  # answer 400 "exceeds context" when the prompt is longer (in characters)
@@ -99,7 +102,8 @@ class _Handler(BaseHTTPRequestHandler):
         with script.arrived:  # its own place, not the count when it looks: a later request may have come by then
             script.requests.append({"path": self.path, **body})
             place = len(script.requests)
-        if script.delay_s and place > script.delay_after:
+        held = place > script.delay_after if script.delay_seeds is None else body.get("seed") in script.delay_seeds
+        if script.delay_s and held:
             time.sleep(script.delay_s)
         if script.fail_forever:
             self._error(script.fail_forever, "the server is broken")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 
 import pytest
@@ -66,13 +67,33 @@ def test_a_cancelled_fan_out_returns_without_waiting_for_the_requests_the_server
                 time.sleep(0.01)
             raise Cancelled("Generating cancelled")
 
-    with openai_server(Script(honour_n=False, delay_s=30.0, delay_after=2)) as (url, script):
+    with openai_server(Script(honour_n=False, delay_s=30.0, delay_seeds=frozenset({7}))) as (url, script):
         backend = connect(url, concurrency=2, timeout=60.0, retries=0)
-        backend.honours_n = False  # known to ignore n: three single requests, two at a time
+        backend.honours_n = False  # known to ignore n: three single requests (seeds 5, 6, 7), two at a time
         started = time.monotonic()
         with pytest.raises(Cancelled):
             backend.sample(PROMPT, SamplingParams(n=3, seed=5), step)
         assert time.monotonic() - started < 5.0
+
+
+def test_escape_while_the_next_request_in_order_is_held_returns_at_once() -> None:
+    # The first single request is answered, the second (next in order) held 30 s: the progress callback is asked
+    # while the wait goes on, so Escape (Cancelled from it) ends the wait then, not when the server answers.
+    escaped = threading.Event()
+
+    def step(done: int, total: int) -> None:
+        if escaped.is_set():
+            raise Cancelled("Generating cancelled")
+
+    with openai_server(Script(honour_n=False, delay_s=30.0, delay_seeds=frozenset({6}))) as (url, script):
+        backend = connect(url, concurrency=2, timeout=60.0, retries=0)
+        backend.honours_n = False  # seeds 5, 6, 7: the second in order is held
+        threading.Timer(1.0, escaped.set).start()  # pressed a second after the requests went out
+        started = time.monotonic()
+        with pytest.raises(Cancelled):
+            backend.sample(PROMPT, SamplingParams(n=3, seed=5), step)
+        assert time.monotonic() - started < 5.0
+    assert len(script.requests) >= 2  # the held one had been sent
 
 
 def test_429_then_success_is_retried() -> None:

@@ -60,6 +60,7 @@ CHARS_PER_TOKEN = 3.0  # a conservative estimate for code, used only when the to
 ESTIMATE_SURE_OVER = 3.0
 
 T = TypeVar("T")
+POLL_S = 0.1  # how often a wait on a held request asks its progress callback whether to go on
 
 
 class OpenAIBackend(Backend):
@@ -247,7 +248,7 @@ class OpenAIBackend(Backend):
                 for i, seed in enumerate(seeds)
             ]
             with _FanOut(calls, min(self.concurrency, missing)) as fan_out:
-                for result in fan_out.results():
+                for result in fan_out.results(poll=lambda: report(len(completions), wanted)):
                     completions.extend(result[:1])
                     report(len(completions), wanted)
         return completions
@@ -501,9 +502,13 @@ class _FanOut(Generic[T]):
             else:
                 future.set_result(result)
 
-    def results(self) -> Iterator[T]:
-        """Each call's result in the order of the calls; the first call that failed raises its error."""
+    def results(self, poll: Callable[[], None] = lambda: None) -> Iterator[T]:
+        """Each call's result in the order of the calls; the first call that failed raises its error. While the next
+        one is held, `poll` is called each POLL_S: a progress callback that raises (the TUI's Escape) ends the wait
+        at once, not when the server answers."""
         for future in self.futures:
+            while not wait([future], timeout=POLL_S).done:
+                poll()
             yield future.result()
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:

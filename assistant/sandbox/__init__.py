@@ -392,7 +392,7 @@ def _wait_runner(
     try:
         out, err, report_bytes, timed_out, stopped = _collect(proc, report_r, deadline, output_limit, watch, cancel)
         if not timed_out and stopped is None:
-            timed_out = not _wait_exited(proc.pid, deadline)
+            timed_out = not _wait_exited(proc.pid, deadline, cancel)
     finally:
         _kill_group(proc.pid)
         _reap(proc)
@@ -490,12 +490,15 @@ def _read_capped(
         buffers[fd] += chunk[:room]
 
 
-def _wait_exited(pid: int, deadline: float) -> bool:
-    """Wait (without reaping) until ``pid`` exits; False if the deadline passes first."""
+def _wait_exited(pid: int, deadline: float, cancel: threading.Event | None = None) -> bool:
+    """Wait (without reaping) until ``pid`` exits; False if the deadline passes first. Raises RunCancelled once
+    ``cancel`` is set (the caller kills the group)."""
     if not hasattr(os, "waitid"):  # e.g. macOS: the caller's killpg + wait still cleans up
         return True
-    delay = 0.0005
+    delay = 0.0005  # doubles to at most 0.05 s, within the cancel poll
     while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if cancel is not None and cancel.is_set():
+            raise RunCancelled("the run was cancelled")
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False

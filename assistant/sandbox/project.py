@@ -79,6 +79,7 @@ from pathlib import Path, PurePosixPath
 from assistant.errors import UsageError
 from assistant.paths import read_json_object
 from assistant.sandbox import (
+    _CANCEL_POLL_S,
     LAYERS,
     PROJECT_LAYERS,
     RunCancelled,
@@ -114,7 +115,6 @@ def _ignored(folder: str, names: list[str]) -> set[str]:
 
 
 _REPORT_LIMIT = 64_000  # bytes accepted from the launcher's layer report
-_CANCEL_POLL_S = 0.1  # how often a cancellable run looks at its event
 _DRAIN_AFTER_EXIT_S = 1.0  # how long to read output left in the pipe by stray children after pytest exits
 MAX_RESULTS_BYTES = 512 * 2**20  # the results file, call maps included; a whole suite's are a few MB
 _LIMIT_SIGNALS = (int(signal.SIGXCPU), int(signal.SIGXFSZ))

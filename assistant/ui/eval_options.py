@@ -259,7 +259,7 @@ class TaskFlags:
     seed: Seed = 0
     strategies: Strategies = "zero,random,bm25,dense"
 
-    def config(self) -> dict:
+    def config(self) -> dict[str, Any]:
         """What a run's config.json records of them, after its command (the strategies, parsed, come last)."""
         return {
             "dataset": parse_dataset(self.dataset).name,
@@ -269,7 +269,7 @@ class TaskFlags:
         }
 
 
-ALL_TASKS = TaskFlags()  # a command's default: every task of HumanEval
+ALL_TASKS = TaskFlags()  # the signatures' placeholder: @task_options puts each command's own defaults in its place
 
 
 def task_options(*names: str, dataset: str = "humaneval", split: Any = CodegenSplit) -> Callable[[_C], _C]:

@@ -216,6 +216,9 @@ def option_group(
     command gets them as one such dataclass."""
     group = type(defaults)
     declared = get_type_hints(group, include_extras=True)
+    unknown = (set(names) | set(overrides or {})) - set(declared)
+    if unknown:  # a misspelt name would silently drop the option from the command
+        raise ValueError(f"{group.__name__} has no field {', '.join(sorted(unknown))}")
     options = {
         field.name: (overrides or {}).get(field.name, declared[field.name])
         for field in fields(group)
