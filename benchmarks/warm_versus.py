@@ -57,13 +57,16 @@ def _generate(repo: Path, path: str, qualname: str, model: str, seed: int, tree:
     return seconds, candidates[0].get("code", "")
 
 
-def _paired(new: list[float], old: list[float], rounds: int = 10_000) -> list[float]:
+def _paired(
+    new: list[float], old: list[float], new_first: list[bool] | None = None, rounds: int = 10_000
+) -> list[float]:
     """new − old over stubs with a 95% bootstrap interval, balanced for order: the server keeps the attention cache
     of the prompts it has read, so the tree that runs second on a stub reads its prompts faster. The stubs where new
     ran first (even positions) and those where it ran second each give a mean; their average cancels the order's
     effect, and the bootstrap resamples within each group."""
     differences = [a - b for a, b in zip(new, old, strict=True)]
-    groups = [differences[0::2], differences[1::2]]
+    first = new_first if new_first is not None else [i % 2 == 0 for i in range(len(differences))]
+    groups = [[d for d, f in zip(differences, first, strict=True) if f == side] for side in (True, False)]
 
     def balanced(parts: list[list[float]]) -> float:
         return statistics.fmean(statistics.fmean(part) for part in parts if part)
@@ -97,6 +100,7 @@ def main() -> None:
             for name, tree in order if number % 2 == 0 else order[::-1]:
                 timed[name] = _generate(repo, path, qualname, args.model, args.seed, tree)
             row = {"task": task_id, "new_s": round(timed["new"][0], 1), "old_s": round(timed["old"][0], 1)}
+            row["new_first"] = number % 2 == 0
             row["same_top"] = bool(timed["new"][1]) and timed["new"][1] == timed["old"][1]
             row["failed"] = [name for name in ("new", "old") if not timed[name][1]]
             rows.append(row)
@@ -107,7 +111,8 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "assistant", "serve", "--stop", "--model", args.model])
             server.wait(timeout=60)
         shutil.rmtree(folder, ignore_errors=True)
-    new, old = [row["new_s"] for row in rows], [row["old_s"] for row in rows]
+    kept = [row for row in rows if not row["failed"]]  # a failed request's time is not a request's time
+    new, old = [row["new_s"] for row in kept], [row["old_s"] for row in kept]
     report = {
         "model": args.model,
         "old": str(args.old),
@@ -115,7 +120,8 @@ def main() -> None:
         "server_startup_s": round(startup, 1),
         "new": latency._summary(new),
         "old_tree": latency._summary(old),
-        "new_minus_old_s": _paired(new, old),
+        "new_minus_old_s": _paired(new, old, [row["new_first"] for row in kept]),
+        "failed": len(rows) - len(kept),
         "same_top": sum(row["same_top"] for row in rows),
         "rows": rows,
     }
@@ -127,6 +133,8 @@ def main() -> None:
     print(f"old: p50 {report['old_tree']['p50']} s, p90 {report['old_tree']['p90']} s")
     print(f"new − old: {mean:+.2f} s [{low:+.2f}, {high:+.2f}] (balanced for order, 95% bootstrap)")
     print(f"same top candidate: {report['same_top']} of {len(rows)}")
+    if report["failed"]:
+        print(f"left out: {report['failed']} stubs where a request failed (exit status not 0)")
 
 
 if __name__ == "__main__":
