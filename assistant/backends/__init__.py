@@ -172,6 +172,12 @@ def row_stream(lead: str, stops: Sequence[str]) -> RowStream | None:
     return RowStream(listener.on_text, listener.calls - 1, lead, stops)
 
 
+def first_row_stream(prompts: Sequence[Prompt]) -> RowStream | None:
+    """`row_stream` for a call that samples `prompts` together: a listener hears the first prompt's first row (None
+    for no prompts, which start no sampling call, or no listener)."""
+    return row_stream(prompts[0].answer_prefix, prompts[0].stop) if prompts else None
+
+
 class Usage:
     """Running totals of what a backend did: requests, tokens in and out, wall time. Thread-safe."""
 

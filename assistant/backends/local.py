@@ -27,7 +27,7 @@ from assistant.backends import (
     check_prompt,
     check_seeds,
     check_text,
-    row_stream,
+    first_row_stream,
 )
 from assistant.backends.loops import RowWatch
 from assistant.backends.models import ModelSpec, generator_dir, pull, quiet_transformers, resolve
@@ -235,7 +235,7 @@ class LocalBackend(Backend):
         seeds = list(seeds) if seeds is not None else [params.seed] * len(prompts)
         rows = _Rows(prompts, 1 if params.temperature <= 0 else params.n, self.tokenizer.decode)
         generators = self._row_generators(rows, seeds)
-        stream = row_stream(prompts[0].answer_prefix, prompts[0].stop)
+        stream = first_row_stream(prompts)
         self._decode_rows(encoded, params, rows, generators, step or (lambda done, total: None), stream)
         results: list[list[Completion]] = [[] for _ in prompts]
         for row, owner in enumerate(rows.owner):
@@ -538,6 +538,12 @@ class ConvertedBackend(Backend):
     _limit_source = LocalBackend._limit_source
     _tokens_within = LocalBackend._tokens_within
     _completion = LocalBackend._completion
+
+    def check_batch(self, prompts: Sequence[Prompt], params: SamplingParams, seeds: Seeds | None) -> int:
+        """The prompts' tokens, once seeds that are not one per prompt and a prompt that cannot fit are refused: what
+        a `sample_batch`, or each group of a `sample_groups`, checks before anything is decoded."""
+        check_seeds(prompts, seeds)
+        return sum(self.check_fits(prompt, params.max_new_tokens) for prompt in prompts)
 
 
 def read_prompt_files(backend: Any, spec: ModelSpec, directory: Path, context: int | None) -> None:

@@ -47,8 +47,7 @@ from assistant.backends import (
     Step,
     TokenLogprobs,
     Usage,
-    check_seeds,
-    row_stream,
+    first_row_stream,
 )
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
 from assistant.backends.loops import RowWatch
@@ -351,10 +350,9 @@ class OpenVINOBackend(ConvertedBackend):
         """`params.n` candidates for each prompt, all decoded together; each prompt has its own seed (`seeds`, else
         `params.seed`), so its samples do not depend on its neighbours. A row stops at an end token or its closing
         fence; `step` hears the decoding's progress and may raise to cancel it."""
-        check_seeds(prompts, seeds)
-        prompt_tokens = sum(self.check_fits(prompt, params.max_new_tokens) for prompt in prompts)
+        prompt_tokens = self.check_batch(prompts, params, seeds)
         texts = [self.render(prompt) for prompt in prompts]
-        stream = row_stream(prompts[0].answer_prefix, prompts[0].stop) if prompts else None
+        stream = first_row_stream(prompts)
         return self.sample_texts(texts, params, [p.stop for p in prompts], step, seeds, prompt_tokens, stream)
 
     def sample_groups(self, groups: Sequence[SampleGroup], step: Step | None = None) -> list[list[list[Completion]]]:
@@ -369,12 +367,10 @@ class OpenVINOBackend(ConvertedBackend):
             return super().sample_groups(groups, step)
         parts, prompt_tokens = [], 0
         for group in groups:
-            check_seeds(group.prompts, group.seeds)
-            prompt_tokens += sum(self.check_fits(prompt, group.params.max_new_tokens) for prompt in group.prompts)
+            prompt_tokens += self.check_batch(group.prompts, group.params, group.seeds)
             stops = [prompt.stop for prompt in group.prompts]
             parts.append(_Texts([self.render(p) for p in group.prompts], group.params, stops, group.seeds))
-        first = groups[0].prompts[0] if groups[0].prompts else None
-        stream = row_stream(first.answer_prefix, first.stop) if first is not None else None
+        stream = first_row_stream(groups[0].prompts)
         return self._sample_parts(parts, step, prompt_tokens, stream)
 
     def _lane(self, params: SamplingParams) -> str:

@@ -41,8 +41,7 @@ from assistant.backends import (
     Step,
     TokenLogprobs,
     Usage,
-    check_seeds,
-    row_stream,
+    first_row_stream,
 )
 from assistant.backends.local import ConvertedBackend, read_prompt_files
 from assistant.backends.local_server import prompt_to_json
@@ -386,11 +385,9 @@ class WarmBackend(ConvertedBackend):
     ) -> list[list[Completion]]:
         """The server's engine's `sample_batch` on these prompts; a prompt that cannot fit is refused here first,
         with the engine's own words."""
-        check_seeds(prompts, seeds)
-        for prompt in prompts:
-            self.check_fits(prompt, params.max_new_tokens)
+        self.check_batch(prompts, params, seeds)
         # Someone listening (a terminal) hears the first row as the server's engine writes it.
-        stream = row_stream(prompts[0].answer_prefix, prompts[0].stop) if prompts else None
+        stream = first_row_stream(prompts)
         payload = {
             "prompts": [prompt_to_json(p) for p in prompts],
             "params": asdict(params),
@@ -405,11 +402,8 @@ class WarmBackend(ConvertedBackend):
         """The server's engine's `sample_groups` on these groups, in one request; a server started by an assist
         that lacks that call (it answers "no such endpoint") gets the groups one after another."""
         for group in groups:
-            check_seeds(group.prompts, group.seeds)
-            for prompt in group.prompts:
-                self.check_fits(prompt, group.params.max_new_tokens)
-        first = groups[0].prompts[0] if groups and groups[0].prompts else None
-        stream = row_stream(first.answer_prefix, first.stop) if first is not None else None
+            self.check_batch(group.prompts, group.params, group.seeds)
+        stream = first_row_stream(groups[0].prompts) if groups else None
         payload = {
             "groups": [
                 {
