@@ -6,7 +6,8 @@ runs; the log-probability is known from sampling. This reads what each task reco
 project's hidden tests, and each ranker's scores) and prints, per folder and pooled: the pass rate of the auto pick
 and of the log-probability pick, their paired difference (95% bootstrap over tasks), the tasks each wins alone, how
 many tasks agree could not rank (methods: their tests would need an instance) and the rank stage's recorded seconds
-on the tasks it did rank. No model runs; it asserts nothing. From the repo root:
+on the tasks it did rank; then the same over the functions alone (on a method the two picks are the same by
+construction, so only the functions can tell agree's worth). No model runs; it asserts nothing. From the repo root:
 
     .venv/bin/python benchmarks/agree_stubs.py results/correctness-four-1.5b results/correctness-heldout-1.5b
 """
@@ -63,6 +64,12 @@ def main() -> None:
         print(row(folder.name, records))
     if len(args.runs) > 1:
         print(row("pooled", pooled))
+    # On a method agree scores every candidate 0, so auto's pick is logprob's: only the functions can differ.
+    for folder in args.runs:
+        records = list(JsonlCache(folder / "function.jsonl").entries.values())
+        print(row(f"{folder.name}, functions", [r for r in records if not is_method(r["task_id"])]))
+    if len(args.runs) > 1:
+        print(row("pooled, functions", [r for r in pooled if not is_method(r["task_id"].split("/", 1)[1])]))
 
 
 if __name__ == "__main__":

@@ -87,8 +87,6 @@ def test_plans_agree_guesses_the_choice_before_sampling(spec: str, has_tests: bo
     from assistant.pipeline.registry import plans_agree
 
     assert plans_agree(spec, has_tests, runnable) is expected
-    # a stub's bodies: `auto` ranks them by log-probability, a named agree still asks
-    assert plans_agree(spec, has_tests, runnable, stub=True) is (expected and spec != "auto")
 
 
 def test_agree_takes_the_tests_written_beside_the_samples_without_a_call_of_its_own() -> None:
@@ -161,12 +159,12 @@ def _shown(result: Any) -> list[tuple[int, dict[str, Any]]]:
 
 def test_a_stub_fill_ranked_by_agree_makes_one_sampling_call(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASSIST_AGREE_BATCH", "on")
-    batched, scripted = _fill(repo, ranker="agree+logprob")  # named: `auto` ranks a stub without agree
+    batched, scripted = _fill(repo)
     assert batched.rankers == ["agree", "logprob"]
     # The samples and agree's tests in one call (two before: the samples, then the tests in the rank stage).
     assert scripted.outer == ["sample_groups"]
     monkeypatch.setenv("ASSIST_AGREE_BATCH", "off")
-    apart, separate = _fill(repo, ranker="agree+logprob")
+    apart, separate = _fill(repo)
     assert separate.outer == ["sample_batch", "sample"]
     # The same ranking, scores, reasons and tests either way; the same prompts and parameters sampled.
     assert _shown(batched) == _shown(apart) and batched.candidates[0].candidate.sample in (1, 2)
@@ -358,17 +356,5 @@ def test_samples_and_tests_are_the_same_with_the_batching_on_and_off(
 def test_the_batching_is_off_unless_asked_for(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Off by default until an idle-machine run shows it faster (the module docstring of assistant.core.agreement).
     monkeypatch.delenv("ASSIST_AGREE_BATCH", raising=False)
-    _, scripted = _fill(repo, ranker="agree+logprob")
+    _, scripted = _fill(repo)
     assert scripted.outer == ["sample_batch", "sample"]
-
-
-def test_auto_ranks_a_stub_by_its_log_probability_without_a_test_writing_call(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # agree's call bought under a point on stubs at the 1.5B (results/agree-stubs-1.5b): `auto` leaves it out there.
-    for batching in ("on", "off"):
-        monkeypatch.setenv("ASSIST_AGREE_BATCH", batching)
-        ranked, scripted = _fill(repo)
-        assert ranked.rankers == ["logprob"] and scripted.outer == ["sample_batch"]
-        assert not any("Tests of" in p.answer_prefix for p in scripted.prompts)
-        assert ranked.usage["requests"] == 1

@@ -106,15 +106,11 @@ def test_a_git_ignored_file_has_no_home(repo: Path) -> None:
     assert module_home(repo / "scratch" / "geo.py", "quadruple", {0: MODULE}) is None
 
 
-def test_agree_ranks_a_function_stub_in_its_module_and_auto_by_log_probability(repo: Path, tmp_path: Path) -> None:
-    named = GenerationOptions(k=0, n=3, ranker="agree+logprob")
-    agreed = Pipeline(named, load_settings(start=repo), start=repo, backend=backend())
-    result = agreed.generate(Request(file=repo / "pkg" / "geo.py", function="quadruple"))
-    assert result.rankers == ["agree", "logprob"] and result.candidates[0].candidate.sample in (1, 2)
-    # `auto` leaves agree out for a stub's bodies (results/agree-stubs-1.5b): the log-probability ranks them.
+def test_auto_ranks_a_function_stub_by_agreement_and_a_method_or_loose_file_without(repo: Path, tmp_path: Path) -> None:
     scripted = backend()
     pipeline = Pipeline(GenerationOptions(k=0, n=3), load_settings(start=repo), start=repo, backend=scripted)
-    assert pipeline.generate(Request(file=repo / "pkg" / "geo.py", function="quadruple")).rankers == ["logprob"]
+    result = pipeline.generate(Request(file=repo / "pkg" / "geo.py", function="quadruple"))
+    assert result.rankers == ["agree", "logprob"] and result.candidates[0].candidate.sample in (1, 2)
     # When the repo's own tests will rank them (the CLI found some), the candidates are not run on the model's.
     tested = pipeline.generate(Request(file=repo / "pkg" / "geo.py", function="quadruple", run_in_module=False))
     assert tested.home is None and tested.rankers == ["logprob"]

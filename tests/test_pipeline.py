@@ -150,11 +150,6 @@ def test_ranker_registry_parses_builds_and_chooses() -> None:
     assert auto_ranker(backend, functions, has_tests=False, runnable=False) == "logprob"
     assert auto_ranker(backend, functions[:1], has_tests=False) == "logprob"
     assert auto_ranker(backend, functions, has_tests=True) == "exec+logprob"
-    # A stub's bodies skip agree where an order is known without it (results/agree-stubs-1.5b), not where none is.
-    assert auto_ranker(backend, functions, has_tests=False, stub=True) == "logprob"
-    unscored_functions = [Candidate(f"def f():\n    return {i}\n", i, 1) for i in range(2)]
-    assert auto_ranker(backend, unscored_functions, has_tests=False, stub=True) == "agree+first"
-    assert auto_ranker(backend, functions, has_tests=True, stub=True) == "exec+logprob"
     assert "agree" not in available_rankers("first", backend, functions, has_tests=False)  # costs a model call
 
 

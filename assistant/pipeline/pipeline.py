@@ -534,15 +534,14 @@ class Pipeline:
         every: bool = False,
         runnable: bool = True,
         repo_tests: bool = False,
-        stub: bool = False,
     ) -> list[Ranker]:
         """The ranker objects `spec` names (None: the options'; `auto`: see :func:`auto_ranker`; `runnable`:
-        the candidates can run, as whole programs or in their module's copy; `stub`: they are a stub's bodies), led
-        by `repo-tests` when the repo's tests are planned for them (`repo_tests`). With `every`, every other ranker
-        that can score them follows (the TUI shows all scores). Built once and reused."""
+        the candidates can run, as whole programs or in their module's copy), led by `repo-tests` when the repo's
+        tests are planned for them (`repo_tests`). With `every`, every other ranker that can score them follows (the
+        TUI shows all scores). Built once and reused."""
         spec = self.options.ranker if spec is None else spec
         backend = self.backend()
-        active = resolve_rankers(spec, backend, candidates, has_tests, runnable, repo_tests, stub)
+        active = resolve_rankers(spec, backend, candidates, has_tests, runnable, repo_tests)
         names = available_rankers(active, backend, candidates, has_tests) if every else parse_rankers(active)
         return [self._ranker(name, backend) for name in names]
 
@@ -655,7 +654,7 @@ class Pipeline:
         from assistant.pipeline.registry import plans_agree
 
         def agree_tests(problem: Problem) -> bool:  # what `_chooser` will pick, as far as known before sampling
-            return plans_agree(options.ranker, bool(problem.tests), candidates_runnable(problem.home, False), stub=True)
+            return plans_agree(options.ranker, bool(problem.tests), candidates_runnable(problem.home, False))
 
         assert target is not None
         return fill_stub(
@@ -748,8 +747,7 @@ class Pipeline:
         )
         can_run = candidates_runnable(result.home, whole_programs=result.function is None)
         lead = repo_tests is not None and bool(candidates)
-        stub = result.function is not None
-        rankers = self.rankers(spec, plain, bool(tests), every_ranker, can_run, repo_tests=lead, stub=stub)
+        rankers = self.rankers(spec, plain, bool(tests), every_ranker, can_run, repo_tests=lead)
         names = [ranker.name for ranker in rankers]
         missing = [ranker for ranker in rankers if any(ranker.name not in item.scores for item in candidates)]
         if missing and candidates:
@@ -851,8 +849,7 @@ class Pipeline:
         def choose(problem: Problem, candidates: Sequence[Candidate]) -> list[Ranker]:
             # A stub's body calls the rest of its module: it runs on the model's tests (agree) only in its module.
             can_run = candidates_runnable(problem.home, whole_programs=request.function is None)
-            stub = request.function is not None
-            return self.rankers(options.ranker, candidates, bool(problem.tests), every_ranker, can_run, stub=stub)
+            return self.rankers(options.ranker, candidates, bool(problem.tests), every_ranker, can_run)
 
         return choose
 

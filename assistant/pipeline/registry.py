@@ -294,15 +294,12 @@ def scorable(backend: Backend, candidates: Sequence[Candidate]) -> bool:
     return backend.can_score or all(c.logprobs for c in candidates)
 
 
-def auto_ranker(
-    backend: Backend, candidates: Sequence[Candidate], has_tests: bool, runnable: bool = True, stub: bool = False
-) -> str:
+def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bool, runnable: bool = True) -> str:
     """Tests first when there are any. Without tests, agreement on tests the model writes (`agree`) when there
     are candidates to tell apart that define a function and can run (`runnable`: whole programs, or a stub's
     bodies in their module's copy; not a method's, nor a stub's outside a git work tree); then the trained
     discriminator once there is one trained for the backend's model, else log-probability where it is known,
-    else sampling order. A stub's bodies (`stub`) skip agree where an order is known without it: there its call
-    (about a third of a warm request) bought under one point (results/agree-stubs-1.5b)."""
+    else sampling order."""
     order = (
         "condor"
         if condor_available(generator=getattr(backend, "model", None))
@@ -312,8 +309,6 @@ def auto_ranker(
     )
     if has_tests:
         return f"exec+{order}"
-    if stub and order != "first":
-        return order
     if _agree_fits(has_tests, runnable) and len(candidates) > 1 and _defines_function(candidates):
         return f"agree+{order}"
     return order
@@ -324,14 +319,13 @@ def _agree_fits(has_tests: bool, runnable: bool) -> bool:
     return runnable and not has_tests
 
 
-def plans_agree(spec: str, has_tests: bool, runnable: bool, stub: bool = False) -> bool:
+def plans_agree(spec: str, has_tests: bool, runnable: bool) -> bool:
     """Whether ranking with `spec` (`auto`, or names joined by `+`) will ask agree for tests, as far as it can be
     told before sampling (what only the candidates tell, :func:`auto_ranker` learns after): agree is named and the
-    candidates can run, or `auto` for candidates that are not a stub's (whose log-probabilities the sampling
-    records) and :func:`_agree_fits`. A wrong guess costs little: tests written and not used, or the call made
-    after sampling as without it."""
+    candidates can run, or `auto` and :func:`_agree_fits`. A wrong guess costs little: tests written and not used,
+    or the call made after sampling as without it."""
     names = [part.strip() for part in spec.split("+")]
-    return (runnable and "agree" in names) or (names == ["auto"] and not stub and _agree_fits(has_tests, runnable))
+    return (runnable and "agree" in names) or (names == ["auto"] and _agree_fits(has_tests, runnable))
 
 
 def _defines_function(candidates: Sequence[Candidate]) -> bool:
@@ -347,12 +341,11 @@ def resolve_rankers(
     has_tests: bool,
     runnable: bool = True,
     repo_tests: bool = False,
-    stub: bool = False,
 ) -> str:
     """The ranker spec `spec` means for these candidates (`auto`: :func:`auto_ranker`). With `repo_tests` (the
     repo's own tests are planned for these candidates, a filled stub's) `repo-tests` leads, whatever `spec` names:
     the repo's tests order first, as given tests come first in `auto`."""
-    resolved = spec if spec != "auto" else auto_ranker(backend, candidates, has_tests, runnable, stub)
+    resolved = spec if spec != "auto" else auto_ranker(backend, candidates, has_tests, runnable)
     if not repo_tests:
         return resolved
     return "+".join(dict.fromkeys([REPO_TESTS, *parse_rankers(resolved)]))

@@ -302,8 +302,8 @@ RankerOpt = Annotated[
     typer.Option(
         help="first, random, logprob, exec (tests passed), agree (agreement on tests the model writes, CodeT), "
         "reviewer, coder-reviewer or condor (the trained discriminator); combine with +, e.g. exec+condor. auto: "
-        "exec+ with tests, else agree+ when two or more candidates define a function (not a stub's), then condor "
-        "once trained, else logprob. Default: generate.ranker in the config, else auto.",
+        "exec+ with tests, else agree+ when two or more candidates define a function, then condor once trained, "
+        "else logprob. Default: generate.ranker in the config, else auto.",
         show_default=False,
         rich_help_panel=RANKING,
     ),

@@ -397,10 +397,7 @@ class Session:
         result = self._result()
         candidates = [item.candidate for item in result.candidates]
         can_run = candidates_runnable(result.home, whole_programs=result.function is None)
-        stub = result.function is not None
-        rankers = self.pipeline.rankers(
-            None, candidates, bool(self.state.tests), every=True, runnable=can_run, stub=stub
-        )
+        rankers = self.pipeline.rankers(None, candidates, bool(self.state.tests), every=True, runnable=can_run)
         return [ranker.name for ranker in rankers]
 
     def rerank(self, progress: Progress = _quiet) -> GenerateResult:

@@ -1161,7 +1161,7 @@ def summarize_functions(
     """Per strategy: pass@k, the first and logprob picks, oracle, EM and ES (over samples), seconds per task;
     with pass@1's paired difference against `versus` (zero-shot, bm25 and dense, where run) on the tasks both
     ran. Where every record holds agree's scores: the agree and auto picks, each pick against the first sample,
-    and the auto pick (agree, then logprob) against zero-shot's and bm25's."""
+    and the auto pick (what `generate` shows first) against zero-shot's and bm25's."""
     pass1 = _per_task(records, lambda r: pass_at_k(r["n"], r["correct"], 1))
     with_agree = all("agree" in r["picks"] for r in records)
     auto = _per_task(records, lambda r: float(_picked_passes(r, "auto"))) if with_agree else {}
@@ -1292,9 +1292,9 @@ def function_table(rows: Sequence[dict]) -> str:
         ]
         parts += [
             "",
-            "Picking one candidate without the hidden tests (auto = agree, then logprob: how `generate` ranked a "
-            "function's stub until 2026-12-05, since then by logprob alone; agree runs the model's tests on each "
-            "candidate in its module, and leaves methods to logprob):",
+            "Picking one candidate without the hidden tests (auto = agree, then logprob, as `generate` ranks a "
+            "function's stub; agree runs the model's tests on each candidate in its module, and leaves methods to "
+            "logprob):",
             "",
             markdown_table(header, body),
         ]
