@@ -270,3 +270,52 @@ def test_ctrl_c_ends_a_discriminator_command_in_sandboxed_runs_with_nothing_left
     assert not left, left
     assert not _sandbox_runs(temporary)
     assert list(temporary.iterdir()) == []  # their folders removed too
+
+
+def _wakeup_fd() -> int:
+    """The process's wakeup descriptor now (-1: none); setting one is the only way to read it."""
+    current = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(current)
+    return current
+
+
+def test_a_watch_whose_thread_cannot_start_leaves_the_wakeup_fd_and_no_socket_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A thread that fails to start (no threads left to the process) must not leave the interpreter writing every
+    # signal to a socket pair that nobody reads or closes.
+    import socket
+    import threading
+
+    from assistant.ui.interrupt import _SignalWatch, cancel_guard
+
+    made: list[socket.socket] = []
+    socketpair = socket.socketpair
+
+    def recorded_socketpair(*args: object) -> tuple[socket.socket, socket.socket]:
+        pair = socketpair(*args)  # type: ignore[arg-type]
+        made.extend(pair)
+        return pair
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    assert _wakeup_fd() == -1
+    handler = signal.getsignal(signal.SIGINT)
+    monkeypatch.setattr(socket, "socketpair", recorded_socketpair)
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    monkeypatch.setattr(_SignalWatch, "active", None)  # put back as it was whatever happens
+    try:
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            _SignalWatch.start()
+        assert _wakeup_fd() == -1
+        assert len(made) == 2 and all(s.fileno() == -1 for s in made)  # the pair closed
+        assert _SignalWatch.active is None
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            cancel_guard(lambda: None)()
+        assert _wakeup_fd() == -1
+        assert len(made) == 4 and all(s.fileno() == -1 for s in made)
+        assert signal.getsignal(signal.SIGINT) is handler  # the guard's handler taken back too
+    finally:
+        signal.set_wakeup_fd(-1)  # a failure here must not leave the descriptor to the tests after it
+        signal.signal(signal.SIGINT, handler)

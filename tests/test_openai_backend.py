@@ -76,6 +76,39 @@ def test_a_cancelled_fan_out_returns_without_waiting_for_the_requests_the_server
         assert time.monotonic() - started < 5.0
 
 
+def test_a_fan_out_whose_second_thread_cannot_start_drops_the_calls_not_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `__exit__` is not run when `__enter__` raises: the thread already started must not go on to send every call.
+    from assistant.backends.openai_api import _FanOut
+
+    release = threading.Event()
+    sent: list[int] = []
+
+    def call(i: int) -> int:
+        sent.append(i)
+        release.wait(5.0)
+        return i
+
+    start = threading.Thread.start
+    started: list[threading.Thread] = []
+
+    def start_once(self: threading.Thread) -> None:
+        if started:
+            raise RuntimeError("can't start new thread")
+        started.append(self)
+        start(self)
+
+    fan_out = _FanOut([lambda i=i: call(i) for i in range(4)], 2)
+    monkeypatch.setattr(threading.Thread, "start", start_once)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        fan_out.__enter__()
+    monkeypatch.undo()
+    release.set()
+    started[0].join(5.0)
+    assert not started[0].is_alive()
+    assert sent in ([], [0])  # at most the call the thread had taken before the others were dropped
+    assert all(future.done() for future in fan_out.futures)
+
+
 def test_escape_while_the_next_request_in_order_is_held_returns_at_once() -> None:
     # The first single request is answered, the second (next in order) held 30 s: the progress callback is asked
     # while the wait goes on, so Escape (Cancelled from it) ends the wait then, not when the server answers.

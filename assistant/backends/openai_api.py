@@ -483,8 +483,15 @@ class _FanOut(Generic[T]):
         ]
 
     def __enter__(self) -> _FanOut[T]:
-        for thread in self.threads:
-            thread.start()
+        try:
+            for thread in self.threads:
+                thread.start()
+        except BaseException:
+            # `__exit__` is not run for a failed `__enter__`: drop the calls not sent, or the threads already
+            # started would go on to send every one of them for no one.
+            for future in self.futures:
+                future.cancel()
+            raise
         return self
 
     def _work(self) -> None:

@@ -64,8 +64,9 @@ def cancel_guard(command: F) -> F:
         if threading.current_thread() is not threading.main_thread():
             return command(*args, **kwargs)
         previous = signal.signal(signal.SIGINT, _on_interrupt)
-        watch = _SignalWatch.start()
+        watch = None
         try:
+            watch = _SignalWatch.start()  # inside the `try`: a watch that fails to start gives the handler back too
             return command(*args, **kwargs)
         finally:
             if watch is not None:
@@ -101,9 +102,18 @@ class _SignalWatch:
             reader.close()
             writer.close()
             return None
-        watch = cls(reader, writer, previous)
-        cls.active = watch
-        watch.thread.start()
+        try:
+            watch = cls(reader, writer, previous)
+            cls.active = watch
+            watch.thread.start()
+        except BaseException:
+            # No thread (the process has none left, say): nothing may stay behind, or every signal from now on
+            # would be written to a socket that no one reads.
+            cls.active = None
+            signal.set_wakeup_fd(previous)
+            reader.close()
+            writer.close()
+            raise
         return watch
 
     def _run(self) -> None:
