@@ -103,7 +103,68 @@ class Runs:
         return [frozenset(j for j, t in enumerate(tests) if self.passed[(c.code, t, setup)]) for c in candidates]
 
 
-def main() -> None:
+class Replay:
+    """One folder's cached tests replayed at each limit, task by task: whether the pick passed, the tests found,
+    the decode steps of the test call alone and batched beside the candidates', and the recorded scores matched."""
+
+    def __init__(self, limits: list[int], recorded: int, model: str, tokenizer: Any, cached: JsonlCache) -> None:
+        self.limits, self.recorded, self.model = limits, recorded, model
+        self.tokenizer, self.cached = tokenizer, cached
+        self.runs = Runs()
+        self.passed: dict[int, dict[str, float]] = {t: {} for t in limits}
+        self.steps: dict[int, list[int]] = {t: [] for t in limits}
+        self.batched: dict[int, list[int]] = {t: [] for t in limits}
+        self.found: dict[int, list[int]] = {t: [] for t in limits}
+        self.recorded_agrees = 0
+        self.unkeyed: list[str] = []
+
+    def task(self, item: dict[str, Any]) -> None:
+        """Replay one task (from `_tasks`) at every limit; a task without a function name, or whose cached tests
+        are under another key, is left out (the latter listed in `unkeyed`)."""
+        problem, candidates, record = item["problem"], item["candidates"], item["record"]
+        name = agreement.entry_point(candidates)
+        if name is None:
+            return
+        signature = agreement.signature(candidates, name)
+        *_, key = agreement.tests_request(problem.requirement, name, signature, self.model, tokens=self.recorded)
+        texts = self.cached.get(key)
+        if texts is None:  # written by an older agree (its prompt or the signature it read differ): not today's call
+            self.unkeyed.append(record["task_id"])
+            return
+        lead = _lead(name)
+        completions = [self.tokenizer.encode(text[len(lead) :], add_special_tokens=False) for text in texts]
+        for limit in self.limits:
+            cut = [lead + self.tokenizer.decode(ids[:limit]) for ids in completions]
+            *_, key = agreement.tests_request(problem.requirement, name, signature, self.model, tokens=limit)
+            ranker = agreement.AgreementRanker(CachedOnly(self.model), cache={key: cut}, tokens=limit)  # type: ignore[arg-type]
+            _, tests, examples = ranker.tests(problem, candidates)
+            self.found[limit].append(len(tests))
+            self.steps[limit].append(max(min(len(ids), limit) for ids in completions))
+            self.batched[limit].append(max(self.steps[limit][-1], *(s.get("tokens", 0) for s in record["samples"])))
+            self._rank(limit, item, tests, examples)
+
+    def _rank(self, limit: int, item: dict[str, Any], tests: list[str], examples: int) -> None:
+        """Rank the task's candidates on the tests written at `limit` as `auto` does, and note whether the pick
+        passed (and, at the recorded limit, whether the scores are the recorded ones)."""
+        problem, candidates, record = item["problem"], item["candidates"], item["record"]
+        scores = [None] * len(record["samples"])
+        if tests:
+            passes = self.runs(candidates, tests, problem.setup)
+            for candidate, score in zip(
+                candidates, agreement.cluster_scores(candidates, tests, passes, examples), strict=True
+            ):
+                scores[candidate.sample] = score.value
+        pick = auto_pick({**record, "scores": {"agree": scores}})
+        self.passed[limit][record["task_id"]] = float(pick is not None and bool(record["samples"][pick]["passed"]))
+        if limit == self.recorded:
+            written = record["scores"]["agree"]
+            self.recorded_agrees += all(
+                r is not None and abs(r - v) < 1e-9 for r, v in zip(written, scores, strict=True) if v is not None
+            )
+
+
+def _arguments() -> tuple[argparse.Namespace, list[int]]:
+    """The command line, and the limits to replay in increasing order (none above `--recorded`)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--results", type=Path, default=DEFAULT_RESULTS, help="an `eval codegen --rankers agree` folder"
@@ -115,97 +176,39 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     limits = sorted({int(t) for t in args.tokens.split(",")})
-    recorded = args.recorded
-    if limits[-1] > recorded:
-        parser.error(f"the cache holds {recorded}-token completions: no limit above that can be replayed")
+    if limits[-1] > args.recorded:
+        parser.error(f"the cache holds {args.recorded}-token completions: no limit above that can be replayed")
+    return args, limits
 
-    from transformers import AutoTokenizer
 
-    config = json.loads((args.results / "config.json").read_text(encoding="utf-8"))
-    spec = resolve(args.model or config.get("model") or OLD_DEFAULT)
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir(spec)))
-    cached = JsonlCache(args.results / "agree-tests.jsonl")
-    tasks = _tasks(args.results, args.limit)
-    runs = Runs()
-    passed: dict[int, dict[str, float]] = {t: {} for t in limits}
-    steps: dict[int, list[int]] = {t: [] for t in limits}
-    batched: dict[int, list[int]] = {t: [] for t in limits}
-    found: dict[int, list[int]] = {t: [] for t in limits}
-    recorded_agrees = 0
-    unkeyed: list[str] = []
-    for item in tasks:
-        problem, candidates, record = item["problem"], item["candidates"], item["record"]
-        name = agreement.entry_point(candidates)
-        if name is None:
-            continue
-        signature = agreement.signature(candidates, name)
-        *_, key = agreement.tests_request(problem.requirement, name, signature, spec.name, tokens=recorded)
-        texts = cached.get(key)
-        if texts is None:  # written by an older agree (its prompt or the signature it read differ): not today's call
-            unkeyed.append(record["task_id"])
-            continue
-        lead = _lead(name)
-        completions = [tokenizer.encode(text[len(lead) :], add_special_tokens=False) for text in texts]
-        for limit in limits:
-            cut = [lead + tokenizer.decode(ids[:limit]) for ids in completions]
-            *_, key = agreement.tests_request(problem.requirement, name, signature, spec.name, tokens=limit)
-            ranker = agreement.AgreementRanker(CachedOnly(spec.name), cache={key: cut}, tokens=limit)  # type: ignore[arg-type]
-            _, tests, examples = ranker.tests(problem, candidates)
-            found[limit].append(len(tests))
-            steps[limit].append(max(min(len(ids), limit) for ids in completions))
-            batched[limit].append(max(steps[limit][-1], *(s.get("tokens", 0) for s in record["samples"])))
-            scores = [None] * len(record["samples"])
-            if tests:
-                passes = runs(candidates, tests, problem.setup)
-                for candidate, score in zip(
-                    candidates, agreement.cluster_scores(candidates, tests, passes, examples), strict=True
-                ):
-                    scores[candidate.sample] = score.value
-            pick = auto_pick({**record, "scores": {"agree": scores}})
-            passed[limit][record["task_id"]] = float(pick is not None and bool(record["samples"][pick]["passed"]))
-            if limit == recorded:
-                written = record["scores"]["agree"]
-                recorded_agrees += all(
-                    r is not None and abs(r - v) < 1e-9 for r, v in zip(written, scores, strict=True) if v is not None
-                )
-    count = len(passed[limits[0]])
-    if not count:
-        why = (
-            "no cached tests under the keys agree uses; is this the folder?"
-            if unkeyed
-            else "no task has candidates that define a function"
-        )
-        raise SystemExit(f"{args.results}: {why}; nothing to replay")
-    top = limits[-1]
+def _rows(replay: Replay) -> list[dict[str, Any]]:
+    """One row per limit: top-1 with its paired difference, tests, decode steps, each against the largest limit."""
+    top = replay.limits[-1]
+    steps, batched = replay.steps, replay.batched
     rows = []
-    for limit in limits:
-        gap = paired_difference(passed[limit], passed[top])
-        assert gap is not None  # every limit scored the same `count` tasks
+    for limit in replay.limits:
+        gap = paired_difference(replay.passed[limit], replay.passed[top])
+        assert gap is not None  # every limit scored the same tasks
         rows.append(
             {
                 "tokens": limit,
-                "top1": round(100 * statistics.fmean(passed[limit].values()), 1),
+                "top1": round(100 * statistics.fmean(replay.passed[limit].values()), 1),
                 f"vs_{top}": [round(100 * x, 1) for x in gap],
-                "tests": round(statistics.fmean(found[limit]), 2),
+                "tests": round(statistics.fmean(replay.found[limit]), 2),
                 "decode_steps": round(statistics.fmean(steps[limit]), 1),
                 f"steps_vs_{top}": round(statistics.fmean(steps[limit]) / statistics.fmean(steps[top]), 3),
                 "batched_steps": round(statistics.fmean(batched[limit]), 1),
                 f"batched_vs_{top}": round(statistics.fmean(batched[limit]) / statistics.fmean(batched[top]), 3),
             }
         )
-    result = {
-        "results": str(args.results),
-        "tasks": count,
-        "sandbox_runs": runs.runs,
-        "not_replayed": unkeyed,
-        "model": spec.name,
-        "reproduced_recorded_scores": f"{recorded_agrees} of {count}" if top == recorded else None,
-        "rows": rows,
-    }
-    if args.json:
-        print(json.dumps(result, indent=1))
-        return
-    print(f"{args.results}: {count} tasks, {runs.runs} sandbox runs, tests by {spec.name}")
+    return rows
+
+
+def _print_table(result: dict[str, Any], recorded: int, top: int) -> None:
+    """The result as the lines and Markdown table the docs quote."""
+    runs, model = result["sandbox_runs"], result["model"]
+    print(f"{result['results']}: {result['tasks']} tasks, {runs} sandbox runs, tests by {model}")
+    unkeyed = result["not_replayed"]
     if unkeyed:
         print(f"not replayed: {len(unkeyed)} tasks, their cached tests under another key (agree changed since)")
     if result["reproduced_recorded_scores"]:
@@ -216,13 +219,48 @@ def main() -> None:
         f"| batched steps | batched vs {top} |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for row in rows:
+    for row in result["rows"]:
         low, high = row[f"vs_{top}"][1:]
         print(
             f"| {row['tokens']} | {row['top1']} | {row[f'vs_{top}'][0]:+.1f} [{low:+.1f}, {high:+.1f}] | "
             f"{row['tests']} | {row['decode_steps']} | {row[f'steps_vs_{top}']} | {row['batched_steps']} | "
             f"{row[f'batched_vs_{top}']} |"
         )
+
+
+def main() -> None:
+    """Replay the folder's cached tests at each limit and print the table (or, with --json, one object)."""
+    args, limits = _arguments()
+    from transformers import AutoTokenizer
+
+    config = json.loads((args.results / "config.json").read_text(encoding="utf-8"))
+    spec = resolve(args.model or config.get("model") or OLD_DEFAULT)
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir(spec)))
+    replay = Replay(limits, args.recorded, spec.name, tokenizer, JsonlCache(args.results / "agree-tests.jsonl"))
+    for item in _tasks(args.results, args.limit):
+        replay.task(item)
+    count = len(replay.passed[limits[0]])
+    if not count:
+        why = (
+            "no cached tests under the keys agree uses; is this the folder?"
+            if replay.unkeyed
+            else "no task has candidates that define a function"
+        )
+        raise SystemExit(f"{args.results}: {why}; nothing to replay")
+    top = limits[-1]
+    result = {
+        "results": str(args.results),
+        "tasks": count,
+        "sandbox_runs": replay.runs.runs,
+        "not_replayed": replay.unkeyed,
+        "model": spec.name,
+        "reproduced_recorded_scores": f"{replay.recorded_agrees} of {count}" if top == args.recorded else None,
+        "rows": _rows(replay),
+    }
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    _print_table(result, args.recorded, top)
 
 
 if __name__ == "__main__":
