@@ -93,12 +93,22 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(404, "not found")
 
     def do_POST(self) -> None:
-        script = self.script
         length = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(length) or b"{}")
+        if self._misbehaved(body):
+            return
+        if self.path.rstrip("/").endswith("/embeddings"):
+            self._embeddings(body)
+            return
+        self._completions(body)
+
+    def _misbehaved(self, body: dict[str, Any]) -> bool:
+        """Record the request, hold it as the script says, and give the answer the script scripts instead of one
+        (none, an error status, broken JSON, an unknown model's 404); whether it did (the request is then done)."""
+        script = self.script
         if script.down_after is not None and script.answered >= script.down_after:
             self.close_connection = True  # no response at all, like a server that died
-            return
+            return True
         with script.arrived:  # its own place, not the count when it looks: a later request may have come by then
             script.requests.append({"path": self.path, **body})
             place = len(script.requests)
@@ -107,19 +117,22 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(script.delay_s)
         if script.fail_forever:
             self._error(script.fail_forever, "the server is broken")
-            return
+            return True
         if script.fail:
             self._error(script.fail.pop(0), "try again")
-            return
+            return True
         if script.malformed:
             self._send(200, b'{"choices": [ this is not json')
-            return
+            return True
         if body.get("model") not in script.models:
             self._error(404, f"The model `{body.get('model')}` does not exist")
-            return
-        if self.path.rstrip("/").endswith("/embeddings"):
-            self._embeddings(body)
-            return
+            return True
+        return False
+
+    def _completions(self, body: dict[str, Any]) -> None:
+        """Answer a chat or text completions request: `n` choices (1 where the script ignores `n`), as one JSON
+        response or, when asked and the script streams, as server-sent events."""
+        script = self.script
         text_in = json.dumps(body.get("messages") or body.get("prompt"))
         if script.context is not None and len(text_in) > script.context:
             self._error(400, f"Requested tokens ({len(text_in)}) exceed context window of {script.context}")
@@ -127,64 +140,7 @@ class _Handler(BaseHTTPRequestHandler):
         n = int(body.get("n") or 1) if script.honour_n else 1
         seed = int(body.get("seed") or 0)
         chat = self.path.endswith("/chat/completions")
-        choices = []
-        for index in range(n):
-            program = _program(seed + index)
-            if script.answers and not body.get("echo"):
-                text, finish = script.answers[script.served % len(script.answers)]
-                script.served += 1
-                if not chat:
-                    cuts = [text.find(stop) for stop in body.get("stop") or [] if stop in text]
-                    text = text[: min(cuts)] if cuts else text
-                message = {"role": "assistant", "content": text}
-                choice = {"index": index, "finish_reason": finish, "logprobs": None}
-                choice.update({"message": message} if chat else {"text": text})
-                choices.append(choice)
-                continue
-            if chat:
-                content = f"Here it is:\n```python\n{program}```\n"
-                choice: dict[str, Any] = {
-                    "index": index,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
-                }
-                if script.logprobs and body.get("logprobs"):
-                    # One "token" per line; the code lines are likelier than the prose and fences.
-                    tokens = content.splitlines(keepends=True)
-                    values = [-0.1 if t.startswith(("def", "    ")) else -3.0 for t in tokens]
-                    choice["logprobs"] = {
-                        "content": [
-                            {"token": t, "logprob": v, "bytes": None, "top_logprobs": []}
-                            for t, v in zip(tokens, values, strict=True)
-                        ]
-                    }
-            elif body.get("echo") and script.echo is not None:
-                tokens, values, offsets = script.echo(body["prompt"])
-                if script.echo_shift:
-                    values = [None, *values[:-1]]
-                choice = {
-                    "index": index,
-                    "text": body["prompt"],
-                    "finish_reason": "length",
-                    "logprobs": {
-                        "tokens": tokens,
-                        "token_logprobs": values,
-                        "top_logprobs": None,
-                        "text_offset": offsets,
-                    },
-                }
-            else:
-                text = program + "```\n\nmore text"
-                choice = {"index": index, "text": text, "finish_reason": "stop", "logprobs": None}
-                if script.logprobs and body.get("logprobs") is not None:
-                    lines = program.splitlines(keepends=True)
-                    choice["logprobs"] = {
-                        "tokens": lines,
-                        "token_logprobs": [-0.2] * len(lines),
-                        "top_logprobs": None,
-                        "text_offset": [0] * len(lines),
-                    }
-            choices.append(choice)
+        choices = [self._choice(body, index, seed, chat) for index in range(n)]
         script.answered += 1
         usage = {"prompt_tokens": len(text_in) // 4, "completion_tokens": 12 * n, "total_tokens": 0}
         if body.get("stream") and script.streams:
@@ -201,6 +157,84 @@ class _Handler(BaseHTTPRequestHandler):
                 "usage": usage,
             },
         )
+
+    def _choice(self, body: dict[str, Any], index: int, seed: int, chat: bool) -> dict[str, Any]:
+        """Choice `index`: the script's next answer where it has some (an `echo` request aside), else the tiny
+        model's program for `seed + index`, or the prompt's echo where the script scores prompts."""
+        if self.script.answers and not body.get("echo"):
+            return self._scripted_choice(body, index, chat)
+        program = _program(seed + index)
+        if chat:
+            return self._chat_choice(body, index, program)
+        if body.get("echo") and self.script.echo is not None:
+            return self._echo_choice(body, index)
+        return self._text_choice(body, index, program)
+
+    def _scripted_choice(self, body: dict[str, Any], index: int, chat: bool) -> dict[str, Any]:
+        """The script's next answer (they are taken in turn), cut at the first stop string on the text route."""
+        script = self.script
+        text, finish = script.answers[script.served % len(script.answers)]
+        script.served += 1
+        if not chat:
+            cuts = [text.find(stop) for stop in body.get("stop") or [] if stop in text]
+            text = text[: min(cuts)] if cuts else text
+        message = {"role": "assistant", "content": text}
+        choice: dict[str, Any] = {"index": index, "finish_reason": finish, "logprobs": None}
+        choice.update({"message": message} if chat else {"text": text})
+        return choice
+
+    def _chat_choice(self, body: dict[str, Any], index: int, program: str) -> dict[str, Any]:
+        """`program` in a fenced block after a line of prose, with a log-probability per line when asked."""
+        content = f"Here it is:\n```python\n{program}```\n"
+        choice: dict[str, Any] = {
+            "index": index,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop",
+        }
+        if self.script.logprobs and body.get("logprobs"):
+            # One "token" per line; the code lines are likelier than the prose and fences.
+            tokens = content.splitlines(keepends=True)
+            values = [-0.1 if t.startswith(("def", "    ")) else -3.0 for t in tokens]
+            choice["logprobs"] = {
+                "content": [
+                    {"token": t, "logprob": v, "bytes": None, "top_logprobs": []}
+                    for t, v in zip(tokens, values, strict=True)
+                ]
+            }
+        return choice
+
+    def _echo_choice(self, body: dict[str, Any], index: int) -> dict[str, Any]:
+        """The prompt itself with its tokens' log-probabilities from `Script.echo` (a token off when `echo_shift`)."""
+        script = self.script
+        assert script.echo is not None
+        tokens, values, offsets = script.echo(body["prompt"])
+        if script.echo_shift:
+            values = [None, *values[:-1]]
+        return {
+            "index": index,
+            "text": body["prompt"],
+            "finish_reason": "length",
+            "logprobs": {
+                "tokens": tokens,
+                "token_logprobs": values,
+                "top_logprobs": None,
+                "text_offset": offsets,
+            },
+        }
+
+    def _text_choice(self, body: dict[str, Any], index: int, program: str) -> dict[str, Any]:
+        """`program` continued past the closing fence, with a log-probability per line when asked."""
+        text = program + "```\n\nmore text"
+        choice: dict[str, Any] = {"index": index, "text": text, "finish_reason": "stop", "logprobs": None}
+        if self.script.logprobs and body.get("logprobs") is not None:
+            lines = program.splitlines(keepends=True)
+            choice["logprobs"] = {
+                "tokens": lines,
+                "token_logprobs": [-0.2] * len(lines),
+                "top_logprobs": None,
+                "text_offset": [0] * len(lines),
+            }
+        return choice
 
     def _send_events(self, choices: list[dict[str, Any]], usage: dict[str, int], model: str, chat: bool) -> None:
         """`choices` as server-sent events: a chunk per line of each choice's text (its log-probabilities split
