@@ -56,19 +56,17 @@ def main() -> None:
     print("| run | tasks | methods (agree skips) | auto % | logprob % | auto − logprob [95%] | auto alone right "
           "| logprob alone right | rank stage s, p50 (functions) |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
-    pooled: list[dict] = []
-    for folder in args.runs:
-        records = list(JsonlCache(folder / "function.jsonl").entries.values())
-        for r in records:  # the same task in two folders stays two tasks when pooled
-            pooled.append({**r, "task_id": f"{folder.name}/{r['task_id']}"})
-        print(row(folder.name, records))
-    if len(args.runs) > 1:
+    runs = {folder.name: list(JsonlCache(folder / "function.jsonl").entries.values()) for folder in args.runs}
+    # the same task in two folders stays two tasks when pooled
+    pooled = [{**r, "task_id": f"{name}/{r['task_id']}"} for name, records in runs.items() for r in records]
+    for name, records in runs.items():
+        print(row(name, records))
+    if len(runs) > 1:
         print(row("pooled", pooled))
     # On a method agree scores every candidate 0, so auto's pick is logprob's: only the functions can differ.
-    for folder in args.runs:
-        records = list(JsonlCache(folder / "function.jsonl").entries.values())
-        print(row(f"{folder.name}, functions", [r for r in records if not is_method(r["task_id"])]))
-    if len(args.runs) > 1:
+    for name, records in runs.items():
+        print(row(f"{name}, functions", [r for r in records if not is_method(r["task_id"])]))
+    if len(runs) > 1:
         print(row("pooled, functions", [r for r in pooled if not is_method(r["task_id"].split("/", 1)[1])]))
 
 
