@@ -110,3 +110,130 @@ def test_docstring_write_fails_on_a_file_that_does_not_parse(scratch_repo: Path)
     assert "broken.py does not parse (line 1: invalid syntax), skipped" in result.output
     assert "every function, method and class has a docstring" not in result.output
     assert (scratch_repo / "broken.py").read_text() == "def broken(:\n"
+
+
+# -- install --force keeps the user's hook, the installed hook runs it, uninstall puts it back (issue: hook) ------
+
+
+def _hooks(repo: Path) -> Path:
+    hooks = repo / ".git" / "hooks"
+    hooks.mkdir(parents=True, exist_ok=True)
+    return hooks
+
+
+def test_install_force_says_where_the_users_hook_went_and_uninstall_puts_it_back(scratch_repo: Path) -> None:
+    hook = _hooks(scratch_repo) / "pre-commit"
+    hook.write_text("#!/bin/sh\necho mine\n")
+    hook.chmod(0o750)
+    result = _run(["hook", "install", "--force"], scratch_repo)
+    assert result.exit_code == 0, result.output
+    kept = hook.with_name("pre-commit.before-assist")
+    assert f"moved your previous hook to {kept}" in result.output
+    assert kept.read_text() == "#!/bin/sh\necho mine\n"
+    result = _run(["hook", "uninstall"], scratch_repo)
+    assert result.exit_code == 0, result.output
+    assert f"removed assist's hook and put your previous one back at {hook}" in result.output
+    assert hook.read_text() == "#!/bin/sh\necho mine\n" and hook.stat().st_mode & 0o777 == 0o750
+    assert not kept.exists()
+
+
+def test_a_second_forced_install_keeps_the_newest_hook_for_uninstall_and_the_older_one_too(
+    scratch_repo: Path,
+) -> None:
+    # The weird state: a hook kept by an earlier install, and the user's new hook where assist's was.
+    hooks = _hooks(scratch_repo)
+    (hooks / "pre-commit").write_text("#!/bin/sh\necho first\n")
+    assert _run(["hook", "install", "--force"], scratch_repo).exit_code == 0
+    (hooks / "pre-commit").write_text("#!/bin/sh\necho second\n")  # the user replaced assist's hook
+    result = _run(["hook", "install", "--force"], scratch_repo)
+    assert result.exit_code == 0, result.output
+    assert (hooks / "pre-commit.before-assist").read_text() == "#!/bin/sh\necho second\n"
+    assert (hooks / "pre-commit.before-assist-2").read_text() == "#!/bin/sh\necho first\n"
+    assert _run(["hook", "uninstall"], scratch_repo).exit_code == 0
+    assert (hooks / "pre-commit").read_text() == "#!/bin/sh\necho second\n"
+    assert (hooks / "pre-commit.before-assist-2").read_text() == "#!/bin/sh\necho first\n"
+    # Now the user's hook is back, a kept hook is never put over it.
+    (hooks / "pre-commit.before-assist").write_text("#!/bin/sh\necho stale\n")
+    result = _run(["hook", "uninstall"], scratch_repo)
+    assert result.exit_code == 2 and "was not written by assist; leaving it alone" in result.output
+    assert (hooks / "pre-commit").read_text() == "#!/bin/sh\necho second\n"
+    assert (hooks / "pre-commit.before-assist").read_text() == "#!/bin/sh\necho stale\n"
+
+
+def test_a_symlinked_hook_replaced_with_force_is_kept_as_a_link_and_put_back(
+    scratch_repo: Path, tmp_path: Path
+) -> None:
+    hook = _hooks(scratch_repo) / "pre-commit"
+    dotfiles = tmp_path / "dotfiles-pre-commit"
+    dotfiles.write_text("#!/bin/sh\necho shared\n")
+    hook.symlink_to(dotfiles)
+    assert _run(["hook", "install", "--force"], scratch_repo).exit_code == 0
+    kept = hook.with_name("pre-commit.before-assist")
+    assert kept.is_symlink() and kept.readlink() == dotfiles
+    assert not hook.is_symlink() and dotfiles.read_text() == "#!/bin/sh\necho shared\n"
+    assert _run(["hook", "uninstall"], scratch_repo).exit_code == 0
+    assert hook.is_symlink() and hook.readlink() == dotfiles and not kept.exists()
+
+
+def test_the_installed_hook_runs_the_users_previous_hook_first_and_fails_when_it_fails(
+    scratch_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The --check-only hook, so no model is loaded; the lines that run the previous hook are the same in both.
+    hook = _hooks(scratch_repo) / "pre-commit"
+    hook.write_text('#!/bin/sh\necho ran >> "$(git rev-parse --git-dir)/ran"\nexit "$(cat "$PREVIOUS_EXIT")"\n')
+    hook.chmod(0o755)
+    status = scratch_repo.parent / "exit-status"
+    status.write_text("0")
+    monkeypatch.setenv("PREVIOUS_EXIT", str(status))  # git passes it on to the hooks
+    result = _run(["hook", "install", "--check-only", "--force"], scratch_repo)
+    assert result.exit_code == 0 and "assist's hook runs it first" in result.output, result.output
+    ran = scratch_repo / ".git" / "ran"
+    (scratch_repo / "done.py").write_text('def f():\n    """One."""\n    return 1\n')
+    git(scratch_repo, "add", "done.py")
+    commit = _commit(scratch_repo)
+    assert commit.returncode == 0, commit.stdout + commit.stderr
+    assert ran.read_text() == "ran\n"
+    status.write_text("3")  # the user's checks fail: so does the commit, before assist's check runs
+    (scratch_repo / "bare.py").write_text("def g():\n    return 1\n")
+    git(scratch_repo, "add", "bare.py")
+    head = git(scratch_repo, "rev-parse", "HEAD")
+    commit = _commit(scratch_repo)
+    assert commit.returncode != 0 and "has no docstring" not in commit.stdout + commit.stderr
+    assert ran.read_text() == "ran\nran\n" and git(scratch_repo, "rev-parse", "HEAD") == head
+    status.write_text("0")  # the user's checks pass: assist's check still fails the undocumented function
+    commit = _commit(scratch_repo)
+    assert commit.returncode != 0 and "bare.py:1: function g has no docstring" in commit.stdout + commit.stderr
+    hook.with_name("pre-commit.before-assist").chmod(0o644)  # not executable: git would not run it either
+    (scratch_repo / "bare.py").write_text('def g():\n    """Two."""\n    return 1\n')
+    git(scratch_repo, "add", "bare.py")
+    commit = _commit(scratch_repo)
+    assert commit.returncode == 0, commit.stdout + commit.stderr
+    assert ran.read_text() == "ran\nran\nran\n"
+
+
+def test_the_check_only_hook_says_it_only_checks(scratch_repo: Path) -> None:
+    from assistant.code.git import MARKER, hook_path
+
+    assert _run(["hook", "install", "--check-only"], scratch_repo).exit_code == 0
+    header = hook_path(scratch_repo).read_text().splitlines()[1]
+    assert header.startswith(MARKER) and "checks" in header and "documents" not in header
+    assert _run(["hook", "install"], scratch_repo).exit_code == 0
+    header = hook_path(scratch_repo).read_text().splitlines()[1]
+    assert header.startswith(MARKER) and "writes" in header and "--check" not in header  # `assist doctor` reads it
+
+
+def test_uninstall_with_no_assist_hook_is_a_quiet_no_op_and_a_foreign_hook_is_still_refused(
+    scratch_repo: Path,
+) -> None:
+    from assistant.code.git import hook_path
+
+    path = hook_path(scratch_repo)
+    assert _run(["hook", "install"], scratch_repo).exit_code == 0
+    assert _run(["hook", "uninstall"], scratch_repo).exit_code == 0
+    result = _run(["hook", "uninstall"], scratch_repo)
+    assert result.exit_code == 0, result.output
+    assert result.output == f"no assist hook installed at {path}; nothing to do\n"
+    path.write_text("#!/bin/sh\necho mine\n")
+    result = _run(["hook", "uninstall"], scratch_repo)
+    assert result.exit_code == 2 and f"{path} was not written by assist; leaving it alone" in result.output
+    assert path.read_text() == "#!/bin/sh\necho mine\n"

@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from assistant.errors import UsageError
@@ -82,14 +83,37 @@ def _git_dir(root: Path) -> Path | None:
     return Path(found.stdout.strip()) if found.returncode == 0 and found.stdout.strip() else None
 
 
-def install_hook(root: Path, check_only: bool = False, force: bool = False) -> Path:
+KEPT = "pre-commit.before-assist"  # a hook `install --force` replaced: run first by assist's, put back by uninstall
+
+
+@dataclass(frozen=True)
+class InstalledHook:
+    """What `install_hook` did: the hook it wrote, and the hook before it, when there is one."""
+
+    path: Path
+    kept: Path | None  # where the hook it replaced was moved to (None: it replaced none, or its own)
+    runs_first: Path | None  # the kept hook the new one runs first (None: none, or not executable)
+
+
+@dataclass(frozen=True)
+class UninstalledHook:
+    """What `uninstall_hook` did."""
+
+    path: Path
+    removed: bool  # assist's hook was there and is gone (False: there was no hook, nothing done)
+    restored: bool  # the hook it had replaced is back at `path`
+    kept: Path | None  # with nothing removed: a kept hook still lying there (left alone)
+
+
+def install_hook(root: Path, check_only: bool = False, force: bool = False) -> InstalledHook:
     """Write `.git/hooks/pre-commit` running `assist docstring` on staged files.
 
     Refuses, unless `force`, to replace a hook assist did not write, a hook that is a symlink (its target may be
-    shared: with `force` the link itself is replaced, never written through), and a hooks folder outside this
+    shared: with `force` the link itself is moved, never written through), and a hooks folder outside this
     repository's git folder (a `core.hooksPath` other repositories share: assist would run in all of them).
-    A foreign hook replaced with `force` is kept beside it as `pre-commit.before-assist`. The hook calls this
-    interpreter's assist, so it works without the virtualenv being active.
+    A foreign hook (or link) replaced with `force` is kept beside it as `pre-commit.before-assist`, which the new
+    hook runs first and `uninstall_hook` puts back. The hook calls this interpreter's assist, so it works without
+    the virtualenv being active.
     """
     path = hook_path(root)
     git_dir = _git_dir(root)
@@ -100,45 +124,84 @@ def install_hook(root: Path, check_only: bool = False, force: bool = False) -> P
             f"{path.parent} is a hooks folder outside this repository (core.hooksPath), so other repositories run "
             "it too; pass --force to install there anyway"
         )
-    if path.is_symlink():
-        if not force:
-            raise UsageError(
-                f"{path} is a link (to {os.readlink(path)}); remove it, or pass --force to replace the link"
-            )
-        path.unlink()  # the link, not what it points at
-    foreign = path.exists() and MARKER not in path.read_text(errors="replace")
+    if path.is_symlink() and not force:
+        raise UsageError(f"{path} is a link (to {os.readlink(path)}); remove it, or pass --force to replace the link")
+    foreign = path.is_symlink() or (path.exists() and MARKER not in path.read_text(errors="replace"))
     if foreign and not force:
         raise UsageError(f"{path} exists and was not written by assist; move it away (or pass --force to replace it)")
-    if foreign:
-        backup = path.with_name("pre-commit.before-assist")
-        number = 1
-        while backup.exists() or backup.is_symlink():
-            number += 1
-            backup = path.with_name(f"pre-commit.before-assist-{number}")
-        path.rename(backup)
-    mode = "--check" if check_only else "--write --fail-on-change"
-    script = (
-        "#!/bin/sh\n"
-        f"{MARKER}: documents staged Python functions.\n"
-        "# Remove this file (or run `assist hook uninstall`) to stop it; `git commit --no-verify` skips it once.\n"
-        f"exec {shlex.quote(sys.executable)} -P -m assistant docstring --staged {mode}\n"
-    )
     if path.parent.exists() and not path.parent.is_dir():
         raise UsageError(f"{path.parent} is not a folder, so no hook can go in it; move it away and run this again")
+    kept = _keep_aside(path) if foreign else None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, script, 0o755, root=root, force=force)  # a symlinked hook: see write_target
-    except OSError as exc:
-        raise UsageError(f"cannot write the hook {path}: {exc.strerror or exc}") from None
-    return path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, _hook_script(check_only), 0o755, root=root, force=force)
+        except OSError as exc:
+            raise UsageError(f"cannot write the hook {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        if kept is not None and not (path.exists() or path.is_symlink()):
+            kept.rename(path)  # assist's hook is not there: the user's goes back where it was
+        raise
+    previous = path.with_name(KEPT)
+    runs_first = previous if previous.is_file() and os.access(previous, os.X_OK) else None
+    return InstalledHook(path, kept, runs_first)
 
 
-def uninstall_hook(root: Path) -> Path:
-    """Remove the hook if assist wrote it."""
+def _keep_aside(path: Path) -> Path:
+    """Move the hook (or link: the link itself) at `path` to `pre-commit.before-assist`; one an earlier install
+    kept there moves on to `pre-commit.before-assist-N`, so none is overwritten and the newest is the one run
+    first and put back."""
+    kept = path.with_name(KEPT)
+    if kept.exists() or kept.is_symlink():
+        number = 2
+        while (older := path.with_name(f"{KEPT}-{number}")).exists() or older.is_symlink():
+            number += 1
+        kept.rename(older)
+    path.rename(kept)
+    return kept
+
+
+def _hook_script(check_only: bool) -> str:
+    """The hook: the one it replaced first (when executable, as git would run it; its failure fails the commit),
+    then `assist docstring --staged`."""
+    if check_only:
+        mode, does = "--check", "checks staged Python functions for missing docstrings (writes nothing, no model)"
+    else:
+        mode, does = (
+            "--write --fail-on-change",
+            "writes missing docstrings of staged Python functions (and fails, to have them reviewed)",
+        )
+    # `$0`: git runs a hook by its path, so the kept hook is found beside this one wherever the repo is.
+    return (
+        "#!/bin/sh\n"
+        f"{MARKER}: {does}.\n"
+        "# Remove this file (or run `assist hook uninstall`) to stop it; `git commit --no-verify` skips it once.\n"
+        f"# It runs the hook it replaced first ({KEPT}, when executable) and fails when that fails.\n"
+        f'previous="$(dirname "$0")/{KEPT}"\n'
+        'if [ -f "$previous" ] && [ -x "$previous" ]; then "$previous" "$@" || exit $?; fi\n'
+        f"exec {shlex.quote(sys.executable)} -P -m assistant docstring --staged {mode}\n"
+    )
+
+
+def uninstall_hook(root: Path) -> UninstalledHook:
+    """Remove the hook if assist wrote it, putting back the hook it replaced (`pre-commit.before-assist`).
+
+    No hook: nothing to do. A hook assist did not write is refused (UsageError) and left alone, and so is any
+    kept one then: putting it back would overwrite a hook that is not assist's."""
     path = hook_path(root)
-    if not path.exists():
-        raise UsageError(f"there is no pre-commit hook at {path}")
-    if MARKER not in path.read_text(errors="replace"):
+    kept = path.with_name(KEPT)
+    found_kept = kept if kept.exists() or kept.is_symlink() else None
+    if not path.exists() and not path.is_symlink():
+        return UninstalledHook(path, removed=False, restored=False, kept=found_kept)
+    try:
+        ours = MARKER in path.read_text(errors="replace")
+    except OSError:  # a dangling link, a folder: not assist's
+        ours = False
+    if not ours:
         raise UsageError(f"{path} was not written by assist; leaving it alone")
+    if kept.is_symlink() or kept.is_file():
+        # One rename over assist's hook: never a moment without a hook, and the same file, so its mode is kept.
+        os.replace(kept, path)
+        return UninstalledHook(path, removed=True, restored=True, kept=None)
     path.unlink()
-    return path
+    return UninstalledHook(path, removed=True, restored=False, kept=found_kept)

@@ -482,8 +482,9 @@ def hook_install(
         bool,
         typer.Option(
             "--force",
-            help="Replace a pre-commit hook assist did not write (kept as pre-commit.before-assist) or a symlinked "
-            "one (the link, not its target), or install into a hooks folder other repositories share (core.hooksPath).",
+            help="Replace a pre-commit hook assist did not write (kept as pre-commit.before-assist, which assist's "
+            "hook runs first and uninstall puts back) or a symlinked one (the link, not its target), or install into "
+            "a hooks folder other repositories share (core.hooksPath).",
         ),
     ] = False,
 ) -> None:
@@ -491,15 +492,31 @@ def hook_install(
     from assistant.code.git import install_hook
     from assistant.indexing.index import repo_root
 
-    path = install_hook(repo_root(Path.cwd()), check_only=check_only, force=force)
-    out.print(f"installed {path}: " + ("checks for" if check_only else "writes") + " missing docstrings on commit")
+    done = install_hook(repo_root(Path.cwd()), check_only=check_only, force=force)
+    out.print(f"installed {done.path}: " + ("checks for" if check_only else "writes") + " missing docstrings on commit")
+    if done.kept is not None:
+        runs = (
+            "assist's hook runs it first" if done.runs_first else "not executable, so assist's hook skips it as git did"
+        )
+        out.print(f"moved your previous hook to {done.kept} ({runs}); `assist hook uninstall` puts it back")
+    elif done.runs_first is not None:
+        out.print(f"assist's hook runs {done.runs_first} first (the hook an earlier install replaced)")
 
 
 @hook_app.command("uninstall")
 @friendly_errors
 def hook_uninstall() -> None:
-    """Remove the pre-commit hook that `assist hook install` wrote."""
+    """Remove the pre-commit hook that `assist hook install` wrote, putting back the one it replaced."""
     from assistant.code.git import uninstall_hook
     from assistant.indexing.index import repo_root
 
-    out.print(f"removed {uninstall_hook(repo_root(Path.cwd()))}")
+    done = uninstall_hook(repo_root(Path.cwd()))
+    if done.restored:
+        said = f"removed assist's hook and put your previous one back at {done.path}"
+    elif done.removed:
+        said = f"removed {done.path}"
+    else:
+        said = f"no assist hook installed at {done.path}; nothing to do"
+    if done.kept is not None:  # left alone: say so, it is a hook of the user's that no longer runs
+        said += f" (a hook an earlier install replaced is still at {done.kept}: rename it to pre-commit to use it)"
+    out.print(said)
