@@ -41,3 +41,9 @@ class ConversionFailed(ModelError):
 
 class Cancelled(AssistError):
     """The user stopped a long job (the TUI's Escape); raised from a progress callback."""
+
+
+def install_extra(extra: str) -> str:
+    """The command that installs the optional extra `extra` (e.g. "serve"), as the docs give it: assist is
+    installed from its checkout (`pip install -e .`), not from PyPI, so the command is run in that checkout."""
+    return f"pip install -e '.[{extra}]'"

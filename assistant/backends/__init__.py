@@ -347,15 +347,19 @@ BACKENDS: dict[str, str] = {
     "local": "assistant.backends.local:LocalBackend",
     "openai": "assistant.backends.openai_api:OpenAIBackend",
     "local-ov": "assistant.backends.ov:OpenVINOBackend",  # the default local engine
-    "local-ct2": "assistant.backends.ct2:CT2Backend",  # optional extra: assist[fast] (ctranslate2)
+    "local-ct2": "assistant.backends.ct2:CT2Backend",  # optional extra: pip install -e '.[fast]' (ctranslate2)
 }
+# The backends a person names (the docs' `local` and `openai`). `local-ov` and `local-ct2` are the local backend's
+# engines as registered (what `local` becomes with the engine setting, and what results record): they keep
+# working by name, but an unknown name's error lists only these.
+NAMED_BACKENDS = ("local", "openai")
 
 
 def backend_class(name: str) -> type[Backend]:
     """The class registered as `name`; unknown names are a one-line error."""
     target = BACKENDS.get(name)
     if target is None:
-        raise UsageError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
+        raise UsageError(f"unknown backend {name!r}; available: {', '.join(NAMED_BACKENDS)}")
     module_name, class_name = target.split(":")
     return getattr(importlib.import_module(module_name), class_name)
 

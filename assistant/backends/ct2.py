@@ -39,7 +39,7 @@ from assistant.backends import (
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
 from assistant.backends.models import ModelSpec, ct2_path, resolve
 from assistant.backends.prompts import Prompt
-from assistant.errors import ModelError
+from assistant.errors import ModelError, install_extra
 
 DEFAULT_QUANTIZATION = "int8"
 
@@ -48,7 +48,9 @@ class CT2Backend(ConvertedBackend):
     """The local model converted to CTranslate2 int8: sampling with per-token log-probs, teacher-forced scoring."""
 
     name = "local-ct2"
-    description = "the local model through CTranslate2 int8 on this machine's CPU (optional extra: assist[fast])"
+    description = (
+        f"the local model through CTranslate2 int8 on this machine's CPU (optional extra: {install_extra('fast')})"
+    )
     batches_prompts = False
     streams = True
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assistant.backends.ov_convert import gguf_alone
-from assistant.errors import ConversionFailed, ModelError, UsageError
+from assistant.errors import ConversionFailed, ModelError, UsageError, install_extra
 from assistant.paths import atomic_write_text, file_sha256, models_dir
 from assistant.progress import Progress
 
@@ -355,7 +355,7 @@ def ct2_path(spec: ModelSpec, quantization: str = "int8", progress: Progress | N
     if quantization not in CT2_QUANTIZATIONS:
         raise UsageError(f"unknown CTranslate2 quantization {quantization!r}; choose {', '.join(CT2_QUANTIZATIONS)}")
     if importlib.util.find_spec("ctranslate2") is None:
-        raise ModelError("the ct2 engine needs ctranslate2; install the extra: pip install 'assist[fast]'")
+        raise ModelError(f"the ct2 engine needs ctranslate2; install the extra: {install_extra('fast')}")
 
     def command(work: Path) -> list[str]:
         source = _hf_source(spec, progress)

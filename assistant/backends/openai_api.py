@@ -61,6 +61,9 @@ ESTIMATE_SURE_OVER = 3.0
 
 T = TypeVar("T")
 POLL_S = 0.1  # how often a wait on a held request asks its progress callback whether to go on
+# The command that starts an OpenAI-compatible server of the local model (docs/guides/serving.md); plain
+# `assist serve` starts the warm one on a Unix socket, which an http(s) URL cannot reach.
+SERVE_ON_A_PORT = "`assist serve --port 8080`"
 
 
 class OpenAIBackend(Backend):
@@ -535,7 +538,7 @@ def make_client(
 
     if base_url is None and api_key is None:
         raise UsageError(
-            f"{what} needs --base-url (e.g. http://127.0.0.1:8080/v1; `assist serve` starts a local server) "
+            f"{what} needs --base-url (e.g. http://127.0.0.1:8080/v1, which {SERVE_ON_A_PORT} starts) "
             "or OPENAI_API_KEY for api.openai.com"
         )
     if base_url is not None:
@@ -589,7 +592,8 @@ def call_api(
     except openai.APIConnectionError as exc:
         cause = exc.__cause__ or exc
         raise ModelError(
-            f"cannot reach {url} ({type(cause).__name__}); is the server running? `assist serve` starts a local one"
+            f"cannot reach {url} ({type(cause).__name__}); is the server running? {SERVE_ON_A_PORT} starts a "
+            "local one at http://127.0.0.1:8080/v1"
         ) from None
     except openai.AuthenticationError:
         raise ModelError(f"{url} refused the API key; set OPENAI_API_KEY (or openai.api_key in the config)") from None

@@ -1,6 +1,6 @@
 """`assist serve`: llama.cpp's OpenAI-compatible server on 127.0.0.1 for a registered local GGUF model.
 
-llama-cpp-python is an optional extra (`pip install 'assist[serve]'`): it has no wheel on PyPI and builds
+llama-cpp-python is an optional extra (`pip install -e '.[serve]'`): it has no wheel on PyPI and builds
 llama.cpp from source (0.3.36: nearly an hour on 2 busy cores here, once; pip then caches the wheel).
 """
 
@@ -19,10 +19,10 @@ import urllib.request
 from pathlib import Path
 
 from assistant.backends.models import Progress, gguf_path, resolve
-from assistant.errors import AssistError, UsageError
+from assistant.errors import AssistError, UsageError, install_extra
 
 INSTALL_HINT = (
-    "llama-cpp-python is not installed; install it with `pip install 'assist[serve]'` "
+    f"llama-cpp-python is not installed; install it with `{install_extra('serve')}` in assist's checkout "
     "(it builds llama.cpp from source, once: up to an hour on 2 cores)"
 )
 
