@@ -46,6 +46,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ from typing import Any
 
 import platformdirs
 
-from assistant.errors import UsageError
+from assistant.errors import UsageError, install_extra
 
 REPO_CONFIG = ".assist.toml"
 
@@ -134,13 +135,23 @@ def _str(value: Any) -> str:
     return value.strip()
 
 
+def _number(value: Any, expected: str, whole: bool = False) -> float:
+    """`value` (a TOML number, or text from the environment) as a number, or a ValueError that says `expected`:
+    "abc" once said "invalid literal for int() with base 10", Python's words, not the setting's."""
+    if isinstance(value, bool) or (whole and isinstance(value, float) and not value.is_integer()):
+        raise ValueError(expected)
+    try:
+        return int(value) if whole else float(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
+        raise ValueError(expected) from None
+
+
 def _positive_float(maximum: float) -> Callable[[Any], float]:
     def parse(value: Any) -> float:
-        if isinstance(value, bool):
-            raise ValueError("expected a number")
-        number = float(value)
+        expected = f"expected a finite number above 0 and at most {maximum:g}"
+        number = _number(value, expected)
         if not math.isfinite(number) or not 0 < number <= maximum:  # NaN and inf pass `<= 0`: refuse them by name
-            raise ValueError(f"expected a finite number above 0 and at most {maximum:g}")
+            raise ValueError(expected)
         return number
 
     return parse
@@ -148,11 +159,10 @@ def _positive_float(maximum: float) -> Callable[[Any], float]:
 
 def _count(minimum: int, maximum: int) -> Callable[[Any], int]:
     def parse(value: Any) -> int:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ValueError("expected a whole number")
-        number = int(value)
+        expected = f"expected a whole number from {minimum} to {maximum}"
+        number = int(_number(value, expected, whole=True))
         if not minimum <= number <= maximum:
-            raise ValueError(f"expected a whole number from {minimum} to {maximum}")
+            raise ValueError(expected)
         return number
 
     return parse
@@ -170,20 +180,18 @@ def _bool(value: Any) -> bool:
 
 
 def _temperature(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError("expected a number")
-    number = float(value)
+    expected = f"expected a number from 0 to {MAX_TEMPERATURE:g}"
+    number = _number(value, expected)
     if not math.isfinite(number) or not 0 <= number <= MAX_TEMPERATURE:
-        raise ValueError(f"expected a number from 0 to {MAX_TEMPERATURE:g}")
+        raise ValueError(expected)
     return number
 
 
 def _probability(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError("expected a number")
-    number = float(value)
+    expected = "expected a number above 0 and at most 1"
+    number = _number(value, expected)
     if not math.isfinite(number) or not 0 < number <= 1:
-        raise ValueError("expected a number above 0 and at most 1")
+        raise ValueError(expected)
     return number
 
 
@@ -232,7 +240,7 @@ FIELDS: tuple[Field, ...] = (
         DEFAULT_ENGINE,
         "ASSIST_LOCAL_ENGINE",
         "the local engine: openvino (int8, the fast default), transformers (fp32; what training uses) or ct2 "
-        "(CTranslate2 int8; pip install 'assist[fast]')",
+        f"(CTranslate2 int8; {install_extra('fast')})",
     ),
     Field(
         "local.decoding",
@@ -427,14 +435,26 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 CONFIG_BYTES = 1 << 20  # a settings file is a few lines; a repo's gigabyte .assist.toml is not read into memory
 
 
+class ConfigFileError(UsageError):
+    """A settings file that cannot be used: the file (`path`) and, where known, the `line` to fix (None: not
+    known), so a door can point at the file itself (`assist config show` fails on the same file)."""
+
+    def __init__(self, message: str, path: Path, line: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
 def _read_bytes(path: Path) -> bytes:
+    if path.is_dir():  # a folder of that name was once passed over in silence: no settings, and no word why
+        raise ConfigFileError(f"{path} is a folder, not a settings file; move it away or make it a TOML file", path)
     try:
         with path.open("rb") as handle:
             data = handle.read(CONFIG_BYTES + 1)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise ConfigFileError(f"cannot read {path}: {exc.strerror or exc}", path) from None
     if len(data) > CONFIG_BYTES:
-        raise UsageError(f"{path} is larger than {CONFIG_BYTES >> 20} MB; a settings file is a few lines")
+        raise ConfigFileError(f"{path} is larger than {CONFIG_BYTES >> 20} MB; a settings file is a few lines", path)
     return data
 
 
@@ -443,25 +463,34 @@ def _parse_layer(path: Path, data: bytes, repo: bool) -> dict[str, Any]:
     try:
         table = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
+        raise ConfigFileError(f"cannot read {path}: {exc}", path) from None
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path} is not valid TOML: {exc}") from None
+        line = getattr(exc, "lineno", None)  # Python 3.14+; before, the message alone says "(at line N, ...)"
+        if line is None and (found := re.search(r"\(at line (\d+)", str(exc))):
+            line = int(found.group(1))
+        raise ConfigFileError(f"{path} is not valid TOML: {exc}", path, line) from None
     values = {}
     for key, raw in _flatten(table).items():
         field_ = FIELD_BY_KEY.get(key)
         if field_ is None:
-            raise UsageError(f"unknown setting {key!r} in {path}; known settings: {', '.join(FIELD_BY_KEY)}")
+            known = ", ".join(FIELD_BY_KEY)
+            raise ConfigFileError(f"unknown setting {key!r} in {path}; known settings: {known}", path)
         if field_.secret and repo:
-            raise UsageError(
+            raise ConfigFileError(
                 f"{path} sets {key}: keep keys out of the repo; put it in {user_config_path()} or the "
-                f"{field_.env} environment variable"
+                f"{field_.env} environment variable",
+                path,
             )
         if field_.user_only and repo:
-            raise UsageError(
+            raise ConfigFileError(
                 f"{path} sets {key}: a repo's settings cannot decide that; put it in {user_config_path()} or the "
-                f"{field_.env} environment variable"
+                f"{field_.env} environment variable",
+                path,
             )
-        values[key] = _parse(field_, raw, str(path))
+        try:
+            values[key] = _parse(field_, raw, str(path))
+        except UsageError as exc:
+            raise ConfigFileError(str(exc), path) from None
     return values
 
 
@@ -692,7 +721,7 @@ def load_settings(
     """
     values = {f.key: Setting(f.default, "default") for f in FIELDS}
     user = user_config_path()
-    if user.is_file():
+    if user.exists():  # a folder there is an error (_read_bytes), not a file that is not there
         values.update({key: Setting(value, str(user)) for key, value in _read_file(user, repo=False).items()})
     below_repo = dict(values)  # what an untrusted repo value that turns out to route falls back to
     repo: RepoConfig | None = None

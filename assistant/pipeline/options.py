@@ -100,6 +100,30 @@ def show_number(value: float) -> str:
     return f"{value:g}"
 
 
+def _check_name(setting: str, value: str) -> None:
+    """Refuse an unknown retriever or ranker name (`setting`) with the registry's one line."""
+    from assistant.pipeline.registry import RETRIEVER_CHOICES, check_rankers
+
+    if setting == "retriever" and value not in RETRIEVER_CHOICES:
+        raise UsageError(f"unknown retriever {value!r}; choose from: {', '.join(RETRIEVER_CHOICES)}")
+    if setting == "ranker" and value != "auto":
+        check_rankers(value)
+
+
+def _check_names_from(settings: Settings, skip: Collection[str]) -> None:
+    """The retriever and ranker names `settings` hold, checked where they came from (not the `skip`ped ones, which
+    the request sets itself): an unknown name in a config file or the environment names that file or variable
+    and the setting, as a bad number there does ("bad value for generate.n from ...")."""
+    for name in ("retriever", "ranker"):
+        setting = settings.values.get(f"generate.{name}")
+        if name in skip or setting is None or setting.source == "default":
+            continue
+        try:
+            _check_name(name, setting.value)
+        except UsageError as exc:
+            raise UsageError(f"bad value for generate.{name} from {setting.source}: {exc}") from None
+
+
 @dataclass(frozen=True)
 class GenerationOptions:
     """How a request is generated: which retriever and rankers, how many candidates and demonstrations, and how
@@ -136,7 +160,10 @@ class GenerationOptions:
                 key = f"generate.{name}"
                 if key in settings.values:
                     values[name] = settings[key]
-        values.update({name: value for name, value in overrides.items() if value is not None})
+        given = {name: value for name, value in overrides.items() if value is not None}
+        if settings is not None:
+            _check_names_from(settings, skip=set(given))
+        values.update(given)
         return cls(**values)
 
     @property
@@ -169,12 +196,8 @@ class GenerationOptions:
             if phrase is not None:
                 raise SettingError(f"{name} {phrase}", name, bounds=phrase)
         self._check_combinations(set(explicit), stub, bank)
-        from assistant.pipeline.registry import RETRIEVER_CHOICES, check_rankers
-
-        if self.retriever not in RETRIEVER_CHOICES:
-            raise UsageError(f"unknown retriever {self.retriever!r}; choose from: {', '.join(RETRIEVER_CHOICES)}")
-        if self.ranker != "auto":
-            check_rankers(self.ranker)
+        _check_name("retriever", self.retriever)
+        _check_name("ranker", self.ranker)
         return self
 
     def _check_combinations(self, explicit: set[str], stub: bool | None, bank: bool) -> None:

@@ -234,13 +234,20 @@ RANKER_CHOICES = ("auto", *CHOSEN_RANKERS)
 
 
 def parse_rankers(spec: str) -> list[str]:
-    """`exec+logprob` → ["exec", "logprob"]; empty or unknown names are a one-line error."""
-    names = [part.strip() for part in spec.split("+") if part.strip()]
-    if not names:
+    """`exec+logprob` → ["exec", "logprob"]; empty or unknown names are a one-line error, and so is `auto` among
+    others (it picks the rankers itself, so it stands alone)."""
+    names = [part.strip() for part in spec.split("+")]
+    if not any(names):
         raise UsageError("no ranker given")
+    if not all(names):  # "exec+", "+exec", "exec++logprob" once passed as "exec" or "exec+logprob"
+        raise UsageError(f"ranker {spec!r} has an empty name; join names with one + (e.g. exec+logprob)")
+    if "auto" in names:
+        raise UsageError(
+            f"ranker {spec!r}: auto stands alone (it picks the rankers itself); name it alone, or name the rankers"
+        )
     unknown = [n for n in names if n not in RANKERS]
     if unknown:
-        raise UsageError(f"unknown ranker {unknown[0]!r}; choose from: {', '.join(CHOSEN_RANKERS)} (combine with +)")
+        raise UsageError(f"unknown ranker {unknown[0]!r}; choose from: {', '.join(RANKER_CHOICES)} (combine with +)")
     return names
 
 

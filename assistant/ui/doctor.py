@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from assistant.errors import AssistError, UsageError
+from assistant.errors import AssistError, UsageError, install_extra
 from assistant.paths import GIT
 
 
@@ -318,11 +318,18 @@ def hook_checks(start: Path) -> list[Check]:
 def config_checks() -> list[Check]:
     """Where the effective settings come from (for the working directory); a file that does not load fails."""
     from assistant.backends import backend_class
-    from assistant.config import load_settings
+    from assistant.config import ConfigFileError, load_settings
     from assistant.pipeline.options import GenerationOptions
 
     try:
         settings = load_settings(check_trust=False)  # report an untrusted repo file, do not refuse
+    except ConfigFileError as exc:  # `assist config show` fails on the same file: point at the file itself
+        at = f" at line {exc.line}" if exc.line is not None else ""
+        return [Check("config", False, str(exc), f"fix {exc.path}{at}, or move it away")]
+    except UsageError as exc:  # an environment variable's value (`assist config show` reads it too), the trust record
+        fix = "fix or unset the variable it names" if " from env " in str(exc) else "fix what it names"
+        return [Check("config", False, str(exc), fix)]
+    try:
         rows = settings.describe()
         # What `generate` would refuse, refused here too: an unknown backend, retriever or ranker name.
         backend_class(settings.backend)
@@ -467,6 +474,6 @@ def extra_checks() -> list[Check]:
         if importlib.util.find_spec(module) is not None:
             checks.append(Check(f"extra {extra}", True, f"{module} installed: {purpose}"))
         else:
-            detail = f"{module} not installed (optional; {without}): for {purpose}, pip install 'assist[{extra}]'"
+            detail = f"{module} not installed (optional; {without}): for {purpose}, {install_extra(extra)}"
             checks.append(Check(f"extra {extra}", True, detail))
     return checks
