@@ -290,7 +290,8 @@ def check_replace_names(tree: ast.Module, names: Collection[str], display: str) 
     defined = {*listed, *(name.split(".", 1)[1] for name in listed if "." in name)}
     for name in names:
         if name not in defined:
-            shown = ", ".join(sorted(d for d in defined if "." not in d)[:8]) or "none"
+            # As --replace takes them: `Class.method`, never a member's bare name, which reads as a top-level one.
+            shown = ", ".join(listed[:8]) + (", ..." if len(listed) > 8 else "") if listed else "none"
             raise UsageError(f"there is no function or class {name!r} in {display} to replace (it defines: {shown})")
 
 
@@ -712,6 +713,13 @@ def make_edit(named: Path, raw: bytes, old_text: str, new: str, actions: Sequenc
     )
 
 
+NOT_IN_GIT = "it is not in a git repository"
+UNTRACKED = "it is not tracked by git"
+# How to make content that git could not give back safe to overwrite, by the reason unstaged_changes gives; any
+# other reason (unstaged changes): commit or stash them.
+_UNSAVED_FIXES = {NOT_IN_GIT: "pass --force to write it anyway", UNTRACKED: "git add it first, or pass --force"}
+
+
 def unstaged_changes(path: Path) -> str | None:
     """Why the file's current content could not be restored from git, or None when it can."""
     if not path.exists():
@@ -719,14 +727,14 @@ def unstaged_changes(path: Path) -> str | None:
     folder = path.parent
     inside = subprocess.run([*GIT, "rev-parse", "--is-inside-work-tree"], cwd=folder, capture_output=True, text=True)
     if inside.returncode != 0:
-        return "it is not in a git repository"
+        return NOT_IN_GIT
     # Literal: a name like `t[1].py` is not a pattern that a tracked `t1.py` would match.
     literal = [*GIT, "--literal-pathspecs"]
     tracked = subprocess.run(
         [*literal, "ls-files", "-v", "--error-unmatch", "--", path.name], cwd=folder, capture_output=True
     )
     if tracked.returncode != 0:
-        return "it is not tracked by git"
+        return UNTRACKED
     # `git diff` does not look at a file marked assume-unchanged (tag in lower case) or skip-worktree (S): its
     # changes would pass as none.
     tag = tracked.stdout[:1].decode("ascii", "replace")
@@ -769,7 +777,8 @@ def check_can_apply(
     if not (force or unsaved_ok):
         reason = unstaged_changes(Path(os.path.realpath(named)))
         if reason:
-            raise UsageError(f"refusing to modify {display}: {reason} (commit or stash, or pass --force)")
+            fix = _UNSAVED_FIXES.get(reason, "commit or stash, or pass --force")
+            raise UsageError(f"refusing to modify {display}: {reason} ({fix})")
     write_target(named, root or enclosing_root(named), force)
 
 

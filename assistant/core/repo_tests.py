@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import os
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
@@ -148,6 +149,26 @@ def parse_test_cmd(command: str) -> tuple[str, ...]:
     return tuple(args)
 
 
+# pytest options whose value follows as the next word (a value such as `--ignore old.py` is not a test to run).
+_VALUE_OPTIONS = frozenset(
+    ("-k", "-m", "-p", "-c", "-o", "-W", "--ignore", "--ignore-glob", "--deselect", "--rootdir", "--confcutdir")
+)
+
+
+def _check_test_paths(root: Path, args: Sequence[str]) -> None:
+    """Refuse, before any model work, a test file `--test-cmd` names that is not in the repo (`root`, where
+    pytest runs): pytest would only say "file or directory not found" after the sampling."""
+    after_option = False
+    for word in args:
+        if word.startswith("-"):
+            after_option = word in _VALUE_OPTIONS
+            continue
+        path = word.split("::", 1)[0]
+        if not after_option and path.endswith(".py") and not (root / path).exists():
+            raise UsageError(f"--test-cmd names {path}, which does not exist in {root}")
+        after_option = False
+
+
 def repo_tests(
     root: Path,
     path: str | Path,
@@ -169,6 +190,7 @@ def repo_tests(
         raise UsageError(f"{root} is not a git work tree; the repo's tests run only in one (or --no-repo-tests)")
     if test_cmd is not None:
         args, found = parse_test_cmd(test_cmd), False
+        _check_test_paths(root, args)
     else:
         args, found = tuple(find_tests(root, path, function)), True
         if not args:

@@ -212,8 +212,7 @@ def generate(
     _check_requirement(requirement, function)
     check_range("--timeout", backend_flags.timeout, 0, MAX_TIMEOUT, low_open=True)
     _check_generation_flags(flags, stub=function is not None, bank=bank is not None)
-    if apply and file is None:
-        raise UsageError("--apply needs --file, the file to write the code into")
+    _check_apply(file, function, apply, force)
     paths = {"file": file, "function": function, "replace": replace or (), "test_cmd": test_cmd, "python": python}
     request = _resolve(requirement or "", test, tests_file, apply, force, repo_tests=repo_tests, **paths)
     start = file.parent if file is not None else Path(".")
@@ -244,6 +243,19 @@ def _check_requirement(requirement: str | None, function: str | None) -> None:
         raise UsageError(
             "the requirement is empty; say what the code should do (or fill a stub: --file F --function NAME)"
         )
+
+
+def _check_apply(file: Path | None, function: str | None, apply: bool, force: bool) -> None:
+    """--apply, --force and --file together: --apply writes into --file, --force only loosens --apply, and a
+    requirement's --file that does not exist is one --apply creates (without --apply, a mistyped name would be
+    found only after the model's minutes; a stub's file must exist, which Request.resolve says)."""
+    if apply and file is None:
+        raise UsageError("--apply needs --file, the file to write the code into")
+    if force and not apply:
+        raise UsageError("--force only applies with --apply")
+    missing = file is not None and not file.expanduser().exists() and not file.is_symlink()
+    if missing and function is None and not apply:
+        raise UsageError(f"no such file: {file} (--apply creates it)")
 
 
 def _check_generation_flags(flags: dict[str, Any], *, stub: bool | None = None, bank: bool = False) -> None:
