@@ -193,7 +193,7 @@ async def test_a_name_the_file_no_longer_defines_is_refused_as_generate_replace_
         await type_requirement(pilot, REQUIREMENT)
         await pilot.press("ctrl+g")
         await settle(app, pilot)
-        # The library's line, as for no_such above (it lists what the file defines, methods by their bare names too).
-        stale = "there is no function or class 'helper' in shop/cart.py to replace (it defines: Cart, __init__, "
-        assert last_notice(app) == stale + "to_cents, total)"
+        # The library's line, as for no_such above (it lists what the file defines, methods as `Class.method`).
+        stale = "there is no function or class 'helper' in shop/cart.py to replace (it defines: to_cents, Cart, "
+        assert last_notice(app) == stale + "Cart.__init__, Cart.total)"
         assert session.pipeline.loaded_backend.calls == 0 and session.state.result is None

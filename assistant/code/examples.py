@@ -99,7 +99,9 @@ def _iter_bank(path: Path) -> Iterator[Example]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            # exc.msg may end in "at" already ("Unterminated string starting at"): the column follows it directly.
+            at = "" if exc.msg.endswith(" at") else " at"
+            raise UsageError(f"{where}: not valid JSON ({exc.msg}{at} column {exc.colno})") from None
         if not isinstance(record, dict):
             raise UsageError(f"{where}: expected a JSON object, got {type(record).__name__}")
         requirement = record.get("requirement", record.get("text"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,7 +299,7 @@ def docstring(
     if held:
         report["not_written"] = held
     if check:
-        _report_check(report, missing, skipped, json_output)
+        _report_check(report, missing, skipped, json_output, staged=staged)
         return
     if not missing:
         _report_none_missing(report, held, skipped, json_output)
@@ -352,10 +353,12 @@ def _repo_root() -> Path | None:
         return None
 
 
-def _report_check(report: dict, missing: list[tuple[FileJob, Any]], skipped: list[str], json_output: bool) -> None:
-    """--check: list what lacks a docstring (or print the report as JSON); exit 1 if anything does, or a file
-    could not be read (a file that could not be checked is not a file that passed: the hook must not let it
-    through)."""
+def _report_check(
+    report: dict, missing: list[tuple[FileJob, Any]], skipped: list[str], json_output: bool, *, staged: bool
+) -> None:
+    """--check: list what lacks a docstring (or print the report as JSON), with the command that writes them (for
+    the `staged` files, or the files that lack one); exit 1 if anything does, or a file could not be read (a file
+    that could not be checked is not a file that passed: the hook must not let it through)."""
     if json_output:  # stdout holds the JSON alone
         report["missing"] = [{"file": job.name, **target.to_json()} for job, target in missing]
         out.print_json(json.dumps(report))
@@ -363,10 +366,12 @@ def _report_check(report: dict, missing: list[tuple[FileJob, Any]], skipped: lis
         for job, target in missing:
             out.print(f"{job.name}:{target.line}: {target.kind} {target.qualname} has no docstring", markup=False)
     if missing:
-        files_with = len({job.name for job, _ in missing})
+        names = list(dict.fromkeys(job.name for job, _ in missing))
+        # A command that runs as printed: `--write` alone names no files ("name the files to document").
+        what = "--staged" if staged else shlex.join(names)
         err.print(
-            f"{len(missing)} definition(s) in {files_with} file(s) lack a docstring; "
-            "`assist docstring --write` writes them"
+            f"{len(missing)} definition(s) in {len(names)} file(s) lack a docstring; "
+            f"`assist docstring --write {what}` writes them"
         )
         raise typer.Exit(1)
     if skipped:
