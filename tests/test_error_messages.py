@@ -1,0 +1,250 @@
+"""The one-line errors a new user meets, each saying where the problem is and a fix that works as printed: install
+hints in the checkout's form, the server command that serves a port, inputs refused before any model loads, the
+right fix for a refused --apply, config values named by file or variable, ranker and backend names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assistant.errors import ModelError, UsageError, install_extra
+
+from .conftest import assist_here, git
+
+
+def one_line_error(result, code: int, fragment: str) -> str:
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`assist generate` in-process may check its input but never build the pipeline (which loads the model)."""
+    import assistant.pipeline
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the command got as far as the model")
+
+    monkeypatch.setattr(assistant.pipeline, "Pipeline", refuse)
+
+
+# --- 1. install hints: assist is installed from its checkout, not PyPI ----------------------------------------------
+
+
+def test_install_hints_give_the_checkouts_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.backends import ct2, models, serve
+    from assistant.config import FIELD_BY_KEY
+
+    assert install_extra("serve") == "pip install -e '.[serve]'"
+    assert "pip install -e '.[serve]'" in serve.INSTALL_HINT and "assist[" not in serve.INSTALL_HINT
+    assert "pip install -e '.[fast]'" in FIELD_BY_KEY["local.engine"].help
+    assert "pip install -e '.[fast]'" in ct2.CT2Backend.description
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    spec = models.resolve(None)
+    with pytest.raises(ModelError, match=r"pip install -e '\.\[fast\]'$"):
+        models.ct2_path(spec)
+
+
+# --- 2. a server that is not there: the command that starts one on a port ------------------------------------------
+
+
+def test_a_missing_or_unreachable_server_names_assist_serve_with_a_port() -> None:
+    import openai
+
+    from assistant.backends.openai_api import call_api, make_client
+
+    with pytest.raises(UsageError, match=r"`assist serve --port 8080` starts\) or OPENAI_API_KEY"):
+        make_client(None, None, 1.0, 0, what="the openai backend")
+
+    def unreachable(**kwargs: object) -> None:
+        raise openai.APIConnectionError(request=None)  # type: ignore[arg-type]  # the message names no request
+
+    with pytest.raises(ModelError) as caught:
+        call_api(unreachable, url="http://127.0.0.1:9/v1", timeout=1.0, retries=0)
+    assert "`assist serve --port 8080` starts a local one at http://127.0.0.1:8080/v1" in str(caught.value)
+
+
+# --- 3. inputs refused before the model loads ----------------------------------------------------------------------
+
+
+def test_force_without_apply_is_refused_at_once(tmp_path: Path, no_model: None) -> None:
+    result = assist_here("generate", "add two numbers", "--force", cwd=tmp_path)
+    one_line_error(result, 2, "--force only applies with --apply")
+
+
+def test_a_missing_file_is_refused_unless_apply_would_create_it(scratch_repo: Path, no_model: None) -> None:
+    result = assist_here("generate", "add two numbers", "--file", "src/nope.py", cwd=scratch_repo)
+    one_line_error(result, 2, "no such file: src/nope.py")
+    stub = ("--file", "src/nope.py", "--function", "f")  # a stub's file must exist, --apply or not
+    fills = "src/nope.py does not exist; --function fills a stub in an existing file"
+    one_line_error(assist_here("generate", *stub, "--apply", cwd=scratch_repo), 2, fills)
+
+
+def test_a_test_file_the_test_command_names_must_exist(scratch_repo: Path, no_model: None) -> None:
+    from assistant.core.repo_tests import repo_tests
+
+    (scratch_repo / "tests").mkdir()
+    (scratch_repo / "tests" / "test_math.py").write_text("from mathutils import is_even\n")
+    git(scratch_repo, "add", "tests")
+    with pytest.raises(UsageError, match=r"^--test-cmd names tests/nope\.py, which does not exist in "):
+        repo_tests(scratch_repo, "mathutils.py", "is_even", test_cmd="pytest tests/nope.py::test_x -q")
+    for fine in ("pytest tests/test_math.py", "pytest -k nope.py tests", "python -m pytest --ignore old.py"):
+        assert repo_tests(scratch_repo, "mathutils.py", "is_even", test_cmd=fine) is not None
+    (scratch_repo / "stubs.py").write_text('def double(x):\n    """Return twice x."""\n    ...\n')
+    args = ("generate", "--file", "stubs.py", "--function", "double", "--test-cmd", "pytest tests/nope.py")
+    one_line_error(assist_here(*args, cwd=scratch_repo), 2, "--test-cmd names tests/nope.py, which does not exist")
+
+
+# --- 4. a refused --apply says the fix that fits -------------------------------------------------------------------
+
+
+def test_a_refused_apply_says_the_fix_for_its_reason(scratch_repo: Path, tmp_path: Path) -> None:
+    from assistant.code.edit import check_can_apply
+
+    (scratch_repo / "new.py").write_text("x = 1\n")
+    with pytest.raises(UsageError, match=r"it is not tracked by git \(git add it first, or pass --force\)$"):
+        check_can_apply(scratch_repo / "new.py")
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "x.py").write_text("x = 1\n")
+    with pytest.raises(UsageError, match=r"it is not in a git repository \(pass --force to write it anyway\)$"):
+        check_can_apply(loose / "x.py")
+    (scratch_repo / "mathutils.py").write_text("x = 2\n")
+    with pytest.raises(UsageError, match=r"it has unstaged changes \(commit or stash, or pass --force\)$"):
+        check_can_apply(scratch_repo / "mathutils.py")
+
+
+# --- 5. config values: where they came from and what is expected ---------------------------------------------------
+
+
+def user_config(text: str) -> Path:
+    from assistant.config import user_config_path
+
+    path = user_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_a_value_that_is_not_a_number_names_its_source_and_what_is_expected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assistant.config import load_settings
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ASSIST_GENERATE_N", "abc")
+    expected = "expected a whole number from 1 to 64"
+    with pytest.raises(UsageError, match=rf"^bad value for generate.n from env ASSIST_GENERATE_N: {expected}$"):
+        load_settings()
+    monkeypatch.delenv("ASSIST_GENERATE_N")
+    path = user_config('[generate]\nn = "three"\ntemperature = "hot"\n')
+    with pytest.raises(UsageError, match=rf"^bad value for generate.n from {path}: {expected}$"):
+        load_settings()
+    path.write_text('[openai]\ntimeout = "soon"\n')
+    with pytest.raises(UsageError, match=r"openai.timeout from .*: expected a finite number above 0"):
+        load_settings()
+
+
+def test_an_unknown_ranker_in_a_config_file_names_the_file_and_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from assistant.config import load_settings
+    from assistant.pipeline.options import GenerationOptions
+
+    monkeypatch.chdir(tmp_path)
+    path = user_config('[generate]\nranker = "bogus"\n')
+    with pytest.raises(UsageError) as caught:
+        GenerationOptions.from_settings(load_settings())
+    assert str(caught.value).startswith(f"bad value for generate.ranker from {path}: unknown ranker 'bogus'")
+    monkeypatch.setenv("ASSIST_GENERATE_RETRIEVER", "nope")
+    with pytest.raises(UsageError, match=r"^bad value for generate.retriever from env ASSIST_GENERATE_RETRIEVER: "):
+        GenerationOptions.from_settings(load_settings())
+    # A flag's value overrides the file's: the file's bad name is not what stops the command.
+    assert GenerationOptions.from_settings(load_settings(), ranker="first", retriever="bm25").ranker == "first"
+
+
+def test_doctor_points_at_the_broken_file_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.ui import doctor
+
+    monkeypatch.chdir(tmp_path)
+    path = user_config('backend = "local"\nmodel = [not toml\n')
+    (check,) = doctor.config_checks()
+    assert check.ok is False and check.fix == f"fix {path} at line 2, or move it away", check
+    assert "config show" not in check.fix  # `assist config show` fails on the same file
+
+
+def test_a_folder_where_the_config_file_should_be_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.config import load_settings, user_config_path
+
+    monkeypatch.chdir(tmp_path)
+    user_config_path().mkdir(parents=True)
+    with pytest.raises(UsageError, match=r"config.toml is a folder, not a settings file"):
+        load_settings()
+
+
+# --- 6. ranker specs -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("exec+", "ranker 'exec+' has an empty name"),
+        ("+exec", "ranker '+exec' has an empty name"),
+        ("exec++first", "ranker 'exec++first' has an empty name"),
+        ("auto+exec", "ranker 'auto+exec': auto stands alone"),
+        ("bogus", "unknown ranker 'bogus'; choose from: auto, first"),
+    ],
+)
+def test_ranker_specs_refuse_empty_names_and_auto_in_a_combination(spec: str, message: str) -> None:
+    from assistant.pipeline.options import GenerationOptions
+
+    with pytest.raises(UsageError, match="^" + message.replace("+", r"\+")):
+        GenerationOptions(ranker=spec).check()
+    assert GenerationOptions(ranker="auto").check().ranker == "auto"
+    assert GenerationOptions(ranker="exec+first").check().ranker == "exec+first"
+
+
+# --- 7. backend names ------------------------------------------------------------------------------------------
+
+
+def test_an_unknown_backend_lists_the_documented_names_and_the_engines_still_load_by_name() -> None:
+    from assistant.backends import backend_class
+
+    with pytest.raises(UsageError, match=r"^unknown backend 'bogus'; available: local, openai$"):
+        backend_class("bogus")
+    assert backend_class("local-ov").name == "local-ov"
+
+
+# --- 8, 9. small ones ------------------------------------------------------------------------------------------
+
+
+def test_docstring_check_names_a_write_command_that_runs(tmp_path: Path) -> None:
+    (tmp_path / "my util.py").write_text("def f():\n    return 1\n")
+    result = assist_here("docstring", "--check", "my util.py", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "`assist docstring --write 'my util.py'` writes them" in result.stderr, result.stderr
+
+
+def test_a_bad_bank_line_says_at_once(tmp_path: Path) -> None:
+    from assistant.code.examples import read_bank
+
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text('{"requirement\n' + json.dumps({"requirement": "a", "code": "x = 1"}) + "\n")
+    with pytest.raises(UsageError) as caught:
+        read_bank(bank)
+    assert str(caught.value).endswith("bank.jsonl:1: not valid JSON (Unterminated string starting at column 2)")
+
+
+def test_replace_lists_methods_as_the_flag_takes_them(tmp_path: Path) -> None:
+    import ast
+
+    from assistant.code.edit import check_replace_names
+
+    tree = ast.parse("class Shape:\n    def __init__(self):\n        pass\n\n    def area(self):\n        return 0\n")
+    with pytest.raises(UsageError) as caught:
+        check_replace_names(tree, ["nosuch"], "shapes.py")
+    assert str(caught.value).endswith("(it defines: Shape, Shape.__init__, Shape.area)")
