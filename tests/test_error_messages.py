@@ -76,9 +76,23 @@ def test_force_without_apply_is_refused_at_once(tmp_path: Path, no_model: None) 
     one_line_error(result, 2, "--force only applies with --apply")
 
 
-def test_a_missing_file_is_refused_unless_apply_would_create_it(scratch_repo: Path, no_model: None) -> None:
+def test_a_missing_file_is_said_before_the_model_and_a_stubs_is_refused(
+    scratch_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import typer
+
+    import assistant.pipeline
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise typer.Exit(3)  # where the model would load: the output so far is kept
+
+    monkeypatch.setattr(assistant.pipeline, "Pipeline", stop)
     result = assist_here("generate", "add two numbers", "--file", "src/nope.py", cwd=scratch_repo)
-    one_line_error(result, 2, "no such file: src/nope.py")
+    # The preview of a new file stays possible; a mistyped name is said before the model's wait.
+    assert result.returncode == 3
+    assert result.stderr.splitlines() == [
+        "note: src/nope.py does not exist yet; the diff creates it (add --apply to write it)"
+    ]
     stub = ("--file", "src/nope.py", "--function", "f")  # a stub's file must exist, --apply or not
     fills = "src/nope.py does not exist; --function fills a stub in an existing file"
     one_line_error(assist_here("generate", *stub, "--apply", cwd=scratch_repo), 2, fills)

@@ -213,6 +213,7 @@ def generate(
     check_range("--timeout", backend_flags.timeout, 0, MAX_TIMEOUT, low_open=True)
     _check_generation_flags(flags, stub=function is not None, bank=bank is not None)
     _check_apply(file, function, apply, force)
+    _note_new_file(file, function, apply)
     paths = {"file": file, "function": function, "replace": replace or (), "test_cmd": test_cmd, "python": python}
     request = _resolve(requirement or "", test, tests_file, apply, force, repo_tests=repo_tests, **paths)
     start = file.parent if file is not None else Path(".")
@@ -246,16 +247,20 @@ def _check_requirement(requirement: str | None, function: str | None) -> None:
 
 
 def _check_apply(file: Path | None, function: str | None, apply: bool, force: bool) -> None:
-    """--apply, --force and --file together: --apply writes into --file, --force only loosens --apply, and a
-    requirement's --file that does not exist is one --apply creates (without --apply, a mistyped name would be
-    found only after the model's minutes; a stub's file must exist, which Request.resolve says)."""
+    """--apply, --force and --file together: --apply writes into --file, and --force only loosens --apply."""
     if apply and file is None:
         raise UsageError("--apply needs --file, the file to write the code into")
     if force and not apply:
         raise UsageError("--force only applies with --apply")
-    missing = file is not None and not file.expanduser().exists() and not file.is_symlink()
-    if missing and function is None and not apply:
-        raise UsageError(f"no such file: {file} (--apply creates it)")
+
+
+def _note_new_file(file: Path | None, function: str | None, apply: bool) -> None:
+    """Say at once that a requirement's --file does not exist: the diff creates it, and a mistyped name is seen
+    before the model's wait, not after it (a stub's file must exist, which Request.resolve says)."""
+    if file is None or function is not None or file.expanduser().exists() or file.is_symlink():
+        return
+    then = "--apply writes it" if apply else "add --apply to write it"
+    err.print(f"note: {file} does not exist yet; the diff creates it ({then})", markup=False, highlight=False)
 
 
 def _check_generation_flags(flags: dict[str, Any], *, stub: bool | None = None, bank: bool = False) -> None:
