@@ -123,6 +123,7 @@ class Field:
     # ... only with these backends: a hosted gateway (OpenRouter, a LiteLLM proxy) picks the provider that
     # receives the code by the model's name, while a local model name sends nothing anywhere.
     routes_with: tuple[str, ...] = ()
+    unset: str = ""  # what leaving it unset means, for `assist config show`
 
     def routes_for(self, backend: str | None) -> bool:
         """Whether this setting decides where code and keys go with `backend` (None: with some backend)."""
@@ -218,6 +219,7 @@ FIELDS: tuple[Field, ...] = (
         "ASSIST_MODEL",
         "model name (local: see `assist models list`; openai: the server's)",
         routes_with=("openai",),
+        unset="the default local model; with openai, the one the server serves",
     ),
     Field(
         "openai.base_url",
@@ -226,6 +228,7 @@ FIELDS: tuple[Field, ...] = (
         "OPENAI_BASE_URL",
         "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1",
         routes=True,
+        unset="the openai backend needs one",
     ),
     Field(
         "local.context",
@@ -288,9 +291,17 @@ FIELDS: tuple[Field, ...] = (
         None,
         "ASSIST_OPENAI_CONTEXT",
         "the server's context window, in tokens",
+        unset="the server's, where it lists it; else not checked",
     ),
     Field("openai.logprobs", _bool, True, "ASSIST_OPENAI_LOGPROBS", "ask for token log-probabilities"),
-    Field("openai.tokenizer", _str, None, "ASSIST_OPENAI_TOKENIZER", "local model whose tokenizer counts tokens"),
+    Field(
+        "openai.tokenizer",
+        _str,
+        None,
+        "ASSIST_OPENAI_TOKENIZER",
+        "local model whose tokenizer counts tokens",
+        unset="the model's, where it names a local model; else estimated",
+    ),
     # What generation does (not where it goes): a repo file may set these without trust.
     Field(
         "generate.retriever",
@@ -324,8 +335,16 @@ FIELDS: tuple[Field, ...] = (
         None,
         "ASSIST_GENERATE_MAX_NEW_TOKENS",
         f"longest candidate in tokens (unset: {DEFAULT_MAX_NEW_TOKENS}; filling a stub: sized to its docstring)",
+        unset=f"{DEFAULT_MAX_NEW_TOKENS}; filling a stub: sized to its docstring",
     ),
-    Field("generate.seed", _seed, None, "ASSIST_GENERATE_SEED", "random seed for repeatable samples (unset: fresh)"),
+    Field(
+        "generate.seed",
+        _seed,
+        None,
+        "ASSIST_GENERATE_SEED",
+        "random seed for repeatable samples (unset: fresh)",
+        unset="a fresh seed each run",
+    ),
     Field(
         "generate.apis",
         _bool,
@@ -687,7 +706,8 @@ class Settings:
             raise UsageError(untrusted_message(self.repo, blocked))
 
     def describe(self) -> list[dict[str, Any]]:
-        """Rows for `assist config show`: key, value (secrets masked), source, trust (for repo values), meaning."""
+        """Rows for `assist config show`: key, value (secrets masked), source, trust (for repo values), meaning, and
+        what an unset value means."""
         rows = []
         blocked = self.blocked()
         for field_ in FIELDS:
@@ -701,7 +721,14 @@ class Settings:
             elif field_.routes_for(self.backend) and self.repo is not None and setting.source == str(self.repo.path):
                 trust = "trusted"
             rows.append(
-                {"key": field_.key, "value": value, "source": setting.source, "trust": trust, "help": field_.help}
+                {
+                    "key": field_.key,
+                    "value": value,
+                    "source": setting.source,
+                    "trust": trust,
+                    "help": field_.help,
+                    "unset": field_.unset or None,  # what a value of None means
+                }
             )
         return rows
 

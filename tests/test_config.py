@@ -94,9 +94,24 @@ def test_config_show_never_prints_the_key(repo: Path, monkeypatch: pytest.Monkey
         "source": "env OPENAI_BASE_URL",
         "trust": None,
         "help": rows["openai.base_url"]["help"],
+        "unset": "the openai backend needs one",
     }
     table = CliRunner().invoke(app, ["config", "show"])
     assert table.exit_code == 0 and "sk-user-secret" not in table.output and "openai.base_url" in table.output
+
+
+def test_config_show_says_what_an_unset_value_means(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not "(unset)": the value in effect (the default model by name, the token limit, a fresh seed)."""
+    from assistant.backends.models import DEFAULT_GENERATOR
+
+    monkeypatch.chdir(repo)
+    lines = {
+        line.split("=")[0].strip(): line for line in CliRunner().invoke(app, ["config", "show"]).output.splitlines()
+    }
+    assert f"(unset: {DEFAULT_GENERATOR}, the default)" in lines["model"]
+    assert "(unset: 256; filling a stub: sized to its docstring)" in lines["generate.max_new_tokens"]
+    assert "(unset: a fresh seed each run)" in lines["generate.seed"]
+    assert "(unset)" not in "".join(lines.values())  # every setting that may be unset says what that means
 
 
 @pytest.mark.parametrize("raw", ["nan", "inf", "-1", "0"])

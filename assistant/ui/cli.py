@@ -637,7 +637,7 @@ def config_show(
         return
     # One line per setting, like `git config --list --show-origin`: readable at any width, easy to grep.
     width = max(len(row["key"]) for row in rows)
-    values = ["(unset)" if row["value"] is None else str(row["value"]) for row in rows]
+    values = [_shown_value(row, settings.backend) for row in rows]
     value_width = min(max(len(v) for v in values), 40)
     for row, value in zip(rows, values, strict=True):
         source = row["source"] + (f": {row['trust']}" if row["trust"] else "")
@@ -645,6 +645,17 @@ def config_show(
     where = f"{repo.path} ({repo.describe_trust(settings.backend)})" if repo else "(no .assist.toml here)"
     out.print(f"user config: {user_config_path()}; repo config: {where}")
     out.print(f"trust record: {trust_file_path()}")
+
+
+def _shown_value(row: dict[str, Any], backend: str) -> str:
+    """A setting's value as `config show` prints it; unset, what that means (the model: the default's name)."""
+    if row["value"] is not None:
+        return str(row["value"])
+    if row["key"] == "model" and backend == "local":
+        from assistant.backends.models import DEFAULT_GENERATOR
+
+        return f"(unset: {DEFAULT_GENERATOR}, the default)"
+    return f"(unset: {row['unset']})" if row["unset"] else "(unset)"
 
 
 ConfigPathArg = Annotated[
