@@ -70,7 +70,8 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec(
             name="qwen2.5-coder-0.5b",
             kind="generator",
-            description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M: the fast, low-memory choice",
+            description="Qwen2.5-Coder-0.5B-Instruct, OpenVINO int8 (GGUF Q4_K_M for llama.cpp): the fast, low-memory "
+            "choice",
             requirements=_Q05_REQ,
             modules=_Q05_MOD,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
@@ -80,7 +81,8 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec(
             name="qwen2.5-coder-1.5b",
             kind="generator",
-            description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: the default, about twice as often right",
+            description="Qwen2.5-Coder-1.5B-Instruct, OpenVINO int8 (GGUF Q4_K_M for llama.cpp): the default, about "
+            "twice as often right",
             requirements=_Q15_REQ,
             modules=_Q15_MOD,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",

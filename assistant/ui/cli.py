@@ -594,7 +594,7 @@ def models_list(
     out.print("* default. `assist models pull NAME` installs, verifies and converts a model.")
 
 
-@models_app.command("pull")
+@models_app.command("pull", short_help="Install, verify and convert a model.")
 @friendly_errors
 @cancel_guard
 def models_pull(
@@ -613,7 +613,7 @@ def models_pull(
     out.print(f"ready: {path}")
 
 
-@config_app.command("show")
+@config_app.command("show", short_help="Print every setting, its value and where it came from.")
 @friendly_errors
 def config_show(
     json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
@@ -663,11 +663,14 @@ def _shown_value(row: dict[str, Any], backend: str) -> str:
 
 
 ConfigPathArg = Annotated[
-    Path, typer.Argument(help="A folder in the repo (default: where you stand); its nearest .assist.toml counts.")
+    Path,
+    typer.Argument(
+        help="A folder in the repo (default: where you stand); its nearest .assist.toml counts.", show_default=False
+    ),
 ]
 
 
-@config_app.command("trust")
+@config_app.command("trust", short_help="Trust this repo's .assist.toml as it is now.")
 @friendly_errors
 def config_trust(path: ConfigPathArg = Path(".")) -> None:
     """Trust this repo's .assist.toml as it is now, so it may choose the backend, openai.base_url and the model.
@@ -686,7 +689,7 @@ def config_trust(path: ConfigPathArg = Path(".")) -> None:
     )
 
 
-@config_app.command("untrust")
+@config_app.command("untrust", short_help="Forget the trust in this repo's .assist.toml.")
 @friendly_errors
 def config_untrust(path: ConfigPathArg = Path(".")) -> None:
     """Forget the trust in this repo's .assist.toml: its backend, openai.base_url (and model) are refused again."""

@@ -482,7 +482,7 @@ def _report_written(
             raise typer.Exit(1)
 
 
-@hook_app.command("install")
+@hook_app.command("install", short_help="Install a git pre-commit hook that documents staged files.")
 @friendly_errors
 def hook_install(
     check_only: Annotated[bool, typer.Option("--check-only", help="Only fail on missing ones (no model).")] = False,

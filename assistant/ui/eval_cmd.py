@@ -23,14 +23,17 @@ from assistant.ui.eval_options import (
     CandidateRuns,
     CodegenRankers,
     Demos,
+    DiscriminatorOutDir,
     DocLimit,
     DocStrategies,
+    DocstringOutDir,
     Epochs,
     Exemplars,
     Extend,
     FromBank,
     FromEval,
     Holdout,
+    LikelihoodOutDir,
     LikelihoodSplit,
     LineFragments,
     MaxNewTokens,
@@ -45,6 +48,7 @@ from assistant.ui.eval_options import (
     Redraw,
     Repair,
     RepoLimit,
+    RepoOutDir,
     RepoRankers,
     RepoSamples,
     RepoStrategies,
@@ -351,7 +355,7 @@ def _print_rows(folder: Path, tasks: int, rows: list[dict], as_json: bool, heade
     err.print(f"results: {folder} ({files})")
 
 
-@eval_app.command("codegen")
+@eval_app.command("codegen", short_help="Pass@k per demonstration strategy, pass@1 per ranker.")
 @friendly_errors
 @cancel_guard
 @backend_options()
@@ -499,7 +503,7 @@ def _repo_names(task: str, line_fragments: str, strategies: str | None) -> list[
     return names
 
 
-@eval_app.command("repo")
+@eval_app.command("repo", short_help="Fill functions in real projects, scored by their tests.")
 @friendly_errors
 @cancel_guard
 @backend_options()
@@ -520,7 +524,7 @@ def repo(
     repair: Repair = 0,
     tests_in_prompt: TestsInPrompt = False,
     rankers: RepoRankers = "",
-    out_dir: OutDir = None,
+    out_dir: RepoOutDir = None,
     json_output: SummaryJson = False,
 ) -> None:
     """Fill functions and next lines in real projects (pinned PyPI sdists), scored by the projects' own tests.
@@ -752,7 +756,7 @@ def _repo_retrieval(run: RepoRun, as_json: bool) -> None:
     _print_rows(folder, len(lines), rows, as_json, header, retrieval_table(rows), "report.md")
 
 
-@eval_app.command("likelihood")
+@eval_app.command("likelihood", short_help="Log-probability of the reference solutions per strategy.")
 @friendly_errors
 @cancel_guard
 @backend_options("backend", "engine", "model", backend=ScoringBackend)
@@ -762,7 +766,7 @@ def likelihood(
     demos: Demos = 4,
     backend_flags: BackendFlags = NO_BACKEND_FLAGS,
     pool: Pool = "mbpp",
-    out_dir: OutDir = None,
+    out_dir: LikelihoodOutDir = None,
     json_output: SummaryJson = False,
 ) -> None:
     """Mean log-probability of each task's reference solution given each strategy's demonstrations."""
@@ -800,7 +804,7 @@ def likelihood(
     _print_rows(folder, len(tasks), rows, json_output, header, likelihood_table(rows), "report.md, charts")
 
 
-@eval_app.command("report")
+@eval_app.command("report", short_help="Rebuild report.md and charts from results folders.")
 @friendly_errors
 @cancel_guard
 def report(
@@ -849,7 +853,7 @@ def _pool_report(results: list[Path], versus: str | None, strategies: str | None
     out.print(function_table(rows), markup=False, highlight=False)
 
 
-@eval_app.command("retrieval")
+@eval_app.command("retrieval", short_help="Pairwise ranking accuracy of the retrievers (no LLM).")
 @friendly_errors
 @cancel_guard
 @task_options("dataset", "split", "limit", "seed", dataset="mbpp", split=RetrievalSplit)
@@ -941,7 +945,7 @@ def _jointcom_encoder(pool: list, generator: str | None, seed: int) -> Encoder:
     return trained
 
 
-@eval_app.command("docstring")
+@eval_app.command("docstring", short_help="Docstring generation on held-out stdlib modules.")
 @friendly_errors
 @cancel_guard
 @backend_options("backend", "engine", "model", "base_url")
@@ -951,7 +955,7 @@ def docstring_eval(
     k: Exemplars = 1,
     seed: Seed = 0,
     backend_flags: BackendFlags = NO_BACKEND_FLAGS,
-    out_dir: OutDir = None,
+    out_dir: DocstringOutDir = None,
     json_output: SummaryJson = False,
 ) -> None:
     """Docstring generation on held-out standard-library modules: corpus/sentence BLEU-4, ROUGE-L, METEOR.
@@ -1026,7 +1030,7 @@ def _candidate_runs(candidates: list[Path], from_bank: str) -> list[tuple[str, l
     return runs
 
 
-@eval_app.command("discriminator")
+@eval_app.command("discriminator", short_help="Condor against its ablations: P/R/F1 and pass@1.")
 @friendly_errors
 @cancel_guard
 def discriminator_eval(
@@ -1038,7 +1042,7 @@ def discriminator_eval(
     epochs: Epochs = 2,
     holdout: Holdout = 0.2,
     seed: Seed = 0,
-    out_dir: OutDir = None,
+    out_dir: DiscriminatorOutDir = None,
     json_output: ResultsJson = False,
 ) -> None:
     """Condor against its ablations: P/R/F1 on held-out problems, and pass@1 after ranking cached candidates.

@@ -30,15 +30,25 @@ Limit = Annotated[int | None, typer.Option(help="Evaluate a fixed subset of this
 Seed = Annotated[int, typer.Option(help="Seeds the subset, the random strategy and sampling.")]
 Demos = Annotated[int, typer.Option(help="Demonstrations per prompt.")]
 Pool = Annotated[str, typer.Option(help="Where demonstrations come from: a benchmark's train split.")]
-OutDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--out",
-        help="Results folder. Default: <run name> (e.g. codegen-humaneval-all-n5-seed0) under $ASSIST_RESULTS_DIR, "
-        "else under the user data folder's results/ (~/.local/share/assist/results on Linux), never the "
-        "working folder.",
-    ),
-]
+
+
+def _out_dir(example: str) -> Any:
+    """The --out option of a run whose default folder is named like `example` (each command's own)."""
+    return Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help=f"Results folder. Default: the run's name (e.g. {example}) under $ASSIST_RESULTS_DIR, else under "
+            "the user data folder's results/ (~/.local/share/assist/results on Linux), never the working folder.",
+        ),
+    ]
+
+
+OutDir = _out_dir("codegen-humaneval-all-n5-seed0")  # eval codegen
+RepoOutDir = _out_dir("repo-n5-seed0")
+LikelihoodOutDir = _out_dir("likelihood-mbpp-test-seed0")
+DocstringOutDir = _out_dir("docstring-stdlib-default-s0")
+DiscriminatorOutDir = _out_dir("discriminator-mbpp-seed0")
 SummaryJson = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 RowsJson = Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")]
 Temperature = Annotated[float, typer.Option(help="Sampling temperature.")]
@@ -231,7 +241,7 @@ CandidateRuns = Annotated[
     typer.Option(
         "--candidates",
         help="Rank the cached candidates of a codegen run (a test split) with each variant; each strategy "
-        "in it is ranked and reported on its own.",
+        "in it is ranked and reported on its own. Repeatable.",
     ),
 ]
 Variants = Annotated[

@@ -128,7 +128,8 @@ BackendOpt = Annotated[
     str | None,
     typer.Option(
         "--backend",
-        help="Generation backend: local or openai (default: from config, else local).",
+        help="Generation backend: local or openai (default: the `backend` setting in the config, else local; "
+        "--base-url alone means openai).",
         rich_help_panel=MODEL,
     ),
 ]
@@ -155,7 +156,8 @@ BaseUrlOpt = Annotated[
     str | None,
     typer.Option(
         "--base-url",
-        help="openai backend: the server, e.g. http://127.0.0.1:8080/v1 (env OPENAI_BASE_URL).",
+        help="openai backend: the server, e.g. http://127.0.0.1:8080/v1 (env OPENAI_BASE_URL); given without "
+        "--backend, it selects the openai backend.",
         rich_help_panel=MODEL,
     ),
 ]
@@ -358,8 +360,8 @@ ReplaceOpt = Annotated[
     typer.Option(
         "--replace",
         help="With --file and a requirement: let the code replace this existing function or class (NAME or "
-        "Class.method; repeatable). Without it, definitions the file already has are never changed: a "
-        "candidate's rewrites of them are left out of its edit.",
+        "Class.method). Without it, definitions the file already has are never changed: a candidate's rewrites "
+        "of them are left out of its edit. Repeatable.",
         rich_help_panel=STUB,
     ),
 ]
@@ -415,7 +417,7 @@ RedrawOpt = Annotated[
 ]
 TestOpt = Annotated[
     list[str] | None,
-    typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4" (repeatable).', rich_help_panel=TESTS),
+    typer.Option("--test", help='A test statement, e.g. "assert f(2) == 4". Repeatable.', rich_help_panel=TESTS),
 ]
 TestsFileOpt = Annotated[
     Path | None, typer.Option("--tests", help="A Python file of assert statements.", rich_help_panel=TESTS)
@@ -486,14 +488,21 @@ StubMaxTokensOpt = Annotated[
     ),
 ]
 ApplyOpt = Annotated[
-    bool, typer.Option("--apply", help="Write the top candidate into --file (atomically).", rich_help_panel=BASICS)
+    bool,
+    typer.Option(
+        "--apply",
+        help="Write the top candidate into --file (atomically). With tests, only a candidate that passed them is "
+        "written; if none did, nothing is, and assist exits 1. Refuses a file that is untracked, outside a git "
+        "repo or has unstaged changes (see --force).",
+        rich_help_panel=BASICS,
+    ),
 ]
 ApplyForceOpt = Annotated[
     bool,
     typer.Option(
         "--force",
-        help="With --apply: write even if the file has unstaged changes or other hard links, or is a symlink "
-        "out of the repo.",
+        help="With --apply: write the top candidate even when none passed the tests, and write a file that is "
+        "untracked, outside a git repo, has unstaged changes or other hard links, or is a symlink out of the repo.",
         rich_help_panel=BASICS,
     ),
 ]
@@ -545,14 +554,18 @@ def generation_options(*names: str, **options: Any) -> Callable[[_Command], _Com
 
 
 # `assist tui`'s and `assist index`'s own.
-WorkPathArg = Annotated[Path, typer.Argument(help="Where to work: a git repo (default: where you stand).")]
+WorkPathArg = Annotated[
+    Path, typer.Argument(help="Where to work: a git repo (default: where you stand).", show_default=False)
+]
 RepoFileOpt = Annotated[
     str | None,
     typer.Option(
         "--file", "-f", help="Target file, relative to the repo root (ctrl+f picks one).", rich_help_panel=BASICS
     ),
 ]
-IndexPathArg = Annotated[Path, typer.Argument(help="A path inside the git repo to index (default: where you stand).")]
+IndexPathArg = Annotated[
+    Path, typer.Argument(help="A path inside the git repo to index (default: where you stand).", show_default=False)
+]
 IndexBankOpt = Annotated[
     Path | None, typer.Option("--bank", help="Index a JSONL bank of {requirement, code, tests} instead.")
 ]

@@ -87,7 +87,9 @@ retriever_app = typer.Typer(
 train_app.add_typer(retriever_app, name="retriever")
 
 # The options the methods share; each subcommand takes only its own.
-PathArg = Annotated[Path, typer.Argument(help="The git repo to train on (default: where you stand).")]
+PathArg = Annotated[
+    Path, typer.Argument(help="The git repo to train on (default: where you stand).", show_default=False)
+]
 BankOpt = Annotated[
     str | None,
     typer.Option(help="Train on a JSONL bank, or a benchmark's train split (mbpp[:PATH]), instead of the repo."),
@@ -505,13 +507,16 @@ DiscriminatorOutOpt = Annotated[
 ]
 
 
-@train_app.command("discriminator")
+@train_app.command("discriminator", short_help="Train Condor, the discriminator that ranks candidates.")
 @friendly_errors
 @cancel_guard
 def discriminator(
-    path: Annotated[Path, typer.Argument(help="The git repo whose functions to learn from (default: here).")] = Path(
-        "."
-    ),
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="The git repo whose functions to learn from (default: where you stand).", show_default=False
+        ),
+    ] = Path("."),
     from_bank: FromBankOpt = None,
     from_eval: FromEvalOpt = None,
     mutants: Annotated[int, typer.Option(help="Mutants per known-correct program.")] = 4,
@@ -590,11 +595,17 @@ def _discriminator_data(
     return problems, sources, directory
 
 
-@train_app.command("docstring-retriever")
+@train_app.command("docstring-retriever", short_help="Train the retriever of docstring exemplars (JOINTCOM).")
 @friendly_errors
 @cancel_guard
 def docstring_retriever(
-    path: Annotated[Path, typer.Argument(help="The git repo whose documented functions to learn from.")] = Path("."),
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="The git repo whose documented functions to learn from (default: where you stand).",
+            show_default=False,
+        ),
+    ] = Path("."),
     stdlib: Annotated[
         bool,
         typer.Option(
