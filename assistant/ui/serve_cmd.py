@@ -63,6 +63,8 @@ def serve(
     --engine llama.cpp (always on a port) needs pip install 'assist[serve]' (it builds llama.cpp from source once:
     up to an hour on 2 cores).
     """
+    if status and stop:  # neither may win silently: say which to run
+        raise UsageError("--status and --stop cannot be used together; give one")
     if status or stop:
         _status_or_stop(model, stop)
         return
