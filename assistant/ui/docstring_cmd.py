@@ -511,7 +511,7 @@ def hook_install(
         out.print(f"assist's hook runs {done.runs_first} first (the hook an earlier install replaced)")
 
 
-@hook_app.command("uninstall")
+@hook_app.command("uninstall", short_help="Remove assist's hook; put back the one it replaced.")
 @friendly_errors
 def hook_uninstall() -> None:
     """Remove the pre-commit hook that `assist hook install` wrote, putting back the one it replaced."""

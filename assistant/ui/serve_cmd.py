@@ -30,7 +30,10 @@ def serve(
     ] = None,
     engine: Annotated[
         str,
-        typer.Option(help="openvino (built in, the fast default) or llama.cpp (the optional extra assist[serve])."),
+        typer.Option(
+            help="openvino (built in, the fast default) or llama.cpp (the optional extra: pip install -e '.[serve]' "
+            "in assist's checkout)."
+        ),
     ] = "openvino",
     port: Annotated[
         int | None,
@@ -60,8 +63,8 @@ def serve(
     load the same model on the same engine with the same settings (local.warm = "auto"; "start" also starts one in
     the background; "off" never uses one). With --port it is an OpenAI-compatible server on 127.0.0.1 for other
     clients: set ASSIST_BACKEND=openai, OPENAI_BASE_URL to the printed URL and ASSIST_OPENAI_API=completions.
-    --engine llama.cpp (always on a port) needs pip install 'assist[serve]' (it builds llama.cpp from source once:
-    up to an hour on 2 cores).
+    --engine llama.cpp (always on a port) needs pip install -e '.[serve]' in assist's checkout (it builds llama.cpp
+    from source once: up to an hour on 2 cores).
     """
     if status and stop:  # neither may win silently: say which to run
         raise UsageError("--status and --stop cannot be used together; give one")
