@@ -268,3 +268,107 @@ def test_a_read_is_not_mixed_with_a_folder_swapped_in_meanwhile(scratch_repo, en
     monkeypatch.setattr(module, "_read_meta", swapped_in)
     loaded = Index.load(folder)
     assert [e.name for e in loaded.examples] == [row["name"] for row in rows]  # all of the first folder's
+
+
+def _cli_index(root, encoder, monkeypatch) -> str:
+    """`assist index ROOT`'s output, run in-process with the session's encoder."""
+    from typer.testing import CliRunner
+
+    import assistant.pipeline.pipeline
+    from assistant.ui.cli import app
+
+    monkeypatch.setattr(assistant.pipeline.pipeline, "load_encoder", lambda *a, **k: encoder)
+    result = CliRunner().invoke(app, ["index", str(root)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.output
+
+
+EMPTY_NOTE = "the repo's index holds no functions; retrieving from the default bank"
+
+
+def test_an_index_of_no_functions_falls_back_to_the_default_bank_and_says_so(tmp_path, encoder, monkeypatch):
+    from assistant.indexing import sources
+    from assistant.ui.doctor import index_checks
+
+    from .conftest import commit_repo
+
+    root = commit_repo(tmp_path / "repo", {"README.md": "# no Python here yet\n"})
+    bank = tmp_path / "bank.jsonl"  # the default bank, small: its 722 examples are not embedded for this test
+    bank.write_text(json.dumps({"requirement": "add two numbers", "code": "def add(a, b):\n    return a + b\n"}) + "\n")
+    monkeypatch.setattr(sources, "default_bank", lambda: bank)
+
+    output = _cli_index(root, encoder, monkeypatch)
+    assert "Indexed 0 functions from 0 file(s)" in output and EMPTY_NOTE in output, output
+    assert output.count(EMPTY_NOTE) == 1
+    source = open_source(encoder, start=root)
+    assert (source.kind, len(source.index), source.root) == ("default", 1, root)
+    assert "the repo's index holds no functions" in source.description
+    (check,) = index_checks(root)
+    assert EMPTY_NOTE in check.detail, check
+
+    # A first function (not yet committed): the repo's own index again.
+    (root / "util.py").write_text('def halve(x):\n    """Half of x."""\n    return x / 2\n')
+    git(root, "add", "util.py")
+    assert EMPTY_NOTE not in _cli_index(root, encoder, monkeypatch)
+    source = open_source(encoder, start=root)
+    assert (source.kind, [e.name for e in source.index.examples]) == ("repo", ["halve"])
+    (check,) = index_checks(root)
+    assert check.ok is True and EMPTY_NOTE not in check.detail
+
+
+def test_untracked_files_are_indexed_and_ignored_ones_are_not(scratch_repo, encoder, monkeypatch):
+    from assistant.ui.doctor import index_checks
+
+    index_repo(scratch_repo, encoder)
+    fresh = 'def fresh_start(n):\n    """Count down from n."""\n    return list(range(n, 0, -1))\n'
+    (scratch_repo / "src").mkdir()
+    (scratch_repo / "src" / "fresh.py").write_text(fresh)  # just written, not yet `git add`ed
+    (scratch_repo / ".gitignore").write_text("build/\n.venv/\n")
+    for ignored in ("build/generated.py", ".venv/lib/site.py"):
+        (scratch_repo / ignored).parent.mkdir(parents=True)
+        (scratch_repo / ignored).write_text(fresh.replace("fresh_start", "ignored_one"))
+    # A virtual environment git does not ignore (an older `python -m venv venv` writes no .gitignore): left out.
+    (scratch_repo / "venv" / "lib").mkdir(parents=True)
+    (scratch_repo / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (scratch_repo / "venv" / "lib" / "vendored.py").write_text(fresh.replace("fresh_start", "vendored"))
+
+    index, stats = index_repo(scratch_repo, encoder)
+    assert sorted(e.name for e in index.examples) == ["cube_all", "fresh_start", "is_even", "word_count"]
+    assert (stats.files, stats.files_untracked, stats.files_parsed, stats.embedded) == (3, 1, 1, 1)
+    assert stats.untracked_left_out == ["venv/lib/vendored.py"]
+    (check,) = index_checks(scratch_repo)
+    assert check.ok is True and "up to date" in check.detail, check
+
+    # Hashed as tracked files are: unchanged, it is reused; `git add` changes nothing; an edit is seen.
+    _, stats = index_repo(scratch_repo, encoder)
+    assert (stats.files_parsed, stats.embedded, stats.reused) == (0, 0, 4)
+    git(scratch_repo, "add", "src/fresh.py")
+    _, stats = index_repo(scratch_repo, encoder)
+    assert (stats.files_parsed, stats.files_untracked, stats.embedded) == (0, 0, 0)
+    (scratch_repo / "extra.py").write_text('def extra():\n    """One more."""\n    return 1\n')
+    (check,) = index_checks(scratch_repo)
+    assert check.ok is None and "1 file(s) changed" in check.detail
+    output = _cli_index(scratch_repo, encoder, monkeypatch)
+    assert "Indexed 5 functions from 4 file(s) (1 untracked)" in output, output
+    assert "left out 1 untracked file(s) inside a virtual environment (venv/)" in output, output
+
+
+def test_files_that_do_not_parse_are_named_and_still_counted_by_incremental_runs(scratch_repo, encoder, monkeypatch):
+    broken = [f"pkg/broken{i}.py" for i in range(5)]
+    for rel in broken:
+        (scratch_repo / rel).parent.mkdir(exist_ok=True)
+        (scratch_repo / rel).write_text("def broken(:\n    return 1\n")
+    git(scratch_repo, "add", "pkg")
+    _, stats = index_repo(scratch_repo, encoder)
+    assert (stats.files_unparsed, stats.unparsed_files) == (5, broken)
+
+    # Nothing changed: nothing parsed again, and the five are still reported.
+    _, stats = index_repo(scratch_repo, encoder)
+    assert (stats.files_parsed, stats.files_unparsed, stats.unparsed_files) == (0, 5, broken)
+    (scratch_repo / broken[0]).write_text('def fixed():\n    """Fixed now."""\n    return 1\n')
+    output = _cli_index(scratch_repo, encoder, monkeypatch)
+    assert "parsed 1 changed file(s)" in output, output
+    named = "skipped 4 file(s) that do not parse: pkg/broken1.py, pkg/broken2.py, pkg/broken3.py and 1 more"
+    assert named in output, output
+    output = _cli_index(scratch_repo, encoder, monkeypatch)
+    assert "parsed 0 changed file(s)" in output and "skipped 4 file(s) that do not parse: pkg/broken1.py" in output

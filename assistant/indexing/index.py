@@ -35,10 +35,10 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 
 from assistant.code.examples import Example, read_bank
-from assistant.code.extract import EXTRACTORS, extract_file, git_blob_hash, read_repo_file, source_text
-from assistant.code.git import tracked_files
+from assistant.code.extract import extract_file, git_blob_hash, read_repo_file, source_text
 from assistant.code.tokenize import tokenize
 from assistant.errors import AssistError, UsageError
+from assistant.indexing.files import name_some, repo_files
 from assistant.indexing.fragments import split_fragments
 
 if TYPE_CHECKING:  # faiss loads when vectors are searched, saved or read (`train ... --corpus` needs none of it)
@@ -50,6 +50,10 @@ log = logging.getLogger("assistant")
 
 FORMAT_VERSION = 1
 UNCHANGED = "the index there before is unchanged"
+# Said by `assist index`, `doctor` and the source's description when the repo's index holds nothing to retrieve.
+HOLDS_NO_FUNCTIONS = "the repo's index holds no functions"
+NO_FUNCTIONS = f"{HOLDS_NO_FUNCTIONS}; retrieving from the default bank"
+NO_DEMONSTRATIONS = f"{HOLDS_NO_FUNCTIONS}, only 20-line fragments: generate finds no demonstrations in it"
 
 
 def extraction_digest() -> str:
@@ -177,8 +181,13 @@ class IndexStats:
     files: int = 0
     files_parsed: int = 0
     files_removed: int = 0
-    files_skipped: int = 0  # tracked, but a symlink, outside the repo once resolved, or not a regular file
+    files_untracked: int = 0  # of `files`: untracked, and not ignored either
+    files_skipped: int = 0  # listed, but a symlink, outside the repo once resolved, or not a regular file
     files_unparsed: int = 0  # Python that does not parse (or nests too deep to): no functions from it
+    skipped_files: list[str] = field(default_factory=list)  # the `files_skipped`, by name
+    unparsed_files: list[str] = field(default_factory=list)  # the `files_unparsed`, by name
+    untracked_left_out: list[str] = field(default_factory=list)  # untracked files inside a virtual environment
+    environments: list[str] = field(default_factory=list)  # those environments' folders (`venv/`)
     rebuilt: bool = False  # the old index was unreadable and was rebuilt from scratch
     examples: int = 0
     fragments: int = 0  # 20-line windows of the files, indexed beside the functions
@@ -349,9 +358,10 @@ def _read_meta(text: str) -> dict:
         raise ValueError(f"meta.json holds a {type(meta).__name__}, not an object")
     if meta.get("version") != FORMAT_VERSION:
         raise ValueError(f"format version {meta.get('version')!r}, expected {FORMAT_VERSION}")
-    files = meta.get("files", {})
-    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise ValueError("meta.json's 'files' is not a map of paths to blob hashes")
+    for key in ("files", "unparsed"):
+        files = meta.get(key, {})
+        if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+            raise ValueError(f"meta.json's {key!r} is not a map of paths to blob hashes")
     for key, kind in (("encoder", str), ("source", dict), ("dim", int), ("count", int)):
         if key in meta and not isinstance(meta[key], kind):
             raise ValueError(f"meta.json's {key!r} is not a {kind.__name__}")
@@ -534,8 +544,9 @@ def fragments_dir(directory: Path) -> Path:
 
 
 def index_repo(path: str | Path, encoder: TextEncoder, progress: Progress = _no_progress) -> tuple[Index, IndexStats]:
-    """Index the functions in the files git tracks under the repo containing `path`, and every file's 20-line
-    fragments (:mod:`assistant.indexing.fragments`, saved beside it); incremental.
+    """Index the functions in the repo containing `path` (the files git tracks, and the untracked ones it does not
+    ignore: :func:`assistant.indexing.files.repo_files`), and every file's 20-line fragments
+    (:mod:`assistant.indexing.fragments`, saved beside it); incremental.
 
     Files whose blob hash matches the previous index are not even re-read for parsing: their examples and
     vectors are carried over. Changed files are re-parsed; of their functions and fragments, only those whose
@@ -548,9 +559,68 @@ def index_repo(path: str | Path, encoder: TextEncoder, progress: Progress = _no_
         return _index_repo_locked(root, directory, encoder, progress, started)
 
 
+def holds_nothing(root: Path, index: Index) -> bool:
+    """Whether the repo index `index` of the repo at `root` holds no functions and no fragments (a repo with no
+    Python files yet): retrieval then falls back to the default bank, as if the repo were not indexed."""
+    if len(index):
+        return False
+    with contextlib.suppress(UsageError):  # unreadable fragments serve no retrieval either
+        fragments = load_repo_index(root, fragments=True)
+        return fragments is None or len(fragments) == 0
+    return True
+
+
+def repo_notes(stats: IndexStats) -> list[str]:
+    """What a repo's indexing run should tell the user beyond its counts, one line each: the files it could not
+    read or parse, by name; untracked files left out; and where retrieval goes when the index holds no functions."""
+    notes = []
+    if stats.unparsed_files:
+        names = name_some(stats.unparsed_files)
+        notes.append(f"skipped {len(stats.unparsed_files)} file(s) that do not parse: {names}")
+    if stats.skipped_files:
+        names = name_some(stats.skipped_files)
+        why = "links, not regular files or not named in UTF-8"
+        notes.append(f"left out {len(stats.skipped_files)} file(s) that are {why}: {names}")
+    if stats.untracked_left_out:
+        where = ", ".join(stats.environments)
+        notes.append(
+            f"left out {len(stats.untracked_left_out)} untracked file(s) inside a virtual environment ({where}); "
+            "add it to .gitignore"
+        )
+    if stats.examples == 0:
+        notes.append(NO_FUNCTIONS if stats.fragments == 0 else NO_DEMONSTRATIONS)
+    return notes
+
+
 def load_fragments(directory: Path) -> Index | None:
     """The fragments indexed beside the repo index in `directory`, or None when there are none yet."""
     return load_existing(fragments_dir(directory))
+
+
+@dataclass
+class _Carried:
+    """What the previous index knows of the files, by path, for the ones whose blob is the same now."""
+
+    files: dict[str, str]  # {path: blob} of the functions' index, where extraction can be trusted
+    fragment_files: dict[str, str]  # the same for the fragments' index
+    unparsed: dict[str, str]  # {path: blob} of the files that did not parse
+    functions: dict[str, list[Example]]
+    fragments: dict[str, list[Example]]
+
+
+def _carried(previous: Index | None, previous_fragments: Index | None, extraction: str) -> _Carried:
+    def known_files(index: Index | None) -> dict[str, str]:  # {path: blob} that extraction can be trusted for
+        return dict(index.meta.get("files", {})) if index and index.meta.get("extraction") == extraction else {}
+
+    # An index from before files that do not parse were remembered has every file read once more, so that the
+    # ones that still do not parse are found and reported again (their vectors are reused all the same).
+    trusted = previous if previous is not None and "unparsed" in previous.meta else None
+    carried = _Carried(known_files(trusted), known_files(previous_fragments), {}, {}, {})
+    carried.unparsed = dict(trusted.meta["unparsed"]) if trusted is not None else {}
+    for old, into in ((previous, carried.functions), (previous_fragments, carried.fragments)):
+        for example in old.examples if old is not None else []:
+            into.setdefault(example.path, []).append(example)
+    return carried
 
 
 def _index_repo_locked(
@@ -558,53 +628,53 @@ def _index_repo_locked(
 ) -> tuple[Index, IndexStats]:
     previous, rebuilt = _previous_or_none(directory)
     previous_fragments, _ = _previous_or_none(fragments_dir(directory))
-    tracked = [p for p in tracked_files(root) if Path(p).suffix in EXTRACTORS]
-    stats = IndexStats(files=len(tracked), location=str(directory), rebuilt=rebuilt)
+    listing = repo_files(root)
+    paths = listing.indexed
+    stats = IndexStats(files=len(paths), location=str(directory), rebuilt=rebuilt)
+    stats.files_untracked, stats.untracked_left_out = len(listing.untracked), listing.left_out
+    stats.environments = listing.environments
     extraction = extraction_digest()
-
-    def known_files(index: Index | None) -> dict[str, str]:  # {path: blob} that extraction can be trusted for
-        return dict(index.meta.get("files", {})) if index and index.meta.get("extraction") == extraction else {}
-
-    old_files, old_fragment_files = known_files(previous), known_files(previous_fragments)
-    by_path: dict[str, list[Example]] = {}
-    fragments_by_path: dict[str, list[Example]] = {}
-    for old, into in ((previous, by_path), (previous_fragments, fragments_by_path)):
-        for example in old.examples if old is not None else []:
-            into.setdefault(example.path, []).append(example)
+    old = _carried(previous, previous_fragments, extraction)
 
     files: dict[str, str] = {}
+    unparsed: dict[str, str] = {}
     examples: list[Example] = []
     fragments: list[Example] = []
     parse_started = time.perf_counter()
-    for number, rel in enumerate(tracked, start=1):
-        progress("parse", number, len(tracked))
+    for number, rel in enumerate(paths, start=1):
+        progress("parse", number, len(paths))
         # Only regular files inside the repo: a tracked symlink may point anywhere (~/.ssh, another checkout).
         data = read_repo_file(root, rel) if _utf8_name(rel) else None
         if data is None:
-            if os.path.lexists(root / rel):  # a deleted file is simply gone; count the refused ones
-                stats.files_skipped += 1
+            if os.path.lexists(root / rel):  # a deleted file is simply gone; name the refused ones
+                stats.skipped_files.append(rel)
             continue
-        blob = git_blob_hash(data)
-        files[rel] = blob
-        same = old_files.get(rel) == blob
-        same_fragments = old_fragment_files.get(rel) == blob
+        blob = files[rel] = git_blob_hash(data)
+        same = old.files.get(rel) == blob
+        same_fragments = old.fragment_files.get(rel) == blob
+        if same and old.unparsed.get(rel) == blob:  # still does not parse: reported again, not parsed again
+            unparsed[rel] = blob
         if same and same_fragments:
-            examples.extend(by_path.get(rel, []))
-            fragments.extend(fragments_by_path.get(rel, []))
+            examples.extend(old.functions.get(rel, []))
+            fragments.extend(old.fragments.get(rel, []))
             continue
         stats.files_parsed += 1
         text = source_text(rel, data)
-        found = by_path.get(rel, []) if same else extract_file(Path(rel).suffix, text, rel, blob)
+        found = old.functions.get(rel, []) if same else extract_file(Path(rel).suffix, text, rel, blob)
         if found is None:
-            stats.files_unparsed += 1
+            unparsed[rel] = blob
         examples.extend(found or [])
-        fragments.extend(fragments_by_path.get(rel, []) if same_fragments else split_fragments(text, rel, blob))
+        fragments.extend(old.fragments.get(rel, []) if same_fragments else split_fragments(text, rel, blob))
     stats.parse_s = time.perf_counter() - parse_started
-    stats.files_removed = len(set(old_files) - set(files))
+    stats.files_removed = len(set(previous.meta.get("files", {}) if previous else ()) - set(files))
+    stats.files_skipped = len(stats.skipped_files)
+    stats.unparsed_files = list(unparsed)
+    stats.files_unparsed = len(unparsed)
 
     meta = {
         "source": {"kind": "repo", "path": str(root)},
         "files": files,
+        "unparsed": unparsed,
         "extraction": extraction,
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }

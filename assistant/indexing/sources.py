@@ -7,7 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assistant.errors import UsageError
-from assistant.indexing.index import Index, Progress, TextEncoder, index_bank, load_repo_index, repo_root
+from assistant.indexing.index import (
+    HOLDS_NO_FUNCTIONS,
+    Index,
+    Progress,
+    TextEncoder,
+    holds_nothing,
+    index_bank,
+    load_repo_index,
+    repo_root,
+)
 from assistant.paths import cache_dir, data_path
 
 
@@ -36,8 +45,8 @@ def open_source(
     """Open the index to retrieve from.
 
     A named bank is indexed (incrementally) and used. Otherwise the index of the git repo containing
-    `start` is used if `assist index` was run there; otherwise the embedded default bank, indexed into
-    the user cache on first use.
+    `start` is used if `assist index` was run there and found something to index; otherwise the embedded
+    default bank, indexed into the user cache on first use.
     """
     noop: Progress = lambda stage, done, total: None  # noqa: E731
     if bank is not None:
@@ -46,9 +55,11 @@ def open_source(
     root: Path | None = None
     with contextlib.suppress(UsageError):  # not in a repo: fall back to the default bank
         root = repo_root(start)
+    empty = False
     if root is not None:
         existing = load_repo_index(root)
-        if existing is not None:
+        empty = existing is not None and holds_nothing(root, existing)
+        if existing is not None and not empty:
             if existing.encoder_name != encoder.name:
                 raise UsageError(
                     f"the index in {root} was built with {existing.encoder_name}, not {encoder.name}; "
@@ -59,4 +70,6 @@ def open_source(
     directory = cache_dir() / "banks" / f"default-{encoder.name}"
     index, _ = index_bank(bank_path, encoder, progress or noop, directory=directory)
     hint = " — run `assist index` to use this repo's own code" if root is not None else ""
+    if empty:  # indexed, but nothing to retrieve: as if it were not, and said so
+        hint = f" — {HOLDS_NO_FUNCTIONS}"
     return Source(index, f"embedded default bank ({len(index)} examples){hint}", "default", root)

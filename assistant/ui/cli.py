@@ -149,7 +149,7 @@ def index(
     A repo's index lives in `.assist/` at its top (git-ignored automatically). Re-running only re-parses
     files whose git blob changed, and only embeds functions whose text was not embedded before.
     """
-    from assistant.indexing.index import index_bank, index_repo, repo_root
+    from assistant.indexing.index import index_bank, index_repo, repo_notes, repo_root
     from assistant.pipeline.pipeline import load_encoder
 
     if bank is None:
@@ -168,13 +168,14 @@ def index(
         out.print_json(json.dumps(stats.to_json()))
         return
     what = "examples" if bank is not None else "functions"
+    untracked = f" ({stats.files_untracked} untracked)" if stats.files_untracked else ""
     out.print(
-        f"Indexed {stats.examples} {what} from {stats.files} file(s) into {stats.location}\n"
+        f"Indexed {stats.examples} {what} from {stats.files} file(s){untracked} into {stats.location}\n"
         f"  parsed {stats.files_parsed} changed file(s), removed {stats.files_removed}; "
         f"embedded {stats.embedded} {what[:-1] if stats.embedded == 1 else what} ({stats.reused} reused) "
         f"in {stats.total_s:.1f} s"
         + (f"\n  and {stats.fragments} 20-line fragments ({stats.fragments_embedded} embedded)" if bank is None else "")
-        + (f"\n  skipped {stats.files_unparsed} file(s) that do not parse" if stats.files_unparsed else "")
+        + "".join(f"\n  {one_line(note)}" for note in (repo_notes(stats) if bank is None else []))
     )
 
 

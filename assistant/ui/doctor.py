@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from assistant.errors import AssistError, UsageError, install_extra
-from assistant.paths import GIT
 
 
 @dataclass(frozen=True)
@@ -200,8 +199,9 @@ def _warm_wanted() -> tuple[tuple[str, str, str, int | None] | None, str]:
 
 def index_checks(start: Path) -> list[Check]:
     """The index of the repo containing `start`: present, readable, and built from the current files."""
-    from assistant.code.extract import EXTRACTORS, git_blob_hash, read_repo_file
-    from assistant.indexing.index import load_existing, repo_index_dir, repo_root
+    from assistant.code.extract import git_blob_hash, read_repo_file
+    from assistant.indexing.files import repo_files
+    from assistant.indexing.index import NO_FUNCTIONS, holds_nothing, load_existing, repo_index_dir, repo_root
 
     try:
         root = repo_root(start)
@@ -226,23 +226,22 @@ def index_checks(start: Path) -> list[Check]:
         return [Check("index", None, f"{root} is not indexed yet", "assist index")]
     indexed: dict[str, str] = dict(index.meta.get("files", {}))
     try:
-        listed = subprocess.run(
-            [*GIT, "ls-files", "-z"], cwd=root, capture_output=True, check=True, timeout=30
-        ).stdout.decode("utf-8", "surrogateescape")
-    except (OSError, subprocess.SubprocessError) as exc:
+        listed = repo_files(root).indexed  # what `assist index` reads: tracked files, and untracked ones not ignored
+    except (OSError, subprocess.SubprocessError, UsageError) as exc:
         return [Check("index", None, f"{len(index)} functions indexed; cannot list the repo's files ({exc})")]
     current = {}
-    for rel in listed.split("\0"):
-        if rel and Path(rel).suffix in EXTRACTORS:
-            data = read_repo_file(root, rel)  # what the index would read: no links, nothing outside
-            if data is not None:
-                current[rel] = git_blob_hash(data)
+    for rel in listed:
+        data = read_repo_file(root, rel)  # what the index would read: no links, nothing outside
+        if data is not None:
+            current[rel] = git_blob_hash(data)
     changed = sum(current.get(rel) != blob for rel, blob in indexed.items()) + len(set(current) - set(indexed))
     summary = f"{len(index)} functions from {len(indexed)} files in {directory}"
     if index.encoder_name:
         summary += f", encoder {index.encoder_name}"
     if changed:
         return [Check("index", None, f"{summary}; {changed} file(s) changed since it was built", "assist index")]
+    if holds_nothing(root, index):  # a repo with no Python yet: generate retrieves from the default bank
+        return [Check("index", True, f"{summary}, up to date; {NO_FUNCTIONS}")]
     return [Check("index", True, summary + ", up to date")]
 
 

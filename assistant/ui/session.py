@@ -30,7 +30,7 @@ from assistant.core.repo_tests import RepoTests
 from assistant.core.retrieve import Hit, Retriever
 from assistant.core.target import Target
 from assistant.errors import AssistError, UsageError
-from assistant.indexing.index import TextEncoder, repo_root
+from assistant.indexing.index import TextEncoder, repo_notes, repo_root
 from assistant.indexing.sources import Source
 from assistant.paths import REPO_DIR_NAME, atomic_write_bytes, cache_dir, read_regular_file, repo_dir
 from assistant.pipeline.options import GenerationOptions
@@ -214,7 +214,7 @@ class Session:
         return (
             f"indexed {self.root.name}: {stats.examples} functions from {stats.files} files "
             f"({stats.embedded} embedded, {stats.reused} reused) in {stats.total_s:.1f} s"
-        )
+        ) + "".join(f"; {note}" for note in repo_notes(stats))
 
     # -- target files ------------------------------------------------------------------------------------
 
