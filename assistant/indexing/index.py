@@ -609,6 +609,8 @@ class _Carried:
 
 
 def _carried(previous: Index | None, previous_fragments: Index | None, extraction: str) -> _Carried:
+    """What of the previous functions' and fragments' indexes an update can reuse, by path."""
+
     def known_files(index: Index | None) -> dict[str, str]:  # {path: blob} that extraction can be trusted for
         return dict(index.meta.get("files", {})) if index and index.meta.get("extraction") == extraction else {}
 

@@ -201,7 +201,14 @@ def index_checks(start: Path) -> list[Check]:
     """The index of the repo containing `start`: present, readable, and built from the current files."""
     from assistant.code.extract import git_blob_hash, read_repo_file
     from assistant.indexing.files import repo_files
-    from assistant.indexing.index import NO_FUNCTIONS, holds_nothing, load_existing, repo_index_dir, repo_root
+    from assistant.indexing.index import (
+        NO_DEMONSTRATIONS,
+        NO_FUNCTIONS,
+        holds_nothing,
+        load_existing,
+        repo_index_dir,
+        repo_root,
+    )
 
     try:
         root = repo_root(start)
@@ -240,8 +247,9 @@ def index_checks(start: Path) -> list[Check]:
         summary += f", encoder {index.encoder_name}"
     if changed:
         return [Check("index", None, f"{summary}; {changed} file(s) changed since it was built", "assist index")]
-    if holds_nothing(root, index):  # a repo with no Python yet: generate retrieves from the default bank
-        return [Check("index", True, f"{summary}, up to date; {NO_FUNCTIONS}")]
+    if not len(index):  # a repo with no Python yet: generate retrieves from the default bank
+        note = NO_FUNCTIONS if holds_nothing(root, index) else NO_DEMONSTRATIONS
+        return [Check("index", True, f"{summary}, up to date; {note}")]
     return [Check("index", True, summary + ", up to date")]
 
 
