@@ -145,9 +145,10 @@ def index(
 ) -> None:
     """Index a repo's functions (or a JSONL bank) for retrieval.
 
-    BM25 plus dense vectors, incremental.
-    A repo's index lives in `.assist/` at its top (git-ignored automatically). Re-running only re-parses
-    files whose git blob changed, and only embeds functions whose text was not embedded before.
+    BM25 plus dense vectors, incremental. It reads the Python files git tracks and the untracked ones git does
+    not ignore (a virtual environment's aside). A repo's index lives in `.assist/` at its top (git-ignored
+    automatically). Re-running only re-parses files whose git blob changed, and only embeds functions whose text
+    was not embedded before. An index of no functions leaves retrieval on the default bank.
     """
     from assistant.indexing.index import index_bank, index_repo, repo_notes, repo_root
     from assistant.pipeline.pipeline import load_encoder
