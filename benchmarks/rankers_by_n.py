@@ -17,6 +17,7 @@ From the repo root:
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 
@@ -24,10 +25,18 @@ from assistant.evaluate.discriminator import BASELINES
 from assistant.evaluate.metrics import interval_cell, paired_difference
 
 
+def read_results(folder: Path) -> dict:
+    """The folder's `results.json`, or the `results.json.gz` that results/ keeps in git."""
+    plain = folder / "results.json"
+    if plain.exists():
+        return json.loads(plain.read_text(encoding="utf-8"))
+    return json.loads(gzip.decompress((folder / "results.json.gz").read_bytes()).decode("utf-8"))
+
+
 def _runs(folder: Path, combination: dict | None) -> dict[str, dict[int, dict[str, dict]]]:
     """run (dataset, split, model, strategy) → n → ranker → {"pass@1": interval, "passed": task → 0/1 (where
     known), "gap": share}."""
-    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    results = read_results(folder)
     found: dict[str, dict[int, dict[str, dict]]] = {}
     for run, base in results.get("baselines", {}).items():
         # A run is named after its folder, "folder (strategy)" when it held several; the codegen folders sit

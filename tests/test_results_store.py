@@ -92,3 +92,23 @@ def test_a_resumed_run_appends_to_its_compressed_store(tmp_path):
     again = JsonlCache(kept / "records.jsonl")
     assert list(again.entries)[-1] == "resumed" and again.get(first_key) == first
     assert len(gzip.decompress((kept / "records.jsonl.gz").read_bytes()).splitlines()) == 121
+
+
+def test_the_discriminator_results_read_the_same_compressed_or_plain(tmp_path, monkeypatch):
+    """`eval discriminator`'s results.json is kept as results.json.gz; rankers_by_n.py reads either alike."""
+    import importlib.util
+    import sys
+
+    path = RESULTS.parent / "benchmarks" / "rankers_by_n.py"
+    spec = importlib.util.spec_from_file_location("benchmark_rankers_by_n", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    kept = RESULTS / "discriminator-mbpp-ov-seed0"
+    assert not (kept / "results.json").exists()
+    plain = tmp_path / kept.name
+    plain.mkdir()
+    (plain / "results.json").write_bytes(gzip.decompress((kept / "results.json.gz").read_bytes()))
+    results = module.read_results(kept)
+    assert results == module.read_results(plain) and set(results["variants"]) == {"generator", "condor"}
