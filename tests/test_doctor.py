@@ -149,6 +149,14 @@ def test_index_line_up_to_date_then_stale(scratch_repo: Path) -> None:
     assert check.ok is None and "1 file(s) changed" in check.detail and check.fix == "assist index"
 
 
+def test_index_line_passes_over_a_name_the_index_leaves_out(scratch_repo: Path) -> None:
+    """A file whose name is not UTF-8 is never indexed, so it is no change since the index was built."""
+    (scratch_repo / b"bad\xff.py".decode("utf-8", "surrogateescape")).write_bytes(b"def f():\n    return 1\n")
+    write_index(scratch_repo, tracked_blobs(scratch_repo))
+    (check,) = doctor.index_checks(scratch_repo)
+    assert check.ok is True and "up to date" in check.detail, check.detail
+
+
 def test_index_line_when_the_index_is_unreadable(scratch_repo: Path) -> None:
     directory = write_index(scratch_repo, tracked_blobs(scratch_repo))
     (directory / "vectors.faiss").write_bytes(b"truncated")

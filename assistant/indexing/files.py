@@ -75,6 +75,16 @@ def repo_files(root: Path) -> RepoFiles:
     return found
 
 
+def utf8_name(rel: str) -> bool:
+    """Whether a path git gave is valid UTF-8 (a name that is not cannot be stored, shown or sent as text: the
+    index leaves such a file out, and so must whatever compares the work tree with it)."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def name_some(names: list[str], limit: int = 3) -> str:
     """`names` for a message: the first `limit` of them, then how many more (`a.py, b.py, c.py and 2 more`)."""
     shown = ", ".join(names[:limit])

@@ -38,7 +38,7 @@ from assistant.code.examples import Example, read_bank
 from assistant.code.extract import extract_file, git_blob_hash, read_repo_file, source_text
 from assistant.code.tokenize import tokenize
 from assistant.errors import AssistError, UsageError
-from assistant.indexing.files import name_some, repo_files
+from assistant.indexing.files import name_some, repo_files, utf8_name
 from assistant.indexing.fragments import split_fragments
 
 if TYPE_CHECKING:  # faiss loads when vectors are searched, saved or read (`train ... --corpus` needs none of it)
@@ -132,15 +132,6 @@ def _writer_active(directory: Path) -> bool:
     finally:
         os.close(fd)
     return False
-
-
-def _utf8_name(rel: str) -> bool:
-    """Whether a path git gave is valid UTF-8 (a name that is not cannot be stored, shown or sent as text)."""
-    try:
-        rel.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _remove_leftovers(directory: Path) -> None:
@@ -646,7 +637,7 @@ def _index_repo_locked(
     for number, rel in enumerate(paths, start=1):
         progress("parse", number, len(paths))
         # Only regular files inside the repo: a tracked symlink may point anywhere (~/.ssh, another checkout).
-        data = read_repo_file(root, rel) if _utf8_name(rel) else None
+        data = read_repo_file(root, rel) if utf8_name(rel) else None
         if data is None:
             if os.path.lexists(root / rel):  # a deleted file is simply gone; name the refused ones
                 stats.skipped_files.append(rel)

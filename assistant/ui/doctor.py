@@ -200,7 +200,7 @@ def _warm_wanted() -> tuple[tuple[str, str, str, int | None] | None, str]:
 def index_checks(start: Path) -> list[Check]:
     """The index of the repo containing `start`: present, readable, and built from the current files."""
     from assistant.code.extract import git_blob_hash, read_repo_file
-    from assistant.indexing.files import repo_files
+    from assistant.indexing.files import repo_files, utf8_name
     from assistant.indexing.index import (
         NO_DEMONSTRATIONS,
         NO_FUNCTIONS,
@@ -237,7 +237,7 @@ def index_checks(start: Path) -> list[Check]:
     except (OSError, subprocess.SubprocessError, UsageError) as exc:
         return [Check("index", None, f"{len(index)} functions indexed; cannot list the repo's files ({exc})")]
     current = {}
-    for rel in listed:
+    for rel in filter(utf8_name, listed):  # the index leaves a name that is not UTF-8 out
         data = read_repo_file(root, rel)  # what the index would read: no links, nothing outside
         if data is not None:
             current[rel] = git_blob_hash(data)
