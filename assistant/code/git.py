@@ -175,7 +175,8 @@ def _hook_script(check_only: bool) -> str:
     return (
         "#!/bin/sh\n"
         f"{MARKER}: {does}.\n"
-        "# Remove this file (or run `assist hook uninstall`) to stop it; `git commit --no-verify` skips it once.\n"
+        "# `assist hook uninstall` removes it and puts back the hook it replaced; `git commit --no-verify` skips it\n"
+        "# once.\n"
         f"# It runs the hook it replaced first ({KEPT}, when executable) and fails when that fails.\n"
         f'previous="$(dirname "$0")/{KEPT}"\n'
         'if [ -f "$previous" ] && [ -x "$previous" ]; then "$previous" "$@" || exit $?; fi\n'
