@@ -108,6 +108,11 @@ def test_a_test_file_the_test_command_names_must_exist(scratch_repo: Path, no_mo
         repo_tests(scratch_repo, "mathutils.py", "is_even", test_cmd="pytest tests/nope.py::test_x -q")
     for fine in ("pytest tests/test_math.py", "pytest -k nope.py tests", "python -m pytest --ignore old.py"):
         assert repo_tests(scratch_repo, "mathutils.py", "is_even", test_cmd=fine) is not None
+    assert repo_tests(scratch_repo, "mathutils.py", "is_even", test_cmd="pytest ./tests/../tests/test_math.py")
+    (scratch_repo / ".gitignore").write_text("local_test.py\n")
+    (scratch_repo / "local_test.py").write_text("def test_x():\n    pass\n")  # on disk, but not in the run's copy
+    with pytest.raises(UsageError, match=r"^--test-cmd names local_test\.py, which git ignores, so the test run's"):
+        repo_tests(scratch_repo, "mathutils.py", "is_even", test_cmd="pytest local_test.py")
     (scratch_repo / "stubs.py").write_text('def double(x):\n    """Return twice x."""\n    ...\n')
     args = ("generate", "--file", "stubs.py", "--function", "double", "--test-cmd", "pytest tests/nope.py")
     one_line_error(assist_here(*args, cwd=scratch_repo), 2, "--test-cmd names tests/nope.py, which does not exist")

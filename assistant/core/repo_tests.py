@@ -155,18 +155,27 @@ _VALUE_OPTIONS = frozenset(
 )
 
 
-def _check_test_paths(root: Path, args: Sequence[str]) -> None:
-    """Refuse, before any model work, a test file `--test-cmd` names that is not in the repo (`root`, where
-    pytest runs): pytest would only say "file or directory not found" after the sampling."""
+def _check_test_paths(root: Path, args: Sequence[str], include: Sequence[str]) -> None:
+    """Refuse, before any model work, a test file `--test-cmd` names that the run's copy of the repo (`include`,
+    relative to `root`, where pytest runs) will not hold: pytest would only say "file or directory not found"
+    after the sampling. A file git ignores is not copied either."""
+    copied = set(include)
     after_option = False
     for word in args:
         if word.startswith("-"):
             after_option = word in _VALUE_OPTIONS
             continue
         path = word.split("::", 1)[0]
-        if not after_option and path.endswith(".py") and not (root / path).exists():
-            raise UsageError(f"--test-cmd names {path}, which does not exist in {root}")
+        if not after_option and path.endswith(".py") and _relative(root, path) not in copied:
+            exists = (root / path).exists()
+            why = "git ignores, so the test run's copy leaves it out" if exists else f"does not exist in {root}"
+            raise UsageError(f"--test-cmd names {path}, which {why}")
         after_option = False
+
+
+def _relative(root: Path, path: str) -> str:
+    """`path` as git lists it: relative to `root`, in `/` form, without `./` or `..` steps."""
+    return os.path.relpath(os.path.normpath(root / path), root).replace(os.sep, "/")
 
 
 def repo_tests(
@@ -190,7 +199,7 @@ def repo_tests(
         raise UsageError(f"{root} is not a git work tree; the repo's tests run only in one (or --no-repo-tests)")
     if test_cmd is not None:
         args, found = parse_test_cmd(test_cmd), False
-        _check_test_paths(root, args)
+        _check_test_paths(root, args, include)
     else:
         args, found = tuple(find_tests(root, path, function)), True
         if not args:
