@@ -246,6 +246,9 @@ def test_docstring_check_names_a_write_command_that_runs(tmp_path: Path) -> None
     result = assist_here("docstring", "--check", "my util.py", cwd=tmp_path)
     assert result.returncode == 1
     assert "`assist docstring --write 'my util.py'` writes them" in result.stderr, result.stderr
+    (tmp_path / "-x.py").write_text("def g():\n    return 2\n")  # a name that reads as an option
+    result = assist_here("docstring", "--check", "--", "-x.py", cwd=tmp_path)
+    assert "`assist docstring --write -- -x.py` writes them" in result.stderr, result.stderr
 
 
 def test_a_bad_bank_line_says_at_once(tmp_path: Path) -> None:

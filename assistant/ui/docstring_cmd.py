@@ -371,7 +371,8 @@ def _report_check(
     if missing:
         names = list(dict.fromkeys(job.name for job, _ in missing))
         # A command that runs as printed: `--write` alone names no files ("name the files to document").
-        what = "--staged" if staged else shlex.join(names)
+        dashed = any(name.startswith("-") for name in names)  # `-x.py` would read as an option
+        what = "--staged" if staged else ("-- " if dashed else "") + shlex.join(names)
         err.print(
             f"{len(missing)} definition(s) in {len(names)} file(s) lack a docstring; "
             f"`assist docstring --write {what}` writes them"
