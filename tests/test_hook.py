@@ -69,6 +69,20 @@ def test_the_doctor_says_when_a_hook_an_older_assist_wrote_should_be_rewritten(s
     assert doctor.hook_checks(scratch_repo)[0].ok is True
 
 
+def test_the_doctor_says_when_the_hook_leaves_a_kept_hook_unused(scratch_repo: Path) -> None:
+    from assistant.code.git import KEPT, hook_path
+    from assistant.ui import doctor
+
+    assert _run(["hook", "install", "--check-only"], scratch_repo).exit_code == 0
+    path = hook_path(scratch_repo)
+    path.with_name(KEPT).write_text("#!/bin/sh\nexit 0\n")  # kept aside by an older assist, which did not run it
+    path.write_text("".join(line for line in path.read_text().splitlines(True) if KEPT not in line))
+    (check,) = doctor.hook_checks(scratch_repo)
+    assert check.ok is None and f"does not run the hook it replaced, {KEPT}" in check.detail
+    assert _run(["hook", "install", "--check-only"], scratch_repo).exit_code == 0  # rewritten: runs it first
+    assert doctor.hook_checks(scratch_repo)[0].ok is True
+
+
 def _stage_broken(repo: Path, kind: str) -> str:
     """Stage one file the hook cannot read as Python, of `kind`; the name it is reported under."""
     if kind == "does not parse":

@@ -300,7 +300,7 @@ def _model_in_use() -> str | None:
 def hook_checks(start: Path) -> list[Check]:
     """The repo's pre-commit hook, when assist wrote it: current, or one an older assist wrote that runs
     `python -m assistant` without `-P`, so a package named `assistant` at the repo's top would be imported."""
-    from assistant.code.git import MARKER, hook_path
+    from assistant.code.git import KEPT, MARKER, hook_path
 
     try:
         path = hook_path(start)
@@ -309,6 +309,10 @@ def hook_checks(start: Path) -> list[Check]:
         return []
     if MARKER not in text:
         return []  # none, or not assist's
+    kept = path.with_name(KEPT)
+    if (kept.exists() or kept.is_symlink()) and KEPT not in text:  # an older assist kept it aside, unused
+        fix = "assist hook uninstall (puts it back), or assist hook install (runs it first)"
+        return [Check("hook", None, f"{path} does not run the hook it replaced, {kept.name}", fix)]
     if " -P -m assistant " in text:
         return [Check("hook", True, f"{path}: assist's pre-commit hook")]
     again = "assist hook install --check-only" if "--check" in text else "assist hook install"
