@@ -380,3 +380,17 @@ def test_files_that_do_not_parse_are_named_and_still_counted_by_incremental_runs
     assert named in output, output
     output = _cli_index(scratch_repo, encoder, monkeypatch)
     assert "parsed 0 changed file(s)" in output and "skipped 4 file(s) that do not parse: pkg/broken1.py" in output
+
+
+def test_a_git_listing_that_times_out_is_a_one_line_error(tmp_path, monkeypatch):
+    """A huge untracked tree git cannot list in time: a UsageError that says what to do, not a traceback."""
+    import subprocess
+
+    from assistant.indexing import files
+
+    def slow(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], 120)
+
+    monkeypatch.setattr(files.subprocess, "run", slow)
+    with pytest.raises(UsageError, match=r"git took over 120 s to list the untracked files of .*; \.gitignore its"):
+        files.untracked_files(tmp_path)

@@ -37,7 +37,12 @@ def untracked_files(root: Path) -> list[str]:
     """The files in the work tree `root` that git neither tracks nor ignores, relative to it (names that are not
     UTF-8 round-trip, as :func:`assistant.code.git.tracked_files` gives them)."""
     command = [*GIT, "ls-files", "-z", "--others", "--exclude-standard"]
-    listed = subprocess.run(command, cwd=root, capture_output=True, timeout=120)
+    try:
+        listed = subprocess.run(command, cwd=root, capture_output=True, timeout=120)
+    except subprocess.TimeoutExpired:  # a huge untracked tree (a dataset, a build folder) that is not ignored
+        raise UsageError(
+            f"git took over 120 s to list the untracked files of {root}; .gitignore its big folders"
+        ) from None
     if listed.returncode != 0:
         reason = listed.stderr.decode(errors="replace").strip()
         raise UsageError(f"git could not list the untracked files of {root}: {reason}")
