@@ -207,7 +207,7 @@ def test_eval_through_a_server_that_dies_resumes_without_repeating_requests(tmp_
 
 @pytest.mark.slow
 @pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed (assist[serve])"
+    importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python not installed (pip install -e '.[serve]')"
 )
 def test_generate_against_assist_serve(scratch_repo):
     from assistant.backends.serve import LlamaServer
