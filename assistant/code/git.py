@@ -139,7 +139,7 @@ def install_hook(root: Path, check_only: bool = False, force: bool = False) -> I
         except OSError as exc:
             raise UsageError(f"cannot write the hook {path}: {exc.strerror or exc}") from None
     except BaseException:
-        if kept is not None and not (path.exists() or path.is_symlink()):
+        if kept is not None and not os.path.lexists(path):
             kept.rename(path)  # assist's hook is not there: the user's goes back where it was
         raise
     previous = path.with_name(KEPT)
@@ -152,9 +152,9 @@ def _keep_aside(path: Path) -> Path:
     kept there moves on to `pre-commit.before-assist-N`, so none is overwritten and the newest is the one run
     first and put back."""
     kept = path.with_name(KEPT)
-    if kept.exists() or kept.is_symlink():
+    if os.path.lexists(kept):  # a file, or a link even when dangling
         number = 2
-        while (older := path.with_name(f"{KEPT}-{number}")).exists() or older.is_symlink():
+        while os.path.lexists(older := path.with_name(f"{KEPT}-{number}")):
             number += 1
         kept.rename(older)
     path.rename(kept)
@@ -191,8 +191,8 @@ def uninstall_hook(root: Path) -> UninstalledHook:
     kept one then: putting it back would overwrite a hook that is not assist's."""
     path = hook_path(root)
     kept = path.with_name(KEPT)
-    found_kept = kept if kept.exists() or kept.is_symlink() else None
-    if not path.exists() and not path.is_symlink():
+    found_kept = kept if os.path.lexists(kept) else None
+    if not os.path.lexists(path):
         return UninstalledHook(path, removed=False, restored=False, kept=found_kept)
     try:
         ours = MARKER in path.read_text(errors="replace")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -310,7 +311,7 @@ def hook_checks(start: Path) -> list[Check]:
     if MARKER not in text:
         return []  # none, or not assist's
     kept = path.with_name(KEPT)
-    if (kept.exists() or kept.is_symlink()) and KEPT not in text:  # an older assist kept it aside, unused
+    if os.path.lexists(kept) and KEPT not in text:  # an older assist kept it aside, unused
         fix = "assist hook uninstall (puts it back), or assist hook install (runs it first)"
         return [Check("hook", None, f"{path} does not run the hook it replaced, {kept.name}", fix)]
     if " -P -m assistant " in text:
