@@ -334,7 +334,7 @@ FIELDS: tuple[Field, ...] = (
         _count(1, MAX_NEW_TOKENS_LIMIT),
         None,
         "ASSIST_GENERATE_MAX_NEW_TOKENS",
-        f"longest candidate in tokens (unset: {DEFAULT_MAX_NEW_TOKENS}; filling a stub: sized to its docstring)",
+        "longest candidate in tokens",
         unset=f"{DEFAULT_MAX_NEW_TOKENS}; filling a stub: sized to its docstring",
     ),
     Field(
@@ -342,7 +342,7 @@ FIELDS: tuple[Field, ...] = (
         _seed,
         None,
         "ASSIST_GENERATE_SEED",
-        "random seed for repeatable samples (unset: fresh)",
+        "random seed for repeatable samples",
         unset="a fresh seed each run",
     ),
     Field(
