@@ -5,8 +5,9 @@ for each `eval codegen` run it was given (`--candidates`), every recorded ranker
 per task, and optionally the learned combination's rows (`benchmarks/ranker_combination.py --json`). Runs of one
 dataset at different n (an -n 10 run extending an -n 5 one, `eval codegen --extend`) become the columns. Prints
 one markdown table per dataset (pass@1 with its 95% interval, the paired difference against the first sample,
-and the share of the first-to-oracle gap closed) and, with --chart, draws pass@1 against n. It asserts nothing.
-From the repo root:
+and the share of the first-to-oracle gap closed) and, with --chart, draws pass@1 against n. `--versus RANKER` pairs
+the difference against another ranker instead (e.g. `agree+logprob`, what `auto` ranks with when no test runs).
+It asserts nothing. From the repo root:
 
     .venv/bin/python benchmarks/ranker_combination.py --train results/codegen-mbpp-train-n5-ov-seed0 \\
         --test results/codegen-{mbpp-test,humaneval}-all-n{5,10}-ov-seed0 --json > /tmp/combination.json
@@ -77,28 +78,30 @@ def _order(names: set[str]) -> list[str]:
     return [*known, *others, *(["oracle"] if "oracle" in names else [])]
 
 
-def table(dataset: str, by_n: dict[int, dict[str, dict]]) -> str:
-    """One markdown table: a row per ranker, a column group per n."""
+def table(dataset: str, by_n: dict[int, dict[str, dict]], versus: str = "first") -> str:
+    """One markdown table: a row per ranker, a column group per n; the middle column is the paired difference
+    against `versus` (by task, 95% bootstrap)."""
     sizes = sorted(by_n)
     names = _order(set().union(*(set(rows) for rows in by_n.values())))
-    head = "| ranker | " + " | ".join(f"n={n} pass@1 | vs first | gap closed" for n in sizes) + " |"
+    head = "| ranker | " + " | ".join(f"n={n} pass@1 | vs {versus} | gap closed" for n in sizes) + " |"
     lines = [f"{dataset}", "", head, "|---|" + "---|---|---|" * len(sizes)]
     for name in names:
         cells = [name]
         for n in sizes:
             rows = by_n[n]
-            row, first, oracle = rows.get(name), rows["first"], rows["oracle"]
+            row, first, oracle, other = rows.get(name), rows["first"], rows["oracle"], rows.get(versus)
             if row is None:
                 cells += ["", "", ""]
                 continue
-            versus = row.get("versus")
-            if name != "first" and "passed" in row and "passed" in first:
-                versus = paired_difference(row["passed"], first["passed"])
+            # A learned combination's row carries its difference against the first sample only.
+            difference = row.get("versus") if versus == "first" else None
+            if name != versus and other is not None and "passed" in row and "passed" in other:
+                difference = paired_difference(row["passed"], other["passed"])
             gap_points = oracle["pass@1"][0] - first["pass@1"][0]
             gap = row.get("gap", (row["pass@1"][0] - first["pass@1"][0]) / gap_points if gap_points > 0 else None)
             cells += [
                 interval_cell(row["pass@1"]),
-                interval_cell(versus, signed=True) if versus else "",
+                interval_cell(difference, signed=True) if difference else "",
                 f"{gap:.0%}" if gap is not None and name != "first" else "",
             ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -133,10 +136,11 @@ def main() -> None:
     parser.add_argument("discriminator", type=Path, help="an `assist eval discriminator` results folder")
     parser.add_argument("--combination", type=Path, help="`benchmarks/ranker_combination.py --json` output")
     parser.add_argument("--chart", type=Path, help="write pass@1 against n here (PNG)")
+    parser.add_argument("--versus", default="first", help="pair the differences against this ranker (default: first)")
     args = parser.parse_args()
     combination = json.loads(args.combination.read_text(encoding="utf-8")) if args.combination else None
     found = _runs(args.discriminator, combination)
-    print("\n\n".join(table(dataset, by_n) for dataset, by_n in sorted(found.items())))
+    print("\n\n".join(table(dataset, by_n, args.versus) for dataset, by_n in sorted(found.items())))
     if args.chart:
         chart(found, args.chart)
         print(f"\nchart: {args.chart}")
