@@ -47,6 +47,7 @@ import json
 import math
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -464,9 +465,26 @@ class ConfigFileError(UsageError):
         self.line = line
 
 
+def _special_kind(path: Path) -> str | None:
+    """What `path` is when it is not a regular file ("a folder", "a named pipe", ...), from its status alone (a
+    link is followed); None for a regular file, or one that cannot be looked at (opening it then says why)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    kinds = {stat.S_ISFIFO: "a named pipe", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a device"}
+    return next((kind for test, kind in kinds.items() if test(mode)), "a device")
+
+
 def _read_bytes(path: Path) -> bytes:
-    if path.is_dir():  # a folder of that name was once passed over in silence: no settings, and no word why
-        raise ConfigFileError(f"{path} is a folder, not a settings file; move it away or make it a TOML file", path)
+    # A folder of that name was once passed over in silence (no settings, and no word why); a named pipe was
+    # opened, and reading it waits for a writer forever. Neither is opened.
+    if (kind := _special_kind(path)) is not None:
+        raise ConfigFileError(f"{path} is {kind}, not a settings file; move it away or make it a TOML file", path)
     try:
         with path.open("rb") as handle:
             data = handle.read(CONFIG_BYTES + 1)

@@ -5,6 +5,9 @@ right fix for a refused --apply, config values named by file or variable, ranker
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -203,6 +206,20 @@ def test_a_folder_where_the_config_file_should_be_is_an_error(tmp_path: Path, mo
     user_config_path().mkdir(parents=True)
     with pytest.raises(UsageError, match=r"config.toml is a folder, not a settings file"):
         load_settings()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_where_the_config_file_should_be_is_refused_without_opening_it(tmp_path: Path) -> None:
+    # Opening a FIFO for reading waits for a writer: `assist config show` once hung there for good. Run in a child
+    # with a timeout, so that a regression fails here instead of hanging the suite.
+    folder = tmp_path / "config"
+    folder.mkdir()
+    os.mkfifo(folder / "config.toml")
+    env = {**os.environ, "ASSIST_CONFIG_DIR": str(folder), "PYTHONPATH": str(Path(__file__).parents[1])}
+    command = [sys.executable, "-P", "-m", "assistant", "config", "show"]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    line = one_line_error(result, 2, str(folder / "config.toml"))
+    assert line.endswith("config.toml is a named pipe, not a settings file; move it away or make it a TOML file"), line
 
 
 # --- 6. ranker specs -------------------------------------------------------------------------------------------
