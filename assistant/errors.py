@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class AssistError(Exception):
     """A problem the user can fix; the CLI prints its message on one line and exits non-zero.
@@ -16,14 +18,16 @@ class UsageError(AssistError):
     """Bad input from the user (empty requirement, bad path, malformed bank line).
 
     `setting`, when given, names the setting (or settings joined by "+") the message is about, in the library's
-    terms ("function", "replace+function"), so that a door can word the message in its own (a command line's
-    flags); None: the message stands as it is."""
+    terms ("function", "replace+function"; a rule about one setting adds it after a colon, "force:untracked"), so
+    that a door can word the message in its own (a command line's flags); None: the message stands as it is.
+    `values`: what the message states, by name (a path, the value refused), for the door's wording of it."""
 
     exit_code = 2
 
-    def __init__(self, *args: object, setting: str | None = None) -> None:
+    def __init__(self, *args: object, setting: str | None = None, values: Mapping[str, object] | None = None) -> None:
         super().__init__(*args)
         self.setting = setting
+        self.values: dict[str, object] = dict(values or {})
 
 
 class ModelError(AssistError):

@@ -203,7 +203,9 @@ def write_target(path: Path, root: Path | None = None, force: bool = False) -> P
     linked = target != Path(os.path.abspath(path))
     if root is not None and linked and not force and not _inside(target, Path(os.path.realpath(root))):
         raise UsageError(
-            f"{path} is a symlink to {target}, outside the repo; not written (pass --force to write through it)"
+            f"{path} is a symlink to {target}, outside the repo; not written (set force to write through it)",
+            setting="force:symlink",
+            values={"path": path, "target": target},
         )
     try:
         info = target.stat()
@@ -219,7 +221,9 @@ def write_target(path: Path, root: Path | None = None, force: bool = False) -> P
     if info.st_nlink > 1 and not force:
         raise UsageError(
             f"{path} has {info.st_nlink} hard links and a rewrite would detach it from the others; not written "
-            "(pass --force to rewrite it in place)"
+            "(set force to rewrite it in place)",
+            setting="force:hard_links",
+            values={"path": path, "links": info.st_nlink},
         )
     return target
 

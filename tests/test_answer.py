@@ -77,7 +77,7 @@ def test_resolve_refuses_settings_that_do_not_go_together_naming_the_setting(tmp
         assert caught.value.setting == setting and "--" not in str(caught.value), kwargs
     # Outside a git work tree the repo's tests are skipped with the reason, unless a test command asked for them.
     request = Request.resolve(file=stub, function="square")
-    assert request.repo_tests is None and "not a git work tree" in (request.repo_tests_skipped or "")
+    assert request.repo_tests is None and "not a git work tree" in str(request.repo_tests_skipped)
     with pytest.raises(UsageError, match="not a git work tree"):
         Request.resolve(file=stub, function="square", test_cmd="pytest")
 

@@ -107,14 +107,14 @@ def test_a_test_file_the_test_command_names_must_exist(scratch_repo: Path, no_mo
     (scratch_repo / "tests").mkdir()
     (scratch_repo / "tests" / "test_math.py").write_text("from mathutils import is_even\n")
     git(scratch_repo, "add", "tests")
-    with pytest.raises(UsageError, match=r"^--test-cmd names tests/nope\.py, which does not exist in "):
+    with pytest.raises(UsageError, match=r"^the test command names tests/nope\.py, which does not exist in "):
         repo_tests(scratch_repo, "mathutils.py", "is_even", test_cmd="pytest tests/nope.py::test_x -q")
     for fine in ("pytest tests/test_math.py", "pytest -k nope.py tests", "python -m pytest --ignore old.py"):
         assert repo_tests(scratch_repo, "mathutils.py", "is_even", test_cmd=fine) is not None
     assert repo_tests(scratch_repo, "mathutils.py", "is_even", test_cmd="pytest ./tests/../tests/test_math.py")
     (scratch_repo / ".gitignore").write_text("local_test.py\n")
     (scratch_repo / "local_test.py").write_text("def test_x():\n    pass\n")  # on disk, but not in the run's copy
-    with pytest.raises(UsageError, match=r"^--test-cmd names local_test\.py, which git ignores, so the test run's"):
+    with pytest.raises(UsageError, match=r"^the test command names local_test\.py, which git ignores, so the"):
         repo_tests(scratch_repo, "mathutils.py", "is_even", test_cmd="pytest local_test.py")
     (scratch_repo / "stubs.py").write_text('def double(x):\n    """Return twice x."""\n    ...\n')
     args = ("generate", "--file", "stubs.py", "--function", "double", "--test-cmd", "pytest tests/nope.py")
@@ -124,20 +124,29 @@ def test_a_test_file_the_test_command_names_must_exist(scratch_repo: Path, no_mo
 # --- 4. a refused --apply says the fix that fits -------------------------------------------------------------------
 
 
-def test_a_refused_apply_says_the_fix_for_its_reason(scratch_repo: Path, tmp_path: Path) -> None:
+def test_a_refused_apply_says_the_fix_for_its_reason(scratch_repo: Path, tmp_path: Path, no_model: None) -> None:
     from assistant.code.edit import check_can_apply
+    from assistant.ui.errors import said_with_flags
 
-    (scratch_repo / "new.py").write_text("x = 1\n")
-    with pytest.raises(UsageError, match=r"it is not tracked by git \(git add it first, or pass --force\)$"):
-        check_can_apply(scratch_repo / "new.py")
     loose = tmp_path / "loose"
     loose.mkdir()
     (loose / "x.py").write_text("x = 1\n")
-    with pytest.raises(UsageError, match=r"it is not in a git repository \(pass --force to write it anyway\)$"):
-        check_can_apply(loose / "x.py")
+    (scratch_repo / "new.py").write_text("x = 1\n")
     (scratch_repo / "mathutils.py").write_text("x = 2\n")
-    with pytest.raises(UsageError, match=r"it has unstaged changes \(commit or stash, or pass --force\)$"):
-        check_can_apply(scratch_repo / "mathutils.py")
+    cases = [
+        (scratch_repo / "new.py", "it is not tracked by git (git add it first, or pass --force)"),
+        (loose / "x.py", "it is not in a git repository (pass --force to write it anyway)"),
+        (scratch_repo / "mathutils.py", "it has unstaged changes (commit or stash, or pass --force)"),
+    ]
+    for path, fix in cases:
+        with pytest.raises(UsageError) as caught:
+            check_can_apply(path)
+        assert "--" not in str(caught.value), caught.value  # the library says "force", the setting
+        assert str(said_with_flags(caught.value)) == f"refusing to modify {path}: {fix}"  # the CLI, its flag
+    # The command line says it as it always has.
+    args = ("generate", "x", "--file", "new.py", "--apply")
+    line = one_line_error(assist_here(*args, cwd=scratch_repo), 2, "refusing to modify")
+    assert line == "error: refusing to modify new.py: it is not tracked by git (git add it first, or pass --force)"
 
 
 # --- 5. config values: where they came from and what is expected ---------------------------------------------------

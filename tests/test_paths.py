@@ -10,6 +10,7 @@ import pytest
 
 from assistant.errors import UsageError
 from assistant.paths import _kept_xattr, atomic_write_text
+from assistant.ui.errors import said_with_flags
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -35,8 +36,11 @@ def test_a_symlink_out_of_the_repo_is_refused_unless_forced(tmp_path: Path) -> N
     (outside / "secret.py").write_text("secret\n")
     link = repo / "x.py"
     link.symlink_to(outside / "secret.py")
-    with pytest.raises(UsageError, match=r"is a symlink to .*secret\.py, outside the repo; not written .*--force"):
+    with pytest.raises(UsageError, match=r"is a symlink to .*secret\.py, outside the repo; not written .*force") as no:
         atomic_write_text(link, "owned\n", root=repo)
+    target = outside / "secret.py"  # the command line names the flag, as it always has
+    said = f"{link} is a symlink to {target}, outside the repo; not written (pass --force to write through it)"
+    assert str(said_with_flags(no.value)) == said
     assert (outside / "secret.py").read_text() == "secret\n" and link.is_symlink()
     atomic_write_text(link, "forced\n", root=repo, force=True)
     assert (outside / "secret.py").read_text() == "forced\n" and link.is_symlink()
@@ -87,8 +91,9 @@ def test_a_hard_linked_file_is_refused_unless_forced_and_then_rewritten_in_place
     path, other = tmp_path / "a.py", tmp_path / "b.py"
     path.write_text("old\n")
     os.link(path, other)
-    with pytest.raises(UsageError, match=r"has 2 hard links.*--force"):
+    with pytest.raises(UsageError, match=r"has 2 hard links.*force") as no:
         atomic_write_text(path, "new\n")
+    assert str(said_with_flags(no.value)).endswith("not written (pass --force to rewrite it in place)")
     assert other.read_text() == "old\n"
     atomic_write_text(path, "new\n", force=True)
     assert path.read_text() == other.read_text() == "new\n"  # still one file under two names

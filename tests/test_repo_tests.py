@@ -18,6 +18,7 @@ from assistant.core.home import git_files, package_root, project_python
 from assistant.core.repo_tests import find_tests, parse_test_cmd, repo_tests
 from assistant.errors import UsageError
 from assistant.ui.cli import app
+from assistant.ui.errors import said_with_flags
 
 from .conftest import ONE_EXAMPLE_BANK, enter_repo, git
 from .helpers_geo import GEO_MODULE
@@ -76,16 +77,26 @@ def test_test_cmd_takes_pytest_arguments_only() -> None:
         ("pytest 'open", "not a valid command"),
         ("pytest tests && rm -rf /", "'&&' is shell"),
     ]:
-        with pytest.raises(UsageError, match=fragment):
+        with pytest.raises(UsageError, match=fragment) as caught:
             parse_test_cmd(bad)
+        assert "--" not in str(caught.value)  # the library's words; the command line's are its flags
+    said = {
+        "make test": "--test-cmd runs pytest only, not 'make'; e.g. --test-cmd 'pytest tests/test_util.py'",
+        "pytest tests && rm -rf /": "--test-cmd is one pytest command; '&&' is shell, which is not run",
+    }
+    for bad, line in said.items():
+        with pytest.raises(UsageError) as caught:
+            parse_test_cmd(bad)
+        assert str(said_with_flags(caught.value)) == line
 
 
 def test_the_interpreter_is_the_repos_venv_when_it_links_out_of_the_repo(project: Path) -> None:
     (project / ".venv" / "bin").mkdir(parents=True)
     (project / ".venv" / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
     assert project_python(project) == project / ".venv" / "bin" / "python"
-    with pytest.raises(UsageError, match="--python /nope does not exist"):
+    with pytest.raises(UsageError, match="the interpreter /nope does not exist") as caught:
         project_python(project, "/nope")
+    assert str(said_with_flags(caught.value)) == "--python /nope does not exist"  # as the command line says it
     # A "python" the repo ships itself is never run unasked.
     (project / "venv" / "bin").mkdir(parents=True)
     (project / ".venv" / "bin" / "python").unlink()

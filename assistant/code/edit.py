@@ -715,9 +715,13 @@ def make_edit(named: Path, raw: bytes, old_text: str, new: str, actions: Sequenc
 
 NOT_IN_GIT = "it is not in a git repository"
 UNTRACKED = "it is not tracked by git"
-# How to make content that git could not give back safe to overwrite, by the reason unstaged_changes gives; any
-# other reason (unstaged changes): commit or stash them.
-_UNSAVED_FIXES = {NOT_IN_GIT: "pass --force to write it anyway", UNTRACKED: "git add it first, or pass --force"}
+# How to make content that git could not give back safe to overwrite, by the reason unstaged_changes gives, with
+# the refusal's `setting` (a door's wording of the fix); any other reason (unstaged changes): commit or stash them.
+_UNSAVED_FIXES = {
+    NOT_IN_GIT: ("force:not_in_git", "set force to write it anyway"),
+    UNTRACKED: ("force:untracked", "git add it first, or set force"),
+}
+_UNSAVED_FIX = ("force:unsaved", "commit or stash, or set force")
 
 
 def unstaged_changes(path: Path) -> str | None:
@@ -777,8 +781,9 @@ def check_can_apply(
     if not (force or unsaved_ok):
         reason = unstaged_changes(Path(os.path.realpath(named)))
         if reason:
-            fix = _UNSAVED_FIXES.get(reason, "commit or stash, or pass --force")
-            raise UsageError(f"refusing to modify {display}: {reason} ({fix})")
+            setting, fix = _UNSAVED_FIXES.get(reason, _UNSAVED_FIX)
+            values = {"path": display, "reason": reason}
+            raise UsageError(f"refusing to modify {display}: {reason} ({fix})", setting=setting, values=values)
     write_target(named, root or enclosing_root(named), force)
 
 

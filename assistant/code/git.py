@@ -122,13 +122,24 @@ def install_hook(root: Path, check_only: bool = False, force: bool = False) -> I
     if shared and not force:
         raise UsageError(
             f"{path.parent} is a hooks folder outside this repository (core.hooksPath), so other repositories run "
-            "it too; pass --force to install there anyway"
+            "it too; set force to install there anyway",
+            setting="force:shared_hooks",
+            values={"folder": path.parent},
         )
     if path.is_symlink() and not force:
-        raise UsageError(f"{path} is a link (to {os.readlink(path)}); remove it, or pass --force to replace the link")
+        target = os.readlink(path)
+        raise UsageError(
+            f"{path} is a link (to {target}); remove it, or set force to replace the link",
+            setting="force:hook_link",
+            values={"path": path, "target": target},
+        )
     foreign = path.is_symlink() or (path.exists() and MARKER not in path.read_text(errors="replace"))
     if foreign and not force:
-        raise UsageError(f"{path} exists and was not written by assist; move it away (or pass --force to replace it)")
+        raise UsageError(
+            f"{path} exists and was not written by assist; move it away (or set force to replace it)",
+            setting="force:foreign_hook",
+            values={"path": path},
+        )
     if path.parent.exists() and not path.parent.is_dir():
         raise UsageError(f"{path.parent} is not a folder, so no hook can go in it; move it away and run this again")
     kept = _keep_aside(path) if foreign else None

@@ -325,10 +325,10 @@ def _checked(requirement: str, k: int, params: SamplingParams | None) -> tuple[s
         raise UsageError("the requirement is empty; say what the code should do")
     check_text(requirement, "the requirement")  # before an encoder or tokenizer meets undecodable bytes
     if k < 0:
-        raise UsageError("-k must be 0 or more")
+        raise UsageError("k must be 0 or more", setting="k:negative")
     params = params or SamplingParams()
     if params.n < 1:
-        raise UsageError("-n must be at least 1")
+        raise UsageError("n must be at least 1", setting="n:below_one")
     return requirement, params
 
 

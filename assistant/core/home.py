@@ -52,9 +52,15 @@ def project_python(root: Path, python: str | Path | None = None) -> Path:
     if python is not None:
         chosen = Path(python)
         if not chosen.exists():
-            raise UsageError(f"--python {python} does not exist")
+            raise UsageError(
+                f"the interpreter {python} does not exist", setting="python:missing", values={"python": python}
+            )
         if not chosen.is_file() or not os.access(chosen, os.X_OK):
-            raise UsageError(f"--python {python} is not an executable file")
+            raise UsageError(
+                f"the interpreter {python} is not an executable file",
+                setting="python:not_executable",
+                values={"python": python},
+            )
         return chosen
     top = os.path.realpath(root)
     for venv in (".venv", "venv"):

@@ -122,9 +122,12 @@ class LogprobRanker:
         values: dict[int, list[float]] = {i: list(c.logprobs) for i, c in enumerate(candidates) if c.logprobs}
         missing = [i for i in range(len(candidates)) if i not in values]
         if missing and not self.backend.can_score:
+            model, why = self.backend.model, self.backend.scoring_unavailable
             raise UsageError(
-                f"the logprob ranker is unavailable: {self.backend.model} returned no log-probabilities and "
-                f"{self.backend.scoring_unavailable}; use --ranker first, or exec with --test"
+                f"the logprob ranker is unavailable: {model} returned no log-probabilities and {why}; use the "
+                "first ranker, or exec with tests",
+                setting="ranker:logprob",
+                values={"model": model, "why": why},
             )
         if missing:
             scored = self.backend.logprob([(problem.prompt, candidates[i].code) for i in missing])

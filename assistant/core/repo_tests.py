@@ -55,13 +55,14 @@ class RepoTests:
     python: Path
     args: tuple[str, ...]
     pythonpath: tuple[str, ...] = ()
-    found: bool = True  # False: given by --test-cmd
+    found: bool = True  # False: given by a test command (`test_cmd`)
     limits: ProjectLimits = field(default=REPO_TEST_LIMITS)
     include: tuple[str, ...] | None = None  # the files the run's copy holds (git's view); None: the whole tree
 
-    def describe(self) -> str:
-        """One line for people: what runs, and with which interpreter."""
-        origin = "found" if self.found else "--test-cmd"
+    def describe(self, given: str = "given") -> str:
+        """One line for people: what runs, and with which interpreter; `given`: how the door names tests the
+        user gave (a test command), where tests found say "found"."""
+        origin = "found" if self.found else given
         shown = " ".join(self.args[:3]) + (f" (+{len(self.args) - 3} more)" if len(self.args) > 3 else "")
         return f"{origin}: pytest {shown} with {self.python}"
 
@@ -130,22 +131,34 @@ def find_tests(root: Path, path: str | Path, function: str) -> list[str]:
 
 
 def parse_test_cmd(command: str) -> tuple[str, ...]:
-    """The pytest arguments of `--test-cmd` ("pytest tests/test_x.py -k name", or `python -m pytest ...`).
+    """The pytest arguments of a test command ("pytest tests/test_x.py -k name", or `python -m pytest ...`).
     Only pytest runs: the sandbox starts it itself, with these arguments."""
     try:
         words = shlex.split(command)
     except ValueError as error:
-        raise UsageError(f"--test-cmd is not a valid command line: {error}") from None
+        raise UsageError(
+            f"the test command is not a valid command line: {error}",
+            setting="test_cmd:invalid",
+            values={"error": error},
+        ) from None
     if len(words) >= 3 and words[1:3] == ["-m", "pytest"] and Path(words[0]).name.startswith("python"):
         args = words[3:]
     elif words and Path(words[0]).name in ("pytest", "py.test"):
         args = words[1:]
     else:
         shown = words[0] if words else "nothing"
-        raise UsageError(f"--test-cmd runs pytest only, not {shown!r}; e.g. --test-cmd 'pytest tests/test_util.py'")
+        raise UsageError(
+            f"the test command runs pytest only, not {shown!r}; e.g. 'pytest tests/test_util.py'",
+            setting="test_cmd:not_pytest",
+            values={"shown": shown},
+        )
     operators = [word for word in args if word in ("&&", "||", ";", "|", ">", "<", "&")]
     if operators:
-        raise UsageError(f"--test-cmd is one pytest command; {operators[0]!r} is shell, which is not run")
+        raise UsageError(
+            f"the test command is one pytest command; {operators[0]!r} is shell, which is not run",
+            setting="test_cmd:shell",
+            values={"operator": operators[0]},
+        )
     return tuple(args)
 
 
@@ -156,7 +169,7 @@ _VALUE_OPTIONS = frozenset(
 
 
 def _check_test_paths(root: Path, args: Sequence[str], include: Sequence[str]) -> None:
-    """Refuse, before any model work, a test file `--test-cmd` names that the run's copy of the repo (`include`,
+    """Refuse, before any model work, a test file the test command names that the run's copy of the repo (`include`,
     relative to `root`, where pytest runs) will not hold: pytest would only say "file or directory not found"
     after the sampling. A file git ignores is not copied either."""
     copied = set(include)
@@ -169,7 +182,11 @@ def _check_test_paths(root: Path, args: Sequence[str], include: Sequence[str]) -
         if not after_option and path.endswith(".py") and _relative(root, path) not in copied:
             exists = (root / path).exists()
             why = "git ignores, so the test run's copy leaves it out" if exists else f"does not exist in {root}"
-            raise UsageError(f"--test-cmd names {path}, which {why}")
+            raise UsageError(
+                f"the test command names {path}, which {why}",
+                setting="test_cmd:not_copied",
+                values={"path": path, "why": why},
+            )
         after_option = False
 
 
@@ -196,7 +213,11 @@ def repo_tests(
         raise UsageError(f"{root} is your home folder or /; the repo's tests run only in a project's git work tree")
     include = git_files(root)
     if include is None:
-        raise UsageError(f"{root} is not a git work tree; the repo's tests run only in one (or --no-repo-tests)")
+        raise UsageError(
+            f"{root} is not a git work tree; the repo's tests run only in one (or turn the repo's tests off)",
+            setting="repo_tests:not_git",
+            values={"root": root},
+        )
     if test_cmd is not None:
         args, found = parse_test_cmd(test_cmd), False
         _check_test_paths(root, args, include)
@@ -206,7 +227,11 @@ def repo_tests(
             return None
         why = unwalled()
         if why is not None:  # found, not asked for: the repo's conftest.py would run with your files in reach
-            raise UsageError(f"{why}, so a clone's conftest.py would run as you; --test-cmd runs them anyway")
+            raise UsageError(
+                f"{why}, so a clone's conftest.py would run as you; a test command naming them runs them anyway",
+                setting="test_cmd:unwalled",
+                values={"why": why},
+            )
     return RepoTests(root, project_python(root, python), args, search_path(root, path), found, include=include)
 
 

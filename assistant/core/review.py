@@ -74,7 +74,9 @@ class ReviewerRanker:
         if not backend.can_score:
             raise UsageError(
                 f"the reviewer rankers are unavailable with {backend.model}: {backend.scoring_unavailable}; "
-                "use --ranker agree, or logprob"
+                "use the agree ranker, or logprob",
+                setting="ranker:reviewer",
+                values={"model": backend.model, "why": backend.scoring_unavailable},
             )
         self.backend = backend
         self.coder = LogprobRanker(backend) if coder else None

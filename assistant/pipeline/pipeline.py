@@ -85,7 +85,11 @@ def load_generator(name: str, model: str | None = None, progress: Progress | Non
         name = LOCAL_ENGINES[engine]
         if name != "local":
             if options.get("precision") not in (None, "fp32"):
-                raise UsageError(f"--precision is a transformers setting; the {engine} engine runs int8")
+                raise UsageError(
+                    f"local.precision is a transformers setting; the {engine} engine runs int8",
+                    setting="precision:engine",
+                    values={"engine": engine},
+                )
             # `decoding` (the local.decoding setting) is the openvino engine's; the others decode plainly.
             kept = ("context", "threads", "decoding") if name == "local-ov" else ("context", "threads")
             options = {key: value for key, value in options.items() if key in kept}
@@ -178,7 +182,9 @@ class Request:
     replace: tuple[str, ...] = ()
     stub: Stub | None = field(default=None, repr=False)  # `function`'s stub in `target`, found once
     repo_tests: RepoTests | None = None  # the repo's tests that rank a stub's candidates (None: none planned)
-    repo_tests_skipped: str | None = None  # why the repo's tests do not run (None: they run, or none mention it)
+    # Why the repo's tests do not run (None: they run, or none mention it): the refusal, which a door may word in
+    # its own terms (its `setting`).
+    repo_tests_skipped: UsageError | None = None
 
     @classmethod
     def resolve(
@@ -258,7 +264,9 @@ def check_request(
             "python names the interpreter the repo's tests run with: name a function to fill too", setting="python"
         )
     if python is not None and not Path(python).expanduser().exists():
-        raise UsageError(f"the interpreter {python} does not exist", setting="python:missing")
+        raise UsageError(
+            f"the interpreter {python} does not exist", setting="python:missing", values={"python": python}
+        )
     if test_cmd is not None and not repo_tests:
         raise UsageError(
             "a test command names the repo's tests, which are turned off; give one or the other",
@@ -272,13 +280,17 @@ def find_request_stub(target: Target, function: str, name: str, requirement: str
     from assistant.core.stubs import find_stub
 
     if not target.exists:
-        raise UsageError(f"{name} does not exist; --function fills a stub in an existing file")
+        raise UsageError(
+            f"{name} does not exist; the function to fill is a stub in an existing file",
+            setting="function:missing_file",
+            values={"name": name},
+        )
     return find_stub(target.text, function, name, requirement_given=bool(requirement.strip()), tree=target.tree)
 
 
 def plan_repo_tests(
     target: Target, function: str, *, test_cmd: str | None = None, python: str | Path | None = None
-) -> tuple[RepoTests | None, str | None]:
+) -> tuple[RepoTests | None, UsageError | None]:
     """The repo's tests for `function` of `target` (:func:`assistant.core.repo_tests.repo_tests`, in the git work
     tree around the file as named, so a link out is seen), and why none run when they cannot (None: they can,
     or none mention it). A reason they cannot run is an error when `test_cmd` asked for them."""
@@ -292,7 +304,7 @@ def plan_repo_tests(
     except UsageError as exc:
         if test_cmd is not None:  # asked for: the reason they cannot run is the answer
             raise
-        return None, str(exc)
+        return None, exc
 
 
 @dataclass(frozen=True)
@@ -308,7 +320,7 @@ class Answer:
     result: GenerateResult
     pick: Pick
     repo_tests: RepoTests | None = None
-    repo_tests_skipped: str | None = None
+    repo_tests_skipped: UsageError | None = None
     repaired: Repaired | None = None
     source: str | None = None
     served_by: str | None = None
@@ -326,7 +338,8 @@ class Answer:
         data["source"] = self.source
         data.update(door or {})
         data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
-        data["repo_tests_skipped"] = self.repo_tests_skipped  # why none ran (None: they ran, or none mention it)
+        skipped = self.repo_tests_skipped  # why none ran (None: they ran, or none mention it)
+        data["repo_tests_skipped"] = None if skipped is None else str(skipped)
         data["repair"] = None if self.repaired is None else self.repaired.to_json()
         for shown in data["candidates"]:
             shown["repair_round"] = None if self.repaired is None else self.repaired.origin.get(shown["sample"])
@@ -505,7 +518,8 @@ class Pipeline:
                 index = load_repo_index(source.root, fragments=True) if source.kind == "repo" and source.root else None
                 if index is None:
                     raise UsageError(
-                        "--fragments retrieves the repository's code fragments: run `assist index` in the repo first"
+                        "fragments retrieves the repository's code fragments: run `assist index` in the repo first",
+                        setting="fragments:no_index",
                     )
                 if index.encoder_name != self._encoder.name:  # a run killed between the functions' and its save
                     raise UsageError(
@@ -883,7 +897,10 @@ class Pipeline:
             return []
         source = self.source(progress)
         if source.kind != "repo":
-            raise UsageError("--apis shows functions from the repository's index: run `assist index` in the repo first")
+            raise UsageError(
+                "apis shows functions from the repository's index: run `assist index` in the repo first",
+                setting="apis:no_index",
+            )
         return list(source.index.examples)
 
     def _source_root(self, progress: Progress, k: int) -> Path | None:

@@ -22,7 +22,7 @@ from assistant.config import (
 from assistant.errors import AssistError, UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_code, setup_logging, show_progress
 from assistant.ui.docstring_cmd import docstring, hook_app
-from assistant.ui.errors import flag_errors
+from assistant.ui.errors import flag_errors, said_with_flags
 from assistant.ui.eval_cmd import eval_app
 from assistant.ui.help import MAX_WIDTH, AssistGroup
 from assistant.ui.interrupt import cancel_guard
@@ -331,6 +331,8 @@ def _print_json(answer: Answer, applied: int | None, verdict: str | None) -> Non
     write."""
     door = {"applied": applied is not None, "applied_candidate": None if applied is None else applied + 1}
     data = answer.to_json({**door, "verdict": verdict})
+    if answer.repo_tests_skipped is not None:  # the library's reason, said with the flags
+        data["repo_tests_skipped"] = str(said_with_flags(answer.repo_tests_skipped))
     for shown in data["candidates"]:
         shown["bidi_controls"] = bidi_controls(shown["code"])  # code that may run otherwise than it reads
     out.print_json(json.dumps(data))
@@ -342,7 +344,8 @@ def _print_answer(answer: Answer, explain: bool, applied: int | None, verdict: s
     """The answer as text: the repo's tests (`repo_tests`: they were asked for), the result, the repair rounds,
     and last the verdict."""
     if repo_tests:
-        _print_repo_tests(answer.repo_tests, answer.repo_tests_skipped)
+        skipped = answer.repo_tests_skipped
+        _print_repo_tests(answer.repo_tests, None if skipped is None else str(said_with_flags(skipped)))
     if explain and answer.served_by:  # which trained artifact chose the demonstrations, or why none did
         out.print(f"[bold]Retriever[/]: {escape(answer.served_by)}", markup=True)
     if explain and answer.ranker_served_by:  # the same for the trained discriminator
@@ -422,7 +425,10 @@ def _print_repo_tests(plan: RepoTests | None, skipped: str | None) -> None:
         why = f"skipped: {skipped}" if skipped else "none mention the function (name some with --test-cmd)"
         out.print(f"[bold]Repo tests[/]: {escape(why)}", markup=True)
         return
-    out.print(f"[bold]Repo tests[/] ({escape(plan.describe())}), each candidate in a sandboxed copy:", markup=True)
+    out.print(
+        f"[bold]Repo tests[/] ({escape(plan.describe(given='--test-cmd'))}), each candidate in a sandboxed copy:",
+        markup=True,
+    )
 
 
 def _warn_cut_off(result: Any) -> None:

@@ -68,14 +68,17 @@ def print_code(code: str, lexer: str = "python") -> None:
 
 
 def friendly_errors(command: F) -> F:
-    """Print an AssistError as one line on stderr and exit with its code; Ctrl-C exits 130."""
+    """Print an AssistError as one line on stderr (a setting the library names, as its flag) and exit with its
+    code; Ctrl-C exits 130."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
         except AssistError as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True)
+            from assistant.ui.errors import said_with_flags  # the library's words for a setting, as flags
+
+            err.print(f"[bold red]error:[/] {escape(str(said_with_flags(exc)))}", markup=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             err.print("interrupted")

@@ -20,6 +20,7 @@ import typer
 from assistant.config import MAX_K
 from assistant.errors import UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
+from assistant.ui.errors import said_with_flags
 from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     BASICS,
@@ -97,7 +98,7 @@ def _not_writable(job: FileJob, staged: bool, root: Path | None, force: bool) ->
         check_compiles(job.raw, job.name, "the file as it is")  # parses, but Python refuses it
         write_target(job.path, root or Path.cwd(), force)
     except UsageError as exc:  # read-only, a symlink out of the repo, hard links
-        return str(exc)
+        return str(said_with_flags(exc))
     return None
 
 
@@ -217,7 +218,7 @@ def document(
             outcome.fail(job.name, f"not written: {why}")
             continue
         except UsageError as exc:
-            outcome.fail(job.name, f"not written: {exc}")
+            outcome.fail(job.name, f"not written: {said_with_flags(exc)}")
             continue
         entry["written_to_disk"] = True
         outcome.changed += 1

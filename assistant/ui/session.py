@@ -72,7 +72,7 @@ class State:
     replace: tuple[str, ...] = ()  # the target file's definitions the candidates may rewrite (a plain request)
     tests: list[str] = field(default_factory=list)
     repo_tests: RepoTests | None = None  # filling a stub: the repo's tests that ran on its candidates
-    repo_tests_skipped: str | None = None  # why none ran (None: they ran, or none mention the function)
+    repo_tests_skipped: UsageError | None = None  # why none ran (None: they ran, or none mention the function)
 
     @property
     def tested(self) -> bool:
@@ -372,7 +372,7 @@ class Session:
         try:
             self.state.repo_tests = repo_tests(self.root, file.path.relative_to(self.root), function)
         except UsageError as exc:
-            self.state.repo_tests_skipped = str(exc)
+            self.state.repo_tests_skipped = exc
         return self.state.repo_tests
 
     def resample(self, position: int, progress: Progress = _quiet) -> GenerateResult:

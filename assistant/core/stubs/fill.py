@@ -257,10 +257,10 @@ def _checked(
     UsageError: fewer than one sample asked for, or neither a file nor a target."""
     params = params or SamplingParams()
     if params.n < 1:
-        raise UsageError("-n must be at least 1")
+        raise UsageError("n must be at least 1", setting="n:below_one")
     if target is None:
         if file is None:
-            raise UsageError("--function needs --file, the file that holds the stub")
+            raise UsageError("a function to fill needs the target file that holds its stub", setting="function")
         target = Target.read(file)
     return params, target
 

@@ -92,7 +92,7 @@ def prepare_stub(
     from assistant.core.generation import retrieve_step
 
     if k < 0:
-        raise UsageError("-k must be 0 or more")
+        raise UsageError("k must be 0 or more", setting="k:negative")
     report = progress or (lambda stage, done, total: None)
     display = target.display(root)
     requirement, stub, query = _requirement_and_stub(function, target, display, requirement, stub)
@@ -128,7 +128,11 @@ def _requirement_and_stub(
     from assistant.backends import check_text
 
     if not target.exists:
-        raise UsageError(f"{target.given} does not exist; --function fills a stub in an existing file")
+        raise UsageError(
+            f"{target.given} does not exist; the function to fill is a stub in an existing file",
+            setting="function:missing_file",
+            values={"name": target.given},
+        )
     requirement = (requirement or "").strip()
     if requirement:
         check_text(requirement, "the requirement")
