@@ -670,15 +670,17 @@ def remembered_endpoint(artifact: Path) -> tuple[str, str] | None:
     return None
 
 
-def untrusted_message(config: RepoConfig, keys: list[str]) -> str:
-    """The one line that refuses an untrusted routing setting and says how to trust the file."""
+def untrusted_message(config: RepoConfig, keys: list[str]) -> UsageError:
+    """The one-line error that refuses an untrusted routing setting and says how to trust the file, or override
+    it (`setting` "trust:override", `values["refusal"]`: the line up to the override, for a door's own wording)."""
     what = ", ".join(f"{key} = {config.values[key]!r}" for key in keys)
     why = "changed since you trusted it" if config.trust == "changed" else "is not trusted"
-    return (
+    refusal = (
         f"{config.path} sets {what} (where your code and keys are sent) and this file {why}; review it, then run "
-        f"`assist config trust` in {config.path.parent} (undo: `assist config untrust`), or override it with "
-        "--backend/--base-url/--model or the environment"
+        f"`assist config trust` in {config.path.parent} (undo: `assist config untrust`)"
     )
+    message = f"{refusal}, or override it with your own setting or the environment"
+    return UsageError(message, setting="trust:override", values={"refusal": refusal})
 
 
 @dataclass(frozen=True)
@@ -721,7 +723,7 @@ class Settings:
         """Refuse, with one line, settings whose destination would come from an untrusted repo file."""
         blocked = self.blocked(keys)
         if blocked and self.repo is not None:
-            raise UsageError(untrusted_message(self.repo, blocked))
+            raise untrusted_message(self.repo, blocked)
 
     def describe(self) -> list[dict[str, Any]]:
         """Rows for `assist config show`: key, value (secrets masked), source, trust (for repo values), meaning, and

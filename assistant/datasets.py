@@ -58,7 +58,11 @@ class Task:
 
 def _mbpp_records(path: Path) -> list[dict]:
     if not path.is_file():
-        raise UsageError(f"MBPP file {path} not found (pass --dataset mbpp:PATH, e.g. mbpp:{MBPP_DEFAULT_PATH})")
+        raise UsageError(
+            f"MBPP file {path} not found (name the dataset mbpp:PATH, e.g. mbpp:{MBPP_DEFAULT_PATH})",
+            setting="dataset:mbpp_missing",
+            values={"path": path, "default": MBPP_DEFAULT_PATH},
+        )
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -185,10 +189,10 @@ def load_dataset(spec: str, split: str = "test") -> list[Task]:
 def subset(tasks: list[Task], limit: int | None, seed: int) -> list[Task]:
     """A fixed subset: the first `limit` tasks of a shuffle seeded by `seed`, returned in the dataset's order.
 
-    Subsets are nested: for one seed, the tasks of --limit 40 are among those of --limit 100.
+    Subsets are nested: for one seed, the tasks of limit 40 are among those of limit 100.
     """
     if limit is not None and limit < 1:  # a negative slice would quietly drop tasks from the end
-        raise UsageError(f"--limit must be at least 1, not {limit}")
+        raise UsageError(f"limit must be at least 1, not {limit}", setting="limit:range", values={"limit": limit})
     if limit is None or limit >= len(tasks):
         return list(tasks)
     order = list(range(len(tasks)))

@@ -268,7 +268,7 @@ def test_condor_on_the_generators_backbone_trains_only_a_head(tmp_path: Path, mo
                 model.probabilities(data.problems[program.problem], [program.code])[0]
             )
     assert sum(right) / len(right) > sum(wrong) / len(wrong)
-    with pytest.raises(UsageError, match="no contrastive stage: add --no-contrastive"):
+    with pytest.raises(UsageError, match="no contrastive stage: turn contrastive off"):
         CondorConfig(backbone="generator")
 
 

@@ -98,7 +98,7 @@ def run_discriminator_eval(
     out.mkdir(parents=True, exist_ok=True)
     train, held = data.split(holdout, base.seed)
     if not held.programs:
-        raise UsageError("the held-out part is empty: use more problems or a larger --holdout")
+        raise UsageError("the held-out part is empty: use more problems or a larger holdout", setting="holdout:empty")
     results: dict = {"data": {"train": train.describe(), "held_out": held.describe()}, "variants": {}}
     stage1: dict | None = None
     for name in variants:

@@ -70,7 +70,11 @@ class LailConfig:
         if self.loss not in LOSSES:
             raise UsageError(f"unknown loss {self.loss!r}; choose {' or '.join(LOSSES)}")
         if self.queries < 0:
-            raise UsageError(f"--queries must be 0 (every example) or more, not {self.queries}")
+            raise UsageError(
+                f"queries must be 0 (every example) or more, not {self.queries}",
+                setting="queries:range",
+                values={"queries": self.queries},
+            )
 
 
 def text_hash(example: Example) -> str:
@@ -286,7 +290,7 @@ def train_lail(
     model is the generator it serves) in `directory` (default: the pool's unkeyed LAIL folder)."""
     config = config or LailConfig()
     if config.positives + config.soft_negatives > config.candidates:
-        raise UsageError("--positives plus --soft-negatives must not exceed --candidates")
+        raise UsageError("positives plus soft_negatives must not exceed candidates", setting="lail:counts")
     if len(index) < config.candidates + 2:
         raise UsageError(f"LAIL needs more than {config.candidates + 1} examples, the pool has {len(index)}")
     directory = directory or artifact_dir(index, "lail")

@@ -592,9 +592,12 @@ def train_selfracg(
     skipped)."""
     pairs = fragment_pairs(index.examples, config.pairs, config.seed)
     if len(pairs) < config.batch:
+        values = {"pool": describe_pool(index), "pairs": len(pairs), "batch": config.batch}
         raise UsageError(
-            f"the {describe_pool(index)} has {len(pairs)} pairs of consecutive fragments; a batch of "
-            f"{config.batch} needs at least as many (lower --batch)"
+            f"the {values['pool']} has {len(pairs)} pairs of consecutive fragments; a batch of {config.batch} needs "
+            "at least as many (lower the batch)",
+            setting="batch:pairs",
+            values=values,
         )
     if config.synthetic and generator is None:
         raise ValueError("stage 2 needs the generator that writes the continuations")
@@ -608,10 +611,13 @@ def train_selfracg(
         rows = 8 if device == "cpu" else 256
         examples = continuations(generator, starts, config, JsonlCache(directory / CONTINUATIONS_FILE), progress, rows)
         if len(examples) < config.batch:
+            pool, batch = describe_pool(index), config.batch
             raise UsageError(
-                f"the model continued {len(starts)} fragments of the {describe_pool(index)} into {len(examples)} "
-                f"long enough to learn from; a batch of {config.batch} needs as many (raise --synthetic, lower "
-                "--batch, or train stage 1 only: --synthetic 0)"
+                f"the model continued {len(starts)} fragments of the {pool} into {len(examples)} long enough to "
+                f"learn from; a batch of {batch} needs as many (raise synthetic, lower the batch, or train stage 1 "
+                "only: synthetic 0)",
+                setting="batch:synthetic",
+                values={"starts": len(starts), "pool": pool, "examples": len(examples), "batch": batch},
             )
     ine, source = load_ine(model, precision, config, device)
     stats: dict[str, Any] = train_stage1(ine, pairs, progress)

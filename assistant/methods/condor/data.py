@@ -417,7 +417,10 @@ def training_problems(from_bank: str | None, from_eval: Sequence[Path], root: Pa
     sources["eval_models"] = [eval_model(folder) for folder in from_eval]
     if not groups:
         if root is None:
-            raise UsageError("nothing to train on: give --from-bank or --from-eval, or run inside a git repo")
+            raise UsageError(
+                "nothing to train on: give a bank or an eval run's candidates, or run inside a git repo",
+                setting="discriminator:no_data",
+            )
         groups.append(problems_from_repo(root))
         sources["repo"] = str(root)
     return merge_problems(*groups), sources

@@ -66,7 +66,10 @@ class CondorConfig:
 
     def __post_init__(self) -> None:
         if self.contrastive and self.backbone.partition(":")[0] == GENERATOR:
-            raise UsageError("the generator backbone is frozen, so it has no contrastive stage: add --no-contrastive")
+            raise UsageError(
+                "the generator backbone is frozen, so it has no contrastive stage: turn contrastive off",
+                setting="contrastive:frozen",
+            )
 
 
 def make_model(config: CondorConfig, directory: Path | None = None) -> Any:
@@ -468,7 +471,9 @@ class Condor:
             raise not_trained_for("discriminator", others[0], generator, how)
         if directory is None:
             raise UsageError(
-                "no trained discriminator: run `assist train discriminator` (in this repo, or with --from-bank mbpp)"
+                "no trained discriminator: run `assist train discriminator` (in this repo, or on the MBPP bank: "
+                "`assist train discriminator --from-bank mbpp`)",
+                setting="discriminator:none",
             )
         key = (str(directory), (directory / "manifest.json").stat().st_mtime_ns)
         if key not in _LOADED:
@@ -524,7 +529,7 @@ def train_and_save(
     if not problems:
         raise UsageError("no problems to train the discriminator on")
     if not 0 <= holdout < 1:
-        raise UsageError("--holdout must be at least 0 and below 1")
+        raise UsageError("holdout must be at least 0 and below 1", setting="holdout:range")
     data = build_dataset(
         problems, mutants_per_program=mutants, seed=config.seed, cache=verification_cache(), progress=progress
     )
