@@ -414,7 +414,7 @@ def test_numeric_options_out_of_range_are_one_line_errors(tmp_path: Path, args: 
 def test_eval_subset_refuses_a_limit_below_one() -> None:
     from assistant.evaluate import subset
 
-    with pytest.raises(UsageError, match="^limit must be at least 1, not -1$"):  # the CLI says --limit
+    with pytest.raises(UsageError, match=r"^limit must be at least 1, not -1$"):  # the CLI says --limit
         subset([], -1, 0)
 
 
