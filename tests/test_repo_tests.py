@@ -197,6 +197,7 @@ def test_outside_a_git_work_tree_the_tests_are_skipped_with_a_reason(tmp_path: P
         asked = run([*args, "--test-cmd", "pytest tests"], url)
     assert shown.exit_code == 0, shown.output
     assert "Repo tests: skipped:" in shown.stdout and "not a git work tree" in shown.stdout
+    assert "run only in one (or --no-repo-tests)" in shown.stdout  # the library's reason, said with the flag
     assert asked.exit_code == 2 and "not a git work tree" in asked.stderr
 
 
@@ -217,5 +218,6 @@ def test_found_tests_do_not_run_without_a_filesystem_wall(project: Path, monkeyp
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["repo_tests"] is None and "no filesystem wall here" in data["repo_tests_skipped"]
+    assert data["repo_tests_skipped"].endswith("would run as you; --test-cmd runs them anyway")  # the CLI's words
     plan = repo_tests(project, "geo.py", "square", test_cmd="pytest tests/test_geo.py")
     assert plan is not None and plan.args == ("tests/test_geo.py",) and not plan.found
