@@ -8,18 +8,69 @@ tokens, are the features; only the head (2 x 896 + 1 numbers) is trained. The ba
 (problem, code) is encoded once and kept: the classifier's epochs then cost next to nothing, and there is no
 contrastive stage (it would move the backbone). The text is the generation prompt (the problem, no
 demonstrations) and the code in the answer's fence, as the model saw its own samples.
+
+With a feature store (`features`, a folder: `eval discriminator` keeps one beside its models), each pair's features
+are also written to disk as soon as they are encoded and read back before encoding, keyed by the backend's model and
+precision and the exact text: the 1.5B model needs hours for an evaluation's pairs, and a stopped run then resumes.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from assistant.errors import ModelError
 
+if TYPE_CHECKING:
+    from assistant.backends import BackendIdentity
+    from assistant.backends.prompts import Prompt
+
 GENERATOR = "generator"  # the `backbone` of a CondorConfig that means the local generator, frozen
 BATCH_TOKENS = 4096  # padded tokens per forward pass
+
+
+class FeatureStore:
+    """Features on disk: one float32 `.npy` per (backend identity, prompt, continuation), at `<key[:2]>/<key>.npy`.
+    Each file is written to a temporary name and renamed, so a stop leaves whole files; one that cannot be read
+    back as the expected vector (truncated, damaged) counts as absent and is encoded again."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @staticmethod
+    def key(identity: BackendIdentity, prompt: Prompt, continuation: str) -> str:
+        """sha256 of the model and its precision (bf16 and fp32 features differ), the prompt and the continuation."""
+        text = json.dumps(
+            {"identity": identity.manifest(), "prompt": prompt.to_json(), "continuation": continuation},
+            sort_keys=True,  # ASCII (the default): any text, lone surrogates included, hashes
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.npy"
+
+    def get(self, key: str, width: int) -> np.ndarray | None:
+        """The stored features of `key`, or None when there are none of `width` numbers to read."""
+        try:
+            array = np.load(self.path(key), allow_pickle=False)
+        except (OSError, ValueError, EOFError):  # absent, truncated or not an array
+            return None
+        return array if array.shape == (width,) and array.dtype == np.float32 else None
+
+    def put(self, key: str, features: np.ndarray) -> None:
+        """Write `key`'s features (as float32), replacing any earlier file at once."""
+        target = self.path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        with partial.open("wb") as handle:
+            np.save(handle, np.asarray(features, dtype=np.float32))
+        os.replace(partial, target)
 
 
 class GeneratorDiscriminator:
@@ -27,7 +78,9 @@ class GeneratorDiscriminator:
 
     frozen = True  # only the head trains: no contrastive stage, no encoder learning rate
 
-    def __init__(self, model: str | None = None, head_path: Path | None = None) -> None:
+    def __init__(self, model: str | None = None, head_path: Path | None = None, features: Path | None = None) -> None:
+        """The local generator `model` (default: the default generator), with the head saved at `head_path` (else a
+        new one) and, with `features`, a :class:`FeatureStore` in that folder (else nothing is written)."""
         import torch
 
         from assistant.backends.local import local_transformers
@@ -35,8 +88,9 @@ class GeneratorDiscriminator:
         backend = local_transformers(model, "auto")  # one frozen copy per process, shared with SelfRACG
         self.backend = backend
         self.model_name = backend.model
-        hidden = int(backend.lm.config.hidden_size)
-        self.head = torch.nn.Linear(2 * hidden, 1)
+        self.width = 2 * int(backend.lm.config.hidden_size)
+        self.head = torch.nn.Linear(self.width, 1)
+        self.store = FeatureStore(features) if features is not None else None
         if head_path is not None:
             from safetensors.torch import load_file
 
@@ -59,18 +113,30 @@ class GeneratorDiscriminator:
 
     def embed(self, batch: Sequence[tuple[str, str]]) -> Any:
         """[final hidden state at the code's end ; its mean over the code's tokens] for each pair (fp32): the
-        generation prompt for the problem (no demonstrations), then the code in the answer's fence."""
+        generation prompt for the problem (no demonstrations), then the code in the answer's fence. With a store,
+        what it holds is read instead of encoded, and what is encoded is written to it."""
         import torch
 
         from assistant.backends.prompts import build_prompt
 
         known = self._features if self.head.training else {}
         missing = [pair for pair in dict.fromkeys(batch) if pair not in known]
+        texts = {pair: (build_prompt(pair[0]), pair[1].rstrip() + "\n```") for pair in missing}
+        keys: dict[tuple[str, str], str] = {}
+        if self.store is not None:
+            identity = self.backend.identity
+            for pair in missing:
+                keys[pair] = self.store.key(identity, *texts[pair])
+                stored = self.store.get(keys[pair], self.width)
+                if stored is not None:
+                    known[pair] = torch.from_numpy(stored)
+            missing = [pair for pair in missing if pair not in known]
         if missing:
-            states = self.backend.continuation_states(
-                [(build_prompt(problem), code.rstrip() + "\n```") for problem, code in missing], BATCH_TOKENS
-            )
+            states = self.backend.continuation_states([texts[pair] for pair in missing], BATCH_TOKENS)
             known.update(zip(missing, states, strict=True))
+            if self.store is not None:  # at once: a stop loses at most this batch
+                for pair, state in zip(missing, states, strict=True):
+                    self.store.put(keys[pair], state.detach().cpu().numpy())
         return torch.stack([known[pair] for pair in batch])
 
     def logits(self, batch: Sequence[tuple[str, str]]) -> Any:
