@@ -101,6 +101,9 @@ def run_discriminator_eval(
         raise UsageError("the held-out part is empty: use more problems or a larger holdout", setting="holdout:empty")
     results: dict = {"data": {"train": train.describe(), "held_out": held.describe()}, "variants": {}}
     stage1: dict | None = None
+    # The generator backbone's features, kept on disk beside the models (keyed by model and precision): encoding
+    # an evaluation's pairs takes hours with a large model, and a stopped run resumes from them.
+    features = out / "models" / "generator-features"
     for name in variants:
         config = replace(base, **VARIANTS[name])
         directory = out / "models" / name
@@ -108,7 +111,7 @@ def run_discriminator_eval(
         manifest = read_manifest(directory)
         if manifest is not None and _resumable(manifest, identity, config):
             # Trained by an earlier run on the same data and settings: resume instead of retraining.
-            model = Condor.load(directory).model
+            model = Condor.load(directory, features).model
             stats, scores = manifest["stats"], manifest["held_out"]
         else:
             if config.contrastive and stage1 is None:
@@ -118,6 +121,7 @@ def run_discriminator_eval(
                 config,
                 lambda s, d, t, name=name: report(f"{name}: {s}", d, t),
                 start_from=stage1 if config.contrastive else None,
+                features=features,
             )
             scores = evaluate_discriminator(model, held, config)
             (directory / "scores.jsonl").unlink(missing_ok=True)  # an earlier model's probabilities

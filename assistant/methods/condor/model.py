@@ -72,14 +72,15 @@ class CondorConfig:
             )
 
 
-def make_model(config: CondorConfig, directory: Path | None = None) -> Any:
+def make_model(config: CondorConfig, directory: Path | None = None, features: Path | None = None) -> Any:
     """The discriminator a config names: the generator's frozen backbone (`generator`, or `generator:MODEL`) and a
     head (:mod:`assistant.methods.condor.generator`), else an encoder fine-tuned whole. `directory`: a saved
-    one's folder (its head, and for an encoder its weights)."""
+    one's folder (its head, and for an encoder its weights). `features`: the generator backbone's feature store
+    (a folder; unused by an encoder)."""
     head = directory / "head.safetensors" if directory is not None else None
     if config.backbone.partition(":")[0] == GENERATOR:
         model = config.backbone.partition(":")[2] or None
-        return GeneratorDiscriminator(model, head)
+        return GeneratorDiscriminator(model, head, features)
     return _Discriminator(directory / "encoder" if directory is not None else backbone_dir(config.backbone), head)
 
 
@@ -279,19 +280,24 @@ def classifier_stage(model: _Discriminator, data: Dataset, config: CondorConfig,
 
 
 def train_discriminator(
-    data: Dataset, config: CondorConfig, progress: Progress | None = None, start_from: dict | None = None
+    data: Dataset,
+    config: CondorConfig,
+    progress: Progress | None = None,
+    start_from: dict | None = None,
+    features: Path | None = None,
 ) -> tuple[_Discriminator, dict]:
     """Stage 1 (contrastive, when enabled) then stage 2 (classifier); returns the model and training stats.
 
     `start_from` is the result of :func:`shared_stage1` on the same data and config: the ablations that keep
-    stage 1 share it instead of repeating it (its losses and time are reported as theirs).
+    stage 1 share it instead of repeating it (its losses and time are reported as theirs). `features`: where a
+    generator backbone keeps its features (see :func:`make_model`).
     """
     import torch
 
     report = progress or (lambda stage, done, total: None)
     started = time.perf_counter()
     torch.manual_seed(config.seed)  # the head's initial weights: the same for every variant
-    model = make_model(config)
+    model = make_model(config, features=features)
     stats: dict = {"contrastive_losses": [], "classifier_losses": [], "contrastive_seconds": 0.0}
     if config.contrastive and start_from is not None:
         model.encoder.load_state_dict(start_from["encoder"])
@@ -449,11 +455,11 @@ class Condor:
         return self.manifest
 
     @classmethod
-    def load(cls, directory: Path) -> Condor:
+    def load(cls, directory: Path, features: Path | None = None) -> Condor:
         """The discriminator saved in `directory`, loaded anew (over the generator its head was trained over);
-        none there is a one-line error saying how to train one."""
+        none there is a one-line error saying how to train one. `features`: see :func:`make_model`."""
         manifest = load_manifest(directory, cls.method, cls.what, "run `assist train discriminator`")
-        model = make_model(_saved_config(manifest), directory)
+        model = make_model(_saved_config(manifest), directory, features)
         model.train(False)
         return cls(model, manifest, directory)
 
