@@ -552,6 +552,9 @@ def _trust_key(path: Path) -> str:
 
 def _load_trust() -> dict[str, Any]:
     path = trust_file_path()
+    # As for the settings files (_read_bytes): a named pipe there would wait for a writer forever; never opened.
+    if (kind := _special_kind(path)) is not None:
+        raise UsageError(f"the trust record {path} is {kind}, not assist's record; move it away or delete it")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -231,6 +231,21 @@ def test_a_named_pipe_where_the_config_file_should_be_is_refused_without_opening
     assert line.endswith("config.toml is a named pipe, not a settings file; move it away or make it a TOML file"), line
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_where_the_trust_record_should_be_is_refused_without_opening_it(tmp_path: Path) -> None:
+    # As for the settings files: reading the trust record (any repo file's trust) once opened a FIFO and waited
+    # for a writer forever. In a child with a timeout, so that a regression fails here instead of hanging.
+    folder = tmp_path / "config"
+    folder.mkdir()
+    os.mkfifo(folder / "trusted.json")
+    (tmp_path / ".assist.toml").write_text('backend = "local"\n')
+    env = {**os.environ, "ASSIST_CONFIG_DIR": str(folder), "PYTHONPATH": str(Path(__file__).parents[1])}
+    command = [sys.executable, "-P", "-m", "assistant", "config", "show"]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    line = one_line_error(result, 2, str(folder / "trusted.json"))
+    assert line.endswith("trusted.json is a named pipe, not assist's record; move it away or delete it"), line
+
+
 # --- 6. ranker specs -------------------------------------------------------------------------------------------
 
 
