@@ -8,26 +8,25 @@ from collections.abc import Mapping
 class AssistError(Exception):
     """A problem the user can fix; the CLI prints its message on one line and exits non-zero.
 
-    The message should say what is wrong and, where there is one, how to fix it.
+    The message should say what is wrong and, where there is one, how to fix it, in the library's terms (a setting
+    by its name, never a command line's flag). `setting`, when given, names the setting (or settings joined by "+")
+    the message is about ("function", "replace+function"; a rule about one setting adds it after a colon,
+    "force:untracked"), so that a door can word the message in its own (a command line's flags); None: the message
+    stands as it is. `values`: what the message states, by name (a path, the value refused), for the door's wording.
     """
 
     exit_code: int = 1
-
-
-class UsageError(AssistError):
-    """Bad input from the user (empty requirement, bad path, malformed bank line).
-
-    `setting`, when given, names the setting (or settings joined by "+") the message is about, in the library's
-    terms ("function", "replace+function"; a rule about one setting adds it after a colon, "force:untracked"), so
-    that a door can word the message in its own (a command line's flags); None: the message stands as it is.
-    `values`: what the message states, by name (a path, the value refused), for the door's wording of it."""
-
-    exit_code = 2
 
     def __init__(self, *args: object, setting: str | None = None, values: Mapping[str, object] | None = None) -> None:
         super().__init__(*args)
         self.setting = setting
         self.values: dict[str, object] = dict(values or {})
+
+
+class UsageError(AssistError):
+    """Bad input from the user (empty requirement, bad path, malformed bank line)."""
+
+    exit_code = 2
 
 
 class ModelError(AssistError):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from assistant.errors import UsageError
+from assistant.errors import AssistError, ModelError, UsageError
 from assistant.ui.errors import COMBINATIONS, LINES, said_with_flags
 
 from .conftest import assist_here, git
@@ -34,18 +34,6 @@ NOT_MESSAGES = {
 }
 # Messages still to be worded by setting, in files another change is reworking. Remove entries as they go.
 PENDING = {
-    ("assistant/backends/embeddings.py", "--embedder"),
-    ("assistant/backends/local.py", "--device"),
-    ("assistant/backends/local.py", "-k"),
-    ("assistant/backends/local_server.py", "--engine"),
-    ("assistant/backends/local_server.py", "--port"),
-    ("assistant/backends/openai_api.py", "-k"),
-    ("assistant/backends/openai_api.py", "--api"),
-    ("assistant/backends/openai_api.py", "--base-url"),
-    ("assistant/backends/openai_api.py", "--timeout"),
-    ("assistant/backends/openai_api.py", "--model"),
-    ("assistant/backends/ov.py", "-n"),
-    ("assistant/backends/ov.py", "--max-new-tokens"),
     ("assistant/evaluate/repo/run.py", "--apply"),
     ("assistant/evaluate/repo/run.py", "--task"),
 }
@@ -181,3 +169,133 @@ def test_an_untrusted_repo_setting_is_overridden_by_flag_on_the_command_line(tmp
     assert str(refusal) == f"{head}, or override it with your own setting or the environment"
     cli = f"{head}, or override it with --backend/--base-url/--model or the environment"
     assert str(said_with_flags(refusal)) == cli
+
+
+def _unnamed_embedder() -> None:
+    from assistant.backends.embeddings import EndpointEncoder
+
+    EndpointEncoder.connect("")
+
+
+def _unserved_backend() -> None:
+    from types import SimpleNamespace
+
+    from assistant.backends.local_server import LocalServer
+
+    LocalServer(SimpleNamespace(name="ct2"))
+
+
+def _local_prompt_too_long() -> None:
+    from assistant.backends.local import LocalBackend
+    from assistant.backends.prompts import build_prompt
+
+    backend = LocalBackend.__new__(LocalBackend)  # no model: only what check_fits reads
+    backend.model, backend.context, backend.window = "m", 100, 32768
+    backend.count_tokens = lambda prompt: 90  # type: ignore[method-assign]
+    backend.check_fits(build_prompt("return a number"), 20)
+
+
+TOO_LONG = (
+    "the prompt takes 90 tokens and 20 more are asked for, but the limit is a context of 100 (the local.context "
+    "setting; m's own window is 32768)"
+)
+
+
+@pytest.mark.parametrize(
+    ("refuse", "library", "cli"),
+    [
+        (
+            _unnamed_embedder,
+            "name the embeddings model: an embedder openai:<model>",
+            "name the embeddings model: --embedder openai:<model>",
+        ),
+        (
+            _unserved_backend,
+            "the ct2 backend cannot be served; use the openvino engine",
+            "the ct2 backend cannot be served; use --engine openvino",
+        ),
+        (
+            _local_prompt_too_long,
+            f"{TOO_LONG}; shorten the requirement, use fewer demonstrations or a smaller target file",
+            f"{TOO_LONG}; shorten the requirement, use fewer demonstrations (-k) or a smaller target file",
+        ),
+    ],
+)
+def test_a_backend_or_benchmark_refusal_names_the_setting_and_the_cli_the_flag(refuse, library, cli) -> None:
+    with pytest.raises(AssistError) as caught:
+        refuse()
+    assert str(caught.value) == library
+    said = said_with_flags(caught.value)
+    assert str(said) == cli and type(said) is type(caught.value)  # the same kind: the same exit code
+
+
+def test_a_taken_port_is_refused_in_the_settings_words_and_by_the_cli_with_the_flag() -> None:
+    import socket
+    from types import SimpleNamespace
+
+    from assistant.backends.local_server import LocalServer
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(AssistError) as caught:
+            LocalServer(SimpleNamespace(name="local-ov", sample_texts=None, echo=None), port=port)
+    error = caught.value.values["error"]
+    assert str(caught.value) == f"cannot listen on 127.0.0.1:{port} ({error}); choose another port"
+    assert str(said_with_flags(caught.value)) == f"cannot listen on 127.0.0.1:{port} ({error}); choose another --port"
+
+
+def test_no_cuda_is_refused_in_the_settings_words_and_by_the_cli_with_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    from assistant.backends.local import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UsageError) as caught:
+        resolve_device("cuda")
+    no_gpu = f"torch {torch.__version__} sees no CUDA GPU here"
+    assert str(caught.value) == f"device cuda: {no_gpu}; use device cpu"
+    assert str(said_with_flags(caught.value)) == f"--device cuda: {no_gpu}; use --device cpu"
+
+
+def test_the_openvino_cache_refusal_is_said_with_the_flags_by_the_cli() -> None:
+    # Raised deep in a sampling loop: the library's text is in the source (the scan above checks it names no flag).
+    source = (LIBRARY / "backends" / "ov.py").read_text(encoding="utf-8")
+    assert "ask for fewer candidates (n), fewer tokens (max_new_tokens) or a shorter prompt" in source
+    error = ModelError("the library's words", setting="n:cache", values={"cache_gb": 2})
+    assert str(said_with_flags(error)) == (
+        "the OpenVINO engine could not hold this request in its 2 GB attention cache; ask for fewer candidates (-n), "
+        "fewer tokens (--max-new-tokens) or a shorter prompt"
+    )
+
+
+def test_a_warm_servers_error_keeps_its_setting_so_the_cli_says_it_as_in_process() -> None:
+    import json
+
+    from assistant.backends.local_server import _setting_of
+    from assistant.backends.warm import _result
+
+    error = UsageError("the library's words", setting="k:local_context", values={"used": 90, "limit": Path("x")})
+    line = {"error": {"kind": "UsageError", "message": str(error), **_setting_of(error)}}
+    with pytest.raises(UsageError) as caught:
+        _result(json.dumps(line).encode() + b"\n", "/socket")
+    assert str(caught.value) == "the library's words"
+    assert (caught.value.setting, caught.value.values) == ("k:local_context", {"used": 90, "limit": "x"})
+    assert _setting_of(UsageError("no setting")) == {}
+
+
+def test_the_cli_says_a_warning_about_a_setting_with_its_flag() -> None:
+    import logging
+
+    from assistant.ui.console import _WarningHandler, err
+
+    message = "the prompt is about 90 tokens (estimated) plus 20 new, over the server's context of 100: some servers "
+    record = logging.LogRecord("assistant.x", logging.WARNING, __file__, 1, message + "cut it silently", None, None)
+    record.setting, record.values = "k:server_estimate", {"used": 90, "new_tokens": 20, "context": 100}
+    with err.capture() as captured:
+        _WarningHandler().emit(record)
+    assert captured.get() == f"warning: {message}cut it silently; use fewer demonstrations (-k)\n"
+    plain = logging.LogRecord("assistant.x", logging.WARNING, __file__, 1, "no setting here", None, None)
+    with err.capture() as captured:
+        _WarningHandler().emit(plain)
+    assert captured.get() == "warning: no setting here\n"

@@ -17,6 +17,7 @@ from assistant.core.candidates import collect
 from assistant.core.rank import Problem, rank
 from assistant.errors import Cancelled, ModelError, UsageError
 from assistant.pipeline.registry import make_rankers
+from assistant.ui.errors import said_line, said_with_flags
 
 from .openai_server import Script, model_echo, openai_server
 
@@ -149,9 +150,13 @@ def test_slow_server_times_out() -> None:
     with openai_server(Script(delay_s=2.0)) as (url, _):
         backend = connect(url, timeout=0.5, retries=0)
         started = time.perf_counter()
-        with pytest.raises(ModelError, match=r"did not answer within 0.5 s"):
+        with pytest.raises(ModelError, match=r"did not answer within 0.5 s") as caught:
             backend.sample(PROMPT, SamplingParams(n=1))
     assert time.perf_counter() - started < 2.0
+    head = f"{backend.base_url} did not answer within 0.5 s (0 retries); raise "
+    assert str(caught.value) == head + "the openai.timeout setting or check the server"
+    said = said_with_flags(caught.value)  # the command line's line, as before; still a ModelError (exit code 1)
+    assert str(said) == head + "--timeout or check the server" and isinstance(said, ModelError)
 
 
 def test_malformed_json_is_reported() -> None:
@@ -169,8 +174,12 @@ def test_unknown_model_is_refused_at_load_listing_what_is_served() -> None:
 def test_unknown_model_without_a_model_list_fails_on_the_request() -> None:
     with openai_server(Script(list_models=False)) as (url, _):
         backend = connect(url, model="gpt-9")
-        with pytest.raises(ModelError, match=r"does not know model 'gpt-9'"):
+        with pytest.raises(ModelError, match=r"does not know model 'gpt-9'") as caught:
             backend.sample(PROMPT, SamplingParams(n=1))
+    message = str(caught.value)
+    assert message.endswith("; check the model and openai.base_url settings (usually …/v1)"), message
+    head = message.removesuffix("; check the model and openai.base_url settings (usually …/v1)")
+    assert str(said_with_flags(caught.value)) == head + "; check --model and --base-url (usually …/v1)"
 
 
 def test_unreachable_server() -> None:
@@ -183,8 +192,15 @@ def test_unreachable_server() -> None:
 
 def test_missing_base_url_and_key_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(UsageError, match="--base-url"):
+    with pytest.raises(UsageError, match=r"the openai\.base_url setting") as caught:
         load_backend("openai")
+    assert str(said_with_flags(caught.value)) == (
+        "the openai backend needs --base-url (e.g. http://127.0.0.1:8080/v1, which `assist serve --port 8080` starts) "
+        "or OPENAI_API_KEY for api.openai.com"
+    )
+    with pytest.raises(UsageError, match=r"openai\.api must be chat or completions, not 'json'") as caught:
+        load_backend("openai", base_url="http://127.0.0.1:9/v1", api="json")
+    assert str(said_with_flags(caught.value)) == "--api must be chat or completions, not 'json'"
     with pytest.raises(UsageError, match="'notaurl' is not a server's URL"):  # at once, not after retries
         load_backend("openai", base_url="notaurl")
 
@@ -224,8 +240,11 @@ def test_completions_api_renders_text_and_cuts_at_the_stop_string() -> None:
 def test_context_overflow_from_the_server_is_a_usage_error() -> None:
     with openai_server(Script(context=50)) as (url, _):
         backend = connect(url)
-        with pytest.raises(UsageError, match="input is too long"):
+        with pytest.raises(UsageError, match="input is too long") as caught:
             backend.sample(PROMPT, SamplingParams(n=1))
+    message = str(caught.value)
+    assert message.endswith("; use fewer demonstrations"), message
+    assert str(said_with_flags(caught.value)) == message + " (-k)"
 
 
 def test_estimated_overflow_warns_before_sending(caplog: pytest.LogCaptureFixture) -> None:
@@ -234,6 +253,45 @@ def test_estimated_overflow_warns_before_sending(caplog: pytest.LogCaptureFixtur
         with caplog.at_level(logging.WARNING, logger="assistant"):
             backend.sample(PROMPT, SamplingParams(n=1, max_new_tokens=64))
     assert "estimated" in caplog.text and "context of 100" in caplog.text
+    [record] = [r for r in caplog.records if "estimated" in r.getMessage()]
+    message = record.getMessage()
+    assert message.endswith("some servers cut it silently; use fewer demonstrations"), message
+    # The CLI's warning handler says it as before, with the flag.
+    assert said_line(message, record.setting, record.values) == message + " (-k)"
+
+
+def test_a_server_of_no_model_list_or_several_asks_for_the_model_setting() -> None:
+    with openai_server(Script(list_models=False)) as (url, _), pytest.raises(UsageError) as caught:
+        connect(url)
+    assert str(caught.value) == f"{url} does not list its models; name one in the model setting"
+    assert str(said_with_flags(caught.value)) == f"{url} does not list its models; name one with --model"
+    with openai_server(Script(models=["b", "a"])) as (url, _), pytest.raises(UsageError) as caught:
+        connect(url)
+    assert str(caught.value) == f"{url} serves 2 models; choose one in the model setting (a, b)"
+    assert str(said_with_flags(caught.value)) == f"{url} serves 2 models; choose one with --model (a, b)"
+
+
+def test_the_exact_context_refusal_names_the_setting_and_the_cli_the_flag() -> None:
+    backend = OpenAIBackend.__new__(OpenAIBackend)  # no server: only what check_fits reads
+    backend.model, backend.base_url, backend.context, backend.tokenizer = "m", "http://h/v1", 100, object()
+    backend.count_tokens = lambda prompt: 90  # type: ignore[method-assign]
+    with pytest.raises(UsageError) as caught:
+        backend.check_fits(PROMPT, 20)
+    head = "the prompt takes 90 tokens and 20 more are asked for, but m at http://h/v1 has a context of 100; use "
+    assert str(caught.value) == head + "fewer demonstrations or a smaller file"
+    assert str(said_with_flags(caught.value)) == head + "fewer demonstrations (-k) or a smaller file"
+
+
+def test_a_chat_endpoint_says_why_it_cannot_score_with_the_setting_and_the_cli_with_the_flag() -> None:
+    with openai_server() as (url, _):
+        backend = connect(url)
+    assert "--api" not in backend.scoring_unavailable and "openai.api = completions" in backend.scoring_unavailable
+    with pytest.raises(ModelError) as caught:
+        backend.logprob([(PROMPT, "x = 1\n")])
+    assert str(said_with_flags(caught.value)) == (
+        "the openai backend cannot score given text: chat endpoints cannot score given text; use --api completions "
+        "with a server that echoes prompt log-probabilities (vLLM, OpenAI's legacy completions)"
+    )
 
 
 def test_usage_is_summed_over_requests() -> None:

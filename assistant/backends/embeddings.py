@@ -54,7 +54,7 @@ class EndpointEncoder:
         from assistant.backends.openai_api import make_client
 
         if not model:
-            raise UsageError("name the embeddings model: --embedder openai:<model>")
+            raise UsageError("name the embeddings model: an embedder openai:<model>", setting="embedder:no_model")
         client, url = make_client(base_url, api_key, timeout, retries, what="an embeddings endpoint")
         encoder = cls(client, model, base_url=url, timeout=timeout, retries=retries, batch_size=batch_size)
         encoder.encode(["dimension probe"])

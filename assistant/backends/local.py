@@ -65,7 +65,11 @@ def resolve_device(choice: str) -> str:
         raise UsageError(f"unknown device {choice!r}; choose {', '.join(DEVICES)}")
     available = torch.cuda.is_available()
     if choice == "cuda" and not available:
-        raise UsageError(f"--device cuda: torch {torch.__version__} sees no CUDA GPU here; use --device cpu")
+        raise UsageError(
+            f"device cuda: torch {torch.__version__} sees no CUDA GPU here; use device cpu",
+            setting="device:no_cuda",
+            values={"torch": torch.__version__},
+        )
     if choice == "auto":
         return "cuda" if available else "cpu"
     return choice
@@ -192,10 +196,12 @@ class LocalBackend(Backend):
         """Prompt tokens, or a UsageError saying by how much the prompt overflows the model's context."""
         used = self.count_tokens(prompt)
         if used + new_tokens > self.context:
+            limit = self._limit_source()
             raise UsageError(
                 f"the prompt takes {used} tokens and {new_tokens} more are asked for, but the limit is a context of "
-                f"{self.context}{self._limit_source()}; shorten the requirement, use fewer demonstrations (-k) or a "
-                "smaller target file"
+                f"{self.context}{limit}; shorten the requirement, use fewer demonstrations or a smaller target file",
+                setting="k:local_context",
+                values={"used": used, "new_tokens": new_tokens, "context": self.context, "limit": limit},
             )
         return used
 

@@ -114,7 +114,11 @@ class LocalServer:
         self, backend: Any, port: int = 0, unix_path: Path | None = None, idle_timeout_s: float | None = None
     ) -> None:
         if not hasattr(backend, "sample_texts") or not hasattr(backend, "echo"):
-            raise AssistError(f"the {backend.name} backend cannot be served; use --engine openvino")
+            raise AssistError(
+                f"the {backend.name} backend cannot be served; use the openvino engine",
+                setting="engine:not_served",
+                values={"backend": backend.name},
+            )
         self.backend = backend
         self.unix_path = unix_path
         self.idle_timeout_s = idle_timeout_s
@@ -137,7 +141,11 @@ class LocalServer:
         try:
             httpd = _Server(("127.0.0.1", port), _handler(self))
         except OSError as exc:
-            raise AssistError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); choose another --port") from None
+            raise AssistError(
+                f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); choose another port",
+                setting="port:taken",
+                values={"port": port, "error": exc.strerror},
+            ) from None
         self.port = httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         return httpd
@@ -445,6 +453,16 @@ def _handler(server: LocalServer) -> type[BaseHTTPRequestHandler]:
     return type("Handler", (_Handler,), {"app": server, "routes": routes, "streamed": streamed})
 
 
+def _setting_of(exc: AssistError) -> dict[str, Any]:
+    """The setting an error is about and its values, as JSON (a path as text), so that the client's door words it
+    as it would the in-process engine's error (the command line with its flags); {} for an error about none."""
+    if exc.setting is None:
+        return {}
+    plain = (str, int, float, bool, type(None))
+    values = {key: value if isinstance(value, plain) else str(value) for key, value in exc.values.items()}
+    return {"setting": exc.setting, "values": values}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 60  # seconds a client may take to send its request; a stalled one does not hold a thread
@@ -546,7 +564,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (RequestError, TypeError, KeyError, ValueError) as exc:
             self._line({"error": {"kind": "ModelError", "message": f"the warm server refused the request: {exc}"}})
         except AssistError as exc:  # the engine's own one-line errors, as the in-process engine raises them
-            self._line({"error": {"kind": type(exc).__name__, "message": str(exc)}})
+            self._line({"error": {"kind": type(exc).__name__, "message": str(exc), **_setting_of(exc)}})
         except Exception as exc:
             self._line({"error": {"kind": "ModelError", "message": f"{type(exc).__name__}: {exc}"}})
 

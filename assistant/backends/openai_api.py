@@ -64,6 +64,11 @@ POLL_S = 0.1  # how often a wait on a held request asks its progress callback wh
 # The command that starts an OpenAI-compatible server of the local model (docs/guides/serving.md); plain
 # `assist serve` starts the warm one on a Unix socket, which an http(s) URL cannot reach.
 SERVE_ON_A_PORT = "`assist serve --port 8080`"
+# Why a chat endpoint cannot score given text (`scoring_unavailable`), which other refusals quote after a colon.
+CHAT_CANNOT_SCORE = (
+    "chat endpoints cannot score given text; use the completions API (openai.api = completions) with a server that "
+    "echoes prompt log-probabilities (vLLM, OpenAI's legacy completions)"
+)
 
 
 class OpenAIBackend(Backend):
@@ -110,12 +115,7 @@ class OpenAIBackend(Backend):
         # learnt from a probe before the first score.
         self.can_score = api == "completions"
         self.prefills_answer = api == "completions"  # chat messages cannot end inside the answer
-        self.scoring_unavailable = (
-            ""
-            if self.can_score
-            else "chat endpoints cannot score given text; use --api completions with a server that echoes "
-            "prompt log-probabilities (vLLM, OpenAI's legacy completions)"
-        )
+        self.scoring_unavailable = "" if self.can_score else CHAT_CANNOT_SCORE
         self.logprobs = logprobs or self.can_score
         self.echo_checked = False
 
@@ -143,7 +143,9 @@ class OpenAIBackend(Backend):
     ) -> OpenAIBackend:
         """Connect, check the server answers and serves the model (the only one it serves, if none is named)."""
         if api not in ("chat", "completions"):
-            raise UsageError(f"--api must be chat or completions, not {api!r}")
+            raise UsageError(
+                f"openai.api must be chat or completions, not {api!r}", setting="api:choice", values={"api": api}
+            )
         client, url = make_client(base_url, api_key, timeout, retries, what="the openai backend")
         backend = cls(
             client,
@@ -159,10 +161,18 @@ class OpenAIBackend(Backend):
         served = backend._served_models()
         if model is None:
             if served is None:
-                raise UsageError(f"{url} does not list its models; name one with --model")
+                raise UsageError(
+                    f"{url} does not list its models; name one in the model setting",
+                    setting="model:unlisted",
+                    values={"url": url},
+                )
             if len(served) != 1:
                 names = ", ".join(sorted(served)[:10]) or "none"
-                raise UsageError(f"{url} serves {len(served)} models; choose one with --model ({names})")
+                raise UsageError(
+                    f"{url} serves {len(served)} models; choose one in the model setting ({names})",
+                    setting="model:several",
+                    values={"url": url, "count": len(served), "names": names},
+                )
             model = next(iter(served))
             backend.model = model
         elif served is not None and model not in served:
@@ -204,7 +214,15 @@ class OpenAIBackend(Backend):
         if self.tokenizer is not None:
             raise UsageError(
                 f"the prompt takes {used} tokens and {new_tokens} more are asked for, but {self.model} at "
-                f"{self.base_url} has a context of {self.context}; use fewer demonstrations (-k) or a smaller file"
+                f"{self.base_url} has a context of {self.context}; use fewer demonstrations or a smaller file",
+                setting="k:server_context",
+                values={
+                    "used": used,
+                    "new_tokens": new_tokens,
+                    "model": self.model,
+                    "url": self.base_url,
+                    "context": self.context,
+                },
             )
         if used > ESTIMATE_SURE_OVER * self.context:
             raise UsageError(
@@ -213,10 +231,14 @@ class OpenAIBackend(Backend):
             )
         log.warning(
             "the prompt is about %d tokens (estimated) plus %d new, over the server's context of %d: "
-            "some servers cut it silently; use fewer demonstrations (-k)",
+            "some servers cut it silently; use fewer demonstrations",
             used,
             new_tokens,
             self.context,
+            extra={
+                "setting": "k:server_estimate",
+                "values": {"used": used, "new_tokens": new_tokens, "context": self.context},
+            },
         )
         return used
 
@@ -538,8 +560,10 @@ def make_client(
 
     if base_url is None and api_key is None:
         raise UsageError(
-            f"{what} needs --base-url (e.g. http://127.0.0.1:8080/v1, which {SERVE_ON_A_PORT} starts) "
-            "or OPENAI_API_KEY for api.openai.com"
+            f"{what} needs a server URL (the openai.base_url setting, e.g. http://127.0.0.1:8080/v1, which "
+            f"{SERVE_ON_A_PORT} starts) or OPENAI_API_KEY for api.openai.com",
+            setting="base_url:missing",
+            values={"what": what},
         )
     if base_url is not None:
         check_base_url(base_url)
@@ -576,18 +600,21 @@ def call_api(
     url: str,
     timeout: float,
     retries: int,
-    too_long: str = "use fewer demonstrations (-k)",
+    too_long: str | None = None,
     **kwargs: Any,
 ) -> Any:
     """Call an `openai` client method, turning its exceptions into one-line errors that say what to do
-    (`too_long`: what to do when the server says the input is too long)."""
+    (`too_long`: what to do when the server says the input is too long; None: use fewer demonstrations)."""
     import openai
 
     try:
         return method(**kwargs)
     except openai.APITimeoutError:
         raise ModelError(
-            f"{url} did not answer within {timeout:g} s ({retries} retries); raise --timeout or check the server"
+            f"{url} did not answer within {timeout:g} s ({retries} retries); raise the openai.timeout setting or "
+            "check the server",
+            setting="timeout:expired",
+            values={"url": url, "timeout": timeout, "retries": retries},
         ) from None
     except openai.APIConnectionError as exc:
         cause = exc.__cause__ or exc
@@ -600,7 +627,12 @@ def call_api(
     except openai.NotFoundError as exc:
         model = kwargs.get("model")
         what = f"does not know model {model!r}" if model else "has no such endpoint"
-        error = ModelError(f"{url} {what} (404: {_message(exc)}); check --model and --base-url (usually …/v1)")
+        message = _message(exc)
+        error = ModelError(
+            f"{url} {what} (404: {message}); check the model and openai.base_url settings (usually …/v1)",
+            setting="model:not_found",
+            values={"url": url, "what": what, "message": message},
+        )
         raise error from exc
     except openai.RateLimitError:
         raise ModelError(
@@ -609,6 +641,12 @@ def call_api(
     except openai.BadRequestError as exc:
         text = _message(exc)
         if any(word in text.lower() for word in ("context", "too long", "maximum", "exceed")):
+            if too_long is None:  # the prompt's demonstrations are what a user can cut
+                raise UsageError(
+                    f"{url} says the input is too long: {text}; use fewer demonstrations",
+                    setting="k:server_too_long",
+                    values={"url": url, "text": text},
+                ) from None
             raise UsageError(f"{url} says the input is too long: {text}; {too_long}") from None
         raise ModelError(f"{url} rejected the request: {text}") from None
     except openai.APIStatusError as exc:

@@ -302,7 +302,9 @@ class OpenVINOBackend(ConvertedBackend):
                 # The scheduler drops a request its attention cache cannot hold: never return fewer rows quietly.
                 raise ModelError(
                     f"the OpenVINO engine could not hold this request in its {CACHE_GB} GB attention cache; "
-                    "ask for fewer candidates (-n), fewer tokens (--max-new-tokens) or a shorter prompt"
+                    "ask for fewer candidates (n), fewer tokens (max_new_tokens) or a shorter prompt",
+                    setting="n:cache",
+                    values={"cache_gb": CACHE_GB},
                 )
         return [[own[key] for key in sorted(own)] for own in rows]
 

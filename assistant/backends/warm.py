@@ -333,7 +333,10 @@ def _result(text: bytes, socket_path: str) -> Any:
     import assistant.errors
 
     kind = getattr(assistant.errors, str(error.get("kind")), None)
-    raise (kind if isinstance(kind, type) and issubclass(kind, AssistError) else ModelError)(message)
+    raised = (kind if isinstance(kind, type) and issubclass(kind, AssistError) else ModelError)(message)
+    if isinstance(error.get("setting"), str) and isinstance(error.get("values"), dict):
+        raised.setting, raised.values = error["setting"], error["values"]  # for the door's wording, as in-process
+    raise raised
 
 
 def completion_from_json(data: dict[str, Any]) -> Completion:

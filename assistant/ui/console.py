@@ -200,10 +200,14 @@ def show_progress(json_output: bool) -> bool:
 
 
 class _WarningHandler(logging.Handler):
-    """The library's warnings (logger "assistant") as `warning: ...` lines on stderr."""
+    """The library's warnings (logger "assistant") as `warning: ...` lines on stderr; one about a setting (logged
+    with `extra={"setting": ..., "values": ...}`, as an error names it) said with its flag, as errors are."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        err.print(f"[yellow]warning:[/] {escape(record.getMessage())}", markup=True)
+        from assistant.ui.errors import said_line  # the library's words for a setting, as flags
+
+        message = said_line(record.getMessage(), getattr(record, "setting", None), getattr(record, "values", {}))
+        err.print(f"[yellow]warning:[/] {escape(message)}", markup=True)
 
 
 def setup_logging() -> None:

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from assistant.errors import UsageError
+from assistant.backends.openai_api import CHAT_CANNOT_SCORE
+from assistant.errors import AssistError, UsageError
 from assistant.pipeline.options import STUB_ONLY, SettingError
 
 # A generation setting's flag on `assist generate` / `assist tui`.
@@ -93,6 +94,33 @@ LINES = {
     "(lower --batch)",
     "batch:synthetic": "the model continued {starts} fragments of the {pool} into {examples} long enough to learn "
     "from; a batch of {batch} needs as many (raise --synthetic, lower --batch, or train stage 1 only: --synthetic 0)",
+    "embedder:no_model": "name the embeddings model: --embedder openai:<model>",
+    "device:no_cuda": "--device cuda: torch {torch} sees no CUDA GPU here; use --device cpu",
+    "engine:not_served": "the {backend} backend cannot be served; use --engine openvino",
+    "port:taken": "cannot listen on 127.0.0.1:{port} ({error}); choose another --port",
+    "api:choice": "--api must be chat or completions, not {api!r}",
+    "base_url:missing": "{what} needs --base-url (e.g. http://127.0.0.1:8080/v1, which `assist serve --port 8080` "
+    "starts) or OPENAI_API_KEY for api.openai.com",
+    "model:unlisted": "{url} does not list its models; name one with --model",
+    "model:several": "{url} serves {count} models; choose one with --model ({names})",
+    "model:not_found": "{url} {what} (404: {message}); check --model and --base-url (usually …/v1)",
+    "timeout:expired": "{url} did not answer within {timeout:g} s ({retries} retries); raise --timeout or check the "
+    "server",
+    "k:local_context": "the prompt takes {used} tokens and {new_tokens} more are asked for, but the limit is a context "
+    "of {context}{limit}; shorten the requirement, use fewer demonstrations (-k) or a smaller target file",
+    "k:server_context": "the prompt takes {used} tokens and {new_tokens} more are asked for, but {model} at {url} has "
+    "a context of {context}; use fewer demonstrations (-k) or a smaller file",
+    "k:server_estimate": "the prompt is about {used} tokens (estimated) plus {new_tokens} new, over the server's "
+    "context of {context}: some servers cut it silently; use fewer demonstrations (-k)",
+    "k:server_too_long": "{url} says the input is too long: {text}; use fewer demonstrations (-k)",
+    "n:cache": "the OpenVINO engine could not hold this request in its {cache_gb} GB attention cache; ask for fewer "
+    "candidates (-n), fewer tokens (--max-new-tokens) or a shorter prompt",
+}
+# A reason the library states inside other messages (a backend's `scoring_unavailable`, which the rankers'
+# refusals and training's quote), as the command line says it: replaced wherever it appears in a message.
+PHRASES = {
+    CHAT_CANNOT_SCORE: "chat endpoints cannot score given text; use --api completions with a server that echoes "
+    "prompt log-probabilities (vLLM, OpenAI's legacy completions)",
 }
 
 
@@ -111,13 +139,29 @@ def as_flags(exc: UsageError, values: Mapping[str, Any]) -> UsageError:
     return said_with_flags(exc)
 
 
+def said_line(message: str, setting: str | None, values: Mapping[str, Any]) -> str:
+    """The command line's wording of a library message about `setting` (:data:`LINES`, filled in from `values`),
+    with the phrases it quotes said the same way (:data:`PHRASES`); `message` itself when neither applies."""
+    line = LINES[setting].format(**values) if setting in LINES else message
+    for library, cli in PHRASES.items():
+        line = line.replace(library, cli)
+    return line
+
+
 def said_with_flags(exc: BaseException) -> BaseException:
-    """A library UsageError whose `setting` is one of :data:`LINES`, said as the command line says it (filled in
-    from the error's `values`); any other error as it is. What `friendly_errors` prints, whatever the command."""
-    setting = getattr(exc, "setting", None)
-    if not isinstance(exc, UsageError) or setting not in LINES:
+    """A library error (an AssistError) whose `setting` is one of :data:`LINES`, or that quotes one of
+    :data:`PHRASES`, said as the command line says it: the same kind of error (its exit code, its attributes)
+    with that message and no setting left to word. Any other error as it is. What `friendly_errors` prints,
+    whatever the command."""
+    if not isinstance(exc, AssistError):
         return exc
-    return UsageError(LINES[setting].format(**exc.values))
+    line = said_line(str(exc), exc.setting, exc.values)
+    if line == str(exc):
+        return exc
+    said = type(exc).__new__(type(exc))  # not its __init__, whose arguments differ by kind (ConversionFailed)
+    said.__dict__.update(vars(exc), setting=None, values={})
+    said.args = (line,)
+    return said
 
 
 @contextmanager
