@@ -33,10 +33,7 @@ NOT_MESSAGES = {
     ("assistant/methods/selfracg.py", "--corpus"),
 }
 # Messages still to be worded by setting, in files another change is reworking. Remove entries as they go.
-PENDING = {
-    ("assistant/evaluate/repo/run.py", "--apply"),
-    ("assistant/evaluate/repo/run.py", "--task"),
-}
+PENDING: set[tuple[str, str]] = set()
 
 
 @cache
@@ -171,6 +168,12 @@ def test_an_untrusted_repo_setting_is_overridden_by_flag_on_the_command_line(tmp
     assert str(said_with_flags(refusal)) == cli
 
 
+def _strategy_on_line_tasks() -> None:
+    from assistant.evaluate.repo.run import check_strategies
+
+    check_strategies(["hybrid+apis"], "line")
+
+
 def _unnamed_embedder() -> None:
     from assistant.backends.embeddings import EndpointEncoder
 
@@ -204,6 +207,11 @@ TOO_LONG = (
 @pytest.mark.parametrize(
     ("refuse", "library", "cli"),
     [
+        (
+            _strategy_on_line_tasks,
+            "+apis shows the functions a stub's file uses: it is for function tasks only",
+            "+apis shows the functions a stub's file uses: it is for --task function only",
+        ),
         (
             _unnamed_embedder,
             "name the embeddings model: an embedder openai:<model>",
@@ -282,6 +290,18 @@ def test_a_warm_servers_error_keeps_its_setting_so_the_cli_says_it_as_in_process
     assert str(caught.value) == "the library's words"
     assert (caught.value.setting, caught.value.values) == ("k:local_context", {"used": 90, "limit": "x"})
     assert _setting_of(UsageError("no setting")) == {}
+
+
+def test_the_cli_says_a_strategy_for_function_tasks_with_the_task_flag(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from assistant.ui.cli import app
+
+    # Refused while the flags are checked, before any project or model is touched.
+    result = CliRunner().invoke(app, ["eval", "repo", "--task", "line", "--strategies", "hybrid+apis"])
+    assert result.exit_code == 2, result.output
+    line = "error: +apis shows the functions a stub's file uses: it is for --task function only"
+    assert result.output.strip() == line
 
 
 def test_the_cli_says_a_warning_about_a_setting_with_its_flag() -> None:

@@ -200,7 +200,7 @@ def test_fragments_strategy_shows_other_files_code_instead_of_demonstrations(
     assert asked[2].startswith("Code from other places of this repository that may help:")
     assert "These definitions from the project's other files" in asked[2] and "def twice(v):" in asked[2]
     assert [r["correct"] for r in records] == [1, 1, 1]
-    with pytest.raises(UsageError, match="for --task function only"):
+    with pytest.raises(UsageError, match="for function tasks only"):
         check_strategies(["hybrid@fragments"], "line")
     with pytest.raises(UsageError, match="unknown strategy 'zero@fragments'"):
         check_strategies(["zero@fragments"], "function")
@@ -595,7 +595,7 @@ def test_own_file_strategy_shows_the_target_files_other_functions_never_the_hidd
     for wrong in ("zero+file", "hybrid@fragments+file", "hybrid+apis+file"):
         with pytest.raises(UsageError, match="unknown strategy"):
             check_strategies([wrong], "function")
-    with pytest.raises(UsageError, match="for --task function only"):
+    with pytest.raises(UsageError, match="for function tasks only"):
         check_strategies(["hybrid+file"], "line")
 
 
@@ -628,7 +628,7 @@ def test_attrs_strategy_asks_for_the_class_attributes_and_shares_unchanged_promp
     for wrong in ("hybrid+attrs+file", "hybrid+attrs+apis"):
         with pytest.raises(UsageError, match="unknown strategy"):
             check_strategies([wrong], "function")
-    with pytest.raises(UsageError, match="for --task function only"):
+    with pytest.raises(UsageError, match="for function tasks only"):
         check_strategies(["zero+attrs"], "line")
 
 

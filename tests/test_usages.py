@@ -109,7 +109,7 @@ def test_eval_strategies_take_apis_on_function_tasks_only() -> None:
     assert retrieval_of("hybrid+apis") == "hybrid" and retrieval_of("bm25") == "bm25"
     with pytest.raises(UsageError, match="unknown strategy 'nope\\+apis'"):
         check_strategies(["nope+apis"], "function")
-    with pytest.raises(UsageError, match="for --task function only"):
+    with pytest.raises(UsageError, match="for function tasks only"):
         check_strategies(["hybrid+apis"], "line")
 
 

@@ -94,6 +94,7 @@ LINES = {
     "(lower --batch)",
     "batch:synthetic": "the model continued {starts} fragments of the {pool} into {examples} long enough to learn "
     "from; a batch of {batch} needs as many (raise --synthetic, lower --batch, or train stage 1 only: --synthetic 0)",
+    "task:function_only": "{suffix} {what}: it is for --task function only",
     "embedder:no_model": "name the embeddings model: --embedder openai:<model>",
     "device:no_cuda": "--device cuda: torch {torch} sees no CUDA GPU here; use --device cpu",
     "engine:not_served": "the {backend} backend cannot be served; use --engine openvino",

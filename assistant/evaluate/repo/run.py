@@ -258,7 +258,11 @@ def check_strategies(names: Sequence[str], task: str) -> None:
         (FRAGMENTS, shows_fragments, "fills a stub"),
     ):
         if task != "function" and any(shows(s) for s in names):
-            raise UsageError(f"{suffix} {what}: it is for --task function only")
+            raise UsageError(
+                f"{suffix} {what}: it is for function tasks only",
+                setting="task:function_only",
+                values={"suffix": suffix, "what": what},
+            )
 
 
 def _learnable(index: Index, held_out: Sequence[FunctionTask]) -> Index:
@@ -1272,8 +1276,8 @@ def function_table(rows: Sequence[dict]) -> str:
         ]
         parts += [
             "",
-            "With the covering tests visible (what `--apply` writes: the first sample that passes them, else nothing, "
-            "a miss), before and after the repair rounds; seconds per task:",
+            "With the covering tests visible (what `assist generate --apply` writes: the first sample that passes "
+            "them, else nothing, a miss), before and after the repair rounds; seconds per task:",
             "",
             markdown_table(header, body),
         ]
