@@ -222,8 +222,14 @@ def test_without_logprobs_the_ranker_says_it_is_unavailable() -> None:
         completions = backend.sample(PROMPT, SamplingParams(n=2, seed=3))
     assert all(c.logprobs is None for c in completions)
     candidates, _ = collect(completions)
-    with pytest.raises(UsageError, match="logprob ranker is unavailable"):
+    with pytest.raises(UsageError, match="logprob ranker is unavailable") as caught:
         rank(Problem("return a number", PROMPT), candidates, make_rankers("logprob", backend))
+    assert "--" not in str(caught.value)  # the library's words: the settings, by name
+    assert str(said_with_flags(caught.value)) == (  # the CLI's line, the chat endpoint's reason quoted, as before
+        "the logprob ranker is unavailable: tiny-coder returned no log-probabilities and chat endpoints cannot score "
+        "given text; use --api completions with a server that echoes prompt log-probabilities (vLLM, OpenAI's legacy "
+        "completions); use --ranker first, or exec with --test"
+    )
 
 
 def test_completions_api_renders_text_and_cuts_at_the_stop_string() -> None:
