@@ -22,7 +22,7 @@ import gzip
 import json
 from pathlib import Path
 
-from assistant.evaluate.discriminator import BASELINES
+from assistant.evaluate.discriminator import BASELINES, gap_closed, ranker_label
 from assistant.evaluate.metrics import interval_cell, paired_difference
 
 
@@ -86,7 +86,11 @@ def table(dataset: str, by_n: dict[int, dict[str, dict]], versus: str = "first")
     head = "| ranker | " + " | ".join(f"n={n} pass@1 | vs {versus} | gap closed" for n in sizes) + " |"
     lines = [f"{dataset}", "", head, "|---|" + "---|---|---|" * len(sizes)]
     for name in names:
-        cells = [name]
+        # A ranker scored on part of the tasks says so (its pass@1 and gap are over those tasks).
+        labels = [
+            ranker_label(name, by_n[n][name], len(by_n[n]["first"].get("passed", ()))) for n in sizes if name in by_n[n]
+        ]
+        cells = [labels[0] if labels else name]
         for n in sizes:
             rows = by_n[n]
             row, first, oracle, other = rows.get(name), rows["first"], rows["oracle"], rows.get(versus)
@@ -97,8 +101,7 @@ def table(dataset: str, by_n: dict[int, dict[str, dict]], versus: str = "first")
             difference = row.get("versus") if versus == "first" else None
             if name != versus and other is not None and "passed" in row and "passed" in other:
                 difference = paired_difference(row["passed"], other["passed"])
-            gap_points = oracle["pass@1"][0] - first["pass@1"][0]
-            gap = row.get("gap", (row["pass@1"][0] - first["pass@1"][0]) / gap_points if gap_points > 0 else None)
+            gap = row.get("gap", gap_closed(row, first, oracle))
             cells += [
                 interval_cell(row["pass@1"]),
                 interval_cell(difference, signed=True) if difference else "",

@@ -409,3 +409,28 @@ def test_candidates_are_ranked_per_strategy_in_task_order(tmp_path: Path) -> Non
         assert [r["task_id"] for r in group] == sorted(r["task_id"] for r in group)
         rotated = group[17:] + group[:17]
         assert _baseline_picks(rotated) == _baseline_picks(group)
+
+
+def test_a_ranker_scored_on_part_of_the_tasks_gets_its_row_over_those_tasks() -> None:
+    """agree written on a seeded subset of a run (the 1.5B's MBPP: 200 of 500) is still a baseline: its row holds
+    those tasks only, says how many, and its gap share is over the same tasks; rankers on every task are as before."""
+    from assistant.evaluate.discriminator import _baseline_picks, discriminator_tables, gap_closed
+
+    records = []
+    for t in range(6):
+        passed = [t % 2 == 0, True, False]  # first passes on even tasks; the oracle on all
+        samples = [{"code": "x = 1\n", "parsed": True, "passed": p, "logprob": -float(i)} for i, p in enumerate(passed)]
+        record = {"task_id": f"t{t}", "samples": samples, "picks": {"first": 0, "oracle": 1}}
+        if t < 4:  # agree scored the first four only, and always favours the passing sample 1
+            record["scores"] = {"agree": [0.0, 1.0, 0.0]}
+            record["picks"]["agree"] = 1
+        records.append(record)
+    rows = _baseline_picks(records)
+    assert rows["tasks"] == 6 and "tasks" not in rows["first"]
+    assert rows["agree+logprob"]["tasks"] == 4 and set(rows["agree+logprob"]["passed"]) == {"t0", "t1", "t2", "t3"}
+    assert rows["agree+logprob"]["pass@1"][0] == 1.0
+    # Over its four tasks first passes two, so agree closes the whole gap (2 of 2), not 2 of all six tasks' 3.
+    assert gap_closed(rows["agree+logprob"], rows["first"], rows["oracle"]) == 1.0
+    results = {"variants": {}, "baselines": {"toy": rows}}
+    table = discriminator_tables(results)
+    assert "| agree+logprob (on 4 of 6 tasks) | 100.0" in table and "| first | 50.0" in table

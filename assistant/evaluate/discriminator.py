@@ -219,25 +219,44 @@ BASELINES = ("first", "random", "logprob", "reviewer", "coder-reviewer", "agree"
 
 def _baseline_picks(records: list[dict]) -> dict:
     """Pass@1 of the rankers the codegen run already scored on the same samples (those it has), with whether
-    each pick passed, by task."""
+    each pick passed, by task. A ranker the run scored on part of its tasks only (agree on a seeded subset) gets
+    its row over those tasks, with their count as `tasks`."""
     records = _in_task_order(records)
     rows: dict = {}
     for ranker in BASELINES:
         if ranker == "logprob" and not any(s.get("logprob") is not None for r in records for s in r["samples"]):
             continue  # the server returned no log-probabilities: no such ranker on these samples
         if ranker == "agree+logprob":
-            if not all("agree" in r.get("scores", {}) for r in records):
-                continue
-            chosen = [auto_pick(r) for r in records]
-        elif all(ranker in r["picks"] for r in records):
-            chosen = [r["picks"][ranker] for r in records]
+            held = [r for r in records if "agree" in r.get("scores", {})]
+            chosen = [auto_pick(r) for r in held]
         else:
+            held = [r for r in records if ranker in r["picks"]]
+            chosen = [r["picks"][ranker] for r in held]
+        if not held:
             continue
-        values = [float(c is not None and r["samples"][c]["passed"]) for r, c in zip(records, chosen, strict=True)]
-        passed = {r["task_id"]: v for r, v in zip(records, values, strict=True)}
+        values = [float(c is not None and r["samples"][c]["passed"]) for r, c in zip(held, chosen, strict=True)]
+        passed = {r["task_id"]: v for r, v in zip(held, values, strict=True)}
         rows[ranker] = {"pass@1": bootstrap_ci(values), "passed": passed}
+        if len(held) < len(records):
+            rows[ranker]["tasks"] = len(held)
     rows["tasks"] = len(records)
     return rows
+
+
+def gap_closed(row: dict, first: dict, oracle: dict) -> float | None:
+    """The share of the first-to-oracle gap a ranker's row closes, over the tasks it was scored on (all of the
+    run's, or the subset a `tasks` count marks); None where there is no gap."""
+    if "passed" in row and "passed" in first and "passed" in oracle:
+        shared = [task for task in row["passed"] if task in first["passed"] and task in oracle["passed"]]
+        gap = sum(oracle["passed"][t] - first["passed"][t] for t in shared)
+        return sum(row["passed"][t] - first["passed"][t] for t in shared) / gap if gap > 0 else None
+    gap = oracle["pass@1"][0] - first["pass@1"][0]
+    return (row["pass@1"][0] - first["pass@1"][0]) / gap if gap > 0 else None
+
+
+def ranker_label(name: str, row: dict, tasks: int) -> str:
+    """A ranker's name in a table, with the share of the run's tasks it was scored on where that is not all."""
+    return f"{name} (on {row['tasks']} of {tasks} tasks)" if row.get("tasks", tasks) < tasks else name
 
 
 def discriminator_tables(results: dict) -> str:
@@ -263,12 +282,12 @@ def discriminator_tables(results: dict) -> str:
         rows += [(f"condor: {name}", entry["ranking"][run]) for name, entry in results["variants"].items()]
         rows.append(("oracle (any correct)", entries["oracle"]))
         first, oracle = entries["first"], entries["oracle"]
-        gap = oracle["pass@1"][0] - first["pass@1"][0]
         for name, row in rows:
-            closed = f"{100 * (row['pass@1'][0] - first['pass@1'][0]) / gap:+.0f}%" if gap > 0 else "n/a"
+            share = gap_closed(row, first, oracle)
+            closed = f"{100 * share:+.0f}%" if share is not None else "n/a"
             versus = (
                 paired_difference(row["passed"], first["passed"]) if "passed" in row and "passed" in first else None
             )
             cells = f"{interval_cell(row['pass@1'])} | {interval_cell(versus, signed=True)}"
-            lines.append(f"| {name} | {cells} | {closed} |")
+            lines.append(f"| {ranker_label(name, row, base['tasks'])} | {cells} | {closed} |")
     return "\n".join(lines)
