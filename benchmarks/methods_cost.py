@@ -25,8 +25,8 @@ TRAINING = (
     ("LAIL", "1.5B", "MBPP train: 5,984 labels, then the encoder", "lail-mbpp-train-labels-1.5b", "lail"),
     ("LAIL", "0.5B", "MBPP train: 5,984 labels, then the encoder", "lail-mbpp-train-labels-bf16-t16", "lail"),
     ("JOINTCOM", "1.5B", "120 standard-library functions, k = 4, 2 epochs", "docstring-stdlib-1.5b-s0", "jointcom"),
-    ("Condor", "1.5B", "both backbones on the 1.5B's MBPP train samples", "discriminator-mbpp-ov-1.5b-seed0", "condor"),
-    ("Condor", "0.5B", "both backbones on the 0.5B's MBPP train samples", "discriminator-mbpp-ov-seed0", "condor"),
+    ("Condor", "1.5B", "on the 1.5B's MBPP train samples", "discriminator-mbpp-ov-1.5b-seed0", "condor"),
+    ("Condor", "0.5B", "on the 0.5B's MBPP train samples", "discriminator-mbpp-ov-seed0", "condor"),
 )
 
 # What a folder's seconds leave out, where its README says so.
