@@ -423,8 +423,12 @@ def test_the_device_is_chosen_or_refused_in_one_line(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == resolve_device("cpu") == "cpu"
-    with pytest.raises(UsageError, match="sees no CUDA GPU here; use --device cpu"):
+    with pytest.raises(UsageError, match="sees no CUDA GPU here; use device cpu") as refused:
         resolve_device("cuda")
+    # The library names the setting; the command line says it with the flag.
+    from assistant.ui.errors import said_with_flags
+
+    assert str(said_with_flags(refused.value)).endswith("sees no CUDA GPU here; use --device cpu")
     with pytest.raises(UsageError, match="unknown device 'tpu'"):
         resolve_device("tpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
