@@ -21,7 +21,7 @@ from pathlib import Path
 # (method, generator, what was trained, folder, how to read its seconds)
 TRAINING = (
     ("SelfRACG", "1.5B", "stage 1 on the standard library, 768 pairs", "methods-1.5b-selfracg-stdlib", "train"),
-    ("SelfRACG", "0.5B", "stage 1 on the standard library, 768 pairs", "selfracg-cpu-stdlib-seed0", "train"),
+    ("SelfRACG", "0.5B", "stage 1 on the standard library, 768 pairs; stage 2", "selfracg-cpu-stdlib-seed0", "train"),
     ("LAIL", "1.5B", "MBPP train: 5,984 labels, then the encoder", "lail-mbpp-train-labels-1.5b", "lail"),
     ("LAIL", "0.5B", "MBPP train: 5,984 labels, then the encoder", "lail-mbpp-train-labels-bf16-t16", "lail"),
     ("JOINTCOM", "1.5B", "120 standard-library functions, k = 4, 2 epochs", "docstring-stdlib-1.5b-s0", "jointcom"),
@@ -97,12 +97,17 @@ def main() -> None:
             continue
         parts = training_seconds(folder, kind)
         cells = ", ".join(f"{part}: {seconds:,.0f}" for part, seconds in parts)
-        total = sum(s for _, s in parts) / 60
-        print(f"| {method} | {generator} | {what} | {cells} | {total:.1f} | {NOTES.get(name, '')} |")
+        # A Condor folder's variants are alternatives, each trained on its own: their seconds do not add up.
+        total = f"{sum(s for _, s in parts) / 60:.1f}" if kind != "condor" else "each alone"
+        print(f"| {method} | {generator} | {what} | {cells} | {total} | {NOTES.get(name, '')} |")
     print("\n| retriever | line tasks | ms per query, median | mean | note |")
     print("|---|---|---|---|---|")
     for name, strategy, label in QUERIES:
-        seconds = query_seconds(args.results / name, strategy)
+        folder = args.results / name
+        seconds = query_seconds(folder, strategy) if (folder / "line-retrieval.jsonl.gz").exists() else []
+        if not seconds:
+            print(f"| {label} | not run yet (`{name}`) | | | |")
+            continue
         median, mean = 1000 * statistics.median(seconds), 1000 * statistics.fmean(seconds)
         print(f"| {label} | {len(seconds)} | {median:.1f} | {mean:.1f} | {NOTES.get(name, '')} |")
 

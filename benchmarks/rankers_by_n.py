@@ -143,6 +143,9 @@ def main() -> None:
     args = parser.parse_args()
     combination = json.loads(args.combination.read_text(encoding="utf-8")) if args.combination else None
     found = _runs(args.discriminator, combination)
+    known = {name for by_n in found.values() for rows in by_n.values() for name in rows}
+    if args.versus not in known:
+        raise SystemExit(f"--versus {args.versus}: no such ranker here; choose one of: {', '.join(_order(known))}")
     print("\n\n".join(table(dataset, by_n, args.versus) for dataset, by_n in sorted(found.items())))
     if args.chart:
         chart(found, args.chart)

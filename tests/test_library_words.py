@@ -319,3 +319,31 @@ def test_the_cli_says_a_warning_about_a_setting_with_its_flag() -> None:
     with err.capture() as captured:
         _WarningHandler().emit(plain)
     assert captured.get() == "warning: no setting here\n"
+
+
+def test_a_line_whose_values_do_not_fill_its_template_is_said_as_it_came() -> None:
+    """A refusal whose `values` miss a field of the CLI's template (a warm server of another version sent it) is
+    printed in the library's words, never a KeyError inside the error printer."""
+    from assistant.errors import ModelError
+    from assistant.ui.errors import said_line, said_with_flags
+
+    message = "the OpenVINO engine could not hold this request; ask for fewer candidates (n)"
+    assert said_line(message, "n:cache", {}) == message
+    assert str(said_with_flags(ModelError(message, setting="n:cache", values={}))) == message
+    assert "(-n)" in said_line(message, "n:cache", {"cache_gb": 2})
+
+
+def test_a_repair_stopped_by_a_refusal_is_said_with_the_flags(monkeypatch) -> None:
+    """The repair loop keeps the error that stopped it; `generate` prints it as every error, with the flags."""
+    from types import SimpleNamespace
+
+    from assistant.core.repair import Repaired
+    from assistant.errors import UsageError
+    from assistant.ui import cli
+
+    printed: list[str] = []
+    monkeypatch.setattr(cli.out, "print", lambda text, **_: printed.append(str(text)))
+    refusal = UsageError("k must be 0 or more", setting="k:negative")
+    stopped = Repaired(SimpleNamespace(candidates=[]), [], f"error: {refusal}", error=refusal)
+    cli._print_repair(stopped, explain=False)
+    assert "stopped: error: -k must be 0 or more" in printed[0]

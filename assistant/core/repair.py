@@ -101,6 +101,7 @@ class Repaired:
     seconds: float = 0.0
     first_passed: bool = False  # whether a first-round candidate passed every test
     origin: dict[int, int] = field(default_factory=dict)  # sample number -> the round that made it
+    error: AssistError | None = None  # what stopped it when `stopped` is "error: ...", for a door's own wording
 
     @property
     def passed(self) -> bool:
@@ -275,7 +276,7 @@ def repair(
     started = clock()
     rounds: list[RepairRound] = []
     origin: dict[int, int] = {}
-    stopped = "rounds"
+    stopped, error = "rounds", None
     for number in range(1, options.rounds + 1):
         if clock() - started >= options.budget_s:
             stopped = "budget"
@@ -286,7 +287,7 @@ def repair(
         except Cancelled:
             raise
         except AssistError as exc:  # the longer prompt no longer fits, a server failed: the first round's stand
-            stopped = f"error: {exc}"
+            stopped, error = f"error: {exc}", exc
             break
         result, ranked = _score_round(task, result, completions, score)
         origin.update({item.candidate.sample: number for item in ranked})
@@ -301,4 +302,4 @@ def repair(
             break
     seconds = clock() - started
     result = replace(result, timings={**result.timings, "repair": seconds})
-    return Repaired(result, rounds, stopped, seconds, False, origin)
+    return Repaired(result, rounds, stopped, seconds, False, origin, error)

@@ -59,7 +59,7 @@ class RepoTests:
     limits: ProjectLimits = field(default=REPO_TEST_LIMITS)
     include: tuple[str, ...] | None = None  # the files the run's copy holds (git's view); None: the whole tree
 
-    def describe(self, given: str = "given") -> str:
+    def describe(self, given: str = "your test command") -> str:
         """One line for people: what runs, and with which interpreter; `given`: how the door names tests the
         user gave (a test command), where tests found say "found"."""
         origin = "found" if self.found else given

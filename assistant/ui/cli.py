@@ -397,6 +397,8 @@ def _print_repair(repaired: Repaired, explain: bool) -> None:
         "rounds": "no round's candidate passed",
         "budget": "its time budget was spent",
     }.get(repaired.stopped, repaired.stopped)
+    if repaired.error is not None:  # said with the flags, as every error the command prints
+        stopped = f"error: {said_with_flags(repaired.error)}"
     new = sum(r.candidates for r in repaired.rounds)
     good = sum(r.passes for r in repaired.rounds)
     rounds = len(repaired.rounds)

@@ -143,7 +143,12 @@ def as_flags(exc: UsageError, values: Mapping[str, Any]) -> UsageError:
 def said_line(message: str, setting: str | None, values: Mapping[str, Any]) -> str:
     """The command line's wording of a library message about `setting` (:data:`LINES`, filled in from `values`),
     with the phrases it quotes said the same way (:data:`PHRASES`); `message` itself when neither applies."""
-    line = LINES[setting].format(**values) if setting in LINES else message
+    line = message
+    if setting in LINES:
+        try:
+            line = LINES[setting].format(**values)
+        except (KeyError, IndexError, ValueError):  # values from another version (a warm server): say it as it came
+            line = message
     for library, cli in PHRASES.items():
         line = line.replace(library, cli)
     return line

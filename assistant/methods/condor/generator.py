@@ -45,7 +45,9 @@ class FeatureStore:
 
     @staticmethod
     def key(identity: BackendIdentity, prompt: Prompt, continuation: str) -> str:
-        """sha256 of the model and its precision (bf16 and fp32 features differ), the prompt and the continuation."""
+        """sha256 of the model and its precision (bf16 and fp32 features differ), the prompt and the continuation.
+        The recipe (`LocalBackend.continuation_states`: the last layer's state at the end, and its mean) is not in
+        the key: a change to it must add a version here, or a resumed run reads the old recipe's features."""
         text = json.dumps(
             {"identity": identity.manifest(), "prompt": prompt.to_json(), "continuation": continuation},
             sort_keys=True,  # ASCII (the default): any text, lone surrogates included, hashes
