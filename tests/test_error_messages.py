@@ -311,3 +311,15 @@ def test_replace_lists_methods_as_the_flag_takes_them(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as caught:
         check_replace_names(tree, ["nosuch"], "shapes.py")
     assert str(caught.value).endswith("(it defines: Shape, Shape.__init__, Shape.area)")
+
+
+@pytest.mark.skipif(not os.path.exists(os.devnull) or os.name != "posix", reason="a POSIX null device")
+def test_a_config_file_linked_to_the_null_device_reads_as_empty(tmp_path: Path, monkeypatch) -> None:
+    # Refusing special files must not refuse the one a user links a config to in order to switch it off.
+    from assistant.config import load_settings
+
+    folder = tmp_path / "config"
+    folder.mkdir()
+    (folder / "config.toml").symlink_to(os.devnull)
+    monkeypatch.setenv("ASSIST_CONFIG_DIR", str(folder))
+    assert load_settings(start=tmp_path).backend == "local"  # refused as "a device" before
