@@ -347,3 +347,24 @@ def test_a_repair_stopped_by_a_refusal_is_said_with_the_flags(monkeypatch) -> No
     stopped = Repaired(SimpleNamespace(candidates=[]), [], f"error: {refusal}", error=refusal)
     cli._print_repair(stopped, explain=False)
     assert "stopped: error: -k must be 0 or more" in printed[0]
+
+
+def test_the_json_of_a_repair_stopped_by_a_refusal_says_it_with_the_flags(monkeypatch) -> None:
+    """`--json` says what stopped repair as the text does (the library's `stopped` names no flag)."""
+    import json
+    from types import SimpleNamespace
+
+    from assistant.errors import UsageError
+    from assistant.ui import cli
+
+    printed: list[str] = []
+    monkeypatch.setattr(cli.out, "print_json", printed.append)
+    refusal = UsageError("k must be 0 or more", setting="k:negative")
+    answer = SimpleNamespace(
+        to_json=lambda door: {"candidates": [], "repair": {"stopped": f"error: {refusal}"}},
+        repo_tests_skipped=None,
+        repaired=SimpleNamespace(error=refusal),
+        pick=SimpleNamespace(refused=False),
+    )
+    cli._print_json(answer, None, None)
+    assert json.loads(printed[0])["repair"]["stopped"] == "error: -k must be 0 or more"

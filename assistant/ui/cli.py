@@ -333,6 +333,8 @@ def _print_json(answer: Answer, applied: int | None, verdict: str | None) -> Non
     data = answer.to_json({**door, "verdict": verdict})
     if answer.repo_tests_skipped is not None:  # the library's reason, said with the flags
         data["repo_tests_skipped"] = str(said_with_flags(answer.repo_tests_skipped))
+    if answer.repaired is not None and answer.repaired.error is not None:  # what stopped repair, the same way
+        data["repair"]["stopped"] = f"error: {said_with_flags(answer.repaired.error)}"
     for shown in data["candidates"]:
         shown["bidi_controls"] = bidi_controls(shown["code"])  # code that may run otherwise than it reads
     out.print_json(json.dumps(data))
