@@ -465,32 +465,54 @@ class ConfigFileError(UsageError):
         self.line = line
 
 
-def _special_kind(path: Path) -> str | None:
-    """What `path` is when it is not a regular file ("a folder", "a named pipe", ...), from its status alone (a
-    link is followed); None for a regular file, or one that cannot be looked at (opening it then says why)."""
-    try:
-        mode = path.stat().st_mode
-        # The null device reads as empty at once: a config linked there is a config switched off, as before.
-        if os.path.samefile(path, os.devnull):
-            return None
-    except OSError:
+def _special_kind(info: os.stat_result) -> str | None:
+    """What a file of status `info` is when it is not a regular file ("a folder", "a named pipe", ...); None for
+    a regular file, and for the null device: it reads as empty at once, and a config linked there is a config
+    switched off, as before."""
+    if stat.S_ISREG(info.st_mode):
         return None
-    if stat.S_ISREG(mode):
+    if stat.S_ISCHR(info.st_mode) and info.st_rdev == os.stat(os.devnull).st_rdev:
         return None
-    if stat.S_ISDIR(mode):
+    if stat.S_ISDIR(info.st_mode):
         return "a folder"
     kinds = {stat.S_ISFIFO: "a named pipe", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a device"}
-    return next((kind for test, kind in kinds.items() if test(mode)), "a device")
+    return next((kind for test, kind in kinds.items() if test(info.st_mode)), "a device")
+
+
+class _SpecialFile(Exception):
+    """A settings or trust path that is not a regular file: `kind` says what it is."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+def _read_settings(path: Path, limit: int | None = CONFIG_BYTES + 1) -> bytes:
+    """At most `limit` bytes of `path` (None: all of it) (a link is followed), when it is a regular file or the null
+    device; else _SpecialFile. A folder was once passed over in silence and a named pipe opened, which waits for a
+    writer forever: its status is looked at first, so no device is opened, and again on the open file, so a name
+    swapped for a pipe in between is refused too (the open itself does not wait: O_NONBLOCK). OSError (missing,
+    unreadable) goes to the caller."""
+    try:
+        kind = _special_kind(path.stat())
+    except OSError:
+        kind = None  # opening it says why
+    if kind is not None:
+        raise _SpecialFile(kind)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if (kind := _special_kind(os.fstat(fd))) is not None:
+            raise _SpecialFile(kind)
+        return handle.read(-1 if limit is None else limit)
 
 
 def _read_bytes(path: Path) -> bytes:
-    # A folder of that name was once passed over in silence (no settings, and no word why); a named pipe was
-    # opened, and reading it waits for a writer forever. Neither is opened.
-    if (kind := _special_kind(path)) is not None:
-        raise ConfigFileError(f"{path} is {kind}, not a settings file; move it away or make it a TOML file", path)
     try:
-        with path.open("rb") as handle:
-            data = handle.read(CONFIG_BYTES + 1)
+        data = _read_settings(path)
+    except _SpecialFile as special:
+        raise ConfigFileError(
+            f"{path} is {special.kind}, not a settings file; move it away or make it a TOML file", path
+        ) from None
     except OSError as exc:
         raise ConfigFileError(f"cannot read {path}: {exc.strerror or exc}", path) from None
     if len(data) > CONFIG_BYTES:
@@ -555,11 +577,12 @@ def _trust_key(path: Path) -> str:
 
 def _load_trust() -> dict[str, Any]:
     path = trust_file_path()
-    # As for the settings files (_read_bytes): a named pipe there would wait for a writer forever; never opened.
-    if (kind := _special_kind(path)) is not None:
-        raise UsageError(f"the trust record {path} is {kind}, not assist's record; move it away or delete it")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    try:  # read as the settings files are: a named pipe there would wait for a writer forever
+        data = json.loads(_read_settings(path, limit=None).decode("utf-8"))  # assist's own record: all of it
+    except _SpecialFile as special:
+        raise UsageError(
+            f"the trust record {path} is {special.kind}, not assist's record; move it away or delete it"
+        ) from None
     except FileNotFoundError:
         return {"version": 1, "trusted": {}}
     except (OSError, UnicodeDecodeError, ValueError) as exc:

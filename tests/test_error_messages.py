@@ -232,6 +232,29 @@ def test_a_named_pipe_where_the_config_file_should_be_is_refused_without_opening
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_config_swapped_for_a_named_pipe_after_its_check_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The status is looked at before opening, so no device is opened; a name swapped for a pipe between that look
+    # and the open must be refused from the open file itself: read, it is empty settings or a wait forever.
+    from assistant import config
+
+    monkeypatch.chdir(tmp_path)
+    path = user_config('backend = "local"\n')
+    real_open = os.open
+
+    def swap_then_open(name: object, flags: int, *args: object) -> int:
+        if Path(str(name)) == path and path.is_file():
+            path.unlink()
+            os.mkfifo(path)
+        return real_open(name, flags, *args)
+
+    monkeypatch.setattr(config.os, "open", swap_then_open)
+    with pytest.raises(UsageError, match=r"config.toml is a named pipe, not a settings file"):
+        config.load_settings()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 def test_a_named_pipe_where_the_trust_record_should_be_is_refused_without_opening_it(tmp_path: Path) -> None:
     # As for the settings files: reading the trust record (any repo file's trust) once opened a FIFO and waited
     # for a writer forever. In a child with a timeout, so that a regression fails here instead of hanging.
