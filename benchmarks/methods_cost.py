@@ -33,6 +33,8 @@ TRAINING = (
 NOTES = {
     "lail-mbpp-train-labels-1.5b": "labels: a resumed run; its seconds are the last 4,209 pairs, the first 1,775 "
     "took 29 min before (README): about 99 min of labelling in all",
+    "discriminator-mbpp-ov-1.5b-seed0": "generator backbone: a resumed run; its seconds are the last run's (the "
+    "pairs it still had to encode, and 1,997 read back from disk), with the unit tests beside it for 16 minutes",
     "methods-1.5b-retrieval-lail": "run beside other jobs (the suites, timings): slower than on an idle machine",
 }
 
