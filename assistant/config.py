@@ -488,7 +488,7 @@ class _SpecialFile(Exception):
 
 
 def _read_settings(path: Path, limit: int | None = CONFIG_BYTES + 1) -> bytes:
-    """At most `limit` bytes of `path` (None: all of it) (a link is followed), when it is a regular file or the null
+    """At most `limit` bytes of `path` (None: all of it; a link is followed), when it is a regular file or the null
     device; else _SpecialFile. A folder was once passed over in silence and a named pipe opened, which waits for a
     writer forever: its status is looked at first, so no device is opened, and again on the open file, so a name
     swapped for a pipe in between is refused too (the open itself does not wait: O_NONBLOCK). OSError (missing,
@@ -499,7 +499,7 @@ def _read_settings(path: Path, limit: int | None = CONFIG_BYTES + 1) -> bytes:
         kind = None  # opening it says why
     if kind is not None:
         raise _SpecialFile(kind)
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(fd, "rb") as handle:
         if (kind := _special_kind(os.fstat(fd))) is not None:
             raise _SpecialFile(kind)
