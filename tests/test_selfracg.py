@@ -5,6 +5,7 @@ continuations. The same checks on the real 0.5B model run with the model-backed 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import torch
 from assistant.code.examples import Example
 from assistant.errors import UsageError
 from assistant.methods.selfracg import (
+    PREFIX,
     InformationNeed,
     SelfRacg,
     SelfRacgConfig,
@@ -114,6 +116,32 @@ def test_stage1_trains_only_the_adapters_and_they_round_trip(lm: Any, tmp_path: 
     assert queries.name != candidates.name and queries.dim == 64
     with pytest.raises(ValueError, match="do not match"):
         InformationNeed(lm, ByteTokenizer(), SelfRacgConfig(layers=1)).load_state(ine.state())
+
+
+def test_the_no_prefix_ablation_encodes_candidates_as_they_are_and_keeps_that_in_the_manifest(
+    lm: Any, tmp_path: Path
+) -> None:
+    plain = InformationNeed(lm, ByteTokenizer(), SelfRacgConfig(prefix="", max_tokens=128))
+    marked = InformationNeed(lm, ByteTokenizer(), SelfRacgConfig(max_tokens=128))
+    text = "x = 1\n"
+    assert torch.equal(plain.tokens([text], candidate=True)[0], plain.tokens([text], candidate=False)[0])
+    assert marked.tokens([text], candidate=True)[0].shape[1] > plain.tokens([text], candidate=True)[0].shape[1]
+    SelfRacg(plain, {"config": plain.config.to_json(), "generator": "tiny"}).save(tmp_path)
+    assert json.loads((tmp_path / "manifest.json").read_text())["config"]["prefix"] == ""
+
+
+def test_train_selfracg_offers_the_no_prefix_ablation(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from assistant.ui import train_cmd
+    from assistant.ui.cli import app
+
+    seen: list[SelfRacgConfig] = []
+    monkeypatch.setattr(train_cmd, "_train_selfracg", lambda path, config, *rest: seen.append(config))
+    args = ["train", "retriever", "selfracg", str(tmp_path), "--no-candidate-prefix"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert CliRunner().invoke(app, args[:-1]).exit_code == 0
+    assert seen[0].prefix == "" and seen[1].prefix == PREFIX
 
 
 def test_the_retriever_searches_the_pool_by_inner_product_and_caches_its_vectors(lm: Any) -> None:

@@ -290,6 +290,13 @@ def selfracg(
         ),
     ] = 0,
     stage2_epochs: Annotated[int, typer.Option(help="Passes over stage 2's examples.")] = 2,
+    candidate_prefix: Annotated[
+        bool,
+        typer.Option(
+            help="Mark each candidate fragment with a one-line comment before encoding it, as the paper does "
+            "(--no-candidate-prefix: encode candidates as they are, an ablation)."
+        ),
+    ] = True,
     device: Annotated[
         str,
         typer.Option(
@@ -312,7 +319,7 @@ def selfracg(
     cached). `--device cuda` trains on a GPU. Then `--retriever selfracg`; `selfracg-init` is the same branch
     untrained. The adapters serve the model they were trained on.
     """
-    from assistant.methods.selfracg import SelfRacgConfig
+    from assistant.methods.selfracg import PREFIX, SelfRacgConfig
 
     check_range("--epochs", epochs, 1)
     check_seed(seed)
@@ -327,6 +334,7 @@ def selfracg(
         rank=rank,
         alpha=2.0 * rank,
         layers=layers,
+        prefix=PREFIX if candidate_prefix else "",
         pairs=pairs,
         epochs=epochs,
         batch=batch,
