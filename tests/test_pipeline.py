@@ -119,7 +119,7 @@ def test_generate_help_names_the_defaults_and_the_settings() -> None:
     result = CliRunner().invoke(app, ["generate", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     text = " ".join(result.output.split())
-    assert "generate.n, else 5" in text and "generate.k, else 4" in text and "else 0.95" in text
+    assert "generate.n, else 5" in text and "generate.k, else 4; filling a stub 2" in text and "else 0.95" in text
 
 
 # -- registry ------------------------------------------------------------------------------------------------------
@@ -220,6 +220,27 @@ def test_dense_retrieval_loads_the_encoder_once(tmp_path: Path, bank: Path) -> N
     )
     assert pipeline.retrieve("add two numbers") and pipeline.retrieve("reverse")
     assert len(made) == 1 and pipeline.encoder() is made[0]
+
+
+def test_a_stub_gets_two_demonstrations_and_a_requirement_four_unless_k_is_set(tmp_path: Path) -> None:
+    bank = tmp_path / "bank.jsonl"
+    words = ("add", "multiply", "divide", "subtract", "negate", "square")
+    rows = [
+        {"requirement": f"{word} numbers", "code": f"def f{i}(a, b):\n    return a\n"} for i, word in enumerate(words)
+    ]
+    bank.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    index_bank(bank, FakeEncoder())
+    stub = tmp_path / "calc.py"
+    stub.write_text('def add(a, b):\n    """Add two numbers."""\n    ...\n')
+
+    def shown(options: GenerationOptions) -> tuple[int, int]:
+        pipeline = Pipeline(options, load_settings(start=tmp_path), start=tmp_path, bank=bank, backend=tiny_backend())
+        free = pipeline.generate(Request("add two numbers"))
+        filled = pipeline.generate(Request(file=stub, function="add", root=tmp_path))
+        return len(free.demonstrations), len(filled.demonstrations)
+
+    assert shown(GenerationOptions(n=1, retriever="bm25", ranker="first")) == (4, 2)
+    assert shown(GenerationOptions(n=1, k=3, retriever="bm25", ranker="first")) == (3, 3)
 
 
 def test_the_target_file_is_read_once_per_request(tmp_path: Path, monkeypatch) -> None:

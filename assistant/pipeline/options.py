@@ -24,6 +24,7 @@ from assistant.config import (
     DEFAULT_REDRAW,
     DEFAULT_REPAIR,
     DEFAULT_RETRIEVER,
+    DEFAULT_STUB_K,
     DEFAULT_TEMPERATURE,
     DEFAULT_TESTS_IN_PROMPT,
     DEFAULT_TOP_P,
@@ -132,7 +133,7 @@ class GenerationOptions:
     retriever: str = DEFAULT_RETRIEVER
     ranker: str = DEFAULT_RANKER
     n: int = DEFAULT_N
-    k: int = DEFAULT_K
+    k: int | None = None  # None: DEFAULT_K, or DEFAULT_STUB_K filling a stub (:meth:`k_for`)
     temperature: float = DEFAULT_TEMPERATURE
     top_p: float = DEFAULT_TOP_P
     max_new_tokens: int | None = None
@@ -165,6 +166,13 @@ class GenerationOptions:
             _check_names_from(settings, skip=set(given))
         values.update(given)
         return cls(**values)
+
+    def k_for(self, stub: bool) -> int:
+        """Demonstrations to retrieve for a request: `k` where set, else the default for its kind (fewer for a
+        stub, whose prompt shows its own file already)."""
+        if self.k is not None:
+            return self.k
+        return DEFAULT_STUB_K if stub else DEFAULT_K
 
     @property
     def sample_tokens(self) -> int:

@@ -569,8 +569,9 @@ class Pipeline:
             return self._rankers[key]
 
     def load(self, progress: Progress = silent) -> None:
-        """Load what generation with the current options needs: the retriever (k > 0) and the backend."""
-        if self.options.k > 0:
+        """Load what generation with the current options needs: the retriever (k > 0, or the default) and the
+        backend."""
+        if self.options.k != 0:
             self.retriever(progress)
         self.backend(progress)
 
@@ -602,10 +603,10 @@ class Pipeline:
         progress: Progress = silent,
         function: str | None = None,
     ) -> list[Hit]:
-        """The top `k` (default: the options') demonstrations for `query`, leaving out the examples from
-        `exclude_path` (the target file's own functions: the prompt shows them already); filling a stub
-        (`function`, its qualified name there) with the `own_file` option (the default), only that function."""
-        k = self.options.k if k is None else k
+        """The top `k` (default: the options' for the request's kind) demonstrations for `query`, leaving out the
+        examples from `exclude_path` (the target file's own functions: the prompt shows them already); filling a
+        stub (`function`, its qualified name there) with the `own_file` option (the default), only that function."""
+        k = self.options.k_for(function is not None) if k is None else k
         if k <= 0:
             return []
         retriever = self.retriever(progress)
@@ -636,12 +637,13 @@ class Pipeline:
         if request.function is not None and request.file is None and request.target is None:
             check_request(file=None, function=request.function)
         target = request.read_target()
+        k = options.k_for(request.function is not None)
         # Filling a stub with --fragments: the repo's code fragments take the demonstrations' place.
         fragments = options.fragments and request.function is not None and request.demonstrations is None
-        retrieving = request.demonstrations is None and options.k > 0 and not fragments
+        retrieving = request.demonstrations is None and k > 0 and not fragments
         retriever = self.retriever(progress) if retrieving else None
-        fragment_retriever = self.fragment_retriever(progress) if fragments and options.k > 0 else None
-        root = request.root if request.root is not None else self._source_root(progress, options.k)
+        fragment_retriever = self.fragment_retriever(progress) if fragments and k > 0 else None
+        root = request.root if request.root is not None else self._source_root(progress, k)
         # Before the model loads: `apis` without a repo index is a one-line error, not a wait then an error.
         definitions = self._definitions(options, progress) if request.function is not None else []
         if self._backend is None:
@@ -649,7 +651,7 @@ class Pipeline:
         backend = self.backend(progress)
         shared: dict[str, Any] = {
             "retriever": retriever,
-            "k": options.k if request.demonstrations is None else len(request.demonstrations),
+            "k": k if request.demonstrations is None else len(request.demonstrations),
             "tests": list(request.tests),
             "root": root,
             "rankers": self._chooser(request, options, every_ranker),
@@ -721,7 +723,8 @@ class Pipeline:
             result = repaired.result
         # k = 0 retrieves nothing: no index is opened (nor the encoder loaded) just to name it. Retrieving, or with
         # no root given, generate opened it; demonstrations given with a root, it may be closed: none is named.
-        source = self._source.description if options.k > 0 and self._source is not None else None
+        retrieved = options.k_for(request.function is not None) > 0
+        source = self._source.description if retrieved and self._source is not None else None
         pick = may_write(result.candidates, tested=bool(tests) or plan is not None)
         served = served_by(self._retriever) if result.retriever != "none" else None  # it retrieved: it was built
         ranked = self._ranker_served_by(result)
@@ -784,7 +787,8 @@ class Pipeline:
         backend = self.backend(progress)
         rankers = [self._ranker(name, backend) for name in result.rankers]
         target = request.read_target()
-        root = request.root if request.root is not None else self._source_root(progress, options.k)
+        k = options.k_for(request.function is not None)
+        root = request.root if request.root is not None else self._source_root(progress, k)
         return resample_one(
             result,
             position,
@@ -845,7 +849,9 @@ class Pipeline:
         task = RepairTask(
             target=request.read_target(),
             function=request.function,
-            root=request.root if request.root is not None else self._source_root(progress, options.k),
+            root=request.root
+            if request.root is not None
+            else self._source_root(progress, options.k_for(request.function is not None)),
             params=options.params(),
             replace=tuple(request.replace),  # a repair's edits replace what the first round's may
             stub=request.stub,

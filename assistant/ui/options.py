@@ -19,6 +19,7 @@ from assistant.config import (
     DEFAULT_MAX_NEW_TOKENS,
     DEFAULT_N,
     DEFAULT_REPAIR,
+    DEFAULT_STUB_K,
     DEFAULT_TEMPERATURE,
     DEFAULT_TOP_P,
     REPAIR_BUDGET_S,
@@ -266,7 +267,8 @@ DemosOpt = Annotated[
     int | None,
     typer.Option(
         "-k",
-        help=f"Demonstrations to retrieve, 0 for zero-shot (default: generate.k, else {DEFAULT_K}).",
+        help=f"Demonstrations to retrieve, 0 for zero-shot (default: generate.k, else {DEFAULT_K}; filling a stub "
+        f"{DEFAULT_STUB_K}).",
         show_default=False,
         rich_help_panel=RETRIEVAL,
     ),

@@ -150,7 +150,7 @@ class MainScreen(Screen[None]):
             retriever=self.session.retriever_label,
             ranker=result.rankers[0] if result is not None else options.ranker,
             n=options.n,
-            k=options.k,
+            k=options.k_for(self.function is not None),
             tests=len(self.tests),
             rewrite=self.may_rewrite,
         )

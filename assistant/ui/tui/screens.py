@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 
 from assistant.backends import describe_backends
 from assistant.code.asserts import split_asserts
+from assistant.config import DEFAULT_K, DEFAULT_STUB_K
 from assistant.errors import UsageError
 from assistant.pipeline.registry import RETRIEVER_CHOICES
 from assistant.ui.session import Options
@@ -247,7 +248,8 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 yield Label("Candidates (n)")
                 yield Input(str(o.n), type="integer", id="n")
                 yield Label("Demonstrations (k)")
-                yield Input(str(o.k), type="integer", id="k")
+                demos = "" if o.k is None else str(o.k)
+                yield Input(demos, placeholder=f"auto ({DEFAULT_K}; a stub {DEFAULT_STUB_K})", type="integer", id="k")
                 yield Label("Temperature")
                 yield Input(str(o.temperature), type="number", id="temperature")
                 yield Label("Max new tokens")
@@ -274,7 +276,7 @@ class SettingsScreen(ModalScreen[dict[str, Any] | None]):
                 "retriever": self.query_one("#retriever", Select).value,
                 "ranker": self.query_one("#ranker", Select).value,
                 "n": int(text("n")),
-                "k": int(text("k")),
+                "k": int(text("k")) if text("k") else None,
                 "temperature": float(text("temperature")),
                 "max_new_tokens": int(text("max_new_tokens")) if text("max_new_tokens") else None,
                 "apis": self.query_one("#apis", Switch).value,
