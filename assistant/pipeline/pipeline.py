@@ -846,12 +846,11 @@ class Pipeline:
             )
             return score_all(problem, candidates, rankers)
 
+        k = options.k_for(request.function is not None)
         task = RepairTask(
             target=request.read_target(),
             function=request.function,
-            root=request.root
-            if request.root is not None
-            else self._source_root(progress, options.k_for(request.function is not None)),
+            root=request.root if request.root is not None else self._source_root(progress, k),
             params=options.params(),
             replace=tuple(request.replace),  # a repair's edits replace what the first round's may
             stub=request.stub,
