@@ -3,9 +3,10 @@
 It runs no model: each figure is what a committed folder recorded when it ran (an artifact's training seconds,
 each line task's retrieval seconds, each Condor variant's training seconds), so the figures carry that run's machine
 and load, as its README says. Per-query cost is the median (and mean) seconds a line task's retrieval took on the
-400 line tasks of the four projects (the 0.5B's SelfRACG on its own 200 tasks of two projects). Condor's cost per
-candidate and JOINTCOM's per function are not in these records: `benchmarks/discriminator_speed.py` measures the
-first. It asserts nothing. From the repo root:
+400 line tasks of the four projects (the 0.5B's SelfRACG on its own 200 tasks of two projects): two searches (the
+top 10 for the rank, then the demonstrations, each encoding the query) and the prompt; `generate` searches once.
+Condor's cost per candidate and JOINTCOM's per function are not in these records:
+`benchmarks/discriminator_speed.py` measures the first. It asserts nothing. From the repo root:
 
     .venv/bin/python benchmarks/methods_cost.py [--results results]
 """
@@ -107,7 +108,8 @@ def main() -> None:
         # A Condor folder's variants are alternatives, each trained on its own: their seconds do not add up.
         total = f"{sum(s for _, s in parts) / 60:.1f}" if kind != "condor" else "each alone"
         print(f"| {method} | {generator} | {what} | {cells} | {total} | {NOTES.get(name, '')} |")
-    print("\n| retriever | line tasks | ms per query, median | mean | note |")
+    # A line task's seconds cover two searches (the rank's top 10, then the demonstrations) and its prompt.
+    print("\n| retriever | line tasks | ms a task (two searches and the prompt), median | mean | note |")
     print("|---|---|---|---|---|")
     for name, strategy, label in QUERIES:
         folder = args.results / name
