@@ -23,6 +23,7 @@ from pathlib import Path
 TRAINING = (
     ("SelfRACG", "1.5B", "stage 1 on the standard library, 768 pairs", "methods-1.5b-selfracg-stdlib", "train"),
     ("SelfRACG", "1.5B", "the first 8 layers: stage 1, as above", "methods-1.5b-selfracg-stdlib-layers8", "train"),
+    ("SelfRACG", "1.5B", "no candidate prefix: stage 1, as above", "methods-1.5b-selfracg-stdlib-noprefix", "train"),
     ("SelfRACG", "0.5B", "stage 1 on the standard library, 768 pairs; stage 2", "selfracg-cpu-stdlib-seed0", "train"),
     ("LAIL", "1.5B", "MBPP train: 5,984 labels, then the encoder", "lail-mbpp-train-labels-1.5b", "lail"),
     ("LAIL", "0.5B", "MBPP train: 5,984 labels, then the encoder", "lail-mbpp-train-labels-bf16-t16", "lail"),
@@ -38,7 +39,10 @@ NOTES = {
     "discriminator-mbpp-ov-1.5b-seed0": "generator backbone: a resumed run; its seconds are the last run's (the "
     "pairs it still had to encode, and 1,997 read back from disk), with the unit tests beside it for 16 minutes",
     "methods-1.5b-retrieval-lail": "run beside other jobs (the suites, timings): slower than on an idle machine",
-    "methods-1.5b-selfracg-stdlib-layers8": "a unit-test run beside it for its first 3 minutes",
+    "methods-1.5b-selfracg-stdlib-layers8": "a unit-test run beside it for its first 3 minutes, on a day the "
+    "machine ran about 1.8 times slower (docs/results/speed.md)",
+    "methods-1.5b-selfracg-stdlib-noprefix": "only short checks beside it, but the machine ran about 1.8 times "
+    "slower that day (docs/results/speed.md): not comparable with the 1,198",
     "methods-1.5b-retrieval-selfracg-layers8": "the unit suite beside it for 22 of its 38 minutes: slower than on an "
     "idle machine",
 }
