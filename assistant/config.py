@@ -27,6 +27,9 @@ use the same keys::
     max_new_tokens = 256          # unset: 256 for free generation, sized to the docstring when filling a stub
     seed = 1                      # unset: a fresh seed each time
 
+    [docstring]                   # what `assist docstring` and the hook write with
+    exemplars = "bm25"            # or "jointcom": the repo's trained JOINTCOM retriever picks them
+
 Every value remembers where it came from, so `assist config show` can say why a setting is what it is.
 
 Repo trust: a repo's `.assist.toml` is written by whoever wrote the repo, so the settings that decide where code
@@ -312,8 +315,8 @@ FIELDS: tuple[Field, ...] = (
         _str,
         DEFAULT_RETRIEVER,
         "ASSIST_GENERATE_RETRIEVER",
-        "auto, bm25, dense, hybrid, lail, tstr, selfracg or selfracg-init (auto: a retriever trained for "
-        "the pool, else hybrid)",
+        "auto, bm25, dense, hybrid, lail, tstr, selfracg or selfracg-init (auto: hybrid; a trained one serves "
+        "only when named)",
     ),
     Field(
         "generate.ranker",
@@ -399,6 +402,14 @@ FIELDS: tuple[Field, ...] = (
         DEFAULT_TESTS_IN_PROMPT,
         "ASSIST_GENERATE_TESTS_IN_PROMPT",
         "filling a stub: show the repo's test functions that mention it in the prompt",
+    ),
+    Field(
+        "docstring.exemplars",
+        _choice("bm25", "jointcom"),
+        "bm25",
+        "ASSIST_DOCSTRING_EXEMPLARS",
+        "the docstring writer's exemplars: bm25 (the repo's documented functions nearest by code tokens) or "
+        "jointcom (found by the repo's trained JOINTCOM retriever, `assist train docstring-retriever`)",
     ),
 )
 FIELD_BY_KEY = {f.key: f for f in FIELDS}

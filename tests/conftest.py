@@ -246,6 +246,19 @@ def cube_all(values):
 
 
 @pytest.fixture
+def earned_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every trained method as if it had earned its place in `auto` (beaten its plain counterpart where measured).
+    The shipped registry has none there; the tests of what `auto` does with a trained artifact once a method has
+    (only the model it was trained for, a server that is down) open the gate with this fixture."""
+    import dataclasses
+
+    from assistant.methods import TRAINED_METHODS
+
+    for name, entry in list(TRAINED_METHODS.items()):
+        monkeypatch.setitem(TRAINED_METHODS, name, dataclasses.replace(entry, in_auto=True))
+
+
+@pytest.fixture
 def scratch_repo(tmp_path: Path) -> Iterator[Path]:
     """A git repo with three documented functions in two Python files, all committed."""
     yield commit_repo(tmp_path / "repo", SCRATCH_FILES)

@@ -293,8 +293,12 @@ def test_train_discriminator_cli_on_a_repo(scratch_repo: Path, monkeypatch: pyte
     assert summary["data"]["wrong"] >= summary["data"]["problems"]
     from assistant.pipeline.registry import auto_ranker
 
-    assert auto_ranker(object(), [], has_tests=False) == "condor"  # used by default once trained
-    assert auto_ranker(object(), [], has_tests=True) == "exec+condor"
+    from .conftest import ScriptedBackend
+
+    # Named, it ranks; `auto` leaves it out (it did not beat agree and log-probability where measured).
+    one = [Candidate("x = 1", 0, 1, logprobs=(-0.5,))]
+    assert auto_ranker(ScriptedBackend(), one, has_tests=False) == "logprob"
+    assert auto_ranker(ScriptedBackend(), one, has_tests=True) == "exec+logprob"
 
 
 def test_train_discriminator_cli_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,7 @@
-"""A trained artifact belongs to the model that made it (issue 70): `auto` uses one only for that model, asking
-for another model's by name is a one-line error naming both, and artifacts for several models live side by side.
+"""A trained artifact belongs to the model that made it (issue 70): `auto` uses one only for that model, and only
+for a method that has earned its place there (none has: the tests of the first open the gate with `earned_auto`),
+asking for another model's by name is a one-line error naming both, and artifacts for several models live side by
+side.
 
 Real parts: a LAIL retriever trained on a bank's real index (MiniLM), with labels from a scripted labeler that
 stands in for the model only where the label scores come from; the pipeline builds its retriever as `generate`
@@ -51,7 +53,35 @@ def train_for(model: str, index, encoder, folder: Path | None = None) -> Path:
     return train_lail(index, encoder, encoder_dir(resolve(None, "encoder")), labeler, CONFIG, **where)[0]
 
 
-def test_an_artifact_trained_for_one_model_is_never_used_for_another(bank, tmp_path, encoder) -> None:
+def test_auto_leaves_a_trained_method_out_until_it_has_earned_its_place(bank, tmp_path, encoder) -> None:
+    """No method beat its plain counterpart at the default model: a trained one serves only when named, and
+    `--explain` says so; the same for the discriminator."""
+    from assistant.methods.condor.model import discriminator_dir
+    from assistant.pipeline.pipeline import Request
+    from assistant.pipeline.registry import served_by
+
+    index = pipeline_for(SMALL, bank, tmp_path, encoder).source().index
+    train_for(SMALL, index, encoder)
+    retriever = pipeline_for(SMALL, bank, tmp_path, encoder).retriever()
+    assert retriever.name == "hybrid"
+    assert served_by(retriever) == (
+        f"auto picked hybrid: of the trained retrievers, lail serves {SMALL} but did not beat the plain retrievers "
+        "where measured, so auto leaves it out (name it to use it)"
+    )
+    assert make_retriever("lail", index, encoder, SMALL).name == "lail"  # named, it serves
+    manifest = {"generator": SMALL, "config": {}, "data": {}, "stats": {}}
+    save_artifact(discriminator_dir(None, SMALL), "condor", lambda folder: None, manifest)
+    one = [Candidate("x = 1", 0, 1, logprobs=(-0.5,))]
+    assert auto_ranker(ScriptedBackend(model=SMALL), one, has_tests=False) == "logprob"
+    answer = pipeline_for(SMALL, bank, tmp_path, encoder).answer(Request.resolve("reverse a list", root=tmp_path))
+    assert "condor" not in answer.result.rankers
+    assert answer.ranker_served_by == (
+        f"no trained discriminator ranked: the one that serves {SMALL} did not beat agree and log-probability "
+        "where measured, so auto leaves it out (name condor to rank with it)"
+    )
+
+
+def test_an_artifact_trained_for_one_model_is_never_used_for_another(bank, tmp_path, encoder, earned_auto) -> None:
     index = pipeline_for(SMALL, bank, tmp_path, encoder).source().index
     train_for(SMALL, index, encoder)  # the 0.5B's labels, where earlier versions kept them
     # Through the pipeline, as `generate` builds it: the 1.5B generating gets the plain counterpart, and why.
@@ -67,7 +97,7 @@ def test_an_artifact_trained_for_one_model_is_never_used_for_another(bank, tmp_p
     assert make_retriever("lail", index, encoder, SMALL).name == "lail"
 
 
-def test_explain_says_which_artifact_served_or_why_none(bank, tmp_path, encoder) -> None:
+def test_explain_says_which_artifact_served_or_why_none(bank, tmp_path, encoder, earned_auto) -> None:
     from assistant.pipeline.registry import served_by
 
     index = pipeline_for(SMALL, bank, tmp_path, encoder).source().index
@@ -87,7 +117,7 @@ def test_explain_says_which_artifact_served_or_why_none(bank, tmp_path, encoder)
     assert answer.to_json()["retriever_served_by"] == answer.served_by and f"none serves {LARGE}" in answer.served_by
 
 
-def test_artifacts_for_several_models_live_side_by_side(bank, tmp_path, encoder) -> None:
+def test_artifacts_for_several_models_live_side_by_side(bank, tmp_path, encoder, earned_auto) -> None:
     from assistant.methods.artifacts import artifact_dir
     from assistant.pipeline.registry import served_by
 
@@ -114,7 +144,7 @@ def test_old_manifests_count_as_the_model_their_provenance_names() -> None:
     assert recorded_generator({"method": "jointcom", "generator": {"backend": "local", "model": LARGE}}) == LARGE
 
 
-def test_auto_ranks_with_a_discriminator_only_for_the_model_it_was_trained_for() -> None:
+def test_auto_ranks_with_a_discriminator_only_for_the_model_it_was_trained_for(earned_auto) -> None:
     from assistant.paths import cache_dir
 
     manifest = {"generator": SMALL, "config": {}, "data": {}, "stats": {}}
@@ -152,10 +182,11 @@ def test_doctor_lists_which_methods_are_trained_for_which_model(scratch_repo: Pa
         f"for {SMALL}, 2026-11-02, on repo here (9 examples); does not serve {DEFAULT_GENERATOR}"
     )
     assert lines["trained tstr"].startswith("for any model (no generator enters it), ")
-    assert lines["trained tstr"].endswith(f"; serves {DEFAULT_GENERATOR}")
-    assert (
-        lines["trained condor"]
-        == f"for {DEFAULT_GENERATOR}, 2026-12-04, on mbpp, 1 eval run(s); serves {DEFAULT_GENERATOR}"
+    serves = f"; serves {DEFAULT_GENERATOR} when named (--retriever tstr; auto leaves it out)"
+    assert lines["trained tstr"].endswith(serves)
+    assert lines["trained condor"] == (
+        f"for {DEFAULT_GENERATOR}, 2026-12-04, on mbpp, 1 eval run(s); serves {DEFAULT_GENERATOR} when named "
+        "(--ranker agree+condor; auto leaves it out)"
     )
 
 
@@ -181,6 +212,32 @@ def test_docstring_uses_a_jointcom_retriever_only_for_the_model_whose_losses_tra
     assert trained_encoder(base, LARGE) is None  # `assist docstring` with the 1.5B: exemplars by code tokens
     assert trained_encoder(base, SMALL).name == "jointcom:jointcom"
     assert trained_encoder(base) is not None  # without a generator: the latest trained
+
+
+def test_docstring_uses_jointcom_only_when_the_config_asks_and_says_when_none_serves(scratch_repo, monkeypatch) -> None:
+    """JOINTCOM did not beat plain exemplars: `assist docstring` uses it only with `docstring.exemplars =
+    "jointcom"`, and then one trained for the model in use, or it stops with one line before any model loads."""
+    from typer.testing import CliRunner
+
+    from assistant.methods.artifacts import keyed_dir
+    from assistant.methods.jointcom import retriever_dir
+    from assistant.ui.cli import app
+    from assistant.ui.docstring_cmd import _jointcom
+
+    (scratch_repo / "work.py").write_text("def f():\n    return 1\n")
+    (scratch_repo / ".assist.toml").write_text('[docstring]\nexemplars = "jointcom"\n')
+    monkeypatch.chdir(scratch_repo)
+    result = CliRunner().invoke(app, ["docstring", "--write", "--model", LARGE, "work.py"])
+    assert result.exit_code == 2, result.output
+    assert f"no JOINTCOM retriever in {scratch_repo} serves {LARGE}" in result.output
+    assert "assist train docstring-retriever" in result.output and "def f():" in (scratch_repo / "work.py").read_text()
+    folder = keyed_dir(retriever_dir([], scratch_repo), LARGE)
+    trained = encoder_dir(resolve(None, "encoder"))
+    manifest = {"generator": {"backend": "local", "model": LARGE}}
+    save_artifact(folder, "jointcom", lambda f: (f / "encoder").symlink_to(trained, True), manifest)
+    assert _jointcom(scratch_repo, LARGE).name == f"jointcom:{folder.name}"
+    with pytest.raises(UsageError, match="trained per repository"):
+        _jointcom(None, LARGE)
 
 
 # -- the evaluations measure the artifact trained for the model they run (issue 70) --------------------------------
@@ -349,7 +406,7 @@ def save_tiny_condor(tiny_encoder: Path, folder: Path, generator: str) -> Path:
 
 
 def test_explain_says_which_discriminator_ranked_or_that_none_serves_the_model(
-    tmp_path: Path, monkeypatch, tiny_encoder
+    tmp_path: Path, monkeypatch, tiny_encoder, earned_auto
 ) -> None:
     from assistant.methods.condor.model import discriminator_dir
     from assistant.pipeline.registry import available_rankers, ranker_served_by
@@ -374,7 +431,7 @@ def test_explain_says_which_discriminator_ranked_or_that_none_serves_the_model(
 
 
 def test_generate_explains_which_discriminator_ranked_or_why_none_did(
-    tmp_path: Path, monkeypatch, capsys, tiny_encoder
+    tmp_path: Path, monkeypatch, capsys, tiny_encoder, earned_auto
 ) -> None:
     from assistant.methods.condor.model import discriminator_dir
     from assistant.pipeline.pipeline import Request

@@ -82,14 +82,15 @@ def test_triplets_always_order_by_code_similarity() -> None:
         assert triplets and all(code[t, p] > code[t, n] for t, p, n in triplets)
 
 
-def test_tstr_trains_saves_and_becomes_the_auto_retriever(encoder) -> None:
+def test_tstr_trains_saves_and_serves_when_named(encoder) -> None:
     index = build_index(pool_examples(), encoder)
     with pytest.raises(UsageError, match="no TST\\^R retriever trained"):
         make_retriever("tstr", index, encoder)
     assert make_retriever("auto", index, encoder).name == "hybrid"
     directory, stats = train_for_index(index, encoder, TstrConfig(lambda_k=2, lambda_s=1, epochs=40, batch=16))
     assert (directory / "manifest.json").exists() and stats["loss_after"] < stats["loss_before"]
-    retriever = make_retriever("auto", index, encoder)
+    assert make_retriever("auto", index, encoder).name == "hybrid"  # it did not earn its place in `auto`
+    retriever = make_retriever("tstr", index, encoder)
     assert retriever.name == "tstr"
     hits = retriever.search("total of all values in a list", 2, exclude=lambda e: e.name == "total")
     assert len(hits) == 2 and all(h.example.name != "total" for h in hits)
@@ -174,9 +175,10 @@ def test_lail_labels_with_the_model_trains_and_retrieves(backend, encoder) -> No
     assert calls == []
     from .conftest import PLUMBING_MODEL
 
-    retriever = make_retriever("auto", index, encoder, generator=PLUMBING_MODEL)  # the model that labelled
+    retriever = make_retriever("lail", index, encoder, generator=PLUMBING_MODEL)  # the model that labelled
     assert retriever.name == "lail"
-    assert make_retriever("auto", index, encoder, generator="qwen2.5-coder-1.5b").name == "hybrid"  # not another's
+    with pytest.raises(UsageError, match=r"not qwen2\.5-coder-1\.5b"):  # never another's
+        make_retriever("lail", index, encoder, generator="qwen2.5-coder-1.5b")
     hits = retriever.search("sum of a list", 3)
     assert len(hits) == 3 and hits[0].why.startswith("LAIL cosine")
 
@@ -338,7 +340,7 @@ def test_an_embedder_that_is_not_there_fails_in_one_line(tmp_path, monkeypatch) 
 
 
 def test_tstr_over_an_embeddings_endpoint_retrieves_like_the_local_encoder(
-    encoder, tmp_path, caplog, monkeypatch
+    encoder, tmp_path, caplog, monkeypatch, earned_auto
 ) -> None:
     import json
 

@@ -37,8 +37,14 @@ class TrainedMethod(Protocol):
 
 @dataclass(frozen=True)
 class MethodEntry:
-    """One trained method: the name manifests record, how messages name its artifact, what it serves, and where its
-    config, train function and trained class live (`module:name`)."""
+    """One trained method: the name manifests record, how messages name its artifact, what it serves, where its
+    config, train function and trained class live (`module:name`), and whether `auto` may choose it.
+
+    `in_auto` is earned by measurement: a method whose paired interval against its plain counterpart, at the
+    default model, lies above 0 on the planned tasks. Then `auto` (the retriever, the ranker, the docstring
+    exemplars) picks its artifact once one is trained for the model that will generate; otherwise the artifact
+    serves only where it is asked for by name.
+    """
 
     name: str
     what: str
@@ -46,6 +52,7 @@ class MethodEntry:
     config: str
     train: str
     trained: str
+    in_auto: bool = False
 
     def _find(self, spec: str) -> Any:
         module, _, name = spec.partition(":")
@@ -64,6 +71,8 @@ class MethodEntry:
         return self._find(self.train)
 
 
+# None is in `auto`: retrained for the 1.5B default and measured against its plain counterpart, none beat it
+# (docs/results/methods-1.5b.md), so a trained artifact serves only when its method is asked for by name.
 TRAINED_METHODS: dict[str, MethodEntry] = {
     entry.name: entry
     for entry in (
@@ -97,3 +106,9 @@ TRAINED_METHODS: dict[str, MethodEntry] = {
 def trained_retrievers() -> list[str]:
     """The methods that train a retriever of demonstrations (one `assist train retriever` subcommand each)."""
     return [name for name, entry in TRAINED_METHODS.items() if entry.kind == "retriever"]
+
+
+def in_auto(name: str) -> bool:
+    """Whether `auto` may choose the trained method `name` once it is trained for the model in use (see
+    :class:`MethodEntry`)."""
+    return TRAINED_METHODS[name].in_auto

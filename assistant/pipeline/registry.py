@@ -30,7 +30,7 @@ from assistant.core.rank import (
 from assistant.core.retrieve import BM25Retriever, DenseRetriever, HybridRetriever, Retriever
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
-from assistant.methods import TRAINED_METHODS, trained_retrievers
+from assistant.methods import TRAINED_METHODS, in_auto, trained_retrievers
 
 log = logging.getLogger("assistant")
 
@@ -69,7 +69,7 @@ RETRIEVERS: dict[str, RetrieverFactory] = {
     "hybrid": lambda index, encoder: HybridRetriever(BM25Retriever(index), DenseRetriever(index, encoder)),
     "tstr": _tstr,
     "lail": _lail,
-    "selfracg": _selfracg,  # not in `auto` until it is measured
+    "selfracg": _selfracg,
     "selfracg-init": _selfracg_init,
 }
 RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
@@ -80,11 +80,11 @@ TRAINED_RETRIEVERS = {name: TRAINED_METHODS[name].what for name in trained_retri
 def make_retriever(name: str, index: Index, encoder: TextEncoder, generator: str | None = None) -> Retriever:
     """Build a registered retriever over an index; an unknown name is a one-line error.
 
-    `generator` is the model that will generate. `auto` picks a retriever trained for this index's pool and for
-    that model when there is one (LAIL, then TST^R, which no generator enters), else hybrid; one that cannot
-    load (its embeddings server is down) is skipped with a warning. A trained retriever asked for by name whose
-    artifact was trained for another model only is a one-line error naming both; without a generator (the
-    evaluations), the one trained last. The retriever carries why it was chosen as `served_by` (see
+    `generator` is the model that will generate. `auto` is hybrid, unless a trained retriever that has earned its
+    place in `auto` (:func:`~assistant.methods.in_auto`; none has) was trained for this index's pool and for that
+    model; one that cannot load (its embeddings server is down) is skipped with a warning. A trained retriever
+    asked for by name whose artifact was trained for another model only is a one-line error naming both; without
+    a generator (the evaluations), the one trained last. The retriever carries why it was chosen as `served_by` (see
     :func:`served_by`).
     """
     if name == "auto":
@@ -129,23 +129,38 @@ def trained_folder(name: str, index: Index, generator: str | None) -> Path | Non
 
 
 def _auto_retriever(index: Index, encoder: TextEncoder, generator: str | None) -> Retriever:
-    """auto: the best trained retriever that serves `generator` for this pool, else hybrid, saying why."""
+    """auto: the best trained retriever that serves `generator` for this pool and has earned its place in `auto`
+    (:func:`~assistant.methods.in_auto`), else hybrid, saying why."""
     from assistant.errors import ModelError
     from assistant.methods.artifacts import METHODS, artifact_dir, other_generators, trained_methods
 
-    for method, folder in trained_methods(index, generator):
+    trained = trained_methods(index, generator)
+    for method, folder in trained:
+        if not in_auto(method):
+            continue
         try:
             retriever = RETRIEVERS[method](index, encoder, folder)
         except ModelError as exc:  # e.g. the embeddings server TST^R was trained on is down
             log.warning("the trained %s retriever is unavailable (%s); using the next best", method, exc)
             continue
         return _note(retriever, f"auto picked {method}: {_describe_artifact(folder)}")
+    kept_out = [method for method, _ in trained if not in_auto(method)]
     others = [
         f"{method} (trained for {' and '.join(names)})"
         for method in METHODS
         if (names := other_generators(artifact_dir(index, method), generator))
     ]
-    why = f"none serves {generator}: {', '.join(others)}" if others else "none is trained for this pool"
+    if kept_out:
+        one = len(kept_out) == 1
+        why = (
+            f"{' and '.join(kept_out)} serve{'s' if one else ''} {generator or 'this pool'} but did not beat "
+            f"the plain retrievers where measured, so auto leaves {'it' if one else 'them'} out (name "
+            f"{'it' if one else 'one'} to use it)"
+        )
+    elif others:
+        why = f"none serves {generator}: {', '.join(others)}"
+    else:
+        why = "none is trained for this pool"
     return _note(RETRIEVERS["hybrid"](index, encoder), f"auto picked hybrid: of the trained retrievers, {why}")
 
 
@@ -277,13 +292,21 @@ def condor_available(start: Path | None = None, generator: str | None = None) ->
 
 def ranker_served_by(rankers: Sequence[Ranker], generator: str | None) -> str | None:
     """For `--explain`: which trained discriminator ranked (its folder, the model it was trained for, and when);
-    where none did because those kept were trained only for models other than `generator`, that (so `auto`
-    ranked as without one); None otherwise (none trained, or no generator to ask for)."""
+    where none did, why: one serves `generator` but has not earned its place in `auto`, or those kept were
+    trained only for other models (so `auto` ranked as without one); None otherwise (none trained, or no
+    generator to ask for)."""
     for ranker in rankers:
         if (why := served_by(ranker)) is not None:
             return why
-    if generator is None or condor_available(generator=generator):
+    if generator is None:
         return None
+    if condor_available(generator=generator):
+        if in_auto("condor"):
+            return None
+        return (
+            f"no trained discriminator ranked: the one that serves {generator} did not beat agree and "
+            "log-probability where measured, so auto leaves it out (name condor to rank with it)"
+        )
     from assistant.methods.artifacts import NotTrainedFor
     from assistant.methods.condor.model import Condor
 
@@ -305,11 +328,11 @@ def auto_ranker(backend: Backend, candidates: Sequence[Candidate], has_tests: bo
     """Tests first when there are any. Without tests, agreement on tests the model writes (`agree`) when there
     are candidates to tell apart that define a function and can run (`runnable`: whole programs, or a stub's
     bodies in their module's copy; not a method's, nor a stub's outside a git work tree); then the trained
-    discriminator once there is one trained for the backend's model, else log-probability where it is known,
-    else sampling order."""
+    discriminator where it has earned its place in `auto` (:func:`~assistant.methods.in_auto`; it has not) and one
+    is trained for the backend's model, else log-probability where it is known, else sampling order."""
     order = (
         "condor"
-        if condor_available(generator=getattr(backend, "model", None))
+        if in_auto("condor") and condor_available(generator=getattr(backend, "model", None))
         else "logprob"
         if scorable(backend, candidates)
         else "first"

@@ -418,14 +418,13 @@ def _generate(
     if style == "auto":
         pool = [base / name for name in tracked_python_files(base)] if root else [job.path for job in jobs]
         style = detect_style(repo_docstrings(pool))
-    pipeline = Pipeline(settings=backend_flags.settings(start=base), start=base)
+    settings = backend_flags.settings(start=base)
+    pipeline = Pipeline(settings=settings, start=base)
     with ProgressUI(show_progress(write_options["json_output"])) as ui:
         exemplars = None
         if k > 0:
-            from assistant.methods.jointcom import retriever_dir, trained_encoder
-
-            # The repo's JOINTCOM retriever when one was trained, else exemplars by code tokens (RAF_BM25).
-            trained = trained_encoder(retriever_dir([], root), pipeline.generator_name()) if root else None
+            asked = settings["docstring.exemplars"] == "jointcom"
+            trained = _jointcom(root, pipeline.generator_name()) if asked else None  # None: by code tokens (RAF_BM25)
             exemplars = ExemplarIndex(pipeline.source(ui).index.examples, trained)
         ui.status("Loading the model")
         generator = pipeline.backend(ui)
@@ -445,6 +444,22 @@ def _generate(
 
         outcome = document(jobs, generate, width=width, root=root, report=report, **write_options)
     return outcome, style
+
+
+def _jointcom(root: Path | None, generator: str | None):  # -> Encoder
+    """The repo's trained JOINTCOM encoder for `generator`, asked for by `docstring.exemplars = "jointcom"`; a
+    one-line error where there is none (it is never chosen by itself: it did not beat plain exemplars)."""
+    from assistant.methods.jointcom import retriever_dir, trained_encoder
+
+    if root is None:
+        raise UsageError("docstring.exemplars is jointcom, which is trained per repository: run inside a git repo")
+    encoder = trained_encoder(retriever_dir([], root), generator)
+    if encoder is None:
+        raise UsageError(
+            f"docstring.exemplars is jointcom, but no JOINTCOM retriever in {root} serves {generator}: train one "
+            "with `assist train docstring-retriever`, or set docstring.exemplars to bm25"
+        )
+    return encoder
 
 
 def _report_written(

@@ -258,9 +258,11 @@ def index_checks(start: Path) -> list[Check]:
 
 
 def trained_checks(start: Path) -> list[Check]:
-    """The trained methods, one line each: method, pool, the generator it was trained for and when, and whether
-    it serves the model in use (`auto` uses only those that do). Never a warning: training is optional."""
+    """The trained methods, one line each: method, pool, the generator it was trained for and when, whether it
+    serves the model in use, and how to ask for it where `auto` leaves it out. Never a warning: training is
+    optional."""
     from assistant.indexing.index import repo_root
+    from assistant.methods import in_auto
     from assistant.methods.artifacts import NO_GENERATOR, inventory
 
     try:
@@ -281,9 +283,21 @@ def trained_checks(start: Path) -> list[Check]:
         fits = generator == NO_GENERATOR or (current is not None and generator == current)
         used = "serves" if fits else "does not serve"
         serving = f"; {used} {current}" if current is not None else ""  # settings that do not load: no model to name
+        if fits and not in_auto(item["method"]):
+            serving += f" when named ({_ASK.get(item['method'], 'by name')}; auto leaves it out)"
         detail = f"for {made or generator}, {item['trained'][:10]}, on {item['pool']}{serving}"
         lines.append(Check(f"trained {item['method']}", True, detail))
     return lines
+
+
+# How each trained method is asked for, where `auto` leaves it out.
+_ASK = {
+    "lail": "--retriever lail",
+    "tstr": "--retriever tstr",
+    "selfracg": "--retriever selfracg",
+    "condor": "--ranker agree+condor",
+    "jointcom": 'docstring.exemplars = "jointcom"',
+}
 
 
 def _model_in_use() -> str | None:

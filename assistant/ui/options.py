@@ -294,9 +294,9 @@ SeedOpt = Annotated[
 RetrieverOpt = Annotated[
     str | None,
     typer.Option(
-        help="auto, bm25, dense, hybrid, tstr, lail, selfracg or selfracg-init (auto: a retriever trained for "
-        "this pool if there is one — lail, then tstr — else hybrid). Default: generate.retriever in the config, "
-        "else auto.",
+        help="auto (hybrid), bm25, dense, hybrid, or a trained one: tstr, lail, selfracg (selfracg-init: its "
+        "untrained branch). A trained retriever serves only when named: none beat the plain ones where measured. "
+        "Default: generate.retriever in the config, else auto.",
         show_default=False,
         rich_help_panel=RETRIEVAL,
     ),
@@ -306,8 +306,8 @@ RankerOpt = Annotated[
     typer.Option(
         help="first, random, logprob, exec (tests passed), agree (agreement on tests the model writes, CodeT), "
         "reviewer, coder-reviewer or condor (the trained discriminator); combine with +, e.g. exec+condor. auto: "
-        "exec+ with tests, else agree+ when two or more candidates define a function, then condor once trained, "
-        "else logprob. Default: generate.ranker in the config, else auto.",
+        "exec+ with tests, else agree+ when two or more candidates define a function, then logprob (condor serves "
+        "only when named). Default: generate.ranker in the config, else auto.",
         show_default=False,
         rich_help_panel=RANKING,
     ),

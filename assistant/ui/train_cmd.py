@@ -79,9 +79,9 @@ def old_spelling(args: list[str], methods: list[str]) -> list[str]:
 retriever_app = typer.Typer(
     cls=_RetrieverGroup,
     short_help="Train a retriever: tstr, lail or selfracg.",
-    help="Train a retriever for a pool of examples; `assist generate` then uses it by default for the model it was "
-    "trained for. Artifacts: <repo>/.assist/retrievers/ for a repo, the user cache for banks, one folder per "
-    "generating model.",
+    help="Train a retriever for a pool of examples, for the model that will generate; `assist generate --retriever "
+    "NAME` then uses it (`auto` does not: none beat the plain retrievers where measured). Artifacts: "
+    "<repo>/.assist/retrievers/ for a repo, the user cache for banks, one folder per generating model.",
     no_args_is_help=True,
 )
 train_app.add_typer(retriever_app, name="retriever")
@@ -150,7 +150,8 @@ def tstr(
     out.print(
         f"Trained TST^R on {len(index)} examples ({stats['pairs']} boundary pairs, {frozen.name} embeddings) in "
         f"{stats['seconds']:.1f} s: "
-        f"loss {stats['loss_before']:.4f} → {stats['loss_after']:.4f}\nSaved to {directory}"
+        f"loss {stats['loss_before']:.4f} → {stats['loss_after']:.4f}\nSaved to {directory}\n"
+        + _use_it("--retriever tstr")
     )
 
 
@@ -314,11 +315,10 @@ def selfracg(
     json_output: JsonOpt = False,
 ) -> None:
     """SelfRACG: low-rank adapters on a parallel retrieval branch of the generator's attention learn, by InfoNCE,
-    to find the fragment that follows a fragment (stage 1; about 6 minutes for 768 pairs on 2 CPU cores), then,
-    with `--synthetic N`, what the model itself writes after a fragment (stage 2: it continues N fragments first,
-    cached). `--device cuda` trains on a GPU. Then `--retriever selfracg`; `selfracg-init` is the same branch
-    untrained. The adapters serve the model they were trained on.
-    """
+    to find the fragment that follows a fragment (stage 1: 768 pairs take about 20 minutes with the 1.5B on 2 CPU
+    cores, 6 with the 0.5B), then, with `--synthetic N`, what the model itself writes after a fragment (stage 2:
+    it continues N fragments first, cached). `--device cuda` trains on a GPU. Then `--retriever selfracg`
+    (`selfracg-init`: the branch untrained); the adapters serve the model they were trained on."""
     from assistant.methods.selfracg import PREFIX, SelfRacgConfig
 
     check_range("--epochs", epochs, 1)
@@ -420,9 +420,18 @@ def _train_selfracg(
             f"{_losses(second['losses'])}"
         )
     lines.append(f"Saved to {directory}")
+    lines.append(_use_it("--retriever selfracg"))
     if second is not None:
         lines.append(f"Stage 1's adapters alone (the ablation without stage 2) are in {summary['stage1_saved']}")
     out.print("\n".join(lines))
+
+
+def _use_it(how: str) -> str:
+    """The line after a training run: how to use what it made, and why `auto` will not by itself."""
+    return (
+        f"Use it with {how}: auto leaves the trained methods out, as none beat its plain counterpart where "
+        "measured (docs: Results > The five trained methods at the 1.5B default)"
+    )
 
 
 def _losses(losses: list[float]) -> str:
@@ -477,7 +486,7 @@ def _train_lail(
     out.print(
         f"Trained LAIL on {len(index)} examples: {stats['pairs_labeled']} pairs labeled by {labeler_name(backend)} "
         f"({stats['label_seconds']:.0f} s), encoder trained in {stats['train_seconds']:.0f} s, "
-        f"epoch losses {stats['epoch_losses']}\nSaved to {directory}"
+        f"epoch losses {stats['epoch_losses']}\nSaved to {directory}\n" + _use_it("--retriever lail")
     )
 
 
@@ -551,7 +560,8 @@ def discriminator(
     Data: known-correct programs (the repo's functions, a bank's code, MBPP references), their semantic
     mutants (a flipped comparison, an off-by-one, a wrong variable, ... labelled by running the tests where
     there are any), the model's own candidates (--from-eval), and partial fixes between near-identical wrong
-    and correct versions. Then a contrastive stage and a classifier. `assist generate` ranks with it by default.
+    and correct versions. Then a contrastive stage and a classifier. `assist generate --ranker condor` (or
+    agree+condor) ranks with it; `auto` does not, as it did not beat agree and log-probability where measured.
     """
     from assistant.methods.condor.model import CondorConfig, summary_line, train_and_save
 
@@ -582,7 +592,7 @@ def discriminator(
         out.print_json(json.dumps({"saved": str(directory), **manifest}))
         return
     out.print(f"Trained Condor in {manifest['stats']['seconds']:.0f} s on {summary_line(manifest)}")
-    out.print(f"Saved to {directory}; `assist generate` now ranks with it (--ranker condor).")
+    out.print(f"Saved to {directory}\n{_use_it('--ranker condor (or agree+condor)')}")
 
 
 def _discriminator_data(
@@ -630,7 +640,8 @@ def docstring_retriever(
     """Train the docstring-exemplar retriever from the generator's own loss (JOINTCOM, frozen LLM).
 
     For each documented function, its k nearest exemplars are scored by the generator's loss of the real
-    docstring given each; the encoder learns to rank the helpful ones first. `assist docstring` then uses it.
+    docstring given each; the encoder learns to rank the helpful ones first. `assist docstring` and the hook use it
+    with `docstring.exemplars = "jointcom"` in the config (not by default: it did not beat plain exemplars).
     Losses are cached, so a second run (or more epochs) only scores new pairs.
     """
     from assistant.backends.models import encoder_dir, resolve
@@ -672,5 +683,6 @@ def docstring_retriever(
     out.print(
         f"Trained on {stats['trained_on']} of {stats['functions']} documented functions in {stats['seconds']:.0f} s; "
         f"last epoch: expected loss {last['expected_loss']} (uniform over the top {k}: {last['uniform_loss']}, "
-        f"best of {k}: {last['best_of_k_loss']})\nSaved to {directory}"
+        f"best of {k}: {last['best_of_k_loss']})\nSaved to {directory}\n"
+        + _use_it('docstring.exemplars = "jointcom" in the config')
     )
