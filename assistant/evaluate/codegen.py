@@ -334,7 +334,7 @@ def run_codegen(
     """Run (or resume) a codegen evaluation; returns one record per (task, strategy), also in out/records.jsonl.
 
     `batch` tasks are sampled in one call when the backend can batch prompts (the local one can: on a CPU
-    that is about 3x faster than one task at a time); the cache is written after every call. `rankers` are the
+    that is faster than one task at a time); the cache is written after every call. `rankers` are the
     first, random and logprob ranker objects to pick with (default: the registry's, as `assist generate` builds them).
     Samples are drawn and cached in blocks of SAMPLE_BLOCK (`sample_blocks`), so a `cache` that reads through to
     an earlier run at a smaller n (a LayeredCache) makes that run's samples the first of these.

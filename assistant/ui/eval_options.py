@@ -60,7 +60,8 @@ Samples = Annotated[int, typer.Option("-n", help="Samples per task.")]
 PassKs = Annotated[str, typer.Option("-k", help="pass@k values, e.g. 1,3,5 (each <= n).")]
 MaxNewTokens = Annotated[int, typer.Option(help="Longest sample, in tokens.")]
 Batch = Annotated[
-    int, typer.Option(help="Tasks sampled together in one batched call (local backend; ~3x faster on a CPU).")
+    int,
+    typer.Option(help="Tasks sampled together in one batched call (local backend; faster on a CPU than one by one)."),
 ]
 CodegenRankers = Annotated[
     str,
@@ -119,10 +120,11 @@ RepoStrategies = Annotated[
         help="Comma-separated (default: zero,bm25,hybrid, and hybrid+file with --task function): zero, bm25, "
         "dense, hybrid (what generate uses; filling a stub, hybrid+file), tstr "
         "(TST^R trained in seconds on the project's functions less the benchmark's function tasks), lail (LAIL "
-        "trained on the same functions, 128 documented ones labeled by the model, 10-20 minutes a project on 2 "
-        "cores the first time, then cached; on line tasks both search the fragments with what they learned), "
+        "trained on the same functions, 128 documented ones labeled by the model, about an hour a project with "
+        "the 1.5B on 2 cores the first time, then cached; on line tasks both search the fragments with what they "
+        "learned), "
         "selfracg-init (SelfRACG's branch untrained: the generator's own attention; loads the transformers model "
-        "too), selfracg (the generic adapters of `assist train retriever --method selfracg --corpus DIR`). On "
+        "too), selfracg (the generic adapters of `assist train retriever selfracg --corpus DIR`). On "
         "function tasks any of them + apis (e.g. hybrid+apis, zero+apis) also shows the project's functions from "
         "other files that the target file calls or imports, as `generate --apis` does; any retriever @fragments "
         "(e.g. hybrid@fragments) shows its 20-line fragments of the project's other files, found with the code "

@@ -69,7 +69,7 @@ from assistant.sandbox.project import ProjectLimits
 # hybrid is what `assist generate` uses in an untrained repo; tstr and lail are TST^R and LAIL trained on the
 # project's own functions less every function task (they learn from docstrings; on line tasks their trained
 # encoder searches the fragments); selfracg-init is the generator's own last-token attention (SelfRACG's branch
-# before training); selfracg uses the generic adapters (`assist train retriever --method selfracg --corpus
+# before training); selfracg uses the generic adapters (`assist train retriever selfracg --corpus
 # DIR`), trained away from the projects: a line task's answer is one of their fragments.
 STRATEGIES = ("zero", "bm25", "dense", "hybrid", "tstr", "lail", "selfracg-init", "selfracg")
 # A function-task strategy with this suffix (`hybrid+apis`, `zero+apis`) also shows the model the project's functions
@@ -192,7 +192,7 @@ def generic_adapters(generator: str | None) -> Path:
     if adapters is None:
         raise UsageError(
             "selfracg here retrieves with the generic SelfRACG adapters, and none are trained: "
-            "`assist train retriever --method selfracg --corpus DIR` (any folder of Python, e.g. the stdlib)"
+            "`assist train retriever selfracg --corpus DIR` (any folder of Python, e.g. the stdlib)"
         )
     return adapters
 
