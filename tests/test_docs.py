@@ -101,3 +101,15 @@ def test_every_page_is_in_the_nav():
     pages = sorted(str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md"))
     assert pages and all(page in nav for page in pages)
     assert "reference/cli.md" in nav and not (ROOT / "docs" / "reference" / "cli.md").exists()
+
+
+def test_the_docs_tui_pictures_are_the_snapshot_tests_own() -> None:
+    """The README's and the TUI guide's pictures are the snapshot tests' SVGs, so they show the TUI as it is."""
+    snapshots = ROOT / "tests" / "__snapshots__" / "test_tui"
+    pairs = {
+        "tui-80x24.svg": "test_main_screen_snapshot[80x24].svg",
+        "tui-160x45.svg": "test_main_screen_snapshot[160x45].svg",
+        "tui-80x24-zoom.svg": "test_zoomed_code_snapshot.svg",
+    }
+    for picture, snapshot in pairs.items():
+        assert (ROOT / "docs" / picture).read_bytes() == (snapshots / snapshot).read_bytes(), picture
