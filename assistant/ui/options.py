@@ -484,8 +484,8 @@ TopPOpt = Annotated[
 StubMaxTokensOpt = Annotated[
     int | None,
     typer.Option(
-        help=f"Longest candidate, in tokens (default {DEFAULT_MAX_NEW_TOKENS}; with --function sized to the "
-        "docstring, and doubled once if every sample was cut off).",
+        help=f"Longest candidate, in tokens (default: generate.max_new_tokens, else {DEFAULT_MAX_NEW_TOKENS}; "
+        "with --function sized to the docstring, and doubled once if every sample was cut off).",
         rich_help_panel=MODEL,
     ),
 ]
