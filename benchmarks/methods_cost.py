@@ -45,6 +45,8 @@ NOTES = {
     "slower that day (docs/results/speed.md): not comparable with the 1,198",
     "methods-1.5b-retrieval-selfracg-layers8": "the unit suite beside it for 22 of its 38 minutes: slower than on an "
     "idle machine",
+    "methods-1.5b-retrieval-selfracg-noprefix": "its queries ran alone (the suites beside its pool encoding had "
+    "ended), on a day the machine ran about 1.8 times slower: not comparable with 593.9",
 }
 
 # (folder, strategy, label): per-query seconds from line-retrieval records
@@ -56,6 +58,7 @@ QUERIES = (
     ("methods-1.5b-retrieval-lail", "lail", "LAIL, 1.5B labels"),
     ("methods-1.5b-retrieval", "selfracg", "SelfRACG, 1.5B"),
     ("methods-1.5b-retrieval-selfracg-layers8", "selfracg", "SelfRACG, 1.5B, first 8 layers"),
+    ("methods-1.5b-retrieval-selfracg-noprefix", "selfracg", "SelfRACG, 1.5B, no candidate prefix"),
     ("repo-retrieval-selfracg-cpu-stage1-seed0", "selfracg", "SelfRACG, 0.5B (200 tasks)"),
 )
 
