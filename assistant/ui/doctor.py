@@ -264,6 +264,7 @@ def trained_checks(start: Path) -> list[Check]:
     from assistant.indexing.index import repo_root
     from assistant.methods import in_auto
     from assistant.methods.artifacts import NO_GENERATOR, inventory
+    from assistant.ui.errors import ASKED_BY
 
     try:
         root: Path | None = repo_root(start)
@@ -284,20 +285,10 @@ def trained_checks(start: Path) -> list[Check]:
         used = "serves" if fits else "does not serve"
         serving = f"; {used} {current}" if current is not None else ""  # settings that do not load: no model to name
         if fits and not in_auto(item["method"]):
-            serving += f" when named ({_ASK.get(item['method'], 'by name')}; auto leaves it out)"
+            serving += f" when named ({ASKED_BY.get(item['method'], 'by name')}; auto leaves it out)"
         detail = f"for {made or generator}, {item['trained'][:10]}, on {item['pool']}{serving}"
         lines.append(Check(f"trained {item['method']}", True, detail))
     return lines
-
-
-# How each trained method is asked for, where `auto` leaves it out.
-_ASK = {
-    "lail": "--retriever lail",
-    "tstr": "--retriever tstr",
-    "selfracg": "--retriever selfracg",
-    "condor": "--ranker agree+condor",
-    "jointcom": 'docstring.exemplars = "jointcom"',
-}
 
 
 def _model_in_use() -> str | None:

@@ -18,6 +18,16 @@ from assistant.backends.openai_api import CHAT_CANNOT_SCORE
 from assistant.errors import AssistError, UsageError
 from assistant.pipeline.options import STUB_ONLY, SettingError
 
+# How a person asks for each trained method by name (`auto` leaves every one out until it earns its place):
+# what `assist doctor` and the training commands tell them.
+ASKED_BY = {
+    "lail": "--retriever lail",
+    "tstr": "--retriever tstr",
+    "selfracg": "--retriever selfracg",
+    "condor": "--ranker agree+condor",
+    "jointcom": 'docstring.exemplars = "jointcom" in the config',
+}
+
 # A generation setting's flag on `assist generate` / `assist tui`.
 FLAGS = {
     "n": "-n",

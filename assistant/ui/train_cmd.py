@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 from assistant.errors import UsageError
 from assistant.paths import repo_dir
 from assistant.ui.console import ProgressUI, friendly_errors, out, show_progress
+from assistant.ui.errors import ASKED_BY
 from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import check_range, check_seed
 
@@ -150,8 +151,7 @@ def tstr(
     out.print(
         f"Trained TST^R on {len(index)} examples ({stats['pairs']} boundary pairs, {frozen.name} embeddings) in "
         f"{stats['seconds']:.1f} s: "
-        f"loss {stats['loss_before']:.4f} → {stats['loss_after']:.4f}\nSaved to {directory}\n"
-        + _use_it("--retriever tstr")
+        f"loss {stats['loss_before']:.4f} → {stats['loss_after']:.4f}\nSaved to {directory}\n" + _use_it("tstr")
     )
 
 
@@ -420,17 +420,17 @@ def _train_selfracg(
             f"{_losses(second['losses'])}"
         )
     lines.append(f"Saved to {directory}")
-    lines.append(_use_it("--retriever selfracg"))
+    lines.append(_use_it("selfracg"))
     if second is not None:
         lines.append(f"Stage 1's adapters alone (the ablation without stage 2) are in {summary['stage1_saved']}")
     out.print("\n".join(lines))
 
 
-def _use_it(how: str) -> str:
+def _use_it(method: str) -> str:
     """The line after a training run: how to use what it made, and why `auto` will not by itself."""
     return (
-        f"Use it with {how}: auto leaves the trained methods out, as none beat its plain counterpart where "
-        "measured (docs: Results > The five trained methods at the 1.5B default)"
+        f"Use it with {ASKED_BY[method]}: auto leaves the trained methods out, as none beat its plain counterpart "
+        "where measured (docs: Results > The five trained methods at the 1.5B default)"
     )
 
 
@@ -486,7 +486,7 @@ def _train_lail(
     out.print(
         f"Trained LAIL on {len(index)} examples: {stats['pairs_labeled']} pairs labeled by {labeler_name(backend)} "
         f"({stats['label_seconds']:.0f} s), encoder trained in {stats['train_seconds']:.0f} s, "
-        f"epoch losses {stats['epoch_losses']}\nSaved to {directory}\n" + _use_it("--retriever lail")
+        f"epoch losses {stats['epoch_losses']}\nSaved to {directory}\n" + _use_it("lail")
     )
 
 
@@ -592,7 +592,7 @@ def discriminator(
         out.print_json(json.dumps({"saved": str(directory), **manifest}))
         return
     out.print(f"Trained Condor in {manifest['stats']['seconds']:.0f} s on {summary_line(manifest)}")
-    out.print(f"Saved to {directory}\n{_use_it('--ranker condor (or agree+condor)')}")
+    out.print(f"Saved to {directory}\n{_use_it('condor')}")
 
 
 def _discriminator_data(
@@ -683,6 +683,5 @@ def docstring_retriever(
     out.print(
         f"Trained on {stats['trained_on']} of {stats['functions']} documented functions in {stats['seconds']:.0f} s; "
         f"last epoch: expected loss {last['expected_loss']} (uniform over the top {k}: {last['uniform_loss']}, "
-        f"best of {k}: {last['best_of_k_loss']})\nSaved to {directory}\n"
-        + _use_it('docstring.exemplars = "jointcom" in the config')
+        f"best of {k}: {last['best_of_k_loss']})\nSaved to {directory}\n" + _use_it("jointcom")
     )
