@@ -211,7 +211,7 @@ def test_two_processes_converting_at_once_convert_once_and_keep_whole_files(fake
     import sys
     import threading
 
-    from assistant.backends.models import _converted
+    from assistant.backends.models import Conversion, _converted
 
     spec = fake_models_dir
     runs = tmp_path / "runs.txt"
@@ -226,7 +226,7 @@ def test_two_processes_converting_at_once_convert_once_and_keep_whole_files(fake
 
     def convert() -> None:
         command = lambda work: [sys.executable, "-c", writer, str(work), str(runs)]  # noqa: E731
-        results.append(_converted(spec, "slow", "a test format", command, {"v": "1"}, None))
+        results.append(_converted(Conversion(spec, "slow", "a test format", command, {"v": "1"}), None))
 
     threads = [threading.Thread(target=convert) for _ in range(2)]
     for thread in threads:

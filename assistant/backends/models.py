@@ -366,7 +366,7 @@ def ct2_path(spec: ModelSpec, quantization: str = "int8", progress: Progress | N
         return [sys.executable, "-P", "-c", converter, "--model", str(source), "--output_dir", str(work), *options]
 
     extra = {"quantization": quantization, "ctranslate2": importlib.metadata.version("ctranslate2")}
-    return _converted(spec, f"ct2-{quantization}", "CTranslate2 " + quantization, command, extra, progress)
+    return _converted(Conversion(spec, f"ct2-{quantization}", "CTranslate2 " + quantization, command, extra), progress)
 
 
 def ov_path(spec: ModelSpec, progress: Progress | None = None, force: bool = False) -> Path:
@@ -380,7 +380,7 @@ def ov_path(spec: ModelSpec, progress: Progress | None = None, force: bool = Fal
     def command(work: Path) -> list[str]:
         return [sys.executable, "-P", "-m", "assistant.backends.ov_convert", str(gguf_path(spec, progress)), str(work)]
 
-    return _converted(spec, "ov-int8", "OpenVINO int8", command, _ov_versions(), progress, force)
+    return _converted(Conversion(spec, "ov-int8", "OpenVINO int8", command, _ov_versions()), progress, force)
 
 
 def ov_encoder_path(spec: ModelSpec, progress: Progress | None = None, force: bool = False) -> Path:
@@ -401,7 +401,7 @@ def ov_encoder_path(spec: ModelSpec, progress: Progress | None = None, force: bo
         if recorded:
             raise ModelError(f"{recorded}; `assist models pull {spec.name} --force` tries again")
     try:
-        path = _converted(spec, "ov-encoder", "OpenVINO", command, versions, progress, force)
+        path = _converted(Conversion(spec, "ov-encoder", "OpenVINO", command, versions), progress, force)
     except ConversionFailed as exc:
         # The converter's own error would come again: recorded, so that every later command does not pay the
         # attempt (a child importing torch) again. A kill (out of memory) or a full disk may not.
@@ -476,7 +476,7 @@ def tokenizer_dir(spec: ModelSpec, progress: Progress | None = None) -> Path:
         source = gguf_path(spec, progress)
         return [sys.executable, "-P", "-m", "assistant.backends.ov_convert", "--tokenizer", str(source), str(work)]
 
-    return _converted(spec, "tokenizer", "its tokenizer", command, {}, progress)
+    return _converted(Conversion(spec, "tokenizer", "its tokenizer", command, {}), progress)
 
 
 def ov_ready(spec: ModelSpec) -> bool:
@@ -503,37 +503,52 @@ def _hf_source(spec: ModelSpec, progress: Progress | None) -> Path:
         return pull(spec.name, install=False, progress=progress)
 
 
-def _converted(
-    spec: ModelSpec,
-    folder: str,
-    what: str,
-    command: Callable[[Path], list[str]],
-    extra: dict[str, str],
-    progress: Progress | None,
-    force: bool = False,
-) -> Path:
-    """`<cache>/<folder>`, made on first use by running `command(work)` in a child process (its peak memory stays
-    out of this one) that writes into a temporary folder, renamed into place when it finished; a manifest beside
-    it (`<folder>.json`), written last, records each file's size and sha256. Later calls check the sizes (cheap)
-    and return the folder; a damaged or half-written folder, or any with `force`, is converted again."""
-    target = spec.cache_dir / folder
-    manifest_path = spec.cache_dir / f"{folder}.json"
-    if not force and _converted_ready(target, manifest_path, spec.sha256, extra):
-        return target
-    spec.cache_dir.mkdir(parents=True, exist_ok=True)
+@dataclass(frozen=True)
+class Conversion:
+    """One converted form of a checkpoint: `<cache>/<folder>`, made by running `command(work)` in a child process
+    (its peak memory stays out of this one); `what` names it in errors, and `extra` (the converter's versions) must
+    match its manifest (`<folder>.json`) for the folder to count as current."""
+
+    spec: ModelSpec
+    folder: str
+    what: str
+    command: Callable[[Path], list[str]]
+    extra: dict[str, str]
+
+    @property
+    def target(self) -> Path:
+        return self.spec.cache_dir / self.folder
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.spec.cache_dir / f"{self.folder}.json"
+
+    def ready(self) -> bool:
+        """Whether the folder is complete and current (:func:`_converted_ready`)."""
+        return _converted_ready(self.target, self.manifest_path, self.spec.sha256, self.extra)
+
+
+def _converted(conversion: Conversion, progress: Progress | None, force: bool = False) -> Path:
+    """The conversion's folder, made on first use in a temporary folder that is renamed into place when it
+    finished; a manifest beside it, written last, records each file's size and sha256. Later calls check the sizes
+    (cheap) and return the folder; a damaged or half-written folder, or any with `force`, is converted again."""
+    cache_dir, folder = conversion.spec.cache_dir, conversion.folder
+    if not force and conversion.ready():
+        return conversion.target
+    cache_dir.mkdir(parents=True, exist_ok=True)
     # One conversion at a time (a commit's hook and a `generate` may both be first): the others wait, then find
     # it done. Each works in a folder of its own, so nothing can remove or mix another's files.
-    with _converting(spec.cache_dir / f"{folder}.lock"):
-        if not force and _converted_ready(target, manifest_path, spec.sha256, extra):
-            return target
-        manifest_path.unlink(missing_ok=True)
-        for stale in spec.cache_dir.glob(f"{folder}.work*"):  # left by a converter killed midway
+    with _converting(cache_dir / f"{folder}.lock"):
+        if not force and conversion.ready():
+            return conversion.target
+        conversion.manifest_path.unlink(missing_ok=True)
+        for stale in cache_dir.glob(f"{folder}.work*"):  # left by a converter killed midway
             shutil.rmtree(stale, ignore_errors=True)
         # The converter makes `work` itself (CTranslate2's refuses a folder that exists), with the usual
         # permissions; the temporary folder around it is this conversion's alone.
-        scratch = Path(tempfile.mkdtemp(prefix=f"{folder}.work-", dir=spec.cache_dir))
+        scratch = Path(tempfile.mkdtemp(prefix=f"{folder}.work-", dir=cache_dir))
         try:
-            return _convert_into(spec, target, manifest_path, scratch / folder, what, command, extra, progress)
+            return _convert_into(conversion, scratch / folder, progress)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -549,25 +564,17 @@ def _converting(lock: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _convert_into(
-    spec: ModelSpec,
-    target: Path,
-    manifest_path: Path,
-    work: Path,
-    what: str,
-    command: Callable[[Path], list[str]],
-    extra: dict[str, str],
-    progress: Progress | None,
-) -> Path:
+def _convert_into(conversion: Conversion, work: Path, progress: Progress | None) -> Path:
     """Run the converter into `work`, then move it to `target` and write the manifest last."""
-    argv = command(work)
+    spec, target = conversion.spec, conversion.target
+    argv = conversion.command(work)
     if progress:
         progress("convert", 0, 1)
     try:
         result = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
         if result.returncode != 0:
             last = (result.stderr.strip().splitlines() or ["the converter failed"])[-1][:300]
-            raise ConversionFailed(f"converting {spec.name} to {what} failed: {last}", result.returncode)
+            raise ConversionFailed(f"converting {spec.name} to {conversion.what} failed: {last}", result.returncode)
         files = {p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in work.iterdir() if p.is_file()}
         shutil.rmtree(target, ignore_errors=True)
         work.replace(target)
@@ -576,12 +583,12 @@ def _convert_into(
     manifest = {
         "name": spec.name,
         "gguf_sha256": spec.sha256,
-        **extra,
+        **conversion.extra,
         "files": files,
         "converted": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     # Written last: its presence means the folder is complete.
-    atomic_write_text(manifest_path, json.dumps(manifest, indent=1))
+    atomic_write_text(conversion.manifest_path, json.dumps(manifest, indent=1))
     if progress:
         progress("convert", 1, 1)
     return target
