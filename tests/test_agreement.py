@@ -147,6 +147,21 @@ def test_the_main_function_is_the_answer_not_a_helper_or_a_driver() -> None:
     assert main_function("def main():\n    return 1\n") == "main"  # a driver alone is still the answer
 
 
+def test_a_lambda_assigned_to_a_name_is_a_function_that_agree_ranks() -> None:
+    # "Write a function" is now and then answered `name = lambda ...` (3 of 200 MBPP tasks with the 1.5B, every
+    # sample): it used to be "no function to test", so agree scored 0 and the log-probability alone decided.
+    right = "biggest = lambda a, b, c: max(a, b, c)\n"
+    wrong = "biggest = lambda a, b, c: a\n"
+    assert main_function(right) == "biggest"
+    assert signature([Candidate(right, 0)], "biggest") == "def biggest(a, b, c):"
+    assert main_function("def helper(x):\n    return x\n\nsolve = lambda a: helper(a)\n") == "solve"
+    assert main_function("go = lambda: biggest(1, 2, 3)\nbiggest = lambda a, b, c: c\n") == "biggest"  # a driver
+    ranker = AgreementRanker(ScriptedBackend([WRITTEN], prefills_answer=True))
+    ranked = rank(problem(), [Candidate(wrong, 0), Candidate(right, 1)], [ranker])
+    assert [r.candidate.sample for r in ranked] == [1, 0]
+    assert ranked[0].scores["agree"].details["passed"] == [0, 1, 2, 3, 4]
+
+
 def test_no_name_is_bound_where_the_code_may_define_or_read_it() -> None:
     fallback = (
         "try:\n    from math import comb\nexcept ImportError:\n    comb = None\n\n\ndef binom(n, k):\n    return 1\n"

@@ -70,7 +70,7 @@ TEST_TOKENS = 96
 BATCH_ENV = "ASSIST_AGREE_BATCH"  # "on": the test-writing call is decoded beside the sampling (default off)
 
 
-def _own_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+def _own_names(function: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
     """The names a function binds for itself (its parameters and what it assigns): reading one is not a call."""
     arguments = function.args
     every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
@@ -79,39 +79,59 @@ def _own_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return names
 
 
+def _takes(arguments: ast.arguments) -> bool:
+    """Whether a signature takes any argument."""
+    every = (arguments.posonlyargs, arguments.args, arguments.kwonlyargs, arguments.vararg, arguments.kwarg)
+    return any(every)
+
+
 def _driver(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """A function written to run or test the answer, not to be it: one with no parameters (`main()`), or a
     `test...` one."""
-    arguments = function.args
-    takes = arguments.posonlyargs or arguments.args or arguments.kwonlyargs or arguments.vararg or arguments.kwarg
-    return not takes or function.name.startswith("test")
+    return not _takes(function.args) or function.name.startswith("test")
+
+
+def _named_lambda(node: ast.stmt) -> tuple[str, ast.Lambda] | None:
+    """The name and the lambda of a top-level `name = lambda ...: ...` (a function by another spelling, as some
+    answers to "write a function" are), else None."""
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda) and len(node.targets) == 1:
+        target = node.targets[0]
+        return (target.id, node.value) if isinstance(target, ast.Name) else None
+    return None
 
 
 def main_function(code: str) -> str | None:
-    """The function `code` was written to be: a top-level function that no other top-level function or class of
-    it calls (a helper may come before or after the function that uses it), preferring one that is not a driver
-    (no parameters, as `main()`, or a `test...` one; its calls do not count); else its first function. None when
-    it defines none or does not parse."""
+    """The function `code` was written to be: a top-level function (or `name = lambda ...`) that no other
+    top-level function or class of it calls (a helper may come before or after the function that uses it),
+    preferring one that is not a driver (no parameters, as `main()`, or a `test...` one; its calls do not count);
+    else its first function. None when it defines none or does not parse."""
     try:
         tree = parse_module(code)
     except (SyntaxError, ValueError, RecursionError):
         return None
-    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    functions: list[tuple[str, bool]] = []  # (name, whether it is a driver), in the module's order
     called: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions.append((node.name, _driver(node)))
             if _driver(node):
                 continue  # `main()` calling the answer does not make the answer a helper
             own = _own_names(node) | {node.name}  # recursion is not a call from another function
+        elif (named := _named_lambda(node)) is not None:
+            name, lambda_ = named
+            functions.append((name, not _takes(lambda_.args)))
+            if not _takes(lambda_.args):
+                continue  # a driver, as above
+            own = _own_names(lambda_) | {name}
         elif isinstance(node, ast.ClassDef):
             own = set()
         else:
             continue  # top-level code that calls a function runs the answer; it does not make it a helper
         loads = (n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
         called.update(name for name in loads if name not in own)
-    roots = [f for f in functions if f.name not in called]
-    chosen = [f for f in roots if not _driver(f)] or roots or functions
-    return chosen[0].name if chosen else None
+    roots = [f for f in functions if f[0] not in called]
+    chosen = [f for f in roots if not f[1]] or roots or functions
+    return chosen[0][0] if chosen else None
 
 
 def entry_point(candidates: Sequence[Candidate]) -> str | None:
@@ -188,6 +208,9 @@ def signature(candidates: Sequence[Candidate], name: str) -> str:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
                 lines = candidate.code.splitlines()
                 return "\n".join(lines[node.lineno - 1 : node.body[0].lineno - 1]).rstrip() or f"def {name}(...):"
+            named = _named_lambda(node)
+            if named is not None and named[0] == name:
+                return f"def {name}({ast.unparse(named[1].args)}):"
     return f"def {name}(...):"
 
 
