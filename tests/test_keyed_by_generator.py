@@ -175,6 +175,10 @@ def test_doctor_lists_which_methods_are_trained_for_which_model(scratch_repo: Pa
     save_artifact(retrievers / "tstr", "tstr", lambda folder: None, {"pool": "repo here (9 examples)"})
     mine = {"generator": DEFAULT_GENERATOR, "data": {"sources": {"bank": "mbpp", "eval": ["run"]}}}
     save_artifact(cache_dir() / "discriminator", "condor", lambda folder: None, mine | {"trained": "2026-12-04T09:00"})
+    # A SelfRACG branch says how it was trained (its options change what it is).
+    branch = {"generator": SMALL, "pool": "corpus lib (40 examples)", "trained": "2026-12-06T12:00", "stage2": None}
+    branch["config"] = {"layers": 8, "prefix": "", "synthetic": 0}
+    save_artifact(cache_dir() / "retrievers" / "selfracg-generic", "selfracg", lambda folder: None, branch)
     checks = trained_checks(scratch_repo)
     assert all(check.ok is True for check in checks)  # training is optional: never a warning
     lines = {check.name: check.detail for check in checks}
@@ -184,6 +188,10 @@ def test_doctor_lists_which_methods_are_trained_for_which_model(scratch_repo: Pa
     assert lines["trained tstr"].startswith("for any model (no generator enters it), ")
     serves = f"; serves {DEFAULT_GENERATOR} when named (--retriever tstr; auto leaves it out)"
     assert lines["trained tstr"].endswith(serves)
+    assert lines["trained selfracg"] == (
+        f"for {SMALL}, 2026-12-06, stage 1, first 8 layers, no candidate prefix, on corpus lib (40 examples); "
+        f"does not serve {DEFAULT_GENERATOR}"
+    )
     assert lines["trained condor"] == (
         f"for {DEFAULT_GENERATOR}, 2026-12-04, on mbpp, 1 eval run(s); serves {DEFAULT_GENERATOR} when named "
         "(--ranker agree+condor; auto leaves it out)"

@@ -375,10 +375,25 @@ def inventory(root: Path | None) -> list[dict[str, Any]]:
                     "pool": _pool_of(manifest),
                     "generator": recorded_generator(manifest),
                     "trained": str(manifest.get("trained") or (manifest.get("provenance") or {}).get("saved") or "?"),
+                    "variant": _variant_of(manifest),
                     "folder": folder,
                 }
             )
     return found
+
+
+def _variant_of(manifest: dict[str, Any]) -> str:
+    """How a SelfRACG branch was trained where one training differs from another ("stage 1 + 2, first 8 layers, no
+    candidate prefix"); "" for the other methods, whose options do not change what they are."""
+    config = manifest.get("config") or {}
+    if manifest.get("method") != "selfracg" or not isinstance(config, dict):
+        return ""
+    parts = ["stage 1 + 2" if manifest.get("stage2") or config.get("synthetic") else "stage 1"]
+    if config.get("layers"):
+        parts.append(f"first {config['layers']} layers")
+    if config.get("prefix") == "":
+        parts.append("no candidate prefix")
+    return ", ".join(parts)
 
 
 def _pool_of(manifest: dict[str, Any]) -> str:

@@ -286,7 +286,8 @@ def trained_checks(start: Path) -> list[Check]:
         serving = f"; {used} {current}" if current is not None else ""  # settings that do not load: no model to name
         if fits and not in_auto(item["method"]):
             serving += f" when named ({ASKED_BY.get(item['method'], 'by name')}; auto leaves it out)"
-        detail = f"for {made or generator}, {item['trained'][:10]}, on {item['pool']}{serving}"
+        variant = f"{item['variant']}, " if item.get("variant") else ""
+        detail = f"for {made or generator}, {item['trained'][:10]}, {variant}on {item['pool']}{serving}"
         lines.append(Check(f"trained {item['method']}", True, detail))
     return lines
 
