@@ -585,7 +585,9 @@ def _parse(field_: Field, raw: Any, source: str) -> Any:
     try:
         return field_.parse(raw)
     except (TypeError, ValueError, OverflowError) as exc:  # float(10**400) overflows
-        raise UsageError(f"bad value for {field_.key} from {source}: {exc}") from None
+        why = str(exc)
+        shown = "" if field_.secret else f", not {raw!r}"  # a key is never echoed
+        raise UsageError(f"bad value for {field_.key} from {source}: {why}{shown}", values={"why": why}) from None
 
 
 # --- repo trust -------------------------------------------------------------------------------------------
@@ -838,7 +840,12 @@ def load_settings(
     for key, raw in (flags or {}).items():
         if raw is None:
             continue
-        values[key] = Setting(_parse(FIELD_BY_KEY[key], raw, "the command line"), "flag")
+        try:
+            values[key] = Setting(_parse(FIELD_BY_KEY[key], raw, "the command line"), "flag")
+        except UsageError as exc:  # the door says it with its flag's name and the value typed
+            raise UsageError(
+                str(exc), setting=f"{key}:given", values={"value": raw, "why": exc.values["why"]}
+            ) from None
     if repo is not None and not repo.trusted:
         # Settings that route only with some backends (`model` on a hosted gateway) are known to route once
         # the backend is: the untrusted file's value then goes where its other routing values went.

@@ -267,6 +267,9 @@ BAD_NUMBERS = [
     (["serve", "--port", "70000"], "--port must be at least 0 and at most 65535, not 70000"),
     (["serve", "--threads", "0"], "--threads must be at least 1 and at most 4096, not 0"),
     (["serve", "--context", "0"], "--context must be at least 1 and at most 1048576, not 0"),
+    # A choice its setting refuses: said with the flag and the value typed, not the setting's key.
+    (["generate", "x", "--engine", "bogus"], "--engine 'bogus': expected one of openvino, transformers, ct2"),
+    (["generate", "x", "--api", "bogus"], "--api 'bogus': expected one of chat, completions"),
 ]
 
 

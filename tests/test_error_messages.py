@@ -169,11 +169,13 @@ def test_a_value_that_is_not_a_number_names_its_source_and_what_is_expected(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ASSIST_GENERATE_N", "abc")
     expected = "expected a whole number from 1 to 64"
-    with pytest.raises(UsageError, match=rf"^bad value for generate.n from env ASSIST_GENERATE_N: {expected}$"):
+    with pytest.raises(
+        UsageError, match=rf"^bad value for generate.n from env ASSIST_GENERATE_N: {expected}, not 'abc'$"
+    ):
         load_settings()
     monkeypatch.delenv("ASSIST_GENERATE_N")
     path = user_config('[generate]\nn = "three"\ntemperature = "hot"\n')
-    with pytest.raises(UsageError, match=rf"^bad value for generate.n from {path}: {expected}$"):
+    with pytest.raises(UsageError, match=rf"^bad value for generate.n from {path}: {expected}, not 'three'$"):
         load_settings()
     path.write_text('[openai]\ntimeout = "soon"\n')
     with pytest.raises(UsageError, match=r"openai.timeout from .*: expected a finite number above 0"):

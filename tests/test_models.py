@@ -27,8 +27,12 @@ def test_resolve_names_aliases_and_kinds():
     assert resolve("0.5b").name == "qwen2.5-coder-0.5b"
     assert resolve("1.5b").name == "qwen2.5-coder-1.5b"
     assert resolve(None, "encoder").name == "all-minilm-l6-v2"
-    with pytest.raises(UsageError, match="unknown model 'gpt-9'"):
+    # `--model` takes a generator: the error lists those (with their short names), not the encoder.
+    generators = "known generators: qwen2.5-coder-0.5b (0.5b), qwen2.5-coder-1.5b (1.5b) "
+    with pytest.raises(UsageError, match=re.escape(f"unknown model 'gpt-9'; {generators}")):
         resolve("gpt-9")
+    with pytest.raises(UsageError, match=r"known models: all-minilm-l6-v2 \(minilm\), qwen2.5-coder-0.5b"):
+        resolve("gpt-9", kind=None)
     with pytest.raises(UsageError, match="is an encoder model"):
         resolve("minilm", "generator")
 

@@ -120,8 +120,12 @@ def resolve(name: str | None, kind: str | None = "generator") -> ModelSpec:
         name = DEFAULT_ENCODER if kind == "encoder" else DEFAULT_GENERATOR
     spec = REGISTRY.get(_ALIASES.get(name, name))
     if spec is None:
-        known = ", ".join(sorted(REGISTRY))
-        raise UsageError(f"unknown model {name!r}; known models: {known} (see `assist models list`)")
+        # Only what this name could be (`--model` takes a generator, not the encoder), each with its short alias.
+        short = {full: alias for alias, full in _ALIASES.items()}
+        names = sorted(n for n, s in REGISTRY.items() if kind is None or s.kind == kind)
+        known = ", ".join(f"{n} ({short[n]})" if n in short else n for n in names)
+        what = f"{kind}s" if kind else "models"
+        raise UsageError(f"unknown model {name!r}; known {what}: {known} (see `assist models list`)")
     if kind is not None and spec.kind != kind:
         raise UsageError(f"{spec.name} is an {spec.kind} model, not a {kind}")
     return spec

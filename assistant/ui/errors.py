@@ -110,6 +110,13 @@ LINES = {
     "engine:not_served": "the {backend} backend cannot be served; use --engine openvino",
     "port:taken": "cannot listen on 127.0.0.1:{port} ({error}); choose another --port",
     "api:choice": "--api must be chat or completions, not {api!r}",
+    # A flag's value that its setting refuses (config.load_settings): {why} says what it expects.
+    "backend:given": "--backend {value!r}: {why}",
+    "model:given": "--model {value!r}: {why}",
+    "openai.base_url:given": "--base-url {value!r}: {why}",
+    "openai.api:given": "--api {value!r}: {why}",
+    "openai.timeout:given": "--timeout {value!r}: {why}",
+    "local.engine:given": "--engine {value!r}: {why}",
     "base_url:missing": "{what} needs --base-url (e.g. http://127.0.0.1:8080/v1, which `assist serve --port 8080` "
     "starts) or OPENAI_API_KEY for api.openai.com",
     "model:unlisted": "{url} does not list its models; name one with --model",
