@@ -286,6 +286,30 @@ def test_numeric_options_are_checked_at_the_boundary(args, message, nothing_load
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("ASSIST_AGREE_BATCH", "maybe", "ASSIST_AGREE_BATCH must be on or off, not 'maybe'"),
+        ("ASSIST_STALL_S", "abc", "ASSIST_STALL_S must be a positive number of seconds, not 'abc'"),
+    ],
+)
+def test_a_bad_environment_variable_is_refused_before_any_model_and_doctor_says_so(
+    variable, value, message, nothing_loads, tmp_path, monkeypatch
+):
+    # Both are read deep in a request (agree's ranking, the OpenVINO engine's load): checked up front instead.
+    from typer.testing import CliRunner
+
+    from assistant.ui.cli import app
+    from assistant.ui.doctor import config_checks
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, value)
+    result = CliRunner().invoke(app, ["generate", "add two numbers", "-k", "0"])
+    assert result.exit_code == 2 and result.stderr.strip() == f"error: {message}", result.stderr
+    (check,) = config_checks()[:1]
+    assert check.ok is False and check.detail == message and check.fix.startswith("fix or unset the variable")
+
+
 def test_requirement_and_tests_with_invalid_utf8_are_refused_before_any_model(tmp_path):
     # Real argv bytes, decoded by Python with surrogateescape. A models dir that cannot exist makes any
     # model load fail at once, so reaching one shows up as a different error, not as minutes of loading.

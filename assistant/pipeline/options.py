@@ -111,6 +111,17 @@ def _check_name(setting: str, value: str) -> None:
         check_rankers(value)
 
 
+def _check_environment() -> None:
+    """The environment variables read deep in a request (`ASSIST_AGREE_BATCH` when agree ranks, `ASSIST_STALL_S`
+    when the OpenVINO engine loads), refused here with their one line: before any model loads, and whichever
+    engine or ranker this request ends up with."""
+    from assistant.backends.watchdog import stall_limit
+    from assistant.core.agreement import batching_on
+
+    batching_on()
+    stall_limit(1.0)
+
+
 def _check_names_from(settings: Settings, skip: Collection[str]) -> None:
     """The retriever and ranker names `settings` hold, checked where they came from (not the `skip`ped ones, which
     the request sets itself): an unknown name in a config file or the environment names that file or variable
@@ -206,6 +217,7 @@ class GenerationOptions:
         self._check_combinations(set(explicit), stub, bank)
         _check_name("retriever", self.retriever)
         _check_name("ranker", self.ranker)
+        _check_environment()
         return self
 
     def _check_combinations(self, explicit: set[str], stub: bool | None, bank: bool) -> None:

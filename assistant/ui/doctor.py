@@ -353,7 +353,8 @@ def config_checks() -> list[Check]:
         backend_class(settings.backend)
         GenerationOptions.from_settings(settings).check()
     except UsageError as exc:
-        return [Check("config", False, str(exc), "fix or remove the setting it names (`assist config show`)")]
+        fix = "fix or unset the variable" if str(exc).startswith("ASSIST_") else "fix or remove the setting it names"
+        return [Check("config", False, str(exc), f"{fix} (`assist config show`)")]
     by_key = {row["key"]: row for row in rows}
     chosen = [row for row in rows if row["source"] != "default"]
     sources = sorted({row["source"] for row in chosen})
