@@ -286,6 +286,26 @@ def test_numeric_options_are_checked_at_the_boundary(args, message, nothing_load
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
 
 
+def test_repair_without_tests_to_repair_against_is_refused(nothing_loads, tmp_path, monkeypatch):
+    # Repair reruns tests on a new candidate; with none given and no stub (whose repo's tests may run) it would
+    # silently do nothing.
+    from typer.testing import CliRunner
+
+    from assistant.ui.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    refused = runner.invoke(app, ["generate", "add two numbers", "-k", "0", "--repair", "2"])
+    assert refused.exit_code == 2
+    assert refused.stderr.strip() == (
+        "error: --repair reruns tests on a new candidate: give --test or --tests "
+        "(or --function, whose repo's tests run)"
+    )
+    for fine in (["--repair", "0"], ["--repair", "2", "--test", "assert add(1, 2) == 3"]):
+        result = runner.invoke(app, ["generate", "add two numbers", "-k", "0", *fine])
+        assert "--repair" not in result.stderr  # it gets past the check, to the model (a tripwire here)
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [

@@ -201,20 +201,30 @@ class GenerationOptions:
         )
 
     def check(
-        self, *, explicit: Collection[str] = (), stub: bool | None = None, bank: bool = False
+        self,
+        *,
+        explicit: Collection[str] = (),
+        stub: bool | None = None,
+        bank: bool = False,
+        tests: bool | None = None,
     ) -> GenerationOptions:
         """Refuse out-of-range numbers, unknown retriever or ranker names and contradicting settings with one
         line (a :class:`SettingError`, or the registry's UsageError for a name); returns self.
 
         The combinations are checked only among the `explicit` settings (those the request set itself, not the
         config's): stub-only settings without a stub (`stub` False; None: not known), fragments or own_file with
-        a `bank`, own_file with fragments, fragments with k = 0.
+        a `bank`, own_file with fragments, fragments with k = 0, repair rounds with no tests to repair against
+        (`tests` False and no stub, whose repo's tests may run; None: not known).
         """
         for name, low, high, low_open in RANGES:
             phrase = out_of_range(getattr(self, name), low, high, low_open=low_open)
             if phrase is not None:
                 raise SettingError(f"{name} {phrase}", name, bounds=phrase)
         self._check_combinations(set(explicit), stub, bank)
+        if "repair" in explicit and self.repair > 0 and stub is False and tests is False:
+            raise SettingError(
+                "repair rounds rerun tests on a new candidate: give tests to repair against", "repair+tests"
+            )
         _check_name("retriever", self.retriever)
         _check_name("ranker", self.ranker)
         _check_environment()

@@ -217,7 +217,8 @@ def generate(
     # Check everything the user typed before loading any model.
     _check_requirement(requirement, function)
     check_range("--timeout", backend_flags.timeout, 0, MAX_TIMEOUT, low_open=True)
-    _check_generation_flags(flags, stub=function is not None, bank=bank is not None)
+    tests_given = bool(test) or tests_file is not None
+    _check_generation_flags(flags, stub=function is not None, bank=bank is not None, tests=tests_given)
     _check_apply(file, function, apply, force)
     _note_new_file(file, function, apply)
     paths = {"file": file, "function": function, "replace": replace or (), "test_cmd": test_cmd, "python": python}
@@ -269,14 +270,16 @@ def _note_new_file(file: Path | None, function: str | None, apply: bool) -> None
     err.print(f"note: {file} does not exist yet; the diff creates it ({then})", markup=False, highlight=False)
 
 
-def _check_generation_flags(flags: dict[str, Any], *, stub: bool | None = None, bank: bool = False) -> None:
+def _check_generation_flags(
+    flags: dict[str, Any], *, stub: bool | None = None, bank: bool = False, tests: bool | None = None
+) -> None:
     """The generation flags given (None: not given), checked by the library before any setting or model loads:
     numbers in range, names known, no two that contradict each other; its refusals said with the flags' names."""
     from assistant.pipeline import GenerationOptions
 
     given = {name for name, value in flags.items() if value is not None}
     with flag_errors(flags):
-        GenerationOptions.from_settings(None, **flags).check(explicit=given, stub=stub, bank=bank)
+        GenerationOptions.from_settings(None, **flags).check(explicit=given, stub=stub, bank=bank, tests=tests)
 
 
 def _resolve(

@@ -56,6 +56,8 @@ COMBINATIONS = {
     "test_cmd": "--test-cmd needs --function (the repo's tests run on a filled stub)",
     "python": "--python names the interpreter the repo's tests run with: give --function too",
     "test_cmd+repo_tests": "--test-cmd names the tests that --no-repo-tests turns off; give one or the other",
+    "repair+tests": "--repair reruns tests on a new candidate: give --test or --tests (or --function, whose repo's "
+    "tests run)",
 }
 NEEDS_STUB = "{} is for filling a stub: give --function too"  # a stub-only setting given without --function
 # A refusal that may come from anywhere under a command (applying an edit, planning the repo's tests, installing
