@@ -45,6 +45,7 @@ file without trust. Outside a git repo only the working folder's own `.assist.to
 from __future__ import annotations
 
 import datetime
+import difflib
 import hashlib
 import json
 import math
@@ -556,8 +557,10 @@ def _parse_layer(path: Path, data: bytes, repo: bool) -> dict[str, Any]:
     for key, raw in _flatten(table).items():
         field_ = FIELD_BY_KEY.get(key)
         if field_ is None:
-            known = ", ".join(FIELD_BY_KEY)
-            raise ConfigFileError(f"unknown setting {key!r} in {path}; known settings: {known}", path)
+            close = difflib.get_close_matches(key, FIELD_BY_KEY, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            listed = f"`assist config show` lists all {len(FIELD_BY_KEY)}"
+            raise ConfigFileError(f"unknown setting {key!r} in {path}; {hint}({listed})", path)
         if field_.secret and repo:
             raise ConfigFileError(
                 f"{path} sets {key}: keep keys out of the repo; put it in {user_config_path()} or the "

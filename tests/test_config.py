@@ -69,7 +69,11 @@ def test_a_key_in_the_repo_config_is_refused(repo: Path) -> None:
 
 def test_unknown_keys_and_bad_values_name_the_file(repo: Path) -> None:
     (repo / ".assist.toml").write_text('[openai]\nbse_url = "x"\n', encoding="utf-8")
-    with pytest.raises(UsageError, match=r"unknown setting 'openai.bse_url' in .*\.assist\.toml"):
+    with pytest.raises(
+        UsageError,
+        match=r"unknown setting 'openai.bse_url' in .*\.assist\.toml; did you mean openai.base_url\? "
+        r"\(`assist config show` lists all \d+\)$",
+    ):
         load_settings(start=repo)
     (repo / ".assist.toml").write_text("[openai]\nretries = -1\n", encoding="utf-8")
     with pytest.raises(UsageError, match=r"bad value for openai\.retries"):
