@@ -286,6 +286,18 @@ def test_numeric_options_are_checked_at_the_boundary(args, message, nothing_load
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
 
 
+def test_a_greedy_request_says_that_n_is_not_used(nothing_loads, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from assistant.ui.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["generate", "add two numbers", "-k", "0", "-n", "5", "--temperature", "0"])
+    assert "note: --temperature 0 gives one greedy candidate; -n 5 is not used" in result.stderr
+    result = CliRunner().invoke(app, ["generate", "add two numbers", "-k", "0", "--temperature", "0"])
+    assert "is not used" not in result.stderr
+
+
 def test_repair_without_tests_to_repair_against_is_refused(nothing_loads, tmp_path, monkeypatch):
     # Repair reruns tests on a new candidate; with none given and no stub (whose repo's tests may run) it would
     # silently do nothing.

@@ -221,6 +221,7 @@ def generate(
     _check_generation_flags(flags, stub=function is not None, bank=bank is not None, tests=tests_given)
     _check_apply(file, function, apply, force)
     _note_new_file(file, function, apply)
+    _note_greedy(flags)
     paths = {"file": file, "function": function, "replace": replace or (), "test_cmd": test_cmd, "python": python}
     request = _resolve(requirement or "", test, tests_file, apply, force, repo_tests=repo_tests, **paths)
     start = file.parent if file is not None else Path(".")
@@ -259,6 +260,15 @@ def _check_apply(file: Path | None, function: str | None, apply: bool, force: bo
         raise UsageError("--apply needs --file, the file to write the code into")
     if force and not apply:
         raise UsageError("--force only applies with --apply")
+
+
+def _note_greedy(flags: dict[str, Any]) -> None:
+    """Say that -n goes unused when --temperature 0 asks for the one greedy candidate (every sample would be it)."""
+    n = flags.get("n")
+    if flags.get("temperature") == 0 and n is not None and n > 1:
+        err.print(
+            f"note: --temperature 0 gives one greedy candidate; -n {n} is not used", markup=False, highlight=False
+        )
 
 
 def _note_new_file(file: Path | None, function: str | None, apply: bool) -> None:
