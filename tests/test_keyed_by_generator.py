@@ -179,8 +179,14 @@ def test_doctor_lists_which_methods_are_trained_for_which_model(scratch_repo: Pa
     branch = {"generator": SMALL, "pool": "corpus lib (40 examples)", "trained": "2026-12-06T12:00", "stage2": None}
     branch["config"] = {"layers": 8, "prefix": "", "synthetic": 0}
     save_artifact(cache_dir() / "retrievers" / "selfracg-generic", "selfracg", lambda folder: None, branch)
+    kept = branch | {"generator": DEFAULT_GENERATOR, "config": {"synthetic": 0}}  # a two-stage training's stage 1
+    save_artifact(cache_dir() / "retrievers" / "selfracg-generic-stage1", "selfracg", lambda folder: None, kept)
     checks = trained_checks(scratch_repo)
     assert all(check.ok is True for check in checks)  # training is optional: never a warning
+    by_folder = [check.detail for check in checks if check.name == "trained selfracg"]
+    assert by_folder[1].endswith(
+        "stage 1, on corpus lib (40 examples); kept beside stage 1 + 2 (the ablation without stage 2), not served"
+    )
     lines = {check.name: check.detail for check in checks}
     assert lines["trained lail"] == (
         f"for {SMALL}, 2026-11-02, on repo here (9 examples); does not serve {DEFAULT_GENERATOR}"
@@ -188,7 +194,7 @@ def test_doctor_lists_which_methods_are_trained_for_which_model(scratch_repo: Pa
     assert lines["trained tstr"].startswith("for any model (no generator enters it), ")
     serves = f"; serves {DEFAULT_GENERATOR} when named (--retriever tstr; auto leaves it out)"
     assert lines["trained tstr"].endswith(serves)
-    assert lines["trained selfracg"] == (
+    assert by_folder[0] == (
         f"for {SMALL}, 2026-12-06, stage 1, first 8 layers, no candidate prefix, on corpus lib (40 examples); "
         f"does not serve {DEFAULT_GENERATOR}"
     )

@@ -355,9 +355,15 @@ def cached_vectors(
     return vectors
 
 
+# Where the stage-1 adapters of a two-stage SelfRACG training are kept too, beside the folder that serves (the
+# "without stage 2" ablation, for evaluations; nothing serves from it).
+STAGE1_SUFFIX = "-stage1"
+
+
 def inventory(root: Path | None) -> list[dict[str, Any]]:
     """Every trained artifact kept for the repo at `root` (None: none) and in the user cache: its method, pool,
-    the generator it was trained for (None: unknown), when, and its folder; what `assist doctor` lists."""
+    the generator it was trained for (None: unknown), when, its folder, and whether anything serves from it (not
+    the stage-1 copy a two-stage SelfRACG training keeps); what `assist doctor` lists."""
     bases = [cache_dir() / "retrievers", cache_dir()]
     if root is not None:
         bases = [repo_dir(root) / "retrievers", repo_dir(root), *bases]
@@ -377,6 +383,7 @@ def inventory(root: Path | None) -> list[dict[str, Any]]:
                     "trained": str(manifest.get("trained") or (manifest.get("provenance") or {}).get("saved") or "?"),
                     "variant": _variant_of(manifest),
                     "folder": folder,
+                    "serves": not (manifest["method"] == "selfracg" and folder.name.endswith(STAGE1_SUFFIX)),
                 }
             )
     return found

@@ -59,6 +59,7 @@ from assistant.errors import UsageError
 from assistant.indexing.fragments import FRAGMENT_LINES
 from assistant.indexing.index import Index
 from assistant.methods.artifacts import (
+    STAGE1_SUFFIX,
     artifact_dir,
     cached_vectors,
     describe_pool,
@@ -565,7 +566,6 @@ def corpus_fragments(folder: Path) -> list[Example]:
 
 
 CONTINUATIONS_FILE = "continuations.jsonl"  # stage 2's cached continuations, kept beside the adapters
-STAGE1_SUFFIX = "-stage1"  # where the stage-1 adapters of a two-stage run are kept too (the "without stage 2" ablation)
 
 
 def train_selfracg(

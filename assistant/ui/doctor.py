@@ -284,7 +284,9 @@ def trained_checks(start: Path) -> list[Check]:
         fits = generator == NO_GENERATOR or (current is not None and generator == current)
         used = "serves" if fits else "does not serve"
         serving = f"; {used} {current}" if current is not None else ""  # settings that do not load: no model to name
-        if fits and not in_auto(item["method"]):
+        if not item["serves"]:
+            serving = "; kept beside stage 1 + 2 (the ablation without stage 2), not served"
+        elif fits and not in_auto(item["method"]):
             serving += f" when named ({ASKED_BY.get(item['method'], 'by name')}; auto leaves it out)"
         variant = f"{item['variant']}, " if item.get("variant") else ""
         detail = f"for {made or generator}, {item['trained'][:10]}, {variant}on {item['pool']}{serving}"
