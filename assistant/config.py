@@ -584,6 +584,18 @@ def _read_file(path: Path, repo: bool) -> dict[str, Any]:
     return _parse_layer(path, _read_bytes(path), repo)
 
 
+# The error's `setting` when a value given for one of these settings on a command is refused: a door says it with
+# its own word for the setting (the flag) and the value typed.
+GIVEN = {
+    "backend": "backend:given",
+    "model": "model:given",
+    "openai.base_url": "openai.base_url:given",
+    "openai.api": "openai.api:given",
+    "openai.timeout": "openai.timeout:given",
+    "local.engine": "local.engine:given",
+}
+
+
 def _parse(field_: Field, raw: Any, source: str) -> Any:
     try:
         return field_.parse(raw)
@@ -846,9 +858,8 @@ def load_settings(
         try:
             values[key] = Setting(_parse(FIELD_BY_KEY[key], raw, "the command line"), "flag")
         except UsageError as exc:  # the door says it with its flag's name and the value typed
-            raise UsageError(
-                str(exc), setting=f"{key}:given", values={"value": raw, "why": exc.values["why"]}
-            ) from None
+            said = {"value": raw, "why": exc.values["why"]}
+            raise UsageError(str(exc), setting=GIVEN.get(key), values=said) from None
     if repo is not None and not repo.trusted:
         # Settings that route only with some backends (`model` on a hosted gateway) are known to route once
         # the backend is: the untrusted file's value then goes where its other routing values went.
