@@ -24,6 +24,7 @@ TRAINING = (
     ("SelfRACG", "1.5B", "stage 1 on the standard library, 768 pairs", "methods-1.5b-selfracg-stdlib", "train"),
     ("SelfRACG", "1.5B", "the first 8 layers: stage 1, as above", "methods-1.5b-selfracg-stdlib-layers8", "train"),
     ("SelfRACG", "1.5B", "no candidate prefix: stage 1, as above", "methods-1.5b-selfracg-stdlib-noprefix", "train"),
+    ("SelfRACG", "1.5B", "stage 1, as above; stage 2 on 96 fragments", "methods-1.5b-selfracg-stdlib-stage12", "train"),
     ("SelfRACG", "0.5B", "stage 1 on the standard library, 768 pairs; stage 2", "selfracg-cpu-stdlib-seed0", "train"),
     ("LAIL", "1.5B", "MBPP train: 5,984 labels, then the encoder", "lail-mbpp-train-labels-1.5b", "lail"),
     ("LAIL", "0.5B", "MBPP train: 5,984 labels, then the encoder", "lail-mbpp-train-labels-bf16-t16", "lail"),
@@ -43,6 +44,9 @@ NOTES = {
     "machine ran about 1.8 times slower (docs/results/speed.md)",
     "methods-1.5b-selfracg-stdlib-noprefix": "only short checks beside it, but the machine ran about 1.8 times "
     "slower that day (docs/results/speed.md): not comparable with the 1,198",
+    "methods-1.5b-selfracg-stdlib-stage12": "stage 2 leaves out the 96 continuations the model wrote first (about "
+    "9.5 min, cached the session before); at times in stage 1's first 22 of 42 minutes, targeted test runs, a "
+    "prefill probe and one model request beside it, on a day the machine ran about 1.8 times slower",
     "methods-1.5b-retrieval-selfracg-layers8": "the unit suite beside it for 22 of its 38 minutes: slower than on an "
     "idle machine",
     "methods-1.5b-retrieval-selfracg-noprefix": "its queries ran alone (the suites beside its pool encoding had "
