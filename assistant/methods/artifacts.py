@@ -356,7 +356,7 @@ def cached_vectors(
 
 
 # Where the stage-1 adapters of a two-stage SelfRACG training are kept too, beside the folder that serves (the
-# "without stage 2" ablation, for evaluations; nothing serves from it).
+# "without stage 2" ablation, kept to measure stage 2 against; nothing serves from it).
 STAGE1_SUFFIX = "-stage1"
 
 

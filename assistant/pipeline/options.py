@@ -220,19 +220,18 @@ class GenerationOptions:
             phrase = out_of_range(getattr(self, name), low, high, low_open=low_open)
             if phrase is not None:
                 raise SettingError(f"{name} {phrase}", name, bounds=phrase)
-        self._check_combinations(set(explicit), stub, bank)
-        if "repair" in explicit and self.repair > 0 and stub is False and tests is False:
-            raise SettingError(
-                "repair rounds rerun tests on a new candidate: give tests to repair against", "repair+tests"
-            )
+        self._check_combinations(set(explicit), stub, bank, tests)
         _check_name("retriever", self.retriever)
         _check_name("ranker", self.ranker)
         _check_environment()
         return self
 
-    def _check_combinations(self, explicit: set[str], stub: bool | None, bank: bool) -> None:
+    def _check_combinations(self, explicit: set[str], stub: bool | None, bank: bool, tests: bool | None) -> None:
         """The combinations :meth:`check` refuses, among the `explicit` settings."""
         said = {name for name in explicit if getattr(self, name) is True}  # switched on by the request
+        if "repair" in explicit and self.repair > 0 and stub is False and tests is False:
+            why = "repair rounds rerun tests on a new candidate: give tests to repair against"
+            raise SettingError(why, "repair+tests")
         if "fragments" in said and "k" in explicit and self.k == 0:
             raise SettingError("fragments shows k retrieved fragments; k = 0 would show none", "fragments+k")
         for name in STUB_ONLY if stub is False else ():
