@@ -44,9 +44,9 @@ NOTES = {
     "machine ran about 1.8 times slower (docs/results/speed.md)",
     "methods-1.5b-selfracg-stdlib-noprefix": "only short checks beside it, but the machine ran about 1.8 times "
     "slower that day (docs/results/speed.md): not comparable with the 1,198",
-    "methods-1.5b-selfracg-stdlib-stage12": "stage 2 leaves out the 96 continuations the model wrote first (about "
-    "9.5 min, cached the session before); at times in stage 1's first 22 of 42 minutes, targeted test runs, a "
-    "prefill probe and one model request beside it, on a day the machine ran about 1.8 times slower",
+    "methods-1.5b-selfracg-stdlib-stage12": "trained again on an idle machine (the first training's adapters were "
+    "lost with its machine; every loss of both stages came out the same, in 2,520 + 684 s beside other jobs on a "
+    "slower day); stage 2 leaves out the 96 continuations the model wrote first, about 6 more minutes",
     "methods-1.5b-retrieval-selfracg-layers8": "the unit suite beside it for 22 of its 38 minutes: slower than on an "
     "idle machine",
     "methods-1.5b-retrieval-selfracg-noprefix": "its queries ran alone (the suites beside its pool encoding had "
