@@ -17,6 +17,7 @@ STAGE_LABELS = {
     "convert": "Converting the model (once)",
     "parse": "Parsing files",
     "encode": "Embedding",
+    "encode selfracg": "Encoding the pool with the SelfRACG branch (once)",
     "retrieve": "Retrieving demonstrations",
     "generate": "Generating candidates",
     "rank": "Ranking candidates",

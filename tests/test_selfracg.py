@@ -156,8 +156,10 @@ def test_the_retriever_searches_the_pool_by_inner_product_and_caches_its_vectors
     ]
     index = Index(examples=examples, vectors=np.zeros((3, 4), "float32"), meta={"source": {"kind": "memory"}})
     ine = InformationNeed(lm, ByteTokenizer())
-    retriever = SelfRacgRetriever(index, ine)
+    reports: list[tuple[str, int, int]] = []
+    retriever = SelfRacgRetriever(index, ine, progress=lambda *report: reports.append(report))
     assert retriever.name == "selfracg-init" and retriever.pool.shape == (3, 64)
+    assert reports and reports[-1] == ("encode selfracg", 3, 3)  # a repository's first pass takes minutes: shown
     hits = retriever.search("values = total(", 2)
     query = ine.encode(["values = total("], candidate=False)[0]
     expected = sorted(range(3), key=lambda i: -float(retriever.pool[i] @ query))[:2]
@@ -166,8 +168,9 @@ def test_the_retriever_searches_the_pool_by_inner_product_and_caches_its_vectors
     assert [h.example.path for h in retriever.search("values = total(", 3, lambda e: e.path == "m1.py")] == [
         f"m{i}.py" for i in sorted(range(3), key=lambda i: -float(retriever.pool[i] @ query)) if i != 1
     ]
-    again = SelfRacgRetriever(index, ine)  # read back from the cache: the same vectors
-    assert np.array_equal(again.pool, retriever.pool)
+    reports.clear()
+    again = SelfRacgRetriever(index, ine, progress=lambda *report: reports.append(report))  # read back: the same
+    assert np.array_equal(again.pool, retriever.pool) and reports == []
 
 
 @pytest.mark.model

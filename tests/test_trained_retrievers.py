@@ -175,8 +175,11 @@ def test_lail_labels_with_the_model_trains_and_retrieves(backend, encoder) -> No
     assert calls == []
     from .conftest import PLUMBING_MODEL
 
-    retriever = make_retriever("lail", index, encoder, generator=PLUMBING_MODEL)  # the model that labelled
-    assert retriever.name == "lail"
+    reports: list[tuple[str, int, int]] = []
+    retriever = make_retriever(  # the model that labelled
+        "lail", index, encoder, generator=PLUMBING_MODEL, progress=lambda *report: reports.append(report)
+    )
+    assert retriever.name == "lail" and reports[-1] == ("encode", len(index), len(index))  # the pool, shown
     with pytest.raises(UsageError, match=r"not qwen2\.5-coder-1\.5b"):  # never another's
         make_retriever("lail", index, encoder, generator="qwen2.5-coder-1.5b")
     hits = retriever.search("sum of a list", 3)

@@ -53,6 +53,7 @@ from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
 from assistant.methods import TRAINED_METHODS, TrainedMethod
 from assistant.paths import atomic_write_bytes, atomic_write_text, cache_dir, file_sha256, read_json_object, repo_dir
+from assistant.progress import Progress
 
 METHODS = ("lail", "tstr")  # the trained retrievers, best first
 NO_GENERATOR = "none"  # what a manifest records when no generator enters training (TST^R)
@@ -329,11 +330,12 @@ def trained_methods(index: Index, generator: str | None = None) -> list[tuple[st
 
 
 def cached_vectors(
-    path: Path, texts: Sequence[str], encoder: TextEncoder, progress: Callable[[int, int], None] | None = None
+    path: Path, texts: Sequence[str], encoder: TextEncoder, progress: Progress | None = None, stage: str = "encode"
 ) -> np.ndarray:
     """`encoder.encode(texts)`, reusing the vectors stored in `path` (an .npz keyed by encoder and text).
 
-    A pool that gains a few examples embeds only those; the file then holds exactly this pool's vectors.
+    A pool that gains a few examples embeds only those; the file then holds exactly this pool's vectors. The
+    encoding is reported to `progress` as `stage` (a trained branch's first pass over a repository takes minutes).
     """
     keys = [hashlib.sha256(f"{encoder.name}\x00{text}".encode()).hexdigest()[:24] for text in texts]
     known: dict[str, np.ndarray] = {}
@@ -342,7 +344,8 @@ def cached_vectors(
         known = dict(zip(json.loads(str(stored["keys"])), stored["vectors"], strict=True))
     missing = [i for i, key in enumerate(keys) if key not in known]
     if missing:
-        fresh = encoder.encode([texts[i] for i in missing], progress)
+        step = (lambda done, total: progress(stage, done, total)) if progress is not None else None
+        fresh = encoder.encode([texts[i] for i in missing], step)
         known.update({keys[i]: fresh[row] for row, i in enumerate(missing)})
     if not keys:
         return np.zeros((0, encoder.dim), "float32")

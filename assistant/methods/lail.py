@@ -347,23 +347,31 @@ class LailRetriever:
 
     name = "lail"
 
-    def __init__(self, index: Index, directory: Path, vectors: Path | None = None) -> None:
+    def __init__(
+        self, index: Index, directory: Path, vectors: Path | None = None, progress: Progress | None = None
+    ) -> None:
         """`vectors`: where the pool's vectors are kept (default: beside the artifact, for the pool it was trained
-        for; give another file to search some other pool, such as a project's fragments, with it)."""
+        for; give another file to search some other pool, such as a project's fragments, with it). The pool's
+        embedding is reported to `progress`."""
         how = f"train one for the {describe_pool(index)}: `assist train retriever lail`"
         trained = Lail.load(directory, how)  # with the limit training used
         self.index = index
         self.manifest = trained.manifest
         self.encoder = trained.encoder
         # The pool embedded with the trained encoder once, then only what changed.
-        self.pool = cached_vectors(
-            vectors or directory / "pool_vectors.npz", [embedding_text(e) for e in index.examples], self.encoder
-        )
+        texts = [embedding_text(e) for e in index.examples]
+        self.pool = cached_vectors(vectors or directory / "pool_vectors.npz", texts, self.encoder, progress)
 
     @classmethod
-    def for_index(cls, index: Index, encoder: TextEncoder | None = None, folder: Path | None = None) -> LailRetriever:
+    def for_index(
+        cls,
+        index: Index,
+        encoder: TextEncoder | None = None,
+        folder: Path | None = None,
+        progress: Progress | None = None,
+    ) -> LailRetriever:
         """The retriever trained for this index's pool: the artifact in `folder` (default: the unkeyed one)."""
-        return cls(index, folder or artifact_dir(index, "lail"))
+        return cls(index, folder or artifact_dir(index, "lail"), progress=progress)
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         if not len(self.index):

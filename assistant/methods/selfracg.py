@@ -653,6 +653,7 @@ def _how_to_train(index: Index) -> str:
 
 
 POOL_FILE = "pool_vectors.npz"
+ENCODE_STAGE = "encode selfracg"  # how encoding a pool with the branch is reported (progress.STAGE_LABELS)
 
 
 def vector_store(index: Index, candidates: SideEncoder) -> Path:
@@ -671,7 +672,9 @@ class SelfRacgRetriever:
     (B = 0: the model's own attention). The pool's vectors are kept with the pool (`vector_store`) and refreshed
     fragment by fragment as its code changes."""
 
-    def __init__(self, index: Index, ine: InformationNeed, directory: Path | None = None) -> None:
+    def __init__(
+        self, index: Index, ine: InformationNeed, directory: Path | None = None, progress: Progress | None = None
+    ) -> None:
         self.name = METHOD if directory is not None else INIT
         self.index = index
         self.ine = ine
@@ -682,17 +685,24 @@ class SelfRacgRetriever:
         if not store.exists() and legacy.exists():  # where earlier versions kept them: start from those
             store.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(store, legacy.read_bytes())  # an interrupted copy must not leave a torn file
-        self.pool = cached_vectors(store, [e.code for e in index.examples], candidates)
+        # About two fragments a second on a CPU: a repository's first pass takes minutes, so it is reported.
+        self.pool = cached_vectors(store, [e.code for e in index.examples], candidates, progress, ENCODE_STAGE)
 
     @classmethod
     def for_index(
-        cls, index: Index, trained: bool, model: str | None = None, adapters: Path | None = None
+        cls,
+        index: Index,
+        trained: bool,
+        model: str | None = None,
+        adapters: Path | None = None,
+        progress: Progress | None = None,
     ) -> SelfRacgRetriever:
         """The retriever for an index's pool: its trained adapters (on the model and precision they were trained
         on), or with `trained` False the untrained branch over `model` (default: the default generator).
 
         The pool's own adapters are preferred to the generic ones; `adapters` names the folder to use instead
-        (`eval repo` passes the generic ones: adapters trained on a benchmark's pool have seen its answers)."""
+        (`eval repo` passes the generic ones: adapters trained on a benchmark's pool have seen its answers).
+        Encoding the pool's new fragments is reported to `progress`."""
         directory = None
         if trained and adapters is not None:
             directory = adapters
@@ -700,8 +710,8 @@ class SelfRacgRetriever:
             own = artifact_dir(index, METHOD)
             directory = generic_dir() if read_manifest(own) is None and read_manifest(generic_dir()) else own
         if directory is None:
-            return cls(index, load_ine(model, "auto", SelfRacgConfig())[0])
-        return cls(index, SelfRacg.load(directory, how_to_train=_how_to_train(index)).ine, directory)
+            return cls(index, load_ine(model, "auto", SelfRacgConfig())[0], progress=progress)
+        return cls(index, SelfRacg.load(directory, how_to_train=_how_to_train(index)).ine, directory, progress)
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         """The k pool examples with the highest inner product with the query's INE vector."""

@@ -201,8 +201,7 @@ def frozen_vectors(
     if index.encoder_name == embedder.name:
         return np.asarray(index.vectors, dtype=np.float32)
     texts = [embedding_text(e) for e in index.examples]
-    step = (lambda done, total: progress("encode", done, total)) if progress else None
-    return cached_vectors(directory / "frozen_vectors.npz", texts, embedder, step)
+    return cached_vectors(directory / "frozen_vectors.npz", texts, embedder, progress)
 
 
 def _embedder_for(manifest: dict, encoder: TextEncoder, directory: Path) -> TextEncoder:
@@ -272,9 +271,11 @@ class TstrRetriever:
         self.pool = model.transform(frozen) if len(index) else np.zeros((0, 1))
 
     @classmethod
-    def for_index(cls, index: Index, encoder: TextEncoder, folder: Path | None = None) -> TstrRetriever:
+    def for_index(
+        cls, index: Index, encoder: TextEncoder, folder: Path | None = None, progress: Progress | None = None
+    ) -> TstrRetriever:
         """The model trained for this index (in `folder`, default its artifact folder); `encoder` embeds queries
-        unless training used another embedder."""
+        unless training used another embedder. The pool's first embedding is reported to `progress`."""
         directory = folder or artifact_dir(index, "tstr")
         if read_manifest(directory) is None:
             raise UsageError(
@@ -282,7 +283,7 @@ class TstrRetriever:
             )
         model = Tstr.load(directory)
         embedder = _embedder_for(model.manifest, encoder, directory)
-        return cls(index, embedder, model, frozen_vectors(index, embedder, directory))
+        return cls(index, embedder, model, frozen_vectors(index, embedder, directory, progress))
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         if not len(self.index):

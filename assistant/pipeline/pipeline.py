@@ -490,7 +490,8 @@ class Pipeline:
             if self._retriever is None:
                 source = self.source(progress)
                 generator = self.generator_name()
-                self._retriever = make_retriever(self.options.retriever, source.index, self._encoder, generator)
+                name, index = self.options.retriever, source.index
+                self._retriever = make_retriever(name, index, self._encoder, generator, progress)
             return self._retriever
 
     def generator_name(self) -> str | None:

@@ -31,30 +31,33 @@ from assistant.core.retrieve import BM25Retriever, DenseRetriever, HybridRetriev
 from assistant.errors import UsageError
 from assistant.indexing.index import Index, TextEncoder
 from assistant.methods import TRAINED_METHODS, in_auto, trained_retrievers
+from assistant.progress import Progress
 
 log = logging.getLogger("assistant")
 
 # -- retrievers ------------------------------------------------------------------------------------------------
 
-RetrieverFactory = Callable[..., Retriever]  # (index, encoder), and the trained ones' artifact folder
+# (index, encoder); the trained ones also take their artifact folder and a progress callback for embedding the
+# pool with what they learned (minutes for SelfRACG's branch on a repository's first pass).
+RetrieverFactory = Callable[..., Retriever]
 
 
-def _tstr(index: Index, encoder: TextEncoder, folder: Path | None = None) -> Retriever:
+def _tstr(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None) -> Retriever:
     from assistant.methods.tstr import TstrRetriever  # trained retrievers import torch: only when asked for
 
-    return TstrRetriever.for_index(index, encoder, folder)
+    return TstrRetriever.for_index(index, encoder, folder, progress)
 
 
-def _lail(index: Index, encoder: TextEncoder, folder: Path | None = None) -> Retriever:
+def _lail(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None) -> Retriever:
     from assistant.methods.lail import LailRetriever
 
-    return LailRetriever.for_index(index, encoder, folder)
+    return LailRetriever.for_index(index, encoder, folder, progress)
 
 
-def _selfracg(index: Index, encoder: TextEncoder, folder: Path | None = None) -> Retriever:
+def _selfracg(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None) -> Retriever:
     from assistant.methods.selfracg import SelfRacgRetriever  # the INE needs the transformers model
 
-    return SelfRacgRetriever.for_index(index, trained=True, adapters=folder)
+    return SelfRacgRetriever.for_index(index, trained=True, adapters=folder, progress=progress)
 
 
 def _selfracg_init(index: Index, encoder: TextEncoder) -> Retriever:
@@ -77,7 +80,13 @@ RETRIEVER_CHOICES = ("auto", *RETRIEVERS)
 TRAINED_RETRIEVERS = {name: TRAINED_METHODS[name].what for name in trained_retrievers()}
 
 
-def make_retriever(name: str, index: Index, encoder: TextEncoder, generator: str | None = None) -> Retriever:
+def make_retriever(
+    name: str,
+    index: Index,
+    encoder: TextEncoder,
+    generator: str | None = None,
+    progress: Progress | None = None,
+) -> Retriever:
     """Build a registered retriever over an index; an unknown name is a one-line error.
 
     `generator` is the model that will generate. `auto` is hybrid, unless a trained retriever that has earned its
@@ -85,17 +94,17 @@ def make_retriever(name: str, index: Index, encoder: TextEncoder, generator: str
     model; one that cannot load (its embeddings server is down) is skipped with a warning. A trained retriever
     asked for by name whose artifact was trained for another model only is a one-line error naming both; without
     a generator (the evaluations), the one trained last. The retriever carries why it was chosen as `served_by` (see
-    :func:`served_by`).
+    :func:`served_by`). A trained retriever's first embedding of the pool is reported to `progress`.
     """
     if name == "auto":
-        return _auto_retriever(index, encoder, generator)
+        return _auto_retriever(index, encoder, generator, progress)
     factory = RETRIEVERS.get(name)
     if factory is None:
         raise UsageError(f"unknown retriever {name!r}; choose one of: auto, {', '.join(RETRIEVERS)}")
     if name not in TRAINED_RETRIEVERS:
         return factory(index, encoder)
     folder = trained_folder(name, index, generator)
-    return _note(factory(index, encoder, folder), f"{name}: {_describe_artifact(folder)}")
+    return _note(factory(index, encoder, folder, progress), f"{name}: {_describe_artifact(folder)}")
 
 
 def trained_folder(name: str, index: Index, generator: str | None) -> Path | None:
@@ -128,7 +137,9 @@ def trained_folder(name: str, index: Index, generator: str | None) -> Path | Non
     return None
 
 
-def _auto_retriever(index: Index, encoder: TextEncoder, generator: str | None) -> Retriever:
+def _auto_retriever(
+    index: Index, encoder: TextEncoder, generator: str | None, progress: Progress | None = None
+) -> Retriever:
     """auto: the best trained retriever that serves `generator` for this pool and has earned its place in `auto`
     (:func:`~assistant.methods.in_auto`), else hybrid, saying why."""
     from assistant.errors import ModelError
@@ -139,7 +150,7 @@ def _auto_retriever(index: Index, encoder: TextEncoder, generator: str | None) -
         if not in_auto(method):
             continue
         try:
-            retriever = RETRIEVERS[method](index, encoder, folder)
+            retriever = RETRIEVERS[method](index, encoder, folder, progress)
         except ModelError as exc:  # e.g. the embeddings server TST^R was trained on is down
             log.warning("the trained %s retriever is unavailable (%s); using the next best", method, exc)
             continue

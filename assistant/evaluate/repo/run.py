@@ -175,8 +175,8 @@ def _retriever(
             return heldout_lail(pool, encoder, held_out, progress=progress, search=index, generator=generator)
         return heldout_tstr(pool, encoder, held_out, search=index)
     if strategy in ("selfracg", "selfracg-init"):
-        return _selfracg_retriever(strategy, index, generator)
-    return None if strategy == "zero" else make_retriever(strategy, index, encoder, generator)
+        return _selfracg_retriever(strategy, index, generator, progress)
+    return None if strategy == "zero" else make_retriever(strategy, index, encoder, generator, progress)
 
 
 def generic_adapters(generator: str | None) -> Path:
@@ -197,15 +197,18 @@ def generic_adapters(generator: str | None) -> Path:
     return adapters
 
 
-def _selfracg_retriever(strategy: str, index: Index, generator: str | None) -> Retriever:
+def _selfracg_retriever(
+    strategy: str, index: Index, generator: str | None, progress: Progress | None = None
+) -> Retriever:
     """SelfRACG's branch on the evaluated model: trained (`selfracg`), always with the generic adapters, never ones
     kept for this project's pool (those were trained on the pristine project, hidden bodies and line answers
-    included); or untrained (`selfracg-init`) over that model itself."""
+    included); or untrained (`selfracg-init`) over that model itself. Encoding the pool is reported to `progress`."""
     from assistant.methods.selfracg import SelfRacgRetriever  # the INE needs torch: only if asked
 
     if strategy == "selfracg-init":
-        return SelfRacgRetriever.for_index(index, trained=False, model=generator)
-    return SelfRacgRetriever.for_index(index, trained=True, adapters=generic_adapters(generator))
+        return SelfRacgRetriever.for_index(index, trained=False, model=generator, progress=progress)
+    adapters = generic_adapters(generator)
+    return SelfRacgRetriever.for_index(index, trained=True, adapters=adapters, progress=progress)
 
 
 def shows_attributes(strategy: str) -> bool:
@@ -331,8 +334,8 @@ def heldout_lail(
             labeler = local_transformers(model, precision)
         train_lail(pool, encoder, encoder_dir(resolve(None, "encoder")), labeler, config, progress, directory)
     if search is None or search is index:
-        return LailRetriever(index, directory)
-    return LailRetriever(search, directory, vectors=directory / "search_vectors.npz")
+        return LailRetriever(index, directory, progress=progress)
+    return LailRetriever(search, directory, vectors=directory / "search_vectors.npz", progress=progress)
 
 
 def heldout_tstr(
