@@ -49,6 +49,9 @@ NOTES = {
     "slower day); stage 2 leaves out the 96 continuations the model wrote first, about 6 more minutes",
     "methods-1.5b-retrieval-selfracg-layers8": "the unit suite beside it for 22 of its 38 minutes: slower than on an "
     "idle machine",
+    "methods-1.5b-retrieval-selfracg-stage12": "its queries ran alone (the suite and a README check had run "
+    "beside its pool encoding), on a fresh machine, not 593.9's: stage 2 leaves the branch's size as it was, so "
+    "the difference is the machine's",
     "methods-1.5b-retrieval-selfracg-noprefix": "its queries ran alone (the suites beside its pool encoding had "
     "ended), on a day the machine ran about 1.8 times slower: not comparable with 593.9",
 }
@@ -63,6 +66,7 @@ QUERIES = (
     ("methods-1.5b-retrieval", "selfracg", "SelfRACG, 1.5B"),
     ("methods-1.5b-retrieval-selfracg-layers8", "selfracg", "SelfRACG, 1.5B, first 8 layers"),
     ("methods-1.5b-retrieval-selfracg-noprefix", "selfracg", "SelfRACG, 1.5B, no candidate prefix"),
+    ("methods-1.5b-retrieval-selfracg-stage12", "selfracg", "SelfRACG, 1.5B, stage 1 + 2"),
     ("repo-retrieval-selfracg-cpu-stage1-seed0", "selfracg", "SelfRACG, 0.5B (200 tasks)"),
 )
 

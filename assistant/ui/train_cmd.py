@@ -286,8 +286,8 @@ def selfracg(
         int,
         typer.Option(
             help="Stage 2's examples, fragments the model continues (its next lines are the positive, its later ones "
-            "hard negatives), e.g. 96 (with the 1.5B about 20 more minutes on 2 CPU cores: 10 for the model to write "
-            "them, 11 to train); 0 (the default: it measured no gain, "
+            "hard negatives), e.g. 96 (with the 1.5B about 13 more minutes on 2 CPU cores: 6 for the model to write "
+            "them, 7 to train); 0 (the default: it measured no gain with the 0.5B or the 1.5B, "
             "docs/results/trained-retrievers.md) trains stage 1 only."
         ),
     ] = 0,
