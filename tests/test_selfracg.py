@@ -231,7 +231,7 @@ def test_a_pool_without_adapters_uses_the_generic_ones(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(selfracg, "load_ine", fake_load)
         with pytest.raises(UsageError, match="or generic ones on any folder of Python"):
-            SelfRacgRetriever.for_index(index, trained=True)
+            SelfRacgRetriever.for_index(index)
         manifest = {"config": SelfRacgConfig(rank=4).to_json(), "model": "qwen-x", "precision": "bf16"}
         save_artifact(
             generic_dir(), "selfracg", lambda folder: (folder / "adapter.safetensors").write_bytes(b""), manifest
@@ -240,7 +240,7 @@ def test_a_pool_without_adapters_uses_the_generic_ones(tmp_path: Path) -> None:
         for native in (True, False):
             patch.setattr(selfracg, "cpu_has_native_bf16", lambda native=native: native)
             with pytest.raises(RuntimeError, match="stop here"):
-                SelfRacgRetriever.for_index(index, trained=True)
+                SelfRacgRetriever.for_index(index)
     assert loaded == [("qwen-x", "bf16"), ("qwen-x", "fp32")]
 
 
@@ -270,7 +270,7 @@ def test_eval_repo_uses_the_generic_adapters_even_where_the_pool_has_its_own(tmp
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(selfracg, "load_ine", fake_load)
         for build in (
-            lambda: SelfRacgRetriever.for_index(index, trained=True),  # `generate`: the pool's own come first
+            lambda: SelfRacgRetriever.for_index(index),  # `generate`: the pool's own come first
             lambda: _retriever("selfracg", index, None, generator="generic-model"),  # eval repo: never its own
         ):
             with pytest.raises(RuntimeError, match="stop here"):

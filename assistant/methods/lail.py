@@ -363,13 +363,7 @@ class LailRetriever:
         self.pool = cached_vectors(vectors or directory / "pool_vectors.npz", texts, self.encoder, progress)
 
     @classmethod
-    def for_index(
-        cls,
-        index: Index,
-        encoder: TextEncoder | None = None,
-        folder: Path | None = None,
-        progress: Progress | None = None,
-    ) -> LailRetriever:
+    def for_index(cls, index: Index, folder: Path | None = None, progress: Progress | None = None) -> LailRetriever:
         """The retriever trained for this index's pool: the artifact in `folder` (default: the unkeyed one)."""
         return cls(index, folder or artifact_dir(index, "lail"), progress=progress)
 

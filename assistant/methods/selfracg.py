@@ -690,28 +690,24 @@ class SelfRacgRetriever:
 
     @classmethod
     def for_index(
-        cls,
-        index: Index,
-        trained: bool,
-        model: str | None = None,
-        adapters: Path | None = None,
-        progress: Progress | None = None,
+        cls, index: Index, adapters: Path | None = None, progress: Progress | None = None
     ) -> SelfRacgRetriever:
-        """The retriever for an index's pool: its trained adapters (on the model and precision they were trained
-        on), or with `trained` False the untrained branch over `model` (default: the default generator).
+        """The retriever for an index's pool with trained adapters, on the model and precision they were trained on.
 
         The pool's own adapters are preferred to the generic ones; `adapters` names the folder to use instead
         (`eval repo` passes the generic ones: adapters trained on a benchmark's pool have seen its answers).
         Encoding the pool's new fragments is reported to `progress`."""
-        directory = None
-        if trained and adapters is not None:
-            directory = adapters
-        elif trained:
+        directory = adapters
+        if directory is None:
             own = artifact_dir(index, METHOD)
             directory = generic_dir() if read_manifest(own) is None and read_manifest(generic_dir()) else own
-        if directory is None:
-            return cls(index, load_ine(model, "auto", SelfRacgConfig())[0], progress=progress)
         return cls(index, SelfRacg.load(directory, how_to_train=_how_to_train(index)).ine, directory, progress)
+
+    @classmethod
+    def untrained(cls, index: Index, model: str | None = None, progress: Progress | None = None) -> SelfRacgRetriever:
+        """`selfracg-init`: the untrained branch over `model` (default: the default generator), the model's own
+        attention; encoding the pool is reported to `progress`."""
+        return cls(index, load_ine(model, "auto", SelfRacgConfig())[0], progress=progress)
 
     def search(self, query: str, k: int, exclude: Exclude | None = None) -> list[Hit]:
         """The k pool examples with the highest inner product with the query's INE vector."""

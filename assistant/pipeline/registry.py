@@ -51,19 +51,19 @@ def _tstr(index: Index, encoder: TextEncoder, folder: Path | None, progress: Pro
 def _lail(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None) -> Retriever:
     from assistant.methods.lail import LailRetriever
 
-    return LailRetriever.for_index(index, encoder, folder, progress)
+    return LailRetriever.for_index(index, folder, progress)
 
 
 def _selfracg(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None) -> Retriever:
     from assistant.methods.selfracg import SelfRacgRetriever  # the INE needs the transformers model
 
-    return SelfRacgRetriever.for_index(index, trained=True, adapters=folder, progress=progress)
+    return SelfRacgRetriever.for_index(index, folder, progress)
 
 
 def _selfracg_init(index: Index, encoder: TextEncoder) -> Retriever:
     from assistant.methods.selfracg import SelfRacgRetriever
 
-    return SelfRacgRetriever.for_index(index, trained=False)
+    return SelfRacgRetriever.untrained(index)
 
 
 RETRIEVERS: dict[str, RetrieverFactory] = {
@@ -81,11 +81,7 @@ TRAINED_RETRIEVERS = {name: TRAINED_METHODS[name].what for name in trained_retri
 
 
 def make_retriever(
-    name: str,
-    index: Index,
-    encoder: TextEncoder,
-    generator: str | None = None,
-    progress: Progress | None = None,
+    name: str, index: Index, encoder: TextEncoder, generator: str | None = None, progress: Progress | None = None
 ) -> Retriever:
     """Build a registered retriever over an index; an unknown name is a one-line error.
 

@@ -206,9 +206,8 @@ def _selfracg_retriever(
     from assistant.methods.selfracg import SelfRacgRetriever  # the INE needs torch: only if asked
 
     if strategy == "selfracg-init":
-        return SelfRacgRetriever.for_index(index, trained=False, model=generator, progress=progress)
-    adapters = generic_adapters(generator)
-    return SelfRacgRetriever.for_index(index, trained=True, adapters=adapters, progress=progress)
+        return SelfRacgRetriever.untrained(index, generator, progress)
+    return SelfRacgRetriever.for_index(index, generic_adapters(generator), progress)
 
 
 def shows_attributes(strategy: str) -> bool:
