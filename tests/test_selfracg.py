@@ -173,6 +173,23 @@ def test_the_retriever_searches_the_pool_by_inner_product_and_caches_its_vectors
     assert np.array_equal(again.pool, retriever.pool) and reports == []
 
 
+def test_generate_shows_the_untrained_branch_encoding_the_pool(lm: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    import assistant.methods.selfracg as selfracg
+    from assistant.indexing.index import Index
+    from assistant.pipeline.registry import make_retriever
+
+    examples = [
+        Example(requirement="", code=f"v{i} = {i}\n", path=f"m{i}.py", start_line=1, end_line=1) for i in range(2)
+    ]
+    index = Index(examples=examples, vectors=np.zeros((2, 4), "float32"), meta={"source": {"kind": "memory"}})
+    monkeypatch.setattr(selfracg, "load_ine", lambda *a, **k: (InformationNeed(lm, ByteTokenizer()), {}))
+    reports: list[tuple[str, int, int]] = []
+    make_retriever("selfracg-init", index, None, progress=lambda *report: reports.append(report))  # type: ignore[arg-type]
+    assert reports[-1] == ("encode selfracg", 2, 2)
+
+
 @pytest.mark.model
 def test_on_the_real_model_init_is_its_attention_and_generation_is_untouched(backend: Any) -> None:
     from assistant.backends import SamplingParams
@@ -242,6 +259,10 @@ def test_a_pool_without_adapters_uses_the_generic_ones(tmp_path: Path) -> None:
             with pytest.raises(RuntimeError, match="stop here"):
                 SelfRacgRetriever.for_index(index)
     assert loaded == [("qwen-x", "bf16"), ("qwen-x", "fp32")]
+    from assistant.pipeline.registry import _describe_artifact
+
+    # SelfRACG's manifest records when it was saved, not a `trained` field: --explain says when all the same.
+    assert re.search(r"trained for qwen-x; 20\d\d-\d\d-\d\dT", _describe_artifact(generic_dir()))
 
 
 def test_eval_repo_uses_the_generic_adapters_even_where_the_pool_has_its_own(tmp_path: Path) -> None:

@@ -91,6 +91,12 @@ def keyed_dir(base: Path, generator: str | None) -> Path:
     return base.with_name(f"{base.name}@{safe}")
 
 
+def trained_when(manifest: dict[str, Any]) -> str:
+    """When an artifact was trained, as its manifest says: its own `trained` time, else the time the artifact
+    store saved it (SelfRACG's adapters record only that), else "?"."""
+    return str(manifest.get("trained") or (manifest.get("provenance") or {}).get("saved") or "?")
+
+
 def recorded_generator(manifest: dict[str, Any]) -> str | None:
     """The generator an artifact was trained for, as its manifest says (`"none"`: any model), or None when
     unknown. Manifests from before the field: LAIL's labeler, SelfRACG's model, a Condor head's backbone model (a
@@ -383,7 +389,7 @@ def inventory(root: Path | None) -> list[dict[str, Any]]:
                     "method": manifest["method"],
                     "pool": _pool_of(manifest),
                     "generator": recorded_generator(manifest),
-                    "trained": str(manifest.get("trained") or (manifest.get("provenance") or {}).get("saved") or "?"),
+                    "trained": trained_when(manifest),
                     "variant": _variant_of(manifest),
                     "folder": folder,
                     "serves": not (manifest["method"] == "selfracg" and folder.name.endswith(STAGE1_SUFFIX)),

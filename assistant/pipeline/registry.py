@@ -37,39 +37,41 @@ log = logging.getLogger("assistant")
 
 # -- retrievers ------------------------------------------------------------------------------------------------
 
-# (index, encoder); the trained ones also take their artifact folder and a progress callback for embedding the
-# pool with what they learned (minutes for SelfRACG's branch on a repository's first pass).
+# (index, encoder, progress=...); the trained ones take their artifact folder too. `progress` hears of the pool
+# being embedded by what a method learned or runs (minutes for SelfRACG's branch on a repository's first pass).
 RetrieverFactory = Callable[..., Retriever]
 
 
-def _tstr(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None) -> Retriever:
+def _tstr(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None = None) -> Retriever:
     from assistant.methods.tstr import TstrRetriever  # trained retrievers import torch: only when asked for
 
     return TstrRetriever.for_index(index, encoder, folder, progress)
 
 
-def _lail(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None) -> Retriever:
+def _lail(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None = None) -> Retriever:
     from assistant.methods.lail import LailRetriever
 
     return LailRetriever.for_index(index, folder, progress)
 
 
-def _selfracg(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None) -> Retriever:
+def _selfracg(index: Index, encoder: TextEncoder, folder: Path | None, progress: Progress | None = None) -> Retriever:
     from assistant.methods.selfracg import SelfRacgRetriever  # the INE needs the transformers model
 
     return SelfRacgRetriever.for_index(index, folder, progress)
 
 
-def _selfracg_init(index: Index, encoder: TextEncoder) -> Retriever:
+def _selfracg_init(index: Index, encoder: TextEncoder, progress: Progress | None = None) -> Retriever:
     from assistant.methods.selfracg import SelfRacgRetriever
 
-    return SelfRacgRetriever.untrained(index)
+    return SelfRacgRetriever.untrained(index, progress=progress)
 
 
 RETRIEVERS: dict[str, RetrieverFactory] = {
-    "bm25": lambda index, encoder: BM25Retriever(index),
-    "dense": lambda index, encoder: DenseRetriever(index, encoder),
-    "hybrid": lambda index, encoder: HybridRetriever(BM25Retriever(index), DenseRetriever(index, encoder)),
+    "bm25": lambda index, encoder, progress=None: BM25Retriever(index),  # the plain ones read the index's vectors
+    "dense": lambda index, encoder, progress=None: DenseRetriever(index, encoder),
+    "hybrid": lambda index, encoder, progress=None: HybridRetriever(
+        BM25Retriever(index), DenseRetriever(index, encoder)
+    ),
     "tstr": _tstr,
     "lail": _lail,
     "selfracg": _selfracg,
@@ -98,9 +100,9 @@ def make_retriever(
     if factory is None:
         raise UsageError(f"unknown retriever {name!r}; choose one of: auto, {', '.join(RETRIEVERS)}")
     if name not in TRAINED_RETRIEVERS:
-        return factory(index, encoder)
+        return factory(index, encoder, progress=progress)
     folder = trained_folder(name, index, generator)
-    return _note(factory(index, encoder, folder, progress), f"{name}: {_describe_artifact(folder)}")
+    return _note(factory(index, encoder, folder, progress=progress), f"{name}: {_describe_artifact(folder)}")
 
 
 def trained_folder(name: str, index: Index, generator: str | None) -> Path | None:
@@ -146,7 +148,7 @@ def _auto_retriever(
         if not in_auto(method):
             continue
         try:
-            retriever = RETRIEVERS[method](index, encoder, folder, progress)
+            retriever = RETRIEVERS[method](index, encoder, folder, progress=progress)
         except ModelError as exc:  # e.g. the embeddings server TST^R was trained on is down
             log.warning("the trained %s retriever is unavailable (%s); using the next best", method, exc)
             continue
@@ -173,14 +175,14 @@ def _auto_retriever(
 
 def _describe_artifact(folder: Path | None) -> str:
     """A trained artifact as `--explain` names it: its folder, the model it was trained for, and when."""
-    from assistant.methods.artifacts import read_manifest, recorded_generator
+    from assistant.methods.artifacts import read_manifest, recorded_generator, trained_when
 
     manifest = read_manifest(folder) if folder is not None else None
     if manifest is None:
         return "the untrained branch" if folder is None else str(folder)
     generator = recorded_generator(manifest)
     made = "no generator enters its training" if generator == "none" else f"trained for {generator}"
-    return f"the artifact in {folder} ({made}; {manifest.get('trained') or '?'})"
+    return f"the artifact in {folder} ({made}; {trained_when(manifest)})"
 
 
 Served = TypeVar("Served", Retriever, Ranker)
