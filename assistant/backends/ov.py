@@ -64,8 +64,12 @@ STEP_TOKENS = 1024
 # at most STEP_TOKENS tokens (~7 s for the 0.5B on 2 cores, scaled from a timed 1,493-token prompt), so only a
 # deadlock comes near it.
 STALL_S = 300.0
-# Gigabytes kept for the attention cache: ~12 kB a token for the 0.5B model, so 1 GB holds ~80,000 tokens.
-CACHE_GB = 1
+# Gigabytes kept for the attention cache, by the precision it is stored in (a ceiling it grows to, not memory taken
+# up front): in u8 ~12 kB a token for the 0.5B model, so 1 GB holds ~80,000 tokens; 16 bits take twice the room.
+CACHE_GB = {"u8": 1, "f16": 2}
+# The attention cache's precision (OpenVINO's CPU default is u8, values scaled per token): see
+# results/speed-attention-cache/plan.md for what decides it.
+ATTENTION_CACHE = "u8"
 # Tokens of scored pairs handed to the pipeline at once (well within the attention cache).
 SCORE_GROUP_TOKENS = 16384
 # Speculative decoding: the smaller model with the same tokenizer that drafts tokens for each generator, and how
@@ -103,7 +107,11 @@ class OpenVINOBackend(ConvertedBackend):
         prefix_caching: bool = True,
         decoding: str = "auto",
         progress: Progress | None = None,
+        attention_cache: str = ATTENTION_CACHE,
     ) -> None:
+        if attention_cache not in CACHE_GB:
+            raise ValueError(f"attention_cache is one of {', '.join(CACHE_GB)}, not {attention_cache!r}")
+        self.attention_cache = attention_cache
         self.spec = spec
         self.model = spec.name
         self.directory = directory
@@ -152,10 +160,10 @@ class OpenVINOBackend(ConvertedBackend):
         import openvino_genai
 
         scheduler = openvino_genai.SchedulerConfig()
-        scheduler.cache_size = CACHE_GB
+        scheduler.cache_size = CACHE_GB[self.attention_cache]
         scheduler.max_num_batched_tokens = STEP_TOKENS
         scheduler.enable_prefix_caching = prefix_caching
-        properties: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads}
+        properties: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "KV_CACHE_PRECISION": self.attention_cache}
         if draft is not None:
             properties["draft_model"] = openvino_genai.draft_model(str(draft), "CPU")
         elif decoding == "prompt-lookup":
@@ -191,6 +199,7 @@ class OpenVINOBackend(ConvertedBackend):
         threads: int | None = None,
         prefix_caching: bool = True,
         decoding: str = "auto",
+        attention_cache: str = ATTENTION_CACHE,
     ) -> OpenVINOBackend:
         """Load a registered generator, converting it to OpenVINO first if this is its first use (~30 s once, and
         a few seconds for its tokenizer if the model was never pulled). `prefix_caching=False` reads every prompt
@@ -209,20 +218,29 @@ class OpenVINOBackend(ConvertedBackend):
             prefix_caching=prefix_caching,
             decoding=decoding,
             progress=progress,
+            attention_cache=attention_cache,
         )
 
     @property
     def identity(self) -> BackendIdentity:
         """Its own name, kind and label: samples and scores from int8 weights are keyed apart from fp32 ones, and
         samples drawn with a draft (speculative, prompt-lookup: the same model's draws, but not the same draws for a
-        seed) apart from plain ones. Scores are always plain, so the label stays."""
+        seed) apart from plain ones. Scores are always plain, so the label stays. An attention cache in another
+        precision than u8 (the one every committed cache was drawn with) parts samples and scores by rounding: it
+        marks the kind, the label and the details."""
         plain = self.decoding == "plain"
+        cache = "" if self.attention_cache == "u8" else f"-kv{self.attention_cache}"
         return BackendIdentity(
             self.name,
             self.model,
-            kind=self.name if plain else f"{self.name}-{self.decoding}",
-            label=f"{self.model}@ov-int8",
-            details=(("engine", "openvino"), ("precision", "int8"), *(() if plain else (("decoding", self.decoding),))),
+            kind=(self.name if plain else f"{self.name}-{self.decoding}") + cache,
+            label=f"{self.model}@ov-int8{cache}",
+            details=(
+                ("engine", "openvino"),
+                ("precision", "int8"),
+                *(() if plain else (("decoding", self.decoding),)),
+                *((("attention cache", self.attention_cache),) if cache else ()),
+            ),
         )
 
     def _request_id(self) -> int:
@@ -300,11 +318,12 @@ class OpenVINOBackend(ConvertedBackend):
             ended_here = watch.cut.keys() | watch.matched
             if any(h.get_status() != finished for p, h in handles.items() if p not in ended_here):
                 # The scheduler drops a request its attention cache cannot hold: never return fewer rows quietly.
+                gigabytes = CACHE_GB[self.attention_cache]
                 raise ModelError(
-                    f"the OpenVINO engine could not hold this request in its {CACHE_GB} GB attention cache; "
+                    f"the OpenVINO engine could not hold this request in its {gigabytes} GB attention cache; "
                     "ask for fewer candidates (n), fewer tokens (max_new_tokens) or a shorter prompt",
                     setting="n:cache",
-                    values={"cache_gb": CACHE_GB},
+                    values={"cache_gb": gigabytes},
                 )
         return [[own[key] for key in sorted(own)] for own in rows]
 
