@@ -153,6 +153,21 @@ def test_an_engine_that_reads_every_prompt_afresh_scores_on_its_one_pipeline(ov)
     assert scored.logprobs == pytest.approx(ov.logprob(pairs)[0].logprobs, abs=1e-4)
 
 
+def test_a_16_bit_attention_cache_is_keyed_apart_and_samples_as_u8_does(ov) -> None:
+    from assistant.backends.ov import OpenVINOBackend
+
+    wide = OpenVINOBackend.load(PLUMBING_MODEL, attention_cache="f16")
+    assert wide.identity.kind == "local-ov-kvf16" and wide.identity.label == "qwen2.5-coder-0.5b@ov-int8-kvf16"
+    assert ("attention cache", "f16") in wide.identity.details
+    assert ov.identity.kind == "local-ov" and "attention cache" not in dict(ov.identity.details)
+    # Greedy answers of both caches agree on their start (they part by rounding at near ties, if anywhere).
+    params = SamplingParams(n=1, temperature=0, max_new_tokens=24)
+    (narrow_answer,), (wide_answer,) = (engine.sample(build_prompt(REQUIREMENTS[0]), params) for engine in (ov, wide))
+    assert wide_answer.text[:20] == narrow_answer.text[:20] and wide_answer.tokens > 0
+    with pytest.raises(ValueError, match="attention_cache is one of u8, f16"):
+        OpenVINOBackend.load(PLUMBING_MODEL, attention_cache="i4")
+
+
 def _looping_prompt():
     """A prompt the 0.5B answers by counting on, line after line, with a number changing in every line (measured:
     greedy, it was still counting at 500 tokens before the straggler check)."""
