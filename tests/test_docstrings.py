@@ -366,14 +366,14 @@ class _Scripted:
 
     name, model = "scripted", "scripted"
 
-    def __init__(self, replies: list[str], prefills_answer: bool = True) -> None:
-        self.replies, self.prefixes, self.prefills_answer = replies, [], prefills_answer
+    def __init__(self, replies: list[str], prefills_answer: bool = True, finish: str = "stop") -> None:
+        self.replies, self.prefixes, self.prefills_answer, self.finish = replies, [], prefills_answer, finish
 
     def sample(self, prompt, params, step=None):
         from assistant.backends import Completion
 
         self.prefixes.append(prompt.answer_prefix)
-        return [Completion(text=self.replies.pop(0), tokens=5, finish_reason="stop")]
+        return [Completion(text=self.replies.pop(0), tokens=5, finish_reason=self.finish)]
 
 
 def test_a_prose_reply_in_a_sectioned_style_gets_its_parameter_section_opened() -> None:
@@ -395,6 +395,33 @@ def test_a_prose_reply_in_a_sectioned_style_gets_its_parameter_section_opened() 
         backend = _Scripted([reply], prefills_answer=prefills)
         assert write_docstrings([target], backend, style=style).docstrings["scale"] == reply
         assert len(backend.prefixes) == 1
+
+
+def test_a_reply_the_token_limit_cut_off_ends_at_its_last_whole_sentence() -> None:
+    from assistant.core.docwriter import write_docstrings
+
+    target = find_missing(
+        "def scale_points(points, factor):\n    return [(x * factor, y * factor) for x, y in points]\n"
+    )[0]
+    cut = "Return the points scaled by a factor. It uses a list comprehension. The function assumes that the input"
+
+    def written(reply: str, style: str = "plain", finish: str = "length"):
+        return write_docstrings([target], _Scripted([reply], finish=finish), style=style, max_new_tokens=64)
+
+    assert (
+        written(cut).docstrings["scale_points"] == "Return the points scaled by a factor. It uses a list comprehension."
+    )
+    assert written(cut, finish="stop").docstrings["scale_points"] == cut  # the model ended it: kept as written
+    # Cut before any sentence ended: nothing is written, and the reason says so.
+    skipped = written("Return the points scaled by a factor that the caller")
+    assert skipped.docstrings == {} and "cut off at 64 tokens" in skipped.skipped["scale_points"]
+    # The plain style keeps the first paragraph: a cut in a later one leaves it whole, period or not.
+    assert (
+        written("Scale the points\n\nEach point is multiplied by the").docstrings["scale_points"] == "Scale the points"
+    )
+    # A sectioned style loses the line the limit cut.
+    sectioned = written("Scale.\n\nArgs:\n    points: pairs of x and y.\n    factor: by how mu", style="google")
+    assert sectioned.docstrings["scale_points"] == "Scale.\n\nArgs:\n    points: pairs of x and y."
 
 
 def test_classes_are_shown_as_an_outline() -> None:

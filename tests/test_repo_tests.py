@@ -150,7 +150,7 @@ def test_generate_runs_the_repos_tests_ranks_the_passing_candidate_first_and_app
         shown.stdout.replace("\n", " ")
     )
     first, second = shown.stdout.index("#1"), shown.stdout.index("#2")
-    assert "tests: passed: 2/2 passed" in shown.stdout[first:second]
+    assert "tests: 2/2 passed" in shown.stdout[first:second]
     assert "tests: failed: 0/2 passed" in shown.stdout[second:]
     assert "return x * x" in shown.stdout[first:second]
     text = (project / "geo.py").read_text(encoding="utf-8")

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from assistant.backends import Backend, SamplingParams
+from assistant.backends import Backend, Completion, SamplingParams
 from assistant.backends.encoder import dot_scores
 from assistant.backends.prompts import Prompt, render
 from assistant.code.docstrings import Target
@@ -175,6 +175,15 @@ def clean(text: str, target: Target, style: str = "plain") -> str:
     return text
 
 
+def whole(text: str, style: str) -> str:
+    """A reply cut off by the token limit, without its unfinished end: in the plain style up to its last full
+    sentence ("" when none ended), in a sectioned one without its last line (the one the limit cut)."""
+    if style != "plain":
+        return "\n".join(text.splitlines()[:-1]).rstrip()
+    ends = [found.end() for found in re.finditer(r"[.!?](?=\s|$)", text)]
+    return text[: ends[-1]] if ends else ""
+
+
 class ExemplarIndex:
     """(code, docstring) exemplars, retrieved by code: BM25 over code tokens (RAF_BM25), or cosine
     similarity of code embeddings when an encoder is given."""
@@ -232,6 +241,15 @@ class Written:
     seconds: float = 0.0
 
 
+def _cleaned(completion: Completion, target: Target, style: str) -> str:
+    """The docstring a completion holds; one the token limit cut off ends where its last sentence (or line) did,
+    never mid-word: a hook must not write "The function assumes that the input"."""
+    text = clean(completion.text, target, style)
+    # Cut where the docstring ends: not where `clean` kept only an earlier part (the plain style's first paragraph).
+    cut = completion.finish_reason == "length" and text.split()[-1:] == completion.text.split()[-1:]
+    return whole(text, style) if cut else text
+
+
 def write_docstrings(
     targets: Sequence[Target],
     backend: Backend,
@@ -262,16 +280,19 @@ def write_docstrings(
             chosen = found[::-1]  # most similar last, nearest the request
         prompt = build_docstring_prompt(target, chosen, style, path)
         completion = backend.sample(prompt, params)[0]
-        text = clean(completion.text, target, style)
+        text = _cleaned(completion, target, style)
         names = parameter_names(target) if style in SECTION_OPENERS else []
         if text and names and SECTION_OPENERS[style][0] not in text and getattr(backend, "prefills_answer", False):
             # Small models often answer a sectioned style with prose only. Keep the summary and open the
             # parameter section for them, so they go on in the repo's style.
             opener = text.split("\n\n", 1)[0].strip() + "\n\n" + SECTION_OPENERS[style][1](names[0])
             guided = replace(prompt, answer_prefix=prompt.answer_prefix + opener)
-            text = clean(opener + backend.sample(guided, params)[0].text, target, style) or text
+            continued = backend.sample(guided, params)[0]
+            text = _cleaned(replace(continued, text=opener + continued.text), target, style) or text
         if text:
             written.docstrings[target.key] = text
+        elif completion.finish_reason == "length":
+            written.skipped[target.key] = f"the model's reply was cut off at {budget} tokens before a sentence ended"
         else:
             written.skipped[target.key] = "the model's reply held no docstring"
     report("docstring", len(targets), len(targets))
