@@ -177,6 +177,43 @@ def test_item1_a_candidate_that_rewrites_ranks_below_one_that_only_adds_and_repl
     assert "--replace" in assist_here("generate", "--help", cwd=shop).stdout
 
 
+SHAPES = '''def rect_perimeter(width, height):
+    """The perimeter of a rectangle; ValueError for a negative side."""
+
+
+def circle_area(radius):
+    """Area of a circle."""
+    return 3.14159 * radius**2
+'''
+
+FILLS_THE_STUB = """
+def rect_perimeter(width, height):
+    if width < 0 or height < 0:
+        raise ValueError("negative side")
+    return 2 * (width + height)
+```"""
+
+
+def test_when_every_candidate_only_rewrote_the_files_code_the_output_names_it_and_points_a_stub_to_function(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen with the 1.5B: asked for "the area of a rectangle", all five samples filled the file's stub instead.
+    repo = enter_repo(monkeypatch, tmp_path / "shapes", {"shapes.py": SHAPES})
+    register_scripted(monkeypatch, ScriptedBackend([FILLS_THE_STUB]))
+    argv = ("generate", "the area of a rectangle", "--file", "shapes.py", "-k", "0", "--backend", "scripted", "-n", "1")
+    shown = assist_here(*argv, "--apply", cwd=repo)
+    assert shown.returncode == 1, shown.stdout + shown.stderr
+    assert (
+        "none: they only rewrote rect_perimeter, which the file has already; to let a candidate change it, add "
+        "--replace rect_perimeter; rect_perimeter is a stub there: to fill it, run with --function rect_perimeter"
+    ) in " ".join(shown.stdout.split())
+    assert shown.stdout.rstrip().splitlines()[-1] == "Nothing written: no candidate is left to write."
+    assert (repo / "shapes.py").read_text() == SHAPES
+    as_json = json.loads(assist_here(*argv, "--apply", "--json", cwd=repo).stdout)
+    assert as_json["rewrote"] == ["rect_perimeter"] and as_json["dropped"] == {"only rewrote existing code": 1}
+    assert as_json["verdict"] == "Nothing written: no candidate is left to write." and not as_json["applied"]
+
+
 def test_item2_with_tests_apply_writes_nothing_when_none_passes_and_force_writes_the_best(
     shop: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -88,6 +88,28 @@ async def test_a_plain_request_leaves_the_files_definitions_as_they_are(cart: Pa
     assert "def cents_total" in applied
 
 
+async def test_when_every_candidate_only_rewrote_a_definition_the_code_pane_names_it_and_the_way_out(
+    cart: Path,
+) -> None:
+    from textual.widgets import Static
+
+    from assistant.ui.tui import AssistApp
+
+    only_helper = WRITTEN.split("def cents_total")[0] + "```"
+    session = session_for(cart, [only_helper])
+    app = AssistApp(session, target=TARGET)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await start(app, pilot)
+        await type_requirement(pilot, REQUIREMENT)
+        await pilot.press("ctrl+g")
+        await settle(app, pilot)
+        assert session.state.result.candidates == [] and session.state.result.rewrote == ["helper"]
+        shown = str(app.screen.query_one("#code", Static).content)
+    assert shown.startswith("No candidate left: each only rewrote helper, which the file has already.")
+    assert "allow rewriting it (f4)" in shown and "pick it (f3)" in shown
+    assert (cart / TARGET).read_text(encoding="utf-8") == CART
+
+
 async def test_f4_lets_a_plain_request_rewrite_the_picked_definition(cart: Path) -> None:
     from assistant.ui.tui import AssistApp
 

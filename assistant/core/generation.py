@@ -55,6 +55,9 @@ class GenerateResult:
     max_new_tokens: int | None = None  # the token limit the samples had (after any retry)
     redrawn: int = 0  # filling a stub: samples that wrote nothing and were drawn once more
     home: ModuleHome | None = None  # filling a stub: where its candidates run (a re-rank runs them there again)
+    # A plain request with a file: the file's definitions that candidates only re-typed (dropped: nobody asked for
+    # them to change), most often first.
+    rewrote: list[str] = field(default_factory=list)
 
     @property
     def best(self) -> Ranked | None:
@@ -74,6 +77,7 @@ class GenerateResult:
             "max_new_tokens": self.max_new_tokens,
             "cut_off": [cut.to_json() for cut in self.cut_off],
             "redrawn": self.redrawn,
+            "rewrote": self.rewrote,
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "usage": self.usage,
             "demonstrations": [hit.to_json() for hit in self.demonstrations],
@@ -289,7 +293,7 @@ def generate(
     candidates, dropped = collect(completions)
     # Planned before ranking: what an edit leaves out ranks its candidate lower, and the edited files are where
     # the candidates run (their module's names and imports resolve there).
-    candidates, planned, unchanged = plan_candidates(candidates, target, root, replace)
+    candidates, planned, unchanged, rewrote = plan_candidates(candidates, target, root, replace)
     dropped.update(unchanged)
     home = candidates_home(target, planned, python) if run_in_module else None
 
@@ -314,6 +318,7 @@ def generate(
         usage=backend.usage.since(usage_before),
         max_new_tokens=params.max_new_tokens,
         home=home,
+        rewrote=rewrote,
     )
 
 
@@ -366,25 +371,33 @@ ONLY_REWRITES = "only rewrote existing code"
 
 def plan_candidates(
     candidates: Sequence[Candidate], target: Target | None, root: Path | None, replace: Collection[str] = ()
-) -> tuple[list[Candidate], dict[int, Edit], Counter[str]]:
+) -> tuple[list[Candidate], dict[int, Edit], Counter[str], list[str]]:
     """The rule for putting plain candidates into a file: each one's edit of `target` (by sample number) adds what
     it wrote that the file lacks; its redefinitions of the file's own functions, methods and classes are left out
     unless `replace` names them (:func:`assistant.code.edit.merge`), and named in its `dropped`, which ranks it below
     every candidate that only adds (:meth:`Ranked.key`). A candidate whose edit would change nothing is dropped
-    (counted by why). Without a target: the candidates as they are, no edits."""
+    (counted by why); last, the file's definitions those that only rewrote some re-typed, most often first (what a
+    door names when nothing is left). Without a target: the candidates as they are, no edits."""
     if target is None:
-        return list(candidates), {}, Counter()
+        return list(candidates), {}, Counter(), []
     kept: list[Candidate] = []
     edits: dict[int, Edit] = {}
     dropped: Counter[str] = Counter()
+    rewrote: Counter[str] = Counter()
     for candidate in candidates:
         edit = target.plan_edit(candidate.code, root, replace)
         if edit.new == edit.old:  # only what the file has already, or only what was left out: no answer
             dropped[ONLY_REWRITES if edit.left_out else NO_CHANGE] += 1
+            rewrote.update(rewritten_name(what) for what in edit.left_out if rewritten_name(what))
             continue
         kept.append(replace_field(candidate, dropped=tuple(dict.fromkeys((*candidate.dropped, *edit.left_out)))))
         edits[candidate.sample] = edit
-    return kept, edits, dropped
+    return kept, edits, dropped, [name for name, _ in rewrote.most_common()]
+
+
+def rewritten_name(left_out: str) -> str:
+    """The definition an edit's left-out action names ("rewrites Shape.area()" → "Shape.area"; "" for another)."""
+    return left_out.removeprefix("rewrites ").removesuffix("()") if left_out.startswith("rewrites ") else ""
 
 
 def candidates_home(
@@ -407,7 +420,7 @@ def plan_edits(
     `dropped` may have grown). Returns the kept candidates, their edits, and how many were dropped."""
     if target is None:
         return list(ranked), [None] * len(ranked), 0
-    candidates, edits, dropped = plan_candidates([item.candidate for item in ranked], target, root, replace)
+    candidates, edits, dropped, _ = plan_candidates([item.candidate for item in ranked], target, root, replace)
     planned = {candidate.sample: candidate for candidate in candidates}
     kept = [Ranked(planned[item.candidate.sample], item.scores) for item in ranked if item.candidate.sample in planned]
     return kept, [edits[item.candidate.sample] for item in kept], sum(dropped.values())
@@ -467,7 +480,7 @@ def resample(
     # they ran: its edited file joins their home.
     home = result.home
     if home is not None and target is not None:
-        _, planned, _ = plan_candidates([candidate], target, root, replace)
+        _, planned, _, _ = plan_candidates([candidate], target, root, replace)
         home = replace_field(home, texts={**home.texts, **{s: e.new for s, e in planned.items()}})
     problem = Problem(requirement=result.requirement, prompt=result.prompt, tests=tuple(tests), home=home)
     new = rank(problem, [candidate], choose(rankers, problem, [candidate]))

@@ -164,7 +164,7 @@ def read_candidates(
     if task.function is not None and task.target is not None:
         pairs = _stub_candidates(completions, result, task)
     else:
-        kept, planned, _ = plan_candidates(collect(completions)[0], task.target, task.root, task.replace)
+        kept, planned, *_ = plan_candidates(collect(completions)[0], task.target, task.root, task.replace)
         pairs = [(candidate, planned.get(candidate.sample)) for candidate in kept]
     fresh = [(c, e) for c, e in pairs if normal_form(c.code) not in seen]
     return [replace(c, sample=first + c.sample) for c, _ in fresh], [e for _, e in fresh]

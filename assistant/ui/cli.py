@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace as replace_fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,7 +19,7 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from assistant.config import (
     MAX_TIMEOUT,
 )
-from assistant.errors import AssistError, UsageError
+from assistant.errors import UsageError
 from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_code, setup_logging, show_progress
 from assistant.ui.docstring_cmd import docstring, hook_app
 from assistant.ui.errors import flag_errors, said_with_flags
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from assistant.core.rank import Pick, Ranked
     from assistant.core.repair import Repaired, RepairRound
     from assistant.core.repo_tests import RepoTests
+    from assistant.core.target import Target
     from assistant.pipeline import Answer, Request
 
 app = typer.Typer(
@@ -239,7 +240,8 @@ def generate(
     if json_output:
         _print_json(answer, applied, verdict)
     else:
-        _print_answer(answer, explain, applied, verdict, repo_tests=function is not None and repo_tests)
+        stubs = _stubs_in(request.target) if not result.candidates else set()  # to say "fill it with --function"
+        _print_answer(answer, explain, applied, verdict, repo_tests=function is not None and repo_tests, stubs=stubs)
     if not result.candidates or (apply and applied is None):
         raise typer.Exit(1)
 
@@ -328,8 +330,8 @@ def _apply_pick(result: GenerateResult, pick: Pick, force: bool) -> int | None:
     position written, or None when nothing may be."""
     from assistant.code.edit import apply_edit
 
-    if not result.candidates:
-        raise AssistError("no candidate parsed, so nothing was applied; try a higher -n or rephrase")
+    if not result.candidates:  # the output says why none is left, and the verdict that nothing was written
+        return None
     position = 0 if pick.position is None and force else pick.position
     if position is None:
         return None
@@ -355,9 +357,17 @@ def _print_json(answer: Answer, applied: int | None, verdict: str | None) -> Non
         err.print(verdict, markup=False, highlight=False)
 
 
-def _print_answer(answer: Answer, explain: bool, applied: int | None, verdict: str | None, *, repo_tests: bool) -> None:
+def _print_answer(
+    answer: Answer,
+    explain: bool,
+    applied: int | None,
+    verdict: str | None,
+    *,
+    repo_tests: bool,
+    stubs: Collection[str] = (),
+) -> None:
     """The answer as text: the repo's tests (`repo_tests`: they were asked for), the result, the repair rounds,
-    and last the verdict."""
+    and last the verdict. `stubs`: the target file's stubs, named when candidates only rewrote one."""
     if repo_tests:
         skipped = answer.repo_tests_skipped
         _print_repo_tests(answer.repo_tests, None if skipped is None else str(said_with_flags(skipped)))
@@ -365,7 +375,7 @@ def _print_answer(answer: Answer, explain: bool, applied: int | None, verdict: s
         out.print(f"[bold]Retriever[/]: {escape(answer.served_by)}", markup=True)
     if explain and answer.ranker_served_by:  # the same for the trained discriminator
         out.print(f"[bold]Ranker[/]: {escape(answer.ranker_served_by)}", markup=True)
-    _print_result(answer.result, answer.source, explain, applied)
+    _print_result(answer.result, answer.source, explain, applied, stubs)
     if answer.repaired is not None and answer.repaired.rounds:
         _print_repair(answer.repaired, explain)
     if verdict:  # the last line: what was written, or why nothing was
@@ -377,7 +387,7 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
     that no candidate passed, that nothing may be written and how to write the best one anyway."""
     total = len(result.candidates)
     if not total:
-        return None
+        return "Nothing written: no candidate is left to write." if apply else None
     if applied is not None:
         where = result.edits[applied].display_path
         if not pick.tested:
@@ -485,7 +495,37 @@ def _past(dropped: str) -> str:
     return dropped
 
 
-def _print_result(result: GenerateResult, source: str | None, explain: bool, applied: int | None) -> None:
+def _stubs_in(target: Target | None) -> set[str]:
+    """The names of the stubs in `target` (none without one, or where it does not parse)."""
+    from assistant.core.stubs import list_stubs
+
+    if target is None or not target.text:
+        return set()
+    try:
+        return {stub.qualname for stub in list_stubs(target.text)}
+    except UsageError:
+        return set()
+
+
+def _none_left(result: GenerateResult, stubs: Collection[str]) -> str:
+    """Why no candidate is left, and what to do: every one only rewrote the file's own definitions (named, and a
+    stub among them pointed to --function), or none parsed."""
+    from assistant.core.generation import ONLY_REWRITES
+
+    if ONLY_REWRITES not in result.dropped:
+        return "none parsed; try a higher -n, a higher --max-new-tokens, or rephrase the requirement"
+    names = result.rewrote[:3]
+    line = f"none: they only rewrote {', '.join(names) or 'definitions the file has'}, which the file has already"
+    line += f"; to let a candidate change it, add --replace {names[0] if names else 'NAME'}"
+    stub = next((name for name in names if name in stubs), None)
+    if stub is not None:
+        line += f"; {stub} is a stub there: to fill it, run with --function {stub}"
+    return line
+
+
+def _print_result(
+    result: GenerateResult, source: str | None, explain: bool, applied: int | None, stubs: Collection[str] = ()
+) -> None:
     """The result as text: the stub being filled, the demonstrations, then each candidate with its scores, code
     and (for #1 and the one applied) diff; with --explain, the samples cut off."""
     if result.function:
@@ -499,10 +539,8 @@ def _print_result(result: GenerateResult, source: str | None, explain: bool, app
         f"model {result.model}, prompt {result.prompt_tokens} tokens{_usage_note(result.usage)}:",
         markup=True,
     )
-    if not result.candidates and "only rewrote existing code" in result.dropped:
-        out.print("  none: they only rewrote definitions the file has; to change one, name it with --replace NAME")
-    elif not result.candidates:
-        out.print("  none parsed; try a higher -n, a higher --max-new-tokens, or rephrase the requirement")
+    if not result.candidates:
+        out.print(f"  {escape(_none_left(result, stubs))}", markup=True)
     for number, (ranked, edit) in enumerate(zip(result.candidates, result.edits, strict=True), start=1):
         _print_candidate(number, ranked, explain)
         if edit is not None and (number == 1 or number - 1 == applied):

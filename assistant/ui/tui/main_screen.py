@@ -26,7 +26,7 @@ from textual.worker import get_current_worker
 
 from assistant.backends import streaming
 from assistant.core.candidates import cut_off_note
-from assistant.core.generation import GenerateResult
+from assistant.core.generation import ONLY_REWRITES, GenerateResult
 from assistant.core.retrieve import Hit
 from assistant.errors import AssistError, Cancelled
 from assistant.progress import Progress
@@ -46,6 +46,18 @@ from assistant.ui.tui.widgets import (
 log = logging.getLogger("assistant.ui.tui")
 
 TALL = 40  # rows from which the lists get more room
+
+
+def none_left(result: GenerateResult) -> str:
+    """Why a request left no candidate, and what to do in the TUI: every one only rewrote the file's own
+    definitions (named), or none parsed."""
+    if ONLY_REWRITES not in result.dropped:
+        return "No candidate parsed: try a higher n, more tokens, or rephrase (ctrl+o)."
+    names = ", ".join(result.rewrote[:3]) or "definitions the file has"
+    return (
+        f"No candidate left: each only rewrote {names}, which the file has already. To let one change it, "
+        "allow rewriting it (f4); to fill a stub, pick it (f3)."
+    )
 
 
 class MainScreen(Screen[None]):
@@ -167,7 +179,7 @@ class MainScreen(Screen[None]):
         if result is None:
             self.view.hint("Write what the code should do above, then press ctrl+g.")
         elif not result.candidates:
-            self.view.hint("No candidate parsed: try a higher n, more tokens, or rephrase (ctrl+o).")
+            self.view.hint(none_left(result))
         else:
             edit = result.edits[self.selected] if self.selected < len(result.edits) else None
             item = result.candidates[self.selected]
