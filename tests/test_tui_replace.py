@@ -69,6 +69,14 @@ async def pick(pilot, key: str, query: str) -> None:
     await pilot.pause()
 
 
+async def request(app, pilot) -> None:
+    """Start the app, type the requirement and generate, waiting for the result."""
+    await start(app, pilot)
+    await type_requirement(pilot, REQUIREMENT)
+    await pilot.press("ctrl+g")
+    await settle(app, pilot)
+
+
 async def test_a_plain_request_leaves_the_files_definitions_as_they_are(cart: Path) -> None:
     from assistant.ui.tui import AssistApp
 
@@ -76,10 +84,7 @@ async def test_a_plain_request_leaves_the_files_definitions_as_they_are(cart: Pa
     session = session_for(cart, [RETYPED])
     app = AssistApp(session, target=TARGET)
     async with app.run_test(size=(100, 32)) as pilot:
-        await start(app, pilot)
-        await type_requirement(pilot, REQUIREMENT)
-        await pilot.press("ctrl+g")
-        await settle(app, pilot)
+        await request(app, pilot)
         assert "dropped: rewrites helper()" in session.state.result.edits[0].actions
         await pilot.press("ctrl+s")
         await settle(app, pilot)
@@ -99,10 +104,7 @@ async def test_when_every_candidate_only_rewrote_a_definition_the_code_pane_name
     session = session_for(cart, [only_helper])
     app = AssistApp(session, target=TARGET)
     async with app.run_test(size=(100, 32)) as pilot:
-        await start(app, pilot)
-        await type_requirement(pilot, REQUIREMENT)
-        await pilot.press("ctrl+g")
-        await settle(app, pilot)
+        await request(app, pilot)
         assert session.state.result.candidates == [] and session.state.result.rewrote == ["helper"]
         shown = str(app.screen.query_one("#code", Static).content)
     assert shown.startswith("No candidate left: each only rewrote helper, which the file has already.")
