@@ -422,6 +422,23 @@ def test_a_reply_the_token_limit_cut_off_ends_at_its_last_whole_sentence() -> No
     # A sectioned style loses the line the limit cut.
     sectioned = written("Scale.\n\nArgs:\n    points: pairs of x and y.\n    factor: by how mu", style="google")
     assert sectioned.docstrings["scale_points"] == "Scale.\n\nArgs:\n    points: pairs of x and y."
+    # ... and a section the cut leaves empty goes with it; a one-line reply keeps its whole sentences.
+    returns = written("Scale.\n\nArgs:\n    points: pairs.\n\nReturns:\n    The scaled", style="google")
+    assert returns.docstrings["scale_points"] == "Scale.\n\nArgs:\n    points: pairs."
+    numpy = _Scripted(["Scale.\n\nParameters\n----------\npoints : list"], prefills_answer=False, finish="length")
+    assert write_docstrings([target], numpy, style="numpy").docstrings["scale_points"] == "Scale."
+    prose = _Scripted(["Scale the points. Each by the factor. The"], prefills_answer=False, finish="length")
+    assert write_docstrings([target], prose, style="google").docstrings["scale_points"] == (
+        "Scale the points. Each by the factor."
+    )
+    # An abbreviation is no sentence's end; a later paragraph that happens to end on the same word is no cut.
+    assert written("Scale points, e.g. pairs. Each is moved by the factor, e.g. the").docstrings["scale_points"] == (
+        "Scale points, e.g. pairs."
+    )
+    same_word = written("Scale the points\n\nEach one moves with the points")
+    assert same_word.docstrings["scale_points"] == "Scale the points"
+    # A reply that held no docstring at all is said to, not to be cut.
+    assert written("```").skipped["scale_points"] == "the model's reply held no docstring"
 
 
 def test_classes_are_shown_as_an_outline() -> None:

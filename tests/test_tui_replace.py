@@ -6,6 +6,7 @@ A scripted backend (no model); git, the file writes and the Textual app (driven 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -108,8 +109,22 @@ async def test_when_every_candidate_only_rewrote_a_definition_the_code_pane_name
         assert session.state.result.candidates == [] and session.state.result.rewrote == ["helper"]
         shown = str(app.screen.query_one("#code", Static).content)
     assert shown.startswith("No candidate left: each only rewrote helper, which the file has already.")
-    assert "allow rewriting it (f4)" in shown and "pick it (f3)" in shown
+    assert "allow rewriting it (f4)" in shown and "f3" not in shown  # helper is no stub
     assert (cart / TARGET).read_text(encoding="utf-8") == CART
+
+
+def test_the_hint_points_a_stub_among_the_rewritten_to_f3() -> None:
+    from assistant.core.generation import GenerateResult
+    from assistant.ui.tui.main_screen import none_left
+
+    result = GenerateResult(
+        requirement="r", model="m", backend="b", retriever="none", rankers=["logprob"], demonstrations=[],
+        candidates=[], edits=[], prompt=None, prompt_tokens=1, samples=2,
+        dropped={"only rewrote existing code": 2}, rewrote=["helper", "other"],
+    )  # fmt: skip
+    assert none_left(result, ["other"]).endswith("other is a stub: to fill it, pick it (f3).")
+    assert "f3" not in none_left(result, [])
+    assert none_left(replace(result, dropped={"no change": 2})).startswith("No candidate parsed")
 
 
 async def test_f4_lets_a_plain_request_rewrite_the_picked_definition(cart: Path) -> None:

@@ -89,6 +89,13 @@ LOOKUP_TOKENS = 4
 AUTO_DECODING: dict[str, str] = {}
 
 
+def check_attention_cache(precision: str) -> str:
+    """`precision` if the engine can keep its attention cache in it (a key of CACHE_GB), else a ValueError."""
+    if precision not in CACHE_GB:
+        raise ValueError(f"attention_cache is one of {', '.join(CACHE_GB)}, not {precision!r}")
+    return precision
+
+
 class OpenVINOBackend(ConvertedBackend):
     """The local model converted to OpenVINO int8: sampling with per-token log-probs, teacher-forced scoring."""
 
@@ -110,9 +117,7 @@ class OpenVINOBackend(ConvertedBackend):
         progress: Progress | None = None,
         attention_cache: str = ATTENTION_CACHE,
     ) -> None:
-        if attention_cache not in CACHE_GB:
-            raise ValueError(f"attention_cache is one of {', '.join(CACHE_GB)}, not {attention_cache!r}")
-        self.attention_cache = attention_cache
+        self.attention_cache = check_attention_cache(attention_cache)
         self.spec = spec
         self.model = spec.name
         self.directory = directory
@@ -207,7 +212,9 @@ class OpenVINOBackend(ConvertedBackend):
         afresh (what `benchmarks/redraw_cost.py` compares against). `decoding` (the `local.decoding` setting):
         plain, speculative (a smaller model drafts, `DRAFT_MODELS`), prompt-lookup (the prompt drafts), or auto
         (sampled rows as measured faster for this model on a CPU, `AUTO_DECODING`, plain where nothing did; greedy
-        requests always plain, on a pipeline of their own when the sampled rows are drafted)."""
+        requests always plain, on a pipeline of their own when the sampled rows are drafted). `attention_cache`:
+        the precision the attention cache is kept in, u8 (OpenVINO's CPU default) or f16 (`ATTENTION_CACHE`)."""
+        check_attention_cache(attention_cache)  # before a first use's conversion, not after
         spec = resolve(model, "generator")
         directory = ov_path(spec, progress=progress)
         return cls(

@@ -140,8 +140,19 @@ def clean(text: str, target: Target, style: str = "plain") -> str:
     """The docstring a reply holds, or "" when it holds none.
 
     Removes code fences, quotes, a restated signature or `def` line, and a trailing code block that small
-    models append; dedents; keeps the rest as written.
+    models append; dedents; keeps the rest as written (in the plain style, its first paragraph).
     """
+    return summary_of(reply_text(text, target), style)
+
+
+def summary_of(text: str, style: str) -> str:
+    """What the style keeps of a cleaned reply: a plain docstring's first paragraph, a sectioned one whole."""
+    # The repo writes plain docstrings: the summary paragraph, not the sections small models add.
+    return text.split("\n\n", 1)[0].strip() if style == "plain" else text
+
+
+def reply_text(text: str, target: Target) -> str:
+    """A reply's docstring text, every paragraph of it (see :func:`clean`)."""
     text = text.replace("\r\n", "\n").strip()
     text = re.sub(r"^```\w*\n|```$", "", text).strip()
     # A reply that opens a string literal: its text is what lies inside (up to its closing quotes, if any). Quotes
@@ -168,20 +179,29 @@ def clean(text: str, target: Target, style: str = "plain") -> str:
             continue
         kept.append(line.rstrip())
     text = textwrap.dedent("\n".join(kept)).strip()
-    text = re.sub(r"\n{3,}", "\n\n", text)
-    if style == "plain":
-        # The repo writes plain docstrings: the summary paragraph, not the sections small models add.
-        text = text.split("\n\n", 1)[0].strip()
-    return text
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+# A sentence ends at . ! or ? before the end or before a word that does not start in lower case ("e.g. the" goes on).
+SENTENCE_END = re.compile(r"[.!?](?=\s*$|\s+[^a-z\s])")
 
 
 def whole(text: str, style: str) -> str:
-    """A reply cut off by the token limit, without its unfinished end: in the plain style up to its last full
-    sentence ("" when none ended), in a sectioned one without its last line (the one the limit cut)."""
-    if style != "plain":
-        return "\n".join(text.splitlines()[:-1]).rstrip()
-    ends = [found.end() for found in re.finditer(r"[.!?](?=\s|$)", text)]
-    return text[: ends[-1]] if ends else ""
+    """A reply cut off by the token limit, without its unfinished end: the last line up to its last full sentence
+    (dropped if none ended there; in the plain style, "" when no sentence ended at all), then, in a sectioned style,
+    any section header left with nothing under it ("Returns:", a NumPy heading and its underline)."""
+    lines = text.splitlines()
+    if style == "plain":
+        ends = [found.end() for found in SENTENCE_END.finditer(text)]
+        return text[: ends[-1]] if ends else ""
+    last = lines.pop() if lines else ""
+    ends = [found.end() for found in SENTENCE_END.finditer(last)]
+    if ends:
+        lines.append(last[: ends[-1]])
+    while lines and (not lines[-1].strip() or lines[-1].rstrip().endswith(":") or set(lines[-1].strip()) == {"-"}):
+        if set(lines.pop().strip()) == {"-"} and lines:
+            lines.pop()  # a NumPy heading's underline: the heading goes with it
+    return "\n".join(lines).rstrip()
 
 
 class ExemplarIndex:
@@ -244,9 +264,11 @@ class Written:
 def _cleaned(completion: Completion, target: Target, style: str) -> str:
     """The docstring a completion holds; one the token limit cut off ends where its last sentence (or line) did,
     never mid-word: a hook must not write "The function assumes that the input"."""
-    text = clean(completion.text, target, style)
-    # Cut where the docstring ends: not where `clean` kept only an earlier part (the plain style's first paragraph).
-    cut = completion.finish_reason == "length" and text.split()[-1:] == completion.text.split()[-1:]
+    full = reply_text(completion.text, target)
+    text = summary_of(full, style)
+    # Cut where the docstring ends: not where the style kept an earlier part (the plain style's first paragraph),
+    # nor where `reply_text` stopped before a code block.
+    cut = completion.finish_reason == "length" and text == full and full.split()[-1:] == completion.text.split()[-1:]
     return whole(text, style) if cut else text
 
 
@@ -291,7 +313,7 @@ def write_docstrings(
             text = _cleaned(replace(continued, text=opener + continued.text), target, style) or text
         if text:
             written.docstrings[target.key] = text
-        elif completion.finish_reason == "length":
+        elif clean(completion.text, target, style):  # a docstring, which the limit cut before a sentence ended
             written.skipped[target.key] = f"the model's reply was cut off at {budget} tokens before a sentence ended"
         else:
             written.skipped[target.key] = "the model's reply held no docstring"

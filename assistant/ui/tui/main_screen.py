@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from functools import partial
@@ -48,16 +48,18 @@ log = logging.getLogger("assistant.ui.tui")
 TALL = 40  # rows from which the lists get more room
 
 
-def none_left(result: GenerateResult) -> str:
+def none_left(result: GenerateResult, stubs: Collection[str] = ()) -> str:
     """Why a request left no candidate, and what to do in the TUI: every one only rewrote the file's own
-    definitions (named), or none parsed."""
+    definitions (named; a stub among them pointed to f3), or none parsed."""
     if ONLY_REWRITES not in result.dropped:
         return "No candidate parsed: try a higher n, more tokens, or rephrase (ctrl+o)."
-    names = ", ".join(result.rewrote[:3]) or "definitions the file has"
-    return (
-        f"No candidate left: each only rewrote {names}, which the file has already. To let one change it, "
-        "allow rewriting it (f4); to fill a stub, pick it (f3)."
+    names = result.rewrote[:3]
+    hint = (
+        f"No candidate left: each only rewrote {', '.join(names) or 'definitions the file has'}, which the file has "
+        "already. To let one change it, allow rewriting it (f4)."
     )
+    stub = next((name for name in names if name in stubs), None)
+    return hint + (f" {stub} is a stub: to fill it, pick it (f3)." if stub is not None else "")
 
 
 class MainScreen(Screen[None]):
@@ -179,7 +181,7 @@ class MainScreen(Screen[None]):
         if result is None:
             self.view.hint("Write what the code should do above, then press ctrl+g.")
         elif not result.candidates:
-            self.view.hint(none_left(result))
+            self.view.hint(none_left(result, self._stubs() if result.rewrote else ()))
         else:
             edit = result.edits[self.selected] if self.selected < len(result.edits) else None
             item = result.candidates[self.selected]
@@ -483,6 +485,15 @@ class MainScreen(Screen[None]):
             self.may_rewrite = []  # and so do the definitions that may be rewritten
         self.target = target
         self.show_info()
+
+    def _stubs(self) -> list[str]:
+        """The target file's stubs (none without a target, or where it cannot be read)."""
+        if not self.target:
+            return []
+        try:
+            return self.session.stubs(self.target)
+        except AssistError:
+            return []
 
     def action_pick_stub(self) -> None:
         """Pick a stub of the target file to fill (fuzzy, like the file picker); its docstring is the requirement."""
