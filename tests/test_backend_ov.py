@@ -164,6 +164,7 @@ def test_a_16_bit_attention_cache_is_keyed_apart_and_samples_as_u8_does(ov) -> N
     params = SamplingParams(n=1, temperature=0, max_new_tokens=24)
     (narrow_answer,), (wide_answer,) = (engine.sample(build_prompt(REQUIREMENTS[0]), params) for engine in (ov, wide))
     assert wide_answer.text[:20] == narrow_answer.text[:20] and wide_answer.tokens > 0
+    assert OpenVINOBackend.load(PLUMBING_MODEL, attention_cache="u8").identity == ov.identity  # the x86 default
     with pytest.raises(ValueError, match="attention_cache is one of u8, f16"):
         OpenVINOBackend.load(PLUMBING_MODEL, attention_cache="i4")
 

@@ -66,11 +66,11 @@ STEP_TOKENS = 1024
 STALL_S = 300.0
 # Gigabytes kept for the attention cache, by the precision it is stored in (a ceiling it grows to, not memory taken
 # up front): in u8 ~12 kB a token for the 0.5B model, so 1 GB holds ~80,000 tokens; 16 bits take twice the room.
-CACHE_GB = {"u8": 1, "f16": 2}
-# The attention cache's precision (OpenVINO's CPU default is u8, values scaled per token). f16 decoded five rows of
-# the 1.5B 11% faster in a probe, but whole stub requests not measurably so (−0.62 s [−1.66, +0.65] on 20 stubs,
-# results/speed-attention-cache): u8 stays, and f16 remains a load setting.
-ATTENTION_CACHE = "u8"
+CACHE_GB = {None: 1, "u8": 1, "f16": 2}
+# The attention cache's precision: None leaves it to OpenVINO (u8 on x86 CPUs, values scaled per token). f16
+# decoded five rows of the 1.5B 11% faster in a probe, but whole stub requests not measurably so (−0.62 s [−1.66,
+# +0.65] on 20 stubs, results/speed-attention-cache): the default stays, and u8 or f16 may be asked for by name.
+ATTENTION_CACHE: str | None = None
 # Tokens of scored pairs handed to the pipeline at once (well within the attention cache).
 SCORE_GROUP_TOKENS = 16384
 # Speculative decoding: the smaller model with the same tokenizer that drafts tokens for each generator, and how
@@ -89,10 +89,11 @@ LOOKUP_TOKENS = 4
 AUTO_DECODING: dict[str, str] = {}
 
 
-def check_attention_cache(precision: str) -> str:
+def check_attention_cache(precision: str | None) -> str | None:
     """`precision` if the engine can keep its attention cache in it (a key of CACHE_GB), else a ValueError."""
     if precision not in CACHE_GB:
-        raise ValueError(f"attention_cache is one of {', '.join(CACHE_GB)}, not {precision!r}")
+        named = ", ".join(name for name in CACHE_GB if name is not None)
+        raise ValueError(f"attention_cache is one of {named} (or None: OpenVINO's default), not {precision!r}")
     return precision
 
 
@@ -115,7 +116,7 @@ class OpenVINOBackend(ConvertedBackend):
         prefix_caching: bool = True,
         decoding: str = "auto",
         progress: Progress | None = None,
-        attention_cache: str = ATTENTION_CACHE,
+        attention_cache: str | None = ATTENTION_CACHE,
     ) -> None:
         self.attention_cache = check_attention_cache(attention_cache)
         self.spec = spec
@@ -169,7 +170,9 @@ class OpenVINOBackend(ConvertedBackend):
         scheduler.cache_size = CACHE_GB[self.attention_cache]
         scheduler.max_num_batched_tokens = STEP_TOKENS
         scheduler.enable_prefix_caching = prefix_caching
-        properties: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "KV_CACHE_PRECISION": self.attention_cache}
+        properties: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads}
+        if self.attention_cache is not None:  # else OpenVINO's own choice for this CPU, as before the setting
+            properties["KV_CACHE_PRECISION"] = self.attention_cache
         if draft is not None:
             properties["draft_model"] = openvino_genai.draft_model(str(draft), "CPU")
         elif decoding == "prompt-lookup":
@@ -205,7 +208,7 @@ class OpenVINOBackend(ConvertedBackend):
         threads: int | None = None,
         prefix_caching: bool = True,
         decoding: str = "auto",
-        attention_cache: str = ATTENTION_CACHE,
+        attention_cache: str | None = ATTENTION_CACHE,
     ) -> OpenVINOBackend:
         """Load a registered generator, converting it to OpenVINO first if this is its first use (~30 s once, and
         a few seconds for its tokenizer if the model was never pulled). `prefix_caching=False` reads every prompt
@@ -213,7 +216,7 @@ class OpenVINOBackend(ConvertedBackend):
         plain, speculative (a smaller model drafts, `DRAFT_MODELS`), prompt-lookup (the prompt drafts), or auto
         (sampled rows as measured faster for this model on a CPU, `AUTO_DECODING`, plain where nothing did; greedy
         requests always plain, on a pipeline of their own when the sampled rows are drafted). `attention_cache`:
-        the precision the attention cache is kept in, u8 (OpenVINO's CPU default) or f16 (`ATTENTION_CACHE`)."""
+        the precision the attention cache is kept in, u8 or f16; None (`ATTENTION_CACHE`) leaves it to OpenVINO."""
         check_attention_cache(attention_cache)  # before a first use's conversion, not after
         spec = resolve(model, "generator")
         directory = ov_path(spec, progress=progress)
@@ -234,10 +237,10 @@ class OpenVINOBackend(ConvertedBackend):
         """Its own name, kind and label: samples and scores from int8 weights are keyed apart from fp32 ones, and
         samples drawn with a draft (speculative, prompt-lookup: the same model's draws, but not the same draws for a
         seed) apart from plain ones. Scores are always plain, so the label stays. An attention cache in another
-        precision than u8 (the one every committed cache was drawn with) parts samples and scores by rounding: it
-        marks the kind, the label and the details."""
+        precision than u8 (OpenVINO's on the x86 CPUs every committed cache was drawn on) parts samples and scores
+        by rounding: it marks the kind, the label and the details."""
         plain = self.decoding == "plain"
-        cache = "" if self.attention_cache == "u8" else f"-kv{self.attention_cache}"
+        cache = "" if self.attention_cache in (None, "u8") else f"-kv{self.attention_cache}"
         return BackendIdentity(
             self.name,
             self.model,
