@@ -1,7 +1,8 @@
 """Stub latency (issue 69): `assist generate --function NAME -n 5` on 20 stubs of the repository benchmark, cold and
 warm, side by side in one run.
 
-    python benchmarks/stub_latency.py [--model qwen2.5-coder-1.5b] [--stubs 20] [--seed 0] [--json [OUT]]
+    python benchmarks/stub_latency.py [--model qwen2.5-coder-1.5b] [--stubs 20] [--seed 0] [--ranker NAME]
+        [--json [OUT]]
 
 Each stub is a function task of the benchmark's four projects (boltons, click, tabulate, cachetools; prepared by
 `assist eval repo`, so run one of those first): its file, with the body removed as the task shows it, is put alone
@@ -68,11 +69,13 @@ def _stub_repos(task_ids: list[str], folder: Path) -> list[tuple[str, Path, str,
     return made
 
 
-def _generate(repo: Path, path: str, qualname: str, model: str, seed: int, warm: str) -> tuple[float, int]:
-    """Seconds and exit code of one `assist generate --function` in a fresh process."""
+def _generate(
+    repo: Path, path: str, qualname: str, model: str, seed: int, warm: str, ranker: str | None = None
+) -> tuple[float, int]:
+    """Seconds and exit code of one `assist generate --function` in a fresh process (`ranker`: --ranker, if given)."""
     env = {**os.environ, "ASSIST_LOCAL_WARM": warm, "HF_HUB_OFFLINE": "1"}
     argv = [sys.executable, "-m", "assistant", "generate", "--file", path, "--function", qualname, "-n", "5"]
-    argv += ["--seed", str(seed), "--model", model, "--json"]
+    argv += ["--seed", str(seed), "--model", model, "--json", *(["--ranker", ranker] if ranker else [])]
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True)
     return time.perf_counter() - started, done.returncode
@@ -126,6 +129,7 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_GENERATOR, help="the model (default: assist's default)")
     parser.add_argument("--stubs", type=int, default=20, help="how many stubs (default 20)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ranker", help="generate's --ranker, e.g. logprob (default: assist's, auto)")
     parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help=JSON_HELP)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="assist-latency-"))
@@ -133,10 +137,10 @@ def main() -> None:
     try:
         stubs = _stub_repos(_task_ids(args.stubs), folder)
         for task_id, repo, path, qualname in stubs:
-            cold = _generate(repo, path, qualname, args.model, args.seed, "off")
+            cold = _generate(repo, path, qualname, args.model, args.seed, "off", args.ranker)
             if server is None:
                 server, startup = _serve(args.model)
-            warm = _generate(repo, path, qualname, args.model, args.seed, "auto")
+            warm = _generate(repo, path, qualname, args.model, args.seed, "auto", args.ranker)
             rows.append({"task": task_id, "cold_s": round(cold[0], 1), "warm_s": round(warm[0], 1)})
             rows[-1]["exit"] = [cold[1], warm[1]]
             if args.json != "-":
@@ -148,6 +152,7 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
     report = {
         "model": args.model,
+        "ranker": args.ranker or "auto",
         "stubs": len(rows),
         "server_startup_s": round(startup, 1),
         "cold": _summary([row["cold_s"] for row in rows]),
