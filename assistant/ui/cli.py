@@ -496,15 +496,12 @@ def _past(dropped: str) -> str:
 
 
 def _stubs_in(target: Target | None) -> set[str]:
-    """The names of the stubs in `target` (none without one, or where it does not parse)."""
-    from assistant.core.stubs import list_stubs
+    """The names of the stubs in `target`, from the syntax tree the request parsed (none without a target)."""
+    from assistant.core.stubs import find_functions
 
     if target is None or not target.text:
         return set()
-    try:
-        return {stub.qualname for stub in list_stubs(target.text)}
-    except UsageError:
-        return set()
+    return {stub.qualname for stub in find_functions(target.text, tree=target.tree) if stub.is_stub}
 
 
 def _none_left(result: GenerateResult, stubs: Collection[str]) -> str:
