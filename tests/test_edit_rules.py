@@ -150,7 +150,8 @@ def test_item1_apply_adds_the_requested_function_and_leaves_the_files_functions_
         assert f"rewrote {name}()" in shown.stdout
     assert "left out of its edit" in shown.stdout
     assert "replace apply_discount" not in shown.stdout and "insert order_total" in shown.stdout
-    assert shown.stdout.rstrip().splitlines()[-1] == "Applied candidate #1 to inventory/pricing.py."
+    last = shown.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("Applied candidate #1 to inventory/pricing.py; no tests checked it: review it")
     # The project's tests still pass.
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=shop, capture_output=True
@@ -348,3 +349,17 @@ def test_item4_a_stubs_candidates_run_the_given_tests_in_their_module(
     assert shown.returncode == 0, shown.stdout + shown.stderr
     verdict = json.loads(shown.stdout)["candidates"][0]["scores"]["exec"]
     assert verdict["value"] == 1.0 and "in its module" in verdict["why"], verdict
+
+
+def test_untested_candidates_are_said_to_be_untested_where_they_would_be_written(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register_scripted(monkeypatch, ScriptedBackend([RIGHT]))
+    shown = generate("--backend", "scripted", "-n", "1")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert shown.stdout.rstrip().splitlines()[-1] == "No tests checked these candidates; --apply writes #1."
+    # With a test the verdict counts the passes instead; without a file there is nothing to write, so no verdict.
+    tested = generate("--backend", "scripted", "-n", "1", "--test", "assert 1 == 1")
+    assert tested.stdout.rstrip().splitlines()[-1] == "1 of 1 candidates passed the tests; --apply writes #1."
+    bare = assist_here("generate", REQUIREMENT, "-k", "0", "--backend", "scripted", "-n", "1", cwd=Path.cwd())
+    assert "No tests checked" not in bare.stdout

@@ -246,6 +246,7 @@ async def test_tui_generate_choose_apply_undo(indexed_repo: Path, encoder) -> No
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert "v ** 2" in (indexed_repo / "mathutils.py").read_text()
+        assert "no tests checked it" in app.screen.status.message  # untested code is said to be untested
         await pilot.press("ctrl+r")
         await pilot.pause()
         assert (indexed_repo / "mathutils.py").read_text() == original

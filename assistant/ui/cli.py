@@ -382,6 +382,10 @@ def _print_answer(
         out.print(f"\n{verdict}", markup=False, highlight=False)
 
 
+# What to do about code no test checked, said where it is written.
+UNTESTED_HINT = "review it with `git diff`, or give tests (--test, or the repo's own) to write only code that passes"
+
+
 def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | None) -> str | None:
     """The one line that ends the output: which candidate was written and how it did on the tests, or, with tests
     that no candidate passed, that nothing may be written and how to write the best one anyway."""
@@ -390,13 +394,13 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
         return "Nothing written: no candidate is left to write." if apply else None
     if applied is not None:
         where = result.edits[applied].display_path
-        if not pick.tested:
-            return f"Applied candidate #{applied + 1} to {where}."
+        if not pick.tested:  # said, so that untested code is never taken for checked code
+            return f"Applied candidate #{applied + 1} to {where}; no tests checked it: {UNTESTED_HINT}."
         if pick.position is None:
             return f"Applied candidate #{applied + 1} to {where} with --force, though no candidate passed the tests."
         return f"Applied candidate #{applied + 1} to {where}: it passed the tests."
     if not pick.tested:
-        return None
+        return None if result.edits[0] is None else "No tests checked these candidates; --apply writes #1."
     if pick.position is None:
         lead = "Nothing written: " if apply else ""
         return (

@@ -412,7 +412,8 @@ class MainScreen(Screen[None]):
             self.set_message(str(exc))
             return
         self.show_result()
-        self.set_message(f"Applied candidate #{position + 1} to {applied.display_path}; ctrl+r undoes it")
+        untested = "" if self.session.state.tested else "; no tests checked it (ctrl+t adds some)"
+        self.set_message(f"Applied candidate #{position + 1} to {applied.display_path}{untested}; ctrl+r undoes it")
         self.app.notify(f"Applied #{position + 1} to {applied.display_path}")
 
     def action_undo(self) -> None:
