@@ -261,6 +261,39 @@ def lail(
     _train_lail(path, bank, config, labeler, model, base_url, precision, resume, json_output)
 
 
+# `train retriever selfracg`
+SynthesizedOpt = Annotated[
+    int,
+    typer.Option(
+        help="Stage 2's examples, fragments the model continues (its next lines are the positive, its later ones "
+        "hard negatives), e.g. 96 (with the 1.5B about 13 more minutes on 2 CPU cores: 6 for the model to write "
+        "them, 7 to train); 0 (the default: it measured no gain with the 0.5B or the 1.5B, "
+        "docs/results/trained-retrievers.md) trains stage 1 only."
+    ),
+]
+CandidatePrefixOpt = Annotated[
+    bool,
+    typer.Option(
+        help="Mark each candidate fragment with a one-line comment before encoding it, as the paper does "
+        "(--no-candidate-prefix: encode candidates as they are, an ablation)."
+    ),
+]
+TrainDeviceOpt = Annotated[
+    str,
+    typer.Option(
+        help="Where to train: auto (a CUDA GPU if torch sees one, else the CPU), cpu or cuda. On a GPU, stage 2's "
+        "continuations are written by the same transformers model there (bf16)."
+    ),
+]
+CorpusOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Train generic adapters on every .py file under this folder (e.g. the standard library) instead of "
+        "the repo; any pool without adapters of its own then uses them."
+    ),
+]
+
+
 @retriever_app.command("selfracg", short_help="SelfRACG: adapters on the model's attention fetch what comes next.")
 @friendly_errors
 @cancel_guard
@@ -282,37 +315,11 @@ def selfracg(
     ] = None,
     lr: Annotated[float, typer.Option(help="AdamW learning rate (unstated in the paper).")] = 1e-3,
     batch: Annotated[int, typer.Option(help="Pairs per step (batch - 1 in-batch negatives).")] = 16,
-    synthetic: Annotated[
-        int,
-        typer.Option(
-            help="Stage 2's examples, fragments the model continues (its next lines are the positive, its later ones "
-            "hard negatives), e.g. 96 (with the 1.5B about 13 more minutes on 2 CPU cores: 6 for the model to write "
-            "them, 7 to train); 0 (the default: it measured no gain with the 0.5B or the 1.5B, "
-            "docs/results/trained-retrievers.md) trains stage 1 only."
-        ),
-    ] = 0,
+    synthetic: SynthesizedOpt = 0,
     stage2_epochs: Annotated[int, typer.Option(help="Passes over stage 2's examples.")] = 2,
-    candidate_prefix: Annotated[
-        bool,
-        typer.Option(
-            help="Mark each candidate fragment with a one-line comment before encoding it, as the paper does "
-            "(--no-candidate-prefix: encode candidates as they are, an ablation)."
-        ),
-    ] = True,
-    device: Annotated[
-        str,
-        typer.Option(
-            help="Where to train: auto (a CUDA GPU if torch sees one, else the CPU), cpu or cuda. On a GPU, stage 2's "
-            "continuations are written by the same transformers model there (bf16)."
-        ),
-    ] = "auto",
-    corpus: Annotated[
-        Path | None,
-        typer.Option(
-            help="Train generic adapters on every .py file under this folder (e.g. the standard library) instead of "
-            "the repo; any pool without adapters of its own then uses them."
-        ),
-    ] = None,
+    candidate_prefix: CandidatePrefixOpt = True,
+    device: TrainDeviceOpt = "auto",
+    corpus: CorpusOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """SelfRACG: low-rank adapters on a parallel retrieval branch of the generator's attention learn, by InfoNCE,
