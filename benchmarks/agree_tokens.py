@@ -103,6 +103,21 @@ class Runs:
         return [frozenset(j for j, t in enumerate(tests) if self.passed[(c.code, t, setup)]) for c in candidates]
 
 
+def ranked_pick(runs: Runs, item: dict[str, Any], tests: list[str], examples: int) -> tuple[float, list]:
+    """Rank a task's candidates (an item of `_tasks`) on `tests` as `auto` does without tests (agree, then
+    log-probability): 1.0 when the pick passed the task's own tests, else 0.0, and agree's score per sample."""
+    problem, candidates, record = item["problem"], item["candidates"], item["record"]
+    scores: list[float | None] = [None] * len(record["samples"])
+    if tests:
+        passes = runs(candidates, tests, problem.setup)
+        for candidate, score in zip(
+            candidates, agreement.cluster_scores(candidates, tests, passes, examples), strict=True
+        ):
+            scores[candidate.sample] = score.value
+    pick = auto_pick({**record, "scores": {"agree": scores}})
+    return float(pick is not None and bool(record["samples"][pick]["passed"])), scores
+
+
 class Replay:
     """One folder's cached tests replayed at each limit, task by task: whether the pick passed, the tests found,
     the decode steps of the test call alone and batched beside the candidates', and the recorded scores matched."""
@@ -146,16 +161,9 @@ class Replay:
     def _rank(self, limit: int, item: dict[str, Any], tests: list[str], examples: int) -> None:
         """Rank the task's candidates on the tests written at `limit` as `auto` does, and note whether the pick
         passed (and, at the recorded limit, whether the scores are the recorded ones)."""
-        problem, candidates, record = item["problem"], item["candidates"], item["record"]
-        scores = [None] * len(record["samples"])
-        if tests:
-            passes = self.runs(candidates, tests, problem.setup)
-            for candidate, score in zip(
-                candidates, agreement.cluster_scores(candidates, tests, passes, examples), strict=True
-            ):
-                scores[candidate.sample] = score.value
-        pick = auto_pick({**record, "scores": {"agree": scores}})
-        self.passed[limit][record["task_id"]] = float(pick is not None and bool(record["samples"][pick]["passed"]))
+        record = item["record"]
+        passed, scores = ranked_pick(self.runs, item, tests, examples)
+        self.passed[limit][record["task_id"]] = passed
         if limit == self.recorded:
             written = record["scores"]["agree"]
             self.recorded_agrees += all(
