@@ -34,6 +34,14 @@ def jsonl_exists(path: str | Path) -> bool:
     return path.is_file() or path.with_name(path.name + GZ_SUFFIX).is_file()
 
 
+def read_jsonl_lines(path: str | Path) -> list[Any]:
+    """Every JSON line of `path` (`x.jsonl`), plain or gzip-compressed (`x.jsonl.gz`, read when the plain file is
+    absent): a results folder's list of records, which (unlike a cache) has no keys."""
+    path = Path(path)
+    raw = path.read_bytes() if path.is_file() else gzip.decompress(path.with_name(path.name + GZ_SUFFIX).read_bytes())
+    return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+
+
 def cache_key(**parts: Any) -> str:
     """A stable key: sha256 of the parts as canonical JSON (model, prompt, sampling params, seed...)."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode()).hexdigest()

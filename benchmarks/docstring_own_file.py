@@ -8,7 +8,8 @@ Two arms, each k exemplars by code tokens (BM25): `bm25` from the pool (the othe
 eval docstring` has it), and `own-file` from the documented functions of the target's own file (the target left
 out), the rest from the pool where the file has fewer. Prints the metrics of both, the paired difference (sentence
 BLEU-4 and ROUGE-L, own-file − bm25, 95% bootstrap) and how many targets had exemplars of their own file. Cached and
-resumable (`docstrings.jsonl` in --out). Plan: `results/docstring-own-file/plan.md`.
+resumable (`docstrings.jsonl` in --out); `assist eval report OUT` re-scores the kept `docstring-records.jsonl`.
+Plan: `results/docstring-own-file/plan.md`.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def main() -> None:
     own_file = OwnFileFirst(bm25, files, owner)  # type: ignore[arg-type]
     backend = load_backend("local-ov", args.model)
     args.out.mkdir(parents=True, exist_ok=True)
+    config = {"task": "docstring", "k": args.k, "seed": args.seed, "model": args.model,
+              "strategies": ["bm25", "own-file"], "limit": args.limit}  # fmt: skip
+    (args.out / "config.json").write_text(json.dumps(config, indent=1) + "\n")  # `assist eval report` reads it
 
     def progress(stage: str, done: int, total: int) -> None:
         if done % 25 == 0 or done == total:

@@ -697,3 +697,51 @@ def test_a_staged_file_named_like_an_index_stage_is_read_as_itself(scratch_repo:
     assert staged_text(scratch_repo, "0:x.py") == b"def f():\n    return 1\n"
     result = _run(["docstring", "--staged", "--check"], scratch_repo)
     assert result.exit_code == 1 and "0:x.py:1: function f has no docstring" in result.output
+
+
+OWN_FILE = '''"""Word helpers."""
+
+
+def words(text):
+    """The words of `text`, lower-cased, in order."""
+    return text.lower().split()
+
+
+def longest_word(text):
+    return max(words(text), key=len)
+'''
+
+
+def test_exemplars_come_from_the_files_own_documented_functions_first_then_the_pool() -> None:
+    from assistant.code.examples import Example
+    from assistant.core.docwriter import ExemplarIndex, choose_exemplars, own_exemplars
+
+    target = find_missing(OWN_FILE)[-1]
+    own = own_exemplars(OWN_FILE, "util.py")
+    pool = ExemplarIndex(
+        [
+            Example("", 'def longest(xs):\n    """Return the longest item."""\n    return max(xs)', "longest", "a.py"),
+            Example("", 'def stale(text):\n    """An old copy of this file."""\n    return text', "stale", "util.py"),
+        ]
+    )
+    chosen = choose_exemplars(target, 2, own, pool, "util.py")
+    # The file's own function nearest the request (last); the pool fills the rest, never with its copy of this file.
+    assert [e.name for e in chosen] == ["longest", "words"]
+    assert [e.name for e in choose_exemplars(target, 1, own, pool, "util.py")] == ["words"]
+    assert choose_exemplars(target, 0, own, pool, "util.py") == []
+    # A definition of the target's own name is never its exemplar (one defined twice, under `if`/`else`).
+    twice = OWN_FILE + '\n\nif True:\n    def longest_word(text):\n        """Elsewhere."""\n        return text\n'
+    assert [e.name for e in choose_exemplars(target, 2, own_exemplars(twice, "util.py"), None, "util.py")] == ["words"]
+
+
+def test_assist_docstring_shows_the_model_the_files_own_docstrings(
+    scratch_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from .conftest import ScriptedBackend, register_scripted
+
+    (scratch_repo / "util.py").write_text(OWN_FILE)
+    backend = register_scripted(monkeypatch, ScriptedBackend(["The longest word of `text`."]))
+    result = _run(["docstring", "util.py", "--backend", "scripted", "--diff"], scratch_repo)
+    assert result.exit_code == 0, result.output
+    shown = " ".join(message["content"] for message in backend.prompts[0].to_json()["messages"])
+    assert "The words of `text`, lower-cased, in order." in shown

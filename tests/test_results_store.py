@@ -112,3 +112,14 @@ def test_the_discriminator_results_read_the_same_compressed_or_plain(tmp_path, m
     (plain / "results.json").write_bytes(gzip.decompress((kept / "results.json.gz").read_bytes()))
     results = module.read_results(kept)
     assert results == module.read_results(plain) and set(results["variants"]) == {"generator", "condor"}
+
+
+def test_a_docstring_run_rescores_to_the_table_its_run_printed(tmp_path):
+    from assistant.evaluate.report import write_report
+
+    name = "docstring-stdlib-1.5b-s0"
+    kept, plain = _copies(tmp_path, name)
+    printed = (RESULTS / name / "report-docstring.md").read_text(encoding="utf-8")
+    table = printed.split("\n\n", 1)[1].strip()  # below the run's title
+    for folder in (kept, plain):
+        assert table in write_report(folder)  # the metrics and the paired table, as printed

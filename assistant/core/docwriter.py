@@ -22,6 +22,7 @@ from assistant.backends.prompts import Prompt, render
 from assistant.code.docstrings import Target
 from assistant.code.edit import source_lines
 from assistant.code.examples import Example
+from assistant.code.extract import extract_python
 from assistant.code.parse import parse_module
 from assistant.core.retrieve import top_rows
 from assistant.indexing.index import TextEncoder
@@ -272,6 +273,28 @@ def _cleaned(completion: Completion, target: Target, style: str) -> str:
     return whole(text, style) if cut else text
 
 
+def own_exemplars(text: str, path: str) -> ExemplarIndex:
+    """The documented functions of the file being documented, as it is now: the closest record of how this code
+    is documented (a target, having no docstring, is never among them)."""
+    return ExemplarIndex(extract_python(text, path))
+
+
+def choose_exemplars(
+    target: Target, k: int, own: ExemplarIndex | None, pool: ExemplarIndex | None, path: str
+) -> list[Example]:
+    """`k` exemplars for `target`, the most similar last (nearest the request): the file's own documented
+    functions first (`own`; a definition of the target's name left out), then the pool's, without the pool's copy
+    of this file (an index's copy may be stale; the file is read as it is). With the own file's first, 200
+    held-out stdlib functions' summaries came closer to the ones people wrote by +18.3 sentence BLEU-4 points
+    [+13.6, +23.2] (docs/results/docstrings.md)."""
+    if k <= 0:
+        return []
+    found = own.search(target.code, k, lambda example: example.name == target.qualname) if own is not None else []
+    if pool is not None and len(found) < k:
+        found += pool.search(target.code, k - len(found), lambda example: bool(path) and example.path == path)
+    return found[::-1]
+
+
 def write_docstrings(
     targets: Sequence[Target],
     backend: Backend,
@@ -280,11 +303,13 @@ def write_docstrings(
     exemplars: ExemplarIndex | None = None,
     k: int = 2,
     path: str = "",
+    own: ExemplarIndex | None = None,
     max_new_tokens: int | None = None,
     time_budget_s: float | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Written:
-    """One docstring per target (greedy), with `k` exemplars from `retriever`; stops at the time budget."""
+    """One docstring per target (greedy), with `k` exemplars (:func:`choose_exemplars`: from `own`, the file's
+    own documented functions, first, then from `exemplars`); stops at the time budget."""
     report = progress or (lambda stage, done, total: None)
     written = Written()
     started = time.perf_counter()
@@ -296,10 +321,7 @@ def write_docstrings(
         if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
             written.skipped[target.key] = f"time budget of {time_budget_s:.0f} s used up"
             continue
-        chosen: list[Example] = []
-        if exemplars is not None and k > 0:
-            found = exemplars.search(target.code, k, lambda example: bool(path) and example.path == path)
-            chosen = found[::-1]  # most similar last, nearest the request
+        chosen = choose_exemplars(target, k, own, exemplars, path)
         prompt = build_docstring_prompt(target, chosen, style, path)
         completion = backend.sample(prompt, params)[0]
         text = _cleaned(completion, target, style)

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from assistant.cache import JsonlCache, jsonl_exists
+from assistant.cache import JsonlCache, jsonl_exists, read_jsonl_lines
 from assistant.errors import UsageError
 from assistant.evaluate.codegen import per_task_pass_at_k, ranker_columns, ranker_gains, summarize_codegen
 from assistant.evaluate.likelihood import per_task_logprob, summarize_likelihood
@@ -339,6 +339,20 @@ def _likelihood_sections(out: Path, records: list[dict], versus: str | None) -> 
     return sections, charts
 
 
+def _docstring_sections(records: list[dict], versus: str | None) -> list[str]:
+    """A docstring run's metrics per strategy, and each strategy paired by function against `versus` (default:
+    dense where it ran, else the first strategy), as `assist eval docstring` printed them."""
+    from assistant.evaluate.docstring_eval import docstring_table, paired_rows, paired_table, summarize_docstrings
+
+    strategies = list(dict.fromkeys(r["strategy"] for r in records))
+    baseline = versus if versus in strategies else "dense" if "dense" in strategies else strategies[0]
+    sections = ["## Docstrings", "", docstring_table(summarize_docstrings(records)), ""]
+    paired = paired_rows(records, baseline=baseline)
+    if paired:
+        sections += ["Paired by function (95% bootstrap):", "", paired_table(paired), ""]
+    return sections
+
+
 def write_report(out: Path, versus: str | None = None) -> str:
     """Build report.md (and PNG charts) from what a results folder holds; returns the markdown.
 
@@ -376,6 +390,8 @@ def write_report(out: Path, versus: str | None = None) -> str:
         sections += more
         charts += drawn
     sections += _repo_sections(repo_stores, config.get("n", 1))
+    if jsonl_exists(out / "docstring-records.jsonl"):  # an `eval docstring` run (or a docstring benchmark's)
+        sections += _docstring_sections(read_jsonl_lines(out / "docstring-records.jsonl"), versus)
     sections += [f"![{name}]({name})" for name in charts]
     text = "\n".join(sections) + "\n"
     atomic_write_text(out / "report.md", text)

@@ -410,7 +410,7 @@ def _generate(
     (auto: the repo's), with `k` exemplars from the repo's index: (what was done, the style used)."""
     from assistant.code.docstrings import detect_style, line_length, repo_docstrings
     from assistant.code.git import tracked_python_files
-    from assistant.core.docwriter import ExemplarIndex, write_docstrings
+    from assistant.core.docwriter import ExemplarIndex, own_exemplars, write_docstrings
     from assistant.pipeline import Pipeline
 
     base = root or Path.cwd()
@@ -438,6 +438,7 @@ def _generate(
                 exemplars=exemplars,
                 k=k,
                 path=job.name,
+                own=own_exemplars(job.text, job.name) if k > 0 else None,
                 time_budget_s=time_budget,
                 progress=ui,
             )
