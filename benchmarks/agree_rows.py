@@ -30,10 +30,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from agree_tokens import OLD_DEFAULT, CachedOnly, Runs, _lead, _tasks, ranked_pick
-
 from assistant.backends import load_backend
 from assistant.backends.models import resolve, tokenizer_dir
 from assistant.cache import JsonlCache
@@ -45,10 +41,18 @@ TODAY = (2, 96)  # agree's test call before this study: 2 rows of up to 96 token
 CONFIGS = "2x96,2x64,4x32,4x48,4x64"
 
 
+def _tokens_study() -> Any:
+    """`benchmarks/agree_tokens.py`, next door: its task list, sandbox runs, ranking and cache-only backend."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import agree_tokens
+
+    return agree_tokens
+
+
 def _model(folder: Path, model: str | None) -> str:
     """The model that wrote (or writes) the folder's tests: `--model`, else the folder's, else the old default."""
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    return resolve(model or config.get("model") or OLD_DEFAULT).name
+    return resolve(model or config.get("model") or _tokens_study().OLD_DEFAULT).name
 
 
 def written_cache(folder: Path, rows: int, tokens: int) -> JsonlCache:
@@ -62,7 +66,7 @@ def write(args: argparse.Namespace) -> None:
     model = _model(args.results, args.model)
     backend = load_backend("local-ov", model)  # the default engine (OpenVINO int8), as the folders sampled
     cache = written_cache(args.results, args.rows, args.tokens)
-    tasks = _tasks(args.results, args.limit)
+    tasks = _tokens_study()._tasks(args.results, args.limit)
     started, seconds = time.perf_counter(), []
     for number, item in enumerate(tasks, start=1):
         candidates = item["candidates"]
@@ -99,7 +103,7 @@ class RowsReplay:
         self.recorded, self.written_at, self.written_rows = args.recorded, args.tokens, args.rows
         self.committed = JsonlCache(args.results / "agree-tests.jsonl")
         self.written = written_cache(args.results, args.rows, args.tokens)
-        self.runs = Runs()
+        self.runs = _tokens_study().Runs()
         self.passed: dict[tuple[int, int], dict[str, float]] = {c: {} for c in configs}
         self.steps: dict[tuple[int, int], list[int]] = {c: [] for c in configs}
         self.found: dict[tuple[int, int], list[int]] = {c: [] for c in configs}
@@ -127,17 +131,18 @@ class RowsReplay:
         if any(texts is None for texts in rows.values()):
             self.missing.append(item["record"]["task_id"])
             return
-        lead = _lead(name)
+        study = _tokens_study()
+        lead = study._lead(name)
         for config in self.configs:
             count, limit = config
             texts = rows[count] or []
             ids = [self.tokenizer.encode(text[len(lead) :], add_special_tokens=False) for text in texts]
             cut = [lead + self.tokenizer.decode(row[:limit]) for row in ids]
             *_, key = agreement.tests_request(problem.requirement, name, signature, self.model, count, limit)
-            backend = CachedOnly(self.model)
+            backend = study.CachedOnly(self.model)
             ranker = agreement.AgreementRanker(backend, samples=count, cache={key: cut}, tokens=limit)  # type: ignore[arg-type]
             _, tests, examples = ranker.tests(problem, candidates)
-            passed, _ = ranked_pick(self.runs, item, tests, examples)
+            passed, _ = study.ranked_pick(self.runs, item, tests, examples)
             self.passed[config][item["record"]["task_id"]] = passed
             self.found[config].append(len(tests))
             self.steps[config].append(max(min(len(row), limit) for row in ids))
@@ -162,7 +167,7 @@ def replay(args: argparse.Namespace) -> None:
             raise SystemExit(f"{rows}x{tokens}: the caches hold at most {limit} tokens and {args.rows} rows")
     model = _model(args.results, args.model)
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir(resolve(model))))
-    tasks = _tasks(args.results, args.limit)
+    tasks = _tokens_study()._tasks(args.results, args.limit)
     play = RowsReplay(configs, args, model, tokenizer)
     for item in tasks:
         play.task(item)
