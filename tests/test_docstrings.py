@@ -547,8 +547,8 @@ def test_write_skips_a_partially_staged_file_before_generating_and_fails(scratch
     calls = _fake_generation(monkeypatch)
     result = _run(["docstring", "--staged", "--write", "--style", "plain", "-k", "0"], scratch_repo)
     assert calls == ["whole.py"]  # no model time for a file that will not be written
-    assert "part.py: skipped, 1 definition(s) left without a docstring: it also has unstaged changes" in result.output
-    assert "wrote 1 docstring(s) in 1 file(s)" in result.output
+    assert "part.py: skipped, 1 definition left without a docstring: it also has unstaged changes" in result.output
+    assert "wrote 1 docstring in 1 file" in result.output
     assert result.exit_code == 1  # even without --fail-on-change: part.py was not documented
     assert "Document" not in part.read_text() and "Document g." in (scratch_repo / "whole.py").read_text()
     # Only the partially staged file: nothing generated, and the hook's command fails.
@@ -602,7 +602,7 @@ def test_the_writing_hook_fails_while_anything_is_left_undocumented(scratch_repo
     git(scratch_repo, "add", "late.py")
     _fake_generation(monkeypatch, skip=("f",))
     result = _run(hook, scratch_repo)
-    assert result.exit_code == 1 and "late.py: 1 docstring(s) not written (skipped above)" in result.output
+    assert result.exit_code == 1 and "late.py: 1 docstring not written (skipped above)" in result.output
     # A docstring that cannot go in (a backslash after the header): the file is left as it was, and it fails.
     odd = scratch_repo / "odd.py"
     odd.write_text("def g(): \\\n    return 2\n")
@@ -657,7 +657,7 @@ def test_write_refuses_a_read_only_file_before_generating(scratch_repo: Path, mo
     calls = _fake_generation(monkeypatch)
     result = _run([*WRITE, "frozen.py"], scratch_repo)
     assert calls == [] and result.exit_code == 1
-    assert "frozen.py: skipped, 1 definition(s) left without a docstring: frozen.py is read-only" in result.output
+    assert "frozen.py: skipped, 1 definition left without a docstring: frozen.py is read-only" in result.output
     assert frozen.read_text() == "def g():\n    return 2\n" and stat.S_IMODE(frozen.stat().st_mode) == 0o444
 
 

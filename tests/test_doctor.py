@@ -146,7 +146,7 @@ def test_index_line_up_to_date_then_stale(scratch_repo: Path) -> None:
 
     (scratch_repo / "mathutils.py").write_text("def changed():\n    return 1\n")
     (check,) = doctor.index_checks(scratch_repo)
-    assert check.ok is None and "1 file(s) changed" in check.detail and check.fix == "assist index"
+    assert check.ok is None and "1 file changed" in check.detail and check.fix == "assist index"
 
 
 def test_index_line_passes_over_a_name_the_index_leaves_out(scratch_repo: Path) -> None:

@@ -33,7 +33,7 @@ def test_the_writing_hook_blocks_a_commit_of_a_partially_staged_file_and_says_wh
     commit = _commit(scratch_repo)
     output = commit.stdout + commit.stderr
     assert commit.returncode != 0, output
-    assert "part.py: skipped, 1 definition(s) left without a docstring: it also has unstaged changes" in output
+    assert "part.py: skipped, 1 definition left without a docstring: it also has unstaged changes" in output
     assert git(scratch_repo, "rev-parse", "HEAD") == head  # nothing was committed
     assert path.read_text() == "def f():\n    return 1\n\n# not staged yet\n"
 
@@ -111,7 +111,7 @@ def test_the_writing_hook_fails_on_a_staged_file_it_cannot_read_and_names_it(scr
     commit = _commit(scratch_repo)
     output = commit.stdout + commit.stderr
     assert commit.returncode != 0, output
-    assert name in output and "skipped" in output and "1 file(s) not documented" in output
+    assert name in output and "skipped" in output and "1 file not documented" in output
     assert "every function, method and class has a docstring" not in output
     assert git(scratch_repo, "rev-parse", "HEAD") == head  # nothing was committed
 

@@ -298,7 +298,7 @@ def test_an_index_of_no_functions_falls_back_to_the_default_bank_and_says_so(tmp
     monkeypatch.setattr(sources, "default_bank", lambda: bank)
 
     output = _cli_index(root, encoder, monkeypatch)
-    assert "Indexed 0 functions from 0 file(s)" in output and EMPTY_NOTE in output, output
+    assert "Indexed 0 functions from 0 files" in output and EMPTY_NOTE in output, output
     assert output.count(EMPTY_NOTE) == 1
     source = open_source(encoder, start=root)
     assert (source.kind, len(source.index), source.root) == ("default", 1, root)
@@ -355,9 +355,9 @@ def test_untracked_files_are_indexed_and_ignored_ones_are_not(scratch_repo, enco
     assert (stats.files_parsed, stats.files_untracked, stats.embedded) == (0, 0, 0)
     (scratch_repo / "extra.py").write_text('def extra():\n    """One more."""\n    return 1\n')
     (check,) = index_checks(scratch_repo)
-    assert check.ok is None and "1 file(s) changed" in check.detail
+    assert check.ok is None and "1 file changed" in check.detail
     output = _cli_index(scratch_repo, encoder, monkeypatch)
-    assert "Indexed 5 functions from 4 file(s) (1 untracked)" in output, output
+    assert "Indexed 5 functions from 4 files (1 untracked)" in output, output
     assert "left out 1 untracked file(s) inside a virtual environment (venv/)" in output, output
 
 
@@ -375,11 +375,11 @@ def test_files_that_do_not_parse_are_named_and_still_counted_by_incremental_runs
     assert (stats.files_parsed, stats.files_unparsed, stats.unparsed_files) == (0, 5, broken)
     (scratch_repo / broken[0]).write_text('def fixed():\n    """Fixed now."""\n    return 1\n')
     output = _cli_index(scratch_repo, encoder, monkeypatch)
-    assert "parsed 1 changed file(s)" in output, output
+    assert "parsed 1 changed file" in output, output
     named = "skipped 4 file(s) that do not parse: pkg/broken1.py, pkg/broken2.py, pkg/broken3.py and 1 more"
     assert named in output, output
     output = _cli_index(scratch_repo, encoder, monkeypatch)
-    assert "parsed 0 changed file(s)" in output and "skipped 4 file(s) that do not parse: pkg/broken1.py" in output
+    assert "parsed 0 changed files" in output and "skipped 4 file(s) that do not parse: pkg/broken1.py" in output
 
 
 def test_a_git_listing_that_times_out_is_a_one_line_error(tmp_path, monkeypatch):

@@ -57,7 +57,7 @@ from assistant.ui.options import (
     generation_options,
 )
 from assistant.ui.serve_cmd import serve
-from assistant.ui.text import bidi_controls, one_line
+from assistant.ui.text import bidi_controls, counted, one_line
 from assistant.ui.train_cmd import train_app
 
 if TYPE_CHECKING:
@@ -172,8 +172,8 @@ def index(
     what = "examples" if bank is not None else "functions"
     untracked = f" ({stats.files_untracked} untracked)" if stats.files_untracked else ""
     out.print(
-        f"Indexed {stats.examples} {what} from {stats.files} file(s){untracked} into {stats.location}\n"
-        f"  parsed {stats.files_parsed} changed file(s), removed {stats.files_removed}; "
+        f"Indexed {stats.examples} {what} from {counted(stats.files, 'file')}{untracked} into {stats.location}\n"
+        f"  parsed {counted(stats.files_parsed, 'changed file')}, removed {stats.files_removed}; "
         f"embedded {stats.embedded} {what[:-1] if stats.embedded == 1 else what} ({stats.reused} reused) "
         f"in {stats.total_s:.1f} s"
         + (f"\n  and {stats.fragments} 20-line fragments ({stats.fragments_embedded} embedded)" if bank is None else "")

@@ -32,6 +32,7 @@ from assistant.ui.options import (
     backend_options,
     check_range,
 )
+from assistant.ui.text import counted
 
 if TYPE_CHECKING:
     from assistant.core.docwriter import Written
@@ -143,7 +144,8 @@ def _collect(
         if write and job.targets:
             reason = _not_writable(job, staged, root, force)
             if reason:
-                held.append(f"{job.name}: skipped, {len(job.targets)} definition(s) left without a docstring: {reason}")
+                left = counted(len(job.targets), "definition")
+                held.append(f"{job.name}: skipped, {left} left without a docstring: {reason}")
                 job.targets = []
     return jobs, skipped, held
 
@@ -195,7 +197,7 @@ def document(
         for name, why in written.skipped.items():
             err.print(f"{job.name}: {name} skipped: {why}", markup=False)
         if write and written.skipped:  # what the model did not write is still missing: the commit must not pass
-            outcome.fail(job.name, f"{len(written.skipped)} docstring(s) not written (skipped above)")
+            outcome.fail(job.name, f"{counted(len(written.skipped), 'docstring')} not written (skipped above)")
         if not written.docstrings:
             continue
         try:
@@ -375,12 +377,12 @@ def _report_check(
         dashed = any(name.startswith("-") for name in names)  # `-x.py` would read as an option
         what = "--staged" if staged else ("-- " if dashed else "") + shlex.join(names)
         err.print(
-            f"{len(missing)} definition(s) in {len(names)} file(s) lack a docstring; "
+            f"{counted(len(missing), 'definition')} in {counted(len(names), 'file')} lack a docstring; "
             f"`assist docstring --write {what}` writes them"
         )
         raise typer.Exit(1)
     if skipped:
-        err.print(f"{len(skipped)} file(s) could not be checked (above)")
+        err.print(f"{counted(len(skipped), 'file')} could not be checked (above)")
         raise typer.Exit(1)
 
 
@@ -392,7 +394,7 @@ def _report_none_missing(report: dict, held: list[str], skipped: list[str], json
     elif not held and not skipped:
         err.print("every function, method and class has a docstring")
     if held or skipped:
-        err.print(f"{len(held) + len(skipped)} file(s) not documented (see above); nothing was written")
+        err.print(f"{counted(len(held) + len(skipped), 'file')} not documented (see above); nothing was written")
         raise typer.Exit(1)
 
 
@@ -430,7 +432,7 @@ def _generate(
         generator = pipeline.backend(ui)
 
         def generate(job: FileJob) -> Written:
-            ui.status(f"{job.name}: {len(job.targets)} definition(s) to document ({style} style)")
+            ui.status(f"{job.name}: {counted(len(job.targets), 'definition')} to document ({style} style)")
             return write_docstrings(
                 job.targets,
                 generator,
@@ -483,10 +485,11 @@ def _report_written(
     not_written = held_back + len(outcome.failed_files)
     if write:
         err.print(
-            f"wrote {outcome.written} docstring(s) in {outcome.changed} file(s) ({style} style); review with `git diff`"
+            f"wrote {counted(outcome.written, 'docstring')} in {counted(outcome.changed, 'file')} ({style} style); "
+            "review with `git diff`"
         )
         if not_written:
-            err.print(f"{not_written} file(s) not documented (see above)")
+            err.print(f"{counted(not_written, 'file')} not documented (see above)")
             raise typer.Exit(1)
         if fail_on_change and outcome.changed:
             err.print("files were changed: review the docstrings, `git add` them, and commit again")
@@ -494,9 +497,9 @@ def _report_written(
     else:
         if not json_output:
             total = sum(len(entry["written"]) for entry in report["files"])
-            err.print(f"{total} docstring(s) proposed ({style} style); pass --write to write them")
+            err.print(f"{counted(total, 'docstring')} proposed ({style} style); pass --write to write them")
         if skipped:
-            err.print(f"{len(skipped)} file(s) could not be read (above)")
+            err.print(f"{counted(len(skipped), 'file')} could not be read (above)")
             raise typer.Exit(1)
 
 

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from assistant.errors import AssistError, UsageError, install_extra
+from assistant.ui.text import counted
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,9 @@ def index_checks(start: Path) -> list[Check]:
     if index.encoder_name:
         summary += f", encoder {index.encoder_name}"
     if changed:
-        return [Check("index", None, f"{summary}; {changed} file(s) changed since it was built", "assist index")]
+        return [
+            Check("index", None, f"{summary}; {counted(changed, 'file')} changed since it was built", "assist index")
+        ]
     if not len(index):  # a repo with no Python yet: generate retrieves from the default bank
         note = NO_FUNCTIONS if holds_nothing(root, index) else NO_DEMONSTRATIONS
         return [Check("index", True, f"{summary}, up to date; {note}")]
@@ -364,7 +367,7 @@ def config_checks() -> list[Check]:
     parts = []
     if backend is not None:
         parts.append(f"backend {backend['value']} ({backend['source']})")
-    parts.append(f"{len(chosen)} setting(s) not default" + (f", from {', '.join(sources)}" if sources else ""))
+    parts.append(f"{counted(len(chosen), 'setting')} not default" + (f", from {', '.join(sources)}" if sources else ""))
     checks = [Check("config", True, "; ".join(parts))]
     repo = settings.repo
     if repo is not None:

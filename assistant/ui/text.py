@@ -65,3 +65,8 @@ def bidi_warning(text: str) -> str | None:
         f"this candidate holds bidirectional control characters ({', '.join(found)}, shown written out): "
         "its code may run otherwise than an editor shows it; read it before applying"
     )
+
+
+def counted(number: int, noun: str) -> str:
+    """`number` and `noun`, plural unless one: "1 file", "2 files" (the nouns these messages count take an s)."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
