@@ -238,7 +238,8 @@ def verdict(run: ProjectRun) -> Score:
     passed = len(run.passed())
     value = passed / total if total and run.status in ("passed", "failed") else 0.0
     counted = f"{passed}/{total} passed in {run.duration_s:.1f} s"
-    why = counted if run.status == "passed" else f"{run.status}: {counted}"  # "failed: 1/2 passed", "2/2 passed"
+    # "2/2 passed", "1/2 passed" (the count says it failed), "timeout: 0/2 passed"
+    why = counted if run.status in ("passed", "failed") else f"{run.status}: {counted}"
     failed = run.failed()[:3]
     details = {"status": run.status, "passed": passed, "total": total, "failed": failed}
     if run.status != "passed":  # what a repair round shows the model (assistant.core.repair)
