@@ -360,6 +360,6 @@ def test_untested_candidates_are_said_to_be_untested_where_they_would_be_written
     assert shown.stdout.rstrip().splitlines()[-1] == "No tests checked these candidates; --apply writes #1."
     # With a test the verdict counts the passes instead; without a file there is nothing to write, so no verdict.
     tested = generate("--backend", "scripted", "-n", "1", "--test", "assert 1 == 1")
-    assert tested.stdout.rstrip().splitlines()[-1] == "1 of 1 candidates passed the tests; --apply writes #1."
+    assert tested.stdout.rstrip().splitlines()[-1] == "1 of 1 candidate passed the tests; --apply writes #1."
     bare = assist_here("generate", REQUIREMENT, "-k", "0", "--backend", "scripted", "-n", "1", cwd=Path.cwd())
     assert "No tests checked" not in bare.stdout

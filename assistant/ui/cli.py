@@ -404,10 +404,10 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
     if pick.position is None:
         lead = "Nothing written: " if apply else ""
         return (
-            f"{lead}none of the {total} candidate{'s' if total != 1 else ''} passed the tests; "
+            f"{lead}none of the {counted(total, 'candidate')} passed the tests; "
             f"to write the best one (#1) anyway, add --force{' to --apply' if not apply else ''}."
         )
-    return f"{pick.passed} of {total} candidates passed the tests; --apply writes #{pick.position + 1}."
+    return f"{pick.passed} of {counted(total, 'candidate')} passed the tests; --apply writes #{pick.position + 1}."
 
 
 def _say_round(ui: ProgressUI) -> Callable[[RepairRound], None]:
@@ -432,8 +432,8 @@ def _print_repair(repaired: Repaired, explain: bool) -> None:
     good = sum(r.passes for r in repaired.rounds)
     rounds = len(repaired.rounds)
     out.print(
-        f"\n[bold]Repair[/]: {rounds} round{'s' if rounds != 1 else ''} after no candidate passed the tests, "
-        f"{new} new candidate{'s' if new != 1 else ''}, {good} passed, {repaired.seconds:.1f} s; "
+        f"\n[bold]Repair[/]: {counted(rounds, 'round')} after no candidate passed the tests, "
+        f"{counted(new, 'new candidate')}, {good} passed, {repaired.seconds:.1f} s; "
         f"stopped: {escape(stopped)}",
         markup=True,
     )
@@ -443,7 +443,7 @@ def _print_repair(repaired: Repaired, explain: bool) -> None:
         out.print("  repaired candidates: " + ", ".join(f"#{n} (round {number})" for n, number in made))
     if explain:
         for done in repaired.rounds:
-            made_here = f"{done.candidates} candidate{'s' if done.candidates != 1 else ''}"
+            made_here = counted(done.candidates, "candidate")
             out.print(
                 f"  round {done.number}: {made_here}, {done.passes} passed, {done.seconds:.1f} s; best: {done.best}",
                 markup=False,
@@ -485,10 +485,7 @@ def _usage_note(usage: dict[str, float]) -> str:
     if not usage or not usage.get("requests"):
         return ""
     requests = int(usage["requests"])
-    return (
-        f"; {requests} request{'s' if requests != 1 else ''}, {int(usage['completion_tokens'])} tokens out "
-        f"in {usage['seconds']:.1f} s"
-    )
+    return f"; {counted(requests, 'request')}, {int(usage['completion_tokens'])} tokens out in {usage['seconds']:.1f} s"
 
 
 def _past(dropped: str) -> str:

@@ -38,6 +38,7 @@ from assistant.pipeline.pipeline import Pipeline, Request, candidates_runnable
 from assistant.pipeline.registry import RETRIEVER_CHOICES
 from assistant.progress import Progress
 from assistant.sandbox import SandboxResult
+from assistant.ui.text import counted
 
 __all__ = ["RETRIEVER_CHOICES", "Applied", "Options", "Session", "State", "history_path"]
 
@@ -86,7 +87,7 @@ class State:
         if self.repo_tests is not None:
             parts.append(f"the repo's tests ({self.repo_tests.describe()})")
         if self.tests:
-            parts.append(f"your {len(self.tests)} test{'s' if len(self.tests) != 1 else ''}")
+            parts.append(f"your {counted(len(self.tests), 'test')}")
         if parts:
             return " and ".join(parts)
         if self.repo_tests_skipped:
