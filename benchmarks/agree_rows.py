@@ -9,6 +9,8 @@ Plan: `results/agree-rows/plan.md`.
     .venv/bin/python benchmarks/agree_rows.py write --results FOLDER [--rows 4] [--tokens 64] [--limit N]
     # no model: rank as `auto` does with each rows × tokens configuration, against today's 2 × 96
     .venv/bin/python benchmarks/agree_rows.py replay --results FOLDER --recorded 128 [--configs 2x96,4x48] [--json]
+    # tasks no agree study read (plan-heldout.md): write today's 2 x 96 too, then replay from the written caches
+    .venv/bin/python benchmarks/agree_rows.py write --heldout --rows 2 --tokens 96 --results FOLDER
 
 A configuration of 2 rows reads the folder's own cache (`agree-tests.jsonl`, written at `--recorded` tokens); one
 of more rows reads the cache `write` made (its first R rows). A row's first T tokens do not depend on its limit (the
@@ -66,7 +68,7 @@ def write(args: argparse.Namespace) -> None:
     model = _model(args.results, args.model)
     backend = load_backend("local-ov", model)  # the default engine (OpenVINO int8), as the folders sampled
     cache = written_cache(args.results, args.rows, args.tokens)
-    tasks = _tokens_study()._tasks(args.results, args.limit)
+    tasks = _tokens_study()._tasks(args.results, args.limit, args.heldout)
     started, seconds = time.perf_counter(), []
     for number, item in enumerate(tasks, start=1):
         candidates = item["candidates"]
@@ -101,7 +103,9 @@ class RowsReplay:
     def __init__(self, configs: list[tuple[int, int]], args: argparse.Namespace, model: str, tokenizer: Any) -> None:
         self.configs, self.model, self.tokenizer = configs, model, tokenizer
         self.recorded, self.written_at, self.written_rows = args.recorded, args.tokens, args.rows
-        self.committed = JsonlCache(args.results / "agree-tests.jsonl")
+        # Held out, agree never ran on the tasks: today's 2 rows are those `write --rows 2` wrote, as agree's call.
+        own = written_cache(args.results, 2, args.recorded) if args.heldout else args.results / "agree-tests.jsonl"
+        self.committed = own if isinstance(own, JsonlCache) else JsonlCache(own)
         self.written = written_cache(args.results, args.rows, args.tokens)
         self.runs = _tokens_study().Runs()
         self.passed: dict[tuple[int, int], dict[str, float]] = {c: {} for c in configs}
@@ -167,7 +171,7 @@ def replay(args: argparse.Namespace) -> None:
             raise SystemExit(f"{rows}x{tokens}: the caches hold at most {limit} tokens and {args.rows} rows")
     model = _model(args.results, args.model)
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir(resolve(model))))
-    tasks = _tokens_study()._tasks(args.results, args.limit)
+    tasks = _tokens_study()._tasks(args.results, args.limit, args.heldout)
     play = RowsReplay(configs, args, model, tokenizer)
     for item in tasks:
         play.task(item)
@@ -235,6 +239,12 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="the model (default: the folder's)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N tasks (by id)")
     parser.add_argument("--json", action="store_true", help="replay: print one JSON object")
+    parser.add_argument(
+        "--heldout",
+        action="store_true",
+        help="the folder's tasks agree did not score (write: also today's 2 rows, with --rows 2 --tokens 96; "
+        "replay: read those instead of the folder's agree-tests)",
+    )
     args = parser.parse_args()
     write(args) if args.phase == "write" else replay(args)
 

@@ -61,13 +61,18 @@ class CachedOnly:
         raise AssertionError("a completion missing from the cache: this folder did not run agree on the task")
 
 
-def _tasks(folder: Path, limit: int | None) -> list[dict[str, Any]]:
-    """The folder's zero-shot records that agree scored, with each task's problem and parsable candidates."""
+def _tasks(folder: Path, limit: int | None, heldout: bool = False) -> list[dict[str, Any]]:
+    """The folder's zero-shot records that agree scored, with each task's problem and parsable candidates; with
+    `heldout`, those agree did not score instead (tasks no agree study has read)."""
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     tasks = {t.task_id: t for t in load_dataset(config["dataset"], config["split"])}
     entries = JsonlCache(folder / "records.jsonl").entries.values()
     records = sorted(
-        (r for r in entries if isinstance(r, dict) and r.get("strategy") == "zero" and "agree" in r.get("scores", {})),
+        (
+            r
+            for r in entries
+            if isinstance(r, dict) and r.get("strategy") == "zero" and ("agree" in r.get("scores", {})) != heldout
+        ),
         key=lambda r: r["task_id"],
     )
     chosen = []

@@ -38,10 +38,12 @@ def _latency() -> Any:
     return stub_latency
 
 
-def _generate(repo: Path, path: str, qualname: str, model: str, seed: int, tree: Path | None) -> tuple[float, str]:
+def _generate(
+    repo: Path, path: str, qualname: str, model: str, seed: int, tree: Path | None, extra: dict[str, str]
+) -> tuple[float, str]:
     """Seconds of one warm `assist generate --function ... --json` in a fresh process (with `tree`'s client where
-    given), and the top candidate's code ("" where it failed)."""
-    env = {**os.environ, "ASSIST_LOCAL_WARM": "auto", "HF_HUB_OFFLINE": "1"}
+    given, and `extra` in its environment), and the top candidate's code ("" where it failed)."""
+    env = {**os.environ, "ASSIST_LOCAL_WARM": "auto", "HF_HUB_OFFLINE": "1", **extra}
     argv = [sys.executable]
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
@@ -85,7 +87,17 @@ def main() -> None:
     parser.add_argument("--stubs", type=int, default=20, help="how many stubs (default 20)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help=JSON_HELP)
+    parser.add_argument(
+        "--new-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set in the new tree's client only (e.g. ASSIST_AGREE_BATCH=on; --old may then be this same tree)",
+    )
     args = parser.parse_args()
+    if any("=" not in item for item in args.new_env):
+        parser.error("--new-env takes NAME=VALUE")
+    extra = dict(item.split("=", 1) for item in args.new_env)
     if not (args.old / "assistant" / "__init__.py").is_file():
         parser.error(f"--old {args.old}: not a checkout of assist (no assistant/__init__.py)")
     latency = _latency()
@@ -95,10 +107,10 @@ def main() -> None:
         stubs = latency._stub_repos(latency._task_ids(args.stubs), folder)
         server, startup = latency._serve(args.model)
         for number, (task_id, repo, path, qualname) in enumerate(stubs):
-            order = [("new", None), ("old", args.old)]
+            order = [("new", None, extra), ("old", args.old, {})]
             timed = {}
-            for name, tree in order if number % 2 == 0 else order[::-1]:
-                timed[name] = _generate(repo, path, qualname, args.model, args.seed, tree)
+            for name, tree, env in order if number % 2 == 0 else order[::-1]:
+                timed[name] = _generate(repo, path, qualname, args.model, args.seed, tree, env)
             row = {"task": task_id, "new_s": round(timed["new"][0], 1), "old_s": round(timed["old"][0], 1)}
             row["new_first"] = number % 2 == 0
             row["same_top"] = bool(timed["new"][1]) and timed["new"][1] == timed["old"][1]
@@ -116,6 +128,7 @@ def main() -> None:
     report = {
         "model": args.model,
         "old": str(args.old),
+        "new_env": extra,
         "stubs": len(rows),
         "server_startup_s": round(startup, 1),
         "new": latency._summary(new),
