@@ -97,6 +97,12 @@ ADVANCED = "Advanced (research knobs; each also a config setting)"
 PANELS = (BASICS, STUB, TESTS, RETRIEVAL, RANKING, MODEL, OUTPUT, ADVANCED)
 
 
+def configured(*declarations: str, help_text: str, panel: str) -> Any:
+    """An option whose value, when not given (None), comes from the config: Typer shows no default, the help names
+    the setting and its fallback."""
+    return typer.Option(*declarations, help=help_text, show_default=False, rich_help_panel=panel)
+
+
 class PanelCommand(TyperCommand):
     """A command whose plain-text help lists its options under their `rich_help_panel` headings.
 
@@ -136,21 +142,20 @@ BackendOpt = Annotated[
 ]
 EngineOpt = Annotated[
     str | None,
-    typer.Option(
+    configured(
         "--engine",
-        help="local backend: openvino (int8, fast), transformers (fp32) or ct2 (default: local.engine, else openvino).",
-        show_default=False,
-        rich_help_panel=MODEL,
+        help_text="local backend: openvino (int8, fast), transformers (fp32) or ct2 (default: local.engine, else "
+        "openvino).",
+        panel=MODEL,
     ),
 ]
 ModelOpt = Annotated[
     str | None,
-    typer.Option(
+    configured(
         "--model",
-        help=f"Model name: see `assist models list` (local: default {DEFAULT_GENERATOR}; {FAST_GENERATOR} is the "
+        help_text=f"Model name: see `assist models list` (local: default {DEFAULT_GENERATOR}; {FAST_GENERATOR} is the "
         "fast, low-memory choice), or the server's (openai).",
-        show_default=False,
-        rich_help_panel=MODEL,
+        panel=MODEL,
     ),
 ]
 BaseUrlOpt = Annotated[
@@ -256,21 +261,15 @@ def option_group(
 # (config files, ASSIST_GENERATE_* in the environment), else the default the help names.
 CandidatesOpt = Annotated[
     int | None,
-    typer.Option(
-        "-n",
-        help=f"Candidates to sample (default: generate.n, else {DEFAULT_N}).",
-        show_default=False,
-        rich_help_panel=BASICS,
-    ),
+    configured("-n", help_text=f"Candidates to sample (default: generate.n, else {DEFAULT_N}).", panel=BASICS),
 ]
 DemosOpt = Annotated[
     int | None,
-    typer.Option(
+    configured(
         "-k",
-        help=f"Demonstrations to retrieve, 0 for zero-shot (default: generate.k, else {DEFAULT_K}; filling a stub "
+        help_text=f"Demonstrations to retrieve, 0 for zero-shot (default: generate.k, else {DEFAULT_K}; filling a stub "
         f"{DEFAULT_STUB_K}).",
-        show_default=False,
-        rich_help_panel=RETRIEVAL,
+        panel=RETRIEVAL,
     ),
 ]
 BankOpt = Annotated[
@@ -279,10 +278,9 @@ BankOpt = Annotated[
 ]
 MaxTokensOpt = Annotated[
     int | None,
-    typer.Option(
-        help=f"Longest candidate, in tokens (default: generate.max_new_tokens, else {DEFAULT_MAX_NEW_TOKENS}).",
-        show_default=False,
-        rich_help_panel=MODEL,
+    configured(
+        help_text=f"Longest candidate, in tokens (default: generate.max_new_tokens, else {DEFAULT_MAX_NEW_TOKENS}).",
+        panel=MODEL,
     ),
 ]
 SeedOpt = Annotated[
@@ -293,23 +291,21 @@ SeedOpt = Annotated[
 ]
 RetrieverOpt = Annotated[
     str | None,
-    typer.Option(
-        help="auto (hybrid), bm25, dense, hybrid, or a trained one: tstr, lail, selfracg (selfracg-init: its "
+    configured(
+        help_text="auto (hybrid), bm25, dense, hybrid, or a trained one: tstr, lail, selfracg (selfracg-init: its "
         "untrained branch). A trained retriever serves only when named: none beat the plain ones where measured. "
         "Default: generate.retriever in the config, else auto.",
-        show_default=False,
-        rich_help_panel=RETRIEVAL,
+        panel=RETRIEVAL,
     ),
 ]
 RankerOpt = Annotated[
     str | None,
-    typer.Option(
-        help="first, random, logprob, exec (tests passed), agree (agreement on tests the model writes, CodeT), "
+    configured(
+        help_text="first, random, logprob, exec (tests passed), agree (agreement on tests the model writes, CodeT), "
         "reviewer, coder-reviewer or condor (the trained discriminator); combine with +, e.g. exec+condor. auto: "
         "exec+ with tests, else agree+ when two or more candidates define a function, then logprob (condor serves "
         "only when named). Default: generate.ranker in the config, else auto.",
-        show_default=False,
-        rich_help_panel=RANKING,
+        panel=RANKING,
     ),
 ]
 
@@ -369,52 +365,47 @@ ReplaceOpt = Annotated[
 ]
 ApisOpt = Annotated[
     bool | None,
-    typer.Option(
+    configured(
         "--apis/--no-apis",
-        help="With --function: also show the signatures of the repo's functions from other files that the "
+        help_text="With --function: also show the signatures of the repo's functions from other files that the "
         "file uses (needs `assist index`). Default: generate.apis in the config, else off.",
-        show_default=False,
-        rich_help_panel=ADVANCED,
+        panel=ADVANCED,
     ),
 ]
 FragmentsOpt = Annotated[
     bool | None,
-    typer.Option(
+    configured(
         "--fragments/--no-fragments",
-        help="With --function: show -k 20-line fragments of the repo's other files instead of demonstrations "
+        help_text="With --function: show -k 20-line fragments of the repo's other files instead of demonstrations "
         "(needs `assist index`). Default: generate.fragments in the config, else off.",
-        show_default=False,
-        rich_help_panel=ADVANCED,
+        panel=ADVANCED,
     ),
 ]
 OwnFileOpt = Annotated[
     bool | None,
-    typer.Option(
+    configured(
         "--own-file/--no-own-file",
-        help="With --function: the file's own other functions may be demonstrations (never the stub). "
+        help_text="With --function: the file's own other functions may be demonstrations (never the stub). "
         "Default: generate.own_file in the config, else on.",
-        show_default=False,
-        rich_help_panel=ADVANCED,
+        panel=ADVANCED,
     ),
 ]
 TestsInPromptOpt = Annotated[
     bool | None,
-    typer.Option(
+    configured(
         "--tests-in-prompt/--no-tests-in-prompt",
-        help="With --function: show the repo's tests that mention the function, as its specification. "
+        help_text="With --function: show the repo's tests that mention the function, as its specification. "
         "Default: generate.tests_in_prompt in the config, else on.",
-        show_default=False,
-        rich_help_panel=ADVANCED,
+        panel=ADVANCED,
     ),
 ]
 RedrawOpt = Annotated[
     bool | None,
-    typer.Option(
+    configured(
         "--redraw/--no-redraw",
-        help="With --function: draw again each sample that wrote nothing (a few percent more time). "
+        help_text="With --function: draw again each sample that wrote nothing (a few percent more time). "
         "Default: generate.redraw in the config, else on.",
-        show_default=False,
-        rich_help_panel=ADVANCED,
+        panel=ADVANCED,
     ),
 ]
 TestOpt = Annotated[
@@ -445,14 +436,13 @@ RepoTestsOpt = Annotated[
 ]
 RepairOpt = Annotated[
     int | None,
-    typer.Option(
+    configured(
         "--repair",
-        help="With tests (the repo's for --function, --test, --tests, --test-cmd) and no candidate passing them: "
+        help_text="With tests (the repo's for --function, --test, --tests, --test-cmd) and no candidate passing them: "
         f"up to N rounds where the model sees the failing test's output and tries again, {REPAIR_N} samples a "
         f"round, within {REPAIR_BUDGET_S:g} s; 0 turns it off. Default: generate.repair in the config, else "
         f"{DEFAULT_REPAIR}.",
-        show_default=False,
-        rich_help_panel=TESTS,
+        panel=TESTS,
     ),
 ]
 PythonOpt = Annotated[
@@ -466,19 +456,17 @@ PythonOpt = Annotated[
 ]
 TemperatureOpt = Annotated[
     float | None,
-    typer.Option(
-        help=f"Sampling temperature (0 = greedy, one candidate). Default: generate.temperature in the config, "
+    configured(
+        help_text=f"Sampling temperature (0 = greedy, one candidate). Default: generate.temperature in the config, "
         f"else {DEFAULT_TEMPERATURE}.",
-        show_default=False,
-        rich_help_panel=MODEL,
+        panel=MODEL,
     ),
 ]
 TopPOpt = Annotated[
     float | None,
-    typer.Option(
-        help=f"Nucleus sampling threshold. Default: generate.top_p in the config, else {DEFAULT_TOP_P}.",
-        show_default=False,
-        rich_help_panel=MODEL,
+    configured(
+        help_text=f"Nucleus sampling threshold. Default: generate.top_p in the config, else {DEFAULT_TOP_P}.",
+        panel=MODEL,
     ),
 ]
 StubMaxTokensOpt = Annotated[
