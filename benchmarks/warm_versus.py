@@ -2,6 +2,8 @@
 of `benchmarks/stub_latency.py`, each through one running `assist serve`, once with each tree's client.
 
     python benchmarks/warm_versus.py --old PATH [--model qwen2.5-coder-1.5b] [--stubs 20] [--seed 0] [--json [OUT]]
+    # one tree against itself with a setting read by the client, e.g. agree's test call beside the sampling
+    python benchmarks/warm_versus.py --old PATH --new-env ASSIST_AGREE_BATCH=on
 
 For a change that lives in the client (what it asks the server for, how it ranks), not in the engine: the server is
 started once from this tree and both clients use it (`ASSIST_LOCAL_WARM=auto`). `--old` is a checkout of the tree to
