@@ -225,6 +225,7 @@ def test_item2_with_tests_apply_writes_nothing_when_none_passes_and_force_writes
     assert (shop / "inventory" / "pricing.py").read_text(encoding="utf-8") == PRICING  # unchanged
     last = refused.stdout.rstrip().splitlines()[-1]
     assert last.startswith("Nothing written: none of the 1 candidate passed the tests") and "--force" in last
+    assert "--repair 2 has the model fix the best one" in last  # no round ran: what may still get passing code
     forced = generate("--backend", "scripted", "-n", "1", "--test", test, "--apply", "--force")
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert "def order_total" in (shop / "inventory" / "pricing.py").read_text(encoding="utf-8")

@@ -103,6 +103,18 @@ def test_repair_0_runs_no_round_and_the_setting_does_the_same(project: Path, mon
     assert bad.returncode == 2 and "--repair" in bad.stderr
 
 
+def test_the_verdict_points_to_repair_only_where_no_round_ran(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    register_scripted(monkeypatch, ScriptedBackend(lambda prompt, number: WRONG))  # never passes, repaired or not
+    unrepaired = fill(project, "-n", "1", "--repair", "0")["verdict"]
+    assert unrepaired.startswith("none of the 1 candidate passed the tests; --repair 2 has the model fix the best one")
+    assert unrepaired.endswith("add --force to --apply.")
+    repaired = fill(project, "-n", "1")["verdict"]  # two rounds (the fixture's setting), both failing
+    assert repaired == (
+        "none of the 1 candidate passed the tests, repair included; to write the best one (#1) anyway, "
+        "add --force to --apply."
+    )
+
+
 def test_explain_shows_each_round(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     register_scripted(monkeypatch, ScriptedBackend(wrong_then_right))
     common = ["--backend", "scripted", "--bank", "bank.jsonl", "-k", "0", "--ranker", "first", "-n", "1"]

@@ -236,7 +236,7 @@ def generate(
     result, pick = answer.result, answer.pick
     _warn_cut_off(result)
     applied = _apply_pick(result, pick, force) if apply else None  # the position of the candidate written
-    verdict = _verdict(result, pick, apply, applied)
+    verdict = _verdict(result, pick, apply, applied, repaired=answer.repaired is not None)
     if json_output:
         _print_json(answer, applied, verdict)
     else:
@@ -382,13 +382,16 @@ def _print_answer(
         out.print(f"\n{verdict}", markup=False, highlight=False)
 
 
+# What may still get code that passes, said where none did and no repair round ran.
+REPAIR_HINT = "--repair 2 has the model fix the best one from the failing test's output"
 # What to do about code no test checked, said where it is written.
 UNTESTED_HINT = "review it with `git diff`, or give tests (--test, or the repo's own) to write only code that passes"
 
 
-def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | None) -> str | None:
+def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | None, repaired: bool) -> str | None:
     """The one line that ends the output: which candidate was written and how it did on the tests, or, with tests
-    that no candidate passed, that nothing may be written and how to write the best one anyway."""
+    that no candidate passed, that nothing may be written, what may still get a passing one (repair rounds, where
+    none ran: `repaired` says whether they did) and how to write the best one anyway."""
     total = len(result.candidates)
     if not total:
         return "Nothing written: no candidate is left to write." if apply else None
@@ -403,10 +406,11 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
         return None if result.edits[0] is None else "No tests checked these candidates; --apply writes #1."
     if pick.position is None:
         lead = "Nothing written: " if apply else ""
-        return (
-            f"{lead}none of the {counted(total, 'candidate')} passed the tests; "
-            f"to write the best one (#1) anyway, add --force{' to --apply' if not apply else ''}."
-        )
+        force = f"add --force{' to --apply' if not apply else ''}"
+        failed = f"{lead}none of the {counted(total, 'candidate')} passed the tests"
+        if repaired:
+            return f"{failed}, repair included; to write the best one (#1) anyway, {force}."
+        return f"{failed}; {REPAIR_HINT}, or to write the best one (#1) anyway, {force}."
     return f"{pick.passed} of {counted(total, 'candidate')} passed the tests; --apply writes #{pick.position + 1}."
 
 
