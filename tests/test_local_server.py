@@ -209,3 +209,83 @@ def test_the_real_engine_stops_a_generation_whose_client_left(served) -> None:
     status, answer = _post(f"{server.base_url}/completions", {"prompt": "def add(a, b):", "max_tokens": 4})
     assert status == 200 and answer["usage"]["completion_tokens"] >= 1
     assert time.monotonic() - started < 10.0  # not the abandoned generation's 2,000 tokens first
+
+
+# -- streamed answers, as editors' OpenAI clients ask for them -------------------------------------------------
+
+STREAMED_ROW = "def café(a, b):\n    return a + b\n```\nprose after the fence"
+
+
+class _Tokenizer:
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict:
+        return {"input_ids": text.split()}
+
+    def apply_chat_template(self, messages: list, tokenize: bool = False, add_generation_prompt: bool = True) -> str:
+        return "\n".join(m["content"] for m in messages)
+
+
+class _StreamingEngine:
+    """Stands in for the engine alone (the HTTP layer is what is tested): its first row grows a character a step
+    and tells the row stream, as the OpenVINO backend does; half-way through a character it says U+FFFD, as a
+    decoder does with part of a token. The row ends at the stop string, which the final text leaves out."""
+
+    name, model, context = "streamer", "stream-coder", 4096
+    tokenizer = _Tokenizer()
+
+    def echo(self, prompt: str) -> list:
+        return []
+
+    def sample_texts(self, texts, params, stops, step=None, seeds=None, prompt_tokens=None, stream=None):
+        for end in range(1, len(STREAMED_ROW) + 1):
+            if step is not None:
+                step(end, len(STREAMED_ROW))
+            if stream is not None:
+                partial = STREAMED_ROW[:end]
+                stream.text(partial[:-1] + "\ufffd" if partial.endswith("é") else partial)
+        final = STREAMED_ROW[: STREAMED_ROW.index("```")]
+        return [[Completion(final, 9, "stop"), Completion("def other():\n    pass\n", 5, "length")][: params.n]]
+
+
+def test_a_streamed_answer_is_the_answer_in_chunks_for_the_openai_client() -> None:
+    import openai
+
+    with LocalServer(_StreamingEngine()) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="none", max_retries=0)
+        messages = [{"role": "user", "content": "add two numbers"}]
+        asked = {"model": "stream-coder", "messages": messages, "stop": ["```"]}
+        chunks = list(client.chat.completions.create(**asked, stream=True, stream_options={"include_usage": True}))
+        whole = client.chat.completions.create(**asked)
+        pieces = [c.choices[0].delta.content for c in chunks if c.choices]
+        # Many chunks, as the row grew, which together are the unstreamed answer: no chunk took back a thing, none
+        # sent part of the stop string (held back until the row showed it was not one) or a half character.
+        assert len(pieces) > 20 and "".join(pieces) == whole.choices[0].message.content
+        assert not any("`" in p or "\ufffd" in p for p in pieces)
+        assert chunks[0].choices[0].delta.role == "assistant" and chunks[0].object == "chat.completion.chunk"
+        assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+        assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 9
+        # The completions endpoint, two choices: the first as it grows, the second whole at the end.
+        streamed = client.completions.create(model="stream-coder", prompt="def f():", n=2, stop="```", stream=True)
+        texts: dict[int, str] = {}
+        for chunk in streamed:
+            for choice in chunk.choices:
+                texts[choice.index] = texts.get(choice.index, "") + choice.text
+        unstreamed = client.completions.create(model="stream-coder", prompt="def f():", n=2, stop="```")
+        assert texts == {c.index: c.text for c in unstreamed.choices}
+        # What is refused before any chunk is the usual error, with its message.
+        with pytest.raises(openai.BadRequestError, match="this server serves stream-coder, not gpt-4"):
+            client.completions.create(model="gpt-4", prompt="x", stream=True)
+        with pytest.raises(openai.BadRequestError, match="echo scores the prompt"):
+            client.completions.create(model="stream-coder", prompt="x", stream=True, echo=True)
+
+
+@pytest.mark.model
+def test_the_real_engine_streams_what_it_answers_unstreamed(served) -> None:
+    import openai
+
+    server, backend = served
+    client = openai.OpenAI(base_url=server.base_url, api_key="none", max_retries=0)
+    asked = {"model": backend.model, "messages": [{"role": "user", "content": REQUIREMENT}], "max_tokens": 48}
+    chunks = list(client.chat.completions.create(**asked, temperature=0, stream=True))
+    whole = client.chat.completions.create(**asked, temperature=0)
+    pieces = [c.choices[0].delta.content or "" for c in chunks if c.choices]
+    assert len(pieces) > 5 and "".join(pieces) == whole.choices[0].message.content

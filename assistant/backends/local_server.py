@@ -7,7 +7,9 @@ exactly what the local backend would, and scoring works (`echo` returns every pr
 
 Endpoints: `GET /v1/models` (with `max_model_len`), `POST /v1/completions` (`prompt`, `n`, `max_tokens`,
 `temperature`, `top_p`, `seed`, `stop`, `logprobs`, `echo`) and `POST /v1/chat/completions` (`messages` and the
-same sampling fields). `echo` scores the prompt and generates nothing. Requests run one at a time; a generation
+same sampling fields). `echo` scores the prompt and generates nothing. With `"stream": true` either answers as
+OpenAI's streaming does (server-sent events: a chunk as the first choice's text grows, the other choices' text at
+the end, then `data: [DONE]`), which editors' clients ask for by default. Requests run one at a time; a generation
 whose client hung up is stopped (checked between decoding steps), and a client that leaves early is no error.
 No network access beyond the loopback interface, no authentication: it is for this machine's user.
 
@@ -38,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from assistant.backends import Completion, SampleGroup, SamplingParams, Step, streaming
+from assistant.backends import Completion, RowStream, SampleGroup, SamplingParams, Step, streaming
 from assistant.backends.prompts import Prompt
 from assistant.config import DEFAULT_MAX_NEW_TOKENS, SEED_MAX
 from assistant.errors import AssistError
@@ -241,9 +243,10 @@ class LocalServer:
         scores = self.backend.logprob(pairs)
         return {"scores": [[s.tokens, s.logprobs] for s in scores], "usage": self.backend.usage.since(before)}
 
-    def completions(self, body: dict[str, Any], step: Step | None = None) -> dict[str, Any]:
+    def completions(self, body: dict[str, Any], step: Step | None = None, emit: Emit | None = None) -> dict[str, Any]:
         """`POST /v1/completions`: candidates continuing the prompt text, or with `echo` its tokens' log-probs;
-        `step` hears the decoding's progress and may raise to stop it."""
+        `step` hears the decoding's progress and may raise to stop it; `emit` hears the first choice's text as it
+        grows (a streamed answer)."""
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1:
             prompt = prompt[0]
@@ -251,6 +254,8 @@ class LocalServer:
             raise RequestError("prompt must be one non-empty string")
         self._check_model(body)
         if body.get("echo"):
+            if emit is not None:
+                raise RequestError("echo scores the prompt and writes nothing to stream; ask without stream")
             return self._echo(prompt)
         params, stops = _sampling(body)
         logprobs = body.get("logprobs") is not None
@@ -261,11 +266,11 @@ class LocalServer:
                 fields["logprobs"] = {"token_logprobs": list(completion.logprobs)}
             return fields
 
-        return self._sampled("text_completion", prompt, params, stops, step, choice)
+        return self._sampled("text_completion", prompt, params, stops, step, choice, emit)
 
-    def chat(self, body: dict[str, Any], step: Step | None = None) -> dict[str, Any]:
+    def chat(self, body: dict[str, Any], step: Step | None = None, emit: Emit | None = None) -> dict[str, Any]:
         """`POST /v1/chat/completions`: the messages through the model's chat template, then candidates (`step`
-        as for :meth:`completions`)."""
+        and `emit` as for :meth:`completions`)."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise RequestError("messages must be a non-empty list")
@@ -290,7 +295,7 @@ class LocalServer:
                 fields["logprobs"] = {"content": entries}
             return fields
 
-        return self._sampled("chat.completion", text, params, stops, step, choice)
+        return self._sampled("chat.completion", text, params, stops, step, choice, emit)
 
     def _sampled(
         self,
@@ -300,11 +305,17 @@ class LocalServer:
         stops: tuple[str, ...],
         step: Step | None,
         choice: Callable[[Completion], dict[str, Any]],
+        emit: Emit | None = None,
     ) -> dict[str, Any]:
         """Both endpoints' answer: candidates continuing `text` (refused first if it and the token limit do not fit
-        the context), numbered choices of `choice`'s fields, and the usage."""
+        the context), numbered choices of `choice`'s fields, and the usage. `emit` hears the first choice's text
+        as it is decoded, up to what a stop string or an unfinished character could still take back."""
         self._check_fits(text, params.max_new_tokens)
-        (completions,) = self.backend.sample_texts([text], params, [stops], step=step)
+        if emit is None:
+            (completions,) = self.backend.sample_texts([text], params, [stops], step=step)
+        else:
+            stream = RowStream(lambda call, shown: emit(settled(shown, stops)), 0, "", stops)
+            (completions,) = self.backend.sample_texts([text], params, [stops], step=step, stream=stream)
         choices = [{"index": index, **choice(completion)} for index, completion in enumerate(completions)]
         return self._response(kind, text, choices, completions)
 
@@ -347,6 +358,17 @@ class LocalServer:
                 f"the prompt takes {used} tokens and {new_tokens} more are asked for, over the context of "
                 f"{self.backend.context}"
             )
+
+
+Emit = Callable[[str], None]  # hears a streamed choice's text so far
+
+
+def settled(text: str, stops: tuple[str, ...]) -> str:
+    """What of a row's text so far can be sent and never taken back: without an unfinished character at its end
+    (decoded from part of a token) or an ending that a stop string could begin (the answer is cut there)."""
+    text = text.rstrip("\ufffd")
+    held = max((n for stop in stops for n in range(1, len(stop)) if text.endswith(stop[:n])), default=0)
+    return text[: len(text) - held]
 
 
 def prompt_to_json(prompt: Prompt) -> dict[str, Any]:
@@ -509,6 +531,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if path in self.streamed:
                 self._stream(route, body)
+            elif body.get("stream"):
+                self._events(route, body, chat=path.endswith("/chat/completions"))
             else:
                 self._answer(route, body)
         finally:
@@ -542,6 +566,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.BAD_REQUEST, str(exc))
         except Exception as exc:  # the model failed: say so rather than drop the connection
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+
+    def _events(self, route: Any, body: dict[str, Any], chat: bool) -> None:
+        """OpenAI's streamed answer to a `"stream": true` request (see :class:`_Chunks`); an error before the first
+        chunk is the usual JSON error, one after it an error event."""
+        chunks = _Chunks(self, chat, self.app.backend.model)
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        try:
+            chunks.finish(route(body, watch(self.connection), chunks.grow), usage)
+        except ClientGone:
+            self.close_connection = True
+        except (RequestError, ValueError) as exc:
+            chunks.fail(HTTPStatus.BAD_REQUEST, str(exc))
+        except Exception as exc:  # the model failed: say so rather than drop the connection
+            chunks.fail(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
 
     def _stream(self, route: Any, body: dict[str, Any]) -> None:
         """Answer with lines of JSON: progress as it comes, then the result or the error (its kind kept, so the
@@ -586,3 +625,76 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: HTTPStatus, message: str) -> None:
         kind = "invalid_request_error" if status < 500 else "server_error"
         self._reply(status, {"error": {"message": message, "type": kind, "code": int(status)}})
+
+
+class _Chunks:
+    """One streamed answer as OpenAI sends it: server-sent events, each a chunk object (`chat.completion.chunk`,
+    or `text_completion` for the completions endpoint); a chunk as the first choice's text grows, then each
+    choice's rest with its finish reason (choices after the first arrive whole, as the engine hands them over
+    together), the usage when asked for, and `data: [DONE]`. The headers go with the first chunk, so an error
+    found before it can still be an HTTP error."""
+
+    def __init__(self, handler: _Handler, chat: bool, model: str) -> None:
+        self.handler, self.chat = handler, chat
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        self.head = {"id": f"assist-{uuid.uuid4().hex[:12]}", "object": kind, "created": int(time.time())}
+        self.head["model"] = model
+        self.sent = ""  # the first choice's text sent so far
+        self.started = False  # whether the headers went (with the first chunk)
+        self.begun: set[int] = set()  # choices whose first chunk went (a chat delta names the role in it)
+
+    def grow(self, text: str) -> None:
+        """The first choice's text so far: what it adds to what was sent goes out as one chunk."""
+        if len(text) > len(self.sent) and text.startswith(self.sent):
+            piece, self.sent = text[len(self.sent) :], text
+            self._chunk([self._choice(0, piece, None)])
+
+    def finish(self, response: dict[str, Any], usage: bool) -> None:
+        """The end of the answer: each choice's text not sent yet, with its finish reason; then the usage (if
+        `usage`) and `[DONE]`."""
+        for choice in response["choices"]:
+            text = choice["message"]["content"] if self.chat else choice["text"]
+            rest = text
+            if choice["index"] == 0:  # what was sent stands (a stream cannot take back): only what follows it
+                rest = text[len(self.sent) :] if text.startswith(self.sent) else ""
+            self._chunk([self._choice(choice["index"], rest, choice["finish_reason"])])
+        if usage:
+            self._chunk([], usage=response["usage"])
+        self._write(b"[DONE]")
+
+    def fail(self, status: HTTPStatus, message: str) -> None:
+        """An error: the usual JSON reply before any chunk went, else an error event (and the stream ends)."""
+        if not self.started:
+            self.handler._error(status, message)
+            return
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        self._write(json.dumps({"error": {"message": message, "type": kind, "code": int(status)}}).encode())
+
+    def _choice(self, index: int, piece: str, finish: str | None) -> dict[str, Any]:
+        if not self.chat:
+            return {"index": index, "text": piece, "logprobs": None, "finish_reason": finish}
+        delta = {"content": piece} if index in self.begun else {"role": "assistant", "content": piece}
+        self.begun.add(index)
+        return {"index": index, "delta": delta, "finish_reason": finish}
+
+    def _chunk(self, choices: list[dict[str, Any]], **extra: Any) -> None:
+        if not self.started:
+            self._start()
+        self._write(json.dumps({**self.head, "choices": choices, **extra}).encode())
+
+    def _start(self) -> None:
+        self.started = True
+        handler = self.handler
+        handler.close_connection = True  # the stream's end is the connection's
+        handler.send_response(HTTPStatus.OK)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Cache-Control", "no-cache")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.handler.wfile.write(b"data: " + data + b"\n\n")
+            self.handler.wfile.flush()
+        except OSError:
+            raise ClientGone from None
