@@ -186,8 +186,6 @@ def test_eval_through_a_server_that_dies_resumes_without_repeating_requests(tmp_
         "zero",
         "-n",
         "2",
-        "-k",
-        "1",
     ]
     command += ["--pool", f"mbpp:{MBPP}", "--out", str(tmp_path / "run"), "--json"]
     env = {"ASSIST_OPENAI_RETRIES": "0"}
@@ -203,6 +201,8 @@ def test_eval_through_a_server_that_dies_resumes_without_repeating_requests(tmp_
         assert script.answered == 4  # only the two unfinished tasks were requested again
     summary = json.loads(resumed.stdout)
     assert summary["tasks"] == 4 and summary["rows"][0]["usage"]["requests"] == 4
+    # No -k with 2 samples: pass@1 and pass@2 (the default's pass@5 would need 5; it was an error before).
+    assert json.loads((tmp_path / "run" / "config.json").read_text(encoding="utf-8"))["ks"] == [1, 2]
 
 
 @pytest.mark.slow

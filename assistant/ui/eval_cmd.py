@@ -363,7 +363,7 @@ def _print_rows(folder: Path, tasks: int, rows: list[dict], as_json: bool, heade
 def codegen(
     selection: TaskFlags = ALL_TASKS,
     n: Samples = 5,
-    k: PassKs = "1,5",
+    k: PassKs = None,
     demos: Demos = 4,
     backend_flags: BackendFlags = NO_BACKEND_FLAGS,
     temperature: Temperature = DEFAULT_TEMPERATURE,
@@ -385,7 +385,7 @@ def codegen(
     check_sampling(n, demos, backend_flags.timeout, temperature, top_p)
     check_range("--max-new-tokens", max_new_tokens, 1, MAX_NEW_TOKENS_LIMIT)
     check_range("--batch", batch, 1)
-    ks = parse_ks(k)
+    ks = parse_ks(k) if k is not None else sorted({1, min(5, n)})  # pass@5 only where there are 5 samples
     if ks[-1] > n:
         raise UsageError(f"pass@{ks[-1]} needs -n of at least {ks[-1]}")
     extra = parse_rankers(rankers)

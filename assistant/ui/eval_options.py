@@ -57,7 +57,14 @@ TopP = Annotated[float, typer.Option(help="Nucleus sampling threshold.")]
 # `eval codegen`
 CodegenSplit = Annotated[str, typer.Option(help="MBPP split: test, validation, train, prompt.")]
 Samples = Annotated[int, typer.Option("-n", help="Samples per task.")]
-PassKs = Annotated[str, typer.Option("-k", help="pass@k values, e.g. 1,3,5 (each <= n).")]
+PassKs = Annotated[
+    str | None,
+    typer.Option(
+        "-k",
+        help="pass@k values, e.g. 1,3,5 (each <= n; default 1,5, or 1,n with fewer than 5 samples).",
+        show_default=False,
+    ),
+]
 MaxNewTokens = Annotated[int, typer.Option(help="Longest sample, in tokens.")]
 Batch = Annotated[
     int,
