@@ -215,6 +215,30 @@ def test_when_every_candidate_only_rewrote_the_files_code_the_output_names_it_an
     assert as_json["verdict"] == "Nothing written: no candidate is left to write." and not as_json["applied"]
 
 
+def test_an_untested_new_file_is_said_to_need_git_add_n_to_show_in_git_diff(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register_scripted(monkeypatch, ScriptedBackend([RETYPED]))
+    new = assist_here(
+        "generate",
+        REQUIREMENT,
+        "--file",
+        "inventory/totals.py",
+        "-k",
+        "0",
+        "--backend",
+        "scripted",
+        "-n",
+        "1",
+        "--apply",
+        cwd=Path.cwd(),
+    )
+    assert new.returncode == 0, new.stdout + new.stderr
+    assert (shop / "inventory" / "totals.py").is_file()
+    last = new.stdout.rstrip().splitlines()[-1]
+    assert "no tests checked it: review it (`git add -N inventory/totals.py`, then `git diff`)" in last
+
+
 def test_item2_with_tests_apply_writes_nothing_when_none_passes_and_force_writes_the_best(
     shop: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -384,8 +384,8 @@ def _print_answer(
 
 # What may still get code that passes, said where none did and no repair round ran.
 REPAIR_HINT = "--repair 2 has the model fix the best one from the failing test's output"
-# What to do about code no test checked, said where it is written.
-UNTESTED_HINT = "review it with `git diff`, or give tests (--test, or the repo's own) to write only code that passes"
+# What to do about code no test checked, said where it is written (after how to review it).
+TEST_HINT = "or give tests (--test, or the repo's own) to write only code that passes"
 
 
 def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | None, repaired: bool) -> str | None:
@@ -398,7 +398,9 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
     if applied is not None:
         where = result.edits[applied].display_path
         if not pick.tested:  # said, so that untested code is never taken for checked code
-            return f"Applied candidate #{applied + 1} to {where}; no tests checked it: {UNTESTED_HINT}."
+            # `git diff` shows a file git does not track yet only once it is added with intent (-N).
+            review = "with `git diff`" if result.edits[applied].exists else f"(`git add -N {where}`, then `git diff`)"
+            return f"Applied candidate #{applied + 1} to {where}; no tests checked it: review it {review}, {TEST_HINT}."
         if pick.position is None:
             return f"Applied candidate #{applied + 1} to {where} with --force, though no candidate passed the tests."
         return f"Applied candidate #{applied + 1} to {where}: it passed the tests."
