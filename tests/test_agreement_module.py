@@ -99,41 +99,6 @@ def test_a_test_that_does_not_compile_fails_alone_and_a_broken_project_is_said_p
     assert isinstance(why, str) and why.startswith("the project's pytest ran none of the tests")
 
 
-def test_module_runs_skip_pytests_plugins_unless_the_projects_conftest_needs_one(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import assistant.core.module_runs as module_runs
-    from assistant.sandbox import project
-
-    pytest.importorskip("syrupy")  # a plugin pytest loads by itself, as assist's test extras install it
-    seen: list[bool] = []  # each run's `plugins`
-    real = project.run_pytest
-
-    def recorded(*args, **kwargs):
-        seen.append(kwargs["plugins"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(project, "run_pytest", recorded)
-    right = MODULE.replace('    """\n    ...\n', '    """\n    return _double(x) * SCALE\n', 1)
-    tests = ["assert quadruple(1) == 4", "assert quadruple(2) == 9"]
-    # An addopts that names a plugin's option would stop a run without plugins: it is not taken.
-    (repo / "pytest.ini").write_text("[pytest]\naddopts = --snapshot-warn-unused\n", encoding="utf-8")
-    git(repo, "add", "pytest.ini")
-    home = module_home(repo / "pkg" / "geo.py", "quadruple", {0: right, 1: MODULE})
-    assert home is not None
-    assert module_runs.passed_in_module(home, [0, 1], tests) == [frozenset({0}), frozenset()]
-    assert seen == [False, False]  # a test passed: one run per file, without the plugins
-    # A conftest that needs a plugin's fixture fails every test without it: the runs are made again with them.
-    conftest = "import pytest\n\n\n@pytest.fixture(autouse=True)\ndef _snapshots(snapshot):\n    yield\n"
-    (repo / "conftest.py").write_text(conftest, encoding="utf-8")
-    git(repo, "add", "conftest.py")
-    seen.clear()
-    home = module_home(repo / "pkg" / "geo.py", "quadruple", {0: right, 1: MODULE})
-    assert home is not None
-    assert module_runs.passed_in_module(home, [0, 1], tests) == [frozenset({0}), frozenset()]
-    assert seen == [False, False, True, True]
-
-
 def test_a_git_ignored_file_has_no_home(repo: Path) -> None:
     (repo / ".gitignore").write_text("scratch/\n", encoding="utf-8")
     (repo / "scratch").mkdir()

@@ -56,16 +56,38 @@ def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[s
     no run reports any of the tests (the project's pytest setup gets in the way, or the copy cannot be made),
     the reason instead, in one line."""
     from assistant.errors import AssistError
+    from assistant.sandbox.project import ProjectLimits, run_pytest
 
-    texts = list(dict.fromkeys(t for t in (home.texts.get(sample) for sample in samples) if t is not None))
-    # The file run is assist's own, plain functions: pytest need not load the plugins installed beside it (most of
-    # a run's start-up), nor take the project's addopts, which may name them. Where no test passed anywhere (a
-    # conftest that needs a plugin fails them all), the runs are made again as the project's tests are, with them.
-    futures = _module_runs(home, texts, tests, plugins=False)
+    test_file = module_test_file(home.module, tests)
+    limits = ProjectLimits(timeout_s=30.0 + TEST_SECONDS * len(tests), cpu_s=30 + TEST_SECONDS * len(tests))
     nodes = [f"{MODULE_TEST_FILE}::test_{j}" for j in range(len(tests))]
-    finished = [future for _, future in futures if future.exception() is None]  # else the copy failed: no retry
-    if finished and not any(f.result().outcomes.get(node) == "passed" for f in finished for node in nodes):
-        futures = _module_runs(home, texts, tests, plugins=True)
+    texts = list(dict.fromkeys(t for t in (home.texts.get(sample) for sample in samples) if t is not None))
+
+    cancel = threading.Event()
+
+    def run(text: str) -> Any:
+        return run_pytest(
+            home.root,
+            home.python,
+            [MODULE_TEST_FILE],
+            files={home.path: text, MODULE_TEST_FILE: test_file},
+            pythonpath=home.pythonpath,
+            limits=limits,
+            include=home.include,
+            extra_args=["-o", "python_functions=test_*"],  # a project's own naming rule does not apply
+            cancel=cancel,
+        )
+
+    # The runs are separate sandboxed processes, mostly interpreter start-up and collection: one per core.
+    pool = ThreadPoolExecutor(max_workers=max(1, min(len(texts), os.cpu_count() or 1, MODULE_WORKERS)))
+    try:
+        futures = [(text, pool.submit(run, text)) for text in texts]
+        wait([future for _, future in futures])
+    except BaseException:  # Ctrl-C: end the runs in flight now rather than wait out their time limits
+        cancel.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     seen: dict[str, frozenset[int]] = {}
     reported = False
     trouble = ""
@@ -81,43 +103,3 @@ def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[s
     if seen and not reported:
         return f"the project's pytest ran none of the tests ({trouble.strip()[:160]})"
     return passed
-
-
-def _module_runs(home: ModuleHome, texts: Sequence[str], tests: Sequence[str], plugins: bool) -> list[tuple[str, Any]]:
-    """One sandboxed pytest run of the tests in each of `texts` (the module's whole file), as many at once as
-    there are cores: each text with the future of its run. `plugins=False`: without pytest's auto-loaded plugins
-    and the project's addopts."""
-    from assistant.sandbox.project import ProjectLimits, run_pytest
-
-    test_file = module_test_file(home.module, tests)
-    limits = ProjectLimits(timeout_s=30.0 + TEST_SECONDS * len(tests), cpu_s=30 + TEST_SECONDS * len(tests))
-    options = ["-o", "python_functions=test_*"]  # a project's own naming rule does not apply
-    if not plugins:
-        options += ["-o", "addopts="]
-    cancel = threading.Event()
-
-    def run(text: str) -> Any:
-        return run_pytest(
-            home.root,
-            home.python,
-            [MODULE_TEST_FILE],
-            files={home.path: text, MODULE_TEST_FILE: test_file},
-            pythonpath=home.pythonpath,
-            limits=limits,
-            include=home.include,
-            extra_args=options,
-            cancel=cancel,
-            plugins=plugins,
-        )
-
-    # The runs are separate sandboxed processes, mostly interpreter start-up and collection: one per core.
-    pool = ThreadPoolExecutor(max_workers=max(1, min(len(texts), os.cpu_count() or 1, MODULE_WORKERS)))
-    try:
-        futures = [(text, pool.submit(run, text)) for text in texts]
-        wait([future for _, future in futures])
-    except BaseException:  # Ctrl-C: end the runs in flight now rather than wait out their time limits
-        cancel.set()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    return futures

@@ -176,7 +176,6 @@ def run_pytest(
     extra_args: Sequence[str] = (),
     include: Sequence[str] | None = None,
     cancel: threading.Event | None = None,
-    plugins: bool = True,
 ) -> ProjectRun:
     """Run the project's pytest (``node_ids``, or its whole suite) on a sandboxed copy with ``files`` written over it.
 
@@ -187,9 +186,7 @@ def run_pytest(
     ``pythonpath`` lists dirs of the copy to put first on PYTHONPATH (e.g. "src"). ``trace`` records, per
     test, the project's functions it ran (:attr:`ProjectRun.calls`). ``stop_first`` passes ``-x``. Setting
     ``cancel`` (from another thread) ends the run at once: its process group is killed and RunCancelled raised,
-    so a caller's Ctrl-C need not wait out runs that started in its worker threads. ``plugins=False`` keeps pytest
-    from loading the plugins installed beside it (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``; about 0.4 s a run with a
-    handful), for tests of assist's own that need none; the project's conftest files still load.
+    so a caller's Ctrl-C need not wait out runs that started in its worker threads.
 
     The status is "passed" when pytest exited 0, no test failed or errored, at least one passed and every
     asked node id has a result; "failed" when pytest ran the tests and some failed (or none passed);
@@ -233,7 +230,6 @@ def run_pytest(
             disabled,
             cancel,
             protect=project.resolve(),
-            plugins=plugins,
         )
     finally:
         _remove_tree(str(run_dir))
@@ -308,14 +304,10 @@ def _run_in(
     disabled: frozenset[str],
     cancel: threading.Event | None,
     protect: Path | None = None,
-    plugins: bool = True,
 ) -> ProjectRun:
     """Start the launcher in the copy, collect output and results, and build the run's account. `protect` (the
-    original project) is never made readable to the run, even where the interpreter's venv names it; `plugins`:
-    see :func:`run_pytest`."""
+    original project) is never made readable to the run, even where the interpreter's venv names it."""
     env, results_path = _prepare_run_dir(run_dir, copy, python, pythonpath, trace, disabled)
-    if not plugins:
-        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     # --rootdir: the copy, as it would be in the project, even when the empty configuration above is the one found.
     argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN_MODULE, f"--rootdir={copy}"]
     if stop_first:
