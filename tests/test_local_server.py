@@ -243,7 +243,8 @@ class _StreamingEngine:
                 partial = STREAMED_ROW[:end]
                 stream.text(partial[:-1] + "\ufffd" if partial.endswith("é") else partial)
         final = STREAMED_ROW[: STREAMED_ROW.index("```")]
-        return [[Completion(final, 9, "stop"), Completion("def other():\n    pass\n", 5, "length")][: params.n]]
+        first = Completion(final, 9, "stop", logprobs=tuple(-0.1 * i for i in range(9)))
+        return [[first, Completion("def other():\n    pass\n", 5, "length", logprobs=(-1.0,) * 5)][: params.n]]
 
 
 def test_a_streamed_answer_is_the_answer_in_chunks_for_the_openai_client() -> None:
@@ -271,6 +272,15 @@ def test_a_streamed_answer_is_the_answer_in_chunks_for_the_openai_client() -> No
                 texts[choice.index] = texts.get(choice.index, "") + choice.text
         unstreamed = client.completions.create(model="stream-coder", prompt="def f():", n=2, stop="```")
         assert texts == {c.index: c.text for c in unstreamed.choices}
+        # Log-probabilities asked for come with each choice's last chunk: joined, they are the unstreamed ones
+        # (assist's own `openai` backend streams its first request and ranks by them).
+        asked = {"model": "stream-coder", "prompt": "def f():", "n": 2, "stop": "```", "logprobs": 1}
+        values: dict[int, list[float]] = {}
+        for chunk in client.completions.create(**asked, stream=True):
+            for choice in chunk.choices:
+                values.setdefault(choice.index, []).extend(choice.logprobs.token_logprobs if choice.logprobs else [])
+        plain = client.completions.create(**asked).choices
+        assert values == {c.index: c.logprobs.token_logprobs for c in plain} and len(values[0]) == 9
         # What is refused before any chunk is the usual error, with its message.
         with pytest.raises(openai.BadRequestError, match="this server serves stream-coder, not gpt-4"):
             client.completions.create(model="gpt-4", prompt="x", stream=True)
@@ -289,3 +299,16 @@ def test_the_real_engine_streams_what_it_answers_unstreamed(served) -> None:
     whole = client.chat.completions.create(**asked, temperature=0)
     pieces = [c.choices[0].delta.content or "" for c in chunks if c.choices]
     assert len(pieces) > 5 and "".join(pieces) == whole.choices[0].message.content
+    # assist's own client streams its first request on a terminal: the same samples, their log-probabilities kept.
+    from assistant.backends import streaming
+    from assistant.pipeline.pipeline import load_generator
+
+    remote = load_generator("openai", None, base_url=server.base_url, api="completions", retries=0)
+    prompt, params = build_prompt(REQUIREMENT), SamplingParams(n=2, temperature=0.8, max_new_tokens=32, seed=3)
+    shown: list[str] = []
+    with streaming(lambda call, text: shown.append(text)):
+        streamed = remote.sample(prompt, params)
+    local = backend.sample(prompt, params)
+    assert len(shown) > 3 and [c.text for c in streamed] == [c.text for c in local]
+    for far, near in zip(streamed, local, strict=True):
+        assert far.logprobs is not None and far.logprobs == pytest.approx(near.logprobs, abs=1e-4)

@@ -630,8 +630,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Chunks:
     """One streamed answer as OpenAI sends it: server-sent events, each a chunk object (`chat.completion.chunk`,
     or `text_completion` for the completions endpoint); a chunk as the first choice's text grows, then each
-    choice's rest with its finish reason (choices after the first arrive whole, as the engine hands them over
-    together), the usage when asked for, and `data: [DONE]`. The headers go with the first chunk, so an error
+    choice's rest with its finish reason and, when asked for, all its log-probabilities (choices after the first
+    arrive whole, as the engine hands them over together; a client joins each choice's chunks), the usage when
+    asked for, and `data: [DONE]`. The headers go with the first chunk, so an error
     found before it can still be an HTTP error."""
 
     def __init__(self, handler: _Handler, chat: bool, model: str) -> None:
@@ -657,7 +658,9 @@ class _Chunks:
             rest = text
             if choice["index"] == 0:  # what was sent stands (a stream cannot take back): only what follows it
                 rest = text[len(self.sent) :] if text.startswith(self.sent) else ""
-            self._chunk([self._choice(choice["index"], rest, choice["finish_reason"])])
+            last = self._choice(choice["index"], rest, choice["finish_reason"])
+            last["logprobs"] = choice.get("logprobs")  # the row's, in one piece: the engine scores it as a whole
+            self._chunk([last])
         if usage:
             self._chunk([], usage=response["usage"])
         self._write(b"[DONE]")
