@@ -77,5 +77,5 @@ def test_the_command_lines_request_reads_its_file_once_and_finds_its_stub_once(r
     args = ["generate", "--file", "calc.py", "--function", "add", "--backend", "scripted", "-k", "0", "-n", "1"]
     shown = assist_here(*args, "--ranker", "first", "--test", TEST, "--repair", "1", cwd=repo)
     assert shown.returncode == 0, shown.stderr
-    assert len(backend.prompts) == 2 and "none of the 1 candidate passed the tests" in shown.stdout
+    assert len(backend.prompts) == 2 and "none of the 1 candidate (repairs included) passed" in shown.stdout
     assert (len(reads), len(finds)) == (1, 1)

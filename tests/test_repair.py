@@ -109,10 +109,8 @@ def test_the_verdict_points_to_repair_only_where_no_round_ran(project: Path, mon
     assert unrepaired.startswith("none of the 1 candidate passed the tests; --repair 2 has the model fix the best one")
     assert unrepaired.endswith("add --force to --apply.")
     repaired = fill(project, "-n", "1")["verdict"]  # two rounds (the fixture's setting), both failing
-    assert repaired == (
-        "none of the 1 candidate passed the tests, repair included; to write the best one (#1) anyway, "
-        "add --force to --apply."
-    )
+    assert repaired.startswith("none of the ") and "(repairs included) passed the tests; to write the best" in repaired
+    assert "--repair" not in repaired and repaired.endswith("add --force to --apply.")
 
 
 def test_explain_shows_each_round(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -632,14 +632,18 @@ class _Chunks:
     or `text_completion` for the completions endpoint); a chunk as the first choice's text grows, then each
     choice's rest with its finish reason and, when asked for, all its log-probabilities (choices after the first
     arrive whole, as the engine hands them over together; a client joins each choice's chunks), the usage when
-    asked for, and `data: [DONE]`. The headers go with the first chunk, so an error
-    found before it can still be an HTTP error."""
+    asked for, and `data: [DONE]`. The headers go with the first chunk, so an error found before it can still be
+    an HTTP error."""
 
     def __init__(self, handler: _Handler, chat: bool, model: str) -> None:
         self.handler, self.chat = handler, chat
         kind = "chat.completion.chunk" if chat else "text_completion"
-        self.head = {"id": f"assist-{uuid.uuid4().hex[:12]}", "object": kind, "created": int(time.time())}
-        self.head["model"] = model
+        self.head = {
+            "id": f"assist-{uuid.uuid4().hex[:12]}",
+            "object": kind,
+            "created": int(time.time()),
+            "model": model,
+        }
         self.sent = ""  # the first choice's text sent so far
         self.started = False  # whether the headers went (with the first chunk)
         self.begun: set[int] = set()  # choices whose first chunk went (a chat delta names the role in it)

@@ -409,9 +409,10 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
     if pick.position is None:
         lead = "Nothing written: " if apply else ""
         force = f"add --force{' to --apply' if not apply else ''}"
+        if repaired:  # the candidates counted include the repair rounds' own
+            failed = f"{lead}none of the {counted(total, 'candidate')} (repairs included) passed the tests"
+            return f"{failed}; to write the best one (#1) anyway, {force}."
         failed = f"{lead}none of the {counted(total, 'candidate')} passed the tests"
-        if repaired:
-            return f"{failed}, repair included; to write the best one (#1) anyway, {force}."
         return f"{failed}; {REPAIR_HINT}, or to write the best one (#1) anyway, {force}."
     return f"{pick.passed} of {counted(total, 'candidate')} passed the tests; --apply writes #{pick.position + 1}."
 
