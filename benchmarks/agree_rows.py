@@ -104,8 +104,8 @@ class RowsReplay:
         self.configs, self.model, self.tokenizer = configs, model, tokenizer
         self.recorded, self.written_at, self.written_rows = args.recorded, args.tokens, args.rows
         # Held out, agree never ran on the tasks: today's 2 rows are those `write --rows 2` wrote, as agree's call.
-        own = written_cache(args.results, 2, args.recorded) if args.heldout else args.results / "agree-tests.jsonl"
-        self.committed = own if isinstance(own, JsonlCache) else JsonlCache(own)
+        own = args.results / "agree-tests.jsonl"
+        self.committed = written_cache(args.results, 2, args.recorded) if args.heldout else JsonlCache(own)
         self.written = written_cache(args.results, args.rows, args.tokens)
         self.runs = _tokens_study().Runs()
         self.passed: dict[tuple[int, int], dict[str, float]] = {c: {} for c in configs}
@@ -242,8 +242,8 @@ def main() -> None:
     parser.add_argument(
         "--heldout",
         action="store_true",
-        help="the folder's tasks agree did not score (write: also today's 2 rows, with --rows 2 --tokens 96; "
-        "replay: read those instead of the folder's agree-tests)",
+        help="only the folder's tasks agree did not score (write today's 2 rows for them with --rows 2 --tokens 96; "
+        "replay then reads those instead of the folder's agree-tests)",
     )
     args = parser.parse_args()
     write(args) if args.phase == "write" else replay(args)
