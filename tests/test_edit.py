@@ -343,6 +343,17 @@ def test_filling_a_stub_never_imports_the_file_itself(tmp_path):
         assert edit.actions == ("fill clamp_all", "insert import math"), own
 
 
+def test_a_body_rewritten_on_request_is_labelled_a_rewrite_not_a_fill(tmp_path):
+    # `--function clamp` with a requirement rewrites a working body; the diff's heading said "fill clamp".
+    from assistant.core.stubs import Taken, find_stub, plan_fill
+
+    target = tmp_path / "utils.py"
+    target.write_text('def clamp(x):\n    """At least 0."""\n    return max(0, x)\n')
+    stub = find_stub(target.read_text(), "clamp", str(target), requirement_given=True)
+    edit = plan_fill(target, stub, Taken("return x if x > 0 else 0\n", (), ()), root=tmp_path)
+    assert edit.actions == ("rewrite clamp",)
+
+
 def test_a_class_the_file_has_is_merged_member_by_member():
     # A sample that wrote `class Stack` with one method once replaced the user's whole class.
     old = (

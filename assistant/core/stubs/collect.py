@@ -40,7 +40,8 @@ def plan_fill(path: Path | Target, stub: Stub, taken: Taken, root: Path | None =
         named = Path(path).expanduser().absolute()
         raw, old_text, _ = read_target_source(named.resolve())
     new = fill_body(old_text, stub, taken.body)
-    actions = [f"fill {stub.qualname}"]
+    # A body rewritten on request (a requirement given for a function that has one) is not a stub filled.
+    actions = [f"{'fill' if stub.is_stub else 'rewrite'} {stub.qualname}"]
     # Never an import of the file itself: inside it, that is a circular import.
     own = own_module_names(named, root)
     if taken.imports:

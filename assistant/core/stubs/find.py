@@ -229,7 +229,8 @@ def find_stub(
     if not stub.is_stub and not requirement_given:
         # A body is rewritten only when asked with a requirement: what it should do now is not its docstring's.
         raise UsageError(
-            f"{stub.qualname} ({name}:{stub.line}) is not a stub: its body has {stub.body_lines} line(s) of code; "
+            f"{stub.qualname} ({name}:{stub.line}) is not a stub: its body has {stub.body_lines} "
+            f"line{'' if stub.body_lines == 1 else 's'} of code; "
             "give a requirement to have it rewritten, or replace the body with `...` to have it written"
         )
     if stub.inline_docstring:
