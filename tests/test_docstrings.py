@@ -163,6 +163,14 @@ def test_render_wraps_to_the_line_length_and_keeps_sections() -> None:
     assert lines[0].startswith('    """') and lines[-1] == '    """'
     assert "    Args:" in lines and "        x: the input." in lines
     assert render("Short.", "    ") == ['    """Short."""']
+    # A summary that wraps starts beside the opening quotes (it once opened on a line of its own, since the
+    # quotes did not count in the first line's room).
+    prose = "Converts a string holding an amount of money into whole cents. The string must parse as a Decimal."
+    assert render(prose, "    ", width=60) == [
+        '    """Converts a string holding an amount of money into',
+        "    whole cents. The string must parse as a Decimal.",
+        '    """',
+    ]
     assert render('Say """hi""".', "")[0] == '"""Say \\"\\"\\"hi\\"\\"\\"."""'
 
 

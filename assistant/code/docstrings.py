@@ -157,7 +157,10 @@ def render(text: str, indent: str, width: int = DEFAULT_LINE_LENGTH) -> list[str
         if structured:
             out.extend(plain_lines)
         else:
-            out.extend(textwrap.wrap(" ".join(paragraph.split()), room) or [""])
+            # The first line shares its room with the opening quotes, so a summary that wraps stays beside them.
+            opening = prefix if number == 0 else ""
+            wrapped = textwrap.wrap(" ".join(paragraph.split()), room, initial_indent=opening) or [""]
+            out.extend([wrapped[0].removeprefix(opening), *wrapped[1:]])
     first = f"{indent}{prefix}{out[0]}"
     if len(first.expandtabs()) > width:  # a long summary opens on its own line
         lines = [f"{indent}{prefix}", *(f"{indent}{line}" if line else "" for line in out)]
