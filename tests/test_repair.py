@@ -108,9 +108,14 @@ def test_the_verdict_points_to_repair_only_where_no_round_ran(project: Path, mon
     unrepaired = fill(project, "-n", "1", "--repair", "0")["verdict"]
     assert unrepaired.startswith("none of the 1 candidate passed the tests; --repair 2 has the model fix the best one")
     assert unrepaired.endswith("add --force to --apply.")
-    repaired = fill(project, "-n", "1")["verdict"]  # two rounds (the fixture's setting), both failing
+    data = fill(project, "-n", "1")  # two rounds (the fixture's setting), both failing
+    assert [r["repeats"] for r in data["repair"]["rounds"]] == [1, 1]  # the same wrong sample each time
+    repaired = data["verdict"]
     assert repaired.startswith("none of the ") and "(repairs included) passed the tests; to write the best" in repaired
     assert "--repair" not in repaired and repaired.endswith("add --force to --apply.")
+    common = ["--backend", "scripted", "--bank", "bank.jsonl", "-k", "0", "--ranker", "first", "-n", "1"]
+    shown = assist_here("generate", "--file", "geo.py", "--function", "square", *common, cwd=project)
+    assert "0 new candidates (2 samples wrote an earlier candidate again), 0 passed" in shown.stdout.replace("\n", " ")
 
 
 def test_explain_shows_each_round(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,6 +161,7 @@ def test_the_budget_stops_the_rounds(tmp_path: Path) -> None:
     unlimited = pipeline.repair(first, request, limits=RepairOptions(rounds=2, budget_s=60, n=1))
     assert unlimited.stopped == "rounds" and len(unlimited.rounds) == 2  # the same sample: nothing new to test
     assert [r.candidates for r in unlimited.rounds] == [0, 0]
+    assert [r.repeats for r in unlimited.rounds] == [1, 1]  # counted, so the summary can say the model did not move
 
 
 def test_the_repos_tests_are_in_the_stubs_prompt_unless_turned_off(

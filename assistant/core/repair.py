@@ -78,6 +78,7 @@ class RepairRound:
     passes: int
     seconds: float
     best: str = ""  # the best new candidate's test verdict, for people
+    repeats: int = 0  # samples that were a candidate already held (same syntax tree): the model did not move
 
     def to_json(self) -> dict:
         return {
@@ -86,6 +87,7 @@ class RepairRound:
             "passes": self.passes,
             "seconds": round(self.seconds, 3),
             "best": self.best,
+            "repeats": self.repeats,
         }
 
 
@@ -155,11 +157,11 @@ def repair_prompt(result: GenerateResult, failing: Sequence[Ranked], function: s
 
 def read_candidates(
     completions: Sequence[Completion], result: GenerateResult, task: RepairTask, first: int
-) -> tuple[list[Candidate], list[Edit | None]]:
+) -> tuple[list[Candidate], list[Edit | None], int]:
     """The round's new candidates (numbered from sample `first`) and their edits, read as the first round's
     were: a stub's bodies put into its file, a plain request's code merged into the target file (if any) by the
     first round's rule (:func:`plan_candidates`, with the definitions `task.replace` names). Candidates the result
-    already holds (same syntax tree) are dropped."""
+    already holds (same syntax tree) are dropped, and counted (the last value)."""
     seen = {normal_form(item.candidate.code) for item in result.candidates}
     if task.function is not None and task.target is not None:
         pairs = _stub_candidates(completions, result, task)
@@ -167,7 +169,7 @@ def read_candidates(
         kept, planned, *_ = plan_candidates(collect(completions)[0], task.target, task.root, task.replace)
         pairs = [(candidate, planned.get(candidate.sample)) for candidate in kept]
     fresh = [(c, e) for c, e in pairs if normal_form(c.code) not in seen]
-    return [replace(c, sample=first + c.sample) for c, _ in fresh], [e for _, e in fresh]
+    return [replace(c, sample=first + c.sample) for c, _ in fresh], [e for _, e in fresh], len(pairs) - len(fresh)
 
 
 def _stub_candidates(
@@ -230,14 +232,15 @@ def _sample_round(
 
 def _score_round(
     task: RepairTask, result: GenerateResult, completions: Sequence[Completion], score: ScoreNew
-) -> tuple[GenerateResult, list[Ranked]]:
-    """The round's new candidates scored (`score`) and ranked with the others; also the new ones alone."""
+) -> tuple[GenerateResult, list[Ranked], int]:
+    """The round's new candidates scored (`score`) and ranked with the others; also the new ones alone, and how
+    many samples repeated a candidate already held."""
     first = max((item.candidate.sample for item in result.candidates), default=-1) + 1
-    candidates, edits = read_candidates(completions, result, task, first)
+    candidates, edits, repeats = read_candidates(completions, result, task, first)
     ranked = score(candidates, edits) if candidates else []
     by_sample = dict(zip((c.sample for c in candidates), edits, strict=True))
     merged = _merge(result, ranked, [by_sample[item.candidate.sample] for item in ranked], len(completions))
-    return merged, ranked
+    return merged, ranked, repeats
 
 
 def _checked(result: GenerateResult, options: RepairOptions) -> Repaired | None:
@@ -289,12 +292,12 @@ def repair(
         except AssistError as exc:  # the longer prompt no longer fits, a server failed: the first round's stand
             stopped, error = f"error: {exc}", exc
             break
-        result, ranked = _score_round(task, result, completions, score)
+        result, ranked, repeats = _score_round(task, result, completions, score)
         origin.update({item.candidate.sample: number for item in ranked})
         good = sum(passed_tests(item) for item in ranked)
         top = verdict(min(ranked, key=lambda item: item.key(result.rankers))) if ranked else None
         shown = top.why if top is not None else "no new candidate"
-        rounds.append(RepairRound(number, len(ranked), good, clock() - round_started, shown))
+        rounds.append(RepairRound(number, len(ranked), good, clock() - round_started, shown, repeats))
         if on_round is not None:
             on_round(rounds[-1])
         if good:

@@ -438,9 +438,12 @@ def _print_repair(repaired: Repaired, explain: bool) -> None:
     new = sum(r.candidates for r in repaired.rounds)
     good = sum(r.passes for r in repaired.rounds)
     rounds = len(repaired.rounds)
+    repeats = sum(r.repeats for r in repaired.rounds)
+    # Samples that only wrote a failing candidate again say more rounds are unlikely to help.
+    again = f" ({counted(repeats, 'sample')} wrote an earlier candidate again)" if repeats else ""
     out.print(
         f"\n[bold]Repair[/]: {counted(rounds, 'round')} after no candidate passed the tests, "
-        f"{counted(new, 'new candidate')}, {good} passed, {repaired.seconds:.1f} s; "
+        f"{counted(new, 'new candidate')}{again}, {good} passed, {repaired.seconds:.1f} s; "
         f"stopped: {escape(stopped)}",
         markup=True,
     )
