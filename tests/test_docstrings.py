@@ -753,3 +753,40 @@ def test_assist_docstring_shows_the_model_the_files_own_docstrings(
     assert result.exit_code == 0, result.output
     shown = " ".join(message["content"] for message in backend.prompts[0].to_json()["messages"])
     assert "The words of `text`, lower-cased, in order." in shown
+
+
+def test_in_a_repo_never_indexed_a_new_files_exemplars_come_from_the_repos_other_files(
+    scratch_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A new file has no documented functions of its own, and the hook does not index: its exemplars came from the
+    # standard library's bank, in the standard library's style, not the repo's.
+    from .conftest import ScriptedBackend, git, register_scripted
+
+    (scratch_repo / "shout.py").write_text("def shout_words(text):\n    return [w.upper() for w in text.split()]\n")
+    outside = scratch_repo.parent / "outside.py"
+    outside.write_text('def shout_all(text):\n    """Read through a link: never."""\n    return text.split()\n')
+    (scratch_repo / "linked.py").symlink_to(outside)
+    git(scratch_repo, "add", "shout.py", "linked.py")
+    backend = register_scripted(monkeypatch, ScriptedBackend(["Each word of `text`, in capitals."]))
+    result = _run(["docstring", "shout.py", "--backend", "scripted", "--diff"], scratch_repo)
+    assert result.exit_code == 0, result.output
+    shown = " ".join(message["content"] for message in backend.prompts[0].to_json()["messages"])
+    assert "Count the words in a string." in shown  # text/words.py, the repo's function nearest by code tokens
+    assert "Read through a link" not in shown
+
+
+def test_first_of_fills_from_each_index_in_turn() -> None:
+    from assistant.code.examples import Example
+    from assistant.core.docwriter import ExemplarIndex, FirstOf
+
+    def example(name: str, body: str) -> Example:
+        return Example("", f'def {name}(xs):\n    """{name}."""\n    {body}', name, f"{name}.py")
+
+    bodies = {"near": "return sorted(xs)", "len": "return len(xs)", "sum": "return sum(xs)", "max": "return max(xs)"}
+    bank = ExemplarIndex([example(name, body) for name, body in bodies.items()])
+    both = FirstOf(ExemplarIndex([example("mine", "pass")]), bank)
+    query = "def f(xs):\n    return sorted(xs)"
+    assert [e.name for e in both.search(query, 2)] == ["mine", "near"]  # the first index first, however far
+    assert [e.name for e in both.search(query, 1)] == ["mine"]
+    assert both.search(query, 2, lambda e: e.name == "mine")[0].name == "near"  # `exclude` holds in every index
+    assert len(both) == 5

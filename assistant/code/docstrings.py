@@ -13,12 +13,14 @@ import textwrap
 import tokenize
 import tomllib
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from assistant.code.definitions import Definition, is_overload, walk_definitions
 from assistant.code.edit import python_text, source_lines
+from assistant.code.examples import Example
+from assistant.code.extract import extract_python
 from assistant.code.parse import parse_module, syntax_problem
 from assistant.errors import UsageError
 from assistant.paths import read_regular_file
@@ -257,23 +259,41 @@ def detect_style(docstrings: Iterable[str]) -> str:
     return style if count >= max(2, multi // 2) or (total and count / total >= 0.2) else "plain"
 
 
-def repo_docstrings(paths: Iterable[Path]) -> list[str]:
-    """Every docstring in these Python files (unparsable, non-UTF-8, symlinked and non-regular files are skipped:
-    the pool is the repository's, and a link to `/dev/zero` must not be read)."""
-    found: list[str] = []
+def _repo_texts(paths: Iterable[Path]) -> Iterator[tuple[Path, str]]:
+    """Each of these files' text, where it is a regular UTF-8 file (symlinked and non-regular files are skipped:
+    the files are the repository's, and a link to `/dev/zero` must not be read)."""
     for path in paths:
         data = read_regular_file(path)
         if data is None:
             continue
         try:
-            tree = parse_module(data.decode("utf-8-sig"))
-        except (UnicodeDecodeError, SyntaxError, ValueError):
+            yield path, data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            continue
+
+
+def repo_docstrings(paths: Iterable[Path]) -> list[str]:
+    """Every docstring in these Python files (unparsable, non-UTF-8, symlinked and non-regular files skipped)."""
+    found: list[str] = []
+    for _, text in _repo_texts(paths):
+        try:
+            tree = parse_module(text)
+        except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 doc = ast.get_docstring(node)
                 if doc:
                     found.append(doc)
+    return found
+
+
+def repo_functions(root: Path, names: Iterable[str]) -> list[Example]:
+    """Every function and method of these Python files (paths relative to `root`), read as :func:`repo_docstrings`
+    reads them: what an exemplar index keeps the documented ones of."""
+    found: list[Example] = []
+    for path, text in _repo_texts(root / name for name in names):
+        found += extract_python(text, path.relative_to(root).as_posix())
     return found
 
 

@@ -246,6 +246,26 @@ class ExemplarIndex:
         return [self.examples[row] for row in top_rows(scores, self.examples, k, exclude)]
 
 
+class FirstOf:
+    """Exemplar indexes searched in order, each only for what the earlier ones did not fill: a repo's own files,
+    then a bank."""
+
+    def __init__(self, *indexes: ExemplarIndex) -> None:
+        self.indexes = indexes
+
+    def __len__(self) -> int:
+        return sum(len(index) for index in self.indexes)
+
+    def search(self, code: str, k: int, exclude: Callable[[Example], bool] | None = None) -> list[Example]:
+        """The `k` exemplars most similar to `code`: the first index's best, then the next index's, and so on."""
+        found: list[Example] = []
+        for index in self.indexes:
+            if len(found) >= k:
+                break
+            found += index.search(code, k - len(found), exclude)
+        return found
+
+
 def split_docstring_safe(code: str) -> tuple[str, str]:
     try:
         return split_docstring(code)
@@ -280,7 +300,7 @@ def own_exemplars(text: str, path: str) -> ExemplarIndex:
 
 
 def choose_exemplars(
-    target: Target, k: int, own: ExemplarIndex | None, pool: ExemplarIndex | None, path: str
+    target: Target, k: int, own: ExemplarIndex | None, pool: ExemplarIndex | FirstOf | None, path: str
 ) -> list[Example]:
     """`k` exemplars for `target`, the most similar last (nearest the request): the file's own documented
     functions first (`own`; a definition of the target's name left out), then the pool's, without the pool's copy
@@ -300,7 +320,7 @@ def write_docstrings(
     backend: Backend,
     *,
     style: str,
-    exemplars: ExemplarIndex | None = None,
+    exemplars: ExemplarIndex | FirstOf | None = None,
     k: int = 2,
     path: str = "",
     own: ExemplarIndex | None = None,

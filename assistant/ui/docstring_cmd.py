@@ -35,7 +35,8 @@ from assistant.ui.options import (
 from assistant.ui.text import counted
 
 if TYPE_CHECKING:
-    from assistant.core.docwriter import Written
+    from assistant.core.docwriter import ExemplarIndex, FirstOf, Written
+    from assistant.pipeline import Pipeline
 
 hook_app = typer.Typer(
     help="Install or remove assist's plain git pre-commit hook.",
@@ -412,22 +413,18 @@ def _generate(
     (auto: the repo's), with `k` exemplars from the repo's index: (what was done, the style used)."""
     from assistant.code.docstrings import detect_style, line_length, repo_docstrings
     from assistant.code.git import tracked_python_files
-    from assistant.core.docwriter import ExemplarIndex, own_exemplars, write_docstrings
+    from assistant.core.docwriter import own_exemplars, write_docstrings
     from assistant.pipeline import Pipeline
 
     base = root or Path.cwd()
     width = line_length(base)
+    tracked = tracked_python_files(root) if root else []
     if style == "auto":
-        pool = [base / name for name in tracked_python_files(base)] if root else [job.path for job in jobs]
-        style = detect_style(repo_docstrings(pool))
+        style = detect_style(repo_docstrings([base / name for name in tracked] if root else [j.path for j in jobs]))
     settings = backend_flags.settings(start=base)
     pipeline = Pipeline(settings=settings, start=base)
     with ProgressUI(show_progress(write_options["json_output"])) as ui:
-        exemplars = None
-        if k > 0:
-            asked = settings["docstring.exemplars"] == "jointcom"
-            trained = _jointcom(root, pipeline.generator_name()) if asked else None  # None: by code tokens (RAF_BM25)
-            exemplars = ExemplarIndex(pipeline.source(ui).index.examples, trained)
+        exemplars = _exemplars(pipeline, root, tracked, ui) if k > 0 else None
         ui.status("Loading the model")
         generator = pipeline.backend(ui)
 
@@ -447,6 +444,25 @@ def _generate(
 
         outcome = document(jobs, generate, width=width, root=root, report=report, **write_options)
     return outcome, style
+
+
+def _exemplars(pipeline: Pipeline, root: Path | None, tracked: list[str], ui: ProgressUI) -> ExemplarIndex | FirstOf:
+    """Where exemplars come from after the file's own: the repo's index; in a repo never indexed, the documented
+    functions of its tracked files, then the embedded default bank (for 200 functions of four real projects
+    documented as if their file were new, sentence BLEU-4 +1.74 [+0.40, +3.14] over the bank alone:
+    docs/results/docstrings.md)."""
+    from assistant.code.docstrings import repo_functions
+    from assistant.core.docwriter import ExemplarIndex, FirstOf
+
+    settings = pipeline.settings
+    asked = settings["docstring.exemplars"] == "jointcom"
+    trained = _jointcom(root, pipeline.generator_name()) if asked else None  # None: by code tokens (RAF_BM25)
+    source = pipeline.source(ui)
+    pool = ExemplarIndex(source.index.examples, trained)
+    if source.kind != "default" or root is None:
+        return pool
+    ui.status(f"Reading this repo's documented functions ({counted(len(tracked), 'file')})")
+    return FirstOf(ExemplarIndex(repo_functions(root, tracked), trained), pool)
 
 
 def _jointcom(root: Path | None, generator: str | None):  # -> Encoder
