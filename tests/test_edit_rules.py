@@ -321,6 +321,29 @@ def test_item5a_a_missing_standard_library_import_comes_with_the_edit(tmp_path: 
     assert bound.actions == ("insert firsts",)
 
 
+def test_a_standard_library_name_read_bare_comes_with_its_import(tmp_path: Path) -> None:
+    # `--file text.py "count each word"`: the 1.5B wrote `return Counter(text.split()).most_common()` into a file
+    # that never imported Counter, and the edit inserted it as it was: a NameError on its first call.
+    target = tmp_path / "text.py"
+    target.write_text("import re\n\n\ndef words(text):\n    return re.findall(r'\\w+', text.lower())\n")
+    code = "def count_words(text):\n    return Counter(words(text)).most_common()\n"
+    edit = plan_edit(target, code, tmp_path)
+    assert edit.new.startswith("import re\nfrom collections import Counter\n")
+    assert "insert from collections import Counter (missing: the code uses it)" in edit.actions
+    namespace: dict = {}
+    exec(compile(edit.new, "text.py", "exec"), namespace)
+    assert namespace["count_words"]("a b a") == [("a", 2), ("b", 1)]
+    # `datetime.now()` means the class; a module-level `import datetime` would fail there too.
+    stamped = plan_edit(target, "def stamp():\n    return datetime.now().year\n", tmp_path)
+    assert "from datetime import datetime\n" in stamped.new
+    # Nothing is guessed for a name the file binds, a parameter, or under a star import.
+    own = plan_edit(target, "def tally(xs, Counter=dict):\n    return Counter(xs)\n", tmp_path)
+    assert own.actions == ("insert tally",)
+    target.write_text("from collections import *\n")
+    starred = plan_edit(target, code, tmp_path)
+    assert not any("missing" in action for action in starred.actions)
+
+
 REWRITTEN = '''def apply_discount(price: Decimal, percent: int) -> Decimal:
     """The price less `percent` per cent."""
     return price - price * percent / 100

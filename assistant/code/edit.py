@@ -495,10 +495,51 @@ def bound_names(nodes: Sequence[ast.AST]) -> set[str]:
     return bound
 
 
+# Names the standard library exports that code uses bare, each from the one module people mean by it: a body that
+# writes `Counter(words)` in a file that never imports it fails with NameError when it runs. Names common as
+# variables elsewhere (`count`, `field`, `auto`, `date`) are left out: for them no import is guessed.
+STDLIB_EXPORTS: dict[str, str] = {
+    name: module
+    for module, names in {
+        "abc": "ABC abstractmethod",
+        "bisect": "bisect_left bisect_right insort insort_left insort_right",
+        "collections": "ChainMap Counter OrderedDict defaultdict deque namedtuple",
+        "contextlib": "contextmanager suppress",
+        "copy": "deepcopy",
+        "dataclasses": "asdict astuple dataclass",
+        "datetime": "timedelta timezone",
+        "decimal": "Decimal",
+        "enum": "Enum IntEnum",
+        "fractions": "Fraction",
+        "functools": "cache cached_property lru_cache partial reduce total_ordering wraps",
+        "heapq": "heapify heappop heappush heappushpop heapreplace nlargest nsmallest",
+        "itertools": (
+            "accumulate chain combinations combinations_with_replacement compress dropwhile filterfalse groupby "
+            "islice pairwise permutations product starmap takewhile zip_longest"
+        ),
+        "math": "ceil floor gcd isqrt sqrt",
+        "operator": "attrgetter itemgetter",
+        "pathlib": "Path PurePath",
+        "string": "ascii_letters ascii_lowercase ascii_uppercase punctuation",
+        "textwrap": "dedent",
+        "typing": (
+            "Any Callable Dict FrozenSet Generator Iterable Iterator List Literal Mapping NamedTuple Optional "
+            "Sequence Set Tuple TypeVar Union"
+        ),
+    }.items()
+    for name in names.split()
+}
+
+
+_DATETIME_CLASS = {"now", "utcnow", "today", "fromtimestamp", "fromisoformat", "strptime", "combine"}
+
+
 def missing_stdlib_imports(old: str, new: str) -> list[str]:
-    """The standard-library modules that the definitions `new` adds or changes (against `old`, the file before)
-    read as `module.name` while nothing binds `module`: a body that writes `itertools.islice(...)` in a module that
-    only does `from itertools import islice` fails with NameError. Each as its `import` statement, in order."""
+    """The standard-library imports that the definitions `new` adds or changes (against `old`, the file before)
+    need while nothing in the module binds the name they read: a module read as `module.name` (a body that writes
+    `itertools.islice(...)` in a module that only does `from itertools import islice`), or a name of
+    :data:`STDLIB_EXPORTS` read bare (`Counter(...)`: `from collections import Counter`). Either fails with
+    NameError. Each as its `import` statement, in order; no bare name is guessed under a star import."""
     try:
         old_tree, new_tree = parse_module(old), parse_module(new)
     except (SyntaxError, ValueError):
@@ -511,14 +552,27 @@ def missing_stdlib_imports(old: str, new: str) -> list[str]:
     module = bound_names(top) | {n.name for n in new_tree.body if isinstance(n, kinds)} | set(dir(builtins))
     missing: list[str] = []
     for definition in changed:
-        local = bound_names([definition]) - {definition.name}
+        bound = module | (bound_names([definition]) - {definition.name})
         for node in ast.walk(definition):
-            if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)):
-                continue
-            name = node.value.id
-            if name in sys.stdlib_module_names and name not in module | local and name not in missing:
-                missing.append(name)
-    return [f"import {name}" for name in missing]
+            statement = _needed_import(node, bound, star="*" in module)
+            if statement is not None and statement not in missing:
+                missing.append(statement)
+    return missing
+
+
+def _needed_import(node: ast.AST, bound: set[str], star: bool) -> str | None:
+    """The import `node` needs, if it reads a standard-library module or export that nothing binds."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        name = node.value.id
+        if name == "datetime" and node.attr in _DATETIME_CLASS and name not in bound:
+            return "from datetime import datetime"  # `datetime.now()` means the class: the module has no `now`
+        if name in sys.stdlib_module_names and name not in bound:
+            return f"import {name}"
+    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and not star:
+        module = STDLIB_EXPORTS.get(node.id)
+        if module is not None and node.id not in bound:
+            return f"from {module} import {node.id}"
+    return None
 
 
 def add_missing_imports(old: str, new: str, own: frozenset[str], newline: str | None = None) -> tuple[str, list[str]]:
