@@ -344,6 +344,35 @@ def test_a_standard_library_name_read_bare_comes_with_its_import(tmp_path: Path)
     assert not any("missing" in action for action in starred.actions)
 
 
+def test_a_candidate_that_reads_a_name_defined_nowhere_is_ranked_after_the_others(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first sample calls `round_total`, which neither it nor the file defines: a NameError on its first call,
+    # ranked first by sampling order all the same.
+    broken = "def order_total(lines):\n    return round_total(sum(line_total(x) for x in lines))\n"
+    working = "def order_total(lines):\n    return sum(line_total(x) for x in lines)\n"
+    register_scripted(monkeypatch, ScriptedBackend([broken, working]))
+    shown = generate("--backend", "scripted", "-n", "2", "--ranker", "first", "--json")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    first, second = json.loads(shown.stdout)["candidates"]
+    assert (first["sample"], first["undefined"]) == (1, [])
+    assert (second["sample"], second["undefined"], second["edit"]["undefined"]) == (0, ["round_total"], ["round_total"])
+    text = generate("--backend", "scripted", "-n", "2", "--ranker", "first").stdout.replace("\n", " ")
+    assert "reads `round_total`, defined nowhere in the file (a NameError when it runs): ranked below" in text
+
+
+def test_undefined_names_reads_only_what_changed_and_knows_every_scope() -> None:
+    from assistant.code.names import undefined_names
+
+    old = "import os\n\nLIMIT = 3\n\n\nclass Box:\n    SIZE = 2\n\n    def old(self):\n        return missing\n"
+    new = old + "\n    def area(self, k=LIMIT):\n        total = [SIZE for _ in range(k)]\n"
+    new += "        return os.sep, total, __name__, nope\n"
+    assert undefined_names(old, new) == ("nope",)  # `missing` is in code that did not change: not this edit's
+    assert undefined_names(old, old) == ()
+    assert undefined_names("", "from x import *\n\ndef f():\n    return anything\n") == ()  # a star: no guess
+    assert undefined_names("", "def f(:\n") == ()
+
+
 REWRITTEN = '''def apply_discount(price: Decimal, percent: int) -> Decimal:
     """The price less `percent` per cent."""
     return price - price * percent / 100

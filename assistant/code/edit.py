@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard, Unpack
 
+from assistant.code.names import bound_names, undefined_names
 from assistant.code.parse import parse_module, syntax_problem
 from assistant.errors import UsageError
 from assistant.paths import (
@@ -109,6 +110,8 @@ class Edit:
     root: Path | None = None  # the repo: a symlink is written through only to a target inside it
     # Definitions the file has that the candidate re-typed and the edit leaves as they are ("rewrites f()").
     left_out: tuple[str, ...] = ()
+    # Bare names the new code reads and nothing in the new file binds: a NameError when that line runs.
+    undefined: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -116,6 +119,7 @@ class Edit:
             "diff": self.diff,
             "actions": list(self.actions),
             "left_out": list(self.left_out),
+            "undefined": list(self.undefined),
         }
 
 
@@ -475,26 +479,6 @@ def _applied(lines: list[str], changes: list[_Change], appended: list[list[str]]
     return lines
 
 
-def bound_names(nodes: Sequence[ast.AST]) -> set[str]:
-    """Every name the nodes bind anywhere inside them: assignment targets, parameters, imports (a dotted one binds
-    its first part), definitions, `except ... as`, match captures, `global` and `nonlocal` declarations."""
-    bound: set[str] = set()
-    for node in (n for top in nodes for n in ast.walk(top)):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound.add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).split(".")[0])
-        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.Global | ast.Nonlocal):
-            bound.update(node.names)
-    return bound
-
-
 # Names the standard library exports that code uses bare, each from the one module people mean by it: a body that
 # writes `Counter(words)` in a file that never imports it fails with NameError when it runs. Names common as
 # variables elsewhere (`count`, `field`, `auto`, `date`) are left out: for them no import is guessed.
@@ -745,7 +729,7 @@ def plan_edit_of(
 def make_edit(named: Path, raw: bytes, old_text: str, new: str, actions: Sequence[str], root: Path | None) -> Edit:
     """The edit from `old_text` (the file's text as read, `raw` its bytes) to `new`: the byte order mark kept, the
     path shown relative to `root` (else the working directory), the diff made. Actions that leave a definition
-    out (:data:`LEFT_OUT`) are its `left_out`."""
+    out (:data:`LEFT_OUT`) are its `left_out`; names the new code reads and nothing binds, its `undefined`."""
     path = named.resolve()
     exists = path.exists()
     bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
@@ -764,6 +748,7 @@ def make_edit(named: Path, raw: bytes, old_text: str, new: str, actions: Sequenc
         named=named,
         root=root,
         left_out=tuple(a.removeprefix(LEFT_OUT) for a in actions if a.startswith(LEFT_OUT)),
+        undefined=undefined_names(old_text, new),
     )
 
 

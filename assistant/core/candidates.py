@@ -24,6 +24,8 @@ class Candidate:
     dropped: tuple[str, ...] = ()
     # Filling a stub: the top-level imports it wrote (`code` holds the function alone), for an edit planned again.
     imports: tuple[str, ...] = ()
+    # Bare names its edit reads that nothing in the file binds (`Edit.undefined`): a NameError when it runs.
+    undefined: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ class GenerateResult:
                     "scores": {name: {"value": s.value, "why": s.why} for name, s in ranked.scores.items()},
                     "edit": edit.to_json() if edit else None,
                     "other_functions": list(ranked.candidate.dropped),
+                    "undefined": list(ranked.candidate.undefined),
                 }
                 for number, (ranked, edit) in enumerate(zip(self.candidates, self.edits, strict=True), start=1)
             ],
@@ -390,7 +391,8 @@ def plan_candidates(
             dropped[ONLY_REWRITES if edit.left_out else NO_CHANGE] += 1
             rewrote.update(rewritten_name(what) for what in edit.left_out if rewritten_name(what))
             continue
-        kept.append(replace_field(candidate, dropped=tuple(dict.fromkeys((*candidate.dropped, *edit.left_out)))))
+        dropped_too = tuple(dict.fromkeys((*candidate.dropped, *edit.left_out)))
+        kept.append(replace_field(candidate, dropped=dropped_too, undefined=edit.undefined))
         edits[candidate.sample] = edit
     return kept, edits, dropped, [name for name, _ in rewrote.most_common()]
 

@@ -320,12 +320,16 @@ class Ranked:
     scores: dict[str, Score]
 
     def key(self, names: Sequence[str]) -> tuple[float, ...]:
-        """Sort key, best first: a candidate that also wrote other definitions (dropped from its edit) after every
-        one that did not, whatever its scores; then scores in the rankers' order (negated); ties in sampling order.
+        """Sort key, best first: a candidate whose edit reads a name defined nowhere after every other, then one
+        that also wrote other definitions (dropped from its edit) after every one that did not, whatever their
+        scores; then scores in the rankers' order (negated); ties in sampling order.
 
         Copying a neighbour back is the likeliest text a small model can write, so its log-probability is
-        high exactly when it went off task."""
-        return (float(bool(self.candidate.dropped)), *(-self.scores[n].value for n in names), self.candidate.sample)
+        high exactly when it went off task. A name defined nowhere is a NameError: of 105 such samples of the
+        1.5B, 2 passed their tests (`results/correctness-undefined-names`)."""
+        candidate = self.candidate
+        demoted = (float(bool(candidate.undefined)), float(bool(candidate.dropped)))
+        return (*demoted, *(-self.scores[n].value for n in names), candidate.sample)
 
 
 def rank(

@@ -186,7 +186,8 @@ def _stub_candidates(
     defined = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     existing = [n.name for n in ast.walk(target.tree) if isinstance(n, defined) and n.name != stub.name]
     kept, _, _ = collect_stub(completions, stub, prefix, existing)
-    return [(candidate, plan_fill(target, stub, taken, task.root)) for candidate, taken in kept]
+    pairs = [(candidate, plan_fill(target, stub, taken, task.root)) for candidate, taken in kept]
+    return [(replace(candidate, undefined=edit.undefined), edit) for candidate, edit in pairs]
 
 
 def _merge(result: GenerateResult, new: Sequence[Ranked], edits: Sequence[Edit | None], samples: int) -> GenerateResult:

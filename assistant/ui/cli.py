@@ -619,6 +619,13 @@ def _print_candidate(number: int, ranked: Ranked, explain: bool) -> None:
             "only wrote what was asked[/]",
             markup=True,
         )
+    if ranked.candidate.undefined:
+        names = ", ".join(f"`{name}`" for name in ranked.candidate.undefined)
+        out.print(
+            f"  [yellow]reads {escape(names)}, defined nowhere in the file (a NameError when it runs): ranked below "
+            "the others[/]",
+            markup=True,
+        )
     if explain:
         for name, score in ranked.scores.items():
             out.print(f"    [dim]{name}: {escape(score.why)}[/]", markup=True)

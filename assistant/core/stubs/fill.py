@@ -242,7 +242,7 @@ def fill_stub(
     timings["generate"] = time.perf_counter() - started
     planned = plan_candidates(target, request.stub, drawn.kept, root)
     home = stub_home(target, request.stub, planned, python) if run_in_module else None
-    candidates = [candidate for candidate, _ in drawn.kept]
+    candidates = [replace(candidate, undefined=planned[candidate.sample].undefined) for candidate, _ in drawn.kept]
     with written_beside(side, drawn, backend):
         ranked, chosen = rank_step(stub_problem(request, home, tests), candidates, rankers, report, timings)
     label = retriever_label(retriever, k, request.hits, demonstrations)

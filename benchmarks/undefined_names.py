@@ -1,0 +1,179 @@
+"""A candidate that reads a name defined nowhere, ranked after the others: replayed on the committed candidates of
+the 1.5B's correctness runs (no model runs).
+
+    .venv/bin/python benchmarks/undefined_names.py [RUN ...] [--sdists DIR]
+
+Each RUN (default: results/correctness-four-1.5b and results/correctness-heldout-1.5b) holds `function.jsonl.gz`:
+per stub, its samples (the function each wrote, whether it passed the project's tests) and each ranker's scores and
+pick. Each sample's function is read against its module in the pinned sdist (fetched from PyPI, sha256 checked,
+into --sdists): it is flagged when it reads a bare name that its own code, the module's top level, its class body
+and the builtins all leave unbound (none under a star import; the standard-library names an edit now imports
+itself are not flagged). Prints how many samples and picks were flagged, how many flagged samples passed, and each
+ranker's pick pass rate before and after moving flagged samples last (paired, 95% bootstrap).
+Plan: `results/correctness-undefined-names/plan.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import gzip
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+from assistant.code.edit import STDLIB_EXPORTS
+from assistant.code.names import MODULE_DUNDERS, bound_names, scope_names
+from assistant.evaluate.codegen import auto_pick
+from assistant.evaluate.metrics import interval_cell, paired_difference
+from assistant.evaluate.repo.projects import PROJECTS, fetch
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = [ROOT / "results" / "correctness-four-1.5b", ROOT / "results" / "correctness-heldout-1.5b"]
+DEFINITIONS = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def source_tree(project: str, version: str, sdists: Path) -> Path:
+    """The project's unpacked sdist (fetched and checked once)."""
+    spec = PROJECTS[project]
+    assert spec.version == version, f"{project}: the run used {version}, the pin is {spec.version}"
+    target = sdists / spec.key
+    if not target.is_dir():
+        with tarfile.open(fetch(spec, sdists)) as archive:
+            archive.extractall(sdists, filter="data")
+    return target
+
+
+def context(module: ast.Module, qualname: str) -> tuple[set[str], bool]:
+    """The names a function `qualname` of `module` may read unbound-free (module top level, its classes' bodies,
+    builtins) and whether the module has a star import."""
+    names = scope_names(module.body) | set(dir(builtins)) | MODULE_DUNDERS
+    body = module.body
+    for part in qualname.split(".")[:-1]:
+        owner = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
+        if owner is None:
+            break
+        names |= scope_names(owner.body) | {"__class__"}
+        body = owner.body
+    star = any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(module))
+    return names, star
+
+
+def undefined(code: str, leaf: str, known: set[str]) -> list[str]:
+    """The bare names the sample's function `leaf` reads that nothing in reach binds (empty when it does not
+    parse: such a sample is no candidate)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    function = next((n for n in ast.walk(tree) if isinstance(n, DEFINITIONS) and n.name == leaf), None)
+    if function is None:
+        return []
+    bound = known | bound_names([function])
+    read = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    # What an edit imports itself (`code/edit.py`): standard-library exports read bare, modules read as `module.x`.
+    modules = {
+        n.value.id
+        for n in ast.walk(function)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in sys.stdlib_module_names
+    }
+    return sorted(name for name in read - bound - modules if name not in STDLIB_EXPORTS)
+
+
+def pick(order: list[int], flagged: list[bool], move: bool) -> int:
+    """The first sample of a ranking, with flagged samples moved last when `move`."""
+    return sorted(order, key=lambda i: flagged[i] and move)[0] if move else order[0]
+
+
+def ranking(record: dict, ranker: str) -> list[int]:
+    """The candidates (samples that parsed) in a ranker's order, as the run ranked them, ties in sampling order:
+    `auto` is agree then mean log-probability (what `assist` does without tests; `auto_pick`), `agree` and
+    `logprob` each alone (the run's recorded picks)."""
+    parsed = [i for i, sample in enumerate(record["samples"]) if sample["parsed"]]
+
+    def value(score: float | None, missing: float) -> float:
+        return missing if score is None else score
+
+    if ranker == "auto":
+        agree, samples = record["scores"]["agree"], record["samples"]
+        key = lambda i: (-value(agree[i], 0.0), -value(samples[i]["logprob"], float("-inf")), i)  # noqa: E731
+        return sorted(parsed, key=key)
+    scores = record["scores"][ranker]
+    return sorted([i for i in parsed if scores[i] is not None], key=lambda i: (-scores[i], i))
+
+
+def recorded(record: dict, ranker: str) -> int | None:
+    """The pick the run recorded for `ranker` (`auto`: computed as the run's reports compute it)."""
+    return auto_pick(record) if ranker == "auto" else record["picks"][ranker]
+
+
+def replay(run: Path, sdists: Path) -> dict:
+    """The flags and the picks before and after, for one run."""
+    config = json.loads((run / "config.json").read_text())
+    versions = dict(spec.split("==") for spec in config["projects"])
+    modules: dict[str, tuple[ast.Module, Path]] = {}
+    flags: dict[str, list[bool]] = {}
+    found: dict[str, list[str]] = {}
+    with gzip.open(run / "function.jsonl.gz", "rt") as lines:
+        records = [json.loads(line)["value"] for line in lines]
+    for record in records:
+        project, rest = record["task_id"].split(":", 1)
+        path, qualname = rest.split("::")
+        if path not in modules:
+            file = source_tree(project, versions[project], sdists) / path
+            modules[path] = (ast.parse(file.read_text(encoding="utf-8")), file)
+        known, star = context(modules[path][0], qualname)
+        leaf = qualname.rsplit(".", 1)[-1]
+        names = [[] if star else undefined(s["code"], leaf, known) for s in record["samples"]]
+        flags[record["task_id"]] = [bool(n) for n in names]
+        found[record["task_id"]] = sorted({name for n in names for name in n})
+    return {"records": records, "flags": flags, "found": found}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="*", type=Path, default=RUNS)
+    parser.add_argument("--sdists", type=Path, default=Path.home() / ".cache" / "assist" / "undefined-names")
+    args = parser.parse_args()
+    args.sdists.mkdir(parents=True, exist_ok=True)
+    print("| run | stubs | samples | flagged | flagged that passed | ranker | picks flagged | pick passes: before → "
+          "after | after − before (paired, 95%) | recorded picks matched |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for run in args.runs:
+        data = replay(run, args.sdists)
+        records, flags = data["records"], data["flags"]
+        samples = sum(len(r["samples"]) for r in records)
+        flagged = sum(sum(flags[r["task_id"]]) for r in records)
+        passed = sum(s["passed"] for r in records for s, f in zip(r["samples"], flags[r["task_id"]], strict=True) if f)
+        for ranker in ("auto", "agree", "logprob"):
+            before, after, matched, hit = {}, {}, 0, 0
+            for r in records:
+                task, order = r["task_id"], ranking(r, ranker)
+                matched += (order[0] if order else None) == recorded(r, ranker)
+                if not order:  # no sample parsed: no pick, before or after
+                    before[task] = after[task] = 0.0
+                    continue
+                hit += flags[task][order[0]]
+                before[task] = float(r["samples"][pick(order, flags[task], False)]["passed"])
+                after[task] = float(r["samples"][pick(order, flags[task], True)]["passed"])
+            difference = interval_cell(paired_difference(after, before), signed=True)
+            rates = f"{100 * sum(before.values()) / len(records):.1f} → {100 * sum(after.values()) / len(records):.1f}"
+            print(f"| {run.name} | {len(records)} | {samples} | {flagged} | {passed} | {ranker} | {hit} | {rates} | "
+                  f"{difference} | {matched}/{len(records)} |")  # fmt: skip
+    for run in args.runs:
+        found = replay(run, args.sdists)["found"]
+        shown = {task: names for task, names in found.items() if names}
+        print(f"\n{run.name}: names flagged, by stub ({len(shown)} stubs)")
+        for task, names in shown.items():
+            print(f"  {task}: {', '.join(names)}")
+        data = replay(run, args.sdists)
+        for r in data["records"]:
+            for number, (sample, flag) in enumerate(zip(r["samples"], data["flags"][r["task_id"]], strict=True)):
+                if flag and sample["passed"]:
+                    print(f"  passed though flagged: {r['task_id']} sample {number}")
+
+
+if __name__ == "__main__":
+    main()
