@@ -428,6 +428,34 @@ def test_item4_a_stubs_candidates_run_the_given_tests_in_their_module(
     assert verdict["value"] == 1.0 and "in its module" in verdict["why"], verdict
 
 
+def test_a_stubs_docstring_examples_are_its_tests_when_none_are_given(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user wrote `>>>` examples; they ranked nothing and `--apply` wrote a candidate that fails them.
+    stub = (
+        "\n\ndef half_up(x: Decimal) -> Decimal:\n"
+        '    """`x` to whole cents, halves up.\n\n    >>> half_up(Decimal("1.005"))\n    Decimal(\'1.01\')\n'
+        "    >>> str(half_up(Decimal('2.665')))\n    '2.67'\n    \"\"\"\n    ...\n"
+    )
+    (shop / "inventory" / "pricing.py").write_text(PRICING + stub, encoding="utf-8")
+    git(shop, "commit", "-qam", "a stub")
+    wrong = "def half_up(x):\n    return round(x, 2)\n"  # banker's rounding: 2.66
+    right = "def half_up(x):\n    return x.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)\n"
+    register_scripted(monkeypatch, ScriptedBackend([wrong, right]))
+    args = ("generate", "--file", "inventory/pricing.py", "--function", "half_up", "-k", "0", "--backend", "scripted")
+    shown = assist_here(*args, "-n", "2", "--repair", "0", "--json", cwd=shop)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    data = json.loads(shown.stdout)
+    # Only the example whose value is a literal: `Decimal('1.01')` is not one.
+    assert data["example_tests"] == ["assert str(half_up(Decimal('2.665'))) == '2.67'"]
+    assert data["rankers"][0] == "exec" and data["candidates"][0]["sample"] == 1
+    assert data["verdict"] == "1 of 2 candidates passed the tests; --apply writes #1."
+    register_scripted(monkeypatch, ScriptedBackend([wrong]))
+    refused = assist_here(*args, "-n", "1", "--repair", "0", "--apply", cwd=shop)
+    assert refused.returncode == 1 and "Tests: the docstring's 1 example, run on each" in refused.stdout
+    assert "return round(x, 2)" not in (shop / "inventory" / "pricing.py").read_text(encoding="utf-8")
+
+
 def test_untested_candidates_are_said_to_be_untested_where_they_would_be_written(
     shop: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

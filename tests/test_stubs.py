@@ -787,3 +787,52 @@ def test_own_file_demonstrations_let_the_files_other_functions_in_but_never_the_
     turns = [m["content"] for m in own.prompt.messages]
     assert any("return 2 * x" in turn for turn in turns[:-1])
     assert not any("math.pi * radius**2" in m["content"] for p in (default, own) for m in p.prompt.messages)
+
+
+def test_a_stubs_docstring_examples_become_tests_only_where_they_cannot_be_misread() -> None:
+    from assistant.core.stubs.examples import example_tests
+
+    source = '''import re
+
+LIMIT = 3
+
+
+def digits(n):
+    """The digits of `n`.
+
+    >>> digits(-507)
+    [5, 0, 7]
+    >>> digits(LIMIT)
+    [3]
+    >>> print(digits(1))
+    [1]
+    >>> d = digits(42)
+    >>> digits(12)
+    [1,
+     2]
+    >>> digits(9)
+    Traceback (most recent call last):
+    >>> [digits(x) for x in range(2)]
+    [[0], [1]]
+    >>> other(1)
+    1
+    assert digits(10) == [1, 0]
+    """
+    ...
+
+
+class Box:
+    def size(self):
+        """The size.
+
+        >>> size()
+        1
+        """
+        ...
+'''
+    tree = ast.parse(source)
+    tests = example_tests(find_stub(source, "digits"), tree)
+    # A literal value on one line, names the module has: taken. Output printed, a value over two lines, a name the
+    # example binds itself, an exception, another function's example: left to agree.
+    assert tests == ("assert digits(-507) == [5, 0, 7]", "assert digits(LIMIT) == [3]", "assert digits(10) == [1, 0]")
+    assert example_tests(find_stub(source, "Box.size"), tree) == ()  # a method's example needs an instance

@@ -594,6 +594,22 @@ def test_session_fills_a_stub_demotes_a_neighbour_rewrite_applies_only_the_body_
     assert session.state.result.edits[0] is not None  # a stub again: the edits are planned again
 
 
+def test_session_ranks_a_stub_by_its_docstring_examples_when_no_tests_are_given(indexed_repo: Path, encoder) -> None:
+    stub = 'def count_odd(values):\n    """How many numbers are odd.\n\n    >>> count_odd([1, 2, 3])\n    2\n'
+    stub += '    """\n    ...\n'
+    path = indexed_repo / "mathutils.py"
+    path.write_text(path.read_text() + "\n\n" + stub)
+    git(indexed_repo, "commit", "-qam", "a stub with an example")
+    programs = [("def count_odd(values):\n    return len(values)", -0.1),  # likelier, and wrong by the example
+                ("def count_odd(values):\n    return sum(v % 2 for v in values)", -0.6)]  # fmt: skip
+    # auto, which ranks by tests when there are any (agree, with none, would draw on the scripted programs)
+    session = make_session(indexed_repo, encoder, backend=programs_backend(programs), k=1, ranker="auto")
+    result = session.generate("", target="mathutils.py", function="count_odd")
+    assert session.state.tests == ["assert count_odd([1, 2, 3]) == 2"] and session.state.examples
+    assert session.state.tests_label() == "the docstring's 1 example"
+    assert result.rankers[0] == "exec" and "sum(v % 2" in result.candidates[0].candidate.code
+
+
 def test_an_edit_planned_again_after_undo_keeps_the_imports_the_sample_wrote(stub_repo: Path, encoder) -> None:
     # The re-planned edit once dropped them (a candidate's code holds the function alone): NameError at run time.
     programs = [("import math\n\n\ndef count_even(values):\n    return math.fsum(v % 2 == 0 for v in values)", -0.1)]

@@ -185,6 +185,7 @@ class Request:
     # Why the repo's tests do not run (None: they run, or none mention it): the refusal, which a door may word in
     # its own terms (its `setting`).
     repo_tests_skipped: UsageError | None = None
+    examples: bool = False  # `tests` are the stub's own docstring examples (:meth:`with_example_tests`)
 
     @classmethod
     def resolve(
@@ -225,6 +226,17 @@ class Request:
         return cls(
             requirement, file=file, function=function, repo_tests=plan, repo_tests_skipped=skipped, **fields, **rest
         )
+
+    def with_example_tests(self) -> Request:
+        """This request with its stub's docstring examples as its tests
+        (:func:`assistant.core.stubs.examples.example_tests`), when it fills a stub, no tests are given and none of
+        the repo's are planned: tests the user wrote, which rank the candidates and decide what may be written."""
+        if self.tests or self.repo_tests is not None or self.stub is None or self.target is None:
+            return self
+        from assistant.core.stubs.examples import example_tests
+
+        found = example_tests(self.stub, self.target.tree)
+        return replace(self, tests=found, examples=True) if found else self
 
     def read_target(self) -> Target | None:
         """The target file, read and parsed once (None without one)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace as replace_fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -238,10 +238,12 @@ def generate(
     applied = _apply_pick(result, pick, force) if apply else None  # the position of the candidate written
     verdict = _verdict(result, pick, apply, applied, repaired=answer.repaired is not None)
     if json_output:
-        _print_json(answer, applied, verdict)
+        _print_json(answer, applied, verdict, request.tests if request.examples else ())
     else:
         stubs = _stubs_in(request.target) if not result.candidates else set()  # to say "fill it with --function"
-        _print_answer(answer, explain, applied, verdict, repo_tests=function is not None and repo_tests, stubs=stubs)
+        examples = request.tests if request.examples else ()
+        shown = {"repo_tests": function is not None and repo_tests, "stubs": stubs, "examples": examples}
+        _print_answer(answer, explain, applied, verdict, **shown)
     if not result.candidates or (apply and applied is None):
         raise typer.Exit(1)
 
@@ -299,7 +301,7 @@ def _resolve(
 ) -> Request:
     """The request resolved once (:meth:`Request.resolve`: --file read, its stub found, the repo's tests planned),
     its refusals said with the flags; a file --apply would refuse is refused now, not after the model's minutes;
-    then the tests given (--test, --tests) read."""
+    then the tests given (--test, --tests) read, else a stub's docstring examples taken as its tests."""
     from assistant.pipeline import Request
 
     with flag_errors(fields):
@@ -308,7 +310,7 @@ def _resolve(
         from assistant.code.edit import check_can_apply
 
         check_can_apply(Path(fields["file"]), force)
-    return replace_fields(request, tests=_read_tests(test, tests_file))
+    return replace_fields(request, tests=_read_tests(test, tests_file)).with_example_tests()
 
 
 def _read_tests(test: list[str] | None, tests_file: Path | None) -> list[str]:
@@ -341,11 +343,11 @@ def _apply_pick(result: GenerateResult, pick: Pick, force: bool) -> int | None:
     return position
 
 
-def _print_json(answer: Answer, applied: int | None, verdict: str | None) -> None:
-    """--json: the answer with what was applied and the verdict; the verdict also on stderr when it refused to
-    write."""
+def _print_json(answer: Answer, applied: int | None, verdict: str | None, examples: Sequence[str] = ()) -> None:
+    """--json: the answer with what was applied and the verdict (and the stub's docstring examples, when they were
+    its tests); the verdict also on stderr when it refused to write."""
     door = {"applied": applied is not None, "applied_candidate": None if applied is None else applied + 1}
-    data = answer.to_json({**door, "verdict": verdict})
+    data = answer.to_json({**door, "verdict": verdict, "example_tests": list(examples)})
     if answer.repo_tests_skipped is not None:  # the library's reason, said with the flags
         data["repo_tests_skipped"] = str(said_with_flags(answer.repo_tests_skipped))
     if answer.repaired is not None and answer.repaired.error is not None:  # what stopped repair, the same way
@@ -365,12 +367,19 @@ def _print_answer(
     *,
     repo_tests: bool,
     stubs: Collection[str] = (),
+    examples: Sequence[str] = (),
 ) -> None:
-    """The answer as text: the repo's tests (`repo_tests`: they were asked for), the result, the repair rounds,
-    and last the verdict. `stubs`: the target file's stubs, named when candidates only rewrote one."""
+    """The answer as text: the repo's tests (`repo_tests`: they were asked for) or the stub's docstring examples
+    that stood in for them, the result, the repair rounds, and last the verdict. `stubs`: the target file's stubs,
+    named when candidates only rewrote one."""
     if repo_tests:
         skipped = answer.repo_tests_skipped
         _print_repo_tests(answer.repo_tests, None if skipped is None else str(said_with_flags(skipped)))
+    if examples:
+        out.print(
+            f"[bold]Tests[/]: the docstring's {counted(len(examples), 'example')}, run on each candidate in its module",
+            markup=True,
+        )
     if explain and answer.served_by:  # which trained artifact chose the demonstrations, or why none did
         out.print(f"[bold]Retriever[/]: {escape(answer.served_by)}", markup=True)
     if explain and answer.ranker_served_by:  # the same for the trained discriminator

@@ -72,6 +72,7 @@ class State:
     function: str | None = None  # the stub being filled in the target file, if any
     replace: tuple[str, ...] = ()  # the target file's definitions the candidates may rewrite (a plain request)
     tests: list[str] = field(default_factory=list)
+    examples: bool = False  # `tests` are the stub's docstring examples (none were typed, the repo has none)
     repo_tests: RepoTests | None = None  # filling a stub: the repo's tests that ran on its candidates
     repo_tests_skipped: UsageError | None = None  # why none ran (None: they ran, or none mention the function)
 
@@ -87,7 +88,8 @@ class State:
         if self.repo_tests is not None:
             parts.append(f"the repo's tests ({self.repo_tests.describe()})")
         if self.tests:
-            parts.append(f"your {counted(len(self.tests), 'test')}")
+            parts.append(f"the docstring's {counted(len(self.tests), 'example')}" if self.examples else
+                         f"your {counted(len(self.tests), 'test')}")  # fmt: skip
         if parts:
             return " and ".join(parts)
         if self.repo_tests_skipped:
@@ -354,7 +356,8 @@ class Session:
             root=self.root or self.start,
             repo_tests=plan,
             repo_tests_skipped=self.state.repo_tests_skipped,
-        )
+        ).with_example_tests()
+        self.state.tests, self.state.examples = list(request.tests), request.examples
         # Repair rounds when there are tests and none passes, on the status line.
         result = self.pipeline.answer(request, progress=progress, every_ranker=True).result
         self.state.result = result
@@ -417,6 +420,7 @@ class Session:
         result = self._result()
         if not tests:
             raise UsageError("there are no tests to run; add assert statements first")
+        self.state.examples = self.state.examples and list(tests) == self.state.tests  # edited: the user's own now
         self.state.tests = list(tests)
         item = self._candidate(position)
         home = result.home or self._home(position)
