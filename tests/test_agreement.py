@@ -53,6 +53,13 @@ def test_the_requirements_examples_and_the_function_are_read_from_the_text() -> 
         "assert biggest(1, 5, 3) == 5",
     ]
     assert example_tests(">>> other(1)\n2\n", "biggest") == []
+    # A doctest whose expression compares, or shows a tuple, once became `biggest(1, 2, 3) == 3 == True` (chained:
+    # always false) and an assert with a message (always true).
+    doctests = ">>> biggest(1, 2, 3) == 3\nTrue\n>>> biggest(1, 2, 3), biggest(3, 2, 1)\n(3, 3)\n"
+    assert example_tests(doctests, "biggest") == [
+        "assert (biggest(1, 2, 3) == 3) == True",
+        "assert (biggest(1, 2, 3), biggest(3, 2, 1)) == (3, 3)",
+    ]
 
 
 def test_examples_written_in_the_prose_become_tests_and_sentences_do_not() -> None:

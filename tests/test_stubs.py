@@ -817,6 +817,12 @@ def digits(n):
     >>> other(1)
     1
     assert digits(10) == [1, 0]
+    >>> digits(5) == [5]
+    True
+    >>> digits(1), digits(2)
+    ([1], [2])
+    >>> digits(7)  # one digit
+    [7]
     """
     ...
 
@@ -834,5 +840,16 @@ class Box:
     tests = example_tests(find_stub(source, "digits"), tree)
     # A literal value on one line, names the module has: taken. Output printed, a value over two lines, a name the
     # example binds itself, an exception, another function's example: left to agree.
-    assert tests == ("assert digits(-507) == [5, 0, 7]", "assert digits(LIMIT) == [3]", "assert digits(10) == [1, 0]")
+    assert tests[:3] == (
+        "assert digits(-507) == [5, 0, 7]",
+        "assert digits(LIMIT) == [3]",
+        "assert digits(10) == [1, 0]",
+    )
+    # Parenthesized where it must be, the comment dropped: `digits(5) == [5] == True` would chain and fail, and
+    # `digits(1), digits(2) == ...` would be an assert with a message, passing whatever digits returns.
+    assert tests[3:] == (
+        "assert (digits(5) == [5]) == True",
+        "assert (digits(1), digits(2)) == ([1], [2])",
+        "assert digits(7) == [7]",
+    )
     assert example_tests(find_stub(source, "Box.size"), tree) == ()  # a method's example needs an instance

@@ -34,3 +34,17 @@ def split_asserts(source: str, origin: str = "the tests") -> list[str]:
     if not chunks:
         raise UsageError(f"{origin} has no assert statements")
     return chunks
+
+
+def doctest_assert(source: str, expected: str) -> str | None:
+    """A doctest example (`>>> source`, its value shown as `expected`) as one assert statement comparing the two
+    with `==`, parenthesized where it must be (`f(x) is bool` shown as `True` would otherwise chain into `f(x) is
+    bool == True`, and `f(a), f(b)` become an assert with a message); a comment on the line is dropped. None when
+    either side is not one expression."""
+    try:
+        left = ast.parse(source.strip(), mode="eval").body
+        right = ast.parse(expected.strip(), mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    test = ast.Assert(test=ast.Compare(left=left, ops=[ast.Eq()], comparators=[right]), msg=None)
+    return ast.unparse(ast.fix_missing_locations(test))

@@ -45,8 +45,9 @@ from typing import Any
 from assistant.backends import Backend, Completion, SamplingParams, Step
 from assistant.backends.prompts import Prompt, build_tests_prompt
 from assistant.cache import JsonlCache, LayeredCache, cache_key
-from assistant.code.edit import bound_names
+from assistant.code.asserts import doctest_assert
 from assistant.code.fences import code_span
+from assistant.code.names import bound_names
 from assistant.code.parse import parse_module, parse_python
 from assistant.core.candidates import Candidate
 from assistant.core.module_runs import (  # noqa: F401 (agree's module runs, named here as before)
@@ -313,8 +314,8 @@ def example_tests(requirement: str, name: str) -> list[str]:
         expected = lines[number + 1].strip()
         if not stripped.startswith(">>> ") or not expected or expected.startswith(">>>"):
             continue
-        test = f"assert {stripped[4:]} == {expected}"
-        if _mentions(test, name):
+        test = doctest_assert(stripped[4:], expected)
+        if test is not None and _mentions(test, name):
             tests.append(test)
     return list(dict.fromkeys(tests))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import builtins
 
+from assistant.code.asserts import doctest_assert
 from assistant.code.names import MODULE_DUNDERS, scope_names
 from assistant.code.parse import parse_module
 from assistant.core.stubs.find import Stub
@@ -29,10 +30,10 @@ def example_tests(stub: Stub, module: ast.Module) -> tuple[str, ...]:
         if line.startswith("assert "):
             test = line
         elif line.startswith(">>> ") and _literal(lines[number + 1]) and not _continues(lines, number + 2):
-            test = f"assert {line[4:]} == {lines[number + 1]}"
+            test = doctest_assert(line[4:], lines[number + 1])
         else:
             continue
-        if _runs_as_written(test, stub.name, allowed) and test not in found:
+        if test is not None and _runs_as_written(test, stub.name, allowed) and test not in found:
             found.append(test)
     return tuple(found)
 
