@@ -19,7 +19,6 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from assistant.evaluate.docstring_eval import (
     load_docstring_task,
     paired_rows,
     paired_table,
-    run_docstring_eval,
+    run_and_keep,
     split_modules,
     stdlib_dir,
     summarize_docstrings,
@@ -78,18 +77,9 @@ def main() -> None:
     bm25 = ExemplarIndex(pool)
     own_file = OwnFileFirst(bm25, files, owner)  # type: ignore[arg-type]
     backend = load_backend("local-ov", args.model)
-    args.out.mkdir(parents=True, exist_ok=True)
-    config = {"task": "docstring", "k": args.k, "seed": args.seed, "model": args.model,
-              "strategies": ["bm25", "own-file"], "limit": args.limit}  # fmt: skip
-    (args.out / "config.json").write_text(json.dumps(config, indent=1) + "\n")  # `assist eval report` reads it
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if done % 25 == 0 or done == total:
-            print(f"{stage}: {done}/{total}", flush=True)
-
-    indexes = {"bm25": bm25, "own-file": own_file}
-    records = run_docstring_eval(items, indexes, backend, args.out, k=args.k, progress=progress)  # type: ignore[arg-type]
-    (args.out / "docstring-records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    config = {"k": args.k, "seed": args.seed, "model": args.model, "strategies": ["bm25", "own-file"],
+              "limit": args.limit}  # fmt: skip
+    records = run_and_keep(items, {"bm25": bm25, "own-file": own_file}, backend, args.out, args.k, config)
     print(f"\n{len(items)} functions, k = {args.k}, {args.model}; own-file exemplars for {len(own_file.had_own)}")
     print(docstring_table(summarize_docstrings(records)))
     print("\nPaired by function, own-file − bm25 (95% bootstrap):\n")

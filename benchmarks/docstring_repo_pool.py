@@ -22,7 +22,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse
 import importlib.metadata
 import importlib.util
-import json
 import random
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from assistant.evaluate.docstring_eval import (
     docstring_table,
     paired_rows,
     paired_table,
-    run_docstring_eval,
+    run_and_keep,
     summarize_docstrings,
 )
 from assistant.indexing.sources import default_bank
@@ -132,19 +131,10 @@ def main() -> None:
             summaries[f"{example.path}:{example.name}"] = first_paragraph(split_docstring_safe(example.code)[1])
     repo = _ByProject(arms["repo"])
     backend = load_backend("local-ov", args.model)
-    args.out.mkdir(parents=True, exist_ok=True)
     versions = {package: importlib.metadata.version(package) for package in projects}
-    config = {"task": "docstring", "k": args.k, "seed": args.seed, "model": args.model, "strategies": ["bank", "repo"],
+    config = {"k": args.k, "seed": args.seed, "model": args.model, "strategies": ["bank", "repo"],
               "per_project": args.per_project, "projects": versions}  # fmt: skip
-    (args.out / "config.json").write_text(json.dumps(config, indent=1) + "\n")  # `assist eval report` reads it
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if done % 25 == 0 or done == total:
-            print(f"{stage}: {done}/{total}", flush=True)
-
-    indexes = {"bank": bank, "repo": repo}
-    records = run_docstring_eval(items, indexes, backend, args.out, k=args.k, progress=progress)  # type: ignore[arg-type]
-    (args.out / "docstring-records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    records = run_and_keep(items, {"bank": bank, "repo": repo}, backend, args.out, args.k, config)
     named = ", ".join(f"{package} {version}" for package, version in versions.items())
     print(f"\n{len(items)} functions of {named}; k = {args.k}, {args.model}")
     print(docstring_table(summarize_docstrings(records)))

@@ -9,11 +9,13 @@ plain style asks for). Outputs are cached per (model, strategy, item, exemplars)
 
 from __future__ import annotations
 
+import json
 import random
 import sysconfig
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from assistant.backends import Backend
 from assistant.cache import JsonlCache, cache_key
@@ -165,6 +167,24 @@ def run_docstring_eval(
                     "hypothesis": cache.get(key)["hypothesis"],
                 }
             )
+    return records
+
+
+def run_and_keep(
+    items: Sequence[Item], indexes: dict[str, Any], backend: Backend, out: Path, k: int, config: dict
+) -> list[dict]:
+    """A study's docstring run, kept in `out` so `assist eval report` can re-score it: `config` (config.json), the
+    generations (cached, resumable), and the records (docstring-records.jsonl); progress printed every 25 items.
+    `indexes`: each arm's exemplar source (anything with `search(code, k)`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps({"task": "docstring", **config}, indent=1) + "\n")
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if done % 25 == 0 or done == total:
+            print(f"{stage}: {done}/{total}", flush=True)
+
+    records = run_docstring_eval(items, indexes, backend, out, k=k, progress=progress)
+    (out / "docstring-records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return records
 
 
