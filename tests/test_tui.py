@@ -602,12 +602,16 @@ def test_session_ranks_a_stub_by_its_docstring_examples_when_no_tests_are_given(
     git(indexed_repo, "commit", "-qam", "a stub with an example")
     programs = [("def count_odd(values):\n    return len(values)", -0.1),  # likelier, and wrong by the example
                 ("def count_odd(values):\n    return sum(v % 2 for v in values)", -0.6)]  # fmt: skip
-    # auto, which ranks by tests when there are any (agree, with none, would draw on the scripted programs)
-    session = make_session(indexed_repo, encoder, backend=programs_backend(programs), k=1, ranker="auto")
+    session = make_session(indexed_repo, encoder, backend=programs_backend(programs), k=1)
     result = session.generate("", target="mathutils.py", function="count_odd")
     assert session.state.tests == ["assert count_odd([1, 2, 3]) == 2"] and session.state.examples
     assert session.state.tests_label() == "the docstring's 1 example"
-    assert result.rankers[0] == "exec" and "sum(v % 2" in result.candidates[0].candidate.code
+    # They do not order the candidates (measured: results/correctness-docstring-examples); they decide what is written.
+    assert result.rankers[0] == "logprob" and "len(values)" in result.candidates[0].candidate.code
+    assert [item.scores["exec"].value for item in result.candidates] == [0.0, 1.0]
+    with pytest.raises(UsageError, match="candidate #1 did not pass the docstring's 1 example; #2 passed them"):
+        session.apply(0)
+    session.apply(1)
 
 
 def test_an_edit_planned_again_after_undo_keeps_the_imports_the_sample_wrote(stub_repo: Path, encoder) -> None:

@@ -245,6 +245,14 @@ class Request:
         return Target.read(self.file) if self.file is not None else None
 
 
+def ranks_by_tests(request: Request, problem: Problem) -> bool:
+    """Whether the request's tests order its candidates: given tests do; a stub's docstring examples only decide what
+    may be written (:meth:`Pipeline.answer` runs them on every candidate), and ranking stays as without tests (on
+    16 stubs of real projects, ranking by them first picked a candidate passing the project's tests 2 times where
+    agree picked one 3 times: `results/correctness-docstring-examples`)."""
+    return bool(problem.tests) and not request.examples
+
+
 def check_request(
     *,
     file: str | Path | None,
@@ -683,7 +691,8 @@ class Pipeline:
         from assistant.pipeline.registry import plans_agree
 
         def agree_tests(problem: Problem) -> bool:  # what `_chooser` will pick, as far as known before sampling
-            return plans_agree(options.ranker, bool(problem.tests), candidates_runnable(problem.home, False))
+            tested = ranks_by_tests(request, problem)
+            return plans_agree(options.ranker, tested, candidates_runnable(problem.home, False))
 
         assert target is not None
         return fill_stub(
@@ -881,7 +890,7 @@ class Pipeline:
         def choose(problem: Problem, candidates: Sequence[Candidate]) -> list[Ranker]:
             # A stub's body calls the rest of its module: it runs on the model's tests (agree) only in its module.
             can_run = candidates_runnable(problem.home, whole_programs=request.function is None)
-            return self.rankers(options.ranker, candidates, bool(problem.tests), every_ranker, can_run)
+            return self.rankers(options.ranker, candidates, ranks_by_tests(request, problem), every_ranker, can_run)
 
         return choose
 

@@ -377,7 +377,8 @@ def _print_answer(
         _print_repo_tests(answer.repo_tests, None if skipped is None else str(said_with_flags(skipped)))
     if examples:
         out.print(
-            f"[bold]Tests[/]: the docstring's {counted(len(examples), 'example')}, run on each candidate in its module",
+            f"[bold]Tests[/]: the docstring's {counted(len(examples), 'example')}, run on each candidate in its module "
+            "(only one that passes them may be written)",
             markup=True,
         )
     if explain and answer.served_by:  # which trained artifact chose the demonstrations, or why none did
