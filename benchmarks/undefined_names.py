@@ -47,9 +47,10 @@ def source_tree(project: str, version: str, sdists: Path) -> Path:
 
 
 def context(module: ast.Module, qualname: str) -> tuple[set[str], bool]:
-    """The names a function `qualname` of `module` may read unbound-free (module top level, its classes' bodies,
-    builtins) and whether the module has a star import."""
-    names = scope_names(module.body) | set(dir(builtins)) | MODULE_DUNDERS
+    """The names a function `qualname` of `module` may read unbound-free (module top level, names its functions
+    declare `global`, its classes' bodies, builtins) and whether the module has a star import."""
+    declared = {name for node in ast.walk(module) if isinstance(node, ast.Global) for name in node.names}
+    names = scope_names(module.body) | declared | set(dir(builtins)) | MODULE_DUNDERS
     body = module.body
     for part in qualname.split(".")[:-1]:
         owner = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)

@@ -369,6 +369,9 @@ def test_undefined_names_reads_only_what_changed_and_knows_every_scope() -> None
     new += "        return os.sep, total, __name__, nope\n"
     assert undefined_names(old, new) == ("nope",)  # `missing` is in code that did not change: not this edit's
     assert undefined_names(old, old) == ()
+    # A name another function declares `global` is the module's once that function runs.
+    late = "def init():\n    global CONFIG\n    CONFIG = {}\n"
+    assert undefined_names(late, late + "\n\ndef use():\n    return CONFIG, unknown\n") == ("unknown",)
     assert undefined_names("", "from x import *\n\ndef f():\n    return anything\n") == ()  # a star: no guess
     assert undefined_names("", "def f(:\n") == ()
 

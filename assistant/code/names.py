@@ -69,7 +69,9 @@ def undefined_names(old: str, new: str) -> tuple[str, ...]:
     if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(new_tree)):
         return ()
     before = {name: ast.dump(node) for name, node, _ in _functions(old_tree.body)}
-    module = scope_names(new_tree.body) | set(dir(builtins)) | MODULE_DUNDERS
+    # A function's `global X` makes X a module name once it runs (`def init(): global CONFIG; CONFIG = ...`).
+    declared = {name for node in ast.walk(new_tree) if isinstance(node, ast.Global) for name in node.names}
+    module = scope_names(new_tree.body) | declared | set(dir(builtins)) | MODULE_DUNDERS
     found: set[str] = set()
     for name, function, classes in _functions(new_tree.body):
         if before.get(name) == ast.dump(function):

@@ -2,7 +2,9 @@
 `assert` lines, where each can run in the stub's module as written.
 
 They are tests the user wrote: when no other tests are given and the repo has none for the stub, its candidates
-run them in their module, and a candidate that fails them is not written without `force`. Only examples that
+run them in their module, and a candidate that fails them is not written without `force`. They do not order the
+candidates (`assistant.pipeline.pipeline.ranks_by_tests`: measured, agree's order picked better, and agree reads
+every example first anyway). Only examples that
 cannot be misread are taken: a module-level function's, one line of call and one literal line of value, reading
 nothing but the function, the module's top-level names and the builtins (an example that builds an object on an
 earlier line, prints, or raises is left to agree, which reads every example).
