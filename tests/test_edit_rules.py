@@ -236,7 +236,9 @@ def test_an_untested_new_file_is_said_to_need_git_add_n_to_show_in_git_diff(
     assert new.returncode == 0, new.stdout + new.stderr
     assert (shop / "inventory" / "totals.py").is_file()
     last = new.stdout.rstrip().splitlines()[-1]
-    assert "no tests checked it: review it (`git add -N inventory/totals.py`, then `git diff`)" in last
+    assert "review it (`git add -N inventory/totals.py`, then `git diff`)" in last
+    # The re-typed functions read names the new file never defines, and the line says so.
+    assert "no tests checked it, and it reads `unit_price`, defined nowhere in the file:" in last
 
 
 def test_item2_with_tests_apply_writes_nothing_when_none_passes_and_force_writes_the_best(
@@ -359,6 +361,11 @@ def test_a_candidate_that_reads_a_name_defined_nowhere_is_ranked_after_the_other
     assert (second["sample"], second["undefined"], second["edit"]["undefined"]) == (0, ["round_total"], ["round_total"])
     text = generate("--backend", "scripted", "-n", "2", "--ranker", "first").stdout.replace("\n", " ")
     assert "reads `round_total`, defined nowhere in the file (a NameError when it runs): ranked below" in text
+    # When every candidate reads one, the line that says what would be written says it too.
+    register_scripted(monkeypatch, ScriptedBackend([broken]))
+    last = generate("--backend", "scripted", "-n", "1").stdout.rstrip().splitlines()[-1]
+    said = "No tests checked these candidates; --apply writes #1, which reads `round_total`, defined nowhere"
+    assert last == said + " in the file."
 
 
 def test_undefined_names_reads_only_what_changed_and_knows_every_scope() -> None:

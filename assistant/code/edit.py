@@ -492,7 +492,8 @@ STDLIB_EXPORTS: dict[str, str] = {
         "copy": "deepcopy",
         "dataclasses": "asdict astuple dataclass",
         "datetime": "timedelta timezone",
-        "decimal": "Decimal",
+        "decimal": "Decimal ROUND_CEILING ROUND_DOWN ROUND_FLOOR ROUND_HALF_DOWN ROUND_HALF_EVEN ROUND_HALF_UP "
+        "ROUND_UP",
         "enum": "Enum IntEnum",
         "fractions": "Fraction",
         "functools": "cache cached_property lru_cache partial reduce total_ordering wraps",

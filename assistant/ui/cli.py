@@ -410,12 +410,16 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
         if not pick.tested:  # said, so that untested code is never taken for checked code
             # `git diff` shows a file git does not track yet only once it is added with intent (-N).
             review = "with `git diff`" if result.edits[applied].exists else f"(`git add -N {where}`, then `git diff`)"
-            return f"Applied candidate #{applied + 1} to {where}; no tests checked it: review it {review}, {TEST_HINT}."
+            unknown = _reads_unknown(result, applied)
+            checked = f"no tests checked it{f', and it {unknown}' if unknown else ''}"
+            return f"Applied candidate #{applied + 1} to {where}; {checked}: review it {review}, {TEST_HINT}."
         if pick.position is None:
             return f"Applied candidate #{applied + 1} to {where} with --force, though no candidate passed the tests."
         return f"Applied candidate #{applied + 1} to {where}: it passed the tests."
     if not pick.tested:
-        return None if result.edits[0] is None else "No tests checked these candidates; --apply writes #1."
+        unknown = _reads_unknown(result, 0)
+        written = f"No tests checked these candidates; --apply writes #1{f', which {unknown}' if unknown else ''}."
+        return None if result.edits[0] is None else written
     if pick.position is None:
         lead = "Nothing written: " if apply else ""
         force = f"add --force{' to --apply' if not apply else ''}"
@@ -425,6 +429,13 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
         failed = f"{lead}none of the {counted(total, 'candidate')} passed the tests"
         return f"{failed}; {REPAIR_HINT}, or to write the best one (#1) anyway, {force}."
     return f"{pick.passed} of {counted(total, 'candidate')} passed the tests; --apply writes #{pick.position + 1}."
+
+
+def _reads_unknown(result: GenerateResult, position: int) -> str:
+    """What an untested candidate reads that nothing in the file defines ("reads `x`, defined nowhere in the file"),
+    said where the line says what is written (every candidate reads one then: those rank last); else ""."""
+    names = result.candidates[position].candidate.undefined
+    return f"reads {', '.join(f'`{name}`' for name in names)}, defined nowhere in the file" if names else ""
 
 
 def _say_round(ui: ProgressUI) -> Callable[[RepairRound], None]:
