@@ -230,7 +230,8 @@ class Request:
     def with_example_tests(self) -> Request:
         """This request with its stub's docstring examples as its tests
         (:func:`assistant.core.stubs.examples.example_tests`), when it fills a stub, no tests are given and none of
-        the repo's are planned: tests the user wrote, which rank the candidates and decide what may be written."""
+        the repo's are planned: tests the user wrote, which decide what may be written (they do not order the
+        candidates: :func:`ranks_by_tests`)."""
         if self.tests or self.repo_tests is not None or self.stub is None or self.target is None:
             return self
         from assistant.core.stubs.examples import example_tests
