@@ -135,3 +135,35 @@ def test_the_tui_demonstrations_list_keeps_a_repos_file_name_on_one_line() -> No
 
     shown = asyncio.run(run())
     assert "\n" not in shown and "evil\\n  2. forged.py" in shown and "Check a name.\\nSecond line" in shown
+
+
+def test_the_tui_code_pane_says_why_a_candidate_ranks_last_as_the_command_line_does() -> None:
+    from textual.app import App, ComposeResult
+    from textual.widgets import Static
+
+    from assistant.core.candidates import Candidate
+    from assistant.core.rank import Ranked, Score
+    from assistant.ui.tui.widgets import CandidateView
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield CandidateView()
+
+    code = "def total(xs):\n    return round_total(sum(xs))\n"
+    item = Ranked(
+        Candidate(code, 0, undefined=("round_total",), dropped=("rewrites helper()",)),
+        {"first": Score(0.0, "sampling order")},
+    )
+
+    async def run() -> str:
+        async with Host().run_test(size=(200, 40)) as pilot:
+            view = pilot.app.query_one(CandidateView)
+            view.show(item, 0, None, None, ["first"])
+            await pilot.pause()
+            console = Console(file=io.StringIO(), width=200, color_system=None)
+            console.print(view.query_one("#code", Static).content)
+            return console.file.getvalue()
+
+    shown = asyncio.run(run())
+    assert "reads `round_total`, defined nowhere in the file (a NameError when it runs): ranked below" in shown
+    assert "also rewrote helper(): left out of its edit" in shown and "return round_total" in shown

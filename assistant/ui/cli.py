@@ -57,7 +57,7 @@ from assistant.ui.options import (
     generation_options,
 )
 from assistant.ui.serve_cmd import serve
-from assistant.ui.text import bidi_controls, counted, one_line
+from assistant.ui.text import bidi_controls, counted, demotions, one_line
 from assistant.ui.train_cmd import train_app
 
 if TYPE_CHECKING:
@@ -519,14 +519,6 @@ def _usage_note(usage: dict[str, float]) -> str:
     return f"; {counted(requests, 'request')}, {int(usage['completion_tokens'])} tokens out in {usage['seconds']:.1f} s"
 
 
-def _past(dropped: str) -> str:
-    """What a candidate also wrote, as the output says it: "rewrites f()" → "rewrote f()", "adds g()" → "wrote g()"."""
-    for present, past in (("rewrites ", "rewrote "), ("adds ", "wrote ")):
-        if dropped.startswith(present):
-            return past + dropped[len(present) :]
-    return dropped
-
-
 def _stubs_in(target: Target | None) -> set[str]:
     """The names of the stubs in `target`, from the syntax tree the request parsed (none without a target)."""
     from assistant.core.stubs import find_functions
@@ -633,20 +625,8 @@ def _print_candidate(number: int, ranked: Ranked, explain: bool) -> None:
         verdict = ranked.scores["repo-tests"]
         colour = "green" if verdict.details.get("status") == "passed" else "red"
         out.print(f"  [{colour}]tests: {escape(verdict.why)}[/]", markup=True)
-    if ranked.candidate.dropped:
-        also = ", ".join(_past(what) for what in ranked.candidate.dropped)
-        out.print(
-            f"  [yellow]also {escape(also)}: left out of its edit, and ranked below the candidates that "
-            "only wrote what was asked[/]",
-            markup=True,
-        )
-    if ranked.candidate.undefined:
-        names = ", ".join(f"`{name}`" for name in ranked.candidate.undefined)
-        out.print(
-            f"  [yellow]reads {escape(names)}, defined nowhere in the file (a NameError when it runs): ranked below "
-            "the others[/]",
-            markup=True,
-        )
+    for line in demotions(ranked.candidate.undefined, ranked.candidate.dropped):
+        out.print(f"  [yellow]{escape(line)}[/]", markup=True)
     if explain:
         for name, score in ranked.scores.items():
             out.print(f"    [dim]{name}: {escape(score.why)}[/]", markup=True)

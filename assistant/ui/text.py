@@ -3,6 +3,8 @@ CLI both use it, and the TUI starts without typer)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 # Bidirectional embeddings, overrides and isolates, and the Arabic letter mark: they make code read otherwise than
 # it runs ("Trojan Source").
 BIDI_CONTROLS = frozenset([*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x061C, 0x200E, 0x200F])
@@ -65,6 +67,30 @@ def bidi_warning(text: str) -> str | None:
         f"this candidate holds bidirectional control characters ({', '.join(found)}, shown written out): "
         "its code may run otherwise than an editor shows it; read it before applying"
     )
+
+
+def demotions(undefined: Sequence[str], dropped: Sequence[str]) -> list[str]:
+    """Why a candidate ranks below the others whatever its scores, one line each, as every door says it: the names
+    its edit reads that nothing defines, and what it also wrote that its edit leaves out ("rewrites f()" said as
+    "rewrote f()")."""
+    lines = []
+    if undefined:
+        names = ", ".join(f"`{name}`" for name in undefined)
+        lines.append(f"reads {names}, defined nowhere in the file (a NameError when it runs): ranked below the others")
+    if dropped:
+        also = ", ".join(_past(what) for what in dropped)
+        lines.append(
+            f"also {also}: left out of its edit, and ranked below the candidates that only wrote what was asked"
+        )
+    return lines
+
+
+def _past(dropped: str) -> str:
+    """What a candidate also wrote, as the output says it: "rewrites f()" → "rewrote f()", "adds g()" → "wrote g()"."""
+    for present, past in (("rewrites ", "rewrote "), ("adds ", "wrote ")):
+        if dropped.startswith(present):
+            return past + dropped[len(present) :]
+    return dropped
 
 
 def counted(number: int, noun: str) -> str:

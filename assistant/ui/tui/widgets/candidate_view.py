@@ -14,7 +14,7 @@ from textual.widgets import Static
 from assistant.code.edit import Edit
 from assistant.core.rank import Ranked
 from assistant.ui.stream import shown_code
-from assistant.ui.text import bidi_warning, printable
+from assistant.ui.text import bidi_warning, demotions, printable
 
 WIDE = 140  # columns from which code and diff sit side by side
 SYNTAX_THEME = "ansi_dark"  # the terminal's own palette; Textual turns it monochrome under NO_COLOR
@@ -66,9 +66,13 @@ class CandidateView(Container):
         names = [*(name for name in rankers if name in item.scores), *(n for n in item.scores if n not in rankers)]
         code_pane.border_subtitle = printable("; ".join(item.scores[name].why for name in names)[:120])
         code, warning = _syntax(item.candidate.code, "python"), bidi_warning(item.candidate.code)
-        self.query_one("#code", Static).update(
-            Group(Text(f"warning: {warning}", style="bold red"), code) if warning else code
-        )
+        # Above the code, as the command line prints them: why it may run otherwise than it reads, or ranks last.
+        notes = [Text(f"warning: {warning}", style="bold red")] if warning else []
+        notes += [
+            Text(printable(line), style="yellow")
+            for line in demotions(item.candidate.undefined, item.candidate.dropped)
+        ]
+        self.query_one("#code", Static).update(Group(*notes, code) if notes else code)
         diff = self.query_one("#diff", Static)
         if edit is None and filled:
             diff.update(Text(f"{printable(filled)} is filled now (ctrl+r undoes the apply)."))
