@@ -175,7 +175,8 @@ def read_candidates(
 def _stub_candidates(
     completions: Sequence[Completion], result: GenerateResult, task: RepairTask
 ) -> list[tuple[Candidate, Edit | None]]:
-    from assistant.core.stubs import collect_stub, find_stub, plan_fill
+    from assistant.core.stubs import collect_stub, find_stub
+    from assistant.core.stubs.fill import plan_candidates as plan_stub_candidates
 
     assert task.target is not None and task.function is not None
     target = task.target
@@ -186,8 +187,7 @@ def _stub_candidates(
     defined = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     existing = [n.name for n in ast.walk(target.tree) if isinstance(n, defined) and n.name != stub.name]
     kept, _, _ = collect_stub(completions, stub, prefix, existing)
-    pairs = [(candidate, plan_fill(target, stub, taken, task.root)) for candidate, taken in kept]
-    return [(replace(candidate, undefined=edit.undefined), edit) for candidate, edit in pairs]
+    return plan_stub_candidates(target, stub, kept, task.root)
 
 
 def _merge(result: GenerateResult, new: Sequence[Ranked], edits: Sequence[Edit | None], samples: int) -> GenerateResult:

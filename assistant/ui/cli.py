@@ -57,7 +57,7 @@ from assistant.ui.options import (
     generation_options,
 )
 from assistant.ui.serve_cmd import serve
-from assistant.ui.text import bidi_controls, counted, demotions, one_line
+from assistant.ui.text import bidi_controls, counted, demotions, one_line, reads_undefined
 from assistant.ui.train_cmd import train_app
 
 if TYPE_CHECKING:
@@ -410,14 +410,14 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
         if not pick.tested:  # said, so that untested code is never taken for checked code
             # `git diff` shows a file git does not track yet only once it is added with intent (-N).
             review = "with `git diff`" if result.edits[applied].exists else f"(`git add -N {where}`, then `git diff`)"
-            unknown = _reads_unknown(result, applied)
+            unknown = reads_undefined(result.candidates[applied].candidate.undefined)
             checked = f"no tests checked it{f', and it {unknown}' if unknown else ''}"
             return f"Applied candidate #{applied + 1} to {where}; {checked}: review it {review}, {TEST_HINT}."
         if pick.position is None:
             return f"Applied candidate #{applied + 1} to {where} with --force, though no candidate passed the tests."
         return f"Applied candidate #{applied + 1} to {where}: it passed the tests."
     if not pick.tested:
-        unknown = _reads_unknown(result, 0)
+        unknown = reads_undefined(result.candidates[0].candidate.undefined)
         written = f"No tests checked these candidates; --apply writes #1{f', which {unknown}' if unknown else ''}."
         return None if result.edits[0] is None else written
     if pick.position is None:
@@ -429,13 +429,6 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
         failed = f"{lead}none of the {counted(total, 'candidate')} passed the tests"
         return f"{failed}; {REPAIR_HINT}, or to write the best one (#1) anyway, {force}."
     return f"{pick.passed} of {counted(total, 'candidate')} passed the tests; --apply writes #{pick.position + 1}."
-
-
-def _reads_unknown(result: GenerateResult, position: int) -> str:
-    """What an untested candidate reads that nothing in the file defines ("reads `x`, defined nowhere in the file"),
-    said where the line says what is written (every candidate reads one then: those rank last); else ""."""
-    names = result.candidates[position].candidate.undefined
-    return f"reads {', '.join(f'`{name}`' for name in names)}, defined nowhere in the file" if names else ""
 
 
 def _say_round(ui: ProgressUI) -> Callable[[RepairRound], None]:

@@ -75,14 +75,19 @@ def demotions(undefined: Sequence[str], dropped: Sequence[str]) -> list[str]:
     "rewrote f()")."""
     lines = []
     if undefined:
-        names = ", ".join(f"`{name}`" for name in undefined)
-        lines.append(f"reads {names}, defined nowhere in the file (a NameError when it runs): ranked below the others")
+        lines.append(f"{reads_undefined(undefined)} (a NameError when it runs): ranked below the others")
     if dropped:
         also = ", ".join(_past(what) for what in dropped)
         lines.append(
             f"also {also}: left out of its edit, and ranked below the candidates that only wrote what was asked"
         )
     return lines
+
+
+def reads_undefined(names: Sequence[str]) -> str:
+    """ "reads `x`, `y`, defined nowhere in the file": how every door names what a candidate reads that nothing
+    defines ("" for none)."""
+    return f"reads {', '.join(f'`{name}`' for name in names)}, defined nowhere in the file" if names else ""
 
 
 def _past(dropped: str) -> str:

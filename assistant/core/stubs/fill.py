@@ -140,9 +140,11 @@ def written_beside(side: Beside | None, drawn: Drawn, backend: Backend) -> Abstr
 
 def plan_candidates(
     target: Target, stub: Stub, kept: Sequence[tuple[Candidate, Taken]], root: Path | None = None
-) -> dict[int, Edit]:
-    """Each candidate's edit of `target` (:func:`plan_fill`), by its sample number."""
-    return {candidate.sample: plan_fill(target, stub, taken, root) for candidate, taken in kept}
+) -> list[tuple[Candidate, Edit]]:
+    """Each candidate with its edit of `target` (:func:`plan_fill`), the candidate carrying the names its edit reads
+    that nothing defines (`Edit.undefined`, which ranks it last)."""
+    pairs = [(candidate, plan_fill(target, stub, taken, root)) for candidate, taken in kept]
+    return [(replace(candidate, undefined=edit.undefined), edit) for candidate, edit in pairs]
 
 
 def stub_home(
@@ -240,9 +242,10 @@ def fill_stub(
     started, usage_before = time.perf_counter(), backend.usage.to_json()
     drawn = draw_stub(request, backend, params, redraw, report, [side.group] if side else [])
     timings["generate"] = time.perf_counter() - started
-    planned = plan_candidates(target, request.stub, drawn.kept, root)
+    pairs = plan_candidates(target, request.stub, drawn.kept, root)
+    planned = {candidate.sample: edit for candidate, edit in pairs}
     home = stub_home(target, request.stub, planned, python) if run_in_module else None
-    candidates = [replace(candidate, undefined=planned[candidate.sample].undefined) for candidate, _ in drawn.kept]
+    candidates = [candidate for candidate, _ in pairs]
     with written_beside(side, drawn, backend):
         ranked, chosen = rank_step(stub_problem(request, home, tests), candidates, rankers, report, timings)
     label = retriever_label(retriever, k, request.hits, demonstrations)
