@@ -346,6 +346,26 @@ def test_a_standard_library_name_read_bare_comes_with_its_import(tmp_path: Path)
     assert not any("missing" in action for action in starred.actions)
 
 
+def test_a_star_import_a_candidate_writes_never_goes_into_the_file(tmp_path: Path) -> None:
+    # `--file geometry.py "scale a polygon ..." --apply`: the 1.5B's candidate began with `from typing import *`,
+    # `from collections import *` and `from dataclasses import *`, and the edit put all three into the user's file.
+    target = tmp_path / "geometry.py"
+    target.write_text("import math\n\n\ndef norm(x, y):\n    return math.hypot(x, y)\n")
+    code = "from typing import *\nfrom collections import *\n\ndef tally(xs: List[int]):\n    return Counter(xs)\n"
+    edit = plan_edit(target, code, tmp_path)
+    assert "*" not in edit.new
+    assert edit.new.startswith("import math\nfrom collections import Counter\nfrom typing import List\n")
+    assert edit.actions[:2] == ("left out from typing import *", "left out from collections import *")
+    assert edit.left_out == () and edit.undefined == ()
+    # A name only a star import of another module gave is then read from nowhere, and said to be.
+    tk = plan_edit(target, "from tkinter import *\n\ndef window():\n    return Tk()\n", tmp_path)
+    assert "tkinter" not in tk.new and tk.undefined == ("Tk",)
+    # A star import the file makes already stays, untouched.
+    target.write_text("from collections import *\n")
+    kept = plan_edit(target, code, tmp_path)
+    assert kept.new.count("from collections import *") == 1 and "from typing import *" not in kept.new
+
+
 def test_a_candidate_that_reads_a_name_defined_nowhere_is_ranked_after_the_others(
     shop: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

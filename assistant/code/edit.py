@@ -314,7 +314,8 @@ def merge(
 
     `replace`: the definitions the file already has that `code` may replace (None: every one). A redefinition
     of any other is left out, the file's own kept byte for byte, and named in the actions ("dropped: rewrites
-    f()"): working code nobody asked to change is never changed. New definitions and imports always go in.
+    f()"): working code nobody asked to change is never changed. New definitions and imports always go in, but
+    for star imports (:func:`_star_import`).
 
     Imports of `own_module` (the file's own module names) are left out: a model that was shown the
     file tends to import its functions from it, which inside that file is a circular import. The file's
@@ -347,7 +348,9 @@ def merge(
         if _is_future(node):
             features += [a.name for a in node.names if a.name not in have_features and a.name not in features]
         elif isinstance(node, ast.Import | ast.ImportFrom):
-            if _adds_import(node, have_imports, own_module):
+            if _star_import(node) and ast.unparse(node) not in have_imports:
+                actions.append(f"left out {ast.unparse(node)}")
+            elif _adds_import(node, have_imports, own_module):
                 imports.extend(code_lines[start - 1 : end])
                 actions.append(f"insert {ast.unparse(node)}")
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -394,6 +397,13 @@ def _imported(tree: ast.Module) -> set[str]:
         for alias in n.names
     }
     return have
+
+
+def _star_import(node: ast.Import | ast.ImportFrom) -> bool:
+    """`from m import *`: never put into a user's file by an edit (a model trained on benchmark prompts writes
+    `from typing import *` out of habit). What the code reads from it gets its own import where it is a standard
+    library name (:func:`missing_stdlib_imports`); any other name is left undefined, and said to be."""
+    return isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names)
 
 
 def _adds_import(node: ast.Import | ast.ImportFrom, have: set[str], own_module: frozenset[str]) -> bool:
