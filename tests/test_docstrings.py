@@ -172,6 +172,23 @@ def test_render_wraps_to_the_line_length_and_keeps_sections() -> None:
         '    """',
     ]
     assert render('Say """hi""".', "")[0] == '"""Say \\"\\"\\"hi\\"\\"\\"."""'
+    # A first sentence that fits the opening line is the summary, a blank line after it (PEP 257): the hook once
+    # wrote "Initializes the polygon with a list of vertices. Raises ValueError if the" over two lines.
+    split = "Initializes the polygon with a list of vertices. Raises ValueError if the list has fewer than 3."
+    assert render(split, "        ") == [
+        '        """Initializes the polygon with a list of vertices.',
+        "",
+        "        Raises ValueError if the list has fewer than 3.",
+        '        """',
+    ]
+    # Not at an abbreviation or inside brackets, and not where that sentence would not fit the line anyway.
+    abbreviated = render("Pick one, e.g. Foo or a much longer name. Then more words to pass the width.", "", width=60)
+    assert abbreviated[:2] == ['"""Pick one, e.g. Foo or a much longer name.', ""]
+    assert render("Call f(a. B) with a value long enough. Then it is done.", "", width=50)[:2] == [
+        '"""Call f(a. B) with a value long enough.',
+        "",
+    ]
+    assert "" not in render(prose, "    ", width=60)
 
 
 def test_render_gives_a_literal_whose_value_is_the_text_whatever_its_quotes_and_backslashes() -> None:

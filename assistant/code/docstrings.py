@@ -133,11 +133,40 @@ def _literal(text: str) -> tuple[str, str]:
     return '"""', core.replace("\\", "\\\\").replace('"""', '\\"\\"\\"') + '\\"' * quotes
 
 
+# Lines a docstring keeps as written: indented, list items, reST fields, section heads, NumPy underlines.
+_STRUCTURED_LINE = re.compile(r"^\s+\S|^\s*[-*]\s|^\s*:\w|^\s*\w[\w ]*:\s*$|^\s*-{3,}\s*$")
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.")
+
+
+def _structured(paragraph: str) -> bool:
+    """Whether a paragraph is structured (sections, parameter lists, indented blocks), not prose to re-wrap."""
+    return any(_STRUCTURED_LINE.match(line) for line in paragraph.splitlines())
+
+
+def _summary_apart(paragraph: str, room: int) -> list[str]:
+    """A first paragraph of prose sentences as its first sentence and the rest, where that sentence fits on the
+    opening line (`room` columns), as PEP 257 asks of a docstring longer than a line; else the paragraph whole.
+
+    A sentence ends at `.`, `!` or `?` before a space and a capital, outside brackets and backticks, and not at
+    an abbreviation (`e.g.`)."""
+    if _structured(paragraph):
+        return [paragraph]
+    flat = " ".join(paragraph.split())
+    for end in re.finditer(r"[.!?](?= [A-Z`])", flat):
+        before = flat[: end.end()]
+        nested = before.count("(") != before.count(")") or before.count("[") != before.count("]")
+        if nested or before.count("`") % 2 or before.lower().endswith(_ABBREVIATIONS):
+            continue
+        return [before, flat[end.end() + 1 :]] if len(before) <= room else [paragraph]
+    return [paragraph]
+
+
 def render(text: str, indent: str, width: int = DEFAULT_LINE_LENGTH) -> list[str]:
     """A docstring's lines (no newlines), indented and wrapped to `width`.
 
-    One line when it fits; otherwise the summary, a blank line and the rest, with prose paragraphs
-    re-wrapped and structured lines (sections, parameter lists, indented blocks) kept as written.
+    One line when it fits; otherwise the summary, a blank line and the rest (a first sentence that fits the
+    opening line is the summary, :func:`_summary_apart`), with prose paragraphs re-wrapped and structured lines
+    (sections, parameter lists, indented blocks) kept as written.
     """
     text = text.strip()
     if not text:
@@ -147,17 +176,14 @@ def render(text: str, indent: str, width: int = DEFAULT_LINE_LENGTH) -> list[str
     single = f'{indent}{prefix}{paragraphs[0]}"""'
     if len(paragraphs) == 1 and "\n" not in paragraphs[0] and len(single.expandtabs()) <= width:
         return [single]
+    paragraphs[:1] = _summary_apart(paragraphs[0], width - len(f"{indent}{prefix}".expandtabs()))
     room = max(width - len(indent.expandtabs()), 30)
     out: list[str] = []
     for number, paragraph in enumerate(paragraphs):
         if number:
             out.append("")
-        plain_lines = paragraph.splitlines()
-        structured = any(
-            re.match(r"^\s+\S|^\s*[-*]\s|^\s*:\w|^\s*\w[\w ]*:\s*$|^\s*-{3,}\s*$", line) for line in plain_lines
-        )
-        if structured:
-            out.extend(plain_lines)
+        if _structured(paragraph):
+            out.extend(paragraph.splitlines())
         else:
             # The first line shares its room with the opening quotes, so a summary that wraps stays beside them.
             opening = prefix if number == 0 else ""
