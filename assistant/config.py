@@ -29,6 +29,7 @@ use the same keys::
 
     [docstring]                   # what `assist docstring` and the hook write with
     exemplars = "bm25"            # or "jointcom": the repo's trained JOINTCOM retriever picks them
+    tests = false                 # true: the hook documents staged test files too
 
 Every value remembers where it came from, so `assist config show` can say why a setting is what it is.
 
@@ -411,6 +412,14 @@ FIELDS: tuple[Field, ...] = (
         "ASSIST_DOCSTRING_EXEMPLARS",
         "the docstring writer's exemplars: bm25 (the repo's documented functions nearest by code tokens) or "
         "jointcom (found by the repo's trained JOINTCOM retriever, `assist train docstring-retriever`)",
+    ),
+    Field(
+        "docstring.tests",
+        _bool,
+        False,
+        "ASSIST_DOCSTRING_TESTS",
+        "the hook (--staged) documents staged test files too (test_*.py, *_test.py, conftest.py); a test file "
+        "named on the command line always is",
     ),
 )
 FIELD_BY_KEY = {f.key: f for f in FIELDS}

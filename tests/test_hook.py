@@ -251,3 +251,27 @@ def test_uninstall_with_no_assist_hook_is_a_quiet_no_op_and_a_foreign_hook_is_st
     result = _run(["hook", "uninstall"], scratch_repo)
     assert result.exit_code == 2 and f"{path} was not written by assist; leaving it alone" in result.output
     assert path.read_text() == "#!/bin/sh\necho mine\n"
+
+
+def test_the_hook_leaves_staged_test_files_alone_unless_asked(
+    scratch_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A first commit of a module with its tests had the hook write "Test that the perimeter of a square is 8."
+    # above `test_perimeter`, and a summary of the function under test above `test_bounding_box`.
+    assert _run(["hook", "install", "--check-only"], scratch_repo).exit_code == 0
+    (scratch_repo / "tests").mkdir()
+    (scratch_repo / "area.py").write_text("def area(w, h):\n    return w * h\n")
+    (scratch_repo / "tests" / "test_area.py").write_text("def test_area():\n    assert area(2, 3) == 6\n")
+    (scratch_repo / "tests" / "conftest.py").write_text("def helper():\n    return 1\n")
+    git(scratch_repo, "add", "area.py", "tests")
+    commit = _commit(scratch_repo)
+    output = commit.stdout + commit.stderr
+    assert commit.returncode == 1, output
+    assert "area.py:1: function area has no docstring" in output and "test_area has" not in output
+    assert "left 2 test files alone (tests/conftest.py, tests/test_area.py)" in output
+    monkeypatch.setenv("ASSIST_DOCSTRING_TESTS", "1")
+    output = _commit(scratch_repo).stderr
+    assert "3 definitions in 3 files lack a docstring" in output and "left" not in output
+    monkeypatch.delenv("ASSIST_DOCSTRING_TESTS")
+    named = _run(["docstring", "--check", "tests/test_area.py"], scratch_repo)  # a file named is always read
+    assert named.exit_code == 1 and "function test_area has no docstring" in named.output

@@ -15,7 +15,7 @@ import tomllib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from assistant.code.definitions import Definition, is_overload, walk_definitions
 from assistant.code.edit import python_text, source_lines
@@ -351,6 +351,12 @@ def line_length(root: Path) -> int:
             if match:
                 return int(match.group(1))
     return DEFAULT_LINE_LENGTH
+
+
+def is_test_file(name: str) -> bool:
+    """Whether a file is one of pytest's test files by its name: `test_*.py`, `*_test.py`, or `conftest.py`."""
+    base = PurePath(name).name
+    return base == "conftest.py" or (base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py")))
 
 
 def read_python(path: Path) -> str:

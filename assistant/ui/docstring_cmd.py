@@ -108,17 +108,19 @@ def _collect(
     files: list[Path], staged: bool, root: Path | None, write: bool = False, force: bool = False
 ) -> tuple[list[FileJob], list[str], list[str]]:
     """The files to document, the unreadable ones (skipped), and in write mode the ones with missing
-    docstrings that could not be written (held back before any generation, each with its reason)."""
+    docstrings that could not be written (held back before any generation, each with its reason).
+
+    Staged test files are left out unless `docstring.tests` is on (:func:`_staged_to_document`)."""
     from assistant.code.docstrings import find_missing, read_python_source
     from assistant.code.edit import python_text
-    from assistant.code.git import staged_python_files, staged_text
+    from assistant.code.git import staged_text
 
     jobs: list[FileJob] = []
     skipped: list[str] = []
     if staged:
         if root is None:
             raise UsageError("--staged needs a git repository")
-        for name in staged_python_files(root):
+        for name in _staged_to_document(root):
             try:
                 raw = staged_text(root, name)
                 text = python_text(raw, name)
@@ -149,6 +151,27 @@ def _collect(
                 held.append(f"{job.name}: skipped, {left} left without a docstring: {reason}")
                 job.targets = []
     return jobs, skipped, held
+
+
+def _staged_to_document(root: Path) -> list[str]:
+    """The staged Python files, less test files (`test_*.py`, `*_test.py`, `conftest.py`) unless the setting
+    `docstring.tests` is on: a test's name says what it checks, and pydocstyle leaves them alone by default too.
+    Said in one line when any is left out; a test file named on the command line is always documented."""
+    from assistant.code.docstrings import is_test_file
+    from assistant.code.git import staged_python_files
+    from assistant.config import load_settings
+
+    names = staged_python_files(root)
+    tests = [name for name in names if is_test_file(name)]
+    if not tests or load_settings(start=root, check_trust=False)["docstring.tests"]:
+        return names
+    shown = ", ".join(tests[:3]) + (f" and {len(tests) - 3} more" if len(tests) > 3 else "")
+    err.print(
+        f"left {counted(len(tests), 'test file')} alone ({shown}): `tests = true` under [docstring] in "
+        ".assist.toml documents staged tests too, `assist docstring FILE` one file",
+        markup=False,
+    )
+    return [name for name in names if name not in tests]
 
 
 @dataclass
