@@ -174,6 +174,11 @@ def main() -> None:
             for number, (sample, flag) in enumerate(zip(r["samples"], data["flags"][r["task_id"]], strict=True)):
                 if flag and sample["passed"]:
                     print(f"  passed though flagged: {r['task_id']} sample {number}")
+        # What --apply without tests writes where every candidate reads a name defined nowhere (plan-apply.md).
+        every = [r for r in data["records"] if r["samples"] and all(data["flags"][r["task_id"]])]
+        passing = [r["task_id"] for r in every if (p := auto_pick(r)) is not None and r["samples"][p]["passed"]]
+        print(f"  every sample flagged: {len(every)} stubs ({', '.join(r['task_id'] for r in every) or 'none'}); "
+              f"their auto pick passed the project's tests on {len(passing)}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -231,6 +231,7 @@ def test_an_untested_new_file_is_said_to_need_git_add_n_to_show_in_git_diff(
         "-n",
         "1",
         "--apply",
+        "--force",  # the re-typed functions read `unit_price`, defined nowhere in the new file: refused without it
         cwd=Path.cwd(),
     )
     assert new.returncode == 0, new.stdout + new.stderr
@@ -381,11 +382,20 @@ def test_a_candidate_that_reads_a_name_defined_nowhere_is_ranked_after_the_other
     assert (second["sample"], second["undefined"], second["edit"]["undefined"]) == (0, ["round_total"], ["round_total"])
     text = generate("--backend", "scripted", "-n", "2", "--ranker", "first").stdout.replace("\n", " ")
     assert "reads `round_total`, defined nowhere in the file (a NameError when it runs): ranked below" in text
-    # When every candidate reads one, the line that says what would be written says it too.
+    # When every candidate reads one and no tests exist, none may be written without --force
+    # (results/correctness-undefined-names/plan-apply.md).
     register_scripted(monkeypatch, ScriptedBackend([broken]))
     last = generate("--backend", "scripted", "-n", "1").stdout.rstrip().splitlines()[-1]
-    said = "No tests checked these candidates; --apply writes #1, which reads `round_total`, defined nowhere"
-    assert last == said + " in the file."
+    said = "every candidate reads a name defined nowhere in the file (#1 reads `round_total`, defined nowhere in the"
+    assert last == f"No tests checked these candidates, and {said} file): --apply writes none without --force."
+    pricing = shop / "inventory" / "pricing.py"
+    before = pricing.read_bytes()
+    refused = generate("--backend", "scripted", "-n", "1", "--apply")
+    assert refused.returncode == 1 and pricing.read_bytes() == before
+    refusal = f"Nothing written: {said} file); to write #1 anyway, add --force."
+    assert refused.stdout.rstrip().splitlines()[-1] == refusal
+    forced = generate("--backend", "scripted", "-n", "1", "--apply", "--force")
+    assert forced.returncode == 0 and "round_total(" in pricing.read_text(encoding="utf-8")
 
 
 def test_undefined_names_reads_only_what_changed_and_knows_every_scope() -> None:

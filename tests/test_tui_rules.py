@@ -63,6 +63,20 @@ def test_with_tests_only_a_passing_candidate_is_applied_unless_forced(shop: Path
     assert "def order_total" in (shop / TARGET).read_text(encoding="utf-8")
 
 
+def test_without_tests_a_candidate_that_reads_a_name_defined_nowhere_is_applied_only_when_insisted(
+    shop: Path,  # noqa: F811
+) -> None:
+    broken = "def order_total(lines):\n    return round_total(sum(line_total(x) for x in lines))\n"
+    session = session_for(shop, [broken])
+    session.generate(REQUIREMENT, target=TARGET)
+    assert not session.state.tested
+    with pytest.raises(UsageError, match=r"nothing written: candidate #1 reads `round_total`, defined nowhere"):
+        session.apply(0)
+    assert (shop / TARGET).read_text(encoding="utf-8") == PRICING
+    session.apply(0, force=True)  # the TUI asks first ("Write it anyway?")
+    assert "round_total(" in (shop / TARGET).read_text(encoding="utf-8")
+
+
 STUB = '''
 
 def order_total(lines) -> Decimal:

@@ -295,19 +295,23 @@ class Pick:
     position: int | None
     tested: bool  # tests existed, so only a candidate that passed them all may be written
     passed: int  # how many candidates passed every test
+    undefined: bool = False  # no tests, and every candidate reads a name defined nowhere: none may be written
 
     @property
     def refused(self) -> bool:
-        """Tests existed and no candidate passed them: nothing may be written unless the user insists."""
-        return self.tested and self.position is None
+        """Tests existed and no candidate passed them, or none existed and every candidate reads a name defined
+        nowhere: nothing may be written unless the user insists."""
+        return self.position is None and (self.tested or self.undefined)
 
 
 def may_write(candidates: Sequence[Ranked], tested: bool) -> Pick:
-    """The candidate an apply may write: without tests the first ranked; with tests (`tested`: the user's, the
-    repo's, or typed in a session) the first that passed every one of them, else none. One rule for every door
-    (the command line, the TUI, the evaluation), so that none writes code its tests reject."""
+    """The candidate an apply may write: with tests (`tested`: the user's, the repo's, or typed in a session) the
+    first that passed every one of them, else none; without, the first whose edit reads no name defined nowhere
+    (a NameError when it runs), else none. One rule for every door (the command line, the TUI, the evaluation),
+    so that none writes code known to fail unless the user insists (`results/correctness-undefined-names`)."""
     if not tested:
-        return Pick(0 if candidates else None, False, 0)
+        runs = [i for i, item in enumerate(candidates) if not item.candidate.undefined]
+        return Pick(runs[0] if runs else None, False, 0, undefined=bool(candidates) and not runs)
     passing = [i for i, item in enumerate(candidates) if passed_tests(item)]
     return Pick(passing[0] if passing else None, True, len(passing))
 

@@ -401,7 +401,8 @@ TEST_HINT = "or give tests (--test, or the repo's own) to write only code that p
 def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | None, repaired: bool) -> str | None:
     """The one line that ends the output: which candidate was written and how it did on the tests, or, with tests
     that no candidate passed, that nothing may be written, what may still get a passing one (repair rounds, where
-    none ran: `repaired` says whether they did) and how to write the best one anyway."""
+    none ran: `repaired` says whether they did) and how to write the best one anyway; without tests, where every
+    candidate reads a name defined nowhere, that none may be written without --force."""
     total = len(result.candidates)
     if not total:
         return "Nothing written: no candidate is left to write." if apply else None
@@ -416,10 +417,14 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
         if pick.position is None:
             return f"Applied candidate #{applied + 1} to {where} with --force, though no candidate passed the tests."
         return f"Applied candidate #{applied + 1} to {where}: it passed the tests."
-    if not pick.tested:
+    if pick.undefined:  # no tests, and each candidate would raise NameError: none is written unless insisted on
         unknown = reads_undefined(result.candidates[0].candidate.undefined)
-        written = f"No tests checked these candidates; --apply writes #1{f', which {unknown}' if unknown else ''}."
-        return None if result.edits[0] is None else written
+        said = f"every candidate reads a name defined nowhere in the file (#1 {unknown})"
+        if apply:
+            return f"Nothing written: {said}; to write #1 anyway, add --force."
+        return f"No tests checked these candidates, and {said}: --apply writes none without --force."
+    if not pick.tested:
+        return None if result.edits[0] is None else "No tests checked these candidates; --apply writes #1."
     if pick.position is None:
         lead = "Nothing written: " if apply else ""
         force = f"add --force{' to --apply' if not apply else ''}"

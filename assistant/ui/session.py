@@ -448,12 +448,16 @@ class Session:
 
     def may_apply(self, position: int) -> str | None:
         """Why the candidate at `position` may not be written without insisting (it did not pass the tests the
-        candidates have), or None (:func:`assistant.core.rank.may_write`: the rule every door follows)."""
+        candidates have; with none, it reads a name defined nowhere), or None (:func:`assistant.core.rank.may_write`:
+        the rule every door follows)."""
         from assistant.core.rank import TEST_SCORES, may_write, passed_tests
+        from assistant.ui.text import reads_undefined
 
         result = self._result()
         item = self._candidate(position)
         pick = may_write(result.candidates, self.state.tested)
+        if not pick.tested and item.candidate.undefined:
+            return f"candidate #{position + 1} {reads_undefined(item.candidate.undefined)} (a NameError when it runs)"
         if not pick.tested or passed_tests(item):
             return None
         best = "none passed them" if pick.position is None else f"#{pick.position + 1} passed them"
