@@ -276,6 +276,24 @@ def test_item2_the_library_says_which_candidate_may_be_written() -> None:
     assert may_write([ranked(0, None)], tested=True).refused  # tests existed but never ran on it: not a pass
 
 
+def test_with_tests_a_candidate_that_passed_ranks_first_though_it_also_rewrote_a_neighbour(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `--test ... --apply` on a scratch project: the one candidate that passed (it also re-typed a neighbour, left
+    # out of its edit) was shown as #2 below one that failed, and "--apply writes #2". The tests ran on its edit.
+    also = RIGHT.replace("```", "") + "\n\ndef add_tax(price, rate=0.2):\n    return price + rate\n```"
+    register_scripted(monkeypatch, ScriptedBackend([WRONG, also]))
+    test = f"{SETUP_IMPORT}\n{ORDER_TEST}"
+    shown = generate("--backend", "scripted", "-n", "2", "--test", test, "--json")
+    first, second = json.loads(shown.stdout)["candidates"]
+    assert first["other_functions"] == ["rewrites add_tax()"] and first["scores"]["exec"]["value"] == 1.0
+    assert second["scores"]["exec"]["value"] == 0.0
+    assert json.loads(shown.stdout)["verdict"] == "1 of 2 candidates passed the tests; --apply writes #1."
+    # Where the user ranks by sampling order first, that order stands; the edit's demotion comes first there.
+    ordered = generate("--backend", "scripted", "-n", "2", "--test", test, "--ranker", "first+exec", "--json")
+    assert [c["sample"] for c in json.loads(ordered.stdout)["candidates"]] == [0, 1]
+
+
 def test_item4_a_plain_requests_candidates_run_inside_their_module(shop: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # --test: the tests run in the module's copy, where Decimal and line_total resolve; the right one passes.
     register_scripted(monkeypatch, ScriptedBackend([WRONG, RIGHT]))

@@ -324,16 +324,21 @@ class Ranked:
     scores: dict[str, Score]
 
     def key(self, names: Sequence[str]) -> tuple[float, ...]:
-        """Sort key, best first: a candidate whose edit reads a name defined nowhere after every other, then one
-        that also wrote other definitions (dropped from its edit) after every one that did not, whatever their
-        scores; then scores in the rankers' order (negated); ties in sampling order.
+        """Sort key, best first: the scores of the tests that rank first (the repo's, given ones: a leading run of
+        TEST_SCORES in `names`, as `auto` orders them where tests exist); then a candidate whose edit reads a name
+        defined nowhere after every other, then one that also wrote other definitions (dropped from its edit)
+        after every one that did not, whatever their other scores; then the other scores in the rankers' order
+        (negated); ties in sampling order.
 
-        Copying a neighbour back is the likeliest text a small model can write, so its log-probability is
-        high exactly when it went off task. A name defined nowhere is a NameError: of 105 such samples of the
-        1.5B, 2 passed their tests (`results/correctness-undefined-names`)."""
+        The tests run on what would be written (the edited file), so passing them outweighs what the edit says
+        of the candidate. Copying a neighbour back is the likeliest text a small model can write, so its
+        log-probability is high exactly when it went off task. A name defined nowhere is a NameError: of 105
+        such samples of the 1.5B, 2 passed their tests (`results/correctness-undefined-names`)."""
         candidate = self.candidate
+        lead = next((i for i, name in enumerate(names) if name not in TEST_SCORES), len(names))
+        scores = [-self.scores[n].value for n in names]
         demoted = (float(bool(candidate.undefined)), float(bool(candidate.dropped)))
-        return (*demoted, *(-self.scores[n].value for n in names), candidate.sample)
+        return (*scores[:lead], *demoted, *scores[lead:], candidate.sample)
 
 
 def rank(
