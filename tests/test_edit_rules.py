@@ -325,6 +325,10 @@ def test_item4_agree_runs_a_plain_requests_candidates_in_their_module(
     assert not any("cannot run alone" in why for why in whys), whys
     assert "ROUND_HALF_UP" in data["candidates"][0]["code"]
     assert whys[0].startswith("passes 2/2") and whys[1].startswith("passes 1/2")
+    # In the text output, what `agree 1.000` stands for, under each candidate.
+    text = generate("--backend", "scripted", "-n", "2", "--ranker", "agree").stdout
+    assert text.count("passes 2 of the 2 tests the model wrote for it") == 1
+    assert text.count("passes 1 of the 2 tests the model wrote for it") == 1
 
 
 def test_item5a_a_missing_standard_library_import_comes_with_the_edit(tmp_path: Path) -> None:

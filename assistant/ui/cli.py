@@ -615,14 +615,18 @@ def _print_demonstrations(result: GenerateResult, source: str | None, explain: b
 
 
 def _print_candidate(number: int, ranked: Ranked, explain: bool) -> None:
-    """One candidate: its scores (with --explain, why each), the repo's tests' verdict, what was left out of its
-    edit, and its code."""
+    """One candidate: its scores (with --explain, why each), the repo's tests' verdict or how many of agree's
+    model-written tests it passed, what was left out of its edit, and its code."""
     summary = "  ".join(f"{name} {score.value:.3f}" for name, score in ranked.scores.items())
     out.print(f"\n[bold cyan]#{number}[/]  {summary}", markup=True)
     if "repo-tests" in ranked.scores and not explain:
         verdict = ranked.scores["repo-tests"]
         colour = "green" if verdict.details.get("status") == "passed" else "red"
         out.print(f"  [{colour}]tests: {escape(verdict.why)}[/]", markup=True)
+    agree = ranked.scores.get("agree")
+    if agree is not None and "tests" in agree.details and not explain:  # what `agree 0.250` stands for
+        passed, written = len(agree.details["passed"]), len(agree.details["tests"])
+        out.print(f"  [dim]passes {passed} of the {written} tests the model wrote for it[/]", markup=True)
     for line in demotions(ranked.candidate.undefined, ranked.candidate.dropped):
         out.print(f"  [yellow]{escape(line)}[/]", markup=True)
     if explain:
