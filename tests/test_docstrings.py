@@ -583,6 +583,30 @@ def test_write_skips_a_partially_staged_file_before_generating_and_fails(scratch
     assert calls == [] and result.exit_code == 1 and "part.py: skipped" in result.output
 
 
+def test_staged_beyond_max_functions_documents_the_first_ones_now_and_the_rest_on_the_next_commit(
+    scratch_repo: Path, monkeypatch
+) -> None:
+    # A first commit of a 30-function module once failed the hook with "more than --max-functions 25", a flag
+    # its user never set, at every commit; named files are still refused, so the user chooses.
+    from .conftest import git
+
+    many = scratch_repo / "many.py"
+    many.write_text("\n\n".join(f"def f{i}(x):\n    return x + {i}" for i in range(30)) + "\n")
+    git(scratch_repo, "add", "many.py")
+    _fake_generation(monkeypatch)
+    hook = ["docstring", "--staged", "--write", "--fail-on-change", "--style", "plain", "-k", "0"]
+    first = _run(hook, scratch_repo)
+    assert "30 definitions lack a docstring: the first 25 now, 5 on the next commit" in first.output
+    assert first.exit_code == 1 and "wrote 25 docstrings in 1 file" in first.output
+    assert len(find_missing(many.read_text())) == 5 and find_missing(many.read_text())[0].qualname == "f25"
+    git(scratch_repo, "add", "many.py")
+    second = _run(hook, scratch_repo)
+    assert "wrote 5 docstrings in 1 file" in second.output and find_missing(many.read_text()) == []
+    many.write_text("\n\n".join(f"def g{i}(x):\n    return x" for i in range(30)) + "\n")
+    named = _run([*WRITE, "many.py"], scratch_repo)
+    assert named.exit_code != 0 and "more than --max-functions 25" in named.output
+
+
 def test_write_staged_documents_a_file_git_converts_to_crlf_in_the_working_tree(
     scratch_repo: Path, monkeypatch
 ) -> None:
