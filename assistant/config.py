@@ -418,8 +418,8 @@ FIELDS: tuple[Field, ...] = (
         _bool,
         False,
         "ASSIST_DOCSTRING_TESTS",
-        "the hook (--staged) documents staged test files too (test_*.py, *_test.py, conftest.py); a test file "
-        "named on the command line always is",
+        "the pre-commit hook documents staged test files too (test_*.py, *_test.py, conftest.py); a test file "
+        "named to `assist docstring` always is",
     ),
 )
 FIELD_BY_KEY = {f.key: f for f in FIELDS}
