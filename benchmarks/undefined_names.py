@@ -21,29 +21,15 @@ import builtins
 import gzip
 import json
 import sys
-import tarfile
 from pathlib import Path
 
 from assistant.code.edit import STDLIB_EXPORTS
 from assistant.code.names import MODULE_DUNDERS, bound_names, scope_names
-from assistant.evaluate.codegen import auto_pick
-from assistant.evaluate.metrics import interval_cell, paired_difference
-from assistant.evaluate.repo.projects import PROJECTS, fetch
+from assistant.evaluate.repo.replay import flagged_notes, moved_rows, source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = [ROOT / "results" / "correctness-four-1.5b", ROOT / "results" / "correctness-heldout-1.5b"]
 DEFINITIONS = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-
-
-def source_tree(project: str, version: str, sdists: Path) -> Path:
-    """The project's unpacked sdist (fetched and checked once)."""
-    spec = PROJECTS[project]
-    assert spec.version == version, f"{project}: the run used {version}, the pin is {spec.version}"
-    target = sdists / spec.key
-    if not target.is_dir():
-        with tarfile.open(fetch(spec, sdists)) as archive:
-            archive.extractall(sdists, filter="data")
-    return target
 
 
 def context(module: ast.Module, qualname: str) -> tuple[set[str], bool]:
@@ -81,33 +67,6 @@ def undefined(code: str, leaf: str, known: set[str]) -> list[str]:
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in sys.stdlib_module_names
     }
     return sorted(name for name in read - bound - modules if name not in STDLIB_EXPORTS)
-
-
-def pick(order: list[int], flagged: list[bool], move: bool) -> int:
-    """The first sample of a ranking, with flagged samples moved last when `move`."""
-    return sorted(order, key=lambda i: flagged[i] and move)[0] if move else order[0]
-
-
-def ranking(record: dict, ranker: str) -> list[int]:
-    """The candidates (samples that parsed) in a ranker's order, as the run ranked them, ties in sampling order:
-    `auto` is agree then mean log-probability (what `assist` does without tests; `auto_pick`), `agree` and
-    `logprob` each alone (the run's recorded picks)."""
-    parsed = [i for i, sample in enumerate(record["samples"]) if sample["parsed"]]
-
-    def value(score: float | None, missing: float) -> float:
-        return missing if score is None else score
-
-    if ranker == "auto":
-        agree, samples = record["scores"]["agree"], record["samples"]
-        key = lambda i: (-value(agree[i], 0.0), -value(samples[i]["logprob"], float("-inf")), i)  # noqa: E731
-        return sorted(parsed, key=key)
-    scores = record["scores"][ranker]
-    return sorted([i for i in parsed if scores[i] is not None], key=lambda i: (-scores[i], i))
-
-
-def recorded(record: dict, ranker: str) -> int | None:
-    """The pick the run recorded for `ranker` (`auto`: computed as the run's reports compute it)."""
-    return auto_pick(record) if ranker == "auto" else record["picks"][ranker]
 
 
 def replay(run: Path, sdists: Path) -> dict:
@@ -148,21 +107,8 @@ def main() -> None:
         samples = sum(len(r["samples"]) for r in records)
         flagged = sum(sum(flags[r["task_id"]]) for r in records)
         passed = sum(s["passed"] for r in records for s, f in zip(r["samples"], flags[r["task_id"]], strict=True) if f)
-        for ranker in ("auto", "agree", "logprob"):
-            before, after, matched, hit = {}, {}, 0, 0
-            for r in records:
-                task, order = r["task_id"], ranking(r, ranker)
-                matched += (order[0] if order else None) == recorded(r, ranker)
-                if not order:  # no sample parsed: no pick, before or after
-                    before[task] = after[task] = 0.0
-                    continue
-                hit += flags[task][order[0]]
-                before[task] = float(r["samples"][pick(order, flags[task], False)]["passed"])
-                after[task] = float(r["samples"][pick(order, flags[task], True)]["passed"])
-            difference = interval_cell(paired_difference(after, before), signed=True)
-            rates = f"{100 * sum(before.values()) / len(records):.1f} → {100 * sum(after.values()) / len(records):.1f}"
-            print(f"| {run.name} | {len(records)} | {samples} | {flagged} | {passed} | {ranker} | {hit} | {rates} | "
-                  f"{difference} | {matched}/{len(records)} |")  # fmt: skip
+        for row in moved_rows(records, flags):
+            print(f"| {run.name} | {len(records)} | {samples} | {flagged} | {passed} | {row} |")
     for run in args.runs:
         found = replay(run, args.sdists)["found"]
         shown = {task: names for task, names in found.items() if names}
@@ -170,15 +116,7 @@ def main() -> None:
         for task, names in shown.items():
             print(f"  {task}: {', '.join(names)}")
         data = replay(run, args.sdists)
-        for r in data["records"]:
-            for number, (sample, flag) in enumerate(zip(r["samples"], data["flags"][r["task_id"]], strict=True)):
-                if flag and sample["passed"]:
-                    print(f"  passed though flagged: {r['task_id']} sample {number}")
-        # What --apply without tests writes where every candidate reads a name defined nowhere (plan-apply.md).
-        every = [r for r in data["records"] if r["samples"] and all(data["flags"][r["task_id"]])]
-        passing = [r["task_id"] for r in every if (p := auto_pick(r)) is not None and r["samples"][p]["passed"]]
-        print(f"  every sample flagged: {len(every)} stubs ({', '.join(r['task_id'] for r in every) or 'none'}); "
-              f"their auto pick passed the project's tests on {len(passing)}")  # fmt: skip
+        print("\n".join(flagged_notes(data["records"], data["flags"])))
 
 
 if __name__ == "__main__":

@@ -435,6 +435,32 @@ def test_undefined_names_reads_only_what_changed_and_knows_every_scope() -> None
     assert undefined_names("", "def f(:\n") == ()
 
 
+def test_undefined_attributes_are_read_only_where_the_class_can_be_read_whole() -> None:
+    from assistant.code.attributes import undefined_attributes
+
+    old = (
+        "class Base:\n    def __init__(self):\n        self.items = []\n\n\n"
+        "class Table(Base):\n    limit = 3\n\n    def add(self, x):\n        self.count = x\n\n"
+        "    def render(self):\n        ...\n"
+    )
+    new = old.replace(
+        "        ...\n", "        self.cache = 1\n        return self.items, self.limit, self.count, self.rows\n"
+    )
+    assert undefined_attributes(old, new) == ("self.rows",)  # the base's, the body's, set elsewhere, set here
+    assert undefined_attributes(old, old) == ()
+    builtin = "class E(Exception):\n    def f(self):\n        ...\n"
+    assert undefined_attributes(builtin, builtin.replace("...", "return self.args, self.code")) == ("self.code",)
+    # Not read whole: an imported base, a metaclass, another decorator, __getattr__, setattr: nothing is flagged.
+    for head in ("class T(Imported):", "class T(metaclass=M):", "@register\nclass T:", "class T(Generic[X]):"):
+        source = f"{head}\n    def f(self):\n        ...\n"
+        assert undefined_attributes(source, source.replace("...", "return self.anything")) == (), head
+    dynamic = "class T:\n    def __getattr__(self, name):\n        return 1\n\n    def f(self):\n        ...\n"
+    assert undefined_attributes(dynamic, dynamic.replace("...", "return self.anything")) == ()
+    setter = "class T:\n    def f(self):\n        ...\n"
+    assert undefined_attributes(setter, setter.replace("...", "setattr(self, 'x', 1)\n        return self.x")) == ()
+    assert undefined_attributes(setter, setter.replace("...", "return self.__class__, self.__doc__")) == ()
+
+
 REWRITTEN = '''def apply_discount(price: Decimal, percent: int) -> Decimal:
     """The price less `percent` per cent."""
     return price - price * percent / 100

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard, Unpack
 
+from assistant.code.attributes import undefined_attributes
 from assistant.code.names import bound_names, undefined_names
 from assistant.code.parse import parse_module, syntax_problem
 from assistant.errors import UsageError
@@ -110,7 +111,8 @@ class Edit:
     root: Path | None = None  # the repo: a symlink is written through only to a target inside it
     # Definitions the file has that the candidate re-typed and the edit leaves as they are ("rewrites f()").
     left_out: tuple[str, ...] = ()
-    # Bare names the new code reads and nothing in the new file binds: a NameError when that line runs.
+    # Bare names the new code reads and nothing in the new file binds (a NameError when that line runs), and
+    # `self.x` a changed method reads that its class defines nowhere (an AttributeError).
     undefined: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
@@ -740,7 +742,8 @@ def plan_edit_of(
 def make_edit(named: Path, raw: bytes, old_text: str, new: str, actions: Sequence[str], root: Path | None) -> Edit:
     """The edit from `old_text` (the file's text as read, `raw` its bytes) to `new`: the byte order mark kept, the
     path shown relative to `root` (else the working directory), the diff made. Actions that leave a definition
-    out (:data:`LEFT_OUT`) are its `left_out`; names the new code reads and nothing binds, its `undefined`."""
+    out (:data:`LEFT_OUT`) are its `left_out`; names the new code reads and nothing binds, and attributes its methods
+    read that their class defines nowhere (`self.x`), its `undefined`."""
     path = named.resolve()
     exists = path.exists()
     bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
@@ -759,7 +762,7 @@ def make_edit(named: Path, raw: bytes, old_text: str, new: str, actions: Sequenc
         named=named,
         root=root,
         left_out=tuple(a.removeprefix(LEFT_OUT) for a in actions if a.startswith(LEFT_OUT)),
-        undefined=undefined_names(old_text, new),
+        undefined=undefined_names(old_text, new) + undefined_attributes(old_text, new),
     )
 
 

@@ -24,7 +24,8 @@ class Candidate:
     dropped: tuple[str, ...] = ()
     # Filling a stub: the top-level imports it wrote (`code` holds the function alone), for an edit planned again.
     imports: tuple[str, ...] = ()
-    # Bare names its edit reads that nothing in the file binds (`Edit.undefined`): a NameError when it runs.
+    # Bare names its edit reads that nothing in the file binds, and `self.x` its class defines nowhere
+    # (`Edit.undefined`): a NameError or an AttributeError when it runs.
     undefined: tuple[str, ...] = ()
 
 

@@ -306,9 +306,10 @@ class Pick:
 
 def may_write(candidates: Sequence[Ranked], tested: bool) -> Pick:
     """The candidate an apply may write: with tests (`tested`: the user's, the repo's, or typed in a session) the
-    first that passed every one of them, else none; without, the first whose edit reads no name defined nowhere
-    (a NameError when it runs), else none. One rule for every door (the command line, the TUI, the evaluation),
-    so that none writes code known to fail unless the user insists (`results/correctness-undefined-names`)."""
+    first that passed every one of them, else none; without, the first whose edit reads no name (or `self.x`)
+    defined nowhere (a NameError or AttributeError when it runs), else none. One rule for every door (the command
+    line, the TUI, the evaluation), so that none writes code known to fail unless the user insists
+    (`results/correctness-undefined-names`, `results/correctness-undefined-attributes`)."""
     if not tested:
         runs = [i for i, item in enumerate(candidates) if not item.candidate.undefined]
         return Pick(runs[0] if runs else None, False, 0, undefined=bool(candidates) and not runs)

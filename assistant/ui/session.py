@@ -451,13 +451,14 @@ class Session:
         candidates have; with none, it reads a name defined nowhere), or None (:func:`assistant.core.rank.may_write`:
         the rule every door follows)."""
         from assistant.core.rank import TEST_SCORES, may_write, passed_tests
-        from assistant.ui.text import reads_undefined
+        from assistant.ui.text import reads_undefined, undefined_error
 
         result = self._result()
         item = self._candidate(position)
         pick = may_write(result.candidates, self.state.tested)
         if not pick.tested and item.candidate.undefined:
-            return f"candidate #{position + 1} {reads_undefined(item.candidate.undefined)} (a NameError when it runs)"
+            undefined = item.candidate.undefined
+            return f"candidate #{position + 1} {reads_undefined(undefined)} ({undefined_error(undefined)} when it runs)"
         if not pick.tested or passed_tests(item):
             return None
         best = "none passed them" if pick.position is None else f"#{pick.position + 1} passed them"

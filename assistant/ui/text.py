@@ -75,7 +75,9 @@ def demotions(undefined: Sequence[str], dropped: Sequence[str]) -> list[str]:
     "rewrote f()")."""
     lines = []
     if undefined:
-        lines.append(f"{reads_undefined(undefined)} (a NameError when it runs): ranked below the others")
+        lines.append(
+            f"{reads_undefined(undefined)} ({undefined_error(undefined)} when it runs): ranked below the others"
+        )
     if dropped:
         also = ", ".join(_past(what) for what in dropped)
         lines.append(
@@ -88,6 +90,14 @@ def reads_undefined(names: Sequence[str]) -> str:
     """ "reads `x`, `y`, defined nowhere in the file": how every door names what a candidate reads that nothing
     defines ("" for none)."""
     return f"reads {', '.join(f'`{name}`' for name in names)}, defined nowhere in the file" if names else ""
+
+
+def undefined_error(names: Sequence[str]) -> str:
+    """What reading them raises: "a NameError" for a bare name, "an AttributeError" for `self.x`, or both."""
+    kinds = {"." in name for name in names}
+    return " or ".join(
+        error for dotted, error in ((False, "a NameError"), (True, "an AttributeError")) if dotted in kinds
+    )
 
 
 def _past(dropped: str) -> str:
