@@ -102,7 +102,7 @@ def class_attributes(
     return known
 
 
-def _owner(module: ast.Module, qualname: str) -> ast.ClassDef | None:
+def owner_class(module: ast.Module, qualname: str) -> ast.ClassDef | None:
     """The class that holds method `qualname` (`Outer.Inner.method`), or None for a function."""
     body, owner = module.body, None
     for part in qualname.split(".")[:-1]:
@@ -119,7 +119,7 @@ def unknown_attributes(
     """The attributes `function`, a version of method `qualname` of `module`, reads through its first parameter
     that the class defines nowhere (as `self.name`, sorted); empty where the class cannot be read whole, for a
     function or static method, or where `function` rebinds its first parameter or sets attributes by name."""
-    owner = _owner(module, qualname)
+    owner = owner_class(module, qualname)
     first = _first_parameter(function)
     if owner is None or first is None or _dynamic(function):
         return []
