@@ -482,8 +482,9 @@ ApplyOpt = Annotated[
     typer.Option(
         "--apply",
         help="Write the top candidate into --file (atomically). With tests, only a candidate that passed them is "
-        "written; if none did, nothing is, and assist exits 1. Refuses a file that is untracked, outside a git "
-        "repo or has unstaged changes (see --force).",
+        "written; if none did, nothing is, and assist exits 1. Without tests, never one that reads a name or "
+        "`self.x` defined nowhere in the file. Refuses a file that is untracked, outside a git repo or has "
+        "unstaged changes (see --force).",
         rich_help_panel=BASICS,
     ),
 ]
@@ -491,7 +492,8 @@ ApplyForceOpt = Annotated[
     bool,
     typer.Option(
         "--force",
-        help="With --apply: write the top candidate even when none passed the tests, and write a file that is "
+        help="With --apply: write the top candidate even when none passed the tests (or each reads a name defined "
+        "nowhere), and write a file that is "
         "untracked, outside a git repo, has unstaged changes or other hard links, or is a symlink out of the repo.",
         rich_help_panel=BASICS,
     ),
