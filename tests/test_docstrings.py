@@ -831,3 +831,29 @@ def test_first_of_fills_from_each_index_in_turn() -> None:
     assert [e.name for e in both.search(query, 1)] == ["mine"]
     assert both.search(query, 2, lambda e: e.name == "mine")[0].name == "near"  # `exclude` holds in every index
     assert len(both) == 5
+
+
+def test_the_repos_style_is_remembered_until_a_tracked_python_file_changes(scratch_repo: Path, monkeypatch) -> None:
+    # The hook detected the style from every docstring of the repo at every commit (about 1 s for 270 files).
+    import os
+
+    import assistant.code.docstrings as docstrings
+    from assistant.code.git import tracked_python_files
+
+    from .conftest import git
+
+    read: list[int] = []
+    real = docstrings.repo_docstrings
+    monkeypatch.setattr(docstrings, "repo_docstrings", lambda paths: read.append(1) or real(paths))
+    names = tracked_python_files(scratch_repo)
+    assert docstrings.repo_style(scratch_repo, names) == "plain" and len(read) == 1
+    assert docstrings.repo_style(scratch_repo, names) == "plain" and len(read) == 1  # remembered
+    google = 'def g(x):\n    """Do it.\n\n    Args:\n        x: a thing.\n\n    Returns:\n        Another.\n    """\n'
+    for number in range(3):
+        (scratch_repo / f"g{number}.py").write_text(google)
+    git(scratch_repo, "add", ".")
+    names = tracked_python_files(scratch_repo)
+    assert docstrings.repo_style(scratch_repo, names) == "google" and len(read) == 2  # a tracked file changed
+    cache = next((Path(os.environ["ASSIST_CACHE_DIR"]) / "docstring-styles").glob("*.json"))
+    cache.write_text('{"key": "x", "style": "../../evil"}')  # not a style: detected again, not trusted
+    assert docstrings.repo_style(scratch_repo, names) == "google" and len(read) == 3

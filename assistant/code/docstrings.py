@@ -8,6 +8,8 @@ proves the result: the file must parse, and apart from the new docstrings its sy
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
 import re
 import textwrap
 import tokenize
@@ -312,6 +314,30 @@ def repo_docstrings(paths: Iterable[Path]) -> list[str]:
                 if doc:
                     found.append(doc)
     return found
+
+
+def repo_style(root: Path, names: Iterable[str]) -> str:
+    """:func:`detect_style` over the docstrings of these tracked Python files of the repo `root`, remembered in the
+    user cache by what git says of those files (:func:`~assistant.code.git.tracked_contents_key`): the hook runs at
+    every commit, and reading every docstring of a repo of a few hundred files takes a second or more for an
+    answer that rarely changes."""
+    from assistant.code.git import tracked_contents_key
+    from assistant.paths import atomic_write_text, cache_dir
+
+    key = tracked_contents_key(root)
+    where = cache_dir() / "docstring-styles" / f"{hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]}.json"
+    if key is not None:
+        try:
+            kept = json.loads(where.read_text(encoding="utf-8"))
+            if kept.get("key") == key and kept.get("style") in STYLES:
+                return kept["style"]
+        except (OSError, ValueError, AttributeError):
+            pass  # none yet, or unreadable: detect it again
+    style = detect_style(repo_docstrings(root / name for name in names))
+    if key is not None:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(where, json.dumps({"key": key, "style": style}))
+    return style
 
 
 def repo_functions(root: Path, names: Iterable[str]) -> list[Example]:

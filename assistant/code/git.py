@@ -8,6 +8,7 @@ names it with the reason, and fails, so the commit does not go through undocumen
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import subprocess
@@ -49,6 +50,13 @@ def tracked_python_files(root: Path) -> list[str]:
         return sorted(tracked_files(root, "*.py"))
     except UsageError:
         return []
+
+
+def tracked_contents_key(root: Path, pattern: str = "*.py") -> str | None:
+    """A digest of which files git tracks under `root` (matching `pattern`) and their staged contents (`git
+    ls-files -s`: mode, blob hash, name): it changes when any of them does. None when git cannot say."""
+    listed = subprocess.run([*GIT, "ls-files", "-s", "-z", "--", pattern], cwd=root, capture_output=True, timeout=120)
+    return hashlib.sha256(listed.stdout).hexdigest() if listed.returncode == 0 else None
 
 
 def staged_text(root: Path, name: str) -> bytes:

@@ -447,7 +447,7 @@ def _generate(
 ) -> tuple[Outcome, str]:
     """Load the model `backend_flags` names and :func:`document` the jobs in `style`
     (auto: the repo's), with `k` exemplars from the repo's index: (what was done, the style used)."""
-    from assistant.code.docstrings import detect_style, line_length, repo_docstrings
+    from assistant.code.docstrings import detect_style, line_length, repo_docstrings, repo_style
     from assistant.code.git import tracked_python_files
     from assistant.core.docwriter import own_exemplars, write_docstrings
     from assistant.pipeline import Pipeline
@@ -456,7 +456,7 @@ def _generate(
     width = line_length(base)
     tracked = tracked_python_files(root) if root else []
     if style == "auto":
-        style = detect_style(repo_docstrings([base / name for name in tracked] if root else [j.path for j in jobs]))
+        style = repo_style(root, tracked) if root else detect_style(repo_docstrings(j.path for j in jobs))
     settings = backend_flags.settings(start=base)
     pipeline = Pipeline(settings=settings, start=base)
     with ProgressUI(show_progress(write_options["json_output"])) as ui:
