@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from assistant.core.home import module_home
 from assistant.core.module_runs import passed_in_module
@@ -29,28 +27,12 @@ from assistant.core.stubs.body import Taken
 from assistant.core.stubs.examples import example_tests
 from assistant.core.target import Target
 from assistant.evaluate.codegen import auto_pick
+from assistant.evaluate.repo.replay import source_tree, work_tree
 
 RUNS = [
     Path(__file__).resolve().parent.parent / "results" / run
     for run in ("correctness-four-1.5b", "correctness-heldout-1.5b")
 ]
-
-
-def _sdists() -> Any:
-    """`benchmarks/undefined_names.py`, next door: the same pinned sdists, fetched and unpacked once."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import undefined_names
-
-    return undefined_names
-
-
-def work_tree(tree: Path) -> Path:
-    """The sdist tree as a git work tree (what a module home copies), committed once."""
-    if not (tree / ".git").exists():
-        git = ["git", "-c", "user.email=bench@example.com", "-c", "user.name=bench"]
-        for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "sdist"]):
-            subprocess.run([*git, *args], cwd=tree, check=True, capture_output=True)
-    return tree
 
 
 def checked(record: dict, tree: Path) -> dict | None:
@@ -101,7 +83,7 @@ def main() -> None:
         with gzip.open(run / "function.jsonl.gz", "rt") as lines:
             for record in (json.loads(line)["value"] for line in lines):
                 project = record["task_id"].split(":", 1)[0]
-                tree = _sdists().source_tree(project, versions[project], args.sdists)
+                tree = source_tree(project, versions[project], args.sdists)
                 row = checked(record, work_tree(tree))
                 if row is not None:
                     rows.append(row)

@@ -7,6 +7,7 @@ tests, and each ranker's score, so a rule that moves some samples last can be re
 
 from __future__ import annotations
 
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -92,3 +93,12 @@ def flagged_notes(records: list[dict], flags: dict[str, list[bool]]) -> list[str
         f"{len(passing)}"
     )
     return notes
+
+
+def work_tree(tree: Path) -> Path:
+    """An unpacked sdist as a git work tree (what a module home copies), committed once."""
+    if not (tree / ".git").exists():
+        git = ["git", "-c", "user.email=bench@example.com", "-c", "user.name=bench"]
+        for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "sdist"]):
+            subprocess.run([*git, *args], cwd=tree, check=True, capture_output=True)
+    return tree
