@@ -1,8 +1,9 @@
 """Replaying a recorded `eval repo` run without a model: its pinned sources, and its picks under a new rule.
 
-What the replays of rules over committed samples share (`benchmarks/undefined_names.py`,
-`benchmarks/undefined_attributes.py`): each sample recorded its code, whether it passed the project's hidden
-tests, and each ranker's score, so a rule that moves some samples last can be read against the picks it changes.
+What the replays over committed samples share (`benchmarks/undefined_names.py`, `undefined_attributes.py`,
+`wrong_arity.py`, `docstring_examples.py`, `agree_context.py`): each sample recorded its code, whether it passed
+the project's hidden tests, and each ranker's score, so a rule that moves some samples last, or a ranker scored
+again, can be read against the picks it changes.
 """
 
 from __future__ import annotations
