@@ -275,3 +275,16 @@ def test_the_hook_leaves_staged_test_files_alone_unless_asked(
     monkeypatch.delenv("ASSIST_DOCSTRING_TESTS")
     named = _run(["docstring", "--check", "tests/test_area.py"], scratch_repo)  # a file named is always read
     assert named.exit_code == 1 and "function test_area has no docstring" in named.output
+
+
+def test_the_pre_commit_frameworks_hooks_leave_out_the_test_files_the_plain_hook_leaves_out() -> None:
+    import re
+
+    from assistant.code.docstrings import is_test_file
+
+    text = (Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
+    excludes = re.findall(r"^  exclude: '([^']+)'", text, re.MULTILINE)
+    assert len(excludes) == text.count("- id: ") == 2
+    names = ["tests/test_a.py", "a_test.py", "pkg/conftest.py", "src/x.py", "testing.py", "contest.py", "tests/util.py"]
+    for pattern in excludes:
+        assert [bool(re.search(pattern, name)) for name in names] == [is_test_file(name) for name in names]
