@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gzip
-import json
 import sys
 import time
 from pathlib import Path
@@ -44,7 +42,7 @@ from assistant.core.stubs.body import Taken, fill_body
 from assistant.core.stubs.context import stub_context
 from assistant.core.target import Target
 from assistant.evaluate.metrics import interval_cell, paired_difference
-from assistant.evaluate.repo.replay import ranking, recorded, source_tree, work_tree
+from assistant.evaluate.repo.replay import ranking, read_run, recorded, source_tree, work_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = [
@@ -120,11 +118,8 @@ def main() -> None:
     started = time.perf_counter()
     tasks = []
     for run in RUNS:
-        versions = dict(spec.split("==") for spec in json.loads((run / "config.json").read_text())["projects"])
-        with gzip.open(run / "function.jsonl.gz", "rt") as lines:
-            for record in (json.loads(line)["value"] for line in lines):
-                if "." not in record["task_id"].split("::", 1)[1]:
-                    tasks.append((run.name, versions, record))
+        versions, records = read_run(run)
+        tasks += [(run.name, versions, r) for r in records if "." not in r["task_id"].split("::", 1)[1]]
     tasks = tasks[: args.limit]
     for number, (run, versions, record) in enumerate(tasks):
         project = record["task_id"].split(":", 1)[0]

@@ -15,8 +15,6 @@ Plan: `results/correctness-docstring-examples/plan.md`.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import sys
 from pathlib import Path
 
@@ -27,7 +25,7 @@ from assistant.core.stubs.body import Taken
 from assistant.core.stubs.examples import example_tests
 from assistant.core.target import Target
 from assistant.evaluate.codegen import auto_pick
-from assistant.evaluate.repo.replay import source_tree, work_tree
+from assistant.evaluate.repo.replay import read_run, source_tree, work_tree
 
 RUNS = [
     Path(__file__).resolve().parent.parent / "results" / run
@@ -79,14 +77,13 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for run in args.runs:
-        versions = dict(spec.split("==") for spec in json.loads((run / "config.json").read_text())["projects"])
-        with gzip.open(run / "function.jsonl.gz", "rt") as lines:
-            for record in (json.loads(line)["value"] for line in lines):
-                project = record["task_id"].split(":", 1)[0]
-                tree = source_tree(project, versions[project], args.sdists)
-                row = checked(record, work_tree(tree))
-                if row is not None:
-                    rows.append(row)
+        versions, records = read_run(run)
+        for record in records:
+            project = record["task_id"].split(":", 1)[0]
+            tree = source_tree(project, versions[project], args.sdists)
+            row = checked(record, work_tree(tree))
+            if row is not None:
+                rows.append(row)
     print("| stub | examples | samples passing examples / tests | auto pick passes | new pick passes | may write |")
     print("|---|---|---|---|---|---|")
     for r in rows:

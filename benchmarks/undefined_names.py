@@ -15,17 +15,14 @@ Plan: `results/correctness-undefined-names/plan.md`.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import builtins
-import gzip
-import json
 import sys
 from pathlib import Path
 
 from assistant.code.edit import STDLIB_EXPORTS
 from assistant.code.names import MODULE_DUNDERS, bound_names, scope_names
-from assistant.evaluate.repo.replay import flagged_notes, moved_rows, source_tree
+from assistant.evaluate.repo.replay import flag_replay_main, read_run, source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = [ROOT / "results" / "correctness-four-1.5b", ROOT / "results" / "correctness-heldout-1.5b"]
@@ -71,13 +68,10 @@ def undefined(code: str, leaf: str, known: set[str]) -> list[str]:
 
 def replay(run: Path, sdists: Path) -> dict:
     """The flags and the picks before and after, for one run."""
-    config = json.loads((run / "config.json").read_text())
-    versions = dict(spec.split("==") for spec in config["projects"])
+    versions, records = read_run(run)
     modules: dict[str, tuple[ast.Module, Path]] = {}
     flags: dict[str, list[bool]] = {}
     found: dict[str, list[str]] = {}
-    with gzip.open(run / "function.jsonl.gz", "rt") as lines:
-        records = [json.loads(line)["value"] for line in lines]
     for record in records:
         project, rest = record["task_id"].split(":", 1)
         path, qualname = rest.split("::")
@@ -93,30 +87,7 @@ def replay(run: Path, sdists: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="*", type=Path, default=RUNS)
-    parser.add_argument("--sdists", type=Path, default=Path.home() / ".cache" / "assist" / "undefined-names")
-    args = parser.parse_args()
-    args.sdists.mkdir(parents=True, exist_ok=True)
-    print("| run | stubs | samples | flagged | flagged that passed | ranker | picks flagged | pick passes: before → "
-          "after | after − before (paired, 95%) | recorded picks matched |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for run in args.runs:
-        data = replay(run, args.sdists)
-        records, flags = data["records"], data["flags"]
-        samples = sum(len(r["samples"]) for r in records)
-        flagged = sum(sum(flags[r["task_id"]]) for r in records)
-        passed = sum(s["passed"] for r in records for s, f in zip(r["samples"], flags[r["task_id"]], strict=True) if f)
-        for row in moved_rows(records, flags):
-            print(f"| {run.name} | {len(records)} | {samples} | {flagged} | {passed} | {row} |")
-    for run in args.runs:
-        found = replay(run, args.sdists)["found"]
-        shown = {task: names for task, names in found.items() if names}
-        print(f"\n{run.name}: names flagged, by stub ({len(shown)} stubs)")
-        for task, names in shown.items():
-            print(f"  {task}: {', '.join(names)}")
-        data = replay(run, args.sdists)
-        print("\n".join(flagged_notes(data["records"], data["flags"])))
+    flag_replay_main(__doc__.splitlines()[0], RUNS, replay, "names")
 
 
 if __name__ == "__main__":

@@ -12,15 +12,12 @@ last (paired, 95% bootstrap), and the calls flagged. Plan: `results/correctness-
 
 from __future__ import annotations
 
-import argparse
 import ast
-import gzip
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
 from assistant.code.attributes import owner_class
-from assistant.evaluate.repo.replay import flagged_notes, moved_rows, source_tree
+from assistant.evaluate.repo.replay import flag_replay_main, read_run, sample_function, source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = [ROOT / "results" / "correctness-four-1.5b", ROOT / "results" / "correctness-heldout-1.5b"]
@@ -112,12 +109,7 @@ def class_methods(owner: ast.ClassDef) -> dict[str, ast.FunctionDef | ast.AsyncF
 
 def sample_calls(code: str, module: ast.Module, qualname: str) -> list[str]:
     """The refused calls of one sample's function (empty when it does not parse)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
-    leaf = qualname.rsplit(".", 1)[-1]
-    function = next((n for n in ast.walk(tree) if isinstance(n, FUNCTIONS) and n.name == leaf), None)
+    function = sample_function(code, qualname)
     if function is None:
         return []
     owner = owner_class(module, qualname)
@@ -127,11 +119,8 @@ def sample_calls(code: str, module: ast.Module, qualname: str) -> list[str]:
 
 def replay(run: Path, sdists: Path) -> dict:
     """Each stub's flags and the calls flagged."""
-    config = json.loads((run / "config.json").read_text())
-    versions = dict(spec.split("==") for spec in config["projects"])
+    versions, records = read_run(run)
     modules: dict[str, ast.Module] = {}
-    with gzip.open(run / "function.jsonl.gz", "rt") as lines:
-        records = [json.loads(line)["value"] for line in lines]
     flags, found = {}, {}
     for record in records:
         project, rest = record["task_id"].split(":", 1)
@@ -145,28 +134,7 @@ def replay(run: Path, sdists: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="*", type=Path, default=RUNS)
-    parser.add_argument("--sdists", type=Path, default=Path.home() / ".cache" / "assist" / "undefined-names")
-    args = parser.parse_args()
-    args.sdists.mkdir(parents=True, exist_ok=True)
-    data = {run: replay(run, args.sdists) for run in args.runs}
-    print("| run | stubs | samples | flagged | flagged that passed | ranker | picks flagged | pick passes: before → "
-          "after | after − before (paired, 95%) | recorded picks matched |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for run, found in data.items():
-        records, flags = found["records"], found["flags"]
-        samples = sum(len(r["samples"]) for r in records)
-        flagged = sum(sum(flags[r["task_id"]]) for r in records)
-        passed = sum(s["passed"] for r in records for s, f in zip(r["samples"], flags[r["task_id"]], strict=True) if f)
-        for row in moved_rows(records, flags):
-            print(f"| {run.name} | {len(records)} | {samples} | {flagged} | {passed} | {row} |")
-    for run, found in data.items():
-        shown = {task: calls for task, calls in found["found"].items() if calls}
-        print(f"\n{run.name}: calls flagged, by stub ({len(shown)} stubs)")
-        for task, calls in shown.items():
-            print(f"  {task}: {'; '.join(calls)}")
-        print("\n".join(flagged_notes(found["records"], found["flags"])))
+    flag_replay_main(__doc__.splitlines()[0], RUNS, replay, "calls")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,13 @@ again, can be read against the picks it changes.
 
 from __future__ import annotations
 
+import argparse
+import ast
+import gzip
+import json
 import subprocess
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 from assistant.evaluate.codegen import auto_pick
@@ -103,3 +108,55 @@ def work_tree(tree: Path) -> Path:
         for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "sdist"]):
             subprocess.run([*git, *args], cwd=tree, check=True, capture_output=True)
     return tree
+
+
+def flag_replay_main(description: str, runs: list[Path], replay: Callable[[Path, Path], dict], what: str) -> None:
+    """The command line of a replay that flags samples (`runs` by default; `--sdists`): `replay(run, sdists)` gives
+    a run's `records`, `flags` and `found` (what each stub's samples were flagged for; `methods` and `checked` when
+    only some stubs could be read). Prints the table of :func:`moved_rows` per run, then per run the `what` flagged
+    by stub and :func:`flagged_notes`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("runs", nargs="*", type=Path, default=runs)
+    parser.add_argument("--sdists", type=Path, default=Path.home() / ".cache" / "assist" / "undefined-names")
+    args = parser.parse_args()
+    args.sdists.mkdir(parents=True, exist_ok=True)
+    data = {run: replay(run, args.sdists) for run in args.runs}
+    some = any("methods" in found for found in data.values())  # only the methods could be read
+    print(
+        f"| run | stubs |{' methods (checked) |' if some else ''} samples | flagged | flagged that passed | ranker "
+        "| picks flagged | pick passes: before → after | after − before (paired, 95%) | recorded picks matched |"
+    )
+    print("|---" * (11 if some else 10) + "|")
+    for run, found in data.items():
+        records, flags = found["records"], found["flags"]
+        samples = sum(len(r["samples"]) for r in records)
+        flagged = sum(sum(flags[r["task_id"]]) for r in records)
+        passed = sum(s["passed"] for r in records for s, f in zip(r["samples"], flags[r["task_id"]], strict=True) if f)
+        read = f" {found['methods']} ({found['checked']}) |" if some else ""
+        for row in moved_rows(records, flags):
+            print(f"| {run.name} | {len(records)} |{read} {samples} | {flagged} | {passed} | {row} |")
+    for run, found in data.items():
+        shown = {task: items for task, items in found["found"].items() if items}
+        print(f"\n{run.name}: {what} flagged, by stub ({len(shown)} stubs)")
+        for task, items in shown.items():
+            print(f"  {task}: {'; '.join(items)}")
+        print("\n".join(flagged_notes(found["records"], found["flags"])))
+
+
+def sample_function(code: str, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function a recorded sample wrote for the stub `qualname` (found by its last name), or None when the
+    sample does not parse or wrote no such function."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    leaf = qualname.rsplit(".", 1)[-1]
+    kinds = ast.FunctionDef | ast.AsyncFunctionDef
+    return next((n for n in ast.walk(tree) if isinstance(n, kinds) and n.name == leaf), None)
+
+
+def read_run(run: Path) -> tuple[dict[str, str], list[dict]]:
+    """A committed `eval repo` run: the pinned version of each project it ran, and its records (`function.jsonl.gz`)."""
+    config = json.loads((run / "config.json").read_text())
+    with gzip.open(run / "function.jsonl.gz", "rt") as lines:
+        return dict(spec.split("==") for spec in config["projects"]), [json.loads(line)["value"] for line in lines]
