@@ -145,3 +145,27 @@ def test_agree_names_picks_each_rules_candidate(monkeypatch):
         "oracle": 1.0,
     }
     assert set(picks({"candidates": [], "passed": []}).values()) == {0.0}
+
+
+def test_a_replay_moves_flagged_samples_last_and_counts_what_that_changes() -> None:
+    from assistant.evaluate.repo.replay import flagged_notes, moved_rows, sample_function
+
+    def sample(passed: bool, logprob: float) -> dict:
+        return {"parsed": True, "passed": passed, "logprob": logprob}
+
+    # Task a: the pick (best log-probability) is flagged and fails; the next one passes. Task b: nothing flagged.
+    a = {"task_id": "a", "samples": [sample(False, -0.1), sample(True, -0.2)], "picks": {}}
+    b = {"task_id": "b", "samples": [sample(True, -0.1), sample(False, -0.3)], "picks": {}}
+    for record in (a, b):
+        record["scores"] = {"agree": [None, None], "logprob": [s["logprob"] for s in record["samples"]]}
+        record["picks"] = {"agree": 0, "logprob": 0}
+    flags = {"a": [True, False], "b": [False, False]}
+    auto = moved_rows([a, b], flags)[0]
+    assert auto.startswith("auto | 1 | 50.0 → 100.0 |") and auto.endswith("| 2/2")
+    notes = flagged_notes([a, b], {"a": [True, True], "b": [False, True]})
+    assert notes == [
+        "  passed though flagged: a sample 1",
+        "  every sample flagged: 1 stubs (a); their auto pick passed the project's tests on 0",
+    ]
+    assert sample_function("def f(x):\n    return x\n", "C.f").name == "f"
+    assert sample_function("def f(:\n", "f") is None and sample_function("x = 1\n", "f") is None
