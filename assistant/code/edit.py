@@ -314,10 +314,9 @@ def merge(
 ) -> tuple[str, list[str]]:
     """The file text with `code` merged in, and a list of what was done. Both must parse.
 
-    `replace`: the definitions the file already has that `code` may replace (None: every one). A redefinition
-    of any other is left out, the file's own kept byte for byte, and named in the actions ("dropped: rewrites
-    f()"): working code nobody asked to change is never changed. New definitions and imports always go in, but
-    for star imports (:func:`_star_import`).
+    `replace`: the definitions the file already has (None: every one) that `code` may replace. Another's
+    redefinition is left out, the file's own kept byte for byte, and named ("dropped: rewrites f()"): working code
+    nobody asked to change never changes. New definitions and imports go in (not star ones: :func:`_star_import`).
 
     Imports of `own_module` (the file's own module names) are left out: a model that was shown the
     file tends to import its functions from it, which inside that file is a circular import. The file's
