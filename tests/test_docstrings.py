@@ -857,3 +857,6 @@ def test_the_repos_style_is_remembered_until_a_tracked_python_file_changes(scrat
     cache = next((Path(os.environ["ASSIST_CACHE_DIR"]) / "docstring-styles").glob("*.json"))
     cache.write_text('{"key": "x", "style": "../../evil"}')  # not a style: detected again, not trusted
     assert docstrings.repo_style(scratch_repo, names) == "google" and len(read) == 3
+    cache.unlink()
+    cache.mkdir()  # a cache entry that cannot be written (root writes through permissions): still detected
+    assert docstrings.repo_style(scratch_repo, names) == "google" and len(read) == 4

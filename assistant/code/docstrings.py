@@ -335,8 +335,11 @@ def repo_style(root: Path, names: Iterable[str]) -> str:
             pass  # none yet, or unreadable: detect it again
     style = detect_style(repo_docstrings(root / name for name in names))
     if key is not None:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(where, json.dumps({"key": key, "style": style}))
+        try:
+            where.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(where, json.dumps({"key": key, "style": style}))
+        except (OSError, UsageError):
+            pass  # a cache that cannot be written costs the next run a second, never this run its docstrings
     return style
 
 
