@@ -56,7 +56,6 @@ def _request(engine: Any, encoder: Any, repo: Path, path: str, qualname: str, se
 def main() -> None:
     from assistant.backends.models import DEFAULT_GENERATOR
     from assistant.backends.ov import OpenVINOBackend
-    from assistant.pipeline.pipeline import load_encoder
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_GENERATOR, help="the model (default: assist's default)")
@@ -64,40 +63,53 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help="print one JSON object; given OUT, also")
     args = parser.parse_args()
-    latency, versus = _neighbours()
     began = time.perf_counter()
     engines = {p: OpenVINOBackend.load(args.model, attention_cache=p) for p in PRECISIONS}
+    side_by_side(engines, args, began)
+
+
+def side_by_side(engines: dict[str, Any], args: argparse.Namespace, began: float) -> None:
+    """Run the stubs through two engines of one model in turns (the order alternating), and print or write the
+    report: each stub's seconds, the p50s, the paired difference second − first and how often the top candidate is
+    the same. `args` holds the command line's model, stubs, seed and json."""
+    from assistant.pipeline.pipeline import load_encoder
+
+    latency, versus = _neighbours()
+    first, second = names = tuple(engines)
     encoder = load_encoder()
-    seconds: dict[str, list[float]] = {p: [] for p in PRECISIONS}
+    seconds: dict[str, list[float]] = {name: [] for name in names}
     same, rows = 0, []
-    with tempfile.TemporaryDirectory(prefix="assist-kv-") as folder:
+    with tempfile.TemporaryDirectory(prefix="assist-versus-") as folder:
         stubs = latency._stub_repos(latency._task_ids(args.stubs), Path(folder))
         if args.json != "-":
             print(f"engines, encoder and stubs ready in {time.perf_counter() - began:.1f} s", flush=True)
         for number, (task_id, repo, path, qualname) in enumerate(stubs):
-            order = PRECISIONS if number % 2 == 0 else PRECISIONS[::-1]
+            order = names if number % 2 == 0 else names[::-1]
             tops = {}
-            for precision in order:
-                took, tops[precision] = _request(engines[precision], encoder, repo, path, qualname, args.seed)
-                seconds[precision].append(took)
-            same += tops["u8"] == tops["f16"]
-            row = {"task": task_id, "first": order[0], **{p: round(seconds[p][-1], 2) for p in PRECISIONS}}
+            for name in order:
+                took, tops[name] = _request(engines[name], encoder, repo, path, qualname, args.seed)
+                seconds[name].append(took)
+            same += tops[first] == tops[second]
+            row = {"task": task_id, "first": order[0], **{name: round(seconds[name][-1], 2) for name in names}}
             rows.append(row)
             if args.json != "-":
-                print(f"{task_id}: u8 {row['u8']:.1f} s, f16 {row['f16']:.1f} s (first: {order[0]})", flush=True)
-    f16_first = [row["first"] == "f16" for row in rows]
+                print(
+                    f"{task_id}: {first} {row[first]:.1f} s, {second} {row[second]:.1f} s (first: {order[0]})",
+                    flush=True,
+                )
+    difference_key = f"{second}_minus_{first}"
     report = {
         "model": args.model,
         "stubs": rows,
-        "p50": {p: round(statistics.median(seconds[p]), 1) for p in PRECISIONS},
-        "f16_minus_u8": versus._paired(seconds["f16"], seconds["u8"], f16_first),
+        "p50": {name: round(statistics.median(seconds[name]), 1) for name in names},
+        difference_key: versus._paired(seconds[second], seconds[first], [row["first"] == second for row in rows]),
         "same_top_candidate": same,
     }
     if latency._json_alone(report, args.json):
         return
-    difference = report["f16_minus_u8"]
-    print(f"p50: u8 {report['p50']['u8']} s, f16 {report['p50']['f16']} s")
-    print(f"f16 - u8: {difference[0]:+.2f} s a request [{difference[1]:+.2f}, {difference[2]:+.2f}] (95%)")
+    difference = report[difference_key]
+    print(f"p50: {first} {report['p50'][first]} s, {second} {report['p50'][second]} s")
+    print(f"{second} - {first}: {difference[0]:+.2f} s a request [{difference[1]:+.2f}, {difference[2]:+.2f}] (95%)")
     print(f"same top candidate: {same} of {len(rows)}")
 
 

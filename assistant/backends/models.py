@@ -108,6 +108,11 @@ DEFAULT_GENERATOR = "qwen2.5-coder-1.5b"
 FAST_GENERATOR = "qwen2.5-coder-0.5b"
 DEFAULT_ENCODER = "all-minilm-l6-v2"
 _ALIASES = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b", "minilm": "all-minilm-l6-v2"}
+# The OpenVINO engine's weight types, each with the GGUF type the checkpoint is re-quantized to before OpenVINO reads
+# it (`assistant.backends.ov_convert`): int4 reads half the bytes a decoding step reads with int8.
+OV_WEIGHTS = {"int8": "q8_0", "int4": "q4_0"}
+# The weights `auto` (the local.weights setting) means for a model, where not int8.
+AUTO_WEIGHTS: dict[str, str] = {}
 
 
 def resolve(name: str | None, kind: str | None = "generator") -> ModelSpec:
@@ -373,18 +378,30 @@ def ct2_path(spec: ModelSpec, quantization: str = "int8", progress: Progress | N
     return _converted(Conversion(spec, f"ct2-{quantization}", "CTranslate2 " + quantization, command, extra), progress)
 
 
-def ov_path(spec: ModelSpec, progress: Progress | None = None, force: bool = False) -> Path:
-    """The model's OpenVINO int8 folder (`<cache>/ov-int8`), converted on first use from the verified GGUF file
-    (re-quantized to Q8_0, then saved as IR by OpenVINO GenAI: `assistant.backends.ov_convert`; ~30 s once)."""
+def ov_path(spec: ModelSpec, progress: Progress | None = None, force: bool = False, weights: str = "auto") -> Path:
+    """The model's OpenVINO folder with `weights` (`weights_for`: `<cache>/ov-int8` or `<cache>/ov-int4`), converted on
+    first use from the verified GGUF file (re-quantized to Q8_0 or Q4_0, then saved as IR by OpenVINO GenAI:
+    `assistant.backends.ov_convert`; ~30 s once)."""
     if spec.kind != "generator" or not spec.sha256:
         raise UsageError(f"{spec.name} is not a GGUF generator")
+    weights = weights_for(spec.name, weights)
     if importlib.util.find_spec("openvino_genai") is None:
         raise ModelError("the openvino engine needs openvino-genai; reinstall assist: pip install -e .")
 
     def command(work: Path) -> list[str]:
-        return [sys.executable, "-P", "-m", "assistant.backends.ov_convert", str(gguf_path(spec, progress)), str(work)]
+        flags = ["--int4"] if weights == "int4" else []
+        return [
+            sys.executable,
+            "-P",
+            "-m",
+            "assistant.backends.ov_convert",
+            *flags,
+            str(gguf_path(spec, progress)),
+            str(work),
+        ]
 
-    return _converted(Conversion(spec, "ov-int8", "OpenVINO int8", command, _ov_versions()), progress, force)
+    conversion = Conversion(spec, f"ov-{weights}", f"OpenVINO {weights}", command, _ov_versions(OV_WEIGHTS[weights]))
+    return _converted(conversion, progress, force)
 
 
 def ov_encoder_path(spec: ModelSpec, progress: Progress | None = None, force: bool = False) -> Path:
@@ -459,10 +476,10 @@ def ov_encoder_ready(spec: ModelSpec) -> bool:
     )
 
 
-def _ov_versions() -> dict[str, str]:
+def _ov_versions(quantization: str = "q8_0") -> dict[str, str]:
     """What an OpenVINO folder's manifest must name to be current: another weight type or OpenVINO GenAI version
     converts again (an IR saved by one version is not promised to load in another)."""
-    return {"quantization": "q8_0", "openvino_genai": importlib.metadata.version("openvino-genai")}
+    return {"quantization": quantization, "openvino_genai": importlib.metadata.version("openvino-genai")}
 
 
 def tokenizer_dir(spec: ModelSpec, progress: Progress | None = None) -> Path:
@@ -483,12 +500,23 @@ def tokenizer_dir(spec: ModelSpec, progress: Progress | None = None) -> Path:
     return _converted(Conversion(spec, "tokenizer", "its tokenizer", command, {}), progress)
 
 
-def ov_ready(spec: ModelSpec) -> bool:
-    """Whether the model's OpenVINO folder is converted, complete and current (see `_converted_ready`)."""
+def weights_for(model: str, weights: str) -> str:
+    """The OpenVINO weights `model` runs with when asked for `weights` (auto: `AUTO_WEIGHTS`'s, else int8)."""
+    if weights == "auto":
+        return AUTO_WEIGHTS.get(model, "int8")
+    if weights not in OV_WEIGHTS:
+        raise UsageError(f"unknown weights {weights!r}; choose auto, {', '.join(OV_WEIGHTS)}")
+    return weights
+
+
+def ov_ready(spec: ModelSpec, weights: str = "auto") -> bool:
+    """Whether the model's OpenVINO folder of `weights` is converted, complete and current (`_converted_ready`)."""
     if importlib.util.find_spec("openvino_genai") is None:
         return False
-    folder = spec.cache_dir / "ov-int8"
-    return _converted_ready(folder, spec.cache_dir / "ov-int8.json", spec.sha256, _ov_versions())
+    weights = weights_for(spec.name, weights)
+    folder = spec.cache_dir / f"ov-{weights}"
+    manifest = spec.cache_dir / f"ov-{weights}.json"
+    return _converted_ready(folder, manifest, spec.sha256, _ov_versions(OV_WEIGHTS[weights]))
 
 
 def ready_tokenizer_dir(spec: ModelSpec) -> Path | None:

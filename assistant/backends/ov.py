@@ -51,7 +51,7 @@ from assistant.backends import (
 )
 from assistant.backends.local import ConvertedBackend, _length_batches, read_prompt_files
 from assistant.backends.loops import RowWatch
-from assistant.backends.models import ModelSpec, ov_path, resolve, tokenizer_dir
+from assistant.backends.models import ModelSpec, ov_path, resolve, tokenizer_dir, weights_for
 from assistant.backends.prompts import Prompt
 from assistant.backends.watchdog import Watchdog, stall_limit
 from assistant.config import LOCAL_DECODINGS as DECODINGS
@@ -98,7 +98,8 @@ def check_attention_cache(precision: str | None) -> str | None:
 
 
 class OpenVINOBackend(ConvertedBackend):
-    """The local model converted to OpenVINO int8: sampling with per-token log-probs, teacher-forced scoring."""
+    """The local model converted to OpenVINO (int8 or int4 weights): sampling with per-token log-probs,
+    teacher-forced scoring."""
 
     name = "local-ov"
     description = "the local model through OpenVINO int8 on this machine's CPU (the default local engine)"
@@ -117,8 +118,10 @@ class OpenVINOBackend(ConvertedBackend):
         decoding: str = "auto",
         progress: Progress | None = None,
         attention_cache: str | None = ATTENTION_CACHE,
+        weights: str = "int8",
     ) -> None:
         self.attention_cache = check_attention_cache(attention_cache)
+        self.weights = weights  # what `directory` holds (`models.ov_path`): int8 or int4
         self.spec = spec
         self.model = spec.name
         self.directory = directory
@@ -209,6 +212,7 @@ class OpenVINOBackend(ConvertedBackend):
         prefix_caching: bool = True,
         decoding: str = "auto",
         attention_cache: str | None = ATTENTION_CACHE,
+        weights: str = "auto",
     ) -> OpenVINOBackend:
         """Load a registered generator, converting it to OpenVINO first if this is its first use (~30 s once, and
         a few seconds for its tokenizer if the model was never pulled). `prefix_caching=False` reads every prompt
@@ -216,10 +220,12 @@ class OpenVINOBackend(ConvertedBackend):
         plain, speculative (a smaller model drafts, `DRAFT_MODELS`), prompt-lookup (the prompt drafts), or auto
         (sampled rows as measured faster for this model on a CPU, `AUTO_DECODING`, plain where nothing did; greedy
         requests always plain, on a pipeline of their own when the sampled rows are drafted). `attention_cache`:
-        the precision the attention cache is kept in, u8 or f16; None (`ATTENTION_CACHE`) leaves it to OpenVINO."""
+        the precision the attention cache is kept in, u8 or f16; None (`ATTENTION_CACHE`) leaves it to OpenVINO.
+        `weights` (the `local.weights` setting): int8, int4, or auto (`models.AUTO_WEIGHTS`, else int8)."""
         check_attention_cache(attention_cache)  # before a first use's conversion, not after
         spec = resolve(model, "generator")
-        directory = ov_path(spec, progress=progress)
+        weights = weights_for(spec.name, weights)
+        directory = ov_path(spec, progress=progress, weights=weights)
         return cls(
             spec,
             directory,
@@ -230,6 +236,7 @@ class OpenVINOBackend(ConvertedBackend):
             decoding=decoding,
             progress=progress,
             attention_cache=attention_cache,
+            weights=weights,
         )
 
     @property
@@ -238,17 +245,19 @@ class OpenVINOBackend(ConvertedBackend):
         samples drawn with a draft (speculative, prompt-lookup: the same model's draws, but not the same draws for a
         seed) apart from plain ones. Scores are always plain, so the label stays. An attention cache in another
         precision than u8 (OpenVINO's on the x86 CPUs every committed cache was drawn on) parts samples and scores
-        by rounding: it marks the kind, the label and the details."""
+        by rounding: it marks the kind, the label and the details; so do int4 weights (int8's strings are those
+        every committed cache holds)."""
         plain = self.decoding == "plain"
         cache = "" if self.attention_cache in (None, "u8") else f"-kv{self.attention_cache}"
+        engine = self.name if self.weights == "int8" else f"{self.name}-{self.weights}"
         return BackendIdentity(
             self.name,
             self.model,
-            kind=(self.name if plain else f"{self.name}-{self.decoding}") + cache,
-            label=f"{self.model}@ov-int8{cache}",
+            kind=(engine if plain else f"{engine}-{self.decoding}") + cache,
+            label=f"{self.model}@ov-{self.weights}{cache}",
             details=(
                 ("engine", "openvino"),
-                ("precision", "int8"),
+                ("precision", self.weights),
                 *(() if plain else (("decoding", self.decoding),)),
                 *((("attention cache", self.attention_cache),) if cache else ()),
             ),

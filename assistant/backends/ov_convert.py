@@ -1,14 +1,17 @@
-"""Convert the verified GGUF generator to an OpenVINO int8 model folder (run in a child process by `models.ov_path`).
+"""Convert the verified GGUF generator to an OpenVINO model folder, int8 or int4 weights (run in a child process by
+`models.ov_path`).
 
 Two steps, both offline:
 
 1. Re-quantize every tensor to GGUF Q8_0 (8-bit weights, one scale per 32 values). Our checkpoint mixes Q5_0,
    Q4_K and Q6_K tensors, which OpenVINO GenAI's GGUF reader does not take; Q8_0 it does, and 8 bits hold the
-   5-6-bit values closely, so the result stays next to the dequantized fp32 model we score against.
-2. OpenVINO GenAI reads the Q8_0 file (int8 weights kept int8) and saves its model and tokenizer as IR
-   (`openvino_model.xml/.bin`, `openvino_tokenizer`, `openvino_detokenizer`), which later loads in about a second.
+   5-6-bit values closely, so the result stays next to the dequantized fp32 model we score against. With `--int4`
+   every matrix becomes Q4_0 instead (4-bit weights, one scale per 32 values: half the bytes a decoding step reads)
+   but the token embedding, which is looked up rather than multiplied and stays Q8_0.
+2. OpenVINO GenAI reads the re-quantized file (its weights kept 8- or 4-bit) and saves its model and tokenizer as
+   IR (`openvino_model.xml/.bin`, `openvino_tokenizer`, `openvino_detokenizer`), which later loads in about a second.
 
-Usage: python -m assistant.backends.ov_convert SOURCE.gguf OUT_DIR
+Usage: python -m assistant.backends.ov_convert [--int4] SOURCE.gguf OUT_DIR
        python -m assistant.backends.ov_convert --tokenizer SOURCE.gguf OUT_DIR   (tokenizer and config only)
        python -m assistant.backends.ov_convert --encoder ENCODER_DIR OUT_DIR     (a sentence encoder, pooled)
 """
@@ -33,8 +36,9 @@ def gguf_alone(gguf_file: Path) -> Iterator[Path]:
         yield link
 
 
-def requantize_q8(source: Path, target: Path) -> None:
-    """Write `source` (any GGUF) to `target` with every quantized tensor as Q8_0 and the metadata unchanged."""
+def requantize(source: Path, target: Path, int4: bool = False) -> None:
+    """Write `source` (any GGUF) to `target` with every quantized tensor as Q8_0, or with `int4` every one but the
+    token embedding as Q4_0, and the metadata unchanged."""
     import gguf
     import numpy as np
     from gguf import GGMLQuantizationType as Quant
@@ -52,13 +56,14 @@ def requantize_q8(source: Path, target: Path) -> None:
             writer.add_key_value(name, field.contents(), kind, sub_type=field.types[-1])
         else:
             writer.add_key_value(name, field.contents(), kind)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0 if int4 else gguf.LlamaFileType.MOSTLY_Q8_0)
     for tensor in reader.tensors:
-        if tensor.tensor_type in (Quant.F32, Quant.F16, Quant.Q8_0):
+        wanted = Quant.Q4_0 if int4 and tensor.name != "token_embd.weight" else Quant.Q8_0
+        if tensor.tensor_type in (Quant.F32, Quant.F16, wanted):
             writer.add_tensor(tensor.name, np.array(tensor.data), raw_dtype=tensor.tensor_type)
         else:
             values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
-            writer.add_tensor(tensor.name, gguf.quants.quantize(values, Quant.Q8_0), raw_dtype=Quant.Q8_0)
+            writer.add_tensor(tensor.name, gguf.quants.quantize(values, wanted), raw_dtype=wanted)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -66,7 +71,7 @@ def requantize_q8(source: Path, target: Path) -> None:
 
 
 def save_openvino(gguf_file: Path) -> None:
-    """Have OpenVINO GenAI read a Q8_0 GGUF file and save the model and tokenizer IR beside it."""
+    """Have OpenVINO GenAI read a re-quantized GGUF file and save the model and tokenizer IR beside it."""
     import openvino_genai
 
     openvino_genai.LLMPipeline(str(gguf_file), "CPU", enable_save_ov_model=True)
@@ -122,12 +127,13 @@ def main(argv: list[str]) -> int:
         out.mkdir(parents=True, exist_ok=True)
         partial(Path(argv[1]), out)
         return 0
-    source, out = Path(argv[0]), Path(argv[1])
+    int4 = argv[0] == "--int4"
+    source, out = Path(argv[int4]), Path(argv[int4 + 1])
     out.mkdir(parents=True, exist_ok=True)
-    q8 = out / "model-q8_0.gguf"
-    requantize_q8(source, q8)
-    save_openvino(q8)
-    q8.unlink()
+    requantized = out / ("model-q4_0.gguf" if int4 else "model-q8_0.gguf")
+    requantize(source, requantized, int4=int4)
+    save_openvino(requantized)
+    requantized.unlink()
     if not (out / "openvino_model.xml").exists():
         print("OpenVINO GenAI saved no model", file=sys.stderr)
         return 1
