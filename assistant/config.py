@@ -113,6 +113,7 @@ DEFAULT_ENGINE = "openvino"
 # How the openvino engine decodes: plain; speculative (a smaller model drafts tokens the generator checks);
 # prompt-lookup (the prompt drafts them); auto: what measured faster for the model (assistant.backends.ov).
 LOCAL_DECODINGS = ("auto", "plain", "speculative", "prompt-lookup")
+LOCAL_WEIGHTS = ("auto", "int8", "int4")
 TRUST_FILE = "trusted.json"
 TRUST_HINT = "`assist config trust` (undo: `assist config untrust`)"
 
@@ -261,6 +262,14 @@ FIELDS: tuple[Field, ...] = (
         "ASSIST_LOCAL_DECODING",
         "how the openvino engine decodes: auto (what measured faster for the model), plain, speculative (the 0.5B "
         "drafts for the 1.5B) or prompt-lookup (the prompt drafts)",
+    ),
+    Field(
+        "local.weights",
+        _choice(*LOCAL_WEIGHTS),
+        "auto",
+        "ASSIST_LOCAL_WEIGHTS",
+        "the openvino engine's weights: auto (what measured faster without a loss for the model), int8 or int4 "
+        "(half the bytes a decoding step reads; converted on first use, about 40 s)",
     ),
     Field(
         "local.warm",

@@ -169,6 +169,23 @@ def test_a_16_bit_attention_cache_is_keyed_apart_and_samples_as_u8_does(ov) -> N
         OpenVINOBackend.load(PLUMBING_MODEL, attention_cache="i4")
 
 
+def test_int4_weights_are_converted_once_keyed_apart_and_answer_as_int8_does(ov) -> None:
+    from assistant.backends import models
+    from assistant.backends.ov import OpenVINOBackend
+
+    small = OpenVINOBackend.load(PLUMBING_MODEL, weights="int4")  # converted on first use (~20 s for the 0.5B)
+    assert models.ov_ready(small.spec, "int4") and small.directory.name == "ov-int4"
+    assert small.identity.kind == "local-ov-int4" and small.identity.label == "qwen2.5-coder-0.5b@ov-int4"
+    assert ("precision", "int4") in small.identity.details and ov.identity.label == "qwen2.5-coder-0.5b@ov-int8"
+    # Half the bytes of int8 (the token embedding stays 8-bit), and the same model: greedy answers start alike.
+    int8_bytes = (ov.directory / "openvino_model.bin").stat().st_size
+    assert (small.directory / "openvino_model.bin").stat().st_size < 0.75 * int8_bytes
+    params = SamplingParams(n=1, temperature=0, max_new_tokens=24)
+    (wide_answer,), (small_answer,) = (engine.sample(build_prompt(REQUIREMENTS[0]), params) for engine in (ov, small))
+    assert small_answer.text.startswith("def ") and wide_answer.text.startswith("def ")
+    assert OpenVINOBackend.load(PLUMBING_MODEL, weights="auto").identity == ov.identity  # the 0.5B's auto: int8
+
+
 def _looping_prompt():
     """A prompt the 0.5B answers by counting on, line after line, with a number changing in every line (measured:
     greedy, it was still counting at 500 tokens before the straggler check)."""

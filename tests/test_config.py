@@ -36,7 +36,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(start=Path("/"))
     assert settings.backend == "local" and settings.model is None
     assert settings.values["openai.timeout"].source == "default"
-    local = {"context": 8192, "engine": "openvino", "decoding": "auto", "warm": "start"}
+    local = {"context": 8192, "engine": "openvino", "decoding": "auto", "weights": "auto", "warm": "start"}
     assert settings.backend_options() == local  # the local table
 
 
@@ -132,11 +132,13 @@ def test_local_context_reaches_the_local_backend_and_is_checked(monkeypatch) -> 
         "context": 8192,
         "engine": "openvino",
         "decoding": "auto",
+        "weights": "auto",
         "warm": "off",  # the tests' setting (conftest)
     }
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "4096")
     settings = backend_settings("local", None)
-    assert settings.backend_options() == {"context": 4096, "engine": "openvino", "decoding": "auto", "warm": "off"}
+    options = settings.backend_options()
+    assert options == {"context": 4096, "engine": "openvino", "decoding": "auto", "weights": "auto", "warm": "off"}
     assert settings.values["local.context"].source == "env ASSIST_LOCAL_CONTEXT"
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "12")
     with pytest.raises(UsageError, match=r"local\.context"):
@@ -171,7 +173,7 @@ def test_local_engine_setting_picks_the_backend(monkeypatch, tmp_path):
     settings = backend_settings("local", None, engine="transformers")  # the --engine flag wins
     pipeline.load_generator(settings.backend, settings.model, **settings.backend_options(), precision="fp32")
     assert loaded == [
-        ("local-ov", {"context": 8192, "decoding": "auto"}),
+        ("local-ov", {"context": 8192, "decoding": "auto", "weights": "auto"}),  # the openvino engine's two
         ("local-ct2", {"context": 8192}),
         ("local", {"context": 8192, "precision": "fp32"}),
     ]

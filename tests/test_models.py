@@ -190,6 +190,37 @@ def test_a_gguf_is_loaded_from_a_folder_of_its_own(tmp_path):
     assert not alone.parent.exists() and gguf.exists()
 
 
+def test_int4_requantizes_every_matrix_but_the_token_embedding_to_4_bits(tmp_path):
+    """`ov_convert --int4` writes Q4_0 for every quantized tensor but the token embedding (looked up, not
+    multiplied: Q8_0), keeps the 32-bit ones, and the values stay close to the source's."""
+    import gguf
+    import numpy as np
+    from gguf import GGMLQuantizationType as Quant
+
+    from assistant.backends.ov_convert import requantize
+
+    rng = np.random.default_rng(0)
+    tensors = {"token_embd.weight": rng.normal(size=(8, 256)), "blk.0.ffn_up.weight": rng.normal(size=(8, 256))}
+    source = tmp_path / "source.gguf"
+    writer = gguf.GGUFWriter(str(source), "qwen2")
+    for name, values in tensors.items():
+        writer.add_tensor(name, gguf.quants.quantize(values.astype(np.float32), Quant.Q5_0), raw_dtype=Quant.Q5_0)
+    writer.add_tensor("blk.0.attn_norm.weight", np.ones(256, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    for int4, matrix in ((False, Quant.Q8_0), (True, Quant.Q4_0)):
+        target = tmp_path / f"int4-{int4}.gguf"
+        requantize(source, target, int4=int4)
+        read = {tensor.name: tensor for tensor in gguf.GGUFReader(str(target)).tensors}
+        assert read["token_embd.weight"].tensor_type == Quant.Q8_0
+        assert read["blk.0.ffn_up.weight"].tensor_type == matrix
+        assert read["blk.0.attn_norm.weight"].tensor_type == Quant.F32
+        values = gguf.quants.dequantize(read["blk.0.ffn_up.weight"].data, matrix)
+        assert np.abs(values - tensors["blk.0.ffn_up.weight"]).mean() < (0.15 if int4 else 0.05)
+
+
 @pytest.mark.model
 def test_the_tokenizer_converts_beside_the_caches_manifest(tmp_path):
     """The real GGUF, with the cache's `tokenizer.json` manifest beside it (what the default engine's first use

@@ -3,6 +3,7 @@ answering assist's own calls exactly, and, with the real engine, the same candid
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -94,6 +95,20 @@ def test_a_ready_server_of_the_same_settings_is_found(run_dir: Path) -> None:
         assert warm.find_server(MODEL, "openvino", "plain", 8192) is None
 
 
+def test_a_server_of_other_weights_is_not_used_and_an_older_state_file_reads_as_int8(run_dir: Path) -> None:
+    socket_path, state_path = warm.slot(MODEL)
+    with _listening_socket(socket_path):
+        warm.write_state(state_path, _state(run_dir, weights="int4"))
+        assert warm.find_server(MODEL, "openvino", "plain", 8192, "int4") is not None
+        assert warm.find_server(MODEL, "openvino", "plain", 8192, "int8") is None
+        # a state file written before the setting existed has no weights: its server ran int8
+        older = {key: value for key, value in json.loads(state_path.read_text()).items() if key != "weights"}
+        state_path.write_text(json.dumps(older))
+        found = warm.find_server(MODEL, "openvino", "plain", 8192, "int8")
+        assert found is not None and found.weights == "int8"
+        assert warm.find_server(MODEL, "openvino", "plain", 8192, "int4") is None
+
+
 def test_a_stale_state_is_removed_with_its_socket(run_dir: Path) -> None:
     socket_path, state_path = warm.slot(MODEL)
     _listening_socket(socket_path).close()  # the file stays, as after a crash
@@ -166,7 +181,8 @@ def test_a_server_that_cannot_start_is_given_up_at_once(run_dir: Path, caplog: p
     _, state_path = warm.slot(MODEL)
     started = time.monotonic()
     try:
-        assert warm.start_server(MODEL, "speculative", 8192, None) is None
+        wanted = {"model": MODEL, "decoding": "speculative", "context": 8192, "weights": "int8"}
+        assert warm.start_server(wanted, None) is None
     finally:
         if (state := warm.live_state(state_path)) is not None:  # never leave a server behind
             warm.stop_server(state, state_path)
@@ -431,11 +447,11 @@ def test_start_leaves_a_models_first_conversion_to_the_command(run_dir: Path, mo
     in-process, and a later command starts the server."""
     from assistant.backends import models
 
-    started: list[str] = []
-    monkeypatch.setattr(warm, "start_server", lambda model, *args, **kwargs: started.append(model))
-    monkeypatch.setattr(models, "ov_ready", lambda spec: False)
+    started: list[dict] = []
+    monkeypatch.setattr(warm, "start_server", lambda wanted, *args, **kwargs: started.append(wanted))
+    monkeypatch.setattr(models, "ov_ready", lambda spec, weights: False)
     assert warm.warm_backend("qwen2.5-coder-0.5b", {}, "start") is None
     assert started == []
-    monkeypatch.setattr(models, "ov_ready", lambda spec: True)
-    assert warm.warm_backend("qwen2.5-coder-0.5b", {}, "start") is None  # the stand-in started nothing
-    assert started == ["qwen2.5-coder-0.5b"]
+    monkeypatch.setattr(models, "ov_ready", lambda spec, weights: True)
+    assert warm.warm_backend("qwen2.5-coder-0.5b", {"weights": "int4"}, "start") is None  # the stand-in started none
+    assert [(wanted["model"], wanted["weights"]) for wanted in started] == [("qwen2.5-coder-0.5b", "int4")]

@@ -3,8 +3,8 @@
 `assist serve` (or a command whose `local.warm` setting is `start`) runs the OpenVINO engine behind
 :class:`~assistant.backends.local_server.LocalServer` on a Unix socket in a folder only this user can open
 (`$XDG_RUNTIME_DIR/assist`, else `<cache>/run`, mode 0700), and writes a state file beside it (`<model>.json`:
-model, engine, decoding, context, pid, socket, started, idle timeout). A command that would load the same model on
-the same engine with the same decoding and context finds that file and sends its prompts there instead
+model, engine, decoding, context, weights, pid, socket, started, idle timeout). A command that would load the same
+model on the same engine with the same decoding, context and weights finds that file and sends its prompts there instead
 (:class:`WarmBackend`): the server runs the very calls the in-process engine would (`sample_batch`,
 `sample_groups`, `logprob`), so the candidates are the same for a fixed seed. A state file whose process is gone
 is removed; one of another model or settings is left alone; a socket, state file or folder owned by another user,
@@ -77,10 +77,12 @@ class ServerState:
     idle_timeout_s: float
     status: str  # "loading" while the model loads, then "ready"
     identity: dict[str, Any] | None = None  # the served backend's identity (BackendIdentity fields)
+    weights: str = "int8"  # the OpenVINO weights it runs (a state file from before the setting: int8)
 
-    def matches(self, model: str, engine: str, decoding: str, context: int | None) -> bool:
+    def matches(self, model: str, engine: str, decoding: str, context: int | None, weights: str = "int8") -> bool:
         """Whether this server gives what an in-process engine loaded with these settings would."""
-        return (self.model, self.engine, self.decoding, self.context) == (model, engine, decoding, context)
+        mine = (self.model, self.engine, self.decoding, self.context, self.weights)
+        return mine == (model, engine, decoding, context, weights)
 
 
 # -- where servers live, and the checks on use -----------------------------------------------------------------
@@ -213,13 +215,15 @@ def live_state(state_path: Path) -> ServerState | None:
     return state
 
 
-def find_server(model: str, engine: str, decoding: str, context: int | None) -> ServerState | None:
-    """A ready server of this model, engine, decoding and context, or None (none runs, another's settings run,
-    it is still loading, or its files are refused: then a warning says why)."""
+def find_server(
+    model: str, engine: str, decoding: str, context: int | None, weights: str = "int8"
+) -> ServerState | None:
+    """A ready server of this model, engine, decoding, context and weights, or None (none runs, another's settings
+    run, it is still loading, or its files are refused: then a warning says why)."""
     try:
         socket_path, state_path = slot(model)
         state = live_state(state_path)
-        if state is None or state.status != "ready" or not state.matches(model, engine, decoding, context):
+        if state is None or state.status != "ready" or not state.matches(model, engine, decoding, context, weights):
             return None
         if Path(state.socket) != socket_path:
             raise Refused(f"{state_path} names a socket outside {socket_path.parent}; not used")
@@ -447,9 +451,10 @@ def warm_backend(
     model: str | None, options: dict[str, Any], mode: str, progress: Progress | None = None
 ) -> WarmBackend | None:
     """The warm server's backend for the in-process OpenVINO engine that `model` and `options` (context, threads,
-    decoding) would load, per `mode` (the `local.warm` setting): `off` never; `auto` when one of these settings
+    decoding, weights) would load, per `mode` (the `local.warm` setting): `off` never; `auto` when one of these settings
     runs; `start` also starts one when none runs and waits for it to load (once the model is converted: a first
     use converts it in-process, where its progress shows, rather than in a server's log). None: load in-process."""
+    from assistant.backends.models import weights_for
     from assistant.backends.ov import decoding_for
 
     if mode not in WARM_MODES:
@@ -458,6 +463,7 @@ def warm_backend(
         return None
     spec = resolve(model, "generator")
     decoding = decoding_for(spec.name, options.get("decoding") or "auto")
+    weights = weights_for(spec.name, options.get("weights") or "auto")
     context = options.get("context")
     try:
         if len(os.fsencode(slot(spec.name)[0])) > SOCKET_PATH_MAX:
@@ -466,31 +472,30 @@ def warm_backend(
     except Refused as exc:
         log.warning("warm server: %s", exc)
         return None
-    state = find_server(spec.name, "openvino", decoding, context)
+    state = find_server(spec.name, "openvino", decoding, context, weights)
     if state is None and mode == "start":
         from assistant.backends import models
 
-        if not models.ov_ready(spec):  # a first use converts here, with its progress shown; the next one starts it
+        if not models.ov_ready(spec, weights):  # a first use converts here, with its progress shown
             return None
-        state = start_server(spec.name, decoding, context, options.get("threads"), progress)
+        config = {"model": spec.name, "decoding": decoding, "context": context, "weights": weights}
+        state = start_server(config, options.get("threads"), progress)
     return None if state is None else WarmBackend(state, progress)
 
 
-def start_server(
-    model: str, decoding: str, context: int | None, threads: int | None, progress: Progress | None = None
-) -> ServerState | None:
-    """Start a warm server for these settings in the background and wait until it serves; None (with a warning)
-    when it cannot (the slot holds another server, or it failed: its log says why)."""
+def start_server(wanted: dict[str, Any], threads: int | None, progress: Progress | None = None) -> ServerState | None:
+    """Start a warm server for the settings `wanted` (model, decoding, context, weights) in the background and wait
+    until it serves; None (with a warning) when it cannot (the slot holds another server, or it failed: its log
+    says why)."""
     try:
-        _, state_path = slot(model)
+        _, state_path = slot(wanted["model"])
         process = None
         if live_state(state_path) is None:
-            config = {"model": model, "decoding": decoding, "context": context, "threads": threads}
-            process = _spawn(config, state_path.with_suffix(".log"))
+            process = _spawn({**wanted, "threads": threads}, state_path.with_suffix(".log"))
         status = getattr(progress, "status", None)  # the CLI's and TUI's progress say what happens now
         if callable(status):
             status("Starting the warm model server")
-        return _wait_ready(model, decoding, context, state_path, process)
+        return _wait_ready(wanted, state_path, process)
     except Refused as exc:
         log.warning("warm server: %s", exc)
         return None
@@ -511,9 +516,7 @@ def _spawn(config: dict[str, Any], log_path: Path) -> subprocess.Popen:
         )
 
 
-def _wait_ready(
-    model: str, decoding: str, context: int | None, state_path: Path, process: subprocess.Popen | None
-) -> ServerState | None:
+def _wait_ready(wanted: dict[str, Any], state_path: Path, process: subprocess.Popen | None) -> ServerState | None:
     """The started server's state once it serves; None (with a warning) if it ended first, serves other settings
     (another command started it), or is not ready within `START_TIMEOUT_S`."""
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -525,8 +528,9 @@ def _wait_ready(
             return None
         state = live_state(state_path) if state_path.exists() else None
         if state is not None and state.status == "ready":
-            if state.matches(model, "openvino", decoding, context):
-                return find_server(model, "openvino", decoding, context)
+            settings = (wanted["model"], "openvino", wanted["decoding"], wanted["context"], wanted["weights"])
+            if state.matches(*settings):
+                return find_server(*settings)
             log.warning("warm server: %s serves other settings; loading the model here", state_path)
             return None
         time.sleep(0.2)
@@ -540,6 +544,7 @@ def serve(
     decoding: str = "auto",
     context: int | None = None,
     threads: int | None = None,
+    weights: str = "auto",
     idle_timeout_s: float | None = IDLE_TIMEOUT_S,
     progress: Progress | None = None,
     ready: Any = None,
@@ -548,10 +553,12 @@ def serve(
     or idle for `idle_timeout_s` (None: never). `ready(server, state)` is called once it serves."""
     from assistant.backends import load_backend
     from assistant.backends.local_server import LocalServer
+    from assistant.backends.models import weights_for
     from assistant.backends.ov import decoding_for
 
     spec = resolve(model, "generator")
     decoding = decoding_for(spec.name, decoding)
+    weights = weights_for(spec.name, weights)
     socket_path, state_path = slot(spec.name)
     if (other := live_state(state_path)) is not None and other.pid != os.getpid():
         raise UsageError(f"a warm server of {spec.name} already runs (pid {other.pid})")
@@ -565,14 +572,14 @@ def serve(
         time.time(),
         idle_timeout_s or 0,
         "loading",
+        weights=weights,
     )
     write_state(state_path, state)
     signal.signal(signal.SIGTERM, _exit_on_term)
     server = None
     try:
-        backend = load_backend(
-            "local-ov", spec.name, progress=progress, context=context, threads=threads, decoding=decoding
-        )
+        options = {"context": context, "threads": threads, "decoding": decoding, "weights": weights}
+        backend = load_backend("local-ov", spec.name, progress=progress, **options)
         server = LocalServer(backend, unix_path=socket_path, idle_timeout_s=idle_timeout_s)
         identity = asdict(backend.identity)
         state = ServerState(**{**asdict(state), "status": "ready", "identity": identity})
@@ -598,7 +605,8 @@ def main(argv: Sequence[str]) -> int:
     """The background server a command starts (`local.warm = "start"`): its settings as one JSON argument."""
     config = json.loads(argv[0])
     try:
-        serve(config["model"], decoding=config["decoding"], context=config["context"], threads=config["threads"])
+        settings = {key: config.get(key) for key in ("decoding", "context", "threads")}
+        serve(config["model"], weights=config.get("weights") or "auto", **settings)
     except AssistError as exc:
         print(f"warm server: {exc}", file=sys.stderr)
         return 1

@@ -90,11 +90,12 @@ def load_generator(name: str, model: str | None = None, progress: Progress | Non
                     setting="precision:engine",
                     values={"engine": engine},
                 )
-            # `decoding` (the local.decoding setting) is the openvino engine's; the others decode plainly.
-            kept = ("context", "threads", "decoding") if name == "local-ov" else ("context", "threads")
+            # `decoding` and `weights` (the local.decoding and local.weights settings) are the openvino engine's.
+            kept = ("context", "threads", "decoding", "weights") if name == "local-ov" else ("context", "threads")
             options = {key: value for key, value in options.items() if key in kept}
         else:
             options.pop("decoding", None)
+            options.pop("weights", None)
     if name == "local-ov" and warm != "off":
         from assistant.backends.warm import warm_backend
 

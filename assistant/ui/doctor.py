@@ -90,6 +90,7 @@ def model_checks() -> list[Check]:
         ov_encoder_ready,
         ov_ready,
         status,
+        weights_for,
     )
 
     checks = []
@@ -105,9 +106,11 @@ def model_checks() -> list[Check]:
                 where = encoder_dir(spec) if spec.kind == "encoder" else generator_dir(spec)
                 engine = ""
                 if spec.kind == "generator":
-                    converted = ov_ready(spec)
+                    weights = weights_for(spec.name, _weights_setting())
+                    converted = ov_ready(spec, weights)
                     # ~30 s for the 0.5B, ~1 min for the 1.5B on 2 cores (measured 62 s, the machine shared)
-                    engine = "; OpenVINO int8 " + ("ready" if converted else "made on first use (~30 s to 1 min)")
+                    made = "ready" if converted else "made on first use (~30 s to 1 min)"
+                    engine = f"; OpenVINO {weights} {made}"
                 else:
                     failure = ov_encoder_failure(spec)
                     if ov_encoder_ready(spec):
@@ -179,9 +182,20 @@ def warm_checks() -> list[Check]:
     return checks
 
 
-def _warm_wanted() -> tuple[tuple[str, str, str, int | None] | None, str]:
-    """What a command here would ask a warm server for (model, engine, decoding, context), and local.warm."""
-    from assistant.backends.models import resolve
+def _weights_setting() -> str:
+    """The local.weights setting here (auto where the settings cannot be read: their own check says why)."""
+    from assistant.config import load_settings
+
+    try:
+        return load_settings(check_trust=False)["local.weights"]
+    except UsageError:
+        return "auto"
+
+
+def _warm_wanted() -> tuple[tuple[str, str, str, int | None, str] | None, str]:
+    """What a command here would ask a warm server for (model, engine, decoding, context, weights), and
+    local.warm."""
+    from assistant.backends.models import resolve, weights_for
     from assistant.backends.ov import decoding_for
     from assistant.config import load_settings
 
@@ -191,7 +205,9 @@ def _warm_wanted() -> tuple[tuple[str, str, str, int | None] | None, str]:
         if settings.backend != "local" or settings["local.engine"] != "openvino":
             return None, mode
         model = resolve(settings.model, "generator").name
-        return (model, "openvino", decoding_for(model, settings["local.decoding"]), settings["local.context"]), mode
+        decoding = decoding_for(model, settings["local.decoding"])
+        weights = weights_for(model, settings["local.weights"])
+        return (model, "openvino", decoding, settings["local.context"], weights), mode
     except UsageError:
         return None, "?"
 

@@ -121,7 +121,9 @@ def _serve_warm(model: str | None, threads: int | None, context: int | None, idl
     def ready(server: Any, state: warm.ServerState) -> None:
         ui.__exit__(None, None, None)
         idle = f"after {idle_timeout:g} s without a request" if idle_timeout else "never by itself"
-        out.print(f"Serving {state.model} (OpenVINO int8, context {server.backend.context}) on {state.socket}")
+        out.print(
+            f"Serving {state.model} (OpenVINO {state.weights}, context {server.backend.context}) on {state.socket}"
+        )
         out.print("  assist generate, tui, docstring and the hook use it while it runs (setting local.warm).")
         out.print(f"It stops {idle}; Ctrl-C or `assist serve --stop` stops it.")
 
@@ -129,6 +131,7 @@ def _serve_warm(model: str | None, threads: int | None, context: int | None, idl
         warm.serve(
             settings.model if settings.backend == "local" else model,
             decoding=settings["local.decoding"],
+            weights=settings["local.weights"],
             context=context,
             threads=threads,
             idle_timeout_s=idle_timeout,
@@ -177,7 +180,8 @@ def describe_server(state: Any) -> str:
     limit = f"stops after {state.idle_timeout_s:g} s idle" if state.idle_timeout_s else "no idle timeout"
     up = time.time() - state.started
     return (
-        f"{state.model}: {state.status}, engine {state.engine} (decoding {state.decoding}, context {state.context}), "
+        f"{state.model}: {state.status}, engine {state.engine} {state.weights} (decoding {state.decoding}, "
+        f"context {state.context}), "
         f"pid {state.pid}, up {up:.0f} s, {idle} ({limit}), socket {state.socket}"
     )
 
