@@ -23,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,18 +55,24 @@ def _request(engine: Any, encoder: Any, repo: Path, path: str, qualname: str, se
 
 
 def main() -> None:
-    from assistant.backends.models import DEFAULT_GENERATOR
     from assistant.backends.ov import OpenVINOBackend
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    versus_main(__doc__, lambda model: {p: OpenVINOBackend.load(model, attention_cache=p) for p in PRECISIONS})
+
+
+def versus_main(doc: str, engines: Callable[[str], dict[str, Any]]) -> None:
+    """The command line of a side-by-side benchmark (`doc` its help): `engines(model)` loads the two engines,
+    named, and :func:`side_by_side` runs them."""
+    from assistant.backends.models import DEFAULT_GENERATOR
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_GENERATOR, help="the model (default: assist's default)")
     parser.add_argument("--stubs", type=int, default=20, help="how many stubs (default 20)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help="print one JSON object; given OUT, also")
     args = parser.parse_args()
     began = time.perf_counter()
-    engines = {p: OpenVINOBackend.load(args.model, attention_cache=p) for p in PRECISIONS}
-    side_by_side(engines, args, began)
+    side_by_side(engines(args.model), args, began)
 
 
 def side_by_side(engines: dict[str, Any], args: argparse.Namespace, began: float) -> None:

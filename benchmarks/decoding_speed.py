@@ -1,5 +1,6 @@
 """Decode speed of the 1.5B model on the OpenVINO engine: plain, speculative (the 0.5B drafts) and prompt-lookup
-decoding, with the 0.5B's plain speed for reference (what `local.decoding = "auto"` rests on).
+decoding with int8 weights, plain decoding with int4 weights, and the 0.5B's plain speed for reference (what
+`local.decoding = "auto"` and `local.weights = "auto"` rest on).
 
 Two fixed prompts: a stub fill (a module's functions, then a stub whose body uses their names: prompt lookup's
 best case) and a plain request. For each engine and prompt: a greedy one-row request and a sampled request of n
@@ -63,12 +64,13 @@ REQUEST = "Write a function to find the shared elements from the given two lists
 JSON_HELP = "print the rows as JSON; given OUT, print as usual and write the rows, load and CPUs to OUT"
 
 
-def engines(model: str) -> list[tuple[str, str]]:
-    """(model, decoding) pairs measured for `model`: plain, speculative where it has a draft model, prompt lookup,
-    then the 0.5B's plain speed for reference (for the 1.5B: plain, speculative, prompt-lookup, 0.5B plain)."""
+def engines(model: str) -> list[tuple[str, str, str]]:
+    """(model, decoding, weights) measured for `model`: int8 plain, speculative where it has a draft model, prompt
+    lookup, int4 plain, then the 0.5B's int8 plain speed for reference (for the 1.5B: plain, speculative,
+    prompt-lookup, int4, 0.5B plain)."""
     decodings = ["plain", *(["speculative"] if model in DRAFT_MODELS else []), "prompt-lookup"]
-    reference = [] if model == FAST_GENERATOR else [(FAST_GENERATOR, "plain")]
-    return [(model, decoding) for decoding in decodings] + reference
+    reference = [] if model == FAST_GENERATOR else [(FAST_GENERATOR, "plain", "int8")]
+    return [(model, decoding, "int8") for decoding in decodings] + [(model, "plain", "int4")] + reference
 
 
 def prompts() -> dict[str, Prompt]:
@@ -100,16 +102,16 @@ def main() -> None:
     sampled = SamplingParams(n=args.n, temperature=0.8, top_p=0.95, max_new_tokens=args.tokens, seed=1)
     rows = []
     plain: dict[str, list[str]] = {}
-    for model, decoding in engines(args.model):
-        backend = OpenVINOBackend.load(model, decoding=decoding)
+    for model, decoding, weights in engines(args.model):
+        backend = OpenVINOBackend.load(model, decoding=decoding, weights=weights)
         for name, prompt in prompts().items():
             speed, texts = measure(backend, prompt, greedy)
-            if decoding == "plain" and model == args.model:
+            if decoding == "plain" and weights == "int8" and model == args.model:
                 plain[name] = texts
             many, _ = measure(backend, prompt, sampled)
             same = "" if model != args.model else ("yes" if texts == plain.get(name) else "no")
-            rows.append({"model": model, "decoding": decoding, "prompt": name, "greedy": speed, "sampled": many,
-                         "same_greedy": same})  # fmt: skip
+            rows.append({"model": model, "decoding": decoding, "weights": weights, "prompt": name, "greedy": speed,
+                         "sampled": many, "same_greedy": same})  # fmt: skip
             print(json.dumps(rows[-1]) if args.json == "-" else _line(rows[-1], args.n), flush=True)
         del backend
         gc.collect()
@@ -124,7 +126,8 @@ def main() -> None:
 
 def _line(row: dict, n: int) -> str:
     return (
-        f"{row['model']:<20} {row['decoding']:<14} {row['prompt']:<10} greedy {row['greedy']:6.1f} tok/s   "
+        f"{row['model']:<20} {row['weights']} {row['decoding']:<14} {row['prompt']:<10} "
+        f"greedy {row['greedy']:6.1f} tok/s   "
         f"sampled n={n} {row['sampled']:6.1f} tok/s   greedy text as plain: {row['same_greedy'] or '-'}"
     )
 

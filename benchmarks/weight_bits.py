@@ -18,30 +18,19 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import argparse
 import sys
-import time
 from pathlib import Path
 
 WEIGHTS = ("int8", "int4")
 
 
 def main() -> None:
-    from assistant.backends.models import DEFAULT_GENERATOR
     from assistant.backends.ov import OpenVINOBackend
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=DEFAULT_GENERATOR, help="the model (default: assist's default)")
-    parser.add_argument("--stubs", type=int, default=20, help="how many stubs (default 20)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help="print one JSON object; given OUT, also")
-    args = parser.parse_args()
-    began = time.perf_counter()
-    engines = {weights: OpenVINOBackend.load(args.model, weights=weights) for weights in WEIGHTS}
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import attention_cache
 
-    attention_cache.side_by_side(engines, args, began)
+    attention_cache.versus_main(__doc__, lambda model: {w: OpenVINOBackend.load(model, weights=w) for w in WEIGHTS})
 
 
 if __name__ == "__main__":

@@ -152,8 +152,10 @@ def test_bad_options_are_one_line_usage_errors(report, capsys, argv, message):
 
 def test_decoding_speed_measures_the_chosen_model_with_the_small_one_for_reference(monkeypatch):
     engines = _load(ROOT / "benchmarks" / "decoding_speed.py", monkeypatch).engines
-    assert engines(BIG) == [(BIG, "plain"), (BIG, "speculative"), (BIG, "prompt-lookup"), (SMALL, "plain")]
-    assert engines(SMALL) == [(SMALL, "plain"), (SMALL, "prompt-lookup")]  # no draft model, no reference twice
+    int8 = [(BIG, "plain", "int8"), (BIG, "speculative", "int8"), (BIG, "prompt-lookup", "int8")]
+    assert engines(BIG) == [*int8, (BIG, "plain", "int4"), (SMALL, "plain", "int8")]
+    # no draft model, no reference twice
+    assert engines(SMALL) == [(SMALL, "plain", "int8"), (SMALL, "prompt-lookup", "int8"), (SMALL, "plain", "int4")]
 
 
 def test_the_cancel_part_runs_and_the_report_is_written_as_it_ends(tmp_path: Path):

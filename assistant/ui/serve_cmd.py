@@ -96,7 +96,7 @@ def _serve_port(model: str | None, port: int, threads: int | None, context: int)
         backend = load_generator("local", model, progress=ui, engine="openvino", context=context, threads=threads)
         server = LocalServer(backend, port=port)
     url = server.base_url
-    out.print(f"Serving {backend.model} (OpenVINO int8, context {backend.context}) at {url}")
+    out.print(f"Serving {backend.model} (OpenVINO {backend.weights}, context {backend.context}) at {url}")
     out.print(f"  export ASSIST_BACKEND=openai OPENAI_BASE_URL={url} ASSIST_OPENAI_API=completions")
     out.print("Ctrl-C stops it.")
     try:
