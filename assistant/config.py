@@ -268,8 +268,8 @@ FIELDS: tuple[Field, ...] = (
         _choice(*LOCAL_WEIGHTS),
         "auto",
         "ASSIST_LOCAL_WEIGHTS",
-        "the openvino engine's weights: auto (what measured faster without a loss for the model), int8 or int4 "
-        "(half the bytes a decoding step reads; converted on first use, about 40 s)",
+        "the openvino engine's weights: auto (int8 for every model today), int8, or int4 (a 1.5B stub request "
+        "about 1.7 s faster, pass@1 1.8 points lower; converted on first use, about 40 s)",
     ),
     Field(
         "local.warm",

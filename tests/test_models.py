@@ -351,3 +351,28 @@ def test_an_eval_folder_names_its_model_and_a_resumed_run_cannot_change_it(tmp_p
         _prepare(folder, {**base, "model": DEFAULT_GENERATOR})
     _prepare(folder, {**base, "model": FAST_GENERATOR})  # what null meant when it was written
     assert json.loads((folder / "config.json").read_text())["model"] == FAST_GENERATOR
+
+
+def test_an_eval_folder_names_its_weights_and_a_resumed_run_cannot_change_them(tmp_path, monkeypatch):
+    """int4 samples are other samples: a folder records the OpenVINO weights that drew them, a folder from before
+    the setting reads as the int8 it was drawn with, and resuming either with the other weights is refused."""
+    from assistant.config import backend_settings
+    from assistant.ui.eval_cmd import _backend_config, _prepare
+
+    monkeypatch.chdir(tmp_path)
+    assert _backend_config(backend_settings(None, None))["weights"] == "int8"  # auto, for the default model
+    monkeypatch.setenv("ASSIST_LOCAL_WEIGHTS", "int4")
+    int4 = _backend_config(backend_settings(None, None))
+    assert int4["weights"] == "int4"
+    assert "weights" not in _backend_config(backend_settings(None, None, engine="transformers"))
+    base = {"command": "codegen", "limit": 5, "strategies": ["zero"]}
+    older, newer = tmp_path / "older", tmp_path / "newer"
+    for folder in (older, newer):
+        folder.mkdir()
+    (older / "config.json").write_text(json.dumps({**base, **{k: v for k, v in int4.items() if k != "weights"}}))
+    with pytest.raises(UsageError, match=r"holds a run with other settings \(weights\)"):
+        _prepare(older, {**base, **int4})
+    _prepare(older, {**base, **int4, "weights": "int8"})  # what it was drawn with
+    _prepare(newer, {**base, **int4})
+    with pytest.raises(UsageError, match=r"holds a run with other settings \(weights\)"):
+        _prepare(newer, {**base, **int4, "weights": "int8"})

@@ -173,7 +173,8 @@ def _prepare(out: Path, config: dict, legacy: dict | None = None, unrecorded: tu
     if path.exists():
         saved = json.loads(path.read_text(encoding="utf-8"))
         config = {k: v for k, v in config.items() if k not in unrecorded or k in saved}
-        previous = {**(legacy or {}), **saved}
+        # Every folder from before local.weights was recorded drew its local OpenVINO samples with int8 weights.
+        previous = {"weights": "int8", **(legacy or {}), **saved}
         if "model" in previous:
             previous["model"] = _recorded_model(previous)
         # Strategies and --limit may grow: subsets are nested and every (task, strategy) is cached on its own.
@@ -256,8 +257,14 @@ def _record_retrievers(folder: Path, before: dict, now: dict, task_ids: list[str
 
 
 def _backend_config(settings: Settings) -> dict:
-    """What a run's config.json records of the model that drew its samples."""
-    return {"backend": settings.backend, "engine": _engine(settings), "model": _model(settings)}
+    """What a run's config.json records of the model that drew its samples (the weights where the local OpenVINO
+    engine drew them)."""
+    config = {"backend": settings.backend, "engine": _engine(settings), "model": _model(settings)}
+    if settings.backend == "local" and config["engine"] == "openvino":
+        from assistant.backends.models import weights_for
+
+        config["weights"] = weights_for(config["model"], settings["local.weights"])
+    return config
 
 
 def _run_name(command: str, dataset: str, split: str) -> str:
