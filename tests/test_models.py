@@ -376,3 +376,15 @@ def test_an_eval_folder_names_its_weights_and_a_resumed_run_cannot_change_them(t
     _prepare(newer, {**base, **int4})
     with pytest.raises(UsageError, match=r"holds a run with other settings \(weights\)"):
         _prepare(newer, {**base, **int4, "weights": "int8"})
+
+
+def test_extending_a_folder_from_before_the_weights_were_recorded_reads_it_as_int8(tmp_path):
+    from assistant.ui.eval_cmd import _extended
+
+    settings = {"command": "codegen", "dataset": "humaneval", "backend": "local", "engine": "openvino", "seed": 0}
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "config.json").write_text(json.dumps({**settings, "n": 5}))
+    assert _extended(tmp_path / "new", older, {**settings, "n": 10, "weights": "int8"}) == [older]
+    with pytest.raises(UsageError, match=r"that run used other settings \(weights\)"):
+        _extended(tmp_path / "new", older, {**settings, "n": 10, "weights": "int4"})

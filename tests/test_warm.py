@@ -83,16 +83,16 @@ def test_a_ready_server_of_the_same_settings_is_found(run_dir: Path) -> None:
     with _listening_socket(socket_path):
         warm.write_state(state_path, _state(run_dir))
         assert state_path.stat().st_mode & 0o777 == 0o600
-        found = warm.find_server(MODEL, "openvino", "plain", 8192)
+        found = warm.find_server(MODEL, "openvino", "plain", 8192, "int8")
         assert found is not None and found.pid == os.getpid()
         # another model, decoding or context is not what the in-process engine would give: not used, left alone
-        assert warm.find_server(MODEL, "openvino", "prompt-lookup", 8192) is None
-        assert warm.find_server(MODEL, "openvino", "plain", 4096) is None
-        assert warm.find_server("qwen2.5-coder-1.5b", "openvino", "plain", 8192) is None
+        assert warm.find_server(MODEL, "openvino", "prompt-lookup", 8192, "int8") is None
+        assert warm.find_server(MODEL, "openvino", "plain", 4096, "int8") is None
+        assert warm.find_server("qwen2.5-coder-1.5b", "openvino", "plain", 8192, "int8") is None
         assert state_path.exists()
         # still loading: not used yet
         warm.write_state(state_path, _state(run_dir, status="loading"))
-        assert warm.find_server(MODEL, "openvino", "plain", 8192) is None
+        assert warm.find_server(MODEL, "openvino", "plain", 8192, "int8") is None
 
 
 def test_a_server_of_other_weights_is_not_used_and_an_older_state_file_reads_as_int8(run_dir: Path) -> None:
@@ -113,7 +113,7 @@ def test_a_stale_state_is_removed_with_its_socket(run_dir: Path) -> None:
     socket_path, state_path = warm.slot(MODEL)
     _listening_socket(socket_path).close()  # the file stays, as after a crash
     warm.write_state(state_path, _state(run_dir, pid=_dead_pid()))
-    assert warm.find_server(MODEL, "openvino", "plain", 8192) is None
+    assert warm.find_server(MODEL, "openvino", "plain", 8192, "int8") is None
     assert not state_path.exists() and not socket_path.exists()
 
 
@@ -122,7 +122,7 @@ def test_a_state_file_others_may_write_is_refused_and_kept(run_dir: Path, caplog
     with _listening_socket(socket_path):
         warm.write_state(state_path, _state(run_dir))
         state_path.chmod(0o620)
-        assert warm.find_server(MODEL, "openvino", "plain", 8192) is None
+        assert warm.find_server(MODEL, "openvino", "plain", 8192, "int8") is None
         assert "writable by group or others" in caplog.text
         assert state_path.exists()
 
@@ -132,7 +132,7 @@ def test_a_socket_others_may_write_is_refused(run_dir: Path, caplog: pytest.LogC
     with _listening_socket(socket_path):
         socket_path.chmod(0o666)
         warm.write_state(state_path, _state(run_dir))
-        assert warm.find_server(MODEL, "openvino", "plain", 8192) is None
+        assert warm.find_server(MODEL, "openvino", "plain", 8192, "int8") is None
         assert "writable by group or others" in caplog.text
 
 
@@ -161,18 +161,18 @@ def test_files_of_another_user_are_refused(run_dir: Path, caplog: pytest.LogCapt
     with _listening_socket(socket_path):
         warm.write_state(state_path, _state(run_dir))
         os.chown(state_path, 65534, 65534)
-        assert warm.find_server(MODEL, "openvino", "plain", 8192) is None
+        assert warm.find_server(MODEL, "openvino", "plain", 8192, "int8") is None
         assert "belongs to another user" in caplog.text
         os.chown(state_path, 0, 0)
         os.chown(socket_path, 65534, 65534)
-        assert warm.find_server(MODEL, "openvino", "plain", 8192) is None
+        assert warm.find_server(MODEL, "openvino", "plain", 8192, "int8") is None
 
 
 def test_a_state_naming_a_socket_elsewhere_is_refused(run_dir: Path, tmp_path: Path) -> None:
     socket_path, state_path = warm.slot(MODEL)
     with _listening_socket(socket_path):
         warm.write_state(state_path, _state(run_dir, socket=str(tmp_path / "other.sock")))
-        assert warm.find_server(MODEL, "openvino", "plain", 8192) is None
+        assert warm.find_server(MODEL, "openvino", "plain", 8192, "int8") is None
 
 
 def test_a_server_that_cannot_start_is_given_up_at_once(run_dir: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -148,13 +148,13 @@ def _manifest_path(spec: ModelSpec) -> Path:
 
 
 def status(spec: ModelSpec) -> str:
-    """`ready` (converted for transformers, or for the default OpenVINO engine), `not converted yet` (packages
-    present) or `packages missing`."""
+    """`ready` (converted for transformers, or for the default OpenVINO engine with either weights), `not
+    converted yet` (packages present) or `packages missing`."""
     if spec.kind == "encoder":
         return "ready" if packages_installed(spec) else "packages missing"
     if _manifest_path(spec).exists():
         return "ready"
-    if ov_ready(spec):
+    if any(ov_ready(spec, weights) for weights in OV_WEIGHTS):
         return "ready (openvino)"
     return "not converted yet" if packages_installed(spec) else "packages missing"
 

@@ -1,10 +1,11 @@
-"""The local model through OpenVINO GenAI (int8 weights on the CPU): the `local-ov` backend, the default engine.
+"""The local model through OpenVINO GenAI (int8 weights on the CPU, or int4 by the `local.weights` setting): the
+`local-ov` backend, the default engine.
 
 Same prompts, tokenizer and stop rule as the transformers `local` backend (its prompt building is reused, not
 copied), several times faster on a CPU. OpenVINO's continuous-batching pipeline reads the prompt once for the
 n samples, decodes every request added to it together, and reports each sampled token's log-probability. What
-differs from the transformers engine, and why its identity is its own (`local-ov`, `<model>@ov-int8`), so caches
-never mix its samples or scores with the fp32 ones:
+differs from the transformers engine, and why its identity is its own (`local-ov`, `<model>@ov-int8`; with int4
+weights `local-ov-int4`, `<model>@ov-int4`), so caches never mix its samples or scores with the fp32 ones:
 
 - Log-probabilities come from int8 (Q8_0) weights; against transformers fp32 the mean token log-probability of a
   continuation moves by about 0.01 (tests/test_backend_ov.py, benchmarks/generation_speed.py).
@@ -102,7 +103,7 @@ class OpenVINOBackend(ConvertedBackend):
     teacher-forced scoring."""
 
     name = "local-ov"
-    description = "the local model through OpenVINO int8 on this machine's CPU (the default local engine)"
+    description = "the local model through OpenVINO (int8, or int4) on this machine's CPU (the default local engine)"
     batches_prompts = True
     batches_groups = True  # sample_groups decodes every group in one run of the pipeline
     streams = True  # one-row requests hand over their tokens step by step
@@ -155,8 +156,9 @@ class OpenVINOBackend(ConvertedBackend):
             raise self._load_error(exc) from None
 
     def _draft_directory(self, progress: Progress | None) -> Path:
-        """The converted draft model of speculative decoding (converted on first use, like the generator)."""
-        return ov_path(resolve(DRAFT_MODELS[self.spec.name], "generator"), progress=progress)
+        """The converted draft model of speculative decoding (converted on first use, like the generator; int8, as
+        the identity's `decoding` label assumes)."""
+        return ov_path(resolve(DRAFT_MODELS[self.spec.name], "generator"), progress=progress, weights="int8")
 
     def _make_pipeline(self, prefix_caching: bool, decoding: str = "plain", draft: Path | None = None) -> Any:
         """A continuous-batching pipeline over the converted model.

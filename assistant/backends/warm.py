@@ -79,7 +79,7 @@ class ServerState:
     identity: dict[str, Any] | None = None  # the served backend's identity (BackendIdentity fields)
     weights: str = "int8"  # the OpenVINO weights it runs (a state file from before the setting: int8)
 
-    def matches(self, model: str, engine: str, decoding: str, context: int | None, weights: str = "int8") -> bool:
+    def matches(self, model: str, engine: str, decoding: str, context: int | None, weights: str) -> bool:
         """Whether this server gives what an in-process engine loaded with these settings would."""
         mine = (self.model, self.engine, self.decoding, self.context, self.weights)
         return mine == (model, engine, decoding, context, weights)
@@ -215,9 +215,7 @@ def live_state(state_path: Path) -> ServerState | None:
     return state
 
 
-def find_server(
-    model: str, engine: str, decoding: str, context: int | None, weights: str = "int8"
-) -> ServerState | None:
+def find_server(model: str, engine: str, decoding: str, context: int | None, weights: str) -> ServerState | None:
     """A ready server of this model, engine, decoding, context and weights, or None (none runs, another's settings
     run, it is still loading, or its files are refused: then a warning says why)."""
     try:

@@ -86,7 +86,7 @@ def load_generator(name: str, model: str | None = None, progress: Progress | Non
         if name != "local":
             if options.get("precision") not in (None, "fp32"):
                 raise UsageError(
-                    f"local.precision is a transformers setting; the {engine} engine runs int8",
+                    f"local.precision is a transformers setting; the {engine} engine runs quantized weights",
                     setting="precision:engine",
                     values={"engine": engine},
                 )

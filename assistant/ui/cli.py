@@ -686,14 +686,13 @@ def models_pull(
     to OpenVINO for the default engine, with the weights the local.weights setting names (sha256 of every
     converted file recorded beside it)."""
     from assistant.backends.models import ov_path, pull, resolve
-    from assistant.config import load_settings
+    from assistant.ui.doctor import weights_setting
 
     with ProgressUI(err.is_terminal) as ui:
         path = pull(name, force=force, progress=ui)
         spec = resolve(name, kind=None)
         if spec.kind == "generator":
-            weights = load_settings(check_trust=False)["local.weights"]
-            path = ov_path(spec, progress=ui, force=force, weights=weights)
+            path = ov_path(spec, progress=ui, force=force, weights=weights_setting())
     out.print(f"ready: {path}")
 
 

@@ -106,7 +106,7 @@ def model_checks() -> list[Check]:
                 where = encoder_dir(spec) if spec.kind == "encoder" else generator_dir(spec)
                 engine = ""
                 if spec.kind == "generator":
-                    weights = weights_for(spec.name, _weights_setting())
+                    weights = weights_for(spec.name, weights_setting())
                     converted = ov_ready(spec, weights)
                     # ~30 s for the 0.5B, ~1 min for the 1.5B on 2 cores (measured 62 s, the machine shared)
                     made = "ready" if converted else "made on first use (~30 s to 1 min)"
@@ -182,7 +182,7 @@ def warm_checks() -> list[Check]:
     return checks
 
 
-def _weights_setting() -> str:
+def weights_setting() -> str:
     """The local.weights setting here (auto where the settings cannot be read: their own check says why)."""
     from assistant.config import load_settings
 

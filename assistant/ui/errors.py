@@ -68,7 +68,7 @@ LINES = {
     "function:missing_file": "{name} does not exist; --function fills a stub in an existing file",
     "fragments:no_index": "--fragments retrieves the repository's code fragments: run `assist index` in the repo first",
     "apis:no_index": "--apis shows functions from the repository's index: run `assist index` in the repo first",
-    "precision:engine": "--precision is a transformers setting; the {engine} engine runs int8",
+    "precision:engine": "--precision is a transformers setting; the {engine} engine runs quantized weights",
     "test_cmd:invalid": "--test-cmd is not a valid command line: {error}",
     "test_cmd:not_pytest": "--test-cmd runs pytest only, not {shown!r}; e.g. --test-cmd 'pytest tests/test_util.py'",
     "test_cmd:shell": "--test-cmd is one pytest command; {operator!r} is shell, which is not run",

@@ -221,7 +221,8 @@ def _extended(folder: Path, extend: Path | None, config: dict) -> list[Path]:
         raise UsageError(f"--extend {extend}: not an `assist eval codegen` results folder")
     if extend.resolve() == folder.resolve():
         raise UsageError("--extend names the output folder itself; a larger -n needs its own --out")
-    earlier_settings = {"engine": config.get("engine"), **earlier}  # a folder from before the engine was recorded
+    # A folder from before the engine, or the weights, were recorded (its OpenVINO samples were int8 ones).
+    earlier_settings = {"engine": config.get("engine"), "weights": "int8", **earlier}
     changed = _changed(earlier_settings, config, ("n", "strategies", "limit", "ks", "extends"))
     if changed:
         raise UsageError(f"--extend {extend}: that run used other settings ({', '.join(changed)})")

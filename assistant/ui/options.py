@@ -144,8 +144,8 @@ EngineOpt = Annotated[
     str | None,
     configured(
         "--engine",
-        help_text="local backend: openvino (int8, fast), transformers (fp32) or ct2 (default: local.engine, else "
-        "openvino).",
+        help_text="local backend: openvino (int8, or int4 by local.weights; fast), transformers (fp32) or ct2 "
+        "(default: local.engine, else openvino).",
         panel=MODEL,
     ),
 ]

@@ -87,13 +87,17 @@ def serve(
 
 
 def _serve_port(model: str | None, port: int, threads: int | None, context: int) -> None:
-    """The OpenAI-compatible server on 127.0.0.1:`port`, until Ctrl-C."""
+    """The OpenAI-compatible server on 127.0.0.1:`port`, until Ctrl-C, with the settings' decoding and weights."""
+    from assistant import config
     from assistant.backends.local_server import LocalServer
     from assistant.pipeline.pipeline import load_generator
 
+    settings = config.load_settings({"model": model}, check_trust=False)
+    engine = {"decoding": settings["local.decoding"], "weights": settings["local.weights"]}
     with ProgressUI(err.is_terminal) as ui:
         ui.status("Loading the model")
-        backend = load_generator("local", model, progress=ui, engine="openvino", context=context, threads=threads)
+        options = {"engine": "openvino", "context": context, "threads": threads, **engine}
+        backend = load_generator("local", model, progress=ui, **options)
         server = LocalServer(backend, port=port)
     url = server.base_url
     out.print(f"Serving {backend.model} (OpenVINO {backend.weights}, context {backend.context}) at {url}")
@@ -108,7 +112,8 @@ def _serve_port(model: str | None, port: int, threads: int | None, context: int)
 
 
 def _serve_warm(model: str | None, threads: int | None, context: int | None, idle_timeout: float | None) -> None:
-    """This user's warm server, with the settings' model, context and decoding (what commands would load)."""
+    """This user's warm server, with the settings' model, context, decoding and weights (what commands would
+    load)."""
     from assistant import config
     from assistant.backends import warm
 
