@@ -94,6 +94,7 @@ def model_checks() -> list[Check]:
     )
 
     checks = []
+    asked = weights_setting()  # read once: every generator's OpenVINO folder is the one of these weights
     for spec in REGISTRY.values():
         name = f"model {spec.name}"
         default = spec.name in (DEFAULT_GENERATOR, DEFAULT_ENCODER)
@@ -106,7 +107,7 @@ def model_checks() -> list[Check]:
                 where = encoder_dir(spec) if spec.kind == "encoder" else generator_dir(spec)
                 engine = ""
                 if spec.kind == "generator":
-                    weights = weights_for(spec.name, weights_setting())
+                    weights = weights_for(spec.name, asked)
                     converted = ov_ready(spec, weights)
                     # ~30 s for the 0.5B, ~1 min for the 1.5B on 2 cores (measured 62 s, the machine shared)
                     made = "ready" if converted else "made on first use (~30 s to 1 min)"

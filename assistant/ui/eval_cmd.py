@@ -165,6 +165,11 @@ def _recorded_model(saved: dict) -> str | None:
         return saved["model"]
 
 
+# What a folder from before local.weights was recorded ran with: its local OpenVINO samples were int8 ones (a
+# folder of another engine records no weights, so the value is never compared for it).
+_UNRECORDED_WEIGHTS = {"weights": "int8"}
+
+
 def _prepare(out: Path, config: dict, legacy: dict | None = None, unrecorded: tuple[str, ...] = ()) -> None:
     """Create the results folder, refusing one that holds a run with other settings. `legacy`: the values
     of settings added later, as folders written before them were run; `unrecorded`: settings added later whose
@@ -173,8 +178,7 @@ def _prepare(out: Path, config: dict, legacy: dict | None = None, unrecorded: tu
     if path.exists():
         saved = json.loads(path.read_text(encoding="utf-8"))
         config = {k: v for k, v in config.items() if k not in unrecorded or k in saved}
-        # Every folder from before local.weights was recorded drew its local OpenVINO samples with int8 weights.
-        previous = {"weights": "int8", **(legacy or {}), **saved}
+        previous = {**_UNRECORDED_WEIGHTS, **(legacy or {}), **saved}
         if "model" in previous:
             previous["model"] = _recorded_model(previous)
         # Strategies and --limit may grow: subsets are nested and every (task, strategy) is cached on its own.
@@ -221,8 +225,8 @@ def _extended(folder: Path, extend: Path | None, config: dict) -> list[Path]:
         raise UsageError(f"--extend {extend}: not an `assist eval codegen` results folder")
     if extend.resolve() == folder.resolve():
         raise UsageError("--extend names the output folder itself; a larger -n needs its own --out")
-    # A folder from before the engine, or the weights, were recorded (its OpenVINO samples were int8 ones).
-    earlier_settings = {"engine": config.get("engine"), "weights": "int8", **earlier}
+    # A folder from before the engine, or the weights, were recorded.
+    earlier_settings = {"engine": config.get("engine"), **_UNRECORDED_WEIGHTS, **earlier}
     changed = _changed(earlier_settings, config, ("n", "strategies", "limit", "ks", "extends"))
     if changed:
         raise UsageError(f"--extend {extend}: that run used other settings ({', '.join(changed)})")
