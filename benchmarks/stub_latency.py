@@ -71,14 +71,28 @@ def _stub_repos(task_ids: list[str], folder: Path) -> list[tuple[str, Path, str,
 
 def _generate(
     repo: Path, path: str, qualname: str, model: str, seed: int, warm: str, ranker: str | None = None
-) -> tuple[float, int]:
-    """Seconds and exit code of one `assist generate --function` in a fresh process (`ranker`: --ranker, if given)."""
+) -> tuple[float, int, dict]:
+    """Seconds, exit code and what the request reported (:func:`_stages`) of one `assist generate --function` in a
+    fresh process (`ranker`: --ranker, if given)."""
     env = {**os.environ, "ASSIST_LOCAL_WARM": warm, "HF_HUB_OFFLINE": "1"}
     argv = [sys.executable, "-m", "assistant", "generate", "--file", path, "--function", qualname, "-n", "5"]
     argv += ["--seed", str(seed), "--model", model, "--json", *(["--ranker", ranker] if ranker else [])]
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True)
-    return time.perf_counter() - started, done.returncode
+    return time.perf_counter() - started, done.returncode, _stages(done.stdout)
+
+
+def _stages(output: str) -> dict:
+    """Where a request's time went, from its `--json` output: each stage's seconds, the distinct candidates and the
+    tokens written ({} when the output is not a result)."""
+    try:
+        result = json.loads(output)
+    except json.JSONDecodeError:
+        return {}
+    usage = result.get("usage") or {}
+    stages = {name: round(seconds, 1) for name, seconds in (result.get("timings_s") or {}).items()}
+    candidates = len(result.get("candidates") or [])
+    return {"stages_s": stages, "candidates": candidates, "tokens_out": usage.get("completion_tokens")}
 
 
 def _serve(model: str) -> tuple[subprocess.Popen, float]:
@@ -143,6 +157,7 @@ def main() -> None:
             warm = _generate(repo, path, qualname, args.model, args.seed, "auto", args.ranker)
             rows.append({"task": task_id, "cold_s": round(cold[0], 1), "warm_s": round(warm[0], 1)})
             rows[-1]["exit"] = [cold[1], warm[1]]
+            rows[-1]["warm"] = warm[2]
             if args.json != "-":
                 print(f"{task_id}: cold {cold[0]:.1f} s, warm {warm[0]:.1f} s (exit {cold[1]}, {warm[1]})", flush=True)
     finally:
