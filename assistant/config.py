@@ -272,6 +272,14 @@ FIELDS: tuple[Field, ...] = (
         "about 1.7 s faster, pass@1 1.8 points lower; converted on first use, about 40 s)",
     ),
     Field(
+        "local.tests_model",
+        _str,
+        "auto",
+        "ASSIST_LOCAL_TESTS_MODEL",
+        "the local model that writes agree's tests: auto (the generator, for every model today), same (the "
+        "generator), or a model's name (e.g. qwen2.5-coder-0.5b: faster tests for the 1.5B)",
+    ),
+    Field(
         "local.warm",
         _choice("auto", "off", "start"),
         "start",

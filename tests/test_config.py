@@ -36,7 +36,8 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(start=Path("/"))
     assert settings.backend == "local" and settings.model is None
     assert settings.values["openai.timeout"].source == "default"
-    local = {"context": 8192, "engine": "openvino", "decoding": "auto", "weights": "auto", "warm": "start"}
+    local = {"context": 8192, "engine": "openvino", "decoding": "auto", "weights": "auto", "tests_model": "auto"}
+    local["warm"] = "start"
     assert settings.backend_options() == local  # the local table
 
 
@@ -133,12 +134,14 @@ def test_local_context_reaches_the_local_backend_and_is_checked(monkeypatch) -> 
         "engine": "openvino",
         "decoding": "auto",
         "weights": "auto",
+        "tests_model": "auto",
         "warm": "off",  # the tests' setting (conftest)
     }
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "4096")
     settings = backend_settings("local", None)
     options = settings.backend_options()
-    assert options == {"context": 4096, "engine": "openvino", "decoding": "auto", "weights": "auto", "warm": "off"}
+    same = {"engine": "openvino", "decoding": "auto", "weights": "auto", "tests_model": "auto", "warm": "off"}
+    assert options == {"context": 4096, **same}
     assert settings.values["local.context"].source == "env ASSIST_LOCAL_CONTEXT"
     monkeypatch.setenv("ASSIST_LOCAL_CONTEXT", "12")
     with pytest.raises(UsageError, match=r"local\.context"):

@@ -378,6 +378,26 @@ def test_an_eval_folder_names_its_weights_and_a_resumed_run_cannot_change_them(t
         _prepare(newer, {**base, **int4, "weights": "int8"})
 
 
+def test_an_eval_folder_names_another_model_that_wrote_agrees_tests(tmp_path, monkeypatch):
+    """A run whose agree tests another model wrote records that model (a folder that names none had the
+    generator write them), so resuming it with the other writer is refused."""
+    from assistant.backends.models import tests_model_for
+    from assistant.config import backend_settings
+    from assistant.ui.eval_cmd import _backend_config, _prepare
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ASSIST_LOCAL_TESTS_MODEL", "same")
+    same = _backend_config(backend_settings(None, None))
+    assert "tests_model" not in same
+    monkeypatch.setenv("ASSIST_LOCAL_TESTS_MODEL", "0.5b")
+    smaller = _backend_config(backend_settings(None, None))
+    assert smaller["tests_model"] == tests_model_for(DEFAULT_GENERATOR, "0.5b") == FAST_GENERATOR
+    base = {"command": "codegen", "limit": 5, "strategies": ["zero"]}
+    _prepare(tmp_path / "run", {**base, **same})
+    with pytest.raises(UsageError, match=r"holds a run with other settings \(tests_model\)"):
+        _prepare(tmp_path / "run", {**base, **smaller})
+
+
 def test_extending_a_folder_from_before_the_weights_were_recorded_reads_it_as_int8(tmp_path):
     from assistant.ui.eval_cmd import _extended
 

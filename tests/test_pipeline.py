@@ -317,3 +317,77 @@ def test_fragments_embedded_by_another_encoder_are_a_one_line_error(scratch_repo
     assert pipeline.source().kind == "repo"
     with pytest.raises(UsageError, match=r"embedded with another-encoder, not .*; run `assist index` again"):
         pipeline.fragment_retriever()
+
+
+# -- who writes agree's tests ----------------------------------------------------------------------------------------
+
+
+def test_agree_tests_come_from_the_model_local_tests_model_names(tmp_path: Path, monkeypatch) -> None:
+    """`local.tests_model` names the model that writes agree's tests: it loads only when agree asks for tests (with
+    the generator's settings), the generator is asked for the candidates alone, and `same` keeps the generator."""
+    import assistant.pipeline.pipeline as pipeline_module
+    from assistant.backends import LazyBackend
+
+    generator = ScriptedBackend(PROGRAMS, model="qwen2.5-coder-1.5b", scores=False)
+    writer = ScriptedBackend(["assert add(2, 3) == 5\nassert add(0, 0) == 0\n"], model="qwen2.5-coder-0.5b")
+    loads: list[tuple[str, str | None, dict]] = []
+
+    def load_generator(name: str, model: str | None = None, progress=None, **options):
+        loads.append((name, model, options))
+        return writer
+
+    monkeypatch.setattr(pipeline_module, "load_generator", load_generator)
+    monkeypatch.setenv("ASSIST_LOCAL_TESTS_MODEL", "0.5b")
+    options = GenerationOptions(n=2, k=0, ranker="agree")
+    pipeline = Pipeline(options, load_settings(start=tmp_path), start=tmp_path, backend=generator)
+    agree = pipeline.rankers("agree")[0]
+    assert isinstance(agree.backend, LazyBackend) and agree.backend.model == "qwen2.5-coder-0.5b"
+    assert not agree.backend.loaded and loads == []  # nothing loads until tests are written
+
+    result = pipeline.generate(Request("add two numbers", root=tmp_path))
+    assert [(name, model) for name, model, _ in loads] == [("local", "qwen2.5-coder-0.5b")]
+    assert loads[0][2]["tests_model"] == "0.5b" and "warm" in loads[0][2]  # the generator's settings, as read
+    assert writer.calls == 2 and generator.calls == 2  # two test rows from the writer; the two candidates
+    assert [item.scores["agree"].value > 0 for item in result.candidates] == [True, True]  # both pass both tests
+
+    monkeypatch.setenv("ASSIST_LOCAL_TESTS_MODEL", "same")
+    pipeline.configure(settings=load_settings(start=tmp_path))
+    pipeline.loaded_backend = generator
+    assert pipeline.rankers("agree")[0].backend is generator
+
+
+def test_the_tests_model_setting_resolves_names_and_refuses_unknown_ones() -> None:
+    from assistant.backends import models
+
+    assert models.tests_model_for("qwen2.5-coder-1.5b", "same") == "qwen2.5-coder-1.5b"
+    assert models.tests_model_for("qwen2.5-coder-1.5b", "0.5b") == "qwen2.5-coder-0.5b"
+    expected = models.AUTO_TESTS_MODEL.get("qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b")
+    assert models.tests_model_for("qwen2.5-coder-1.5b", "auto") == expected
+    assert models.tests_model_for("qwen2.5-coder-0.5b", "auto") == "qwen2.5-coder-0.5b"  # none smaller
+    with pytest.raises(UsageError, match="unknown"):
+        models.tests_model_for("qwen2.5-coder-1.5b", "gpt-7")
+
+
+@pytest.mark.model
+def test_the_real_0_5b_loads_and_writes_agrees_tests_for_another_generator(tmp_path: Path, monkeypatch) -> None:
+    """The 0.5B (OpenVINO, in-process), named by `local.tests_model`, loads when agree asks for tests and writes
+    them for a generator under the 1.5B's name (scripted here: the tests never load the 1.5B, see conftest), whose
+    candidates are ranked on them; the generator is asked for the candidates alone."""
+    from assistant.backends import LazyBackend
+    from assistant.config import backend_settings
+
+    monkeypatch.setenv("ASSIST_LOCAL_TESTS_MODEL", "0.5b")
+    programs = ["def bigger(a, b):\n    return max(a, b)\n", "def bigger(a, b):\n    return min(a, b)\n"]
+    generator = ScriptedBackend(programs, model="qwen2.5-coder-1.5b", scores=False)
+    options = GenerationOptions(n=2, k=0, ranker="agree", seed=0)
+    settings = backend_settings("local", "qwen2.5-coder-1.5b")
+    pipeline = Pipeline(options, settings, start=tmp_path, backend=generator)
+    result = pipeline.generate(Request("Return the larger of two integers a and b.", root=tmp_path))
+
+    writer = pipeline.test_writer()
+    assert isinstance(writer, LazyBackend) and writer.loaded and writer.get().model == "qwen2.5-coder-0.5b"
+    assert writer.get().usage.requests == 1 and writer.get().usage.completion_tokens > 0  # agree's one test call
+    assert generator.calls == 2  # the two candidates; no test rows
+    agree = {item.candidate.code: item.scores["agree"] for item in result.candidates}
+    assert all("model-written tests" in score.why for score in agree.values()), agree
+    assert result.candidates[0].candidate.code.strip() == programs[0].strip()  # its tests expect the larger more often

@@ -389,3 +389,32 @@ def load_backend(name: str, model: str | None = None, progress: Progress | None 
     concurrency, context, logprobs, tokenizer); see :mod:`assistant.config`.
     """
     return backend_class(name).load(model, progress=progress, **options)
+
+
+class LazyBackend:
+    """A backend that loads on first use, its model's name known before: a second model only some requests call
+    (the one that writes agree's tests, where it is not the generator). Everything but `model` loads it; `progress`
+    is where the load reports (the caller may point it at the request at hand before each use)."""
+
+    def __init__(self, model: str, load: Callable[[Progress | None], Backend]) -> None:
+        self.model = model
+        self.progress: Progress | None = None
+        self._load = load
+        self._backend: Backend | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._backend is not None
+
+    def get(self) -> Backend:
+        """The backend, loaded on the first call (one thread loads; the others wait)."""
+        with self._lock:
+            if self._backend is None:
+                self._backend = self._load(self.progress)
+            return self._backend
+
+    def __getattr__(self, attribute: str) -> Any:  # sample, prefills_answer, usage...: the loaded backend's
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
+        return getattr(self.get(), attribute)

@@ -116,6 +116,15 @@ OV_WEIGHTS = {"int8": "q8_0", "int4": "q4_0"}
 # MBPP tasks, more than its plan allowed (results/speed-int4).
 AUTO_WEIGHTS: dict[str, str] = {}
 
+# Who writes agree's tests under `local.tests_model = "auto"`, per generator (else the generator itself): a smaller
+# local model writes them faster, and their prompt (the requirement and the signature) needs no more. Only what
+# ranks as well as the generator's own tests belongs here. The 0.5B for the 1.5B did not qualify: its test call took
+# 2.4-2.5 s against 5.9 s, but agree+logprob top-1 on the 1.5B's candidates moved +0.6 [-2.4, +3.7] points on
+# HumanEval, -1.0 [-5.1, +3.0] and -0.3 [-3.0, +2.7] on two MBPP sets, more loss than its plan allowed
+# (results/agree-writer).
+AUTO_TESTS_MODEL: dict[str, str] = {}
+TESTS_MODEL_CHOICES = ("auto", "same")  # or a local generator's name
+
 
 def resolve(name: str | None, kind: str | None = "generator") -> ModelSpec:
     """The spec for a model name (or alias); None means the default of that kind. `kind=None` takes any kind.
@@ -509,6 +518,16 @@ def weights_for(model: str, weights: str) -> str:
     if weights not in OV_WEIGHTS:
         raise UsageError(f"unknown weights {weights!r}; choose auto, {', '.join(OV_WEIGHTS)}")
     return weights
+
+
+def tests_model_for(generator: str, setting: str) -> str:
+    """The local model that writes agree's tests for `generator` when asked for `setting` (`local.tests_model`):
+    auto (`AUTO_TESTS_MODEL`'s, else the generator), same (the generator), or a generator's name or alias."""
+    if setting == "auto":
+        return AUTO_TESTS_MODEL.get(generator, generator)
+    if setting == "same":
+        return generator
+    return resolve(setting, "generator").name
 
 
 def ov_ready(spec: ModelSpec, weights: str = "auto") -> bool:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from assistant.backends import Backend, load_backend
+from assistant.backends import Backend, LazyBackend, load_backend
 from assistant.backends.prompts import ANSWER_PREFIX
 from assistant.code.edit import Edit
 from assistant.code.examples import Example
@@ -79,6 +79,7 @@ def load_generator(name: str, model: str | None = None, progress: Progress | Non
     `threads`. Code that needs the model's internals (training, shared-prefix scoring) names `transformers`."""
     engine = options.pop("engine", None) or DEFAULT_ENGINE
     warm = options.pop("warm", "off")  # local.warm: a running warm server of the same settings stands in
+    options.pop("tests_model", None)  # local.tests_model: which model agree's tests come from (Pipeline.test_writer)
     if name == "local":
         if engine not in LOCAL_ENGINES:
             raise UsageError(f"unknown local engine {engine!r}; choose {', '.join(LOCAL_ENGINES)}")
@@ -438,6 +439,7 @@ class Pipeline:
         self._retriever: Retriever | None = None
         self._fragment_retriever: Retriever | None = None
         self._rankers: dict[tuple[str, int], Ranker] = {}
+        self._test_writer: Backend | LazyBackend | None = None
         self._lock = threading.RLock()  # loading happens in worker threads; one loads, the others wait
         if encoder is not None:
             self._encoder = LazyEncoder(encoder.name, lambda: encoder)
@@ -480,6 +482,7 @@ class Pipeline:
                     old.backend_options(),
                 ):
                     self._backend = None
+                    self._test_writer = None
                     self._rankers.clear()
                 self._settings = settings
 
@@ -563,6 +566,30 @@ class Pipeline:
                 )
             return self._backend
 
+    def test_writer(self, progress: Progress | None = None) -> Backend | LazyBackend:
+        """The backend agree's tests are written with: the generator's, unless `local.tests_model` names another
+        local model for it (auto: `models.AUTO_TESTS_MODEL`), which loads when agree first writes tests, with the
+        generator's settings (its own warm server, engine and weights); its load reports to `progress`."""
+        backend = self.backend()
+        with self._lock:
+            if self._test_writer is None:
+                self._test_writer = self._writer_for(backend)
+            if isinstance(self._test_writer, LazyBackend) and progress is not None:
+                self._test_writer.progress = progress
+            return self._test_writer
+
+    def _writer_for(self, backend: Backend) -> Backend | LazyBackend:
+        from assistant.backends.models import tests_model_for
+
+        settings = self.settings
+        options = settings.backend_options()
+        if settings.backend != "local":
+            return backend
+        model = tests_model_for(backend.model, options.get("tests_model") or "auto")
+        if model == backend.model:
+            return backend
+        return LazyBackend(model, lambda progress: load_generator("local", model, progress, **options))
+
     def rankers(
         self,
         spec: str | None,
@@ -588,7 +615,9 @@ class Pipeline:
         with self._lock:
             key = (name, id(backend))
             if key not in self._rankers:
-                self._rankers[key] = RANKERS[name](backend)
+                # agree's tests may come from another model than the candidates (`test_writer`)
+                writer = self.test_writer() if name == "agree" else backend
+                self._rankers[key] = RANKERS[name](writer)  # type: ignore[arg-type]
             return self._rankers[key]
 
     def load(self, progress: Progress = silent) -> None:
@@ -614,6 +643,7 @@ class Pipeline:
     def loaded_backend(self, backend: Backend | None) -> None:
         with self._lock:
             self._backend = backend
+            self._test_writer = None
             self._rankers.clear()
 
     # -- work ------------------------------------------------------------------------------------------------------
@@ -672,6 +702,7 @@ class Pipeline:
         if self._backend is None:
             say("Loading the model")
         backend = self.backend(progress)
+        self.test_writer(progress)  # a writer loaded during this request reports its load here
         shared: dict[str, Any] = {
             "retriever": retriever,
             "k": k if request.demonstrations is None else len(request.demonstrations),

@@ -263,12 +263,19 @@ def _record_retrievers(folder: Path, before: dict, now: dict, task_ids: list[str
 
 def _backend_config(settings: Settings) -> dict:
     """What a run's config.json records of the model that drew its samples (the weights where the local OpenVINO
-    engine drew them)."""
+    engine drew them), and of the model that wrote agree's tests where that is another (folders that do not say
+    had the generator write them)."""
     config = {"backend": settings.backend, "engine": _engine(settings), "model": _model(settings)}
     if settings.backend == "local" and config["engine"] == "openvino":
         from assistant.backends.models import weights_for
 
         config["weights"] = weights_for(config["model"], settings["local.weights"])
+    if settings.backend == "local":
+        from assistant.backends.models import tests_model_for
+
+        writer = tests_model_for(config["model"], settings["local.tests_model"])
+        if writer != config["model"]:
+            config["tests_model"] = writer
     return config
 
 
