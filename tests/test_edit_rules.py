@@ -547,6 +547,34 @@ def test_a_stubs_docstring_examples_are_its_tests_when_none_are_given(
     assert "return round(x, 2)" not in (shop / "inventory" / "pricing.py").read_text(encoding="utf-8")
 
 
+def test_the_diff_of_what_apply_would_write_is_shown_where_it_is_not_the_first(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # #1 failed the docstring's example and #2 passed it: only #1's diff was shown, while --apply wrote #2's.
+    stub = (
+        "\n\ndef half_up(x: Decimal) -> Decimal:\n"
+        '    """`x` to whole cents, halves up.\n\n    >>> str(half_up(Decimal(\'2.665\')))\n    \'2.67\'\n'
+        '    """\n    ...\n'
+    )
+    (shop / "inventory" / "pricing.py").write_text(PRICING + stub, encoding="utf-8")
+    git(shop, "commit", "-qam", "a stub")
+    wrong = "def half_up(x):\n    return round(x, 2)\n"
+    right = "def half_up(x):\n    return x.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)\n"
+    register_scripted(monkeypatch, ScriptedBackend([wrong, right]))
+    args = ("generate", "--file", "inventory/pricing.py", "--function", "half_up", "-k", "0", "--backend", "scripted")
+    shown = assist_here(*args, "-n", "2", "--ranker", "first", "--repair", "0", cwd=shop)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    lines = shown.stdout.splitlines()
+    heads = [number for number, line in enumerate(lines) if line.startswith("Diff for inventory/pricing.py")]
+    assert [lines[number] for number in heads] == [
+        "Diff for inventory/pricing.py (fill half_up):",
+        "Diff for inventory/pricing.py (fill half_up), the first that passed the tests:",
+    ]
+    assert "+    return round(x, 2)" in lines[heads[0] : heads[1]]
+    assert "+    return x.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)" in lines[heads[1] :]
+    assert lines[-1] == "1 of 2 candidates passed the tests; --apply writes #2."
+
+
 def test_untested_candidates_are_said_to_be_untested_where_they_would_be_written(
     shop: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

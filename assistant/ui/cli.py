@@ -385,7 +385,8 @@ def _print_answer(
         out.print(f"[bold]Retriever[/]: {escape(answer.served_by)}", markup=True)
     if explain and answer.ranker_served_by:  # the same for the trained discriminator
         out.print(f"[bold]Ranker[/]: {escape(answer.ranker_served_by)}", markup=True)
-    _print_result(answer.result, answer.source, explain, applied, stubs)
+    # Beside #1's, the diff of what was written, or of what --apply would write where that is another candidate.
+    _print_result(answer.result, answer.source, explain, answer.pick.position if applied is None else applied, stubs)
     if answer.repaired is not None and answer.repaired.rounds:
         _print_repair(answer.repaired, explain)
     if verdict:  # the last line: what was written, or why nothing was
@@ -543,10 +544,10 @@ def _none_left(result: GenerateResult, stubs: Collection[str]) -> str:
 
 
 def _print_result(
-    result: GenerateResult, source: str | None, explain: bool, applied: int | None, stubs: Collection[str] = ()
+    result: GenerateResult, source: str | None, explain: bool, written: int | None, stubs: Collection[str] = ()
 ) -> None:
     """The result as text: the stub being filled, the demonstrations, then each candidate with its scores, code
-    and (for #1 and the one applied) diff; with --explain, the samples cut off."""
+    and (for #1 and the one written or to be written, `written`) diff; with --explain, the samples cut off."""
     if result.function:
         _print_stub(result)
     _print_demonstrations(result, source, explain)
@@ -562,9 +563,13 @@ def _print_result(
         out.print(f"  {escape(_none_left(result, stubs))}", markup=True)
     for number, (ranked, edit) in enumerate(zip(result.candidates, result.edits, strict=True), start=1):
         _print_candidate(number, ranked, explain)
-        if edit is not None and (number == 1 or number - 1 == applied):
+        if edit is not None and (number == 1 or number - 1 == written):
+            # Only tests make another than #1 the one written: #1 failed them (the docstring's examples, say, which
+            # decide what is written without ordering the candidates).
+            which = ", the first that passed the tests" if number - 1 == written and number != 1 else ""
             out.print(
-                f"\n[bold]Diff[/] for {escape(one_line(edit.display_path))} ({escape(', '.join(edit.actions))}):",
+                f"\n[bold]Diff[/] for {escape(one_line(edit.display_path))} ({escape(', '.join(edit.actions))})"
+                f"{which}:",
                 markup=True,
             )
             print_code(edit.diff.rstrip("\n"), "diff")
