@@ -540,7 +540,7 @@ def test_a_stubs_docstring_examples_are_its_tests_when_none_are_given(
     # results/correctness-docstring-examples).
     assert data["rankers"][-1] == "exec" and data["rankers"][0] != "exec"
     passing = next(c["rank"] for c in data["candidates"] if c["sample"] == 1)
-    assert data["verdict"] == f"1 of 2 candidates passed the tests; --apply writes #{passing}."
+    assert data["verdict"] == f"1 of 2 candidates passed the docstring's example; --apply writes #{passing}."
     register_scripted(monkeypatch, ScriptedBackend([wrong]))
     refused = assist_here(*args, "-n", "1", "--repair", "0", "--apply", cwd=shop)
     assert refused.returncode == 1 and "Tests: the docstring's 1 example, run on each" in refused.stdout
@@ -553,7 +553,7 @@ def test_the_diff_of_what_apply_would_write_is_shown_where_it_is_not_the_first(
     # #1 failed the docstring's example and #2 passed it: only #1's diff was shown, while --apply wrote #2's.
     stub = (
         "\n\ndef half_up(x: Decimal) -> Decimal:\n"
-        '    """`x` to whole cents, halves up.\n\n    >>> str(half_up(Decimal(\'2.665\')))\n    \'2.67\'\n'
+        "    \"\"\"`x` to whole cents, halves up.\n\n    >>> str(half_up(Decimal('2.665')))\n    '2.67'\n"
         '    """\n    ...\n'
     )
     (shop / "inventory" / "pricing.py").write_text(PRICING + stub, encoding="utf-8")
@@ -568,11 +568,11 @@ def test_the_diff_of_what_apply_would_write_is_shown_where_it_is_not_the_first(
     heads = [number for number, line in enumerate(lines) if line.startswith("Diff for inventory/pricing.py")]
     assert [lines[number] for number in heads] == [
         "Diff for inventory/pricing.py (fill half_up):",
-        "Diff for inventory/pricing.py (fill half_up), the first that passed the tests:",
+        "Diff for inventory/pricing.py (fill half_up), the first that passed the docstring's example:",
     ]
     assert "+    return round(x, 2)" in lines[heads[0] : heads[1]]
     assert "+    return x.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)" in lines[heads[1] :]
-    assert lines[-1] == "1 of 2 candidates passed the tests; --apply writes #2."
+    assert lines[-1] == "1 of 2 candidates passed the docstring's example; --apply writes #2."
 
 
 def test_untested_candidates_are_said_to_be_untested_where_they_would_be_written(

@@ -236,12 +236,12 @@ def generate(
     result, pick = answer.result, answer.pick
     _warn_cut_off(result)
     applied = _apply_pick(result, pick, force) if apply else None  # the position of the candidate written
-    verdict = _verdict(result, pick, apply, applied, repaired=answer.repaired is not None)
+    examples = request.tests if request.examples else ()
+    verdict = _verdict(result, pick, apply, applied, repaired=answer.repaired is not None, tests=_tests_said(examples))
     if json_output:
-        _print_json(answer, applied, verdict, request.tests if request.examples else ())
+        _print_json(answer, applied, verdict, examples)
     else:
         stubs = _stubs_in(request.target) if not result.candidates else set()  # to say "fill it with --function"
-        examples = request.tests if request.examples else ()
         shown = {"repo_tests": function is not None and repo_tests, "stubs": stubs, "examples": examples}
         _print_answer(answer, explain, applied, verdict, **shown)
     if not result.candidates or (apply and applied is None):
@@ -386,7 +386,8 @@ def _print_answer(
     if explain and answer.ranker_served_by:  # the same for the trained discriminator
         out.print(f"[bold]Ranker[/]: {escape(answer.ranker_served_by)}", markup=True)
     # Beside #1's, the diff of what was written, or of what --apply would write where that is another candidate.
-    _print_result(answer.result, answer.source, explain, answer.pick.position if applied is None else applied, stubs)
+    written = answer.pick.position if applied is None else applied
+    _print_result(answer.result, answer.source, explain, written, stubs, _tests_said(examples))
     if answer.repaired is not None and answer.repaired.rounds:
         _print_repair(answer.repaired, explain)
     if verdict:  # the last line: what was written, or why nothing was
@@ -399,11 +400,22 @@ REPAIR_HINT = "--repair 2 has the model fix the best one from the failing test's
 TEST_HINT = "or give tests (--test, or the repo's own) to write only code that passes"
 
 
-def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | None, repaired: bool) -> str | None:
-    """The one line that ends the output: which candidate was written and how it did on the tests, or, with tests
-    that no candidate passed, that nothing may be written, what may still get a passing one (repair rounds, where
-    none ran: `repaired` says whether they did) and how to write the best one anyway; without tests, where every
-    candidate reads a name defined nowhere, that none may be written without --force."""
+def _tests_said(examples: Sequence[str]) -> str:
+    """What the verdict calls the tests: the stub's docstring examples where they stood in (one passed example is
+    not a passed test suite), else the tests."""
+    if not examples:
+        return "the tests"
+    return "the docstring's example" if len(examples) == 1 else f"the docstring's {len(examples)} examples"
+
+
+def _verdict(
+    result: GenerateResult, pick: Pick, apply: bool, applied: int | None, repaired: bool, tests: str = "the tests"
+) -> str | None:
+    """The one line that ends the output: which candidate was written and how it did on the tests (`tests`: what
+    to call them), or, with tests that no candidate passed, that nothing may be written, what may still get a
+    passing one (repair rounds, where none ran: `repaired` says whether they did) and how to write the best one
+    anyway; without tests, where every candidate reads a name defined nowhere, that none may be written without
+    --force."""
     total = len(result.candidates)
     if not total:
         return "Nothing written: no candidate is left to write." if apply else None
@@ -416,8 +428,8 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
             checked = f"no tests checked it{f', and it {unknown}' if unknown else ''}"
             return f"Applied candidate #{applied + 1} to {where}; {checked}: review it {review}, {TEST_HINT}."
         if pick.position is None:
-            return f"Applied candidate #{applied + 1} to {where} with --force, though no candidate passed the tests."
-        return f"Applied candidate #{applied + 1} to {where}: it passed the tests."
+            return f"Applied candidate #{applied + 1} to {where} with --force, though no candidate passed {tests}."
+        return f"Applied candidate #{applied + 1} to {where}: it passed {tests}."
     if pick.undefined:  # no tests, and each candidate would raise NameError: none is written unless insisted on
         unknown = reads_undefined(result.candidates[0].candidate.undefined)
         said = f"every candidate reads a name defined nowhere in the file (#1 {unknown})"
@@ -430,11 +442,11 @@ def _verdict(result: GenerateResult, pick: Pick, apply: bool, applied: int | Non
         lead = "Nothing written: " if apply else ""
         force = f"add --force{' to --apply' if not apply else ''}"
         if repaired:  # the candidates counted include the repair rounds' own
-            failed = f"{lead}none of the {counted(total, 'candidate')} (repairs included) passed the tests"
+            failed = f"{lead}none of the {counted(total, 'candidate')} (repairs included) passed {tests}"
             return f"{failed}; to write the best one (#1) anyway, {force}."
-        failed = f"{lead}none of the {counted(total, 'candidate')} passed the tests"
+        failed = f"{lead}none of the {counted(total, 'candidate')} passed {tests}"
         return f"{failed}; {REPAIR_HINT}, or to write the best one (#1) anyway, {force}."
-    return f"{pick.passed} of {counted(total, 'candidate')} passed the tests; --apply writes #{pick.position + 1}."
+    return f"{pick.passed} of {counted(total, 'candidate')} passed {tests}; --apply writes #{pick.position + 1}."
 
 
 def _say_round(ui: ProgressUI) -> Callable[[RepairRound], None]:
@@ -544,10 +556,16 @@ def _none_left(result: GenerateResult, stubs: Collection[str]) -> str:
 
 
 def _print_result(
-    result: GenerateResult, source: str | None, explain: bool, written: int | None, stubs: Collection[str] = ()
+    result: GenerateResult,
+    source: str | None,
+    explain: bool,
+    written: int | None,
+    stubs: Collection[str] = (),
+    tests: str = "the tests",
 ) -> None:
     """The result as text: the stub being filled, the demonstrations, then each candidate with its scores, code
-    and (for #1 and the one written or to be written, `written`) diff; with --explain, the samples cut off."""
+    and (for #1 and the one written or to be written, `written`, which passed `tests`) diff; with --explain, the
+    samples cut off."""
     if result.function:
         _print_stub(result)
     _print_demonstrations(result, source, explain)
@@ -566,7 +584,7 @@ def _print_result(
         if edit is not None and (number == 1 or number - 1 == written):
             # Only tests make another than #1 the one written: #1 failed them (the docstring's examples, say, which
             # decide what is written without ordering the candidates).
-            which = ", the first that passed the tests" if number - 1 == written and number != 1 else ""
+            which = f", the first that passed {tests}" if number - 1 == written and number != 1 else ""
             out.print(
                 f"\n[bold]Diff[/] for {escape(one_line(edit.display_path))} ({escape(', '.join(edit.actions))})"
                 f"{which}:",
