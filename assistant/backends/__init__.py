@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from assistant.backends.prompts import Prompt
 from assistant.config import DEFAULT_MAX_NEW_TOKENS, DEFAULT_N, DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from assistant.errors import ModelError, UsageError
+from assistant.lazy import Lazy
 from assistant.progress import Progress
 
 
@@ -391,30 +392,12 @@ def load_backend(name: str, model: str | None = None, progress: Progress | None 
     return backend_class(name).load(model, progress=progress, **options)
 
 
-class LazyBackend:
+class LazyBackend(Lazy[Backend]):
     """A backend that loads on first use, its model's name known before: a second model only some requests call
     (the one that writes agree's tests, where it is not the generator). Everything but `model` loads it; `progress`
     is where the load reports (the caller may point it at the request at hand before each use)."""
 
     def __init__(self, model: str, load: Callable[[Progress | None], Backend]) -> None:
+        super().__init__(lambda: load(self.progress))
         self.model = model
         self.progress: Progress | None = None
-        self._load = load
-        self._backend: Backend | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def loaded(self) -> bool:
-        return self._backend is not None
-
-    def get(self) -> Backend:
-        """The backend, loaded on the first call (one thread loads; the others wait)."""
-        with self._lock:
-            if self._backend is None:
-                self._backend = self._load(self.progress)
-            return self._backend
-
-    def __getattr__(self, attribute: str) -> Any:  # sample, prefills_answer, usage...: the loaded backend's
-        if attribute.startswith("_"):
-            raise AttributeError(attribute)
-        return getattr(self.get(), attribute)

@@ -38,6 +38,7 @@ from assistant.core.target import Target
 from assistant.errors import UsageError
 from assistant.indexing.index import IndexStats, TextEncoder, repo_root
 from assistant.indexing.sources import Source, open_source
+from assistant.lazy import Lazy
 from assistant.pipeline.options import GenerationOptions
 from assistant.pipeline.registry import (
     available_rankers,
@@ -124,25 +125,13 @@ def generate(requirement: str, backend: Backend, *, ranker: str = "auto", **opti
     return generate_code(requirement, backend, rankers=ranker_chooser(ranker, backend), **options)
 
 
-class LazyEncoder:
+class LazyEncoder(Lazy[TextEncoder]):
     """A text encoder that loads on first use: its name is known without loading it, so an index that is already
     built opens, and BM25 searches, with no model in memory."""
 
     def __init__(self, name: str, load: Callable[[], TextEncoder]) -> None:
+        super().__init__(load)
         self.name = name
-        self._load = load
-        self._encoder: TextEncoder | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def loaded(self) -> bool:
-        return self._encoder is not None
-
-    def get(self) -> TextEncoder:
-        with self._lock:
-            if self._encoder is None:
-                self._encoder = self._load()
-            return self._encoder
 
     @property
     def dim(self) -> int:
@@ -150,11 +139,6 @@ class LazyEncoder:
 
     def encode(self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None) -> np.ndarray:
         return self.get().encode(texts, progress)
-
-    def __getattr__(self, attribute: str) -> Any:  # anything else an encoder has (its tokenizer, model...)
-        if attribute.startswith("_"):
-            raise AttributeError(attribute)
-        return getattr(self.get(), attribute)
 
 
 @dataclass(frozen=True)
