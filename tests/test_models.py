@@ -396,6 +396,10 @@ def test_an_eval_folder_names_another_model_that_wrote_agrees_tests(tmp_path, mo
     _prepare(tmp_path / "run", {**base, **same})
     with pytest.raises(UsageError, match=r"holds a run with other settings \(tests_model\)"):
         _prepare(tmp_path / "run", {**base, **smaller})
+    _prepare(tmp_path / "other", {**base, **smaller})
+    with pytest.raises(UsageError, match=r"holds a run with other settings \(tests_model\)"):
+        _prepare(tmp_path / "other", {**base, **same})  # the generator would write the rest: refused too
+    assert "tests_model" not in _backend_config(backend_settings(None, None), agree=False)  # `eval likelihood`
 
 
 def test_extending_a_folder_from_before_the_weights_were_recorded_reads_it_as_int8(tmp_path):

@@ -350,10 +350,14 @@ def test_agree_tests_come_from_the_model_local_tests_model_names(tmp_path: Path,
     assert writer.calls == 2 and generator.calls == 2  # two test rows from the writer; the two candidates
     assert [item.scores["agree"].value > 0 for item in result.candidates] == [True, True]  # both pass both tests
 
-    monkeypatch.setenv("ASSIST_LOCAL_TESTS_MODEL", "same")
+    monkeypatch.setenv("ASSIST_LOCAL_TESTS_MODEL", "same")  # the writer changes; the generator stays loaded
     pipeline.configure(settings=load_settings(start=tmp_path))
-    pipeline.loaded_backend = generator
-    assert pipeline.rankers("agree")[0].backend is generator
+    assert pipeline.loaded_backend is generator and pipeline.rankers("agree")[0].backend is generator
+    monkeypatch.setenv("ASSIST_LOCAL_TESTS_MODEL", "gpt-7")  # a bad value fails before sampling, as the setting's
+    pipeline.configure(settings=load_settings(start=tmp_path))
+    with pytest.raises(UsageError, match=r"bad value for local\.tests_model: unknown model 'gpt-7'"):
+        pipeline.generate(Request("add two numbers", root=tmp_path))
+    assert generator.calls == 2
 
 
 def test_the_tests_model_setting_resolves_names_and_refuses_unknown_ones() -> None:

@@ -394,10 +394,8 @@ def load_backend(name: str, model: str | None = None, progress: Progress | None 
 
 class LazyBackend(Lazy[Backend]):
     """A backend that loads on first use, its model's name known before: a second model only some requests call
-    (the one that writes agree's tests, where it is not the generator). Everything but `model` loads it; `progress`
-    is where the load reports (the caller may point it at the request at hand before each use)."""
+    (the one that writes agree's tests, where it is not the generator). Everything but `model` loads it."""
 
-    def __init__(self, model: str, load: Callable[[Progress | None], Backend]) -> None:
-        super().__init__(lambda: load(self.progress))
+    def __init__(self, model: str, load: Callable[[], Backend]) -> None:
+        super().__init__(load)
         self.model = model
-        self.progress: Progress | None = None

@@ -125,6 +125,12 @@ def generate(requirement: str, backend: Backend, *, ranker: str = "auto", **opti
     return generate_code(requirement, backend, rankers=ranker_chooser(ranker, backend), **options)
 
 
+def _generator_settings(settings: Settings) -> tuple[Any, ...]:
+    """What chooses the generator: the backend, the model and the backend's own settings but the test writer's."""
+    options = {key: value for key, value in settings.backend_options().items() if key != "tests_model"}
+    return settings.backend, settings.model, options
+
+
 class LazyEncoder(Lazy[TextEncoder]):
     """A text encoder that loads on first use: its name is known without loading it, so an index that is already
     built opens, and BM25 searches, with no model in memory."""
@@ -424,6 +430,7 @@ class Pipeline:
         self._fragment_retriever: Retriever | None = None
         self._rankers: dict[tuple[str, int], Ranker] = {}
         self._test_writer: Backend | LazyBackend | None = None
+        self._writer_progress: Progress | None = None  # the request at hand's: where a writer loaded in it reports
         self._lock = threading.RLock()  # loading happens in worker threads; one loads, the others wait
         if encoder is not None:
             self._encoder = LazyEncoder(encoder.name, lambda: encoder)
@@ -460,12 +467,13 @@ class Pipeline:
                 self._options = options
             if settings is not None:
                 old = self._settings
-                if old is None or (settings.backend, settings.model, settings.backend_options()) != (
-                    old.backend,
-                    old.model,
-                    old.backend_options(),
-                ):
+                if old is None or _generator_settings(settings) != _generator_settings(old):
                     self._backend = None
+                if (
+                    old is None
+                    or _generator_settings(settings) != _generator_settings(old)
+                    or (settings.backend_options().get("tests_model") != old.backend_options().get("tests_model"))
+                ):
                     self._test_writer = None
                     self._rankers.clear()
                 self._settings = settings
@@ -550,16 +558,15 @@ class Pipeline:
                 )
             return self._backend
 
-    def test_writer(self, progress: Progress | None = None) -> Backend | LazyBackend:
+    def test_writer(self) -> Backend | LazyBackend:
         """The backend agree's tests are written with: the generator's, unless `local.tests_model` names another
         local model for it (auto: `models.AUTO_TESTS_MODEL`), which loads when agree first writes tests, with the
-        generator's settings (its own warm server, engine and weights); its load reports to `progress`."""
+        generator's settings (its own warm server, engine and weights), and reports its load to the request at hand
+        (`generate`, `rank`, `resample`)."""
         backend = self.backend()
         with self._lock:
             if self._test_writer is None:
                 self._test_writer = self._writer_for(backend)
-            if isinstance(self._test_writer, LazyBackend) and progress is not None:
-                self._test_writer.progress = progress
             return self._test_writer
 
     def _writer_for(self, backend: Backend) -> Backend | LazyBackend:
@@ -569,10 +576,13 @@ class Pipeline:
         options = settings.backend_options()
         if settings.backend != "local":
             return backend
-        model = tests_model_for(backend.model, options.get("tests_model") or "auto")
+        try:
+            model = tests_model_for(backend.model, options.get("tests_model") or "auto")
+        except UsageError as exc:  # said as the setting's, not the model's
+            raise UsageError(f"bad value for local.tests_model: {exc}") from None
         if model == backend.model:
             return backend
-        return LazyBackend(model, lambda progress: load_generator("local", model, progress, **options))
+        return LazyBackend(model, lambda: load_generator("local", model, self._writer_progress, **options))
 
     def rankers(
         self,
@@ -686,7 +696,8 @@ class Pipeline:
         if self._backend is None:
             say("Loading the model")
         backend = self.backend(progress)
-        self.test_writer(progress)  # a writer loaded during this request reports its load here
+        self._writer_progress = progress
+        writer = self.test_writer()  # a bad local.tests_model fails now, not after sampling
         shared: dict[str, Any] = {
             "retriever": retriever,
             "k": k if request.demonstrations is None else len(request.demonstrations),
@@ -708,6 +719,8 @@ class Pipeline:
         from assistant.pipeline.registry import plans_agree
 
         def agree_tests(problem: Problem) -> bool:  # what `_chooser` will pick, as far as known before sampling
+            if writer is not backend:  # another model writes the tests: the sampling call cannot carry them
+                return False
             tested = ranks_by_tests(request, problem)
             return plans_agree(options.ranker, tested, candidates_runnable(problem.home, False))
 
@@ -794,6 +807,7 @@ class Pipeline:
         them on each candidate's edit, once (a candidate keeps a score it has). `progress` hears `rank` count the
         rankers that score, and their steps (model calls) as `rank tests`; a ranker with a stage of its own (the
         repo's tests) reports its steps under that stage, not counted."""
+        self._writer_progress = progress
         candidates = list(result.candidates)
         plain = [item.candidate for item in candidates]
         edits = zip(plain, result.edits, strict=True)
@@ -824,6 +838,7 @@ class Pipeline:
         scored the others, re-ranked."""
         options = options or self.options
         backend = self.backend(progress)
+        self._writer_progress = progress
         rankers = [self._ranker(name, backend) for name in result.rankers]
         target = request.read_target()
         k = options.k_for(request.function is not None)
@@ -870,6 +885,7 @@ class Pipeline:
         by the rankers and tests that scored the first ones."""
         options = options or self.options
         backend = self.backend(progress)
+        self._writer_progress = progress
         rankers = [self._ranker(name, backend) for name in result.rankers]  # the repo's tests among them
         # A stub's candidates were scored as whole functions after the plain fence (fill_stub's Problem).
         prompt = replace(result.prompt, answer_prefix=ANSWER_PREFIX) if result.function else result.prompt

@@ -126,10 +126,16 @@ def _load_models(pool: str, settings: Settings, ui: ProgressUI) -> tuple:
     return pipeline, load_pool(pool, pipeline.encoder()), generator
 
 
+# Settings a config records only where they are not the default (absent: the default), so a run that leaves one out
+# still differs from an earlier run that recorded it.
+_RECORDED_WHEN_SET = ("tests_model",)
+
+
 def _changed(previous: dict, config: dict, free: tuple[str, ...]) -> list[str]:
-    """The settings of `config`, other than the `free` ones, that an earlier run's `previous` config holds
-    differently."""
-    return sorted(k for k in config if k not in free and previous.get(k) != config[k])
+    """The settings of `config` (and those recorded only when set), other than the `free` ones, that an earlier
+    run's `previous` config holds differently."""
+    keys = set(config) | set(_RECORDED_WHEN_SET)
+    return sorted(k for k in keys if k not in free and previous.get(k) != config.get(k))
 
 
 def _engine(settings: Settings) -> str | None:
@@ -261,16 +267,16 @@ def _record_retrievers(folder: Path, before: dict, now: dict, task_ids: list[str
     record_retrievers(folder, before, task_ids)
 
 
-def _backend_config(settings: Settings) -> dict:
+def _backend_config(settings: Settings, agree: bool = True) -> dict:
     """What a run's config.json records of the model that drew its samples (the weights where the local OpenVINO
-    engine drew them), and of the model that wrote agree's tests where that is another (folders that do not say
-    had the generator write them)."""
+    engine drew them), and, for a run that ranks (`agree`), of the model that wrote agree's tests where that is
+    another (folders that do not say had the generator write them)."""
     config = {"backend": settings.backend, "engine": _engine(settings), "model": _model(settings)}
     if settings.backend == "local" and config["engine"] == "openvino":
         from assistant.backends.models import weights_for
 
         config["weights"] = weights_for(config["model"], settings["local.weights"])
-    if settings.backend == "local":
+    if settings.backend == "local" and agree:
         from assistant.backends.models import tests_model_for
 
         writer = tests_model_for(config["model"], settings["local.tests_model"])
@@ -802,7 +808,7 @@ def likelihood(
         "command": "likelihood",
         **selection.config(),
         "demos": demos,
-        **_backend_config(settings),
+        **_backend_config(settings, agree=False),  # it scores; nothing ranks
         "pool": parse_dataset(pool).name,
         "strategies": names,
     }
