@@ -125,6 +125,18 @@ def generate(requirement: str, backend: Backend, *, ranker: str = "auto", **opti
     return generate_code(requirement, backend, rankers=ranker_chooser(ranker, backend), **options)
 
 
+def _agree_planner(request: Request, options: GenerationOptions) -> Callable[[Problem], bool]:
+    """Whether agree will ask for tests, as far as known before sampling (what `_chooser` will pick): the test call
+    may then be decoded beside the samples (where another model writes the tests, it cannot: no planner)."""
+    from assistant.pipeline.registry import plans_agree
+
+    def agree_tests(problem: Problem) -> bool:
+        tested = ranks_by_tests(request, problem)
+        return plans_agree(options.ranker, tested, candidates_runnable(problem.home, False))
+
+    return agree_tests
+
+
 def _generator_settings(settings: Settings) -> tuple[Any, ...]:
     """What chooses the generator: the backend, the model and the backend's own settings but the test writer's."""
     options = {key: value for key, value in settings.backend_options().items() if key != "tests_model"}
@@ -716,13 +728,6 @@ class Pipeline:
                 request.requirement, backend, target=target, params=options.params(), replace=request.replace, **shared
             )
         from assistant.core.stubs import fill_stub
-        from assistant.pipeline.registry import plans_agree
-
-        def agree_tests(problem: Problem) -> bool:  # what `_chooser` will pick, as far as known before sampling
-            if writer is not backend:  # another model writes the tests: the sampling call cannot carry them
-                return False
-            tested = ranks_by_tests(request, problem)
-            return plans_agree(options.ranker, tested, candidates_runnable(problem.home, False))
 
         assert target is not None
         return fill_stub(
@@ -738,7 +743,7 @@ class Pipeline:
             params=options.params(),
             max_new_tokens=options.max_new_tokens,
             spec_tests=self._spec_tests(request, target, options, backend),
-            agree_tests=agree_tests,
+            agree_tests=None if writer is not backend else _agree_planner(request, options),
             **shared,
         )
 
