@@ -106,7 +106,7 @@ def test_explain_shows_the_first_candidates_diff_whatever_its_agree_tests(capsys
     # The tests' loop once reused the candidates' counter: with three tests #1's diff went missing under --explain.
     from assistant.ui.cli import _print_result
 
-    _print_result(_result(3), None, explain=True, applied=None)
+    _print_result(_result(3), None, explain=True, written=None)
     shown = capsys.readouterr().out
     assert "Diff for m.py" in shown and "return 0" in shown.split("Diff for m.py")[1], shown
     assert shown.count("Diff for") == 1
