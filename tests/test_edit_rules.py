@@ -516,21 +516,29 @@ def test_item4_a_stubs_candidates_run_the_given_tests_in_their_module(
     assert verdict["value"] == 1.0 and "in its module" in verdict["why"], verdict
 
 
-def test_a_stubs_docstring_examples_are_its_tests_when_none_are_given(
-    shop: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The user wrote `>>>` examples; they ranked nothing and `--apply` wrote a candidate that fails them.
+HALF_UP_WRONG = "def half_up(x):\n    return round(x, 2)\n"  # banker's rounding: 2.66
+HALF_UP_RIGHT = "def half_up(x):\n    return x.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)\n"
+
+
+def _half_up_stub(shop: Path, monkeypatch: pytest.MonkeyPatch, more_examples: str = "") -> tuple[str, ...]:
+    """Commit a `half_up` stub whose docstring's example `str(half_up(Decimal('2.665')))` is '2.67' (after
+    `more_examples`), script the wrong candidate then the right one, and return `generate`'s arguments to fill it."""
     stub = (
         "\n\ndef half_up(x: Decimal) -> Decimal:\n"
-        '    """`x` to whole cents, halves up.\n\n    >>> half_up(Decimal("1.005"))\n    Decimal(\'1.01\')\n'
+        f'    """`x` to whole cents, halves up.\n\n{more_examples}'
         "    >>> str(half_up(Decimal('2.665')))\n    '2.67'\n    \"\"\"\n    ...\n"
     )
     (shop / "inventory" / "pricing.py").write_text(PRICING + stub, encoding="utf-8")
     git(shop, "commit", "-qam", "a stub")
-    wrong = "def half_up(x):\n    return round(x, 2)\n"  # banker's rounding: 2.66
-    right = "def half_up(x):\n    return x.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)\n"
-    register_scripted(monkeypatch, ScriptedBackend([wrong, right]))
-    args = ("generate", "--file", "inventory/pricing.py", "--function", "half_up", "-k", "0", "--backend", "scripted")
+    register_scripted(monkeypatch, ScriptedBackend([HALF_UP_WRONG, HALF_UP_RIGHT]))
+    return ("generate", "--file", "inventory/pricing.py", "--function", "half_up", "-k", "0", "--backend", "scripted")
+
+
+def test_a_stubs_docstring_examples_are_its_tests_when_none_are_given(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user wrote `>>>` examples; they ranked nothing and `--apply` wrote a candidate that fails them.
+    args = _half_up_stub(shop, monkeypatch, "    >>> half_up(Decimal(\"1.005\"))\n    Decimal('1.01')\n")
     shown = assist_here(*args, "-n", "2", "--repair", "0", "--json", cwd=shop)
     assert shown.returncode == 0, shown.stdout + shown.stderr
     data = json.loads(shown.stdout)
@@ -541,7 +549,7 @@ def test_a_stubs_docstring_examples_are_its_tests_when_none_are_given(
     assert data["rankers"][-1] == "exec" and data["rankers"][0] != "exec"
     passing = next(c["rank"] for c in data["candidates"] if c["sample"] == 1)
     assert data["verdict"] == f"1 of 2 candidates passed the docstring's example; --apply writes #{passing}."
-    register_scripted(monkeypatch, ScriptedBackend([wrong]))
+    register_scripted(monkeypatch, ScriptedBackend([HALF_UP_WRONG]))
     refused = assist_here(*args, "-n", "1", "--repair", "0", "--apply", cwd=shop)
     assert refused.returncode == 1 and "Tests: the docstring's 1 example, run on each" in refused.stdout
     assert "return round(x, 2)" not in (shop / "inventory" / "pricing.py").read_text(encoding="utf-8")
@@ -551,17 +559,7 @@ def test_the_diff_of_what_apply_would_write_is_shown_where_it_is_not_the_first(
     shop: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # #1 failed the docstring's example and #2 passed it: only #1's diff was shown, while --apply wrote #2's.
-    stub = (
-        "\n\ndef half_up(x: Decimal) -> Decimal:\n"
-        "    \"\"\"`x` to whole cents, halves up.\n\n    >>> str(half_up(Decimal('2.665')))\n    '2.67'\n"
-        '    """\n    ...\n'
-    )
-    (shop / "inventory" / "pricing.py").write_text(PRICING + stub, encoding="utf-8")
-    git(shop, "commit", "-qam", "a stub")
-    wrong = "def half_up(x):\n    return round(x, 2)\n"
-    right = "def half_up(x):\n    return x.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)\n"
-    register_scripted(monkeypatch, ScriptedBackend([wrong, right]))
-    args = ("generate", "--file", "inventory/pricing.py", "--function", "half_up", "-k", "0", "--backend", "scripted")
+    args = _half_up_stub(shop, monkeypatch)
     shown = assist_here(*args, "-n", "2", "--ranker", "first", "--repair", "0", cwd=shop)
     assert shown.returncode == 0, shown.stdout + shown.stderr
     lines = shown.stdout.splitlines()
