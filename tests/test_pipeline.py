@@ -360,6 +360,34 @@ def test_agree_tests_come_from_the_model_local_tests_model_names(tmp_path: Path,
     assert generator.calls == 2
 
 
+def test_a_writer_first_loaded_by_a_rerank_reports_to_the_rerank(tmp_path: Path, monkeypatch) -> None:
+    """The writer loads where agree first asks for tests: in a rerank after a request ranked by logprob, its load
+    reports to the rerank's progress, not to the earlier request's (a cancelled one would stop it)."""
+    import assistant.pipeline.pipeline as pipeline_module
+
+    generator = ScriptedBackend(PROGRAMS, model="qwen2.5-coder-1.5b")
+    writer = ScriptedBackend(["assert add(2, 3) == 5\n"], model="qwen2.5-coder-0.5b")
+    told: list = []
+
+    def load_generator(name: str, model: str | None = None, progress=None, **options):
+        told.append(progress)
+        return writer
+
+    monkeypatch.setattr(pipeline_module, "load_generator", load_generator)
+    monkeypatch.setenv("ASSIST_LOCAL_TESTS_MODEL", "0.5b")
+    options = GenerationOptions(n=2, k=0, ranker="logprob")
+    pipeline = Pipeline(options, load_settings(start=tmp_path), start=tmp_path, backend=generator)
+
+    def first(stage: str, done: int, total: int) -> None: ...
+
+    def rerank(stage: str, done: int, total: int) -> None: ...
+
+    result = pipeline.generate(Request("add two numbers", root=tmp_path), progress=first)
+    assert told == []  # ranked by logprob: no tests written, nothing loaded
+    reranked = pipeline.rank(result, spec="agree", progress=rerank)
+    assert told == [rerank] and writer.calls == 2 and "agree" in reranked.candidates[0].scores  # its two rows
+
+
 def test_the_tests_model_setting_resolves_names_and_refuses_unknown_ones() -> None:
     from assistant.backends import models
 
