@@ -16,7 +16,8 @@ taken in turn from each project.
 
 Cold and warm alternate per stub, so drift in the machine's load falls on both. Prints p50, p90 and the largest
 over the median for each, and each stub's seconds; `--json` rows also carry where each warm request's time went
-(`warm`: its stages' seconds, its distinct candidates and the tokens it wrote). Run it on an otherwise idle machine: the figures are wall times.
+(`warm`: its stages' seconds, its distinct candidates and the tokens it wrote). Run it on an otherwise idle
+machine: the figures are wall times.
 """
 
 from __future__ import annotations
