@@ -123,7 +123,6 @@ AUTO_WEIGHTS: dict[str, str] = {}
 # HumanEval, -1.0 [-5.1, +3.0] and -0.3 [-3.0, +2.7] on two MBPP sets, more loss than its plan allowed
 # (results/agree-writer).
 AUTO_TESTS_MODEL: dict[str, str] = {}
-TESTS_MODEL_CHOICES = ("auto", "same")  # or a local generator's name
 
 
 def resolve(name: str | None, kind: str | None = "generator") -> ModelSpec:
@@ -527,7 +526,10 @@ def tests_model_for(generator: str, setting: str) -> str:
         return AUTO_TESTS_MODEL.get(generator, generator)
     if setting == "same":
         return generator
-    return resolve(setting, "generator").name
+    try:
+        return resolve(setting, "generator").name
+    except UsageError as exc:  # said as the setting's: the generator's own name is not what is wrong
+        raise UsageError(f"bad value for local.tests_model: {exc}") from None
 
 
 def ov_ready(spec: ModelSpec, weights: str = "auto") -> bool:

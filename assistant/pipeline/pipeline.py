@@ -479,13 +479,11 @@ class Pipeline:
                 self._options = options
             if settings is not None:
                 old = self._settings
-                if old is None or _generator_settings(settings) != _generator_settings(old):
+                generator = old is None or _generator_settings(settings) != _generator_settings(old)
+                writer = old is None or settings["local.tests_model"] != old["local.tests_model"]
+                if generator:
                     self._backend = None
-                if (
-                    old is None
-                    or _generator_settings(settings) != _generator_settings(old)
-                    or (settings.backend_options().get("tests_model") != old.backend_options().get("tests_model"))
-                ):
+                if generator or writer:
                     self._test_writer = None
                     self._rankers.clear()
                 self._settings = settings
@@ -585,15 +583,12 @@ class Pipeline:
         from assistant.backends.models import tests_model_for
 
         settings = self.settings
-        options = settings.backend_options()
         if settings.backend != "local":
             return backend
-        try:
-            model = tests_model_for(backend.model, options.get("tests_model") or "auto")
-        except UsageError as exc:  # said as the setting's, not the model's
-            raise UsageError(f"bad value for local.tests_model: {exc}") from None
+        model = tests_model_for(backend.model, settings["local.tests_model"])
         if model == backend.model:
             return backend
+        options = settings.backend_options()
         return LazyBackend(model, lambda: load_generator("local", model, self._writer_progress, **options))
 
     def rankers(
