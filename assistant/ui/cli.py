@@ -20,12 +20,11 @@ from assistant.config import (
     MAX_TIMEOUT,
 )
 from assistant.errors import UsageError
-from assistant.ui.console import ProgressUI, err, friendly_errors, out, print_code, setup_logging, show_progress
+from assistant.ui.console import ProgressUI, command, err, out, print_code, setup_logging, show_progress
 from assistant.ui.docstring_cmd import docstring, hook_app
 from assistant.ui.errors import flag_errors, said_with_flags
 from assistant.ui.eval_cmd import eval_app
 from assistant.ui.help import MAX_WIDTH, AssistGroup
-from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     NO_BACKEND_FLAGS,
     NO_GENERATION_FLAGS,
@@ -120,8 +119,9 @@ app.add_typer(config_app, name="config")
 app.add_typer(eval_app, name="eval")
 app.add_typer(train_app, name="train")
 app.add_typer(hook_app, name="hook")
-app.command("docstring", cls=PanelCommand, short_help="Write missing docstrings in the code's style.")(docstring)
-app.command("serve", short_help="Keep the local model loaded (a warm server), or serve it on 127.0.0.1.")(serve)
+command(app, "docstring", cls=PanelCommand, short_help="Write missing docstrings in the code's style.")(docstring)
+serve_help = "Keep the local model loaded (a warm server), or serve it on 127.0.0.1."
+command(app, "serve", guarded=False, short_help=serve_help)(serve)
 
 
 def check_text(text: str, what: str) -> None:
@@ -136,9 +136,7 @@ def check_text(text: str, what: str) -> None:
         ) from None
 
 
-@app.command(short_help="Index a repo's functions for retrieval.")
-@friendly_errors
-@cancel_guard
+@command(app, short_help="Index a repo's functions for retrieval.")
 def index(
     path: IndexPathArg = Path("."),
     bank: IndexBankOpt = None,
@@ -181,9 +179,7 @@ def index(
     )
 
 
-@app.command(cls=PanelCommand, short_help="Generate ranked code candidates for a requirement.")
-@friendly_errors
-@cancel_guard
+@command(app, cls=PanelCommand, short_help="Generate ranked code candidates for a requirement.")
 @backend_options()
 @generation_options(max_new_tokens=StubMaxTokensOpt)
 def generate(
@@ -664,8 +660,7 @@ def _print_candidate(number: int, ranked: Ranked, explain: bool) -> None:
     print_code(ranked.candidate.code)
 
 
-@models_app.command("list")
-@friendly_errors
+@command(models_app, "list", guarded=False)
 def models_list(
     json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
@@ -698,9 +693,7 @@ def models_list(
     out.print("* default. `assist models pull NAME` installs, verifies and converts a model.")
 
 
-@models_app.command("pull", short_help="Install, verify and convert a model.")
-@friendly_errors
-@cancel_guard
+@command(models_app, "pull", short_help="Install, verify and convert a model.")
 def models_pull(
     name: Annotated[str | None, typer.Argument(help="Model name (default: the default generator).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Assemble and convert again even if ready.")] = False,
@@ -719,8 +712,7 @@ def models_pull(
     out.print(f"ready: {path}")
 
 
-@config_app.command("show", short_help="Print every setting, its value and where it came from.")
-@friendly_errors
+@command(config_app, "show", short_help="Print every setting, its value and where it came from.", guarded=False)
 def config_show(
     json_output: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
@@ -776,8 +768,7 @@ ConfigPathArg = Annotated[
 ]
 
 
-@config_app.command("trust", short_help="Trust this repo's .assist.toml as it is now.")
-@friendly_errors
+@command(config_app, "trust", short_help="Trust this repo's .assist.toml as it is now.", guarded=False)
 def config_trust(path: ConfigPathArg = Path(".")) -> None:
     """Trust this repo's .assist.toml as it is now, so it may choose the backend, openai.base_url and the model.
 
@@ -795,8 +786,7 @@ def config_trust(path: ConfigPathArg = Path(".")) -> None:
     )
 
 
-@config_app.command("untrust", short_help="Forget the trust in this repo's .assist.toml.")
-@friendly_errors
+@command(config_app, "untrust", short_help="Forget the trust in this repo's .assist.toml.", guarded=False)
 def config_untrust(path: ConfigPathArg = Path(".")) -> None:
     """Forget the trust in this repo's .assist.toml: its backend, openai.base_url (and model) are refused again."""
     from assistant.config import untrust_repo_config
@@ -805,8 +795,7 @@ def config_untrust(path: ConfigPathArg = Path(".")) -> None:
     out.print(f"{'No longer trusted' if removed else 'Was not trusted'}: {config_path}")
 
 
-@app.command(short_help="Check this install: models, index, settings, sandbox.")
-@friendly_errors
+@command(app, short_help="Check this install: models, index, settings, sandbox.", guarded=False)
 def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False) -> None:
     """Check this install: models ready and verified, this repo's index, where settings come from and whether the
     repo's file is trusted, which sandbox layers this kernel gives, optional extras. Exit 1 if a check fails."""
@@ -820,8 +809,7 @@ def doctor(json_output: Annotated[bool, typer.Option("--json", help="Print the c
     raise typer.Exit(exit_code(checks))
 
 
-@app.command(cls=PanelCommand, short_help="Interactive sessions: ask, compare, apply, undo.")
-@friendly_errors
+@command(app, cls=PanelCommand, short_help="Interactive sessions: ask, compare, apply, undo.", guarded=False)
 @backend_options()
 @generation_options("n", "k", "retriever", "ranker", "max_new_tokens", "seed")
 def tui(

@@ -30,6 +30,7 @@ from rich.text import Text
 from assistant.backends import streaming
 from assistant.errors import AssistError
 from assistant.progress import STAGE_LABELS
+from assistant.ui.interrupt import cancel_guard
 from assistant.ui.stream import last_lines, shown_code
 from assistant.ui.text import bidi_warning, printable
 
@@ -85,6 +86,19 @@ def friendly_errors(command: F) -> F:
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def command(app: typer.Typer, name: str | None = None, *, guarded: bool = True, **options: Any) -> Callable[[F], F]:
+    """Register a function as `app`'s command `name` (Typer's `options`, e.g. short_help), with what every command
+    shares: an AssistError is one line on stderr (`friendly_errors`), and, `guarded`, Ctrl-C ends the process within
+    a second even while a native library holds the interpreter (`cancel_guard`). Commands that return at once, and
+    the TUI, which cancels its own way, are not guarded."""
+
+    def register(function: F) -> F:
+        wrapped = friendly_errors(cancel_guard(function) if guarded else function)
+        return app.command(name, **options)(wrapped)
+
+    return register
 
 
 class PerMinuteColumn(ProgressColumn):

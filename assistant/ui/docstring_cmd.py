@@ -19,9 +19,8 @@ import typer
 
 from assistant.config import MAX_K
 from assistant.errors import UsageError
-from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
+from assistant.ui.console import ProgressUI, command, err, out, show_progress
 from assistant.ui.errors import said_with_flags
-from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     BASICS,
     NO_BACKEND_FLAGS,
@@ -291,8 +290,6 @@ ExemplarsOpt = Annotated[
 ]
 
 
-@friendly_errors
-@cancel_guard
 @backend_options("backend", "engine", "model", "base_url")
 def docstring(
     files: FilesArg = None,
@@ -555,8 +552,7 @@ def _report_written(
             raise typer.Exit(1)
 
 
-@hook_app.command("install", short_help="Install a git pre-commit hook that documents staged files.")
-@friendly_errors
+@command(hook_app, "install", short_help="Install a git pre-commit hook that documents staged files.", guarded=False)
 def hook_install(
     check_only: Annotated[bool, typer.Option("--check-only", help="Only fail on missing ones (no model).")] = False,
     force: Annotated[
@@ -584,8 +580,7 @@ def hook_install(
         out.print(f"assist's hook runs {done.runs_first} first (the hook an earlier install replaced)")
 
 
-@hook_app.command("uninstall", short_help="Remove assist's hook; put back the one it replaced.")
-@friendly_errors
+@command(hook_app, "uninstall", short_help="Remove assist's hook; put back the one it replaced.", guarded=False)
 def hook_uninstall() -> None:
     """Remove the pre-commit hook that `assist hook install` wrote, putting back the one it replaced."""
     from assistant.code.git import uninstall_hook

@@ -16,7 +16,7 @@ from assistant.config import DEFAULT_TEMPERATURE, DEFAULT_TOP_P, MAX_NEW_TOKENS_
 from assistant.datasets import is_mbpp, parse_dataset
 from assistant.errors import UsageError
 from assistant.paths import atomic_write_text
-from assistant.ui.console import ProgressUI, err, friendly_errors, out, show_progress
+from assistant.ui.console import ProgressUI, command, err, out, show_progress
 from assistant.ui.eval_options import (
     ALL_TASKS,
     Batch,
@@ -75,7 +75,6 @@ from assistant.ui.eval_options import (
     parse_rankers,
     task_options,
 )
-from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import (
     NO_BACKEND_FLAGS,
     BackendFlags,
@@ -380,9 +379,7 @@ def _print_rows(folder: Path, tasks: int, rows: list[dict], as_json: bool, heade
     err.print(f"results: {folder} ({files})")
 
 
-@eval_app.command("codegen", short_help="Pass@k per demonstration strategy, pass@1 per ranker.")
-@friendly_errors
-@cancel_guard
+@command(eval_app, "codegen", short_help="Pass@k per demonstration strategy, pass@1 per ranker.")
 @backend_options()
 @task_options()
 def codegen(
@@ -528,9 +525,7 @@ def _repo_names(task: str, line_fragments: str, strategies: str | None) -> list[
     return names
 
 
-@eval_app.command("repo", short_help="Fill functions in real projects, scored by their tests.")
-@friendly_errors
-@cancel_guard
+@command(eval_app, "repo", short_help="Fill functions in real projects, scored by their tests.")
 @backend_options()
 def repo(
     project: Projects = "all",
@@ -781,9 +776,7 @@ def _repo_retrieval(run: RepoRun, as_json: bool) -> None:
     _print_rows(folder, len(lines), rows, as_json, header, retrieval_table(rows), "report.md")
 
 
-@eval_app.command("likelihood", short_help="Log-probability of the reference solutions per strategy.")
-@friendly_errors
-@cancel_guard
+@command(eval_app, "likelihood", short_help="Log-probability of the reference solutions per strategy.")
 @backend_options("backend", "engine", "model", backend=ScoringBackend)
 @task_options(dataset="mbpp", split=LikelihoodSplit)
 def likelihood(
@@ -829,9 +822,7 @@ def likelihood(
     _print_rows(folder, len(tasks), rows, json_output, header, likelihood_table(rows), "report.md, charts")
 
 
-@eval_app.command("report", short_help="Rebuild report.md and charts from results folders.")
-@friendly_errors
-@cancel_guard
+@command(eval_app, "report", short_help="Rebuild report.md and charts from results folders.")
 def report(
     results: ResultFolders,
     versus: Versus = None,
@@ -878,9 +869,7 @@ def _pool_report(results: list[Path], versus: str | None, strategies: str | None
     out.print(function_table(rows), markup=False, highlight=False)
 
 
-@eval_app.command("retrieval", short_help="Pairwise ranking accuracy of the retrievers (no LLM).")
-@friendly_errors
-@cancel_guard
+@command(eval_app, "retrieval", short_help="Pairwise ranking accuracy of the retrievers (no LLM).")
 @task_options("dataset", "split", "limit", "seed", dataset="mbpp", split=RetrievalSplit)
 def retrieval(
     method: Method = "tstr",
@@ -970,9 +959,7 @@ def _jointcom_encoder(pool: list, generator: str | None, seed: int) -> Encoder:
     return trained
 
 
-@eval_app.command("docstring", short_help="Docstring generation on held-out stdlib modules.")
-@friendly_errors
-@cancel_guard
+@command(eval_app, "docstring", short_help="Docstring generation on held-out stdlib modules.")
 @backend_options("backend", "engine", "model", "base_url")
 def docstring_eval(
     strategies: DocStrategies = "zero,bm25,dense",
@@ -1055,9 +1042,7 @@ def _candidate_runs(candidates: list[Path], from_bank: str) -> list[tuple[str, l
     return runs
 
 
-@eval_app.command("discriminator", short_help="Condor against its ablations: P/R/F1 and pass@1.")
-@friendly_errors
-@cancel_guard
+@command(eval_app, "discriminator", short_help="Condor against its ablations: P/R/F1 and pass@1.")
 def discriminator_eval(
     from_bank: FromBank = "mbpp",
     from_eval: FromEval = None,

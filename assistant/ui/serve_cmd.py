@@ -12,13 +12,12 @@ import typer
 from assistant.backends.models import DEFAULT_GENERATOR, FAST_GENERATOR
 from assistant.config import MAX_CONTEXT
 from assistant.errors import AssistError, UsageError
-from assistant.ui.console import ProgressUI, err, friendly_errors, out
+from assistant.ui.console import ProgressUI, err, out
 from assistant.ui.options import check_range
 
 IDLE_HELP = "Warm server: stop after this many seconds without a request (0: never)."
 
 
-@friendly_errors
 def serve(
     model: Annotated[
         str | None,

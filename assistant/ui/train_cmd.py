@@ -13,9 +13,8 @@ from typer.core import TyperGroup
 
 from assistant.errors import UsageError
 from assistant.paths import repo_dir
-from assistant.ui.console import ProgressUI, friendly_errors, out, show_progress
+from assistant.ui.console import ProgressUI, command, out, show_progress
 from assistant.ui.errors import ASKED_BY
-from assistant.ui.interrupt import cancel_guard
 from assistant.ui.options import check_range, check_seed
 
 if TYPE_CHECKING:
@@ -106,9 +105,7 @@ PrecisionOpt = Annotated[
 ]
 
 
-@retriever_app.command("tstr", short_help="TST^R: an MLP over frozen embeddings (seconds; serves every model).")
-@friendly_errors
-@cancel_guard
+@command(retriever_app, "tstr", short_help="TST^R: an MLP over frozen embeddings (seconds; serves every model).")
 def tstr(
     path: PathArg = Path("."),
     bank: BankOpt = None,
@@ -200,9 +197,7 @@ LabelerModelOpt = Annotated[
 ]
 
 
-@retriever_app.command("lail", short_help="LAIL: the LLM labels which demonstrations help it.")
-@friendly_errors
-@cancel_guard
+@command(retriever_app, "lail", short_help="LAIL: the LLM labels which demonstrations help it.")
 def lail(
     path: PathArg = Path("."),
     bank: BankOpt = None,
@@ -294,9 +289,7 @@ CorpusOpt = Annotated[
 ]
 
 
-@retriever_app.command("selfracg", short_help="SelfRACG: adapters on the model's attention fetch what comes next.")
-@friendly_errors
-@cancel_guard
+@command(retriever_app, "selfracg", short_help="SelfRACG: adapters on the model's attention fetch what comes next.")
 def selfracg(
     path: PathArg = Path("."),
     epochs: Annotated[int, typer.Option(help="Passes over stage 1's pairs.")] = 1,
@@ -532,9 +525,7 @@ DiscriminatorOutOpt = Annotated[
 ]
 
 
-@train_app.command("discriminator", short_help="Train Condor, the discriminator that ranks candidates.")
-@friendly_errors
-@cancel_guard
+@command(train_app, "discriminator", short_help="Train Condor, the discriminator that ranks candidates.")
 def discriminator(
     path: Annotated[
         Path,
@@ -621,9 +612,7 @@ def _discriminator_data(
     return problems, sources, directory
 
 
-@train_app.command("docstring-retriever", short_help="Train the retriever of docstring exemplars (JOINTCOM).")
-@friendly_errors
-@cancel_guard
+@command(train_app, "docstring-retriever", short_help="Train the retriever of docstring exemplars (JOINTCOM).")
 def docstring_retriever(
     path: Annotated[
         Path,
