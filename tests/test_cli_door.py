@@ -68,7 +68,7 @@ def test_the_request_rules_of_the_library_are_said_with_flags(tmp_path) -> None:
 
     stub = {"file": tmp_path / "a.py", "function": "f"}
     cases = [
-        ({"function": "f"}, "--function needs --file, the file that holds the stub"),
+        ({"function": "f", "start": tmp_path}, "--function f without --file looks for the stub in the git repo you"),
         ({**stub, "python": tmp_path / "nope"}, f"--python {tmp_path / 'nope'} "),
         (
             {"file": tmp_path / "a.py", "function": "f", "test_cmd": "pytest", "repo_tests": False},

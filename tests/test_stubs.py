@@ -607,6 +607,52 @@ def test_a_method_that_reads_an_attribute_its_class_never_has_ranks_last_and_say
     assert said in " ".join(text.split())
 
 
+def test_function_without_its_file_finds_the_one_stub_in_the_repo_and_fills_it(repo: Path) -> None:
+    # From a subfolder, as a user working deep in a project would type it: the stub is looked for in the repo.
+    (repo / "docs").mkdir()
+    os.chdir(repo / "docs")
+    script = Script(answers=[(GOOD, "stop")])
+    with openai_server(script) as (url, _):
+        result = run(["generate", "--function", "area", "-n", "1", "--api", "completions", "--apply"], url)
+    assert result.exit_code == 0, result.output
+    assert "Found the stub area in ../shapes.py" in result.stderr
+    assert b"    return math.pi * radius ** 2\r\n" in (repo / "shapes.py").read_bytes()
+
+
+def test_locating_a_stub_finds_untracked_files_and_names_every_other_outcome(tmp_path: Path) -> None:
+    from assistant.core.stubs.find import locate_stub
+
+    stub, body = 'def parse(text):\n    """Parse it."""\n    ...\n', "def parse(text):\n    return text\n"
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(stub)
+    (tmp_path / "b.py").write_text(body + 'class C:\n    def run(self):\n        """Run."""\n        pass\n')
+    (tmp_path / "broken.py").write_text("def parse(:\n")  # does not parse: passed over
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "pkg/a.py", "b.py")
+    (tmp_path / "new.py").write_text('def fresh():\n    """New."""\n    pass\n')  # untracked, not ignored
+    (tmp_path / ".gitignore").write_text("ignored.py\n")
+    (tmp_path / "ignored.py").write_text('def hidden():\n    """No."""\n    ...\n')
+    assert locate_stub("parse", tmp_path / "pkg") == tmp_path / "pkg" / "a.py"
+    assert locate_stub("C.run", tmp_path) == locate_stub("run", tmp_path) == tmp_path / "b.py"
+    assert locate_stub("fresh", tmp_path) == tmp_path / "new.py"
+    with pytest.raises(UsageError, match=r"no Python file .* has a stub 'hidden'") as nowhere:
+        locate_stub("hidden", tmp_path)
+    assert nowhere.value.setting == "function:nowhere"
+    (tmp_path / "b.py").write_text(stub)
+    with pytest.raises(UsageError, match=r"'parse' is a stub in 2 files of .* \(b.py, pkg/a.py\)") as two:
+        locate_stub("parse", tmp_path)
+    assert two.value.setting == "function:ambiguous"
+    (tmp_path / "b.py").write_text(body)
+    (tmp_path / "pkg" / "a.py").write_text(body)
+    with pytest.raises(UsageError, match=r"\('parse' has a body in b.py, pkg/a.py\)"):
+        locate_stub("parse", tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}-plain"
+    outside.mkdir()
+    with pytest.raises(UsageError, match="no git work tree") as none:
+        locate_stub("parse", outside)
+    assert none.value.setting == "function:no_repo"
+
+
 def test_every_sample_cut_off_retries_once_with_twice_the_limit(repo: Path) -> None:
     script = Script(answers=[(CUT, "length"), (CUT, "length"), (GOOD, "stop")])
     with openai_server(script) as (url, _):
@@ -687,7 +733,8 @@ def test_function_errors_are_one_line_before_any_request(repo: Path) -> None:
     script = Script()
     with openai_server(script) as (url, _):
         cases = [
-            (["generate", "--function", "area"], "--function needs --file"),
+            (["generate", "--function", "helper"], "no Python file of"),  # --function alone looks in the repo
+            (["generate", "--function", "nope"], "has a stub 'nope'"),
             (["generate", "--file", "shapes.py", "--function", "helper"], "helper (shapes.py:9) is not a stub"),
             (["generate", "--file", "shapes.py", "--function", "nope"], "there is no function 'nope'"),
             (["generate", "--file", "shapes.py"], "the requirement is empty"),

@@ -52,6 +52,16 @@ def tracked_python_files(root: Path) -> list[str]:
         return []
 
 
+def work_tree_python_files(root: Path) -> list[str]:
+    """The Python files of the work tree `root` that git tracks or would (untracked files it does not ignore: a
+    module just written), relative to it, sorted; none when git cannot list them."""
+    command = [*GIT, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py"]
+    listed = subprocess.run(command, cwd=root, capture_output=True, timeout=120)
+    if listed.returncode != 0:
+        return []
+    return sorted({name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if name})
+
+
 def tracked_contents_key(root: Path, pattern: str = "*.py") -> str | None:
     """A digest of which files git tracks under `root` (matching `pattern`) and their staged contents (`git
     ls-files -s`: mode, blob hash, name): it changes when any of them does. None when git cannot say."""

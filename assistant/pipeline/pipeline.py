@@ -11,6 +11,7 @@ index that is already built is opened without one (its encoder's name is known w
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -204,12 +205,19 @@ class Request:
         python: str | Path | None = None,
         replace: Sequence[str] = (),
         name: str | None = None,
+        start: Path | None = None,
         **rest: Any,
     ) -> Request:
         """A request with its file read (unless `target` is given: read already), its stub found and the repo's
         tests for that stub planned (`repo_tests` False: none; `test_cmd`: the pytest command that names them),
-        once; settings that do not go together are refused first (:func:`check_request`). `name` is the file as
-        errors name it (default: as given). `rest` are the other fields as they are."""
+        once; settings that do not go together are refused first (:func:`check_request`). A `function` without
+        its file is looked for in the git work tree around `start` (default: the working folder): the one file
+        where it is a stub (:func:`~assistant.core.stubs.find.locate_stub`). `name` is the file as errors name it
+        (default: as given). `rest` are the other fields as they are."""
+        if function is not None and file is None and target is None:
+            from assistant.core.stubs.find import locate_stub
+
+            file = _shown_path(locate_stub(function, start or Path.cwd()))
         check_request(
             file=file, function=function, replace=replace, test_cmd=test_cmd, python=python, repo_tests=repo_tests
         )
@@ -248,6 +256,11 @@ class Request:
         if self.target is not None:
             return self.target
         return Target.read(self.file) if self.file is not None else None
+
+
+def _shown_path(path: Path) -> Path:
+    """`path` relative to the working folder, as a user would type it (`../src/util.py` from a sibling folder)."""
+    return Path(os.path.relpath(path))
 
 
 def ranks_by_tests(request: Request, problem: Problem) -> bool:

@@ -221,6 +221,9 @@ def generate(
     _note_greedy(flags)
     paths = {"file": file, "function": function, "replace": replace or (), "test_cmd": test_cmd, "python": python}
     request = _resolve(requirement or "", test, tests_file, apply, force, repo_tests=repo_tests, **paths)
+    if file is None and request.file is not None:  # --function alone: the stub was looked for in the repo
+        file = Path(request.file)
+        err.print(f"Found the stub {function} in {file}", markup=False, highlight=False)
     start = file.parent if file is not None else Path(".")
     where = start if start.exists() else None
     settings = backend_flags.settings(start=where)
@@ -256,7 +259,7 @@ def _check_requirement(requirement: str | None, function: str | None) -> None:
 
 def _check_apply(file: Path | None, function: str | None, apply: bool, force: bool) -> None:
     """--apply, --force and --file together: --apply writes into --file, and --force only loosens --apply."""
-    if apply and file is None:
+    if apply and file is None and function is None:
         raise UsageError("--apply needs --file, the file to write the code into")
     if force and not apply:
         raise UsageError("--force only applies with --apply")
@@ -305,7 +308,7 @@ def _resolve(
     if apply:
         from assistant.code.edit import check_can_apply
 
-        check_can_apply(Path(fields["file"]), force)
+        check_can_apply(Path(request.file), force)  # as found: --function alone looks for its file
     return replace_fields(request, tests=_read_tests(test, tests_file)).with_example_tests()
 
 

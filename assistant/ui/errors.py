@@ -66,6 +66,11 @@ LINES = {
     "python:missing": "--python {python} does not exist",
     "python:not_executable": "--python {python} is not an executable file",
     "function:missing_file": "{name} does not exist; --function fills a stub in an existing file",
+    "function:no_repo": "--function {name} without --file looks for the stub in the git repo you stand in, and this "
+    "is none: give --file",
+    "function:ambiguous": "{name!r} is a stub in {count} files of {root} ({files}): give --file",
+    "function:nowhere": "no Python file of {root} has a stub {name!r} (a body of ..., pass or raise "
+    "NotImplementedError){bodies}: give --file",
     "fragments:no_index": "--fragments retrieves the repository's code fragments: run `assist index` in the repo first",
     "apis:no_index": "--apis shows functions from the repository's index: run `assist index` in the repo first",
     "precision:engine": "--precision is a transformers setting; the {engine} engine runs quantized weights",

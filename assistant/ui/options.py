@@ -348,8 +348,9 @@ FunctionOpt = Annotated[
     typer.Option(
         "--function",
         help="Fill this stub of --file (NAME or Class.method; its body `...`, `pass` or `raise "
-        "NotImplementedError`): the docstring is the requirement, and only the body is replaced. With a "
-        "requirement, a function that has a body is rewritten the same way.",
+        "NotImplementedError`): the docstring is the requirement, and only the body is replaced. Without --file, "
+        "the one file of the git repo where NAME is a stub. With a requirement and --file, a function that has a "
+        "body is rewritten the same way.",
         rich_help_panel=STUB,
     ),
 ]

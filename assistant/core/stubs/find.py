@@ -5,16 +5,20 @@ syntax position on the file's own text; :func:`find_stub` names the one to fill 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from assistant.code.definitions import FunctionNode, is_overload, walk_functions
 from assistant.code.edit import (
     leading_whitespace,
     source_lines,
 )
+from assistant.code.git import work_tree_python_files
 from assistant.code.parse import parse_module, syntax_problem
 from assistant.errors import UsageError
+from assistant.paths import git_toplevel
 
 
 @dataclass(frozen=True)
@@ -243,3 +247,58 @@ def find_stub(
             f"{stub.qualname} ({name}:{stub.line}) has no docstring; write one, or give the requirement as well"
         )
     return stub
+
+
+def _named(stub: Stub, function: str) -> bool:
+    """Whether `function` ("name" or "Class.method") names `stub` as :func:`find_stub` reads it."""
+    return stub.qualname == function or stub.name == function or stub.qualname.endswith("." + function)
+
+
+def _definitions(root: Path, names: Sequence[str], function: str) -> dict[str, list[Stub]]:
+    """Of the Python files `names` (relative to `root`), each that defines `function`, with those definitions; a
+    file that never writes `def NAME(`, does not read as UTF-8 or does not parse is passed over."""
+    pattern = re.compile(rf"\bdef\s+{re.escape(function.rsplit('.', 1)[-1])}\s*[(\[]")
+    found: dict[str, list[Stub]] = {}
+    for name in names:
+        try:
+            text = (root / name).read_text(encoding="utf-8")
+            if pattern.search(text):  # most files do not: they are not parsed
+                found[name] = [f for f in find_functions(text, name) if _named(f, function)]
+        except (OSError, UnicodeDecodeError, UsageError):
+            continue
+    return {name: defined for name, defined in found.items() if defined}
+
+
+def locate_stub(function: str, start: Path) -> Path:
+    """The file of the git work tree around `start` (tracked, or untracked and not ignored) where `function` is a
+    stub, for a request that names the function but not its file; or a one-line UsageError: no work tree, no file
+    with that stub (where the name has a body, those files are named), or more than one (each named)."""
+    root = git_toplevel(start if start.is_dir() else start.parent)
+    if root is None:
+        raise UsageError(
+            f"{start} is in no git work tree to look for the stub {function!r} in; name its file",
+            setting="function:no_repo",
+            values={"name": function},
+        )
+    defined = _definitions(root, work_tree_python_files(root), function)
+    stubs = sorted(name for name, found in defined.items() if any(f.is_stub for f in found))
+    if len(stubs) == 1:
+        return root / stubs[0]
+    values = {"name": function, "root": str(root), "count": len(stubs), "files": _listed(stubs or sorted(defined))}
+    if stubs:
+        raise UsageError(
+            f"{function!r} is a stub in {len(stubs)} files of {root} ({values['files']}); name the file",
+            setting="function:ambiguous",
+            values=values,
+        )
+    values["bodies"] = f" ({function!r} has a body in {values['files']})" if defined else ""
+    raise UsageError(
+        f"no Python file of {root} has a stub {function!r} (a body of ..., pass or raise NotImplementedError)"
+        f"{values['bodies']}; name its file",
+        setting="function:nowhere",
+        values=values,
+    )
+
+
+def _listed(names: Sequence[str], most: int = 6) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
