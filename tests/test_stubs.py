@@ -613,9 +613,10 @@ def test_function_without_its_file_finds_the_one_stub_in_the_repo_and_fills_it(r
     os.chdir(repo / "docs")
     script = Script(answers=[(GOOD, "stop")])
     with openai_server(script) as (url, _):
-        result = run(["generate", "--function", "area", "-n", "1", "--api", "completions", "--apply"], url)
+        result = run(["generate", "--function", "area", "-n", "1", "--api", "completions", "--apply", "--json"], url)
     assert result.exit_code == 0, result.output
     assert "Found the stub area in ../shapes.py" in result.stderr
+    assert json.loads(result.stdout)["file"] == "../shapes.py"
     assert b"    return math.pi * radius ** 2\r\n" in (repo / "shapes.py").read_bytes()
 
 

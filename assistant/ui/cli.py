@@ -238,7 +238,7 @@ def generate(
     examples = request.tests if request.examples else ()
     verdict = _verdict(result, pick, apply, applied, repaired=answer.repaired is not None, tests=_tests_said(examples))
     if json_output:
-        _print_json(answer, applied, verdict, examples)
+        _print_json(answer, applied, verdict, examples, file)
     else:
         stubs = _stubs_in(request.target) if not result.candidates else set()  # to say "fill it with --function"
         shown = {"repo_tests": function is not None and repo_tests, "stubs": stubs, "examples": examples}
@@ -342,10 +342,14 @@ def _apply_pick(result: GenerateResult, pick: Pick, force: bool) -> int | None:
     return position
 
 
-def _print_json(answer: Answer, applied: int | None, verdict: str | None, examples: Sequence[str] = ()) -> None:
-    """--json: the answer with what was applied and the verdict (and the stub's docstring examples, when they were
-    its tests); the verdict also on stderr when it refused to write."""
-    door = {"applied": applied is not None, "applied_candidate": None if applied is None else applied + 1}
+def _print_json(
+    answer: Answer, applied: int | None, verdict: str | None, examples: Sequence[str] = (), file: Path | None = None
+) -> None:
+    """--json: the answer with the target file (as found, for --function alone), what was applied and the verdict
+    (and the stub's docstring examples, when they were its tests); the verdict also on stderr when it refused to
+    write."""
+    door = {"file": None if file is None else str(file), "applied": applied is not None}
+    door["applied_candidate"] = None if applied is None else applied + 1
     data = answer.to_json({**door, "verdict": verdict, "example_tests": list(examples)})
     if answer.repo_tests_skipped is not None:  # the library's reason, said with the flags
         data["repo_tests_skipped"] = str(said_with_flags(answer.repo_tests_skipped))
