@@ -118,6 +118,27 @@ def test_the_verdict_points_to_repair_only_where_no_round_ran(project: Path, mon
     assert "0 new candidates (2 samples wrote an earlier candidate again), 0 passed" in shown.stdout.replace("\n", " ")
 
 
+def test_tests_that_ran_on_no_candidate_get_no_repair_and_the_verdict_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The module does not import with the interpreter: the given test runs in it on no candidate, which is no fault
+    # of theirs; a repair round could not pass it either, and the way out is the interpreter, not --repair.
+    module = "import not_installed_dep\n" + GEO_MODULE
+    project = commit_repo(tmp_path / "proj", {"geo.py": module, "bank.jsonl": ONE_EXAMPLE_BANK})
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    backend = register_scripted(monkeypatch, ScriptedBackend(lambda prompt, number: RIGHT))
+    common = ["--backend", "scripted", "--bank", "bank.jsonl", "-k", "0", "--ranker", "first", "-n", "1", "--json"]
+    args = ["generate", "--function", "square", "--test", "assert square(3) == 9", *common, "--apply"]
+    shown = assist_here(*args, cwd=project)
+    assert shown.returncode == 1, shown.stdout + shown.stderr
+    data = json.loads(shown.stdout)
+    assert len(backend.prompts) == 1 and data["repair"] is None and not data["applied"]
+    assert "ModuleNotFoundError: No module named 'not_installed_dep'" in data["tests_not_run"]
+    assert data["verdict"].startswith("Nothing written: the tests ran on no candidate: the project's pytest ran none")
+    assert "--python names the interpreter" in data["verdict"] and "--repair" not in data["verdict"]
+    assert (project / "geo.py").read_text() == module
+
+
 def test_explain_shows_each_round(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     register_scripted(monkeypatch, ScriptedBackend(wrong_then_right))
     common = ["--backend", "scripted", "--bank", "bank.jsonl", "-k", "0", "--ranker", "first", "-n", "1"]

@@ -141,3 +141,44 @@ def test_the_repo_tests_are_not_chosen_by_name(
     shown = CliRunner().invoke(app, ["generate", "square a number", "--backend", "scripted", "--ranker", "repo-tests"])
     assert shown.exit_code == 2 and "not chosen by name" in shown.stderr
     assert scripted_backend.calls == 0
+
+
+def test_tests_that_cannot_rank_the_stub_are_skipped_with_the_reason(
+    scripted_backend: ScriptedBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Run once on the stub first: a module that does not import with the interpreter (a dependency it lacks), or
+    # tests that already pass without the function, would give every candidate the same verdict.
+    missing = SQUARE_MODULE.replace('"""Geometry helpers."""\n', '"""Geometry helpers."""\nimport not_installed_dep\n')
+    broken = enter_repo(monkeypatch, tmp_path / "broken", {"geo.py": missing, "tests/test_geo.py": TESTS})
+    request = Request.resolve(file=broken / "geo.py", function="square")
+    skipped = request.repo_tests_skipped
+    assert request.repo_tests is None and skipped is not None and skipped.setting == "repo_tests:no_run"
+    assert "ModuleNotFoundError: No module named 'not_installed_dep'" in str(skipped)
+    with pytest.raises(UsageError, match="do not run with"):  # asked for by a test command: the answer is the error
+        Request.resolve(file=broken / "geo.py", function="square", test_cmd="pytest tests/test_geo.py")
+    scripted_backend.script([RIGHT])
+    shown = CliRunner().invoke(app, ["generate", "--function", "square", "--backend", "scripted", "--ranker", "first"])
+    said = " ".join(shown.stdout.split())
+    assert "Repo tests: skipped: the repo's tests do not run with" in said, shown.output
+    assert "(ModuleNotFoundError: No module named 'not_installed_dep'); give --python" in said
+
+    idle = "from geo import square\n\n\ndef test_square_is_there():\n    assert callable(square)\n"
+    idle_repo = enter_repo(monkeypatch, tmp_path / "idle", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": idle})
+    request = Request.resolve(file=idle_repo / "geo.py", function="square")
+    assert request.repo_tests is None
+    said = "the 1 test found already passes with square as it is now: it does not check it"
+    assert str(request.repo_tests_skipped) == said
+
+
+def test_a_candidate_is_not_said_to_fail_tests_that_never_ran_on_it(project: Path) -> None:
+    from assistant.core.rank import Ranked, Score, may_write, not_run
+
+    ran = Score(0.5, "1/2 passed", {"status": "failed"})
+    idle = Score(0.0, "error: 0/0 passed", {"status": "error", "not_run": "ModuleNotFoundError: No module named 'x'"})
+    both = [Ranked(Candidate(RIGHT, 0, 1), {"repo-tests": idle}), Ranked(Candidate(DOUBLE, 1, 1), {"repo-tests": idle})]
+    assert not_run(both) == "ModuleNotFoundError: No module named 'x'"
+    pick = may_write(both, tested=True)
+    assert pick.refused and pick.position is None and pick.not_run == not_run(both)
+    one_ran = [both[0], Ranked(Candidate(DOUBLE, 1, 1), {"repo-tests": ran})]
+    assert not_run(one_ran) is None and may_write(one_ran, tested=True).not_run is None
+    assert not_run([Ranked(Candidate(RIGHT, 0, 1), {"first": Score(0.0, "")})]) is None  # no verdict: not "not run"

@@ -654,6 +654,29 @@ def test_locating_a_stub_finds_untracked_files_and_names_every_other_outcome(tmp
     assert none.value.setting == "function:no_repo"
 
 
+def test_locating_a_stub_reads_no_file_a_repo_links_to_and_picks_what_the_fill_fills(tmp_path: Path) -> None:
+    from assistant.core.stubs.find import locate_stub
+
+    secret = tmp_path / "elsewhere.py"
+    secret.write_text('def leak():\n    """Outside the repo."""\n    ...\n')
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "util.py").symlink_to(secret)  # a repo's link never has a file outside it read
+    (repo / "zero.py").symlink_to("/dev/zero")  # nor one that never ends
+    (repo / "bom.py").write_bytes('\ufeffdef marked():\n    """A BOM first."""\n    ...\n'.encode())
+    # `run` by name: the module-level function with a body, as the fill reads it, not the method stub beside it.
+    (repo / "c.py").write_text(
+        'def run():\n    return 1\n\n\nclass A:\n    def run(self):\n        """Run."""\n        ...\n'
+    )
+    git(repo, "init", "-q")
+    with pytest.raises(UsageError, match="has a stub 'leak'"):
+        locate_stub("leak", repo)
+    assert locate_stub("marked", repo) == repo / "bom.py"
+    with pytest.raises(UsageError, match=r"\('run' has a body in c.py\)"):
+        locate_stub("run", repo)
+    assert locate_stub("A.run", repo) == repo / "c.py"
+
+
 def test_every_sample_cut_off_retries_once_with_twice_the_limit(repo: Path) -> None:
     script = Script(answers=[(CUT, "length"), (CUT, "length"), (GOOD, "stop")])
     with openai_server(script) as (url, _):

@@ -56,7 +56,10 @@ def work_tree_python_files(root: Path) -> list[str]:
     """The Python files of the work tree `root` that git tracks or would (untracked files it does not ignore: a
     module just written), relative to it, sorted; none when git cannot list them."""
     command = [*GIT, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py"]
-    listed = subprocess.run(command, cwd=root, capture_output=True, timeout=120)
+    try:
+        listed = subprocess.run(command, cwd=root, capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
     if listed.returncode != 0:
         return []
     return sorted({name for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if name})

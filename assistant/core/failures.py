@@ -45,3 +45,13 @@ def sandbox_failure(failed_test: str | None, error_type: str | None, error_messa
     if error_type:
         parts.append(f"{error_type}: {error_message or ''}".rstrip(": "))
     return trim("\n".join(parts))
+
+
+def collection_error(output: str) -> str:
+    """The line that says why pytest collected nothing: its last `E   ` line (the exception), else its last
+    `ERROR` line, else its last line; at most 200 characters."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    raised = [line[1:].strip() for line in lines if line.startswith("E ")]
+    errors = [line for line in lines if line.startswith("ERROR")]
+    found = (raised or errors or lines or ["no output"])[-1]
+    return found[:200]

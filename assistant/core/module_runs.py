@@ -55,6 +55,7 @@ def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[s
     per distinct file, as many at once as there are cores; a sample with no file in `home` passes none). When
     no run reports any of the tests (the project's pytest setup gets in the way, or the copy cannot be made),
     the reason instead, in one line."""
+    from assistant.core.failures import collection_error
     from assistant.errors import AssistError
     from assistant.sandbox.project import ProjectLimits, run_pytest
 
@@ -97,7 +98,7 @@ def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[s
         except AssistError as exc:
             return f"cannot run in its module: {exc}"
         reported = reported or any(node in result.outcomes for node in nodes)
-        trouble = trouble or next((line for line in result.output.splitlines() if "Error" in line), result.status)
+        trouble = trouble or collection_error(result.output)
         seen[text] = frozenset(j for j, node in enumerate(nodes) if result.outcomes.get(node) == "passed")
     passed = [seen.get(home.texts.get(sample), frozenset()) for sample in samples]  # no file: none
     if seen and not reported:

@@ -185,7 +185,8 @@ class ExecRanker:
         total = len(problem.tests)
         passed = passed_in_module(problem.home, [c.sample for c in candidates], problem.tests)
         if isinstance(passed, str):  # nothing ran
-            return [Score(0.0, f"0/{total} tests passed; {passed}", {"status": "error"}) for _ in candidates]
+            details = {"status": "error", "not_run": passed}
+            return [Score(0.0, f"0/{total} tests passed; {passed}", details) for _ in candidates]
         scores = []
         for tests_passed in passed:
             status = "passed" if len(tests_passed) == total else "failed"
@@ -231,8 +232,9 @@ class RepoTestsRanker:
 
 
 def verdict(run: ProjectRun) -> Score:
-    """A run of the repo's tests as a ranker's score: the share of its tests that passed (0 when it could not run)."""
-    from assistant.core.failures import pytest_failure
+    """A run of the repo's tests as a ranker's score: the share of its tests that passed (0 when it could not run;
+    where pytest collected none of them, `details["not_run"]` says why)."""
+    from assistant.core.failures import collection_error, pytest_failure
 
     total = len(run.outcomes)
     passed = len(run.passed())
@@ -244,6 +246,8 @@ def verdict(run: ProjectRun) -> Score:
     details = {"status": run.status, "passed": passed, "total": total, "failed": failed}
     if run.status != "passed":  # what a repair round shows the model (assistant.core.repair)
         details["failure"] = pytest_failure(run.output)
+    if run.status == "error" and not total:
+        details["not_run"] = collection_error(run.output)
     return Score(value, why, details)
 
 
@@ -281,6 +285,15 @@ def verdicts_of(ranked: Ranked) -> list[Score]:
     return [score for score in found if score is not None and "status" in score.details]
 
 
+def not_run(candidates: Sequence[Ranked]) -> str | None:
+    """Why no test ran on any of the candidates, where every test verdict of every one says it collected none (the
+    module or the tests do not import: an environment's fault, not a candidate's), else None."""
+    verdicts = [score for item in candidates for score in verdicts_of(item)]
+    if not verdicts or not all("not_run" in score.details for score in verdicts):
+        return None
+    return str(verdicts[0].details["not_run"])
+
+
 def passed_tests(ranked: Ranked) -> bool:
     """Whether a candidate passed every test it was run on (False when no tests ran on it). The one rule for
     "passed": what may be written (:func:`may_write`) and where repair stops (:mod:`assistant.core.repair`)."""
@@ -296,6 +309,7 @@ class Pick:
     tested: bool  # tests existed, so only a candidate that passed them all may be written
     passed: int  # how many candidates passed every test
     undefined: bool = False  # no tests, and every candidate reads a name defined nowhere: none may be written
+    not_run: str | None = None  # tests existed but none ran on any candidate, and why (:func:`not_run`)
 
     @property
     def refused(self) -> bool:
@@ -306,15 +320,16 @@ class Pick:
 
 def may_write(candidates: Sequence[Ranked], tested: bool) -> Pick:
     """The candidate an apply may write: with tests (`tested`: the user's, the repo's, or typed in a session) the
-    first that passed every one of them, else none; without, the first whose edit reads no name (or `self.x`)
-    defined nowhere (a NameError or AttributeError when it runs), else none. One rule for every door (the command
-    line, the TUI, the evaluation), so that none writes code known to fail unless the user insists
-    (`results/correctness-undefined-names`, `results/correctness-undefined-attributes`)."""
+    first that passed every one of them, else none (where none ran on any, `not_run` says why); without, the first
+    whose edit reads no name (or `self.x`) defined nowhere (a NameError or AttributeError when it runs), else none.
+    One rule for every door (the command line, the TUI, the evaluation), so that none writes code known to fail, or
+    never checked by the tests it has, unless the user insists (`results/correctness-undefined-names`,
+    `results/correctness-undefined-attributes`)."""
     if not tested:
         runs = [i for i, item in enumerate(candidates) if not item.candidate.undefined]
         return Pick(runs[0] if runs else None, False, 0, undefined=bool(candidates) and not runs)
     passing = [i for i, item in enumerate(candidates) if passed_tests(item)]
-    return Pick(passing[0] if passing else None, True, len(passing))
+    return Pick(passing[0] if passing else None, True, len(passing), not_run=None if passing else not_run(candidates))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from pathlib import Path, PurePath
 
 from assistant.code.extract import read_repo_file
 from assistant.code.parse import parse_module
+from assistant.core.failures import collection_error
 from assistant.core.home import git_files, project_python, search_path, too_wide, unwalled
 from assistant.errors import UsageError
 from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
@@ -202,12 +203,15 @@ def repo_tests(
     *,
     test_cmd: str | None = None,
     python: str | Path | None = None,
+    baseline: str | None = None,
 ) -> RepoTests | None:
     """What to run for `function` of `path` (relative to `root`, a git work tree): `test_cmd`'s arguments, else
-    the tests found (None when none mention it). Outside a git work tree, or when the work tree is the home
-    folder or `/`, nothing runs: the copy would be the whole folder, with whatever else it holds. Tests found
-    (not named by `test_cmd`) run only where the kernel has Landlock: elsewhere (macOS, an old kernel) the sandbox
-    has no filesystem wall, and the repo's own code would run as you."""
+    the tests found (None when none mention it). With `baseline`, the file's text as it is, they are run on it
+    once first, and refused where they cannot rank candidates (:func:`check_baseline`). Outside a git work tree,
+    or when the work tree is the home folder or `/`, nothing runs: the copy would be the whole folder, with
+    whatever else it holds. Tests found (not named by `test_cmd`) run only where the kernel has Landlock:
+    elsewhere (macOS, an old kernel) the sandbox has no filesystem wall, and the repo's own code would run as
+    you."""
     root = Path(root)
     if too_wide(root):
         raise UsageError(f"{root} is your home folder or /; the repo's tests run only in a project's git work tree")
@@ -232,7 +236,32 @@ def repo_tests(
                 setting="test_cmd:unwalled",
                 values={"why": why},
             )
-    return RepoTests(root, project_python(root, python), args, search_path(root, path), found, include=include)
+    tests = RepoTests(root, project_python(root, python), args, search_path(root, path), found, include=include)
+    if baseline is not None:
+        check_baseline(tests, path, baseline, function)
+    return tests
+
+
+def check_baseline(tests: RepoTests, path: str | Path, text: str, function: str) -> None:
+    """Run `tests` once on the file as it is (`text`, the stub unfilled) and refuse them, with one line, where they
+    cannot rank its candidates: none of them ran (pytest could not collect them: the module or the tests do not
+    import with `tests.python`, e.g. a dependency it lacks), or every one passed (they do not check the function,
+    so any candidate would pass). Either way every candidate would get the same verdict, and "none passed" or
+    "passed the tests" would be said of code the tests never told apart."""
+    run = run_on(tests, path, text)
+    if run.status == "error" and not run.outcomes:
+        reason = collection_error(run.output)
+        raise UsageError(
+            f"the repo's tests do not run with {tests.python} ({reason}); name the interpreter that has the "
+            "project's dependencies",
+            setting="repo_tests:no_run",
+            values={"python": tests.python, "reason": reason},
+        )
+    if run.status == "passed":
+        one = tests.found and len(run.outcomes) == 1
+        which = f"the {len(run.outcomes)} tests found" if tests.found else "the test command's tests"
+        said = "the 1 test found already passes" if one else f"{which} already pass"
+        raise UsageError(f"{said} with {function} as it is now: {'it does' if one else 'they do'} not check it")
 
 
 def run_on(tests: RepoTests, path: str | Path, text: str) -> ProjectRun:

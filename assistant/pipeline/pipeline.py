@@ -30,7 +30,7 @@ from assistant.core.generation import GenerateResult
 from assistant.core.generation import generate as generate_code
 from assistant.core.generation import resample as resample_one
 from assistant.core.home import ModuleHome
-from assistant.core.rank import Pick, Problem, Ranked, Ranker, Score, may_write, score_all
+from assistant.core.rank import Pick, Problem, Ranked, Ranker, Score, may_write, not_run, score_all
 from assistant.core.repair import Repaired, RepairOptions, RepairRound, RepairTask
 from assistant.core.repair import repair as repair_loop
 from assistant.core.repo_tests import RepoTests
@@ -214,13 +214,20 @@ class Request:
         its file is looked for in the git work tree around `start` (default: the working folder): the one file
         where it is a stub (:func:`~assistant.core.stubs.find.locate_stub`). `name` is the file as errors name it
         (default: as given). `rest` are the other fields as they are."""
-        if function is not None and file is None and target is None:
+        looked_for = function is not None and file is None and target is None
+        check_request(
+            file=file,
+            function=function,
+            replace=replace,
+            test_cmd=test_cmd,
+            python=python,
+            repo_tests=repo_tests,
+            looked_for=looked_for,
+        )
+        if looked_for:
             from assistant.core.stubs.find import locate_stub
 
-            file = _shown_path(locate_stub(function, start or Path.cwd()))
-        check_request(
-            file=file, function=function, replace=replace, test_cmd=test_cmd, python=python, repo_tests=repo_tests
-        )
+            file = _shown_path(locate_stub(str(function), start or Path.cwd()))
         if target is None and file is not None:
             target = Target.read(file)
         if replace and target is not None:
@@ -279,20 +286,21 @@ def check_request(
     test_cmd: str | None = None,
     python: str | Path | None = None,
     repo_tests: bool = True,
+    looked_for: bool = False,
 ) -> None:
     """Refuse settings of a request that do not go together, with one line in the library's terms; the error's
-    `setting` names the rule, for a door that words it in its own: "function" (needs a file), "replace" (needs a
-    file), "replace+function", "test_cmd" (needs a function), "python" (needs a function), "python:missing",
-    "test_cmd+repo_tests" (a test command with the repo's tests off)."""
-    if function is not None and file is None:
+    `setting` names the rule, for a door that words it in its own: "function" (needs a file, unless `looked_for`:
+    it will be looked for), "replace+function", "replace" (needs a file), "test_cmd" (needs a function), "python"
+    (needs a function), "python:missing", "test_cmd+repo_tests" (a test command with the repo's tests off)."""
+    if function is not None and file is None and not looked_for:
         raise UsageError("a function to fill needs the target file that holds its stub", setting="function")
-    if replace and file is None:
-        raise UsageError("replace needs a target file, the file whose definitions it may replace", setting="replace")
     if replace and function is not None:
         raise UsageError(
             "replace is for a requirement's new code; the function to fill already names what is rewritten",
             setting="replace+function",
         )
+    if replace and file is None:
+        raise UsageError("replace needs a target file, the file whose definitions it may replace", setting="replace")
     if test_cmd is not None and function is None:
         raise UsageError(
             "a test command needs a function to fill (the repo's tests run on a filled stub)", setting="test_cmd"
@@ -331,14 +339,16 @@ def plan_repo_tests(
 ) -> tuple[RepoTests | None, UsageError | None]:
     """The repo's tests for `function` of `target` (:func:`assistant.core.repo_tests.repo_tests`, in the git work
     tree around the file as named, so a link out is seen), and why none run when they cannot (None: they can,
-    or none mention it). A reason they cannot run is an error when `test_cmd` asked for them."""
+    or none mention it): they are run once on the file as it is, and refused where they do not run or already
+    pass (:func:`assistant.core.repo_tests.check_baseline`). A reason they cannot run is an error when `test_cmd`
+    asked for them."""
     from assistant.code.edit import enclosing_root
     from assistant.core.repo_tests import repo_tests
 
     root = enclosing_root(Path(target.given).expanduser())
     relative = target.path.relative_to(root) if target.path.is_relative_to(root) else target.path
     try:
-        return repo_tests(root, relative, function, test_cmd=test_cmd, python=python), None
+        return repo_tests(root, relative, function, test_cmd=test_cmd, python=python, baseline=target.text), None
     except UsageError as exc:
         if test_cmd is not None:  # asked for: the reason they cannot run is the answer
             raise
@@ -368,7 +378,8 @@ class Answer:
         """The answer as `assist generate --json` prints it: the result's keys, then why the retriever was chosen
         (`retriever_served_by`) and `source`, then the `door`'s keys (what it did with the answer: `applied`,
         `verdict`), then the repo's tests and the repair; each candidate says which repair round made it
-        (`repair_round`; None: the first round)."""
+        (`repair_round`; None: the first round). `tests_not_run`: why no test ran on any candidate, where tests
+        existed but none did (None: they ran, or there were none)."""
         plan = self.repo_tests
         data = self.result.to_json()
         data["retriever_served_by"] = self.served_by  # the trained artifact that retrieved, or why none did
@@ -378,6 +389,7 @@ class Answer:
         data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
         skipped = self.repo_tests_skipped  # why none ran (None: they ran, or none mention it)
         data["repo_tests_skipped"] = None if skipped is None else str(skipped)
+        data["tests_not_run"] = self.pick.not_run  # tests existed, and why none ran on any candidate (None: they ran)
         data["repair"] = None if self.repaired is None else self.repaired.to_json()
         for shown in data["candidates"]:
             shown["repair_round"] = None if self.repaired is None else self.repaired.origin.get(shown["sample"])
@@ -783,7 +795,8 @@ class Pipeline:
             # The tests decide what may be written, so they run on every candidate even when another ranker orders.
             result = self.rank(result, tests, spec="+".join([*result.rankers, "exec"]), progress=progress)
         repaired = None
-        if result.candidates and (tests or plan is not None) and options.repair:
+        # Repair answers failing tests; where none ran (the module does not import), a new candidate would not either.
+        if result.candidates and (tests or plan is not None) and options.repair and not_run(result.candidates) is None:
             repaired = self.repair(result, request, repo_tests=plan, progress=progress, on_round=on_round)
             result = repaired.result
         # k = 0 retrieves nothing: no index is opened (nor the encoder loaded) just to name it. Retrieving, or with

@@ -444,6 +444,10 @@ def _verdict(
     if pick.position is None:
         lead = "Nothing written: " if apply else ""
         force = f"add --force{' to --apply' if not apply else ''}"
+        if pick.not_run:  # no fault of the candidates': the tests never ran, so repair could not help either
+            said = f"{lead}{tests} ran on no candidate: {pick.not_run}"
+            python = "--python names the interpreter with the project's dependencies"
+            return f"{said}; {python}, or to write #1 untested, {force}."
         if repaired:  # the candidates counted include the repair rounds' own
             failed = f"{lead}none of the {counted(total, 'candidate')} (repairs included) passed {tests}"
             return f"{failed}; to write the best one (#1) anyway, {force}."

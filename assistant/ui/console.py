@@ -91,8 +91,8 @@ def friendly_errors(command: F) -> F:
 def command(app: typer.Typer, name: str | None = None, *, guarded: bool = True, **options: Any) -> Callable[[F], F]:
     """Register a function as `app`'s command `name` (Typer's `options`, e.g. short_help), with what every command
     shares: an AssistError is one line on stderr (`friendly_errors`), and, `guarded`, Ctrl-C ends the process within
-    a second even while a native library holds the interpreter (`cancel_guard`). Commands that return at once, and
-    the TUI, which cancels its own way, are not guarded."""
+    a second even while a native library holds the interpreter (`cancel_guard`). Commands that return at once, the
+    TUI and `serve`, which stop their own way, are not guarded."""
 
     def register(function: F) -> F:
         wrapped = friendly_errors(cancel_guard(function) if guarded else function)

@@ -79,6 +79,8 @@ LINES = {
     "test_cmd:shell": "--test-cmd is one pytest command; {operator!r} is shell, which is not run",
     "test_cmd:not_copied": "--test-cmd names {path}, which {why}",
     "test_cmd:unwalled": "{why}, so a clone's conftest.py would run as you; --test-cmd runs them anyway",
+    "repo_tests:no_run": "the repo's tests do not run with {python} ({reason}); give --python, the interpreter "
+    "with the project's dependencies (or --no-repo-tests)",
     "repo_tests:not_git": "{root} is not a git work tree; the repo's tests run only in one (or --no-repo-tests)",
     "ranker:logprob": "the logprob ranker is unavailable: {model} returned no log-probabilities and {why}; "
     "use --ranker first, or exec with --test",

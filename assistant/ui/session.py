@@ -374,7 +374,8 @@ class Session:
         from assistant.core.repo_tests import repo_tests
 
         try:
-            self.state.repo_tests = repo_tests(self.root, file.path.relative_to(self.root), function)
+            relative = file.path.relative_to(self.root)
+            self.state.repo_tests = repo_tests(self.root, relative, function, baseline=file.text)
         except UsageError as exc:
             self.state.repo_tests_skipped = exc
         return self.state.repo_tests

@@ -249,30 +249,39 @@ def find_stub(
     return stub
 
 
-def _named(stub: Stub, function: str) -> bool:
-    """Whether `function` ("name" or "Class.method") names `stub` as :func:`find_stub` reads it."""
-    return stub.qualname == function or stub.name == function or stub.qualname.endswith("." + function)
+STUB_SEARCH_BYTES = 4 << 20  # a Python file larger than this is generated or data: not searched for a stub
 
 
-def _definitions(root: Path, names: Sequence[str], function: str) -> dict[str, list[Stub]]:
-    """Of the Python files `names` (relative to `root`), each that defines `function`, with those definitions; a
-    file that never writes `def NAME(`, does not read as UTF-8 or does not parse is passed over."""
-    pattern = re.compile(rf"\bdef\s+{re.escape(function.rsplit('.', 1)[-1])}\s*[(\[]")
-    found: dict[str, list[Stub]] = {}
+def _stub_files(root: Path, names: Sequence[str], function: str) -> tuple[list[str], list[str]]:
+    """Of the Python files `names` (relative to `root`), those where `function` is the stub :func:`find_stub` would
+    fill, and those where it names a function with a body. Read as an index reads a repo's files: a link, a
+    non-regular file, one outside the repo or over STUB_SEARCH_BYTES is passed over (a repo never has another file
+    read), and so is one that never writes `def NAME`, is not UTF-8 or does not parse."""
+    from assistant.code.extract import read_repo_file
+
+    pattern = re.compile(rf"\bdef\s+{re.escape(function.rsplit('.', 1)[-1])}\b")
+    stubs, bodies = [], []
     for name in names:
-        try:
-            text = (root / name).read_text(encoding="utf-8")
-            if pattern.search(text):  # most files do not: they are not parsed
-                found[name] = [f for f in find_functions(text, name) if _named(f, function)]
-        except (OSError, UnicodeDecodeError, UsageError):
+        data = read_repo_file(root, name)
+        if data is None or len(data) > STUB_SEARCH_BYTES:
             continue
-    return {name: defined for name, defined in found.items() if defined}
+        try:
+            text = data.decode("utf-8-sig")
+            if not pattern.search(text):  # most files do not: they are not parsed
+                continue
+            # As the fill will read it: an exact `Class.method` first, a redefinition over an earlier one.
+            found = find_stub(text, function, name, requirement_given=True)
+        except (UnicodeDecodeError, UsageError):
+            continue
+        (stubs if found.is_stub else bodies).append(name)
+    return stubs, bodies
 
 
 def locate_stub(function: str, start: Path) -> Path:
     """The file of the git work tree around `start` (tracked, or untracked and not ignored) where `function` is a
     stub, for a request that names the function but not its file; or a one-line UsageError: no work tree, no file
-    with that stub (where the name has a body, those files are named), or more than one (each named)."""
+    with that stub (where the name has a body, those files are named), or more than one (each named). Not
+    searched: files git ignores, submodules, and what :func:`_stub_files` passes over."""
     root = git_toplevel(start if start.is_dir() else start.parent)
     if root is None:
         raise UsageError(
@@ -280,18 +289,17 @@ def locate_stub(function: str, start: Path) -> Path:
             setting="function:no_repo",
             values={"name": function},
         )
-    defined = _definitions(root, work_tree_python_files(root), function)
-    stubs = sorted(name for name, found in defined.items() if any(f.is_stub for f in found))
+    stubs, bodies = _stub_files(root, work_tree_python_files(root), function)
     if len(stubs) == 1:
         return root / stubs[0]
-    values = {"name": function, "root": str(root), "count": len(stubs), "files": _listed(stubs or sorted(defined))}
+    values = {"name": function, "root": str(root), "count": len(stubs), "files": _listed(stubs or bodies)}
     if stubs:
         raise UsageError(
             f"{function!r} is a stub in {len(stubs)} files of {root} ({values['files']}); name the file",
             setting="function:ambiguous",
             values=values,
         )
-    values["bodies"] = f" ({function!r} has a body in {values['files']})" if defined else ""
+    values["bodies"] = f" ({function!r} has a body in {values['files']})" if bodies else ""
     raise UsageError(
         f"no Python file of {root} has a stub {function!r} (a body of ..., pass or raise NotImplementedError)"
         f"{values['bodies']}; name its file",
