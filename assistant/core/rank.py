@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -251,26 +253,36 @@ def verdict(run: ProjectRun) -> Score:
     return Score(value, why, details)
 
 
+RUN_WORKERS = 4  # at most this many runs of the repo's tests at once (never more than the cores)
+
+
 def score_texts(
     tests: RepoTests, path: str | Path, texts: Sequence[str | None], step: Step | None = None
 ) -> list[Score]:
     """Each edited file `path` (relative to `tests.root`) as `texts` says through the repo's tests (None: no
-    edit, scored 0); identical texts run once. `step` hears each run start, and the end."""
+    edit, scored 0); identical texts run once, as many at once as there are cores (each run is mostly an
+    interpreter starting and pytest collecting). `step` hears 0, then each run that ends."""
     from assistant.core.repo_tests import run_on
 
     report: Step = step or (lambda done, total: None)
-    seen: dict[str, Score] = {}
-    scores = []
-    for done, text in enumerate(texts):
-        report(done, len(texts))
-        if text is None:
-            scores.append(Score(0.0, "no edit to test"))
-            continue
-        if text not in seen:
-            seen[text] = verdict(run_on(tests, path, text))
-        scores.append(seen[text])
+    distinct = list(dict.fromkeys(text for text in texts if text is not None))
+    report(0, len(texts))
+    cancel = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=max(1, min(len(distinct), os.cpu_count() or 1, RUN_WORKERS)))
+    try:
+        futures = {pool.submit(run_on, tests, path, text, cancel): text for text in distinct}
+        seen: dict[str, Score] = {}
+        for done, future in enumerate(as_completed(futures), start=1):
+            seen[futures[future]] = verdict(future.result())
+            if done < len(texts):
+                report(done, len(texts))
+    except BaseException:  # Ctrl-C, or a run that raised: end the runs in flight rather than wait out their limits
+        cancel.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     report(len(texts), len(texts))
-    return scores
+    return [Score(0.0, "no edit to test") if text is None else seen[text] for text in texts]
 
 
 # The scores that come from tests the user has (the repo's own, then given ones): a candidate passed them all when

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import os
 import shlex
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
@@ -264,8 +265,9 @@ def check_baseline(tests: RepoTests, path: str | Path, text: str, function: str)
         raise UsageError(f"{said} with {function} as it is now: {'it does' if one else 'they do'} not check it")
 
 
-def run_on(tests: RepoTests, path: str | Path, text: str) -> ProjectRun:
-    """`tests` on a sandboxed copy of the repo with `path` (relative to its root) replaced by `text`."""
+def run_on(tests: RepoTests, path: str | Path, text: str, cancel: threading.Event | None = None) -> ProjectRun:
+    """`tests` on a sandboxed copy of the repo with `path` (relative to its root) replaced by `text`; setting
+    `cancel` ends the run at once (RunCancelled)."""
     return run_pytest(
         tests.root,
         tests.python,
@@ -275,4 +277,5 @@ def run_on(tests: RepoTests, path: str | Path, text: str) -> ProjectRun:
         limits=tests.limits,
         extra_args=tests.args,
         include=tests.include,
+        cancel=cancel,
     )
