@@ -46,7 +46,7 @@ def test_answer_runs_the_repos_tests_ranks_the_passing_candidate_first_and_picks
     assert data["repo_tests"]["args"] == ["tests/test_geo.py::test_square"] and data["repo_tests_skipped"] is None
     keys = list(data)
     assert keys[keys.index("source") + 1] == "applied"  # the door's keys where `generate --json` has them
-    assert keys[-3:] == ["repo_tests", "repo_tests_skipped", "repair"]
+    assert keys[-4:] == ["repo_tests", "repo_tests_skipped", "tests_not_run", "repair"]
     assert [shown["repair_round"] for shown in data["candidates"]] == [None, None]
 
 
@@ -64,7 +64,7 @@ def test_resolve_refuses_settings_that_do_not_go_together_naming_the_setting(tmp
     stub = tmp_path / "geo.py"
     stub.write_text(SQUARE_MODULE, encoding="utf-8")
     for kwargs, setting in [
-        ({"function": "square"}, "function"),
+        ({"function": "square", "start": tmp_path}, "function:no_repo"),  # looked for: tmp_path is in no repo
         ({"replace": ("square",)}, "replace"),
         ({"file": stub, "function": "square", "replace": ("square",)}, "replace+function"),
         ({"test_cmd": "pytest"}, "test_cmd"),

@@ -205,10 +205,12 @@ def repo_tests(
     test_cmd: str | None = None,
     python: str | Path | None = None,
     baseline: str | None = None,
+    stub: bool = True,
 ) -> RepoTests | None:
     """What to run for `function` of `path` (relative to `root`, a git work tree): `test_cmd`'s arguments, else
-    the tests found (None when none mention it). With `baseline`, the file's text as it is, they are run on it
-    once first, and refused where they cannot rank candidates (:func:`check_baseline`). Outside a git work tree,
+    the tests found (None when none mention it). With `baseline`, the file's text as it is (`stub`: the function
+    is a stub there, not code a requirement rewrites), they are run on it once first, and refused where they
+    cannot rank candidates (:func:`check_baseline`). Outside a git work tree,
     or when the work tree is the home folder or `/`, nothing runs: the copy would be the whole folder, with
     whatever else it holds. Tests found (not named by `test_cmd`) run only where the kernel has Landlock:
     elsewhere (macOS, an old kernel) the sandbox has no filesystem wall, and the repo's own code would run as
@@ -239,16 +241,17 @@ def repo_tests(
             )
     tests = RepoTests(root, project_python(root, python), args, search_path(root, path), found, include=include)
     if baseline is not None:
-        check_baseline(tests, path, baseline, function)
+        check_baseline(tests, path, baseline, function, stub)
     return tests
 
 
-def check_baseline(tests: RepoTests, path: str | Path, text: str, function: str) -> None:
-    """Run `tests` once on the file as it is (`text`, the stub unfilled) and refuse them, with one line, where they
-    cannot rank its candidates: none of them ran (pytest could not collect them: the module or the tests do not
-    import with `tests.python`, e.g. a dependency it lacks), or every one passed (they do not check the function,
-    so any candidate would pass). Either way every candidate would get the same verdict, and "none passed" or
-    "passed the tests" would be said of code the tests never told apart."""
+def check_baseline(tests: RepoTests, path: str | Path, text: str, function: str, stub: bool = True) -> None:
+    """Run `tests` once on the file as it is (`text`) and refuse them, with one line, where they cannot rank its
+    candidates: none of them ran (pytest could not collect them: the module or the tests do not import with
+    `tests.python`, e.g. a dependency it lacks), or, where `function` is a `stub` still, every one passed (they do
+    not check it, so any candidate would pass; working code a requirement rewrites passes them, as it should).
+    Either way every candidate would get the same verdict, and "none passed" or "passed the tests" would be said
+    of code the tests never told apart."""
     run = run_on(tests, path, text)
     if run.status == "error" and not run.outcomes:
         reason = collection_error(run.output)
@@ -258,7 +261,7 @@ def check_baseline(tests: RepoTests, path: str | Path, text: str, function: str)
             setting="repo_tests:no_run",
             values={"python": tests.python, "reason": reason},
         )
-    if run.status == "passed":
+    if run.status == "passed" and stub:
         one = tests.found and len(run.outcomes) == 1
         which = f"the {len(run.outcomes)} tests found" if tests.found else "the test command's tests"
         said = "the 1 test found already passes" if one else f"{which} already pass"

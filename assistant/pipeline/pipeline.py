@@ -239,7 +239,7 @@ class Request:
             assert target is not None  # check_request: a function needs its file
             stub = find_request_stub(target, function, name or str(file), requirement)
             if repo_tests:
-                plan, skipped = plan_repo_tests(target, function, test_cmd=test_cmd, python=python)
+                plan, skipped = plan_repo_tests(target, function, stub.is_stub, test_cmd=test_cmd, python=python)
         python = Path(python) if python is not None else None
         fields = {"target": target, "python": python, "replace": tuple(replace), "stub": stub}
         return cls(
@@ -335,20 +335,26 @@ def find_request_stub(target: Target, function: str, name: str, requirement: str
 
 
 def plan_repo_tests(
-    target: Target, function: str, *, test_cmd: str | None = None, python: str | Path | None = None
+    target: Target,
+    function: str,
+    stub: bool = True,
+    *,
+    test_cmd: str | None = None,
+    python: str | Path | None = None,
 ) -> tuple[RepoTests | None, UsageError | None]:
     """The repo's tests for `function` of `target` (:func:`assistant.core.repo_tests.repo_tests`, in the git work
-    tree around the file as named, so a link out is seen), and why none run when they cannot (None: they can,
-    or none mention it): they are run once on the file as it is, and refused where they do not run or already
-    pass (:func:`assistant.core.repo_tests.check_baseline`). A reason they cannot run is an error when `test_cmd`
-    asked for them."""
+    tree around the file as named, so a link out is seen), and why none run when they cannot (None: they can, or
+    none mention it): they are run once on the file as it is, and refused where they do not run, or pass already
+    with the function a `stub` still (:func:`assistant.core.repo_tests.check_baseline`). A reason they cannot run
+    is an error when `test_cmd` asked for them."""
     from assistant.code.edit import enclosing_root
     from assistant.core.repo_tests import repo_tests
 
     root = enclosing_root(Path(target.given).expanduser())
     relative = target.path.relative_to(root) if target.path.is_relative_to(root) else target.path
     try:
-        return repo_tests(root, relative, function, test_cmd=test_cmd, python=python, baseline=target.text), None
+        checked = {"baseline": target.text, "stub": stub}
+        return repo_tests(root, relative, function, test_cmd=test_cmd, python=python, **checked), None
     except UsageError as exc:
         if test_cmd is not None:  # asked for: the reason they cannot run is the answer
             raise

@@ -348,7 +348,7 @@ class Session:
             if request.stub is not None and not requirement.strip():
                 query = request.stub.docstring or ""
             demonstrations = self.retrieve(query, target, progress, function)
-        plan = self._repo_tests(request.target, function)
+        plan = self._repo_tests(request.target, function, request.stub is None or request.stub.is_stub)
         request = dataclasses.replace(
             request,
             tests=tuple(tests),
@@ -364,9 +364,9 @@ class Session:
         self.record("generate", requirement=result.requirement, candidates=len(result.candidates))
         return result
 
-    def _repo_tests(self, file: Target | None, function: str | None) -> RepoTests | None:
-        """Filling a stub: the repo's tests that mention it, as `assist generate --function` finds them (None: none,
-        or they cannot run here; why is kept in the state)."""
+    def _repo_tests(self, file: Target | None, function: str | None, stub: bool = True) -> RepoTests | None:
+        """Filling a stub (`stub`; else rewriting a function that has a body): the repo's tests that mention it, as
+        `assist generate --function` finds them (None: none, or they cannot run here; why is kept in the state)."""
         self.state.repo_tests = None
         self.state.repo_tests_skipped = None
         if file is None or function is None or self.root is None or not file.path.is_relative_to(self.root):
@@ -375,7 +375,7 @@ class Session:
 
         try:
             relative = file.path.relative_to(self.root)
-            self.state.repo_tests = repo_tests(self.root, relative, function, baseline=file.text)
+            self.state.repo_tests = repo_tests(self.root, relative, function, baseline=file.text, stub=stub)
         except UsageError as exc:
             self.state.repo_tests_skipped = exc
         return self.state.repo_tests
