@@ -632,10 +632,18 @@ async def test_tui_picks_a_stub_with_f3_and_fills_it(stub_repo: Path, encoder) -
     app = AssistApp(session)
     async with app.run_test(size=(100, 32)) as pilot:
         await start(app, pilot)
-        await pilot.press("f3")
+        await pilot.press("f3")  # no target file yet: every stub of the repo is offered, with its file
+        await settle(app, pilot)
+        await pilot.press(*"count", "enter")
         await pilot.pause()
-        assert "Pick the target file first" in last_notice(app)
-        await pick_stub(pilot)
+        assert (app.screen.target, app.screen.function) == ("mathutils.py", "count_even")
+        await pilot.press("ctrl+f", *"words", "enter")  # another file: the stub stays with its own
+        await pilot.pause()
+        assert (app.screen.target, app.screen.function) == ("text/words.py", None)
+        await pilot.press("ctrl+f", "ctrl+u", *"mathu", "enter")
+        await pilot.pause()
+        await pilot.press("f3", *"count", "enter")  # with a target file: its own stubs
+        await pilot.pause()
         assert app.screen.function == "count_even"
         await pilot.press("ctrl+g")
         await settle(app, pilot)

@@ -833,9 +833,9 @@ def tui(
     """Interactive sessions: ask, compare candidates and their diffs, apply, undo, ask again.
 
     Keys: ctrl+g generate, ctrl+n resample the selected candidate, ctrl+s apply it to the target file,
-    ctrl+r undo the last apply, ctrl+t tests, ctrl+f target file, f3 fill a stub of it, f4 allow rewriting a
-    definition, f11 zoom the code, ctrl+o settings, ctrl+l history, f2 copy, Escape cancels, ctrl+p all commands,
-    ctrl+q quits. Respects NO_COLOR.
+    ctrl+r undo the last apply, ctrl+t tests, ctrl+f target file, f3 fill a stub (any of the repo's until a target
+    is picked), f4 allow rewriting a definition, f11 zoom the code, ctrl+o settings, ctrl+l history, f2 copy, Escape
+    cancels, ctrl+p all commands, ctrl+q quits. Respects NO_COLOR.
     """
     from assistant.pipeline import GenerationOptions
     from assistant.ui.session import Session

@@ -245,6 +245,15 @@ class Session:
 
         return [stub.qualname for stub in list_stubs(read_target(self.target_path(display)), display)]
 
+    def repo_stubs(self, progress: Progress = _quiet) -> list[tuple[str, str]]:
+        """Every stub of the repo's Python files, as (file relative to its root, qualified name): what the stub
+        picker offers before a target file is picked (none outside a git repo)."""
+        if self.root is None:
+            return []
+        from assistant.core.stubs.find import repo_stubs
+
+        return repo_stubs(self.root, progress)
+
     def definitions(self, display: str) -> list[str]:
         """The target file's top-level functions and classes and its classes' members (`Class.method`), in file
         order: what a plain request's candidates may be allowed to rewrite (the names `replace` accepts)."""

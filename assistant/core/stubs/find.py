@@ -19,6 +19,7 @@ from assistant.code.git import work_tree_python_files
 from assistant.code.parse import parse_module, syntax_problem
 from assistant.errors import UsageError
 from assistant.paths import git_toplevel
+from assistant.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -257,24 +258,51 @@ def _stub_files(root: Path, names: Sequence[str], function: str) -> tuple[list[s
     fill, and those where it names a function with a body. Read as an index reads a repo's files: a link, a
     non-regular file, one outside the repo or over STUB_SEARCH_BYTES is passed over (a repo never has another file
     read), and so is one that never writes `def NAME`, is not UTF-8 or does not parse."""
-    from assistant.code.extract import read_repo_file
-
     pattern = re.compile(rf"\bdef\s+{re.escape(function.rsplit('.', 1)[-1])}\b")
     stubs, bodies = [], []
     for name in names:
-        data = read_repo_file(root, name)
-        if data is None or len(data) > STUB_SEARCH_BYTES:
+        text = _source(root, name)
+        if text is None or not pattern.search(text):  # most files do not: they are not parsed
             continue
         try:
-            text = data.decode("utf-8-sig")
-            if not pattern.search(text):  # most files do not: they are not parsed
-                continue
             # As the fill will read it: an exact `Class.method` first, a redefinition over an earlier one.
             found = find_stub(text, function, name, requirement_given=True)
-        except (UnicodeDecodeError, UsageError):
+        except UsageError:
             continue
         (stubs if found.is_stub else bodies).append(name)
     return stubs, bodies
+
+
+def _source(root: Path, name: str) -> str | None:
+    """The text of the repo's file `name` as an index reads it (None for a link, a non-regular file, one outside
+    the repo, over STUB_SEARCH_BYTES or not UTF-8; a BOM is dropped)."""
+    from assistant.code.extract import read_repo_file
+
+    data = read_repo_file(root, name)
+    if data is None or len(data) > STUB_SEARCH_BYTES:
+        return None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+
+
+def repo_stubs(root: Path, progress: Progress | None = None) -> list[tuple[str, str]]:
+    """Every stub of the Python files of the git work tree `root` (tracked, or untracked and not ignored), as (file
+    relative to `root`, qualified name), in file then line order; files read as :func:`_source` reads them, and
+    one that does not parse passed over. `progress` hears ("parse", files done, files), and may raise to stop."""
+    report = progress or (lambda stage, done, total: None)
+    names = work_tree_python_files(root)
+    found: list[tuple[str, str]] = []
+    for done, name in enumerate(names):
+        report("parse", done, len(names))
+        text = _source(root, name)
+        try:
+            found += [(name, stub.qualname) for stub in list_stubs(text, name)] if text is not None else []
+        except UsageError:
+            continue
+    report("parse", len(names), len(names))
+    return found
 
 
 def locate_stub(function: str, start: Path) -> Path:

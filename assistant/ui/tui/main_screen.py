@@ -497,9 +497,13 @@ class MainScreen(Screen[None]):
             return []
 
     def action_pick_stub(self) -> None:
-        """Pick a stub of the target file to fill (fuzzy, like the file picker); its docstring is the requirement."""
+        """Pick a stub of the target file to fill (fuzzy, like the file picker); its docstring is the requirement.
+        With no target file yet, every stub of the repo is offered, and picking one makes its file the target."""
         if not self.target:
-            self.app.notify("Pick the target file first (ctrl+f); then f3 lists its stubs", severity="warning")
+            if self.session.root is None:
+                self.app.notify("Pick the target file first (ctrl+f); then f3 lists its stubs", severity="warning")
+                return
+            self.run_job("Finding stubs", self.session.repo_stubs, self._pick_repo_stub)
             return
         try:
             stubs = self.session.stubs(self.target)
@@ -513,17 +517,8 @@ class MainScreen(Screen[None]):
             return
 
         def picked(name: str | None) -> None:
-            if name is None:
-                return
-            self.function = name or None
-            self.hits_for = ""
-            message = f"Filling {name}: ctrl+g writes its body" if name else "Not filling a stub"
-            if name and self.may_rewrite:  # a fill rewrites the stub's body and nothing else
-                self.may_rewrite = []
-                message += "; nothing else may be rewritten"
-            self.requirement_box.filling(self.function)
-            self.show_info()
-            self.set_message(message)
+            if name is not None:
+                self._fill(name or None)
 
         self.app.push_screen(
             FilePicker(
@@ -535,6 +530,43 @@ class MainScreen(Screen[None]):
             ),
             picked,
         )
+
+    def _pick_repo_stub(self, found: list[tuple[str, str]]) -> None:
+        """Offer the repo's stubs (`found`: file, name) as `name  (file)`; picking one targets its file and fills it."""
+        if not found:
+            message = "This repo has no stubs: write `def name(...):`, a docstring and `...` first (ctrl+f: a file)"
+            self.app.notify(message, severity="warning")
+            return
+        shown = {f"{name}  ({file})": (file, name) for file, name in found}
+
+        def picked(choice: str | None) -> None:
+            if not choice:
+                return
+            file, name = shown[choice]
+            try:
+                self.session.check_target(file)
+            except AssistError as exc:
+                self.app.notify(str(exc), severity="error")
+                return
+            self.retarget(file)
+            self._fill(name)
+
+        label = "Stub to fill, from the whole repo (type to filter, Enter to pick, Escape to cancel)"
+        hint, none = "function, Class.method or file", "(none: write new code)"
+        picker = FilePicker(list(shown), label=label, placeholder=hint, none_label=none, allow_new=False)
+        self.app.push_screen(picker, picked)
+
+    def _fill(self, name: str | None) -> None:
+        """Fill the stub `name` of the target file with the next request (None: write new code instead)."""
+        self.function = name
+        self.hits_for = ""
+        message = f"Filling {name}: ctrl+g writes its body" if name else "Not filling a stub"
+        if name and self.may_rewrite:  # a fill rewrites the stub's body and nothing else
+            self.may_rewrite = []
+            message += "; nothing else may be rewritten"
+        self.requirement_box.filling(self.function)
+        self.show_info()
+        self.set_message(message)
 
     def action_pick_rewrite(self) -> None:
         """Pick a definition of the target file (function, class or `Class.method`) that the next requests'
