@@ -110,3 +110,22 @@ def test_explain_shows_the_first_candidates_diff_whatever_its_agree_tests(capsys
     shown = capsys.readouterr().out
     assert "Diff for m.py" in shown and "return 0" in shown.split("Diff for m.py")[1], shown
     assert shown.count("Diff for") == 1
+
+
+def test_agree_that_ran_on_no_candidate_is_said_with_the_way_out(capsys) -> None:
+    # Its module does not import with the interpreter: agree told no candidate apart, and a user would not guess why.
+    from assistant.core.rank import ran_on_none
+    from assistant.ui.cli import _warn_agree_ran_on_none
+
+    result = _result(1)
+    _warn_agree_ran_on_none(result)
+    assert capsys.readouterr().err == ""  # it ran: nothing to say
+    why = "the project's pytest ran none of the tests (ModuleNotFoundError: No module named 'x')"
+    for item in result.candidates:
+        item.scores["agree"] = Score(0.0, why, {"not_run": why})
+    assert ran_on_none(result.candidates, "agree") == why and ran_on_none(result.candidates, "exec") is None
+    _warn_agree_ran_on_none(result)
+    said = " ".join(capsys.readouterr().err.split())
+    assert said == f"note: agree ran its tests on no candidate: {why}; --python names the interpreter with the " + (
+        "project's dependencies"
+    )

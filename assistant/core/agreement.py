@@ -459,7 +459,7 @@ class AgreementRanker:
         else:
             passed = passed_in_module(home, [c.sample for c in candidates], tests)
             if isinstance(passed, str):  # nothing ran: no candidate is told apart from another
-                return [Score(0.0, passed) for _ in candidates]
+                return [Score(0.0, passed, {"not_run": passed}) for _ in candidates]
         return cluster_scores(candidates, tests, passed, examples)
 
 

@@ -306,6 +306,15 @@ def not_run(candidates: Sequence[Ranked]) -> str | None:
     return str(verdicts[0].details["not_run"])
 
 
+def ran_on_none(candidates: Sequence[Ranked], ranker: str) -> str | None:
+    """Why `ranker` ran its tests on none of the candidates (`agree` whose module does not import), where each of
+    its scores says so (`details["not_run"]`), else None."""
+    scores = [item.scores.get(ranker) for item in candidates]
+    if not scores or any(score is None or "not_run" not in score.details for score in scores):
+        return None
+    return str(scores[0].details["not_run"])  # type: ignore[union-attr]
+
+
 def passed_tests(ranked: Ranked) -> bool:
     """Whether a candidate passed every test it was run on (False when no tests ran on it). The one rule for
     "passed": what may be written (:func:`may_write`) and where repair stops (:mod:`assistant.core.repair`)."""

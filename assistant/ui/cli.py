@@ -234,6 +234,7 @@ def generate(
         answer = pipeline.answer(request, progress=ui, status=ui.status, on_round=_say_round(ui))
     result, pick = answer.result, answer.pick
     _warn_cut_off(result)
+    _warn_agree_ran_on_none(result)
     applied = _apply_pick(result, pick, force) if apply else None  # the position of the candidate written
     examples = request.tests if request.examples else ()
     verdict = _verdict(result, pick, apply, applied, repaired=answer.repaired is not None, tests=_tests_said(examples))
@@ -528,6 +529,17 @@ def _warn_cut_off(result: Any) -> None:
         )
         early = cut_early_note(result.cut_off)
         err.print(f"warning: {note}{'; ' + early if early else ''}", markup=False, highlight=False)
+
+
+def _warn_agree_ran_on_none(result: GenerateResult) -> None:
+    """Say on stderr when agree could run its tests on no candidate (their module does not import): it ranked
+    nothing, and the fix is the interpreter, which a user would not otherwise guess."""
+    from assistant.core.rank import ran_on_none
+
+    why = ran_on_none(result.candidates, "agree") if "agree" in result.rankers else None
+    if why:
+        said = f"note: agree ran its tests on no candidate: {why}; --python names the interpreter with the project's "
+        err.print(said + "dependencies", markup=False, highlight=False)
 
 
 def _usage_note(usage: dict[str, float]) -> str:

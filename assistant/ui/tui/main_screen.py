@@ -27,6 +27,7 @@ from textual.worker import get_current_worker
 from assistant.backends import streaming
 from assistant.core.candidates import cut_off_note
 from assistant.core.generation import ONLY_REWRITES, GenerateResult
+from assistant.core.rank import ran_on_none
 from assistant.core.retrieve import Hit
 from assistant.errors import AssistError, Cancelled
 from assistant.progress import Progress
@@ -343,6 +344,9 @@ class MainScreen(Screen[None]):
                 sample_instead="raise the temperature and the candidates in settings (ctrl+o)",
             )
             self.app.notify(note, severity="warning")
+        why = ran_on_none(result.candidates, "agree") if "agree" in result.rankers else None
+        if why:  # its module does not import here: agree told no candidate apart
+            self.app.notify(f"agree ran its tests on no candidate: {why}", severity="warning", timeout=10)
         if result.candidates:
             self.candidates.focus()
 
