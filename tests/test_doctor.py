@@ -133,6 +133,23 @@ def test_index_line_outside_a_repo_is_a_warning(tmp_path: Path) -> None:
     assert check.ok is None and "not in a git repo" in check.detail
 
 
+def test_tests_python_line_says_which_interpreter_runs_the_repos_tests(
+    scratch_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    (check,) = doctor.tests_python_checks(scratch_repo)
+    assert check.ok and check.detail.startswith(f"{sys.executable}, assist's own") and "--python" in check.detail
+    venv = tmp_path / "env"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    (check,) = doctor.tests_python_checks(scratch_repo)
+    assert check.detail.startswith(f"{venv / 'bin' / 'python'}, the active virtualenv")
+    assert doctor.tests_python_checks(tmp_path / "env") == []  # no git repo: no repo tests to run
+
+
 def test_index_line_when_the_repo_is_not_indexed(scratch_repo: Path) -> None:
     (check,) = doctor.index_checks(scratch_repo)
     assert (check.ok, check.fix) == (None, "assist index")

@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -44,6 +45,7 @@ def doctor_report(root: Path | None = None) -> list[Check]:
         *index_checks(start),
         *trained_checks(start),
         *hook_checks(start),
+        *tests_python_checks(start),
         *config_checks(),
         *sandbox_checks(),
         *extra_checks(),
@@ -324,6 +326,24 @@ def _model_in_use() -> str | None:
         return resolve(settings.model).name if settings.backend.startswith("local") else settings.model
     except UsageError:
         return None
+
+
+def tests_python_checks(start: Path) -> list[Check]:
+    """Which interpreter runs the repo's tests and a stub's candidates in their module here, and where it came from
+    (found, never run: importing the repo's code here would run it outside the sandbox)."""
+    from assistant.core.home import project_python
+    from assistant.paths import git_toplevel
+
+    root = git_toplevel(start)
+    if root is None:
+        return []
+    python = project_python(root)
+    if python == Path(sys.executable):
+        why = "assist's own (no .venv or venv in the repo, no active virtualenv): give --python where the project "
+        return [Check("tests python", True, f"{python}, {why}needs other packages, or its tests cannot run")]
+    active = os.environ.get("VIRTUAL_ENV")
+    origin = "the active virtualenv" if active and python == Path(active) / "bin" / "python" else "the repo's venv"
+    return [Check("tests python", True, f"{python}, {origin}: the repo's tests and a stub's candidates run with it")]
 
 
 def hook_checks(start: Path) -> list[Check]:
