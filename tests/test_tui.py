@@ -614,6 +614,22 @@ def test_session_ranks_a_stub_by_its_docstring_examples_when_no_tests_are_given(
     session.apply(1)
 
 
+def test_session_says_the_examples_ran_on_no_candidate_where_the_module_does_not_import(
+    indexed_repo: Path, encoder
+) -> None:
+    stub = 'def count_odd(values):\n    """How many numbers are odd.\n\n    >>> count_odd([1, 2, 3])\n    2\n'
+    stub += '    """\n    ...\n'
+    path = indexed_repo / "mathutils.py"
+    path.write_text("import not_installed_dep\n" + path.read_text() + "\n\n" + stub)
+    git(indexed_repo, "commit", "-qam", "a stub in a module that needs a package")
+    programs = [("def count_odd(values):\n    return sum(v % 2 for v in values)", -0.6)]
+    session = make_session(indexed_repo, encoder, backend=programs_backend(programs), k=1)
+    session.generate("", target="mathutils.py", function="count_odd")
+    said = session.may_apply(0)
+    assert said is not None and said.startswith("the docstring's 1 example ran on no candidate: ")
+    assert "ModuleNotFoundError: No module named 'not_installed_dep'" in said
+
+
 def test_an_edit_planned_again_after_undo_keeps_the_imports_the_sample_wrote(stub_repo: Path, encoder) -> None:
     # The re-planned edit once dropped them (a candidate's code holds the function alone): NameError at run time.
     programs = [("import math\n\n\ndef count_even(values):\n    return math.fsum(v % 2 == 0 for v in values)", -0.1)]

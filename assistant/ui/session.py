@@ -471,6 +471,8 @@ class Session:
             return f"candidate #{position + 1} {reads_undefined(undefined)} ({undefined_error(undefined)} when it runs)"
         if not pick.tested or passed_tests(item):
             return None
+        if pick.not_run:  # no fault of the candidate's: the tests never ran (its module does not import here)
+            return f"{self.state.tests_label()} ran on no candidate: {pick.not_run}"
         best = "none passed them" if pick.position is None else f"#{pick.position + 1} passed them"
         if not any(name in item.scores for name in TEST_SCORES):  # typed after generating: run on others only
             return f"candidate #{position + 1} was not run on {self.state.tests_label()} (ctrl+t runs them); {best}"
