@@ -162,6 +162,12 @@ def test_tests_that_cannot_rank_the_stub_are_skipped_with_the_reason(
     assert "Repo tests: skipped: the repo's tests do not run with" in said, shown.output
     assert "(ModuleNotFoundError: No module named 'not_installed_dep'); give --python" in said
 
+    # A stub called as its module imports fails the import itself; a candidate would not: its tests stay.
+    called = SQUARE_MODULE.replace("    ...\n", "    raise NotImplementedError\n") + "\n\nNINE = square(3)\n"
+    early = enter_repo(monkeypatch, tmp_path / "early", {"geo.py": called, "tests/test_geo.py": TESTS})
+    request = Request.resolve(file=early / "geo.py", function="square")
+    assert request.repo_tests is not None and request.repo_tests_skipped is None
+
     idle = "from geo import square\n\n\ndef test_square_is_there():\n    assert callable(square)\n"
     idle_repo = enter_repo(monkeypatch, tmp_path / "idle", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": idle})
     request = Request.resolve(file=idle_repo / "geo.py", function="square")

@@ -247,14 +247,17 @@ def repo_tests(
 
 def check_baseline(tests: RepoTests, path: str | Path, text: str, function: str, stub: bool = True) -> None:
     """Run `tests` once on the file as it is (`text`) and refuse them, with one line, where they cannot rank its
-    candidates: none of them ran (pytest could not collect them: the module or the tests do not import with
-    `tests.python`, e.g. a dependency it lacks), or, where `function` is a `stub` still, every one passed (they do
-    not check it, so any candidate would pass; working code a requirement rewrites passes them, as it should).
-    Either way every candidate would get the same verdict, and "none passed" or "passed the tests" would be said
-    of code the tests never told apart."""
+    candidates: none of them ran (pytest could not collect them, for an ImportError: the module or the tests do
+    not import with `tests.python`, e.g. a dependency it lacks), or, where `function` is a `stub` still, every one
+    passed (they do not check it, so any candidate would pass; working code a requirement rewrites passes them,
+    as it should). Either way every candidate would get the same verdict, and "none passed" or "passed the
+    tests" would be said of code the tests never told apart."""
     run = run_on(tests, path, text)
-    if run.status == "error" and not run.outcomes:
-        reason = collection_error(run.output)
+    reason = collection_error(run.output) if run.status == "error" and not run.outcomes else ""
+    # Only a module or name that cannot be imported: another error as the module imports may be the stub's own
+    # (one called at import that raises NotImplementedError, or whose None breaks the next line), which a
+    # candidate would not repeat.
+    if reason.startswith(("ModuleNotFoundError", "ImportError")):
         raise UsageError(
             f"the repo's tests do not run with {tests.python} ({reason}); name the interpreter that has the "
             "project's dependencies",
