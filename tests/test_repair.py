@@ -139,6 +139,23 @@ def test_tests_that_ran_on_no_candidate_get_no_repair_and_the_verdict_says_why(
     assert (project / "geo.py").read_text() == module
 
 
+def test_a_candidate_that_breaks_its_modules_import_failed_the_tests_it_did_not_skip_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each candidate adds an import that is not installed: the module imports unfilled, so the fault is theirs:
+    # they failed the test (no "ran on no candidate"), and repair rounds run.
+    project = commit_repo(tmp_path / "proj", {"geo.py": GEO_MODULE, "bank.jsonl": ONE_EXAMPLE_BANK})
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    broken = "import not_installed_dep\n\n\n" + RIGHT
+    register_scripted(monkeypatch, ScriptedBackend(lambda prompt, n: broken))
+    common = ["--backend", "scripted", "--bank", "bank.jsonl", "-k", "0", "--ranker", "first", "-n", "1", "--json"]
+    shown = assist_here("generate", "--function", "square", "--test", "assert square(3) == 9", *common, cwd=project)
+    data = json.loads(shown.stdout)
+    assert data["tests_not_run"] is None and data["repair"] is not None, shown.stdout + shown.stderr
+    assert len(data["repair"]["rounds"]) == 2  # they ran (the same body again each time: no new candidate)
+    assert data["candidates"][0]["scores"]["exec"]["why"].startswith("0/1 tests passed in its module; failed")
+
+
 def test_explain_shows_each_round(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     register_scripted(monkeypatch, ScriptedBackend(wrong_then_right))
     common = ["--backend", "scripted", "--bank", "bank.jsonl", "-k", "0", "--ranker", "first", "-n", "1"]

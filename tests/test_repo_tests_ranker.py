@@ -188,3 +188,32 @@ def test_a_candidate_is_not_said_to_fail_tests_that_never_ran_on_it(project: Pat
     one_ran = [both[0], Ranked(Candidate(DOUBLE, 1, 1), {"repo-tests": ran})]
     assert not_run(one_ran) is None and may_write(one_ran, tested=True).not_run is None
     assert not_run([Ranked(Candidate(RIGHT, 0, 1), {"first": Score(0.0, "")})]) is None  # no verdict: not "not run"
+
+
+def test_the_run_on_the_stub_refuses_what_no_candidate_could_change(tmp_path: Path, monkeypatch) -> None:
+    from assistant.core.repo_tests import _refuse_unrun
+    from assistant.sandbox.project import ProjectRun
+
+    repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": TESTS})
+    with pytest.raises(UsageError, match=r"pytest ran no test of the test command \(tests/test_geo.py -k nomatch"):
+        Request.resolve(file=repo / "geo.py", function="square", test_cmd="pytest tests/test_geo.py -k nomatch")
+    plan = Request.resolve(file=repo / "geo.py", function="square").repo_tests
+    assert plan is not None
+    bare = ProjectRun("error", {}, {}, 1, 0.1, "/usr/bin/python3: No module named pytest\n")  # no pytest there
+    with pytest.raises(UsageError, match=r"do not run with .* No module named pytest") as caught:
+        _refuse_unrun(plan, bare)
+    assert caught.value.setting == "repo_tests:no_run"
+    # An error the stub itself may cause as its module imports is no reason: a candidate would not repeat it.
+    _refuse_unrun(plan, ProjectRun("error", {}, {}, 2, 0.1, "E   TypeError: 'NoneType' object is not callable\n"))
+
+    skipping = (
+        "import pytest\nfrom geo import square\n\n\n@pytest.mark.skip\ndef test_nine():\n    assert square(3) == 9\n"
+    )
+    gated = enter_repo(monkeypatch, tmp_path / "gated", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": skipping})
+    request = Request.resolve(file=gated / "geo.py", function="square")
+    assert request.repo_tests is None and "is skipped here" in str(request.repo_tests_skipped)
+    # One test passing with the stub, one expected to fail with it: they still tell a right body apart.
+    mixed = "import pytest\nfrom geo import square\n\n\ndef test_there():\n    assert callable(square)\n\n\n"
+    mixed += "@pytest.mark.xfail(strict=False)\ndef test_nine():\n    assert square(3) == 9\n"
+    both = enter_repo(monkeypatch, tmp_path / "mixed", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": mixed})
+    assert Request.resolve(file=both / "geo.py", function="square").repo_tests is not None

@@ -675,6 +675,12 @@ def test_locating_a_stub_reads_no_file_a_repo_links_to_and_picks_what_the_fill_f
     with pytest.raises(UsageError, match=r"\('run' has a body in c.py\)"):
         locate_stub("run", repo)
     assert locate_stub("A.run", repo) == repo / "c.py"
+    # Ambiguous in its file, or written so that it cannot be filled: found all the same, the fill says which.
+    (repo / "two.py").write_text('class B:\n    def go(self):\n        """Go."""\n        ...\n\n\n' * 1)
+    (repo / "two.py").write_text(
+        (repo / "two.py").read_text() + 'class C:\n    def go(self):\n        """Go."""\n        ...\n'
+    )
+    assert locate_stub("go", repo) == repo / "two.py"
 
 
 def test_every_sample_cut_off_retries_once_with_twice_the_limit(repo: Path) -> None:

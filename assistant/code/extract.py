@@ -123,8 +123,9 @@ def written_requirement(example: Example) -> bool:
     return bool(docstring and first_paragraph(docstring))
 
 
-def read_repo_file(root: Path, rel: str) -> bytes | None:
-    """The bytes of the repo file `rel`, or None unless it is a regular file that lies inside `root`.
+def read_repo_file(root: Path, rel: str, limit: int | None = None) -> bytes | None:
+    """The bytes of the repo file `rel`, or None unless it is a regular file that lies inside `root` (and, given
+    `limit`, of at most that many bytes: a larger one is not read whole).
 
     A tracked symlink is refused even when its target is inside the repo (that target is read under its
     own name if git tracks it); so is any path that resolves outside the repo (a tracked directory
@@ -140,7 +141,7 @@ def read_repo_file(root: Path, rel: str) -> bytes | None:
             return None
     except (OSError, RuntimeError):
         return None
-    return read_regular_file(resolved)
+    return read_regular_file(resolved, limit)
 
 
 def repo_functions(root: Path) -> list[Example]:

@@ -53,8 +53,9 @@ def module_test_file(module: str, tests: Sequence[str]) -> str:
 def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[str]) -> list[frozenset[int]] | str:
     """The tests (by position) each sample's file passes, run in a sandboxed copy of its project (one pytest run
     per distinct file, as many at once as there are cores; a sample with no file in `home` passes none). When
-    no run reports any of the tests (the project's pytest setup gets in the way, or the copy cannot be made),
-    the reason instead, in one line."""
+    no run reports any of the tests, nor a run on the file as the project has it (the module does not import
+    there, the project's pytest setup gets in the way, or the copy cannot be made), the reason instead, in one
+    line."""
     from assistant.core.failures import collection_error
     from assistant.errors import AssistError
     from assistant.sandbox.project import ProjectLimits, run_pytest
@@ -66,12 +67,13 @@ def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[s
 
     cancel = threading.Event()
 
-    def run(text: str) -> Any:
+    def run(text: str | None) -> Any:  # None: the file as the project has it (the stub)
+        files = {MODULE_TEST_FILE: test_file} if text is None else {home.path: text, MODULE_TEST_FILE: test_file}
         return run_pytest(
             home.root,
             home.python,
             [MODULE_TEST_FILE],
-            files={home.path: text, MODULE_TEST_FILE: test_file},
+            files=files,
             pythonpath=home.pythonpath,
             limits=limits,
             include=home.include,
@@ -101,6 +103,18 @@ def passed_in_module(home: ModuleHome, samples: Sequence[int], tests: Sequence[s
         trouble = trouble or collection_error(result.output)
         seen[text] = frozenset(j for j, node in enumerate(nodes) if result.outcomes.get(node) == "passed")
     passed = [seen.get(home.texts.get(sample), frozenset()) for sample in samples]  # no file: none
-    if seen and not reported:
+    # None ran on any candidate. Where they run on the file as the project has it, the candidates broke their
+    # module's import themselves (an import each added): each failed them all. Else it is the module's, unfilled.
+    if seen and not reported and not _reports(lambda: run(None), nodes):
         return f"the project's pytest ran none of the tests ({trouble.strip()[:160]})"
     return passed
+
+
+def _reports(run: Any, nodes: Sequence[str]) -> bool:
+    """Whether `run()` reports any of the test `nodes` (a run that cannot start reports none)."""
+    from assistant.errors import AssistError
+
+    try:
+        return any(node in run().outcomes for node in nodes)
+    except AssistError:
+        return False

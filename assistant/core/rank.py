@@ -208,7 +208,7 @@ REPO_TESTS = "repo-tests"  # the repo's own tests' ranker: first in a result's r
 class RepoTestsRanker:
     """The share of the repo's own tests (`problem.repo_tests`) each candidate's edited file (`problem.edits`)
     passes, run in a sandboxed copy of the project (:func:`assistant.core.repo_tests.run_on`: Landlock, no network,
-    rlimits); identical files run once, a candidate without an edit scores 0. Its steps (one run per candidate)
+    rlimits); identical files run once, a candidate without an edit scores 0. Its steps (one per file run)
     are the `repo tests` progress stage."""
 
     name = REPO_TESTS
@@ -234,9 +234,9 @@ class RepoTestsRanker:
 
 
 def verdict(run: ProjectRun) -> Score:
-    """A run of the repo's tests as a ranker's score: the share of its tests that passed (0 when it could not run;
-    where pytest collected none of them, `details["not_run"]` says why)."""
-    from assistant.core.failures import collection_error, pytest_failure
+    """A run of the repo's tests as a ranker's score: the share of its tests that passed (0 when it could not run:
+    the candidate's own doing, since they ran on the file as it was before any candidate, `check_baseline`)."""
+    from assistant.core.failures import pytest_failure
 
     total = len(run.outcomes)
     passed = len(run.passed())
@@ -248,8 +248,6 @@ def verdict(run: ProjectRun) -> Score:
     details = {"status": run.status, "passed": passed, "total": total, "failed": failed}
     if run.status != "passed":  # what a repair round shows the model (assistant.core.repair)
         details["failure"] = pytest_failure(run.output)
-    if run.status == "error" and not total:
-        details["not_run"] = collection_error(run.output)
     return Score(value, why, details)
 
 
@@ -261,12 +259,12 @@ def score_texts(
 ) -> list[Score]:
     """Each edited file `path` (relative to `tests.root`) as `texts` says through the repo's tests (None: no
     edit, scored 0); identical texts run once, as many at once as there are cores (each run is mostly an
-    interpreter starting and pytest collecting). `step` hears 0, then each run that ends."""
+    interpreter starting and pytest collecting). `step` hears 0, then each run that ends, of the distinct files."""
     from assistant.core.repo_tests import run_on
 
     report: Step = step or (lambda done, total: None)
     distinct = list(dict.fromkeys(text for text in texts if text is not None))
-    report(0, len(texts))
+    report(0, len(distinct))
     cancel = threading.Event()
     pool = ThreadPoolExecutor(max_workers=max(1, min(len(distinct), os.cpu_count() or 1, RUN_WORKERS)))
     try:
@@ -274,14 +272,14 @@ def score_texts(
         seen: dict[str, Score] = {}
         for done, future in enumerate(as_completed(futures), start=1):
             seen[futures[future]] = verdict(future.result())
-            if done < len(texts):
-                report(done, len(texts))
+            if done < len(distinct):
+                report(done, len(distinct))
     except BaseException:  # Ctrl-C, or a run that raised: end the runs in flight rather than wait out their limits
         cancel.set()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    report(len(texts), len(texts))
+    report(len(distinct), len(distinct))
     return [Score(0.0, "no edit to test") if text is None else seen[text] for text in texts]
 
 
@@ -298,8 +296,8 @@ def verdicts_of(ranked: Ranked) -> list[Score]:
 
 
 def not_run(candidates: Sequence[Ranked]) -> str | None:
-    """Why no test ran on any of the candidates, where every test verdict of every one says it collected none (the
-    module or the tests do not import: an environment's fault, not a candidate's), else None."""
+    """Why no test ran on any of the candidates, where every test verdict of every one says none ran in their
+    module (`exec` there: the module does not import, which no candidate's body changes), else None."""
     verdicts = [score for item in candidates for score in verdicts_of(item)]
     if not verdicts or not all("not_run" in score.details for score in verdicts):
         return None

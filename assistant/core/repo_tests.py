@@ -247,28 +247,41 @@ def repo_tests(
 
 def check_baseline(tests: RepoTests, path: str | Path, text: str, function: str, stub: bool = True) -> None:
     """Run `tests` once on the file as it is (`text`) and refuse them, with one line, where they cannot rank its
-    candidates: none of them ran (pytest could not collect them, for an ImportError: the module or the tests do
-    not import with `tests.python`, e.g. a dependency it lacks), or, where `function` is a `stub` still, every one
-    passed (they do not check it, so any candidate would pass; working code a requirement rewrites passes them,
-    as it should). Either way every candidate would get the same verdict, and "none passed" or "passed the
-    tests" would be said of code the tests never told apart."""
+    candidates: none of them ran (the module or the tests do not import with `tests.python`, e.g. a dependency
+    it lacks, or pytest itself is missing there; or the arguments select no test), every one is skipped, or,
+    where `function` is a `stub` still, every one passed (they do not check it; working code a requirement
+    rewrites passes them, as it should). Either way every candidate would get the same verdict, and "none
+    passed" or "passed the tests" would be said of code the tests never told apart."""
     run = run_on(tests, path, text)
-    reason = collection_error(run.output) if run.status == "error" and not run.outcomes else ""
-    # Only a module or name that cannot be imported: another error as the module imports may be the stub's own
-    # (one called at import that raises NotImplementedError, or whose None breaks the next line), which a
-    # candidate would not repeat.
-    if reason.startswith(("ModuleNotFoundError", "ImportError")):
+    outcomes = list(run.outcomes.values())
+    if not outcomes:
+        _refuse_unrun(tests, run)
+    if outcomes and all(outcome == "skipped" for outcome in outcomes):
+        raise UsageError(f"every one of the {len(outcomes)} tests for {function} is skipped here: none can check it")
+    if stub and run.status == "passed" and all(outcome == "passed" for outcome in outcomes):
+        one = tests.found and len(outcomes) == 1
+        which = f"the {len(outcomes)} tests found" if tests.found else "the test command's tests"
+        said = "the 1 test found already passes" if one else f"{which} already pass"
+        raise UsageError(f"{said} with {function} as it is now: {'it does' if one else 'they do'} not check it")
+
+
+def _refuse_unrun(tests: RepoTests, run: ProjectRun) -> None:
+    """Refuse tests that ran none on the file as it is, where no candidate could change that: an import that
+    fails (only that: another error as the module imports may be the stub's own, e.g. one called at import that
+    raises NotImplementedError, which a candidate would not repeat), or arguments pytest selects nothing by or
+    refuses (exit status 5, or 4 for a usage error)."""
+    reason = collection_error(run.output)
+    if reason.startswith(("ModuleNotFoundError", "ImportError")) or "No module named" in reason:
         raise UsageError(
             f"the repo's tests do not run with {tests.python} ({reason}); name the interpreter that has the "
             "project's dependencies",
             setting="repo_tests:no_run",
             values={"python": tests.python, "reason": reason},
         )
-    if run.status == "passed" and stub:
-        one = tests.found and len(run.outcomes) == 1
-        which = f"the {len(run.outcomes)} tests found" if tests.found else "the test command's tests"
-        said = "the 1 test found already passes" if one else f"{which} already pass"
-        raise UsageError(f"{said} with {function} as it is now: {'it does' if one else 'they do'} not check it")
+    # 5: nothing selected; 4: a usage error, unless it is node ids that a collection error left unfound.
+    if run.returncode == 5 or (run.returncode == 4 and "found no collectors" not in run.output):
+        which = "the tests found" if tests.found else "the test command"
+        raise UsageError(f"pytest ran no test of {which} ({' '.join(tests.args[:3])}: {reason})")
 
 
 def run_on(tests: RepoTests, path: str | Path, text: str, cancel: threading.Event | None = None) -> ProjectRun:

@@ -431,6 +431,8 @@ def _verdict(
             unknown = reads_undefined(result.candidates[applied].candidate.undefined)
             checked = f"no tests checked it{f', and it {unknown}' if unknown else ''}"
             return f"Applied candidate #{applied + 1} to {where}; {checked}: review it {review}, {TEST_HINT}."
+        if pick.not_run:
+            return f"Applied candidate #{applied + 1} to {where} with --force, untested: {tests} ran on no candidate."
         if pick.position is None:
             return f"Applied candidate #{applied + 1} to {where} with --force, though no candidate passed {tests}."
         return f"Applied candidate #{applied + 1} to {where}: it passed {tests}."

@@ -15,7 +15,6 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -338,11 +337,15 @@ def tests_python_checks(start: Path) -> list[Check]:
     if root is None:
         return []
     python = project_python(root)
-    if python == Path(sys.executable):
+    active = os.environ.get("VIRTUAL_ENV")
+    # Where project_python found it, in its order: assist may itself run from the repo's venv or the active one.
+    if python in (root / ".venv" / "bin" / "python", root / "venv" / "bin" / "python"):
+        origin = "the repo's venv"
+    elif active and python == Path(active) / "bin" / "python":
+        origin = "the active virtualenv"
+    else:
         why = "assist's own (no .venv or venv in the repo, no active virtualenv): give --python where the project "
         return [Check("tests python", True, f"{python}, {why}needs other packages, or its tests cannot run")]
-    active = os.environ.get("VIRTUAL_ENV")
-    origin = "the active virtualenv" if active and python == Path(active) / "bin" / "python" else "the repo's venv"
     return [Check("tests python", True, f"{python}, {origin}: the repo's tests and a stub's candidates run with it")]
 
 

@@ -267,10 +267,24 @@ def _stub_files(root: Path, names: Sequence[str], function: str) -> tuple[list[s
         try:
             # As the fill will read it: an exact `Class.method` first, a redefinition over an earlier one.
             found = find_stub(text, function, name, requirement_given=True)
-        except UsageError:
+        except UsageError:  # ambiguous there, or not fillable as written: the fill, asked, says which precisely
+            if any(f.is_stub and _named(f, function) for f in _functions(text, name)):
+                stubs.append(name)
             continue
         (stubs if found.is_stub else bodies).append(name)
     return stubs, bodies
+
+
+def _named(stub: Stub, function: str) -> bool:
+    """Whether `function` ("name" or "Class.method") may name `stub`, as :func:`find_stub` matches names."""
+    return stub.qualname == function or stub.name == function or stub.qualname.endswith("." + function)
+
+
+def _functions(text: str, name: str) -> list[Stub]:
+    try:
+        return find_functions(text, name)
+    except UsageError:  # does not parse
+        return []
 
 
 def _source(root: Path, name: str) -> str | None:
@@ -278,8 +292,8 @@ def _source(root: Path, name: str) -> str | None:
     the repo, over STUB_SEARCH_BYTES or not UTF-8; a BOM is dropped)."""
     from assistant.code.extract import read_repo_file
 
-    data = read_repo_file(root, name)
-    if data is None or len(data) > STUB_SEARCH_BYTES:
+    data = read_repo_file(root, name, limit=STUB_SEARCH_BYTES)
+    if data is None:
         return None
     try:
         return data.decode("utf-8-sig")
