@@ -217,3 +217,24 @@ def test_the_run_on_the_stub_refuses_what_no_candidate_could_change(tmp_path: Pa
     mixed += "@pytest.mark.xfail(strict=False)\ndef test_nine():\n    assert square(3) == 9\n"
     both = enter_repo(monkeypatch, tmp_path / "mixed", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": mixed})
     assert Request.resolve(file=both / "geo.py", function="square").repo_tests is not None
+
+
+def test_the_run_on_the_stub_stops_at_once_when_its_progress_cancels(tmp_path: Path, monkeypatch) -> None:
+    # The TUI's Escape while a slow suite runs on the stub: the progress callback raises, the run's processes end.
+    import time
+
+    from assistant.core.repo_tests import repo_tests
+    from assistant.errors import Cancelled
+
+    slow = "import time\nfrom geo import square\n\n\ndef test_slow():\n    time.sleep(30)\n    assert square(3) == 9\n"
+    repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": slow})
+    started = time.monotonic()
+
+    def progress(stage: str, done: int, total: int) -> None:
+        assert stage == "repo tests"
+        if time.monotonic() - started > 1.0:
+            raise Cancelled("cancelled")
+
+    with pytest.raises(Cancelled):
+        repo_tests(repo, "geo.py", "square", baseline=SQUARE_MODULE, progress=progress)
+    assert time.monotonic() - started < 5.0  # not the test's 30 s, nor the run's 60 s limit

@@ -17,6 +17,7 @@ import os
 import shlex
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
@@ -25,6 +26,7 @@ from assistant.code.parse import parse_module
 from assistant.core.failures import collection_error
 from assistant.core.home import git_files, project_python, search_path, too_wide, unwalled
 from assistant.errors import UsageError
+from assistant.progress import Progress
 from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
 
 # Directories never searched for tests (environments, caches, vendored trees).
@@ -206,15 +208,16 @@ def repo_tests(
     python: str | Path | None = None,
     baseline: str | None = None,
     stub: bool = True,
+    progress: Progress | None = None,
 ) -> RepoTests | None:
     """What to run for `function` of `path` (relative to `root`, a git work tree): `test_cmd`'s arguments, else
     the tests found (None when none mention it). With `baseline`, the file's text as it is (`stub`: the function
     is a stub there, not code a requirement rewrites), they are run on it once first, and refused where they
-    cannot rank candidates (:func:`check_baseline`). Outside a git work tree,
-    or when the work tree is the home folder or `/`, nothing runs: the copy would be the whole folder, with
-    whatever else it holds. Tests found (not named by `test_cmd`) run only where the kernel has Landlock:
-    elsewhere (macOS, an old kernel) the sandbox has no filesystem wall, and the repo's own code would run as
-    you."""
+    cannot rank candidates (:func:`check_baseline`; `progress` hears that run, and may raise to stop it).
+    Outside a git work tree, or when the work tree is the home folder or `/`, nothing runs: the copy would be the
+    whole folder, with whatever else it holds. Tests found (not named by `test_cmd`) run only where the kernel
+    has Landlock: elsewhere (macOS, an old kernel) the sandbox has no filesystem wall, and the repo's own code
+    would run as you."""
     root = Path(root)
     if too_wide(root):
         raise UsageError(f"{root} is your home folder or /; the repo's tests run only in a project's git work tree")
@@ -241,18 +244,26 @@ def repo_tests(
             )
     tests = RepoTests(root, project_python(root, python), args, search_path(root, path), found, include=include)
     if baseline is not None:
-        check_baseline(tests, path, baseline, function, stub)
+        check_baseline(tests, path, baseline, function, stub, progress)
     return tests
 
 
-def check_baseline(tests: RepoTests, path: str | Path, text: str, function: str, stub: bool = True) -> None:
+def check_baseline(
+    tests: RepoTests,
+    path: str | Path,
+    text: str,
+    function: str,
+    stub: bool = True,
+    progress: Progress | None = None,
+) -> None:
     """Run `tests` once on the file as it is (`text`) and refuse them, with one line, where they cannot rank its
     candidates: none of them ran (the module or the tests do not import with `tests.python`, e.g. a dependency
     it lacks, or pytest itself is missing there; or the arguments select no test), every one is skipped, or,
     where `function` is a `stub` still, every one passed (they do not check it; working code a requirement
     rewrites passes them, as it should). Either way every candidate would get the same verdict, and "none
-    passed" or "passed the tests" would be said of code the tests never told apart."""
-    run = run_on(tests, path, text)
+    passed" or "passed the tests" would be said of code the tests never told apart. `progress` hears ("repo
+    tests", 0, 1) every POLL_S while the run lasts; what it raises ends the run at once (a cancel)."""
+    run = run_on(tests, path, text) if progress is None else _run_watched(tests, path, text, progress)
     outcomes = list(run.outcomes.values())
     if not outcomes:
         _refuse_unrun(tests, run)
@@ -263,6 +274,26 @@ def check_baseline(tests: RepoTests, path: str | Path, text: str, function: str,
         which = f"the {len(outcomes)} tests found" if tests.found else "the test command's tests"
         said = "the 1 test found already passes" if one else f"{which} already pass"
         raise UsageError(f"{said} with {function} as it is now: {'it does' if one else 'they do'} not check it")
+
+
+POLL_S = 0.1  # how often a run that a person may cancel asks its progress callback
+
+
+def _run_watched(tests: RepoTests, path: str | Path, text: str, progress: Progress) -> ProjectRun:
+    """:func:`run_on` in a worker thread, with `progress` asked every POLL_S; what it raises (Cancelled) ends the
+    run's processes at once and is raised here."""
+    cancel = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(run_on, tests, path, text, cancel)
+        try:
+            while True:
+                try:
+                    return future.result(timeout=POLL_S)
+                except TimeoutError:
+                    progress("repo tests", 0, 1)
+        except BaseException:
+            cancel.set()
+            raise
 
 
 def _refuse_unrun(tests: RepoTests, run: ProjectRun) -> None:

@@ -357,7 +357,7 @@ class Session:
             if request.stub is not None and not requirement.strip():
                 query = request.stub.docstring or ""
             demonstrations = self.retrieve(query, target, progress, function)
-        plan = self._repo_tests(request.target, function, request.stub is None or request.stub.is_stub)
+        plan = self._repo_tests(request.target, function, request.stub is None or request.stub.is_stub, progress)
         request = dataclasses.replace(
             request,
             tests=tuple(tests),
@@ -373,9 +373,12 @@ class Session:
         self.record("generate", requirement=result.requirement, candidates=len(result.candidates))
         return result
 
-    def _repo_tests(self, file: Target | None, function: str | None, stub: bool = True) -> RepoTests | None:
+    def _repo_tests(
+        self, file: Target | None, function: str | None, stub: bool = True, progress: Progress = _quiet
+    ) -> RepoTests | None:
         """Filling a stub (`stub`; else rewriting a function that has a body): the repo's tests that mention it, as
-        `assist generate --function` finds them (None: none, or they cannot run here; why is kept in the state)."""
+        `assist generate --function` finds them (None: none, or they cannot run here; why is kept in the state).
+        Their run on the file as it is hears `progress`, so a cancel stops it."""
         self.state.repo_tests = None
         self.state.repo_tests_skipped = None
         if file is None or function is None or self.root is None or not file.path.is_relative_to(self.root):
@@ -384,7 +387,8 @@ class Session:
 
         try:
             relative = file.path.relative_to(self.root)
-            self.state.repo_tests = repo_tests(self.root, relative, function, baseline=file.text, stub=stub)
+            checked = {"baseline": file.text, "stub": stub, "progress": progress}
+            self.state.repo_tests = repo_tests(self.root, relative, function, **checked)
         except UsageError as exc:
             self.state.repo_tests_skipped = exc
         return self.state.repo_tests
