@@ -81,7 +81,7 @@ def main() -> None:
         print(json.dumps(report))
         return
     keys = sorted({key for counts in report.values() for key in counts} - {"tasks", "found", "kept", "none found"})
-    print("| project | tasks | tests found | kept | none found | " + " | ".join(keys) + " |")
+    print("| " + " | ".join(["project", "tasks", "tests found", "kept", "none found", *keys]) + " |")
     print("|---" * (5 + len(keys)) + "|")
     for name, counts in report.items():
         cells = [counts.get(key, 0) for key in ("tasks", "found", "kept", "none found", *keys)]
