@@ -238,3 +238,23 @@ def test_the_run_on_the_stub_stops_at_once_when_its_progress_cancels(tmp_path: P
     with pytest.raises(Cancelled):
         repo_tests(repo, "geo.py", "square", baseline=SQUARE_MODULE, progress=progress)
     assert time.monotonic() - started < 5.0  # not the test's 30 s, nor the run's 60 s limit
+
+
+def test_the_tui_session_runs_the_repos_tests_with_the_interpreter_it_was_given(tmp_path: Path, monkeypatch) -> None:
+    # `assist tui --python P`: the session's run on the stub, and the plan after it, use P, not the one found.
+    import sys
+
+    from assistant.core.target import Target
+    from assistant.ui.session import Session
+
+    repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": TESTS})
+    link = tmp_path / "env" / "bin" / "python"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(sys.executable)
+    session = Session(repo, python=link)
+    plan = session._repo_tests(Target.read(repo / "geo.py"), "square")
+    said = str(plan.python) if plan is not None else str(session.state.repo_tests_skipped)
+    assert str(link) in said  # planned with it, or refused naming it (a bare interpreter without pytest)
+    with pytest.raises(UsageError) as missing:
+        Session(repo, python=tmp_path / "nope")
+    assert missing.value.setting == "python:missing"

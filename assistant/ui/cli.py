@@ -843,6 +843,7 @@ def tui(
     backend_flags: BackendFlags = NO_BACKEND_FLAGS,  # the groups: in their panels after --file, before --bank
     generation: GenerationFlags = NO_GENERATION_FLAGS,
     bank: BankOpt = None,
+    python: PythonOpt = None,
 ) -> None:
     """Interactive sessions: ask, compare candidates and their diffs, apply, undo, ask again.
 
@@ -863,7 +864,7 @@ def tui(
         raise UsageError("assist tui needs a terminal; use `assist generate` in scripts")
     settings = backend_flags.settings(start=path)
     options = GenerationOptions.from_settings(settings, **flags).check()
-    session = Session(path, settings=settings, options=options, bank=bank)
+    session = Session(path, settings=settings, options=options, bank=bank, python=python)
     if file is not None:
         # A path as typed (relative to where the user stands) becomes relative to the repo root.
         typed = (Path.cwd() / file).resolve()

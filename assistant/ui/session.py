@@ -24,7 +24,7 @@ from assistant.code.edit import Edit, apply_edit, definition_names, read_target,
 from assistant.code.git import tracked_python_files
 from assistant.config import Settings, backend_settings, load_settings
 from assistant.core.generation import GenerateResult
-from assistant.core.home import ModuleHome
+from assistant.core.home import ModuleHome, project_python
 from assistant.core.rank import Ranked, Score
 from assistant.core.repo_tests import RepoTests
 from assistant.core.retrieve import Hit, Retriever
@@ -110,10 +110,13 @@ class Session:
         bank: str | Path | None = None,
         backend: Backend | None = None,
         encoder: TextEncoder | None = None,
+        python: str | Path | None = None,
     ) -> None:
         self.start = Path(start).expanduser().resolve()
         if not self.start.is_dir():
             raise UsageError(f"{start} is not a directory")
+        # The interpreter with the project's dependencies, for its tests and a stub's candidates (None: found).
+        self.python = project_python(self.start, python) if python is not None else None
         self.root: Path | None = None
         with contextlib.suppress(UsageError):  # outside a repo the session still works, on the default bank
             self.root = repo_root(self.start)
@@ -363,6 +366,7 @@ class Session:
             tests=tuple(tests),
             demonstrations=demonstrations,
             root=self.root or self.start,
+            python=self.python,
             repo_tests=plan,
             repo_tests_skipped=self.state.repo_tests_skipped,
         ).with_example_tests()
@@ -387,7 +391,7 @@ class Session:
 
         try:
             relative = file.path.relative_to(self.root)
-            checked = {"baseline": file.text, "stub": stub, "progress": progress}
+            checked = {"baseline": file.text, "stub": stub, "progress": progress, "python": self.python}
             self.state.repo_tests = repo_tests(self.root, relative, function, **checked)
         except UsageError as exc:
             self.state.repo_tests_skipped = exc
@@ -458,7 +462,8 @@ class Session:
         if edit is None:
             return None
         qualname = result.function["function"] if result.function else ""
-        return module_home(edit.path, qualname, {result.candidates[position].candidate.sample: edit.new})
+        texts = {result.candidates[position].candidate.sample: edit.new}
+        return module_home(edit.path, qualname, texts, self.python)
 
     def may_apply(self, position: int) -> str | None:
         """Why the candidate at `position` may not be written without insisting (it did not pass the tests the
