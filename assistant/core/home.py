@@ -62,16 +62,22 @@ def project_python(root: Path, python: str | Path | None = None) -> Path:
                 values={"python": python},
             )
         return chosen
+    return found_python(root)[0]
+
+
+def found_python(root: Path) -> tuple[Path, str]:
+    """The interpreter :func:`project_python` takes where none is named, and where it came from, in words: "the
+    repo's venv", "the active virtualenv" or "assist's own"."""
     top = os.path.realpath(root)
     for venv in (".venv", "venv"):
         candidate = root / venv / "bin" / "python"
         real = os.path.realpath(candidate)
         if candidate.exists() and os.path.commonpath([real, top]) != top and not _tracked(root, venv):
-            return candidate
+            return candidate, "the repo's venv"
     active = os.environ.get("VIRTUAL_ENV")
     if active and (Path(active) / "bin" / "python").exists():
-        return Path(active) / "bin" / "python"
-    return Path(sys.executable)
+        return Path(active) / "bin" / "python", "the active virtualenv"
+    return Path(sys.executable), "assist's own"
 
 
 def _ls_files(root: Path, *args: str) -> list[str] | None:

@@ -235,7 +235,7 @@ class RepoTestsRanker:
 
 def verdict(run: ProjectRun) -> Score:
     """A run of the repo's tests as a ranker's score: the share of its tests that passed (0 when it could not run:
-    the candidate's own doing, since they ran on the file as it was before any candidate, `check_baseline`)."""
+    a request's candidates' own doing, since its plan ran them on the file as it was first, `check_baseline`)."""
     from assistant.core.failures import pytest_failure
 
     total = len(run.outcomes)
@@ -298,16 +298,17 @@ def verdicts_of(ranked: Ranked) -> list[Score]:
 def not_run(candidates: Sequence[Ranked]) -> str | None:
     """Why no test ran on any of the candidates, where every test verdict of every one says none ran in their
     module (`exec` there: the module does not import, which no candidate's body changes), else None."""
-    verdicts = [score for item in candidates for score in verdicts_of(item)]
-    if not verdicts or not all("not_run" in score.details for score in verdicts):
-        return None
-    return str(verdicts[0].details["not_run"])
+    return _why_none_ran([score for item in candidates for score in verdicts_of(item)])
 
 
 def ran_on_none(candidates: Sequence[Ranked], ranker: str) -> str | None:
     """Why `ranker` ran its tests on none of the candidates (`agree` whose module does not import), where each of
-    its scores says so (`details["not_run"]`), else None."""
-    scores = [item.scores.get(ranker) for item in candidates]
+    its scores says so, else None."""
+    return _why_none_ran([item.scores.get(ranker) for item in candidates])
+
+
+def _why_none_ran(scores: Sequence[Score | None]) -> str | None:
+    """The first score's `details["not_run"]` where every one of `scores` has it (none ran), else None."""
     if not scores or any(score is None or "not_run" not in score.details for score in scores):
         return None
     return str(scores[0].details["not_run"])  # type: ignore[union-attr]

@@ -330,20 +330,14 @@ def _model_in_use() -> str | None:
 def tests_python_checks(start: Path) -> list[Check]:
     """Which interpreter runs the repo's tests and a stub's candidates in their module here, and where it came from
     (found, never run: importing the repo's code here would run it outside the sandbox)."""
-    from assistant.core.home import project_python
+    from assistant.core.home import found_python
     from assistant.paths import git_toplevel
 
     root = git_toplevel(start)
     if root is None:
         return []
-    python = project_python(root)
-    active = os.environ.get("VIRTUAL_ENV")
-    # Where project_python found it, in its order: assist may itself run from the repo's venv or the active one.
-    if python in (root / ".venv" / "bin" / "python", root / "venv" / "bin" / "python"):
-        origin = "the repo's venv"
-    elif active and python == Path(active) / "bin" / "python":
-        origin = "the active virtualenv"
-    else:
+    python, origin = found_python(root)
+    if origin == "assist's own":
         why = "assist's own (no .venv or venv in the repo, no active virtualenv): give --python where the project "
         return [Check("tests python", True, f"{python}, {why}needs other packages, or its tests cannot run")]
     return [Check("tests python", True, f"{python}, {origin}: the repo's tests and a stub's candidates run with it")]

@@ -205,9 +205,7 @@ def find_stub(
     one-line UsageError: no such function, more than one, not a stub, or no docstring and no requirement. With a
     requirement, a function with a body is found too (its `form` is "body"): its body is the one to rewrite."""
     functions = find_functions(text, name, tree)
-    matches = [f for f in functions if f.qualname == function]
-    if not matches:
-        matches = [f for f in functions if f.qualname.endswith("." + function) or f.name == function]
+    matches = [f for f in functions if f.qualname == function] or [f for f in functions if _named(f, function)]
     if not matches:
         every = walk_functions((tree or _parse(text, name)).body)  # blocks too: to say why it is not offered
         nested = sorted({node.lineno for qualname, node, _ in every if function in (qualname, node.name)})
