@@ -315,6 +315,30 @@ def _refuse_unrun(tests: RepoTests, run: ProjectRun) -> None:
         raise UsageError(f"pytest ran no test of {which} ({' '.join(tests.args[:3])}: {reason})")
 
 
+def probe(
+    tests: RepoTests, path: str | Path, raising: str, lines: Sequence[int], cancel: threading.Event | None = None
+) -> tuple[list[str], ProjectRun]:
+    """The tests of `tests` that check a function: run once, traced, on the file `path` with the function
+    raising (`raising`), they failed having run it (its code object starts at one of `lines`: the `def` line, or
+    the first decorator's). A test that passes with it raising does not check it; one that fails without running it
+    fails for another reason. Node ids in the order pytest ran them, and the run."""
+    where = {(Path(path).as_posix(), line) for line in lines}
+    run = run_pytest(
+        tests.root,
+        tests.python,
+        (),
+        files={Path(path).as_posix(): raising},
+        pythonpath=tests.pythonpath,
+        limits=tests.limits,
+        trace=True,
+        extra_args=tests.args,
+        include=tests.include,
+        cancel=cancel,
+    )
+    failed = run.failed()
+    return [node for node in failed if where & {tuple(call) for call in run.calls.get(node, ())}], run
+
+
 def run_on(tests: RepoTests, path: str | Path, text: str, cancel: threading.Event | None = None) -> ProjectRun:
     """`tests` on a sandboxed copy of the repo with `path` (relative to its root) replaced by `text`; setting
     `cancel` ends the run at once (RunCancelled)."""
