@@ -65,6 +65,16 @@ def test_finds_the_test_functions_that_mention_the_function(project: Path) -> No
     assert repo_tests(project, "geo.py", "missing") is None
 
 
+def test_unittest_classes_are_read_whatever_their_name(tmp_path: Path) -> None:
+    # pytest collects a TestCase subclass by its base, not its name (all of cachetools' tests are such classes).
+    cases = "import unittest\nfrom geo import square\n\n\nclass GeoCase(unittest.TestCase):\n"
+    cases += "    def test_square(self):\n        self.assertEqual(square(2), 4)\n\n\n"
+    cases += "class Helper:\n    def test_not_collected(self):\n        square(1)\n"
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_cases.py").write_text(cases)
+    assert find_tests(tmp_path, "geo.py", "square") == ["tests/test_cases.py::GeoCase::test_square"]
+
+
 def test_test_cmd_takes_pytest_arguments_only() -> None:
     assert parse_test_cmd("pytest tests/test_geo.py -k 'square or cube'") == (
         "tests/test_geo.py",

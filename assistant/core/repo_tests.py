@@ -97,15 +97,21 @@ def _mentions(node: ast.AST, name: str) -> bool:
     return False
 
 
+def _is_test_case(node: ast.ClassDef) -> bool:
+    """A class pytest collects whatever its name: a `unittest.TestCase` (or `SomethingTestCase`) subclass."""
+    names = (base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "") for base in node.bases)
+    return any(name.endswith("TestCase") for name in names)
+
+
 def _test_functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
     """pytest's default collection, statically: module-level `test*` functions and `test*` methods of `Test*`
-    classes, each with its node id prefix."""
+    classes and of unittest TestCase classes, each with its node id prefix (inherited tests are not seen)."""
     found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
     functions = (ast.FunctionDef, ast.AsyncFunctionDef)
     for node in tree.body:
         if isinstance(node, functions) and node.name.startswith("test"):
             found.append(("", node))
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+        elif isinstance(node, ast.ClassDef) and (node.name.startswith("Test") or _is_test_case(node)):
             found += [(f"{node.name}::", item) for item in node.body
                       if isinstance(item, functions) and item.name.startswith("test")]  # fmt: skip
     return found
