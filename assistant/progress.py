@@ -22,6 +22,8 @@ STAGE_LABELS = {
     "generate": "Generating candidates",
     "rank": "Ranking candidates",
     "rank tests": "Writing tests to rank by (agree)",
+    "find tests": "Finding the repo's tests that check the stub",
+    "repo tests": "Running the repo's tests",
     "label": "Labeling pairs with the LLM",
     "train": "Training",
 }

@@ -1,13 +1,15 @@
-"""The repo's tests on a stub's candidates: what the run on the stub itself (the baseline that decides whether the
-tests can rank at all) costs, and the candidates' runs one at a time against as many at once as there are cores.
+"""The repo's tests on a stub's candidates: what the runs on the stub itself cost (the one that picks the tests that
+check it, and the baseline that decides whether tests named otherwise can rank at all), and the candidates' runs one
+at a time against as many at once as there are cores.
 
     python benchmarks/repo_test_runs.py [--candidates 5] [--rounds 3] [--json [OUT]]
 
 A small git project is written to a temporary folder (a module with a stub and three tests of it, as `generate
 --function` finds them); its tests are planned with `assistant.core.repo_tests.repo_tests`, then, each round, run
-on the stub once (`check_baseline`) and on `--candidates` distinct filled versions through `score_texts`, with
-`RUN_WORKERS` 1 and then as shipped. Prints the median seconds of each over the rounds. Nothing is asserted. Run it
-on an otherwise idle machine: the figures are wall times.
+on the stub once (`check_baseline`), planned again with the run that picks (`repo_tests(..., stub=)`: the test
+files that reach it, run traced with it raising), and on `--candidates` distinct filled versions through
+`score_texts`, with `RUN_WORKERS` 1 and then as shipped. Prints the median seconds of each over the rounds. Nothing
+is asserted. Run it on an otherwise idle machine: the figures are wall times.
 """
 
 from __future__ import annotations
@@ -70,9 +72,11 @@ def _timed(action) -> float:
 def measure(candidates: int, rounds: int) -> dict:
     from assistant.core import rank
     from assistant.core.repo_tests import check_baseline, repo_tests
+    from assistant.core.stubs import find_stub
 
     shipped = rank.RUN_WORKERS
-    times: dict[str, list[float]] = {"baseline": [], "one at a time": [], "at once": []}
+    times: dict[str, list[float]] = {"baseline": [], "pick": [], "one at a time": [], "at once": []}
+    stub = find_stub(MODULE, "shout")
     with tempfile.TemporaryDirectory() as tmp:
         root = _project(Path(tmp) / "proj")
         plan = repo_tests(root, "words.py", "shout")
@@ -80,6 +84,7 @@ def measure(candidates: int, rounds: int) -> dict:
         texts = _candidates(candidates)
         for _ in range(rounds):
             times["baseline"].append(_timed(lambda: check_baseline(plan, "words.py", MODULE, "shout")))
+            times["pick"].append(_timed(lambda: repo_tests(root, "words.py", "shout", baseline=MODULE, stub=stub)))
             rank.RUN_WORKERS = 1
             times["one at a time"].append(_timed(lambda: rank.score_texts(plan, "words.py", texts)))
             rank.RUN_WORKERS = shipped

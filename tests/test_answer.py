@@ -41,9 +41,11 @@ def test_answer_runs_the_repos_tests_ranks_the_passing_candidate_first_and_picks
     assert "x * x" in first.candidate.code and first.scores["repo-tests"].value == 1.0
     assert answer.pick.tested and answer.pick.position == 0 and answer.pick.passed == 1
     assert answer.repaired is not None and answer.repaired.stopped == "already passed"
-    assert any(line.startswith("Running the repo's tests on each candidate (found: pytest") for line in statuses)
+    said = "Running the repo's tests on each candidate (found 1 test that fails with the stub raising: pytest"
+    assert any(line.startswith(said) for line in statuses)
     data = answer.to_json({"applied": False})
     assert data["repo_tests"]["args"] == ["tests/test_geo.py::test_square"] and data["repo_tests_skipped"] is None
+    assert data["repo_tests"]["picked"] is True  # by the run on the stub raising
     keys = list(data)
     assert keys[keys.index("source") + 1] == "applied"  # the door's keys where `generate --json` has them
     assert keys[-4:] == ["repo_tests", "repo_tests_skipped", "tests_not_run", "repair"]

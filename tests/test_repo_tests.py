@@ -156,7 +156,7 @@ def test_generate_runs_the_repos_tests_ranks_the_passing_candidate_first_and_app
     with openai_server(Script(answers=[(WRONG, "stop"), (RIGHT, "stop")])) as (url, _):
         shown = run([*args, "--apply"], url)
     assert shown.exit_code == 0, shown.output
-    assert "Repo tests (found: pytest tests/test_geo.py::test_square tests/test_geo.py::TestCube::test_both" in (
+    assert "Repo tests (found 2 tests that fail with the stub raising: pytest tests/test_geo.py::test_square " in (
         shown.stdout.replace("\n", " ")
     )
     first, second = shown.stdout.index("#1"), shown.stdout.index("#2")
@@ -178,6 +178,7 @@ def test_test_cmd_names_the_tests_and_json_carries_the_verdicts(project: Path) -
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["repo_tests"]["args"] == ["tests/test_geo.py", "-k", "test_square"]
+    assert data["repo_tests"]["picked"] is False  # as the test command names them
     verdict = data["candidates"][0]["scores"]["repo-tests"]
     assert verdict["value"] == 0.0 and verdict["why"].startswith("0/1 passed in")
     # A candidate that fails the tests is not written: exit 1, and the last line says so and how to write it anyway.

@@ -172,7 +172,7 @@ def test_tests_that_cannot_rank_the_stub_are_skipped_with_the_reason(
     idle_repo = enter_repo(monkeypatch, tmp_path / "idle", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": idle})
     request = Request.resolve(file=idle_repo / "geo.py", function="square")
     assert request.repo_tests is None
-    said = "the 1 test found already passes with square as it is now: it does not check it"
+    said = "the 1 test that reaches square does not check it: it does not fail with it raising"
     assert str(request.repo_tests_skipped) == said
 
 
@@ -212,18 +212,21 @@ def test_the_run_on_the_stub_refuses_what_no_candidate_could_change(tmp_path: Pa
     gated = enter_repo(monkeypatch, tmp_path / "gated", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": skipping})
     request = Request.resolve(file=gated / "geo.py", function="square")
     assert request.repo_tests is None and "is skipped here" in str(request.repo_tests_skipped)
-    # One test passing with the stub, one expected to fail with it: they still tell a right body apart.
+    # Of the tests that reach the stub, only those that fail with it raising, having run it, are kept.
     mixed = "import pytest\nfrom geo import square\n\n\ndef test_there():\n    assert callable(square)\n\n\n"
-    mixed += "@pytest.mark.xfail(strict=False)\ndef test_nine():\n    assert square(3) == 9\n"
+    mixed += "@pytest.mark.xfail(strict=False)\ndef test_known():\n    assert square(3) == 10\n\n\n"
+    mixed += "def test_nine():\n    assert square(3) == 9\n"
     both = enter_repo(monkeypatch, tmp_path / "mixed", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": mixed})
-    assert Request.resolve(file=both / "geo.py", function="square").repo_tests is not None
+    assert Request.resolve(file=both / "geo.py", function="square").repo_tests.args == ("tests/test_geo.py::test_nine",)
 
 
-def test_the_run_on_the_stub_stops_at_once_when_its_progress_cancels(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("picked", [True, False], ids=["the run that picks", "the run on the file as it is"])
+def test_the_run_on_the_stub_stops_at_once_when_its_progress_cancels(tmp_path: Path, monkeypatch, picked) -> None:
     # The TUI's Escape while a slow suite runs on the stub: the progress callback raises, the run's processes end.
     import time
 
     from assistant.core.repo_tests import repo_tests
+    from assistant.core.stubs import find_stub
     from assistant.errors import Cancelled
 
     slow = "import time\nfrom geo import square\n\n\ndef test_slow():\n    time.sleep(30)\n    assert square(3) == 9\n"
@@ -231,12 +234,13 @@ def test_the_run_on_the_stub_stops_at_once_when_its_progress_cancels(tmp_path: P
     started = time.monotonic()
 
     def progress(stage: str, done: int, total: int) -> None:
-        assert stage == "repo tests"
+        assert stage == ("find tests" if picked else "repo tests")
         if time.monotonic() - started > 1.0:
             raise Cancelled("cancelled")
 
     with pytest.raises(Cancelled):
-        repo_tests(repo, "geo.py", "square", baseline=SQUARE_MODULE, progress=progress)
+        stub = find_stub(SQUARE_MODULE, "square") if picked else None
+        repo_tests(repo, "geo.py", "square", baseline=SQUARE_MODULE, stub=stub, progress=progress)
     assert time.monotonic() - started < 5.0  # not the test's 30 s, nor the run's 60 s limit
 
 
@@ -244,6 +248,7 @@ def test_the_tui_session_runs_the_repos_tests_with_the_interpreter_it_was_given(
     # `assist tui --python P`: the session's run on the stub, and the plan after it, use P, not the one found.
     import sys
 
+    from assistant.core.stubs import find_stub
     from assistant.core.target import Target
     from assistant.ui.session import Session
 
@@ -252,7 +257,8 @@ def test_the_tui_session_runs_the_repos_tests_with_the_interpreter_it_was_given(
     link.parent.mkdir(parents=True)
     link.symlink_to(sys.executable)
     session = Session(repo, python=link)
-    plan = session._repo_tests(Target.read(repo / "geo.py"), "square")
+    target = Target.read(repo / "geo.py")
+    plan = session._repo_tests(target, "square", find_stub(target.text, "square", "geo.py"))
     said = str(plan.python) if plan is not None else str(session.state.repo_tests_skipped)
     assert str(link) in said  # planned with it, or refused naming it (a bare interpreter without pytest)
     with pytest.raises(UsageError) as missing:

@@ -1,7 +1,10 @@
 """A repository's own tests for a function it fills: found, and run on each candidate in the project sandbox.
 
-`assist generate --file F --function NAME` finds the repo's tests that name the function (test functions of
-`test_*.py` / `*_test.py` files whose code mentions it: a call, an attribute or a reference), or takes the
+`assist generate --file F --function NAME` finds the repo's tests that check a stub: the test files that reach it
+(:func:`assistant.core.reach.reaching_files`: they name it, its class, or what calls it, two steps up) run once
+on the file with the stub raising, traced, and the tests that fail having run it are kept (:func:`probe`). For a
+function with a body (a requirement rewrites it) the tests are those that name it (test functions of `test_*.py` /
+`*_test.py` files whose code mentions it: a call, an attribute or a reference). Or it takes the
 pytest arguments of `--test-cmd`, and runs them on each candidate's edited file in a throwaway copy of the repo
 (:func:`assistant.sandbox.project.run_pytest`: Landlock, no network, rlimits, a scrubbed environment). The
 interpreter is the one that has the project's dependencies: `--python`, else the repo's own `.venv`/`venv`,
@@ -16,10 +19,11 @@ import ast
 import os
 import shlex
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, TypeVar
 
 from assistant.code.extract import read_repo_file
 from assistant.code.parse import parse_module
@@ -28,6 +32,11 @@ from assistant.core.home import git_files, project_python, search_path, too_wide
 from assistant.errors import UsageError
 from assistant.progress import Progress
 from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
+
+if TYPE_CHECKING:
+    from assistant.core.stubs.find import Stub
+
+_T = TypeVar("_T")
 
 # Directories never searched for tests (environments, caches, vendored trees).
 SKIPPED_DIRS = frozenset(
@@ -49,6 +58,13 @@ SKIPPED_DIRS = frozenset(
 )
 MAX_TESTS = 50  # the found tests a candidate runs at most (the nearest files first)
 REPO_TEST_LIMITS = ProjectLimits(timeout_s=60, cpu_s=60, memory_mb=2048)
+# Steps up the static call graph to the test files that may reach a stub: 97% of the benchmark's tasks have a
+# covering test within two (results/correctness-test-finding).
+REACH_DEPTH = 2
+RAISING = "raise NotImplementedError"  # the stub's body for the run that picks the tests that check it
+# That run, traced: 0.6-1.1 s median on the benchmark's projects, 7 s for 1,641 of click's tests. Past this, the
+# tests that name the function are taken instead.
+PROBE_LIMITS = ProjectLimits(timeout_s=15, cpu_s=30, memory_mb=2048)
 
 
 @dataclass(frozen=True)
@@ -62,11 +78,13 @@ class RepoTests:
     found: bool = True  # False: given by a test command (`test_cmd`)
     limits: ProjectLimits = field(default=REPO_TEST_LIMITS)
     include: tuple[str, ...] | None = None  # the files the run's copy holds (git's view); None: the whole tree
+    picked: bool = False  # found by the run on the stub raising (:func:`checking_tests`), not by name
 
     def describe(self, given: str = "your test command") -> str:
         """One line for people: what runs, and with which interpreter; `given`: how the door names tests the
-        user gave (a test command), where tests found say "found"."""
-        origin = "found" if self.found else given
+        user gave (a test command), where tests found say "found" (and how, where a run on the stub picked them)."""
+        count = "1 test that fails" if len(self.args) == 1 else f"{len(self.args)} tests that fail"
+        origin = f"found {count} with the stub raising" if self.picked else "found" if self.found else given
         shown = " ".join(self.args[:3]) + (f" (+{len(self.args) - 3} more)" if len(self.args) > 3 else "")
         return f"{origin}: pytest {shown} with {self.python}"
 
@@ -213,18 +231,49 @@ def repo_tests(
     test_cmd: str | None = None,
     python: str | Path | None = None,
     baseline: str | None = None,
-    stub: bool = True,
+    stub: Stub | None = None,
     progress: Progress | None = None,
 ) -> RepoTests | None:
     """What to run for `function` of `path` (relative to `root`, a git work tree): `test_cmd`'s arguments, else
-    the tests found (None when none mention it). With `baseline`, the file's text as it is (`stub`: the function
-    is a stub there, not code a requirement rewrites), they are run on it once first, and refused where they
-    cannot rank candidates (:func:`check_baseline`; `progress` hears that run, and may raise to stop it).
+    the tests found (None when none reach it). With `baseline`, the file's text as it is, and `stub`, the function
+    as found there: where it is a stub, the test files that reach it run once on it raising, and the tests that
+    check it are kept (:func:`checking_tests`); otherwise (a test command, a body a requirement rewrites, no
+    `stub` given) the tests run once on `baseline` and are refused where they cannot rank candidates
+    (:func:`check_baseline`; a function is taken for a stub unless `stub` says it has a body). `progress` hears
+    either run, and may raise to stop it.
     Outside a git work tree, or when the work tree is the home folder or `/`, nothing runs: the copy would be the
     whole folder, with whatever else it holds. Tests found (not named by `test_cmd`) run only where the kernel
     has Landlock: elsewhere (macOS, an old kernel) the sandbox has no filesystem wall, and the repo's own code
     would run as you."""
     root = Path(root)
+    include = _work_tree(root)
+    probing = baseline is not None and stub is not None and stub.is_stub and test_cmd is None
+    if test_cmd is not None:
+        args, found = parse_test_cmd(test_cmd), False
+        _check_test_paths(root, args, include)
+    else:
+        args, found = _reaching(root, path, function, include) if probing else find_tests(root, path, function), True
+        if not args:
+            return None
+        _check_walled()
+    tests = RepoTests(root, project_python(root, python), tuple(args), search_path(root, path), found, include=include)
+    if probing:
+        assert baseline is not None and stub is not None
+        raising = _raising(baseline, stub)
+        checked = checking_tests(tests, path, raising, function, (stub.start, stub.line), progress)
+        if checked is not None:
+            return checked
+        tests = replace(tests, args=tuple(find_tests(root, path, function)))  # cannot pick: those naming it
+        if not tests.args:
+            return None
+    if baseline is not None:
+        check_baseline(tests, path, baseline, function, stub is None or stub.is_stub, progress)
+    return tests
+
+
+def _work_tree(root: Path) -> tuple[str, ...]:
+    """The files of the git work tree at `root` (what a run's copy holds); refused outside one, or when it is the
+    home folder or `/` (the copy would be the whole folder, with whatever else it holds)."""
     if too_wide(root):
         raise UsageError(f"{root} is your home folder or /; the repo's tests run only in a project's git work tree")
     include = git_files(root)
@@ -234,24 +283,65 @@ def repo_tests(
             setting="repo_tests:not_git",
             values={"root": root},
         )
-    if test_cmd is not None:
-        args, found = parse_test_cmd(test_cmd), False
-        _check_test_paths(root, args, include)
-    else:
-        args, found = tuple(find_tests(root, path, function)), True
-        if not args:
-            return None
-        why = unwalled()
-        if why is not None:  # found, not asked for: the repo's conftest.py would run with your files in reach
-            raise UsageError(
-                f"{why}, so a clone's conftest.py would run as you; a test command naming them runs them anyway",
-                setting="test_cmd:unwalled",
-                values={"why": why},
-            )
-    tests = RepoTests(root, project_python(root, python), args, search_path(root, path), found, include=include)
-    if baseline is not None:
-        check_baseline(tests, path, baseline, function, stub, progress)
-    return tests
+    return include
+
+
+def _check_walled() -> None:
+    """Tests found, not asked for, run only behind Landlock: elsewhere a clone's conftest.py would run with your
+    files in reach."""
+    why = unwalled()
+    if why is not None:
+        raise UsageError(
+            f"{why}, so a clone's conftest.py would run as you; a test command naming them runs them anyway",
+            setting="test_cmd:unwalled",
+            values={"why": why},
+        )
+
+
+def _reaching(root: Path, path: str | Path, function: str, include: Sequence[str]) -> list[str]:
+    """The test files (that the run's copy holds) that may reach `function`, nearest first."""
+    from assistant.core.reach import reaching_files
+
+    copied = set(include)
+    tests = [name for rel in test_files(root) if (name := rel.as_posix()) in copied]
+    return reaching_files(root, Path(path).as_posix(), function, include, tests, REACH_DEPTH)
+
+
+def _raising(text: str, stub: Stub) -> str:
+    """`text` with the stub's body raising NotImplementedError."""
+    from assistant.core.stubs.body import fill_body  # not at the top: core.stubs reaches this module
+
+    return fill_body(text, stub, RAISING)
+
+
+def checking_tests(
+    tests: RepoTests,
+    path: str | Path,
+    raising: str,
+    function: str,
+    lines: Sequence[int],
+    progress: Progress | None = None,
+) -> RepoTests | None:
+    """The tests of `tests` (the files that reach `function`) that check it (:func:`probe`, on `raising`, the file
+    with it raising), at most MAX_TESTS, nearest first. None where that run cannot pick them: it ran past
+    PROBE_LIMITS, or no test ran for an error that may be the stub's own (called as its module imports, it
+    raised). Refused with one line where none ran for another reason (see :func:`check_baseline`), or none checks
+    it."""
+    probed = replace(tests, limits=PROBE_LIMITS)
+    kept, run = _watched(lambda cancel: probe(probed, path, raising, lines, cancel), progress, "find tests")
+    if run.status in ("timeout", "resource-limit"):
+        return None
+    outcomes = list(run.outcomes.values())
+    if not outcomes:
+        _refuse_unrun(tests, run)
+        return None
+    _refuse_skipped(outcomes, function)
+    if not kept and len(outcomes) == 1:
+        raise UsageError(f"the 1 test that reaches {function} does not check it: it does not fail with it raising")
+    if not kept:
+        raise UsageError(f"none of the {len(outcomes)} tests that reach {function} checks it: none fails with it "
+                         "raising, having run it")  # fmt: skip
+    return replace(tests, args=tuple(kept[:MAX_TESTS]), picked=True)
 
 
 def check_baseline(
@@ -269,12 +359,11 @@ def check_baseline(
     rewrites passes them, as it should). Either way every candidate would get the same verdict, and "none
     passed" or "passed the tests" would be said of code the tests never told apart. `progress` hears ("repo
     tests", 0, 1) every POLL_S while the run lasts; what it raises ends the run at once (a cancel)."""
-    run = run_on(tests, path, text) if progress is None else _run_watched(tests, path, text, progress)
+    run = _watched(lambda cancel: run_on(tests, path, text, cancel), progress, "repo tests")
     outcomes = list(run.outcomes.values())
     if not outcomes:
         _refuse_unrun(tests, run)
-    if outcomes and all(outcome == "skipped" for outcome in outcomes):
-        raise UsageError(f"every one of the {len(outcomes)} tests for {function} is skipped here: none can check it")
+    _refuse_skipped(outcomes, function)
     if stub and run.status == "passed" and all(outcome == "passed" for outcome in outcomes):
         one = tests.found and len(outcomes) == 1
         which = f"the {len(outcomes)} tests found" if tests.found else "the test command's tests"
@@ -282,24 +371,36 @@ def check_baseline(
         raise UsageError(f"{said} with {function} as it is now: {'it does' if one else 'they do'} not check it")
 
 
+def _refuse_skipped(outcomes: Sequence[str], function: str) -> None:
+    """Refuse tests that are every one skipped here (a marker, a platform, a missing extra)."""
+    if outcomes and all(outcome == "skipped" for outcome in outcomes):
+        raise UsageError(f"every one of the {len(outcomes)} tests for {function} is skipped here: none can check it")
+
+
 POLL_S = 0.1  # how often a run that a person may cancel asks its progress callback
 
 
-def _run_watched(tests: RepoTests, path: str | Path, text: str, progress: Progress) -> ProjectRun:
-    """:func:`run_on` in a worker thread, with `progress` asked every POLL_S; what it raises (Cancelled) ends the
-    run's processes at once and is raised here."""
+def _watched(work: Callable[[threading.Event], _T], progress: Progress | None, stage: str) -> _T:
+    """`work` (a run that ends when its event is set) in a worker thread, with `progress` hearing (`stage`, 0, 1)
+    every POLL_S and (`stage`, 1, 1) at its end; what it raises (Cancelled) ends the run's processes at once and
+    is raised here. Without `progress`, just `work`."""
     cancel = threading.Event()
+    if progress is None:
+        return work(cancel)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(run_on, tests, path, text, cancel)
+        future = pool.submit(work, cancel)
         try:
             while True:
                 try:
-                    return future.result(timeout=POLL_S)
+                    done = future.result(timeout=POLL_S)
+                    break
                 except TimeoutError:
-                    progress("repo tests", 0, 1)
+                    progress(stage, 0, 1)
         except BaseException:
             cancel.set()
             raise
+    progress(stage, 1, 1)
+    return done
 
 
 def _refuse_unrun(tests: RepoTests, run: ProjectRun) -> None:
@@ -327,7 +428,8 @@ def probe(
     """The tests of `tests` that check a function: run once, traced, on the file `path` with the function
     raising (`raising`), they failed having run it (its code object starts at one of `lines`: the `def` line, or
     the first decorator's). A test that passes with it raising does not check it; one that fails without running it
-    fails for another reason. Node ids in the order pytest ran them, and the run."""
+    fails for another reason. The run stops at the MAX_TESTS-th failure (no more are kept; a function everything
+    calls fails hundreds). Node ids in the order pytest ran them, and the run."""
     where = {(Path(path).as_posix(), line) for line in lines}
     run = run_pytest(
         tests.root,
@@ -337,7 +439,7 @@ def probe(
         pythonpath=tests.pythonpath,
         limits=tests.limits,
         trace=True,
-        extra_args=tests.args,
+        extra_args=(*tests.args, f"--maxfail={MAX_TESTS}"),
         include=tests.include,
         cancel=cancel,
     )

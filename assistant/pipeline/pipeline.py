@@ -187,7 +187,7 @@ class Request:
     replace: tuple[str, ...] = ()
     stub: Stub | None = field(default=None, repr=False)  # `function`'s stub in `target`, found once
     repo_tests: RepoTests | None = None  # the repo's tests that rank a stub's candidates (None: none planned)
-    # Why the repo's tests do not run (None: they run, or none mention it): the refusal, which a door may word in
+    # Why the repo's tests do not run (None: they run, or none reach it): the refusal, which a door may word in
     # its own terms (its `setting`).
     repo_tests_skipped: UsageError | None = None
     examples: bool = False  # `tests` are the stub's own docstring examples (:meth:`with_example_tests`)
@@ -206,6 +206,7 @@ class Request:
         replace: Sequence[str] = (),
         name: str | None = None,
         start: Path | None = None,
+        progress: Progress | None = None,
         **rest: Any,
     ) -> Request:
         """A request with its file read (unless `target` is given: read already), its stub found and the repo's
@@ -213,7 +214,8 @@ class Request:
         once; settings that do not go together are refused first (:func:`check_request`). A `function` without
         its file is looked for in the git work tree around `start` (default: the working folder): the one file
         where it is a stub (:func:`~assistant.core.stubs.find.locate_stub`). `name` is the file as errors name it
-        (default: as given). `rest` are the other fields as they are."""
+        (default: as given). `progress` hears the run that picks the repo's tests. `rest` are the other fields as
+        they are."""
         looked_for = function is not None and file is None and target is None
         check_request(
             file=file,
@@ -239,7 +241,9 @@ class Request:
             assert target is not None  # check_request: a function needs its file
             stub = find_request_stub(target, function, name or str(file), requirement)
             if repo_tests:
-                plan, skipped = plan_repo_tests(target, function, stub.is_stub, test_cmd=test_cmd, python=python)
+                plan, skipped = plan_repo_tests(
+                    target, function, stub, test_cmd=test_cmd, python=python, progress=progress
+                )
         python = Path(python) if python is not None else None
         fields = {"target": target, "python": python, "replace": tuple(replace), "stub": stub}
         return cls(
@@ -337,23 +341,24 @@ def find_request_stub(target: Target, function: str, name: str, requirement: str
 def plan_repo_tests(
     target: Target,
     function: str,
-    stub: bool = True,
+    stub: Stub,
     *,
     test_cmd: str | None = None,
     python: str | Path | None = None,
+    progress: Progress | None = None,
 ) -> tuple[RepoTests | None, UsageError | None]:
     """The repo's tests for `function` of `target` (:func:`assistant.core.repo_tests.repo_tests`, in the git work
     tree around the file as named, so a link out is seen), and why none run when they cannot (None: they can, or
-    none mention it): they are run once on the file as it is, and refused where they do not run, or pass already
-    with the function a `stub` still (:func:`assistant.core.repo_tests.check_baseline`). A reason they cannot run
-    is an error when `test_cmd` asked for them."""
+    none reach it): for a `stub`, those that fail with it raising, having run it; else those that name it, run
+    once on the file as it is. Refused where they do not run, or check nothing. A reason they cannot run is an
+    error when `test_cmd` asked for them. `progress` hears that run (and may raise to stop it)."""
     from assistant.code.edit import enclosing_root
     from assistant.core.repo_tests import repo_tests
 
     root = enclosing_root(Path(target.given).expanduser())
     relative = target.path.relative_to(root) if target.path.is_relative_to(root) else target.path
     try:
-        checked = {"baseline": target.text, "stub": stub}
+        checked = {"baseline": target.text, "stub": stub, "progress": progress}
         return repo_tests(root, relative, function, test_cmd=test_cmd, python=python, **checked), None
     except UsageError as exc:
         if test_cmd is not None:  # asked for: the reason they cannot run is the answer
@@ -392,8 +397,11 @@ class Answer:
         data["ranker_served_by"] = self.ranker_served_by  # the trained discriminator that ranked, or why none did
         data["source"] = self.source
         data.update(door or {})
-        data["repo_tests"] = None if plan is None else {"args": list(plan.args), "python": str(plan.python)}
-        skipped = self.repo_tests_skipped  # why none ran (None: they ran, or none mention it)
+        # picked: by the run on the stub raising (they fail then, having run it); else named by the test command, or
+        # naming the function.
+        planned = {"args": list(plan.args), "python": str(plan.python), "picked": plan.picked} if plan else None
+        data["repo_tests"] = planned
+        skipped = self.repo_tests_skipped  # why none ran (None: they ran, or none reach it)
         data["repo_tests_skipped"] = None if skipped is None else str(skipped)
         data["tests_not_run"] = self.pick.not_run  # tests existed, and why none ran on any candidate (None: they ran)
         data["repair"] = None if self.repaired is None else self.repaired.to_json()

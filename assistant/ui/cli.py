@@ -220,18 +220,20 @@ def generate(
     _note_new_file(file, function, apply)
     _note_greedy(flags)
     paths = {"file": file, "function": function, "replace": replace or (), "test_cmd": test_cmd, "python": python}
-    request = _resolve(requirement or "", test, tests_file, apply, force, repo_tests=repo_tests, **paths)
-    if file is None and request.file is not None:  # --function alone: the stub was looked for in the repo
-        file = Path(request.file)
-        err.print(f"Found the stub {function} in {file}", markup=False, highlight=False)
-    start = file.parent if file is not None else Path(".")
-    where = start if start.exists() else None
-    settings = backend_flags.settings(start=where)
-    options = GenerationOptions.from_settings(settings, **flags).check()
-    pipeline = Pipeline(options, settings, start=where or Path("."), bank=bank)
-    # The first candidate below the status line as it is written.
-    with ProgressUI(show_progress(json_output)) as ui, ui.streaming(out.is_terminal):
-        answer = pipeline.answer(request, progress=ui, status=ui.status, on_round=_say_round(ui))
+    with ProgressUI(show_progress(json_output)) as ui:
+        request = _resolve(
+            requirement or "", test, tests_file, apply, force, repo_tests=repo_tests, progress=ui, **paths
+        )
+        if file is None and request.file is not None:  # --function alone: the stub was looked for in the repo
+            file = Path(request.file)
+            err.print(f"Found the stub {function} in {file}", markup=False, highlight=False)
+        start = file.parent if file is not None else Path(".")
+        where = start if start.exists() else None
+        settings = backend_flags.settings(start=where)
+        options = GenerationOptions.from_settings(settings, **flags).check()
+        pipeline = Pipeline(options, settings, start=where or Path("."), bank=bank)
+        with ui.streaming(out.is_terminal):  # the first candidate below the status line as it is written
+            answer = pipeline.answer(request, progress=ui, status=ui.status, on_round=_say_round(ui))
     result, pick = answer.result, answer.pick
     _warn_cut_off(result)
     _warn_agree_ran_on_none(result)
@@ -505,7 +507,7 @@ def _print_repair(repaired: Repaired, explain: bool) -> None:
 def _print_repo_tests(plan: RepoTests | None, skipped: str | None) -> None:
     """Say which of the repo's tests ran on the candidates (or why none did)."""
     if plan is None:
-        why = f"skipped: {skipped}" if skipped else "none mention the function (name some with --test-cmd)"
+        why = f"skipped: {skipped}" if skipped else "no test file reaches the function (name some with --test-cmd)"
         out.print(f"[bold]Repo tests[/]: {escape(why)}", markup=True)
         return
     out.print(

@@ -28,6 +28,7 @@ from assistant.core.home import ModuleHome, project_python
 from assistant.core.rank import Ranked, Score
 from assistant.core.repo_tests import RepoTests
 from assistant.core.retrieve import Hit, Retriever
+from assistant.core.stubs.find import Stub
 from assistant.core.target import Target
 from assistant.errors import AssistError, UsageError
 from assistant.indexing.index import TextEncoder, repo_notes, repo_root
@@ -74,7 +75,7 @@ class State:
     tests: list[str] = field(default_factory=list)
     examples: bool = False  # `tests` are the stub's docstring examples (none were typed, the repo has none)
     repo_tests: RepoTests | None = None  # filling a stub: the repo's tests that ran on its candidates
-    repo_tests_skipped: UsageError | None = None  # why none ran (None: they ran, or none mention the function)
+    repo_tests_skipped: UsageError | None = None  # why none ran (None: they ran, or none reach the function)
 
     @property
     def tested(self) -> bool:
@@ -360,7 +361,7 @@ class Session:
             if request.stub is not None and not requirement.strip():
                 query = request.stub.docstring or ""
             demonstrations = self.retrieve(query, target, progress, function)
-        plan = self._repo_tests(request.target, function, request.stub is None or request.stub.is_stub, progress)
+        plan = self._repo_tests(request.target, function, request.stub, progress)
         request = dataclasses.replace(
             request,
             tests=tuple(tests),
@@ -378,11 +379,11 @@ class Session:
         return result
 
     def _repo_tests(
-        self, file: Target | None, function: str | None, stub: bool = True, progress: Progress = _quiet
+        self, file: Target | None, function: str | None, stub: Stub | None, progress: Progress = _quiet
     ) -> RepoTests | None:
-        """Filling a stub (`stub`; else rewriting a function that has a body): the repo's tests that mention it, as
-        `assist generate --function` finds them (None: none, or they cannot run here; why is kept in the state).
-        Their run on the file as it is hears `progress`, so a cancel stops it."""
+        """The repo's tests for `function` (`stub`: as found in `file`), as `assist generate --function` finds them
+        (None: none, or they cannot run here; why is kept in the state). The run that picks or checks them hears
+        `progress`, so a cancel stops it."""
         self.state.repo_tests = None
         self.state.repo_tests_skipped = None
         if file is None or function is None or self.root is None or not file.path.is_relative_to(self.root):

@@ -1,0 +1,102 @@
+"""Which of a repo's tests check a stub: the test files that reach it by name or through what calls it
+(assistant.core.reach), and the run on it raising that keeps those that fail having run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from assistant.code.parse import parse_module
+from assistant.core.reach import caller_levels, reaching_files
+from assistant.pipeline import Request
+
+from .conftest import enter_repo
+from .helpers_geo import SQUARE_MODULE
+
+SHAPES = '''"""Shapes."""
+
+
+def square(x):
+    """Return x times x."""
+    ...
+
+
+def area(side):
+    return square(side)
+
+
+def report(side):
+    return f"area {area(side)}"
+
+
+FORMATS = {"area": area}
+
+
+class Plate:
+    def weight(self, side):
+        return report(side)
+'''
+
+
+def test_each_level_is_what_calls_the_one_below() -> None:
+    levels = caller_levels([parse_module(SHAPES)], "square", depth=3)
+    assert levels == [{"square"}, {"area"}, {"report", "FORMATS"}, {"Plate", "weight"}]
+    assert caller_levels([parse_module(SHAPES)], "square", depth=1) == [{"square"}, {"area"}]
+    # A method is reached through its class as well as by its name.
+    assert caller_levels([parse_module(SHAPES)], "Plate.weight", depth=0) == [{"Plate", "weight"}]
+
+
+def test_test_files_come_by_level_then_the_one_named_after_the_module(tmp_path: Path) -> None:
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/shapes.py": SHAPES,
+        "tests/test_report.py": "from pkg.shapes import report\n\ndef test_r():\n    assert report(2)\n",
+        "tests/test_zzz.py": "from pkg.shapes import square\n\ndef test_s():\n    assert square(2) == 4\n",
+        "tests/test_shapes.py": "from pkg import shapes\n\ndef test_s():\n    assert shapes.square(3) == 9\n",
+        "tests/test_other.py": "def test_nothing():\n    assert True\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    tests = sorted(name for name in files if name.startswith("tests/"))
+    found = reaching_files(tmp_path, "pkg/shapes.py", "square", sorted(files), tests, depth=2)
+    assert found == ["tests/test_shapes.py", "tests/test_zzz.py", "tests/test_report.py"]
+    assert reaching_files(tmp_path, "pkg/shapes.py", "square", sorted(files), tests, depth=0) == found[:2]
+
+
+TESTS = """from geo import area, square
+
+
+def test_area():
+    assert area(3) == 9
+
+
+def test_there():
+    assert callable(square)
+
+
+def test_broken_before():
+    assert area is None
+"""
+
+
+def test_tests_that_reach_the_stub_through_its_callers_are_kept_when_they_check_it(tmp_path, monkeypatch) -> None:
+    geo = SQUARE_MODULE + "\n\ndef area(side):\n    return square(side)\n"
+    repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": geo, "tests/test_geo.py": TESTS})
+    request = Request.resolve(file=repo / "geo.py", function="square")
+    # test_area never names square; test_there passes with it raising; test_broken_before fails without running it.
+    assert request.repo_tests is not None, request.repo_tests_skipped
+    assert request.repo_tests.args == ("tests/test_geo.py::test_area",)
+    # A function with a body that a requirement rewrites keeps the tests that name it, as before.
+    body = geo.replace("    ...\n", "    return x * x\n", 1)
+    (repo / "geo.py").write_text(body)
+    rewritten = Request.resolve("return the square", file=repo / "geo.py", function="square")
+    assert rewritten.repo_tests is not None
+    assert rewritten.repo_tests.args == ("tests/test_geo.py::test_there",)
+
+
+def test_a_test_command_is_run_as_given(tmp_path, monkeypatch) -> None:
+    geo = SQUARE_MODULE + "\n\ndef area(side):\n    return square(side)\n"
+    passing = TESTS.replace("assert area is None", "assert area is not None")
+    repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": geo, "tests/test_geo.py": passing})
+    request = Request.resolve(file=repo / "geo.py", function="square", test_cmd="pytest tests/test_geo.py")
+    assert request.repo_tests is not None and request.repo_tests.args == ("tests/test_geo.py",)
