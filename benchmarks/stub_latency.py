@@ -2,13 +2,15 @@
 warm, side by side in one run.
 
     python benchmarks/stub_latency.py [--model qwen2.5-coder-1.5b] [--stubs 20] [--seed 0] [--ranker NAME]
-        [--json [OUT]]
+        [--in-project] [--json [OUT]]
 
 Each stub is a function task of the benchmark's four projects (boltons, click, tabulate, cachetools; prepared by
 `assist eval repo`, so run one of those first): its file, with the body removed as the task shows it, is put alone
-in a fresh git repo, so no repo tests run and the default ranking without tests applies (the common case). The
-stubs are the first `--stubs` of the correctness plan's task list (`results/correctness-1.5b-plan/tasks-four.txt`),
-taken in turn from each project.
+in a fresh git repo, so no repo tests run and the default ranking without tests applies. With `--in-project` it
+stays in a git copy of its whole project instead (the project's tests beside it, `--python` its prepared venv), as a
+user fills a stub in a project that has tests: the tests that check it are picked and rank the candidates, and
+agree's test-writing call is not made. The stubs are the first `--stubs` of the correctness plan's task list
+(`results/correctness-1.5b-plan/tasks-four.txt`), taken in turn from each project.
 
 - **cold**: a fresh `assist generate` process with `ASSIST_LOCAL_WARM=off` (loads the model itself);
 - **warm**: the same command while an `assist serve` of the same model runs (started once, before the first warm
@@ -52,8 +54,9 @@ def _task_ids(count: int) -> list[str]:
     return chosen
 
 
-def _stub_repos(task_ids: list[str], folder: Path) -> list[tuple[str, Path, str, str]]:
-    """(task id, repo, file, qualname) for each task: the stubbed file alone in a fresh git repo."""
+def _stub_repos(task_ids: list[str], folder: Path, in_project: bool) -> list[tuple[str, Path, str, str, str | None]]:
+    """(task id, repo, file, qualname, interpreter) for each task: the stubbed file alone in a fresh git repo, or
+    (`in_project`) in a committed copy of its whole project, with the project's interpreter."""
     from assistant.evaluate.repo.projects import parse_projects, prepare
     from assistant.evaluate.repo.tasks import function_tasks
 
@@ -63,22 +66,29 @@ def _stub_repos(task_ids: list[str], folder: Path) -> list[tuple[str, Path, str,
     for number, task_id in enumerate(task_ids):
         task, project = tasks[task_id]
         repo = folder / f"stub{number:02d}"
+        if in_project:
+            shutil.copytree(project.root, repo, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
         target = repo / task.path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(task.stubbed((project.root / task.path).read_text()))
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
-        made.append((task_id, repo, task.path, task.qualname))
+        if in_project:  # committed, as a project is: the stub is the one change
+            for args in (["add", "-A"], ["-c", "user.email=b@b", "-c", "user.name=b", "commit", "-qm", "x"]):
+                subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+        made.append((task_id, repo, task.path, task.qualname, str(project.python) if in_project else None))
     return made
 
 
 def _generate(
-    repo: Path, path: str, qualname: str, model: str, seed: int, warm: str, ranker: str | None = None
+    stub: tuple[str, Path, str, str, str | None], model: str, seed: int, warm: str, ranker: str | None = None
 ) -> tuple[float, int, dict]:
     """Seconds, exit code and what the request reported (:func:`_stages`) of one `assist generate --function` in a
     fresh process (`ranker`: --ranker, if given)."""
+    _, repo, path, qualname, python = stub
     env = {**os.environ, "ASSIST_LOCAL_WARM": warm, "HF_HUB_OFFLINE": "1"}
     argv = [sys.executable, "-m", "assistant", "generate", "--file", path, "--function", qualname, "-n", "5"]
     argv += ["--seed", str(seed), "--model", model, "--json", *(["--ranker", ranker] if ranker else [])]
+    argv += ["--python", python] if python else []
     started = time.perf_counter()
     done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True)
     return time.perf_counter() - started, done.returncode, _stages(done.stdout)
@@ -94,7 +104,9 @@ def _stages(output: str) -> dict:
     usage = result.get("usage") or {}
     stages = {name: round(seconds, 1) for name, seconds in (result.get("timings_s") or {}).items()}
     candidates = len(result.get("candidates") or [])
-    return {"stages_s": stages, "candidates": candidates, "tokens_out": usage.get("completion_tokens")}
+    tests = (result.get("repo_tests") or {}).get("args")
+    said = {"stages_s": stages, "candidates": candidates, "tokens_out": usage.get("completion_tokens")}
+    return {**said, "repo_tests": None if tests is None else len(tests), "rankers": result.get("rankers")}
 
 
 def _serve(model: str) -> tuple[subprocess.Popen, float]:
@@ -146,17 +158,18 @@ def main() -> None:
     parser.add_argument("--stubs", type=int, default=20, help="how many stubs (default 20)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ranker", help="generate's --ranker, e.g. logprob (default: assist's, auto)")
+    parser.add_argument("--in-project", action="store_true", help="each stub in a copy of its project, tests and all")
     parser.add_argument("--json", nargs="?", const="-", metavar="OUT", help=JSON_HELP)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="assist-latency-"))
     rows, server = [], None
     try:
-        stubs = _stub_repos(_task_ids(args.stubs), folder)
-        for task_id, repo, path, qualname in stubs:
-            cold = _generate(repo, path, qualname, args.model, args.seed, "off", args.ranker)
+        for stub in _stub_repos(_task_ids(args.stubs), folder, args.in_project):
+            task_id = stub[0]
+            cold = _generate(stub, args.model, args.seed, "off", args.ranker)
             if server is None:
                 server, startup = _serve(args.model)
-            warm = _generate(repo, path, qualname, args.model, args.seed, "auto", args.ranker)
+            warm = _generate(stub, args.model, args.seed, "auto", args.ranker)
             rows.append({"task": task_id, "cold_s": round(cold[0], 1), "warm_s": round(warm[0], 1)})
             rows[-1]["exit"] = [cold[1], warm[1]]
             rows[-1]["warm"] = warm[2]
@@ -170,6 +183,7 @@ def main() -> None:
     report = {
         "model": args.model,
         "ranker": args.ranker or "auto",
+        "in_project": args.in_project,
         "stubs": len(rows),
         "server_startup_s": round(startup, 1),
         "cold": _summary([row["cold_s"] for row in rows]),
@@ -178,7 +192,8 @@ def main() -> None:
     }
     if _json_alone(report, args.json):
         return
-    print(f"\n{args.model}, {len(rows)} stubs, -n 5; server start-up {report['server_startup_s']} s (once)")
+    where = "each in its project" if args.in_project else "each file alone"
+    print(f"\n{args.model}, {len(rows)} stubs ({where}), -n 5; server start-up {report['server_startup_s']} s (once)")
     for mode in ("cold", "warm"):
         figures = report[mode]
         print(f"{mode}: p50 {figures['p50']} s, p90 {figures['p90']} s, largest/median {figures['max_over_median']}")
