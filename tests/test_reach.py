@@ -100,3 +100,36 @@ def test_a_test_command_is_run_as_given(tmp_path, monkeypatch) -> None:
     repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": geo, "tests/test_geo.py": passing})
     request = Request.resolve(file=repo / "geo.py", function="square", test_cmd="pytest tests/test_geo.py")
     assert request.repo_tests is not None and request.repo_tests.args == ("tests/test_geo.py",)
+
+
+def test_the_package_at_the_repos_root_is_its_folder(tmp_path: Path) -> None:
+    from assistant.core.reach import source_scope
+
+    for name in ("__init__.py", "mod.py", "other.py", "sub/__init__.py", "sub/x.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    files = ["__init__.py", "mod.py", "other.py", "sub/__init__.py", "sub/x.py"]
+    assert source_scope(tmp_path, "mod.py", files) == ["__init__.py", "mod.py", "other.py"]
+    assert source_scope(tmp_path, "sub/x.py", files) == ["sub/__init__.py", "sub/x.py"]
+    (tmp_path / "__init__.py").unlink()
+    assert source_scope(tmp_path, "mod.py", files) == ["mod.py"]  # a module of no package: itself
+
+
+def test_a_test_file_that_does_not_import_does_not_hide_the_others(tmp_path, monkeypatch) -> None:
+    geo = SQUARE_MODULE + "\n\ndef area(side):\n    return square(side)\n"
+    extra = "import not_installed_dep\nfrom geo import area\n\n\ndef test_extra():\n    assert area(1) == 1\n"
+    files = {"geo.py": geo, "tests/test_geo.py": TESTS, "tests/test_extra.py": extra}
+    repo = enter_repo(monkeypatch, tmp_path / "proj", files)
+    request = Request.resolve(file=repo / "geo.py", function="square")
+    assert request.repo_tests is not None, request.repo_tests_skipped
+    assert request.repo_tests.args == ("tests/test_geo.py::test_area",)
+
+
+def test_failures_never_seen_running_the_stub_leave_the_tests_that_name_it(tmp_path, monkeypatch) -> None:
+    # A test may run the function where the trace cannot see it (a subprocess, a module imported through a link):
+    # failing without being seen to run it, it is neither kept nor taken to show that nothing checks the stub.
+    broken = "from geo import square\n\n\ndef test_broken():\n    assert False\n    square(1)\n"
+    repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": broken})
+    request = Request.resolve(file=repo / "geo.py", function="square")
+    assert request.repo_tests is not None and not request.repo_tests.picked
+    assert request.repo_tests.args == ("tests/test_geo.py::test_broken",)

@@ -324,9 +324,10 @@ def checking_tests(
 ) -> RepoTests | None:
     """The tests of `tests` (the files that reach `function`) that check it (:func:`probe`, on `raising`, the file
     with it raising), at most MAX_TESTS, nearest first. None where that run cannot pick them: it ran past
-    PROBE_LIMITS, or no test ran for an error that may be the stub's own (called as its module imports, it
-    raised). Refused with one line where none ran for another reason (see :func:`check_baseline`), or none checks
-    it."""
+    PROBE_LIMITS; no test ran for an error that may be the stub's own (called as its module imports, it raised);
+    or tests failed but none was seen running it (run in a subprocess, or imported through a link under another
+    path). Refused with one line where none ran for another reason (see :func:`check_baseline`), or none fails
+    with it raising: none checks it."""
     probed = replace(tests, limits=PROBE_LIMITS)
     kept, run = _watched(lambda cancel: probe(probed, path, raising, lines, cancel), progress, "find tests")
     if run.status in ("timeout", "resource-limit"):
@@ -336,11 +337,13 @@ def checking_tests(
         _refuse_unrun(tests, run)
         return None
     _refuse_skipped(outcomes, function)
+    if not kept and run.failed():
+        return None
     if not kept and len(outcomes) == 1:
         raise UsageError(f"the 1 test that reaches {function} does not check it: it does not fail with it raising")
     if not kept:
         raise UsageError(f"none of the {len(outcomes)} tests that reach {function} checks it: none fails with it "
-                         "raising, having run it")  # fmt: skip
+                         "raising")  # fmt: skip
     return replace(tests, args=tuple(kept[:MAX_TESTS]), picked=True)
 
 
@@ -439,7 +442,8 @@ def probe(
         pythonpath=tests.pythonpath,
         limits=tests.limits,
         trace=True,
-        extra_args=(*tests.args, f"--maxfail={MAX_TESTS}"),
+        # A test file that does not import (an optional extra missing) must not keep the others from running.
+        extra_args=(*tests.args, f"--maxfail={MAX_TESTS}", "--continue-on-collection-errors"),
         include=tests.include,
         cancel=cancel,
     )
