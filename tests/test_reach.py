@@ -133,3 +133,15 @@ def test_failures_never_seen_running_the_stub_leave_the_tests_that_name_it(tmp_p
     request = Request.resolve(file=repo / "geo.py", function="square")
     assert request.repo_tests is not None and not request.repo_tests.picked
     assert request.repo_tests.args == ("tests/test_geo.py::test_broken",)
+
+
+def test_a_candidates_run_of_picked_tests_is_cut_at_a_few_times_the_run_that_picked_them(tmp_path, monkeypatch):
+    from assistant.core.repo_tests import REPO_TEST_LIMITS, candidate_limits
+
+    assert candidate_limits(0.4).timeout_s == 10.0  # the floor
+    assert candidate_limits(6.0).timeout_s == 18.0
+    assert candidate_limits(45.0).timeout_s == REPO_TEST_LIMITS.timeout_s  # never longer than before
+    geo = SQUARE_MODULE + "\n\ndef area(side):\n    return square(side)\n"
+    repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": geo, "tests/test_geo.py": TESTS})
+    plan = Request.resolve(file=repo / "geo.py", function="square").repo_tests
+    assert plan is not None and plan.limits.timeout_s == 10.0  # a quick run picked them

@@ -65,6 +65,10 @@ RAISING = "raise NotImplementedError"  # the stub's body for the run that picks 
 # That run, traced: 0.6-1.1 s median on the benchmark's projects, 7 s for 1,641 of click's tests. Past this, the
 # tests that name the function are taken instead.
 PROBE_LIMITS = ProjectLimits(timeout_s=15, cpu_s=30, memory_mb=2048)
+# A candidate's run of the tests that run picked may take this many times as long as that run (which ran them all,
+# traced), at least CANDIDATE_FLOOR_S: a wrong body that loops or waits on a lock fails there, not after a minute.
+CANDIDATE_FACTOR = 3
+CANDIDATE_FLOOR_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -344,7 +348,16 @@ def checking_tests(
     if not kept:
         raise UsageError(f"none of the {len(outcomes)} tests that reach {function} checks it: none fails with it "
                          "raising")  # fmt: skip
-    return replace(tests, args=tuple(kept[:MAX_TESTS]), picked=True)
+    limits = candidate_limits(run.duration_s)
+    return replace(tests, args=tuple(kept[:MAX_TESTS]), picked=True, limits=limits)
+
+
+def candidate_limits(picked_in_s: float) -> ProjectLimits:
+    """How long a candidate's run of picked tests may take, given how long the run that picked them took:
+    CANDIDATE_FACTOR times it, at least CANDIDATE_FLOOR_S, at most REPO_TEST_LIMITS' (a body that loops holds a
+    request that long: 60 s before, on the benchmark a 21 s request took 81)."""
+    seconds = min(REPO_TEST_LIMITS.timeout_s, max(CANDIDATE_FLOOR_S, CANDIDATE_FACTOR * picked_in_s))
+    return replace(REPO_TEST_LIMITS, timeout_s=seconds)
 
 
 def check_baseline(
