@@ -69,10 +69,10 @@ def source_scope(root: Path, path: str, files: Sequence[str]) -> list[str]:
     if not (root / pure.parent / "__init__.py").exists():
         return [path]
     base = PurePosixPath(package_root(root, path) or ".")
-    inside = pure.relative_to(base).parts if base != PurePosixPath(".") else pure.parts
+    inside = pure.relative_to(base).parts
     if len(inside) == 1:  # the package is the folder `base` itself (the repo's root holds an __init__.py)
         return [f for f in files if PurePosixPath(f).parent == pure.parent and f.endswith(".py")][:MAX_SCANNED]
-    prefix = (base / inside[0]).as_posix() + "/" if base != PurePosixPath(".") else inside[0] + "/"
+    prefix = (base / inside[0]).as_posix() + "/"
     return [f for f in files if f.startswith(prefix) and f.endswith(".py")][:MAX_SCANNED]
 
 
