@@ -145,3 +145,10 @@ def test_a_candidates_run_of_picked_tests_is_cut_at_a_few_times_the_run_that_pic
     repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": geo, "tests/test_geo.py": TESTS})
     plan = Request.resolve(file=repo / "geo.py", function="square").repo_tests
     assert plan is not None and plan.limits.timeout_s == 10.0  # a quick run picked them
+
+
+def test_tests_a_test_command_names_are_cut_the_same_way(tmp_path, monkeypatch) -> None:
+    geo = SQUARE_MODULE + "\n\ndef area(side):\n    return square(side)\n"
+    repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": geo, "tests/test_geo.py": TESTS})
+    plan = Request.resolve(file=repo / "geo.py", function="square", test_cmd="pytest tests/test_geo.py").repo_tests
+    assert plan is not None and plan.limits.timeout_s == 10.0  # their run on the stub was quick

@@ -65,8 +65,9 @@ RAISING = "raise NotImplementedError"  # the stub's body for the run that picks 
 # That run, traced: 0.6-1.1 s median on the benchmark's projects, 7 s for 1,641 of click's tests. Past this, the
 # tests that name the function are taken instead.
 PROBE_LIMITS = ProjectLimits(timeout_s=15, cpu_s=30, memory_mb=2048)
-# A candidate's run of the tests that run picked may take this many times as long as that run (which ran them all,
-# traced), at least CANDIDATE_FLOOR_S: a wrong body that loops or waits on a lock fails there, not after a minute.
+# A candidate's run of the repo's tests may take this many times as long as their run on the stub (the one that
+# picked them ran the whole pool, traced), at least CANDIDATE_FLOOR_S: a wrong body that loops or waits on a lock
+# fails there, not after a minute.
 CANDIDATE_FACTOR = 3
 CANDIDATE_FLOOR_S = 10.0
 
@@ -271,7 +272,8 @@ def repo_tests(
         if not tests.args:
             return None
     if baseline is not None:
-        check_baseline(tests, path, baseline, function, stub is None or stub.is_stub, progress)
+        ran = check_baseline(tests, path, baseline, function, stub is None or stub.is_stub, progress)
+        tests = replace(tests, limits=candidate_limits(ran.duration_s))
     return tests
 
 
@@ -352,11 +354,12 @@ def checking_tests(
     return replace(tests, args=tuple(kept[:MAX_TESTS]), picked=True, limits=limits)
 
 
-def candidate_limits(picked_in_s: float) -> ProjectLimits:
-    """How long a candidate's run of picked tests may take, given how long the run that picked them took:
-    CANDIDATE_FACTOR times it, at least CANDIDATE_FLOOR_S, at most REPO_TEST_LIMITS' (a body that loops holds a
-    request that long: 60 s before, on the benchmark a 21 s request took 81)."""
-    seconds = min(REPO_TEST_LIMITS.timeout_s, max(CANDIDATE_FLOOR_S, CANDIDATE_FACTOR * picked_in_s))
+def candidate_limits(ran_in_s: float) -> ProjectLimits:
+    """How long a candidate's run of the repo's tests may take, given how long their run on the stub took (the
+    one that picked them, or the check of tests named otherwise): CANDIDATE_FACTOR times it, at least
+    CANDIDATE_FLOOR_S, at most REPO_TEST_LIMITS' (a body that loops holds a request that long: 60 s before, on the
+    benchmark a 21 s request took 81)."""
+    seconds = min(REPO_TEST_LIMITS.timeout_s, max(CANDIDATE_FLOOR_S, CANDIDATE_FACTOR * ran_in_s))
     return replace(REPO_TEST_LIMITS, timeout_s=seconds)
 
 
@@ -367,14 +370,15 @@ def check_baseline(
     function: str,
     stub: bool = True,
     progress: Progress | None = None,
-) -> None:
+) -> ProjectRun:
     """Run `tests` once on the file as it is (`text`) and refuse them, with one line, where they cannot rank its
     candidates: none of them ran (the module or the tests do not import with `tests.python`, e.g. a dependency
     it lacks, or pytest itself is missing there; or the arguments select no test), every one is skipped, or,
     where `function` is a `stub` still, every one passed (they do not check it; working code a requirement
     rewrites passes them, as it should). Either way every candidate would get the same verdict, and "none
     passed" or "passed the tests" would be said of code the tests never told apart. `progress` hears ("repo
-    tests", 0, 1) every POLL_S while the run lasts; what it raises ends the run at once (a cancel)."""
+    tests", 0, 1) every POLL_S while the run lasts; what it raises ends the run at once (a cancel). The run, where
+    they may rank."""
     run = _watched(lambda cancel: run_on(tests, path, text, cancel), progress, "repo tests")
     outcomes = list(run.outcomes.values())
     if not outcomes:
@@ -385,6 +389,7 @@ def check_baseline(
         which = f"the {len(outcomes)} tests found" if tests.found else "the test command's tests"
         said = "the 1 test found already passes" if one else f"{which} already pass"
         raise UsageError(f"{said} with {function} as it is now: {'it does' if one else 'they do'} not check it")
+    return run
 
 
 def _refuse_skipped(outcomes: Sequence[str], function: str) -> None:
