@@ -32,14 +32,12 @@ def _bare(node: str) -> str:
 
 def _pools(project, task, test_files: list[str]) -> dict[str, list[str]]:
     """Each pool's test files for `task`."""
-    from assistant.code.extract import read_repo_file
-    from assistant.code.parse import parse_module
-    from assistant.core.reach import mentioned, reaching_files
+    from assistant.core.reach import mentioned, parsed, reaching_files
 
     name = task.qualname.rpartition(".")[2]
     files = project.all_files()
     pools = {"all": list(test_files)}
-    pools["name"] = [f for f in test_files if name in mentioned(parse_module(read_repo_file(project.root, f).decode()))]
+    pools["name"] = [f for f in test_files if (tree := parsed(project.root, f)) and name in mentioned(tree)]
     for depth in (1, 2, 3):
         pools[f"callers-{depth}"] = reaching_files(project.root, task.path, task.qualname, files, test_files, depth)
     return pools

@@ -21,8 +21,9 @@ from assistant.core.home import package_root
 MAX_SCANNED = 400  # the package's source files read for callers at most (a monorepo's package is cut there)
 
 
-def _tree(root: Path, relative: str) -> ast.Module | None:
-    """The file parsed, read as the index reads it (no links out, a size limit); None if it is not Python."""
+def parsed(root: Path, relative: str) -> ast.Module | None:
+    """The file (relative to `root`) parsed, read as the index reads it (no links out, nor to a device; a size
+    limit); None if it cannot be read or is not Python."""
     data = read_repo_file(root, relative)
     if data is None:
         return None
@@ -99,12 +100,12 @@ def reaching_files(
     files naming it first (the one named after its module first), then those of each step up."""
     tests = set(test_files)
     sources = [f for f in source_scope(root, path, files) if f not in tests]
-    trees = [tree for f in sources if (tree := _tree(root, f)) is not None]
+    trees = [tree for f in sources if (tree := parsed(root, f)) is not None]
     levels = caller_levels(trees, function, depth)
     stem = PurePosixPath(path).stem
     ranked: list[tuple[int, int, str]] = []
     for relative in test_files:
-        tree = _tree(root, relative)
+        tree = parsed(root, relative)
         uses = mentioned(tree) if tree is not None else set()
         level = next((i for i, names in enumerate(levels) if uses & names), None)
         if level is not None:

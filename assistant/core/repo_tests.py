@@ -25,10 +25,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, TypeVar
 
-from assistant.code.extract import read_repo_file
-from assistant.code.parse import parse_module
 from assistant.core.failures import collection_error
 from assistant.core.home import git_files, project_python, search_path, too_wide, unwalled
+from assistant.core.reach import mentioned, parsed, reaching_files
 from assistant.errors import UsageError
 from assistant.progress import Progress
 from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
@@ -111,15 +110,6 @@ def test_files(root: Path) -> list[Path]:
     return found
 
 
-def _mentions(node: ast.AST, name: str) -> bool:
-    for inner in ast.walk(node):
-        if isinstance(inner, ast.Name) and inner.id == name:
-            return True
-        if isinstance(inner, ast.Attribute) and inner.attr == name:
-            return True
-    return False
-
-
 def _is_test_case(node: ast.ClassDef) -> bool:
     """A class pytest collects whatever its name: a `unittest.TestCase` (or `SomethingTestCase`) subclass."""
     names = (base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "") for base in node.bases)
@@ -147,17 +137,13 @@ def find_tests(root: Path, path: str | Path, function: str) -> list[str]:
     target = Path(path)
     nodes: list[tuple[int, str]] = []
     for rel in test_files(root):
-        data = read_repo_file(root, rel.as_posix())  # not a link (to /dev/zero, say), nor outside the repo
-        if data is None:
-            continue
-        try:
-            tree = parse_module(data.decode("utf-8", errors="replace"))
-        except (SyntaxError, ValueError):
+        tree = parsed(root, rel.as_posix())  # not a link (to /dev/zero, say), nor outside the repo
+        if tree is None:
             continue
         # Nearness: the test file's name names the module (test_util.py for util.py), then shared folders.
         distance = 0 if rel.stem in (f"test_{target.stem}", f"{target.stem}_test") else 1
         for prefix, test in _test_functions(tree):
-            if _mentions(test, name):
+            if name in mentioned(test):
                 nodes.append((distance, f"{rel.as_posix()}::{prefix}{test.name}"))
     nodes.sort(key=lambda pair: pair[0])  # stable: file order within a distance
     return [node for _, node in nodes[:MAX_TESTS]]
@@ -306,8 +292,6 @@ def _check_walled() -> None:
 
 def _reaching(root: Path, path: str | Path, function: str, include: Sequence[str]) -> list[str]:
     """The test files (that the run's copy holds) that may reach `function`, nearest first."""
-    from assistant.core.reach import reaching_files
-
     copied = set(include)
     tests = [name for rel in test_files(root) if (name := rel.as_posix()) in copied]
     return reaching_files(root, Path(path).as_posix(), function, include, tests, REACH_DEPTH)
@@ -357,8 +341,8 @@ def checking_tests(
 def candidate_limits(ran_in_s: float) -> ProjectLimits:
     """How long a candidate's run of the repo's tests may take, given how long their run on the stub took (the
     one that picked them, or the check of tests named otherwise): CANDIDATE_FACTOR times it, at least
-    CANDIDATE_FLOOR_S, at most REPO_TEST_LIMITS' (a body that loops holds a request that long: 60 s before, on the
-    benchmark a 21 s request took 81)."""
+    CANDIDATE_FLOOR_S, at most REPO_TEST_LIMITS' (a body that loops holds a request that long: with 60 s, one
+    request of results/speed-in-project-2026-12-07 took 80.8 s against a median of 19.4)."""
     seconds = min(REPO_TEST_LIMITS.timeout_s, max(CANDIDATE_FLOOR_S, CANDIDATE_FACTOR * ran_in_s))
     return replace(REPO_TEST_LIMITS, timeout_s=seconds)
 
@@ -452,26 +436,25 @@ def probe(
     fails for another reason. The run stops at the MAX_TESTS-th failure (no more are kept; a function everything
     calls fails hundreds). Node ids in the order pytest ran them, and the run."""
     where = {(Path(path).as_posix(), line) for line in lines}
-    run = run_pytest(
-        tests.root,
-        tests.python,
-        (),
-        files={Path(path).as_posix(): raising},
-        pythonpath=tests.pythonpath,
-        limits=tests.limits,
-        trace=True,
-        # A test file that does not import (an optional extra missing) must not keep the others from running.
-        extra_args=(*tests.args, f"--maxfail={MAX_TESTS}", "--continue-on-collection-errors"),
-        include=tests.include,
-        cancel=cancel,
-    )
+    # A test file that does not import (an optional extra missing) must not keep the others from running.
+    more = (f"--maxfail={MAX_TESTS}", "--continue-on-collection-errors")
+    run = run_on(tests, path, raising, cancel, trace=True, more=more)
     failed = run.failed()
     return [node for node in failed if where & {tuple(call) for call in run.calls.get(node, ())}], run
 
 
-def run_on(tests: RepoTests, path: str | Path, text: str, cancel: threading.Event | None = None) -> ProjectRun:
+def run_on(
+    tests: RepoTests,
+    path: str | Path,
+    text: str,
+    cancel: threading.Event | None = None,
+    *,
+    trace: bool = False,
+    more: Sequence[str] = (),
+) -> ProjectRun:
     """`tests` on a sandboxed copy of the repo with `path` (relative to its root) replaced by `text`; setting
-    `cancel` ends the run at once (RunCancelled)."""
+    `cancel` ends the run at once (RunCancelled). `trace` records the functions each test ran; `more` are pytest
+    arguments after the tests'."""
     return run_pytest(
         tests.root,
         tests.python,
@@ -479,7 +462,8 @@ def run_on(tests: RepoTests, path: str | Path, text: str, cancel: threading.Even
         files={Path(path).as_posix(): text},
         pythonpath=tests.pythonpath,
         limits=tests.limits,
-        extra_args=tests.args,
+        trace=trace,
+        extra_args=(*tests.args, *more),
         include=tests.include,
         cancel=cancel,
     )
