@@ -78,8 +78,7 @@ def choose(report: dict) -> str:
 
 def probe_runs(projects: str, pool: str, count: int) -> dict:
     """The probe over `pool` on the first `count` tasks per project: seconds, tests kept, covering among them."""
-    from assistant.core.repo_tests import RepoTests, find_tests, probe, test_files
-    from assistant.core.stubs import fill_body
+    from assistant.core.repo_tests import RepoTests, find_tests, probe, stub_raising, test_files
     from assistant.evaluate.repo.projects import parse_projects, prepare
     from assistant.evaluate.repo.tasks import function_tasks
 
@@ -91,10 +90,10 @@ def probe_runs(projects: str, pool: str, count: int) -> dict:
         for task in function_tasks(project)[:count]:
             files = _pools(project, task, tests)[pool]
             text = (project.root / task.path).read_text()
-            raising = fill_body(text, task._stub(text), "raise NotImplementedError")
+            raising = stub_raising(text, task._stub(text))
             plan = RepoTests(project.root, project.python, tuple(files), tuple(spec.pythonpath))
             started = time.perf_counter()
-            kept, run = probe(plan, task.path, raising, (task.start, task.line)) if files else ([], None)
+            kept, run = probe(plan, task.path, raising) if files else ([], None)
             seconds = time.perf_counter() - started
             today = find_tests(project.root, task.path, task.qualname)
             covering = set(task.tests)

@@ -73,6 +73,31 @@ def test_outcomes_traces_and_layers(project: Path) -> None:
     assert snapshot(project) == before  # the pristine project is never touched
 
 
+def test_marks_name_the_tests_during_which_the_event_fired_in_any_thread(project: Path) -> None:
+    marking = "import sys\n\n\ndef add(a, b):\n    sys.audit('seen')\n    return a + b\n"
+    threaded = TESTS + textwrap.dedent(
+        """
+
+        def test_in_a_thread():
+            import threading
+            worker = threading.Thread(target=add, args=(1, 1))
+            worker.start()
+            worker.join()
+
+
+        def test_without():
+            assert True
+        """
+    )
+    files = {"pkg/mod.py": marking, "tests/test_mod.py": threaded}
+    run = run_pytest(project, PYTHON, files=files, mark="seen")
+    assert len(run.outcomes) == 4, run.output
+    assert run.marked == {OK, BAD, "tests/test_mod.py::test_in_a_thread"}
+    assert run.calls == {}  # not traced
+    assert run_pytest(project, PYTHON, files=files).marked == frozenset()  # not asked: nothing heard
+    assert run_pytest(project, PYTHON, files=files, mark="other").marked == frozenset()
+
+
 def test_files_override_a_module_and_node_ids_select(project: Path) -> None:
     before = snapshot(project)
     broken = {"pkg/mod.py": "def add(a, b):\n    return 4\n"}

@@ -60,9 +60,12 @@ REPO_TEST_LIMITS = ProjectLimits(timeout_s=60, cpu_s=60, memory_mb=2048)
 # Steps up the static call graph to the test files that may reach a stub: 97% of the benchmark's tasks have a
 # covering test within two (results/correctness-test-finding).
 REACH_DEPTH = 2
-RAISING = "raise NotImplementedError"  # the stub's body for the run that picks the tests that check it
-# That run, traced: 0.6-1.1 s median on the benchmark's projects, 7 s for 1,641 of click's tests. Past this, the
-# tests that name the function are taken instead.
+# The stub's body for the run that picks the tests that check it: it says it ran (an audit event the run's pytest
+# plugin hears, naming the test that runs), then raises. Traced instead, click's run took 12.6 s, not 6.9.
+RAN_EVENT = "assist.stub.ran"
+RAISING = f"__import__('sys').audit({RAN_EVENT!r})\nraise NotImplementedError"
+# That run: 0.6-1.1 s median on the benchmark's projects (traced), 6.9 s for 2,182 of click's tests. Past this,
+# the tests that name the function are taken instead.
 PROBE_LIMITS = ProjectLimits(timeout_s=15, cpu_s=30, memory_mb=2048)
 # A candidate's run of the repo's tests may take this many times as long as their run on the stub (the one that
 # picked them ran the whole pool, traced), at least CANDIDATE_FLOOR_S: a wrong body that loops or waits on a lock
@@ -250,8 +253,7 @@ def repo_tests(
     tests = RepoTests(root, project_python(root, python), tuple(args), search_path(root, path), found, include=include)
     if probing:
         assert baseline is not None and stub is not None
-        raising = _raising(baseline, stub)
-        checked = checking_tests(tests, path, raising, function, (stub.start, stub.line), progress)
+        checked = checking_tests(tests, path, stub_raising(baseline, stub), function, progress)
         if checked is not None:
             return checked
         tests = replace(tests, args=tuple(find_tests(root, path, function)))  # cannot pick: those naming it
@@ -297,8 +299,8 @@ def _reaching(root: Path, path: str | Path, function: str, include: Sequence[str
     return reaching_files(root, Path(path).as_posix(), function, include, tests, REACH_DEPTH)
 
 
-def _raising(text: str, stub: Stub) -> str:
-    """`text` with the stub's body raising NotImplementedError."""
+def stub_raising(text: str, stub: Stub) -> str:
+    """`text` with the stub's body saying it ran (RAN_EVENT), then raising NotImplementedError."""
     from assistant.core.stubs.body import fill_body  # not at the top: core.stubs reaches this module
 
     return fill_body(text, stub, RAISING)
@@ -309,17 +311,16 @@ def checking_tests(
     path: str | Path,
     raising: str,
     function: str,
-    lines: Sequence[int],
     progress: Progress | None = None,
 ) -> RepoTests | None:
     """The tests of `tests` (the files that reach `function`) that check it (:func:`probe`, on `raising`, the file
-    with it raising), at most MAX_TESTS, nearest first. None where that run cannot pick them: it ran past
-    PROBE_LIMITS; no test ran for an error that may be the stub's own (called as its module imports, it raised);
-    or tests failed but none was seen running it (run in a subprocess, or imported through a link under another
-    path). Refused with one line where none ran for another reason (see :func:`check_baseline`), or none fails
-    with it raising: none checks it."""
+    with it raising: :func:`stub_raising`), at most MAX_TESTS, nearest first. None where that run cannot pick
+    them: it ran past PROBE_LIMITS; no test ran for an error that may be the stub's own (called as its module
+    imports, it raised); or tests failed but none was seen running it (run in a subprocess, or imported through a
+    link under another path). Refused with one line where none ran for another reason (see
+    :func:`check_baseline`), or none fails with it raising: none checks it."""
     probed = replace(tests, limits=PROBE_LIMITS)
-    kept, run = _watched(lambda cancel: probe(probed, path, raising, lines, cancel), progress, "find tests")
+    kept, run = _watched(lambda cancel: probe(probed, path, raising, cancel), progress, "find tests")
     if run.status in ("timeout", "resource-limit"):
         return None
     outcomes = list(run.outcomes.values())
@@ -428,19 +429,17 @@ def _refuse_unrun(tests: RepoTests, run: ProjectRun) -> None:
 
 
 def probe(
-    tests: RepoTests, path: str | Path, raising: str, lines: Sequence[int], cancel: threading.Event | None = None
+    tests: RepoTests, path: str | Path, raising: str, cancel: threading.Event | None = None
 ) -> tuple[list[str], ProjectRun]:
-    """The tests of `tests` that check a function: run once, traced, on the file `path` with the function
-    raising (`raising`), they failed having run it (its code object starts at one of `lines`: the `def` line, or
-    the first decorator's). A test that passes with it raising does not check it; one that fails without running it
-    fails for another reason. The run stops at the MAX_TESTS-th failure (no more are kept; a function everything
-    calls fails hundreds). Node ids in the order pytest ran them, and the run."""
-    where = {(Path(path).as_posix(), line) for line in lines}
+    """The tests of `tests` that check a function: run once on the file `path` with the function saying it ran,
+    then raising (`raising`: :func:`stub_raising`), they failed having run it. A test that passes with it raising
+    does not check it; one that fails without running it fails for another reason. The run stops at the
+    MAX_TESTS-th failure (no more are kept; a function everything calls fails hundreds). Node ids in the order
+    pytest ran them, and the run."""
     # A test file that does not import (an optional extra missing) must not keep the others from running.
     more = (f"--maxfail={MAX_TESTS}", "--continue-on-collection-errors")
-    run = run_on(tests, path, raising, cancel, trace=True, more=more)
-    failed = run.failed()
-    return [node for node in failed if where & {tuple(call) for call in run.calls.get(node, ())}], run
+    run = run_on(tests, path, raising, cancel, mark=RAN_EVENT, more=more)
+    return [node for node in run.failed() if node in run.marked], run
 
 
 def run_on(
@@ -449,12 +448,12 @@ def run_on(
     text: str,
     cancel: threading.Event | None = None,
     *,
-    trace: bool = False,
+    mark: str | None = None,
     more: Sequence[str] = (),
 ) -> ProjectRun:
     """`tests` on a sandboxed copy of the repo with `path` (relative to its root) replaced by `text`; setting
-    `cancel` ends the run at once (RunCancelled). `trace` records the functions each test ran; `more` are pytest
-    arguments after the tests'."""
+    `cancel` ends the run at once (RunCancelled). `mark` records the tests during which code raised that audit
+    event; `more` are pytest arguments after the tests'."""
     return run_pytest(
         tests.root,
         tests.python,
@@ -462,7 +461,7 @@ def run_on(
         files={Path(path).as_posix(): text},
         pythonpath=tests.pythonpath,
         limits=tests.limits,
-        trace=trace,
+        mark=mark,
         extra_args=(*tests.args, *more),
         include=tests.include,
         cancel=cancel,

@@ -148,6 +148,7 @@ class ProjectRun:
     duration_s: float
     output: str  # pytest's stdout and stderr, at most ProjectLimits.output_limit bytes before decoding
     layers: dict[str, tuple[bool, str]] = field(default_factory=dict)  # layer -> (held, one-line detail)
+    marked: frozenset[str] = frozenset()  # the tests during which the `mark` audit event fired; mark= only
 
     @property
     def ok(self) -> bool:
@@ -172,6 +173,7 @@ def run_pytest(
     pythonpath: Sequence[str] = (),
     limits: ProjectLimits = ProjectLimits(),
     trace: bool = False,
+    mark: str | None = None,
     stop_first: bool = False,
     extra_args: Sequence[str] = (),
     include: Sequence[str] | None = None,
@@ -184,7 +186,9 @@ def run_pytest(
     virtual environments. ``files`` maps paths relative to the project to new text; each must stay
     inside the copy and name an existing file or a new file in an existing directory (else UsageError).
     ``pythonpath`` lists dirs of the copy to put first on PYTHONPATH (e.g. "src"). ``trace`` records, per
-    test, the project's functions it ran (:attr:`ProjectRun.calls`). ``stop_first`` passes ``-x``. Setting
+    test, the project's functions it ran (:attr:`ProjectRun.calls`); ``mark``, the tests during which code ran
+    ``sys.audit(mark)`` (:attr:`ProjectRun.marked`: a mark planted in ``files`` costs the run nothing else,
+    where a trace slows every call). ``stop_first`` passes ``-x``. Setting
     ``cancel`` (from another thread) ends the run at once: its process group is killed and RunCancelled raised,
     so a caller's Ctrl-C need not wait out runs that started in its worker threads.
 
@@ -224,7 +228,7 @@ def run_pytest(
             node_ids,
             pythonpath,
             limits,
-            trace,
+            (trace, mark),
             stop_first,
             extra_args,
             disabled,
@@ -298,7 +302,7 @@ def _run_in(
     node_ids: Sequence[str],
     pythonpath: Sequence[str],
     limits: ProjectLimits,
-    trace: bool,
+    record: tuple[bool, str | None],
     stop_first: bool,
     extra_args: Sequence[str],
     disabled: frozenset[str],
@@ -306,8 +310,10 @@ def _run_in(
     protect: Path | None = None,
 ) -> ProjectRun:
     """Start the launcher in the copy, collect output and results, and build the run's account. `protect` (the
-    original project) is never made readable to the run, even where the interpreter's venv names it."""
-    env, results_path = _prepare_run_dir(run_dir, copy, python, pythonpath, trace, disabled)
+    original project) is never made readable to the run, even where the interpreter's venv names it. `record`:
+    (trace, mark) as run_pytest takes them."""
+    trace, mark = record
+    env, results_path = _prepare_run_dir(run_dir, copy, python, pythonpath, record, disabled)
     # --rootdir: the copy, as it would be in the project, even when the empty configuration above is the one found.
     argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN_MODULE, f"--rootdir={copy}"]
     if stop_first:
@@ -360,11 +366,17 @@ def _run_in(
         duration_s=duration,
         output=text if stopped is None else f"{text}\nassist stopped the run: {stopped}\n",
         layers=_layers(report, disabled, results),
+        marked=_marked(results) if mark else frozenset(),
     )
 
 
 def _prepare_run_dir(
-    run_dir: Path, copy: Path, python: Path, pythonpath: Sequence[str], trace: bool, disabled: frozenset[str]
+    run_dir: Path,
+    copy: Path,
+    python: Path,
+    pythonpath: Sequence[str],
+    record: tuple[bool, str | None],
+    disabled: frozenset[str],
 ) -> tuple[dict[str, str], Path]:
     """Make the run's folders, its empty pytest.ini and the plugin beside the copy: (the run's environment, where
     the plugin writes its results)."""
@@ -383,7 +395,8 @@ def _prepare_run_dir(
             "ASSIST_PYTEST_RESULTS": str(results_path),
             "ASSIST_PYTEST_ROOT": str(copy),
             "ASSIST_PYTEST_RUN_DIR": str(run_dir),
-            "ASSIST_PYTEST_TRACE": "1" if trace else "0",
+            "ASSIST_PYTEST_TRACE": "1" if record[0] else "0",
+            "ASSIST_PYTEST_MARK": record[1] or "",
             "ASSIST_PYTEST_HOOK": "0" if "hook" in disabled else "1",
         }
     )
@@ -516,6 +529,11 @@ def _outcomes(results: dict[str, object] | None) -> dict[str, str]:
     if not isinstance(raw, dict):
         return {}
     return {str(node): outcome for node, outcome in raw.items() if outcome in OUTCOMES}
+
+
+def _marked(results: dict[str, object] | None) -> frozenset[str]:
+    raw = results.get("marked") if results is not None else None
+    return frozenset(str(node) for node in raw) if isinstance(raw, list) else frozenset()
 
 
 def _calls(results: dict[str, object] | None) -> dict[str, list[tuple[str, int]]]:

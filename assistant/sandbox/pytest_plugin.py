@@ -1,11 +1,12 @@
-"""The pytest plugin of :mod:`assistant.sandbox.project`: outcomes per test, a socket audit hook, call traces.
+"""The pytest plugin of :mod:`assistant.sandbox.project`: outcomes per test, a socket audit hook, call traces, marks.
 
 Standard library only and free of package imports: :func:`assistant.sandbox.project.run_pytest` copies this
 file next to the project copy as ``assist_pytest_plugin.py`` and starts pytest with ``-p assist_pytest_plugin``,
 under the project's own interpreter. It is driven by environment variables:
 
 * ``ASSIST_PYTEST_RESULTS``: where to write the JSON results at the end of the session,
-  ``{"outcomes": {nodeid: outcome}, "calls": {nodeid: [[relpath, firstlineno], ...]}, "hook": [on, detail]}``.
+  ``{"outcomes": {nodeid: outcome}, "calls": {nodeid: [[relpath, firstlineno], ...]}, "marked": [nodeid, ...],
+  "hook": [on, detail]}``.
   A test's outcome is "passed" when its setup, call and teardown all passed, "failed" when its call
   failed (a strict XPASS included), "error" when its setup or teardown failed, "skipped" when it was
   skipped or was an expected failure (xfail).
@@ -13,6 +14,9 @@ under the project's own interpreter. It is driven by environment variables:
 * ``ASSIST_PYTEST_TRACE=1``: record, for each test, the Python functions under the project copy that ran
   during its setup, call and teardown (``sys.setprofile`` and ``threading.setprofile``; ``<module>`` code is
   left out).
+* ``ASSIST_PYTEST_MARK=EVENT``: record the tests during whose setup, call or teardown code raised the audit
+  event EVENT (``sys.audit(EVENT)``, from any thread): code a caller planted says it ran, at no cost to the
+  rest of the run, where a trace makes every Python call slower (click's tests: 6.9 s against 12.6 s traced).
 * ``ASSIST_PYTEST_HOOK=0``: do not install the audit hook (``ASSIST_SANDBOX_DISABLE=hook``).
 
 The audit hook (PEP 578) denies ``socket.connect``, ``socket.bind`` and ``socket.sendto`` for every socket
@@ -34,6 +38,7 @@ import pytest
 RESULTS_ENV = "ASSIST_PYTEST_RESULTS"
 ROOT_ENV = "ASSIST_PYTEST_ROOT"
 TRACE_ENV = "ASSIST_PYTEST_TRACE"
+MARK_ENV = "ASSIST_PYTEST_MARK"
 HOOK_ENV = "ASSIST_PYTEST_HOOK"
 RUN_DIR_ENV = "ASSIST_PYTEST_RUN_DIR"
 
@@ -42,6 +47,8 @@ _RUN_DIR = os.path.realpath(os.environ.get(RUN_DIR_ENV) or _ROOT)
 
 _outcomes: dict[str, str] = {}
 _calls: dict[str, list[list[object]]] = {}
+_marked: set[str] = set()
+_node: list[str | None] = [None]  # the node id of the test whose protocol runs now
 _hook_state: list[object] = [False, "not installed"]
 
 
@@ -143,22 +150,38 @@ def _profile(frame: object, event: str, arg: object) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
-    """Trace the functions the test runs during its whole protocol (setup, call, teardown)."""
-    if not _TRACE:
-        yield
-        return
+    """Name the test that runs (for marks) and trace the functions it runs during its whole protocol (setup,
+    call, teardown)."""
+    _node[0] = item.nodeid
     calls: set[tuple[str, int]] = set()
-    _current[0] = calls
-    threading.setprofile(_profile)
-    sys.setprofile(_profile)
+    if _TRACE:
+        _current[0] = calls
+        threading.setprofile(_profile)
+        sys.setprofile(_profile)
     try:
         yield
     finally:
-        sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
-        _current[0] = None
-        merged = {tuple(pair) for pair in _calls.get(item.nodeid, ())} | calls
-        _calls[item.nodeid] = [list(pair) for pair in sorted(merged)]
+        _node[0] = None
+        if _TRACE:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
+            _current[0] = None
+            merged = {tuple(pair) for pair in _calls.get(item.nodeid, ())} | calls
+            _calls[item.nodeid] = [list(pair) for pair in sorted(merged)]
+
+
+# --- marks --------------------------------------------------------------------------------------
+
+_MARK = os.environ.get(MARK_ENV) or None
+
+
+def _mark(event: str, args: tuple[object, ...]) -> None:
+    if event == _MARK and _node[0] is not None:
+        _marked.add(_node[0])
+
+
+if _MARK is not None:
+    sys.addaudithook(_mark)
 
 
 # --- the results file ----------------------------------------------------------------------------
@@ -169,7 +192,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = os.environ.get(RESULTS_ENV)
     if not path:
         return
-    data = {"outcomes": _outcomes, "calls": _calls, "hook": _hook_state, "exitstatus": int(exitstatus)}
+    data = {"outcomes": _outcomes, "calls": _calls, "marked": sorted(_marked), "hook": _hook_state}
+    data["exitstatus"] = int(exitstatus)
     partial = path + ".partial"
     with open(partial, "w", encoding="utf-8") as f:
         json.dump(data, f)
