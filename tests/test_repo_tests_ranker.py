@@ -117,6 +117,10 @@ def test_answer_ranks_and_repairs_with_the_repo_tests_ranker(project: Path) -> N
     assert "x * x" in best.candidate.code and list(best.scores) == ["repo-tests", "first"]
     assert best.scores["repo-tests"].value == 1.0 and answer.repaired.origin == {best.candidate.sample: 1}
     assert answer.pick.position == 0 and answer.pick.passed == 1
+    # Their runs are timed with the rest: on the stub as the request was resolved, then on the candidates.
+    timings = answer.to_json()["timings_s"]
+    assert {"find tests", "generate", "repo tests"} <= set(timings), timings
+    assert timings["find tests"] == round(request.repo_tests.ran_s, 3) > 0 and timings["repo tests"] > 0
 
 
 def test_the_repo_tests_are_not_chosen_by_name(

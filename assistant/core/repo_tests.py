@@ -64,8 +64,8 @@ REACH_DEPTH = 2
 # plugin hears, naming the test that runs), then raises. Traced instead, click's run took 12.6 s, not 6.9.
 RAN_EVENT = "assist.stub.ran"
 RAISING = f"__import__('sys').audit({RAN_EVENT!r})\nraise NotImplementedError"
-# That run: 0.6-1.1 s median on the benchmark's projects (traced), 6.9 s for 2,182 of click's tests. Past this,
-# the tests that name the function are taken instead.
+# That run: 0.4-0.5 s median on the benchmark's projects (results/correctness-test-finding, run 4), 6.9 s for
+# 2,182 of click's tests. Past this, the tests that name the function are taken instead.
 PROBE_LIMITS = ProjectLimits(timeout_s=15, cpu_s=30, memory_mb=2048)
 # A candidate's run of the repo's tests may take this many times as long as their run on the stub (the one that
 # picked them ran the whole pool, traced), at least CANDIDATE_FLOOR_S: a wrong body that loops or waits on a lock
@@ -86,6 +86,7 @@ class RepoTests:
     limits: ProjectLimits = field(default=REPO_TEST_LIMITS)
     include: tuple[str, ...] | None = None  # the files the run's copy holds (git's view); None: the whole tree
     picked: bool = False  # found by the run on the stub raising (:func:`checking_tests`), not by name
+    ran_s: float | None = None  # how long their run on the file as it is took (the stub raising, or as written)
 
     def describe(self, given: str = "your test command") -> str:
         """One line for people: what runs, and with which interpreter; `given`: how the door names tests the
@@ -261,7 +262,7 @@ def repo_tests(
             return None
     if baseline is not None:
         ran = check_baseline(tests, path, baseline, function, stub is None or stub.is_stub, progress)
-        tests = replace(tests, limits=candidate_limits(ran.duration_s))
+        tests = replace(tests, limits=candidate_limits(ran.duration_s), ran_s=ran.duration_s)
     return tests
 
 
@@ -336,7 +337,7 @@ def checking_tests(
         raise UsageError(f"none of the {len(outcomes)} tests that reach {function} checks it: none fails with it "
                          "raising")  # fmt: skip
     limits = candidate_limits(run.duration_s)
-    return replace(tests, args=tuple(kept[:MAX_TESTS]), picked=True, limits=limits)
+    return replace(tests, args=tuple(kept[:MAX_TESTS]), picked=True, limits=limits, ran_s=run.duration_s)
 
 
 def candidate_limits(ran_in_s: float) -> ProjectLimits:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -410,6 +411,13 @@ class Answer:
         return data
 
 
+def _timed(result: GenerateResult, plan: RepoTests, ranked_s: float) -> GenerateResult:
+    """`result` with the repo's tests' stages in its timings: their run on the file as it is (`find tests`, as the
+    request was resolved) and on the candidates (`repo tests`)."""
+    found = {} if plan.ran_s is None else {"find tests": plan.ran_s}
+    return replace(result, timings={**found, **result.timings, "repo tests": ranked_s})
+
+
 def candidates_runnable(home: ModuleHome | None, whole_programs: bool) -> bool:
     """Whether candidates can run on tests the model writes (`agree`): whole programs can, a stub's bodies only
     in their module's copy (`home`), and a method's not at all (its tests would need an instance)."""
@@ -803,8 +811,10 @@ class Pipeline:
         result = self.generate(request, progress=progress, status=status, every_ranker=every_ranker)
         if plan is not None and result.candidates:
             say(f"Running the repo's tests on each candidate ({plan.describe()})")
+            started = time.perf_counter()
             if any(edit is not None for edit in result.edits):  # the `repo-tests` ranker, ahead of the others
                 result = self.rank(result, tests, spec="+".join(result.rankers), repo_tests=plan, progress=progress)
+            result = _timed(result, plan, time.perf_counter() - started)
         if tests and result.candidates and "exec" not in result.rankers:
             # The tests decide what may be written, so they run on every candidate even when another ranker orders.
             result = self.rank(result, tests, spec="+".join([*result.rankers, "exec"]), progress=progress)
