@@ -16,7 +16,9 @@ agree's test-writing call is not made. The stubs are the first `--stubs` of the 
 - **warm**: the same command while an `assist serve` of the same model runs (started once, before the first warm
   request; its start-up is reported apart), with `ASSIST_LOCAL_WARM=auto`.
 
-Cold and warm alternate per stub, so drift in the machine's load falls on both. Prints p50, p90 and the largest
+Cold and warm alternate per stub, so drift in the machine's load falls on both. Each request is the first on its
+stub's files: the tests a run picked, which a repeated request would recall (`<cache>/picked-tests`), are
+forgotten before each. Prints p50, p90 and the largest
 over the median for each, and each stub's seconds; `--json` rows also carry where each warm request's time went
 (`warm`: its stages' seconds, its distinct candidates and the tokens it wrote). Run it on an otherwise idle
 machine: the figures are wall times.
@@ -85,6 +87,9 @@ def _generate(
     """Seconds, exit code and what the request reported (:func:`_stages`) of one `assist generate --function` in a
     fresh process (`ranker`: --ranker, if given)."""
     _, repo, path, qualname, python = stub
+    from assistant.paths import cache_dir
+
+    shutil.rmtree(cache_dir() / "picked-tests", ignore_errors=True)  # the first request on these files
     env = {**os.environ, "ASSIST_LOCAL_WARM": warm, "HF_HUB_OFFLINE": "1"}
     argv = [sys.executable, "-m", "assistant", "generate", "--file", path, "--function", qualname, "-n", "5"]
     argv += ["--seed", str(seed), "--model", model, "--json", *(["--ranker", ranker] if ranker else [])]

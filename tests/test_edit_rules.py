@@ -435,6 +435,26 @@ def test_undefined_names_reads_only_what_changed_and_knows_every_scope() -> None
     assert undefined_names("", "def f(:\n") == ()
 
 
+def test_a_definition_is_the_same_where_its_lines_or_its_tree_are() -> None:
+    from assistant.code.names import undefined_names
+    from assistant.code.parse import same_definition, shared_tree
+
+    old = "@cache\ndef f(x):\n    return missing + x\n"
+    cases = {  # the new text: the same definition?, the names read that nothing binds (read where it changed)
+        old: (True, ()),  # the same lines
+        "\n\n" + old: (True, ()),  # moved down
+        "@cache\ndef f( x ):\n    return (missing + x)\n": (True, ()),  # layout alone: the same tree
+        "@other\ndef f(x):\n    return missing + x\n": (False, ("missing", "other")),  # another decorator
+        "@cache\ndef f(x):\n    return missing - x\n": (False, ("cache", "missing")),
+    }
+    before = shared_tree(old).body[0]
+    for new, (same, unbound) in cases.items():
+        assert same_definition(old, before, new, shared_tree(new).body[-1]) is same, new
+        assert undefined_names(old, new) == unbound, new
+    assert not same_definition(old, None, old, before)
+    assert shared_tree(old) is shared_tree(old)  # parsed once for the checks that read it one after another
+
+
 def test_undefined_attributes_are_read_only_where_the_class_can_be_read_whole() -> None:
     from assistant.code.attributes import undefined_attributes
 

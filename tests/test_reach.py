@@ -126,7 +126,7 @@ def test_a_test_file_that_does_not_import_does_not_hide_the_others(tmp_path, mon
 
 
 def test_failures_never_seen_running_the_stub_leave_the_tests_that_name_it(tmp_path, monkeypatch) -> None:
-    # A test may run the function where the trace cannot see it (a subprocess, a module imported through a link):
+    # A test may run the function where its mark is not heard (a subprocess, a module imported through a link):
     # failing without being seen to run it, it is neither kept nor taken to show that nothing checks the stub.
     broken = "from geo import square\n\n\ndef test_broken():\n    assert False\n    square(1)\n"
     repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": SQUARE_MODULE, "tests/test_geo.py": broken})

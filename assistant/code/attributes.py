@@ -10,7 +10,7 @@ import builtins
 from collections.abc import Iterator, Mapping
 
 from assistant.code.names import scope_names
-from assistant.code.parse import parse_module
+from assistant.code.parse import same_definition, shared_tree
 
 _FUNCTIONS = ast.FunctionDef | ast.AsyncFunctionDef
 _CLASS_DECORATORS = frozenset({"dataclass"})  # adds methods and reads the annotations already in the body
@@ -157,12 +157,12 @@ def undefined_attributes(old: str, new: str) -> tuple[str, ...]:
     """:func:`unknown_attributes` of every method `new` adds or changes against `old` (the file before), read in
     `new`; sorted, empty when either text does not parse."""
     try:
-        old_tree, new_tree = parse_module(old), parse_module(new)
+        old_tree, new_tree = shared_tree(old), shared_tree(new)
     except (SyntaxError, ValueError):
         return ()
-    before = {name: ast.dump(node) for name, node in _methods(old_tree.body)}
+    before = {name: node for name, node in _methods(old_tree.body)}
     found: set[str] = set()
     for name, method in _methods(new_tree.body):
-        if before.get(name) != ast.dump(method):
+        if not same_definition(old, before.get(name), new, method):
             found.update(unknown_attributes(new_tree, name, method))
     return tuple(sorted(found))

@@ -29,7 +29,7 @@ from typing import TypeGuard, Unpack
 
 from assistant.code.attributes import undefined_attributes
 from assistant.code.names import bound_names, undefined_names
-from assistant.code.parse import parse_module, syntax_problem
+from assistant.code.parse import parse_module, same_definition, shared_tree, syntax_problem
 from assistant.errors import UsageError
 from assistant.paths import (
     GIT,
@@ -537,12 +537,14 @@ def missing_stdlib_imports(old: str, new: str) -> list[str]:
     :data:`STDLIB_EXPORTS` read bare (`Counter(...)`: `from collections import Counter`). Either fails with
     NameError. Each as its `import` statement, in order; no bare name is guessed under a star import."""
     try:
-        old_tree, new_tree = parse_module(old), parse_module(new)
+        old_tree, new_tree = shared_tree(old), shared_tree(new)
     except (SyntaxError, ValueError):
         return []
     kinds = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-    before = {node.name: ast.dump(node) for node in old_tree.body if isinstance(node, kinds)}
-    changed = [n for n in new_tree.body if isinstance(n, kinds) and before.get(n.name) != ast.dump(n)]
+    before = {node.name: node for node in old_tree.body if isinstance(node, kinds)}
+    changed = [
+        n for n in new_tree.body if isinstance(n, kinds) and not same_definition(old, before.get(n.name), new, n)
+    ]
     # The module's own names (definitions and imports anywhere at top level, inside an `if` or `try` too).
     top = [n for n in new_tree.body if not isinstance(n, kinds)]
     module = bound_names(top) | {n.name for n in new_tree.body if isinstance(n, kinds)} | set(dir(builtins))

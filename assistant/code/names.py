@@ -7,7 +7,7 @@ import ast
 import builtins
 from collections.abc import Iterator, Sequence
 
-from assistant.code.parse import parse_module
+from assistant.code.parse import same_definition, shared_tree
 
 # Names every module has without binding them.
 MODULE_DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__spec__", "__package__", "__loader__", "__builtins__"})
@@ -63,18 +63,18 @@ def undefined_names(old: str, new: str) -> tuple[str, ...]:
     Replayed on 1,190 samples of the 1.5B (237 stubs of six real projects), 2 of the 105 it flags passed their
     tests (`results/correctness-undefined-names`)."""
     try:
-        old_tree, new_tree = parse_module(old), parse_module(new)
+        old_tree, new_tree = shared_tree(old), shared_tree(new)
     except (SyntaxError, ValueError):
         return ()
     if any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(new_tree)):
         return ()
-    before = {name: ast.dump(node) for name, node, _ in _functions(old_tree.body)}
+    before = {name: node for name, node, _ in _functions(old_tree.body)}
     # A function's `global X` makes X a module name once it runs (`def init(): global CONFIG; CONFIG = ...`).
     declared = {name for node in ast.walk(new_tree) if isinstance(node, ast.Global) for name in node.names}
     module = scope_names(new_tree.body) | declared | set(dir(builtins)) | MODULE_DUNDERS
     found: set[str] = set()
     for name, function, classes in _functions(new_tree.body):
-        if before.get(name) == ast.dump(function):
+        if same_definition(old, before.get(name), new, function):
             continue
         bound = module | classes | bound_names([function])
         read = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}

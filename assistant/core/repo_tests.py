@@ -2,7 +2,8 @@
 
 `assist generate --file F --function NAME` finds the repo's tests that check a stub: the test files that reach it
 (:func:`assistant.core.reach.reaching_files`: they name it, its class, or what calls it, two steps up) run once
-on the file with the stub raising, traced, and the tests that fail having run it are kept (:func:`probe`). For a
+on the file with the stub saying it ran, then raising, and the tests that fail having run it are kept
+(:func:`probe`; what a run picked is remembered for the same files: :mod:`assistant.core.picked`). For a
 function with a body (a requirement rewrites it) the tests are those that name it (test functions of `test_*.py` /
 `*_test.py` files whose code mentions it: a call, an attribute or a reference). Or it takes the
 pytest arguments of `--test-cmd`, and runs them on each candidate's edited file in a throwaway copy of the repo
@@ -19,6 +20,7 @@ import ast
 import os
 import shlex
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from assistant.core.failures import collection_error
 from assistant.core.home import git_files, project_python, search_path, too_wide, unwalled
+from assistant.core.picked import Picked, picked_key, recall, remember
 from assistant.core.reach import mentioned, parsed, reaching_files
 from assistant.errors import UsageError
 from assistant.progress import Progress
@@ -68,7 +71,7 @@ RAISING = f"__import__('sys').audit({RAN_EVENT!r})\nraise NotImplementedError"
 # 2,182 of click's tests. Past this, the tests that name the function are taken instead.
 PROBE_LIMITS = ProjectLimits(timeout_s=15, cpu_s=30, memory_mb=2048)
 # A candidate's run of the repo's tests may take this many times as long as their run on the stub (the one that
-# picked them ran the whole pool, traced), at least CANDIDATE_FLOOR_S: a wrong body that loops or waits on a lock
+# picked them ran the whole pool), at least CANDIDATE_FLOOR_S: a wrong body that loops or waits on a lock
 # fails there, not after a minute.
 CANDIDATE_FACTOR = 3
 CANDIDATE_FLOOR_S = 10.0
@@ -86,13 +89,15 @@ class RepoTests:
     limits: ProjectLimits = field(default=REPO_TEST_LIMITS)
     include: tuple[str, ...] | None = None  # the files the run's copy holds (git's view); None: the whole tree
     picked: bool = False  # found by the run on the stub raising (:func:`checking_tests`), not by name
-    ran_s: float | None = None  # how long their run on the file as it is took (the stub raising, or as written)
+    remembered: bool = False  # picked by an earlier run on the same files (:mod:`assistant.core.picked`)
+    took_s: float | None = None  # how long finding and checking them took in this request
 
     def describe(self, given: str = "your test command") -> str:
         """One line for people: what runs, and with which interpreter; `given`: how the door names tests the
         user gave (a test command), where tests found say "found" (and how, where a run on the stub picked them)."""
         count = "1 test that fails" if len(self.args) == 1 else f"{len(self.args)} tests that fail"
         origin = f"found {count} with the stub raising" if self.picked else "found" if self.found else given
+        origin += " (remembered)" if self.remembered else ""
         shown = " ".join(self.args[:3]) + (f" (+{len(self.args) - 3} more)" if len(self.args) > 3 else "")
         return f"{origin}: pytest {shown} with {self.python}"
 
@@ -240,6 +245,7 @@ def repo_tests(
     whole folder, with whatever else it holds. Tests found (not named by `test_cmd`) run only where the kernel
     has Landlock: elsewhere (macOS, an old kernel) the sandbox has no filesystem wall, and the repo's own code
     would run as you."""
+    started = time.perf_counter()
     root = Path(root)
     include = _work_tree(root)
     probing = baseline is not None and stub is not None and stub.is_stub and test_cmd is None
@@ -256,14 +262,14 @@ def repo_tests(
         assert baseline is not None and stub is not None
         checked = checking_tests(tests, path, stub_raising(baseline, stub), function, progress)
         if checked is not None:
-            return checked
+            return replace(checked, took_s=time.perf_counter() - started)
         tests = replace(tests, args=tuple(find_tests(root, path, function)))  # cannot pick: those naming it
         if not tests.args:
             return None
     if baseline is not None:
         ran = check_baseline(tests, path, baseline, function, stub is None or stub.is_stub, progress)
-        tests = replace(tests, limits=candidate_limits(ran.duration_s), ran_s=ran.duration_s)
-    return tests
+        tests = replace(tests, limits=candidate_limits(ran.duration_s))
+    return replace(tests, took_s=time.perf_counter() - started)
 
 
 def _work_tree(root: Path) -> tuple[str, ...]:
@@ -321,6 +327,10 @@ def checking_tests(
     link under another path). Refused with one line where none ran for another reason (see
     :func:`check_baseline`), or none fails with it raising: none checks it."""
     probed = replace(tests, limits=PROBE_LIMITS)
+    key = None if tests.include is None else _picked_key(probed, path, raising)
+    known = None if key is None else recall(key)
+    if known is not None:
+        return replace(tests, args=known.args, picked=True, remembered=True, limits=candidate_limits(known.ran_s))
     kept, run = _watched(lambda cancel: probe(probed, path, raising, cancel), progress, "find tests")
     if run.status in ("timeout", "resource-limit"):
         return None
@@ -336,8 +346,19 @@ def checking_tests(
     if not kept:
         raise UsageError(f"none of the {len(outcomes)} tests that reach {function} checks it: none fails with it "
                          "raising")  # fmt: skip
-    limits = candidate_limits(run.duration_s)
-    return replace(tests, args=tuple(kept[:MAX_TESTS]), picked=True, limits=limits, ran_s=run.duration_s)
+    picked = Picked(tuple(kept[:MAX_TESTS]), run.duration_s)
+    if key is not None:
+        remember(key, picked)
+    return replace(tests, args=picked.args, picked=True, limits=candidate_limits(picked.ran_s))
+
+
+def _picked_key(tests: RepoTests, path: str | Path, raising: str) -> str:
+    """The key of the run that picks (:func:`assistant.core.picked.picked_key`): its copy's files, `path` raising,
+    its tests, interpreter and settings."""
+    assert tests.include is not None
+    name = Path(path).as_posix()
+    settings = (str(tests.python), tests.args, tests.pythonpath, name, tests.limits, MAX_TESTS, RAISING)
+    return picked_key(tests.root, tests.include, {name: raising}, settings)
 
 
 def candidate_limits(ran_in_s: float) -> ProjectLimits:

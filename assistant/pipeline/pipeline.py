@@ -401,6 +401,8 @@ class Answer:
         # picked: by the run on the stub raising (they fail then, having run it); else named by the test command, or
         # naming the function.
         planned = {"args": list(plan.args), "python": str(plan.python), "picked": plan.picked} if plan else None
+        if planned is not None:
+            planned["remembered"] = plan.remembered  # picked by an earlier run on the same files
         data["repo_tests"] = planned
         skipped = self.repo_tests_skipped  # why none ran (None: they ran, or none reach it)
         data["repo_tests_skipped"] = None if skipped is None else str(skipped)
@@ -412,9 +414,10 @@ class Answer:
 
 
 def _timed(result: GenerateResult, plan: RepoTests, ranked_s: float) -> GenerateResult:
-    """`result` with the repo's tests' stages in its timings: their run on the file as it is (`find tests`, as the
-    request was resolved) and on the candidates (`repo tests`)."""
-    found = {} if plan.ran_s is None else {"find tests": plan.ran_s}
+    """`result` with the repo's tests' stages in its timings: finding them (`find tests`, as the request was
+    resolved: the run on the stub that picks them, or the check of those named) and their runs on the candidates
+    (`repo tests`)."""
+    found = {} if plan.took_s is None else {"find tests": plan.took_s}
     return replace(result, timings={**found, **result.timings, "repo tests": ranked_s})
 
 
