@@ -452,6 +452,10 @@ def test_a_definition_is_the_same_where_its_lines_or_its_tree_are() -> None:
         assert same_definition(old, before, new, shared_tree(new).body[-1]) is same, new
         assert undefined_names(old, new) == unbound, new
     assert not same_definition(old, None, old, before)
+    # A form feed or a line separator ends a line for str.splitlines, not for the parser: the lines must not shift.
+    for mark in ("\x0c", "\u2028", "\x85"):
+        fed = f"x = '{mark}'\n" + old
+        assert undefined_names(fed, fed.replace("+ x", "+ unknown")) == ("cache", "missing", "unknown"), repr(mark)
     assert shared_tree(old) is shared_tree(old)  # parsed once for the checks that read it one after another
 
 

@@ -77,13 +77,19 @@ def test_the_key_follows_the_interpreters_packages_and_the_newest_entries_are_ke
     python.write_text("")
     packages.mkdir(parents=True)
     (tmp_path / "mod.py").write_text("x = 1\n")
-    key = picked.picked_key(tmp_path, ["mod.py"], {}, (str(python), "settings"))
-    assert key == picked.picked_key(tmp_path, ["mod.py"], {}, (str(python), "settings"))
-    assert key != picked.picked_key(tmp_path, ["mod.py"], {"mod.py": "x = 2\n"}, (str(python), "settings"))
-    assert key != picked.picked_key(tmp_path, ["mod.py"], {}, (str(python), "other settings"))
+
+    def key(files: dict[str, str] | None = None, settings: str = "settings") -> str | None:
+        return picked.picked_key(tmp_path, ["mod.py"], files or {}, python, (settings,))
+
+    assert key() is None  # no pyvenv.cfg and an interpreter that does not run: its packages cannot be seen
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    first = key()
+    assert first is not None and first == key()
+    assert first != key({"mod.py": "x = 2\n"}) and first != key(settings="other settings")
+    assert first != key({"ignored.py": "y = 1\n"})  # a file written over the copy counts, listed or not
     stamp = packages.stat().st_mtime_ns
     os.utime(packages, ns=(stamp, stamp + 1_000_000_000))  # a package installed or removed
-    assert key != picked.picked_key(tmp_path, ["mod.py"], {}, (str(python), "settings"))
+    assert first != key()
     monkeypatch.setattr(picked, "KEEP", 2)
     for number, name in enumerate(("a", "b", "c")):  # each older than the next: "c" comes, "a" goes
         picked.remember(name, picked.Picked((f"t::{name}",), 0.1))
@@ -91,3 +97,10 @@ def test_the_key_follows_the_interpreters_packages_and_the_newest_entries_are_ke
         os.utime(entry, ns=(number * 10**9, number * 10**9))
     assert picked.recall("a") is None and picked.recall("b") == picked.Picked(("t::b",), 0.1)
     assert picked.recall("c") == picked.Picked(("t::c",), 0.1)
+
+
+def test_only_node_ids_of_the_pools_test_files_become_pytest_arguments() -> None:
+    files = ["tests/test_geo.py"]
+    assert repo_tests._test_of("tests/test_geo.py::test_square[1-1]", files)
+    for forged in ("-p evil", "tests/test_geo.py", "other.py::test_x", "tests/test_geo.py::test\x1b[2J"):
+        assert not repo_tests._test_of(forged, files), forged

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from typing import Literal
 
 # Nesting levels of the syntax tree. Of 12,000 files of the standard library and this project's dependencies,
@@ -53,14 +54,16 @@ def parse_module(source: str | bytes, filename: str = "<unknown>") -> ast.Module
 @functools.lru_cache(maxsize=4)
 def shared_tree(source: str) -> ast.Module:
     """:func:`parse_module`'s tree of `source`, parsed once while it is among the last 4 asked for (a file and a
-    candidate's edit of it, read by one check after another): for code that only reads it, since every caller gets
-    the same tree. Raises as parse_module does."""
+    candidate's edit of it, read by one check after another): for code that only reads it, and never changes it,
+    since every caller gets the same tree. Raises as parse_module does."""
     return parse_module(source)
 
 
 @functools.lru_cache(maxsize=4)
 def _lines(source: str) -> tuple[str, ...]:
-    return tuple(source.splitlines())
+    r"""The lines as the parser numbers them: ended by \n, \r\n or \r only (str.splitlines also ends one at a form
+    feed, \x1c-\x1e, \x85, \u2028 and \u2029, and would shift every line after one)."""
+    return tuple(re.split(r"\r\n|\r|\n", source))
 
 
 def same_definition(old: str, before: ast.stmt | None, new: str, after: ast.stmt) -> bool:

@@ -5,10 +5,12 @@ file that may reach it: half a second on a small project, 6-7 s on click's 2,182
 files again (generate again, another seed, repair rounds, the TUI's next try), it would pick the same tests, so its
 answer is kept in the user cache (`<cache>/picked-tests/`, one small JSON file each, the newest
 :data:`KEEP` kept) under a key made of what the run depends on: every file of the run's copy (the stub's file as
-the run saw it, raising), the test files and interpreter asked for, the interpreter's installed packages (the
-folders that hold them, by their modification time: installing or removing one changes it), and the run's
-settings. Any change to one of them is another key, and the run happens again. Only a run that picked tests is
-kept; a refusal is looked at again every time.
+the run saw it, raising), the function, the test files and interpreter asked for, the interpreter's installed
+packages (the folders that hold them, by their modification time: installing or removing one changes it), the
+sandbox's layers and the run's settings. Any change to one of them is another key, and the run happens again.
+Not seen: an edit inside an installed package, or a change outside the repo that a link in it points to. Only a
+run that picked tests is kept; a refusal is looked at again every time, and where the interpreter's package
+folders are not found nothing is kept.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import glob
 import hashlib
 import json
 import os
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from assistant.errors import UsageError
-from assistant.paths import atomic_write_text, cache_dir, read_json_object
+from assistant.paths import atomic_write_text, cache_dir, file_sha256, read_json_object
 
 VERSION = 1  # raise when what is kept, or how the run picks, changes: older entries are then never read
 KEEP = 200  # entries kept in the cache folder (newest first); each is a few KB
@@ -37,23 +40,53 @@ class Picked:
     ran_s: float
 
 
-def picked_key(root: Path, include: Sequence[str], files: dict[str, str], settings: Sequence[object]) -> str:
-    """The key of a run over the files `include` of `root` with `files` (paths relative to `root`) written over
-    them, and its `settings` (the interpreter first): a sha256 of them all, the interpreter's package folders'
-    modification times included."""
-    digest = hashlib.sha256(repr((VERSION, *settings)).encode())
-    for folder in _package_folders(Path(str(settings[0]))):
-        digest.update(f"{folder}\0{os.stat(folder).st_mtime_ns}\0".encode())
-    for name in sorted(include):
+def picked_key(
+    root: Path, include: Sequence[str], files: dict[str, str], python: Path, settings: Sequence[object]
+) -> str | None:
+    """The key of a run with `python` over the files `include` of `root` with `files` (paths relative to `root`)
+    written over them, and its `settings`: a sha256 of them all, the interpreter's package folders' modification
+    times included. None where the interpreter's package folders are not found (a change to them would go unseen)."""
+    stamps = _package_stamps(python)
+    if stamps is None:
+        return None
+    digest = hashlib.sha256(repr((VERSION, str(python), *settings)).encode())
+    digest.update(stamps.encode("utf-8", "surrogateescape"))
+    for name in sorted({*include, *files}):
         digest.update(name.encode("utf-8", "surrogateescape") + b"\0")
         digest.update(_content_digest(root / name, files.get(name)))
     return digest.hexdigest()
 
 
+# Asked of an interpreter that is not a venv's: -I -S, so nothing but the interpreter runs (no site hooks, no .pth
+# files), as for the test runs themselves.
+SITE_PACKAGES = "import site; print(chr(10).join(site.getsitepackages()))"
+
+
+def _package_stamps(python: Path) -> str | None:
+    """Each folder the interpreter's packages are installed in, with its modification time (installing or removing
+    one changes it); None where none is found."""
+    stamps = []
+    for folder in _package_folders(python):
+        try:
+            stamps.append(f"{folder}\0{os.stat(folder).st_mtime_ns}\0")
+        except OSError:
+            continue  # named, not there
+    return "".join(stamps) or None
+
+
 def _package_folders(python: Path) -> list[str]:
-    """The folders the interpreter's installed packages live in (a venv's `lib/python3.X/site-packages`)."""
-    prefix = Path(os.path.abspath(python)).parent.parent
-    return sorted(glob.glob(str(prefix / "lib*" / "python*" / "*-packages")))
+    """The folders the interpreter's installed packages live in: a venv's own `lib/python3.X/site-packages` (found
+    as `site` finds it, by the `pyvenv.cfg` beside or above the interpreter), else what the interpreter says."""
+    home = Path(os.path.abspath(python)).parent
+    for prefix in (home, home.parent):
+        if (prefix / "pyvenv.cfg").is_file():
+            return sorted(glob.glob(str(prefix / "lib*" / "python*" / "site-packages")))
+    try:
+        done = subprocess.run([str(python), "-I", "-S", "-c", SITE_PACKAGES], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    listed = done.stdout.decode("utf-8", "surrogateescape").splitlines() if done.returncode == 0 else []
+    return [line for line in listed if line]
 
 
 def _content_digest(path: Path, text: str | None) -> bytes:
@@ -64,7 +97,7 @@ def _content_digest(path: Path, text: str | None) -> bytes:
     try:
         if path.is_symlink():
             return hashlib.sha256(b"link\0" + os.fsencode(os.readlink(path))).digest()
-        return hashlib.sha256(b"file\0" + path.read_bytes()).digest()
+        return b"file\0" + bytes.fromhex(file_sha256(path))
     except OSError:
         return b"missing"
 

@@ -33,6 +33,7 @@ from assistant.core.picked import Picked, picked_key, recall, remember
 from assistant.core.reach import mentioned, parsed, reaching_files
 from assistant.errors import UsageError
 from assistant.progress import Progress
+from assistant.sandbox import disabled_layers
 from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
 
 if TYPE_CHECKING:
@@ -327,7 +328,7 @@ def checking_tests(
     link under another path). Refused with one line where none ran for another reason (see
     :func:`check_baseline`), or none fails with it raising: none checks it."""
     probed = replace(tests, limits=PROBE_LIMITS)
-    key = None if tests.include is None else _picked_key(probed, path, raising)
+    key = _picked_key(probed, path, raising, function)
     known = None if key is None else recall(key)
     if known is not None:
         return replace(tests, args=known.args, picked=True, remembered=True, limits=candidate_limits(known.ran_s))
@@ -352,13 +353,15 @@ def checking_tests(
     return replace(tests, args=picked.args, picked=True, limits=candidate_limits(picked.ran_s))
 
 
-def _picked_key(tests: RepoTests, path: str | Path, raising: str) -> str:
-    """The key of the run that picks (:func:`assistant.core.picked.picked_key`): its copy's files, `path` raising,
-    its tests, interpreter and settings."""
-    assert tests.include is not None
+def _picked_key(tests: RepoTests, path: str | Path, raising: str, function: str) -> str | None:
+    """The key of the run that picks (:func:`assistant.core.picked.picked_key`): its copy's files, `path` raising
+    `function`, its tests, interpreter and settings; None where it cannot be made (nothing is remembered)."""
+    if tests.include is None:
+        return None
     name = Path(path).as_posix()
-    settings = (str(tests.python), tests.args, tests.pythonpath, name, tests.limits, MAX_TESTS, RAISING)
-    return picked_key(tests.root, tests.include, {name: raising}, settings)
+    layers = sorted(disabled_layers())
+    settings = (tests.args, tests.pythonpath, name, function, tests.limits, MAX_TESTS, RAISING, layers)
+    return picked_key(tests.root, tests.include, {name: raising}, tests.python, settings)
 
 
 def candidate_limits(ran_in_s: float) -> ProjectLimits:
@@ -461,7 +464,14 @@ def probe(
     # A test file that does not import (an optional extra missing) must not keep the others from running.
     more = (f"--maxfail={MAX_TESTS}", "--continue-on-collection-errors")
     run = run_on(tests, path, raising, cancel, mark=RAN_EVENT, more=more)
-    return [node for node in run.failed() if node in run.marked], run
+    return [node for node in run.failed() if node in run.marked and _test_of(node, tests.args)], run
+
+
+def _test_of(node: str, files: Sequence[str]) -> bool:
+    """Whether `node` is a node id of a test in one of `files`, to be handed to pytest as an argument: the run's
+    results come from the repo's own code, which could write anything there (an option, a control character)."""
+    path, _, rest = node.partition("::")
+    return path in files and bool(rest) and node.isprintable()
 
 
 def run_on(

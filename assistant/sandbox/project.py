@@ -228,12 +228,13 @@ def run_pytest(
             node_ids,
             pythonpath,
             limits,
-            (trace, mark),
+            trace,
             stop_first,
             extra_args,
             disabled,
             cancel,
             protect=project.resolve(),
+            mark=mark,
         )
     finally:
         _remove_tree(str(run_dir))
@@ -302,18 +303,18 @@ def _run_in(
     node_ids: Sequence[str],
     pythonpath: Sequence[str],
     limits: ProjectLimits,
-    record: tuple[bool, str | None],
+    trace: bool,
     stop_first: bool,
     extra_args: Sequence[str],
     disabled: frozenset[str],
     cancel: threading.Event | None,
     protect: Path | None = None,
+    mark: str | None = None,
 ) -> ProjectRun:
     """Start the launcher in the copy, collect output and results, and build the run's account. `protect` (the
-    original project) is never made readable to the run, even where the interpreter's venv names it. `record`:
-    (trace, mark) as run_pytest takes them."""
-    trace, mark = record
-    env, results_path = _prepare_run_dir(run_dir, copy, python, pythonpath, record, disabled)
+    original project) is never made readable to the run, even where the interpreter's venv names it; `trace` and
+    `mark` as run_pytest takes them."""
+    env, results_path = _prepare_run_dir(run_dir, copy, python, pythonpath, trace, disabled, mark)
     # --rootdir: the copy, as it would be in the project, even when the empty configuration above is the one found.
     argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN_MODULE, f"--rootdir={copy}"]
     if stop_first:
@@ -375,8 +376,9 @@ def _prepare_run_dir(
     copy: Path,
     python: Path,
     pythonpath: Sequence[str],
-    record: tuple[bool, str | None],
+    trace: bool,
     disabled: frozenset[str],
+    mark: str | None = None,
 ) -> tuple[dict[str, str], Path]:
     """Make the run's folders, its empty pytest.ini and the plugin beside the copy: (the run's environment, where
     the plugin writes its results)."""
@@ -395,8 +397,8 @@ def _prepare_run_dir(
             "ASSIST_PYTEST_RESULTS": str(results_path),
             "ASSIST_PYTEST_ROOT": str(copy),
             "ASSIST_PYTEST_RUN_DIR": str(run_dir),
-            "ASSIST_PYTEST_TRACE": "1" if record[0] else "0",
-            "ASSIST_PYTEST_MARK": record[1] or "",
+            "ASSIST_PYTEST_TRACE": "1" if trace else "0",
+            "ASSIST_PYTEST_MARK": mark or "",
             "ASSIST_PYTEST_HOOK": "0" if "hook" in disabled else "1",
         }
     )

@@ -17,7 +17,8 @@ under the project's own interpreter. It is driven by environment variables:
 * ``ASSIST_PYTEST_MARK=EVENT``: record the tests during whose setup, call or teardown code raised the audit
   event EVENT (``sys.audit(EVENT)``, from any thread): code a caller planted says it ran, at no cost to the
   rest of the run, where a trace makes every Python call slower (click's tests: 6.9 s against 12.6 s traced).
-* ``ASSIST_PYTEST_HOOK=0``: do not install the audit hook (``ASSIST_SANDBOX_DISABLE=hook``).
+* ``ASSIST_PYTEST_HOOK=0``: do not install the socket audit hook (``ASSIST_SANDBOX_DISABLE=hook``); marks are
+  heard by a hook of their own.
 
 The audit hook (PEP 578) denies ``socket.connect``, ``socket.bind`` and ``socket.sendto`` for every socket
 family but AF_UNIX, and AF_UNIX connections to socket files outside the run's directory. It is defence in
@@ -180,7 +181,7 @@ def _mark(event: str, args: tuple[object, ...]) -> None:
         _marked.add(_node[0])
 
 
-if _MARK is not None:
+if _MARK is not None and hasattr(sys, "addaudithook"):  # Python 3.8+: before it, nothing is marked
     sys.addaudithook(_mark)
 
 
