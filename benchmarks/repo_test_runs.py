@@ -7,8 +7,9 @@ at a time against as many at once as there are cores.
 A small git project is written to a temporary folder (a module with a stub and three tests of it, as `generate
 --function` finds them); its tests are planned with `assistant.core.repo_tests.repo_tests`, then, each round, run
 on the stub once (`check_baseline`), planned again with the run that picks (`repo_tests(..., stub=)`: the test
-files that reach it, run traced with it raising), and on `--candidates` distinct filled versions through
-`score_texts`, with `RUN_WORKERS` 1 and then as shipped. Prints the median seconds of each over the rounds. Nothing
+files that reach it, run with it raising; what it picked forgotten first), planned so once more (remembered, as a
+request on the same files is), and on `--candidates` distinct filled versions through `score_texts`, with
+`RUN_WORKERS` 1 and then as shipped. Prints the median seconds of each over the rounds. Nothing
 is asserted. Run it on an otherwise idle machine: the figures are wall times.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -75,16 +77,21 @@ def measure(candidates: int, rounds: int) -> dict:
     from assistant.core.stubs import find_stub
 
     shipped = rank.RUN_WORKERS
-    times: dict[str, list[float]] = {"baseline": [], "pick": [], "one at a time": [], "at once": []}
+    rows = ("baseline", "pick", "pick, remembered", "one at a time", "at once")
+    times: dict[str, list[float]] = {row: [] for row in rows}
     stub = find_stub(MODULE, "shout")
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["ASSIST_CACHE_DIR"] = cache = str(Path(tmp) / "cache")  # this run's own picked tests
         root = _project(Path(tmp) / "proj")
         plan = repo_tests(root, "words.py", "shout")
         assert plan is not None
         texts = _candidates(candidates)
         for _ in range(rounds):
             times["baseline"].append(_timed(lambda: check_baseline(plan, "words.py", MODULE, "shout")))
+            shutil.rmtree(cache, ignore_errors=True)  # a first request on these files
             times["pick"].append(_timed(lambda: repo_tests(root, "words.py", "shout", baseline=MODULE, stub=stub)))
+            again = _timed(lambda: repo_tests(root, "words.py", "shout", baseline=MODULE, stub=stub))
+            times["pick, remembered"].append(again)
             rank.RUN_WORKERS = 1
             times["one at a time"].append(_timed(lambda: rank.score_texts(plan, "words.py", texts)))
             rank.RUN_WORKERS = shipped
