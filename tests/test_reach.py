@@ -125,6 +125,18 @@ def test_a_test_file_that_does_not_import_does_not_hide_the_others(tmp_path, mon
     assert request.repo_tests.args == ("tests/test_geo.py::test_area",)
 
 
+def test_failures_of_tests_that_never_ran_the_stub_do_not_end_the_run_that_picks(tmp_path, monkeypatch) -> None:
+    # 60 tests that fail for another reason (as tests needing the network the sandbox denies do) come first; the
+    # one test that checks `square` (through `area`, never naming it) comes after them, and is still found.
+    geo = SQUARE_MODULE + "\n\ndef area(side):\n    return square(side)\n"
+    failing = "".join(f"\n\ndef test_offline_{n}():\n    assert False\n" for n in range(60))
+    tests = "from geo import area\n" + failing + "\n\ndef test_zz_area():\n    assert area(3) == 9\n"
+    repo = enter_repo(monkeypatch, tmp_path / "proj", {"geo.py": geo, "tests/test_geo.py": tests})
+    request = Request.resolve(file=repo / "geo.py", function="square")
+    assert request.repo_tests is not None, request.repo_tests_skipped
+    assert request.repo_tests.picked and request.repo_tests.args == ("tests/test_geo.py::test_zz_area",)
+
+
 def test_failures_never_seen_running_the_stub_leave_the_tests_that_name_it(tmp_path, monkeypatch) -> None:
     # A test may run the function where its mark is not heard (a subprocess, a module imported through a link):
     # failing without being seen to run it, it is neither kept nor taken to show that nothing checks the stub.

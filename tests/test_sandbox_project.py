@@ -21,7 +21,7 @@ import pytest
 from assistant.errors import UsageError
 from assistant.sandbox import LAYERS, runner
 from assistant.sandbox import project_launcher as launcher
-from assistant.sandbox.project import ProjectLimits, RunCancelled, run_pytest
+from assistant.sandbox.project import Mark, ProjectLimits, RunCancelled, run_pytest
 from tests.conftest import landlock_abi, write_files
 
 PYTHON = Path(sys.executable)
@@ -90,12 +90,15 @@ def test_marks_name_the_tests_during_which_the_event_fired_in_any_thread(project
         """
     )
     files = {"pkg/mod.py": marking, "tests/test_mod.py": threaded}
-    run = run_pytest(project, PYTHON, files=files, mark="seen")
+    run = run_pytest(project, PYTHON, files=files, mark=Mark("seen"))
     assert len(run.outcomes) == 4, run.output
     assert run.marked == {OK, BAD, "tests/test_mod.py::test_in_a_thread"}
     assert run.calls == {}  # not traced
     assert run_pytest(project, PYTHON, files=files).marked == frozenset()  # not asked: nothing heard
-    assert run_pytest(project, PYTHON, files=files, mark="other").marked == frozenset()
+    assert run_pytest(project, PYTHON, files=files, mark=Mark("other")).marked == frozenset()
+    # Ended after the first marked test that failed (test_ok passed, marked; test_bad failed, marked): no more ran.
+    stopped = run_pytest(project, PYTHON, files=files, mark=Mark("seen", stop_after=1))
+    assert stopped.outcomes == {OK: "passed", BAD: "failed"} and stopped.marked == {OK, BAD}, stopped.output
 
 
 def test_files_override_a_module_and_node_ids_select(project: Path) -> None:

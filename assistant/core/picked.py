@@ -27,7 +27,7 @@ from pathlib import Path
 from assistant.errors import UsageError
 from assistant.paths import atomic_write_text, cache_dir, file_sha256, read_json_object
 
-VERSION = 1  # raise when what is kept, or how the run picks, changes: older entries are then never read
+VERSION = 2  # raise when what is kept, or how the run picks, changes: older entries are then never read
 KEEP = 200  # entries kept in the cache folder (newest first); each is a few KB
 MAX_ENTRY_BYTES = 1 << 20
 

@@ -34,7 +34,7 @@ from assistant.core.reach import mentioned, parsed, reaching_files
 from assistant.errors import UsageError
 from assistant.progress import Progress
 from assistant.sandbox import disabled_layers
-from assistant.sandbox.project import ProjectLimits, ProjectRun, run_pytest
+from assistant.sandbox.project import Mark, ProjectLimits, ProjectRun, run_pytest
 
 if TYPE_CHECKING:
     from assistant.core.stubs.find import Stub
@@ -459,11 +459,12 @@ def probe(
     """The tests of `tests` that check a function: run once on the file `path` with the function saying it ran,
     then raising (`raising`: :func:`stub_raising`), they failed having run it. A test that passes with it raising
     does not check it; one that fails without running it fails for another reason. The run stops at the
-    MAX_TESTS-th failure (no more are kept; a function everything calls fails hundreds). Node ids in the order
-    pytest ran them, and the run."""
+    MAX_TESTS-th failure of a test that ran it (no more are kept; a function everything calls fails hundreds);
+    failures of tests that never ran it (a network the sandbox denies, a flaky test) do not count. Node ids in the
+    order pytest ran them, and the run."""
     # A test file that does not import (an optional extra missing) must not keep the others from running.
-    more = (f"--maxfail={MAX_TESTS}", "--continue-on-collection-errors")
-    run = run_on(tests, path, raising, cancel, mark=RAN_EVENT, more=more)
+    more = ("--continue-on-collection-errors",)
+    run = run_on(tests, path, raising, cancel, mark=Mark(RAN_EVENT, stop_after=MAX_TESTS), more=more)
     return [node for node in run.failed() if node in run.marked and _test_of(node, tests.args)], run
 
 
@@ -480,12 +481,12 @@ def run_on(
     text: str,
     cancel: threading.Event | None = None,
     *,
-    mark: str | None = None,
+    mark: Mark | None = None,
     more: Sequence[str] = (),
 ) -> ProjectRun:
     """`tests` on a sandboxed copy of the repo with `path` (relative to its root) replaced by `text`; setting
-    `cancel` ends the run at once (RunCancelled). `mark` records the tests during which code raised that audit
-    event; `more` are pytest arguments after the tests'."""
+    `cancel` ends the run at once (RunCancelled). `mark` records the tests during which code raised its audit
+    event (and may end the run); `more` are pytest arguments after the tests'."""
     return run_pytest(
         tests.root,
         tests.python,

@@ -138,6 +138,16 @@ class ProjectLimits:
 
 
 @dataclass(frozen=True)
+class Mark:
+    """An audit event that code planted in a run fires (``sys.audit(event)``) to say it ran: the run records the
+    tests during which it fired (:attr:`ProjectRun.marked`) and ends once `stop_after` of them failed (0: never),
+    as ``--maxfail`` would, counting only those."""
+
+    event: str
+    stop_after: int = 0
+
+
+@dataclass(frozen=True)
 class ProjectRun:
     """What happened when a project's tests ran in the sandbox."""
 
@@ -173,7 +183,7 @@ def run_pytest(
     pythonpath: Sequence[str] = (),
     limits: ProjectLimits = ProjectLimits(),
     trace: bool = False,
-    mark: str | None = None,
+    mark: Mark | None = None,
     stop_first: bool = False,
     extra_args: Sequence[str] = (),
     include: Sequence[str] | None = None,
@@ -187,10 +197,10 @@ def run_pytest(
     inside the copy and name an existing file or a new file in an existing directory (else UsageError).
     ``pythonpath`` lists dirs of the copy to put first on PYTHONPATH (e.g. "src"). ``trace`` records, per
     test, the project's functions it ran (:attr:`ProjectRun.calls`); ``mark``, the tests during which code ran
-    ``sys.audit(mark)`` (:attr:`ProjectRun.marked`: a mark planted in ``files`` costs the run nothing else,
-    where a trace slows every call). ``stop_first`` passes ``-x``. Setting
-    ``cancel`` (from another thread) ends the run at once: its process group is killed and RunCancelled raised,
-    so a caller's Ctrl-C need not wait out runs that started in its worker threads.
+    ``sys.audit(mark.event)`` (:attr:`ProjectRun.marked`: a mark planted in ``files`` costs the run nothing else,
+    where a trace slows every call), and ends the run after ``mark.stop_after`` of them failed. ``stop_first``
+    passes ``-x``. Setting ``cancel`` (from another thread) ends the run at once: its process group is killed and
+    RunCancelled raised, so a caller's Ctrl-C need not wait out runs that started in its worker threads.
 
     The status is "passed" when pytest exited 0, no test failed or errored, at least one passed and every
     asked node id has a result; "failed" when pytest ran the tests and some failed (or none passed);
@@ -309,7 +319,7 @@ def _run_in(
     disabled: frozenset[str],
     cancel: threading.Event | None,
     protect: Path | None = None,
-    mark: str | None = None,
+    mark: Mark | None = None,
 ) -> ProjectRun:
     """Start the launcher in the copy, collect output and results, and build the run's account. `protect` (the
     original project) is never made readable to the run, even where the interpreter's venv names it; `trace` and
@@ -378,7 +388,7 @@ def _prepare_run_dir(
     pythonpath: Sequence[str],
     trace: bool,
     disabled: frozenset[str],
-    mark: str | None = None,
+    mark: Mark | None = None,
 ) -> tuple[dict[str, str], Path]:
     """Make the run's folders, its empty pytest.ini and the plugin beside the copy: (the run's environment, where
     the plugin writes its results)."""
@@ -398,7 +408,8 @@ def _prepare_run_dir(
             "ASSIST_PYTEST_ROOT": str(copy),
             "ASSIST_PYTEST_RUN_DIR": str(run_dir),
             "ASSIST_PYTEST_TRACE": "1" if trace else "0",
-            "ASSIST_PYTEST_MARK": mark or "",
+            "ASSIST_PYTEST_MARK": "" if mark is None else mark.event,
+            "ASSIST_PYTEST_MARK_STOP": "0" if mark is None else str(mark.stop_after),
             "ASSIST_PYTEST_HOOK": "0" if "hook" in disabled else "1",
         }
     )

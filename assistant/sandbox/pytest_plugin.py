@@ -17,6 +17,9 @@ under the project's own interpreter. It is driven by environment variables:
 * ``ASSIST_PYTEST_MARK=EVENT``: record the tests during whose setup, call or teardown code raised the audit
   event EVENT (``sys.audit(EVENT)``, from any thread): code a caller planted says it ran, at no cost to the
   rest of the run, where a trace makes every Python call slower (click's tests: 6.9 s against 12.6 s traced).
+* ``ASSIST_PYTEST_MARK_STOP=N``: end the run once N of the marked tests failed, as ``--maxfail`` would, but
+  counting only those: tests that fail without running the marked code (a network the sandbox denies, a flaky
+  test) do not end it.
 * ``ASSIST_PYTEST_HOOK=0``: do not install the socket audit hook (``ASSIST_SANDBOX_DISABLE=hook``); marks are
   heard by a hook of their own.
 
@@ -40,6 +43,7 @@ RESULTS_ENV = "ASSIST_PYTEST_RESULTS"
 ROOT_ENV = "ASSIST_PYTEST_ROOT"
 TRACE_ENV = "ASSIST_PYTEST_TRACE"
 MARK_ENV = "ASSIST_PYTEST_MARK"
+MARK_STOP_ENV = "ASSIST_PYTEST_MARK_STOP"
 HOOK_ENV = "ASSIST_PYTEST_HOOK"
 RUN_DIR_ENV = "ASSIST_PYTEST_RUN_DIR"
 
@@ -112,6 +116,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 2}
     if previous is None or rank[outcome] > rank[previous]:
         _outcomes[nodeid] = outcome
+    if report.failed and nodeid in _marked:
+        _marked_failure(nodeid)
 
 
 # --- tracing -------------------------------------------------------------------------------------
@@ -183,6 +189,22 @@ def _mark(event: str, args: tuple[object, ...]) -> None:
 
 if _MARK is not None and hasattr(sys, "addaudithook"):  # Python 3.8+: before it, nothing is marked
     sys.addaudithook(_mark)
+
+_MARK_STOP = int(os.environ.get(MARK_STOP_ENV) or 0)  # 0: the marked tests' failures never end the run
+_failed_marked: set[str] = set()
+_session: list[pytest.Session | None] = [None]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _session[0] = session
+
+
+def _marked_failure(nodeid: str) -> None:
+    """Count a marked test that failed; at the MARK_STOP-th, end the run after this test (as --maxfail does)."""
+    _failed_marked.add(nodeid)
+    session = _session[0]
+    if _MARK_STOP and len(_failed_marked) >= _MARK_STOP and session is not None:
+        session.shouldfail = f"stopping after {_MARK_STOP} failures of tests that ran the marked code"
 
 
 # --- the results file ----------------------------------------------------------------------------
