@@ -38,14 +38,15 @@ def load_old(commit: str) -> ModuleType:
     source = subprocess.run(
         ["git", "show", f"{commit}:assistant/sandbox.py"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout
-    folder = Path(tempfile.mkdtemp(prefix="assist-old-sandbox-"))
-    path = folder / "old_sandbox.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("old_sandbox", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["old_sandbox"] = module
-    spec.loader.exec_module(module)
+    # The file is only read while the module loads: the folder goes once it has (none left behind per run).
+    with tempfile.TemporaryDirectory(prefix="assist-old-sandbox-") as folder:
+        path = Path(folder) / "old_sandbox.py"
+        path.write_text(source, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location("old_sandbox", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["old_sandbox"] = module
+        spec.loader.exec_module(module)
     return module
 
 
