@@ -34,8 +34,8 @@ def ov():
 
 
 def test_identity_keeps_its_samples_and_scores_apart_from_transformers(ov, fp32) -> None:
-    assert ov.identity.kind == "local-ov" != fp32.identity.kind
-    assert ov.identity.label == "qwen2.5-coder-0.5b@ov-int8" != fp32.identity.label
+    assert ov.identity.kind == "local-ov-kvf16" != fp32.identity.kind
+    assert ov.identity.label == "qwen2.5-coder-0.5b@ov-int8-kvf16" != fp32.identity.label
     assert ov.count_tokens(build_prompt(REQUIREMENTS[0])) == fp32.count_tokens(build_prompt(REQUIREMENTS[0]))
 
 
@@ -153,18 +153,19 @@ def test_an_engine_that_reads_every_prompt_afresh_scores_on_its_one_pipeline(ov)
     assert scored.logprobs == pytest.approx(ov.logprob(pairs)[0].logprobs, abs=1e-4)
 
 
-def test_a_16_bit_attention_cache_is_keyed_apart_and_samples_as_u8_does(ov) -> None:
+def test_the_default_16_bit_attention_cache_is_keyed_apart_from_u8_and_samples_as_it_does(ov) -> None:
     from assistant.backends.ov import OpenVINOBackend
 
-    wide = OpenVINOBackend.load(PLUMBING_MODEL, attention_cache="f16")
-    assert wide.identity.kind == "local-ov-kvf16" and wide.identity.label == "qwen2.5-coder-0.5b@ov-int8-kvf16"
-    assert ("attention cache", "f16") in wide.identity.details
-    assert ov.identity.kind == "local-ov" and "attention cache" not in dict(ov.identity.details)
+    # The default (f16) is marked, so nothing drawn with u8 (every cache before it) is taken for its draws.
+    assert ov.attention_cache == "f16" and ("attention cache", "f16") in ov.identity.details
+    narrow = OpenVINOBackend.load(PLUMBING_MODEL, attention_cache="u8")
+    assert narrow.identity.kind == "local-ov" and narrow.identity.label == "qwen2.5-coder-0.5b@ov-int8"
+    assert "attention cache" not in dict(narrow.identity.details)
     # Greedy answers of both caches agree on their start (they part by rounding at near ties, if anywhere).
     params = SamplingParams(n=1, temperature=0, max_new_tokens=24)
-    (narrow_answer,), (wide_answer,) = (engine.sample(build_prompt(REQUIREMENTS[0]), params) for engine in (ov, wide))
+    (narrow_answer,), (wide_answer,) = (engine.sample(build_prompt(REQUIREMENTS[0]), params) for engine in (narrow, ov))
     assert wide_answer.text[:20] == narrow_answer.text[:20] and wide_answer.tokens > 0
-    assert OpenVINOBackend.load(PLUMBING_MODEL, attention_cache="u8").identity == ov.identity  # the x86 default
+    assert OpenVINOBackend.load(PLUMBING_MODEL, attention_cache=None).identity == narrow.identity  # the x86 default
     with pytest.raises(ValueError, match="attention_cache is one of u8, f16"):
         OpenVINOBackend.load(PLUMBING_MODEL, attention_cache="i4")
 
@@ -175,8 +176,8 @@ def test_int4_weights_are_converted_once_keyed_apart_and_answer_as_int8_does(ov)
 
     small = OpenVINOBackend.load(PLUMBING_MODEL, weights="int4")  # converted on first use (~20 s for the 0.5B)
     assert models.ov_ready(small.spec, "int4") and small.directory.name == "ov-int4"
-    assert small.identity.kind == "local-ov-int4" and small.identity.label == "qwen2.5-coder-0.5b@ov-int4"
-    assert ("precision", "int4") in small.identity.details and ov.identity.label == "qwen2.5-coder-0.5b@ov-int8"
+    assert small.identity.kind == "local-ov-int4-kvf16" and small.identity.label == "qwen2.5-coder-0.5b@ov-int4-kvf16"
+    assert ("precision", "int4") in small.identity.details and ov.identity.label == "qwen2.5-coder-0.5b@ov-int8-kvf16"
     # Half the bytes of int8 (the token embedding stays 8-bit), and the same model: greedy answers start alike.
     int8_bytes = (ov.directory / "openvino_model.bin").stat().st_size
     assert (small.directory / "openvino_model.bin").stat().st_size < 0.75 * int8_bytes
@@ -220,7 +221,7 @@ def test_drafted_decoding_follows_the_plain_greedy_answer(ov, decoding: str, mon
 
     monkeypatch.setitem(engine.DRAFT_MODELS, PLUMBING_MODEL, PLUMBING_MODEL)
     drafted = engine.OpenVINOBackend.load(PLUMBING_MODEL, decoding=decoding)
-    assert drafted.identity.kind == f"local-ov-{decoding}" and drafted.identity.label == ov.identity.label
+    assert drafted.identity.kind == f"local-ov-{decoding}-kvf16" and drafted.identity.label == ov.identity.label
     prompt = build_prompt(REQUIREMENTS[1])
     params = SamplingParams(n=1, temperature=0, max_new_tokens=80)
     (fast,), (plain,) = drafted.sample(prompt, params), ov.sample(prompt, params)
@@ -244,7 +245,7 @@ def test_auto_drafts_sampled_rows_only_and_keeps_greedy_answers_plain(ov, monkey
 
     monkeypatch.setitem(engine.AUTO_DECODING, PLUMBING_MODEL, "prompt-lookup")
     auto = engine.OpenVINOBackend.load(PLUMBING_MODEL, decoding="auto")
-    assert auto.identity.kind == "local-ov-prompt-lookup" and auto._lanes["plain"][0] is auto.pipeline
+    assert auto.identity.kind == "local-ov-prompt-lookup-kvf16" and auto._lanes["plain"][0] is auto.pipeline
     prompt = build_prompt(REQUIREMENTS[1])
     params = SamplingParams(n=1, temperature=0, max_new_tokens=80)
     (greedy,), (plain,) = auto.sample(prompt, params), ov.sample(prompt, params)

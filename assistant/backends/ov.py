@@ -68,10 +68,12 @@ STALL_S = 300.0
 # Gigabytes kept for the attention cache, by the precision it is stored in (a ceiling it grows to, not memory taken
 # up front): in u8 ~12 kB a token for the 0.5B model, so 1 GB holds ~80,000 tokens; 16 bits take twice the room.
 CACHE_GB = {None: 1, "u8": 1, "f16": 2}
-# The attention cache's precision: None leaves it to OpenVINO (u8 on x86 CPUs, values scaled per token). f16
-# decoded five rows of the 1.5B 11% faster in a probe, but whole stub requests not measurably so (−0.62 s [−1.66,
-# +0.65] on 20 stubs, results/speed-attention-cache): the default stays, and u8 or f16 may be asked for by name.
-ATTENTION_CACHE: str | None = None
+# The attention cache's precision: None leaves it to OpenVINO (u8 on x86 CPUs, values scaled per token). With u8
+# the same prompt and seed drew other samples from one process to the next on some prompts (with one thread they
+# repeat: the CPU plugin's threaded u8 path is not deterministic). f16 repeats them, no slower (−0.62 s [−1.66,
+# +0.65] a stub request) and with no loss of pass@1 shown (results/speed-attention-cache, plan 2): f16 is the
+# default, u8 may be asked for by name.
+ATTENTION_CACHE: str | None = "f16"
 # Tokens of scored pairs handed to the pipeline at once (well within the attention cache).
 SCORE_GROUP_TOKENS = 16384
 # Speculative decoding: the smaller model with the same tokenizer that drafts tokens for each generator, and how
@@ -246,9 +248,10 @@ class OpenVINOBackend(ConvertedBackend):
         """Its own name, kind and label: samples and scores from int8 weights are keyed apart from fp32 ones, and
         samples drawn with a draft (speculative, prompt-lookup: the same model's draws, but not the same draws for a
         seed) apart from plain ones. Scores are always plain, so the label stays. An attention cache in another
-        precision than u8 (OpenVINO's on the x86 CPUs every committed cache was drawn on) parts samples and scores
-        by rounding: it marks the kind, the label and the details; so do int4 weights (int8's strings are those
-        every committed cache holds)."""
+        precision than u8 (OpenVINO's on the x86 CPUs every cache before 2026-12-08 was drawn on) parts samples and
+        scores by rounding: it marks the kind, the label and the details, the default f16 included, so nothing
+        drawn with u8 is taken for its draws; so do int4 weights (int8's strings are those every committed cache
+        holds)."""
         plain = self.decoding == "plain"
         cache = "" if self.attention_cache in (None, "u8") else f"-kv{self.attention_cache}"
         engine = self.name if self.weights == "int8" else f"{self.name}-{self.weights}"
