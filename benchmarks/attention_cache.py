@@ -1,4 +1,5 @@
-"""The attention cache's precision on whole stub requests: u8 (OpenVINO's CPU default) against f16, side by side.
+"""The attention cache's precision on whole stub requests: u8 (OpenVINO's CPU default) against f16 (assist's since
+2026-12-08), side by side.
 
     python benchmarks/attention_cache.py [--model qwen2.5-coder-1.5b] [--stubs 20] [--seed 0] [--json [OUT]]
 
