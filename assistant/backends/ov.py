@@ -71,8 +71,8 @@ CACHE_GB = {None: 1, "u8": 1, "f16": 2}
 # The attention cache's precision: None leaves it to OpenVINO (u8 on x86 CPUs, values scaled per token). With u8
 # the same prompt and seed drew other samples from one process to the next when the prompt's length was a whole
 # number of the cache's 32-token blocks (with one thread they repeat: the CPU plugin's threaded u8 path is not
-# deterministic there; tests/test_backend_ov.py holds such a prompt). f16 repeats them, no slower (−0.62 s [−1.66,
-# +0.65] a stub request) and with no loss of pass@1 shown (results/speed-attention-cache, plan 2): f16 is the
+# deterministic there; tests/test_backend_ov.py holds such a prompt). f16 repeats them, not measurably slower (−0.62 s
+# [−1.66, +0.65] a stub request) and with no loss of pass@1 shown (results/speed-attention-cache, plan 2): f16 is the
 # default, u8 may be asked for by name.
 ATTENTION_CACHE: str | None = "f16"
 # Tokens of scored pairs handed to the pipeline at once (well within the attention cache).
