@@ -582,8 +582,8 @@ class StopMatch:
     stop string might remove them): `_Watch.collect` shows them the same way.
 
     One departure: the engine misses a stop string spread over more tokens than its own encoding (the 1.5B
-    closes a fence as "``" then "`\n\n" in about one row in twenty, then writes an explanation to its end token:
-    85 tokens more in one stub request of 20). Here such a row ends at the token that completes it. The text and
+    closed a fence as "``" then "`\n\n" in 6 of the 100 rows of 20 stub requests, then wrote an explanation to
+    its end token: 85 tokens more in one of them). Here such a row ends at the token that completes it. The text and
     log-probabilities are the same either way (`_completion` cuts both at the stop string); only the tokens
     decoded after it are saved."""
 
